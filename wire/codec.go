@@ -1,0 +1,200 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// Encoding primitives shared by every message. Encoders append; the reader
+// decodes with a sticky error so a message decoder is a straight line of
+// field reads followed by one error check.
+
+func appendU16(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) }
+func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
+func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+func appendUvarint(b []byte, v uint64) []byte {
+	return binary.AppendUvarint(b, v)
+}
+
+// appendBytes appends a uvarint length then the bytes.
+func appendBytes(b []byte, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendString is appendBytes for a string, without converting it.
+func appendString(b []byte, v string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// uvarintLen is the encoded size of v as a uvarint.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// reader decodes little-endian fields from b. After the first failure every
+// read returns a zero value and err holds the first error.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *reader) remaining() int { return len(r.b) - r.off }
+
+func (r *reader) u8() uint8 {
+	if r.err != nil {
+		return 0
+	}
+	if r.off >= len(r.b) {
+		r.fail(ErrTruncated)
+		return 0
+	}
+	v := r.b[r.off]
+	r.off++
+	return v
+}
+
+func (r *reader) bool() bool {
+	switch r.u8() {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		r.fail(ErrMalformed)
+		return false
+	}
+}
+
+func (r *reader) u16() uint16 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b)-r.off < 2 {
+		r.fail(ErrTruncated)
+		return 0
+	}
+	v := binary.LittleEndian.Uint16(r.b[r.off:])
+	r.off += 2
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b)-r.off < 4 {
+		r.fail(ErrTruncated)
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.b[r.off:])
+	r.off += 4
+	return v
+}
+
+func (r *reader) u64() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b)-r.off < 8 {
+		r.fail(ErrTruncated)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b[r.off:])
+	r.off += 8
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		if n == 0 {
+			r.fail(ErrTruncated)
+		} else {
+			r.fail(ErrMalformed) // overflows 64 bits
+		}
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// count reads a uvarint element count no larger than max. Each element
+// takes at least minSize bytes, so a count the remaining input cannot hold
+// is rejected before any caller sizes a slice by it.
+func (r *reader) count(max, minSize int) int {
+	v := r.uvarint()
+	if r.err != nil {
+		return 0
+	}
+	if v > uint64(max) {
+		r.fail(ErrTooLarge)
+		return 0
+	}
+	if minSize > 0 && v > uint64(r.remaining()/minSize) {
+		r.fail(ErrTruncated)
+		return 0
+	}
+	return int(v)
+}
+
+// bytes reads a length-prefixed byte string of at most max bytes. The
+// result aliases the input.
+func (r *reader) bytes(max int) []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		r.fail(ErrTooLarge)
+		return nil
+	}
+	if n > uint64(len(r.b)-r.off) {
+		r.fail(ErrTruncated)
+		return nil
+	}
+	v := r.b[r.off : r.off+int(n) : r.off+int(n)]
+	r.off += int(n)
+	return v
+}
+
+// fixed reads exactly n bytes, aliasing the input.
+func (r *reader) fixed(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if len(r.b)-r.off < n {
+		r.fail(ErrTruncated)
+		return nil
+	}
+	v := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return v
+}
+
+// end reports the sticky error, or ErrTrailing if input remains.
+func (r *reader) end() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.off != len(r.b) {
+		return ErrTrailing
+	}
+	return nil
+}
