@@ -1,0 +1,121 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Snapshot format, version 1. Every integer is a canonical uvarint, every
+// string a uvarint length then its bytes; records are in strictly
+// ascending topic order, so one state has exactly one encoding.
+//
+//	"SHMS" · u8 version (1) · floor · count ·
+//	count × ( topic · u8 state · epoch · [active: owner · partitions] )
+var snapshotMagic = [4]byte{'S', 'H', 'M', 'S'}
+
+const snapshotVersion = 1
+
+// minRecordSize is the smallest encoded record: a one-byte topic behind its
+// length, the state and a one-byte epoch.
+const minRecordSize = 4
+
+// AppendSnapshot appends the encoding of the whole state to b. Equal states
+// encode to equal bytes.
+func (s *State) AppendSnapshot(b []byte) []byte {
+	b = append(b, snapshotMagic[:]...)
+	b = append(b, snapshotVersion)
+	b = appendUvarint(b, s.floor)
+	b = appendUvarint(b, uint64(len(s.topics)))
+	for _, k := range s.sortedKeys() {
+		r := s.topics[k]
+		b = appendString(b, r.topic)
+		b = append(b, byte(r.state))
+		b = appendUvarint(b, r.epoch)
+		if r.state == Active {
+			b = appendString(b, r.owner)
+			b = appendUvarint(b, uint64(r.partitions))
+		}
+	}
+	return b
+}
+
+// DecodeSnapshot decodes a snapshot into a new State. Input that
+// AppendSnapshot would not produce is an error wrapping ErrBadSnapshot or
+// ErrSnapshotVersion; no input panics.
+func DecodeSnapshot(b []byte) (*State, error) {
+	r := reader{b: b}
+	if m := r.fixed(len(snapshotMagic)); r.err == nil && !bytes.Equal(m, snapshotMagic[:]) {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrBadSnapshot, m)
+	}
+	if v := r.u8(); r.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrSnapshotVersion, v)
+	}
+	s := New()
+	s.floor = r.uvarint()
+	n := r.count(int(^uint(0)>>1), minRecordSize)
+	s.keys = make([]string, 0, n)
+	var prev []byte
+	for i := 0; i < n && r.err == nil; i++ {
+		topic := r.bytes(MaxTopicLen)
+		state := TopicState(r.u8())
+		epoch := r.uvarint()
+		var owner []byte
+		var parts uint64
+		if state == Active {
+			owner = r.bytes(MaxNodeIDLen)
+			parts = r.uvarint()
+		}
+		if r.err != nil {
+			break
+		}
+		switch {
+		case len(topic) == 0:
+			r.fail(fmt.Errorf("record %d: %w", i, ErrEmptyTopic))
+		case i > 0 && bytes.Compare(prev, topic) >= 0:
+			r.fail(fmt.Errorf("record %d: %w", i, errNotSorted))
+		case state != Active && state != Revoked:
+			r.fail(fmt.Errorf("record %d: state %d: %w", i, state, errDomain))
+		case epoch == 0:
+			r.fail(fmt.Errorf("record %d: epoch 0: %w", i, errDomain))
+		case state == Active && len(owner) == 0:
+			r.fail(fmt.Errorf("record %d: %w", i, ErrBadNodeID))
+		case state == Active && (parts == 0 || parts > MaxPartitions):
+			r.fail(fmt.Errorf("record %d: %w", i, ErrBadPartitions))
+		}
+		if r.err != nil {
+			break
+		}
+		prev = topic
+		rec := &record{topic: string(topic), epoch: epoch, state: state}
+		if state == Active {
+			rec.owner = s.acquire(s.intern(owner))
+			rec.partitions = uint32(parts)
+			s.active++
+		}
+		s.topics[rec.topic] = rec
+		s.keys = append(s.keys, rec.topic)
+	}
+	if err := r.end(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	return s, nil
+}
+
+// intern returns id as a string, reusing the copy an owner already holds.
+func (s *State) intern(id []byte) string {
+	if st := s.owners[string(id)]; st != nil {
+		return st.id
+	}
+	return string(id)
+}
+
+// Restore replaces the whole state with the decoded snapshot. On error the
+// state is unchanged.
+func (s *State) Restore(snapshot []byte) error {
+	t, err := DecodeSnapshot(snapshot)
+	if err != nil {
+		return err
+	}
+	*s = *t
+	return nil
+}
