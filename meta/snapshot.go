@@ -53,16 +53,28 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	s := New()
 	s.floor = r.uvarint()
 	n := r.count(int(^uint(0)>>1), minRecordSize)
-	s.keys = make([]string, 0, n)
+	if r.err == nil {
+		// Three allocations carry every record: the map, one slab of
+		// records, and one copy of the input that every topic and owner
+		// string points into.
+		s.topics = make(map[string]*record, n)
+		s.keys = make([]string, 0, n)
+	}
+	slab := make([]record, n)
+	str := string(b)
 	var prev []byte
 	for i := 0; i < n && r.err == nil; i++ {
 		topic := r.bytes(MaxTopicLen)
+		topicEnd := r.off
 		state := TopicState(r.u8())
 		epoch := r.uvarint()
+		// topicEnd and ownerEnd locate the strings' bytes in str.
 		var owner []byte
 		var parts uint64
+		var ownerEnd int
 		if state == Active {
 			owner = r.bytes(MaxNodeIDLen)
+			ownerEnd = r.off
 			parts = r.uvarint()
 		}
 		if r.err != nil {
@@ -86,9 +98,10 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			break
 		}
 		prev = topic
-		rec := &record{topic: string(topic), epoch: epoch, state: state}
+		rec := &slab[i]
+		*rec = record{topic: str[topicEnd-len(topic) : topicEnd], epoch: epoch, state: state}
 		if state == Active {
-			rec.owner = s.acquire(s.intern(owner))
+			rec.owner = s.acquire(s.intern(owner, str[ownerEnd-len(owner):ownerEnd]))
 			rec.partitions = uint32(parts)
 			s.active++
 		}
@@ -101,12 +114,13 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	return s, nil
 }
 
-// intern returns id as a string, reusing the copy an owner already holds.
-func (s *State) intern(id []byte) string {
+// intern returns the string an owner of id already holds, or fresh, which
+// holds the same bytes.
+func (s *State) intern(id []byte, fresh string) string {
 	if st := s.owners[string(id)]; st != nil {
 		return st.id
 	}
-	return string(id)
+	return fresh
 }
 
 // Restore replaces the whole state with the decoded snapshot. On error the

@@ -309,6 +309,11 @@ func (s *State) compact(res *Result) {
 	}
 	clear(s.keys[len(kept):])
 	s.keys = kept
+	for id, st := range s.owners {
+		if st.topics == 0 {
+			delete(s.owners, id)
+		}
+	}
 	res.Changed = res.Compacted > 0
 }
 
@@ -324,13 +329,10 @@ func (s *State) acquire(id string) string {
 	return st.id
 }
 
-func (s *State) release(id string) {
-	st := s.owners[id]
-	st.topics--
-	if st.topics == 0 {
-		delete(s.owners, id)
-	}
-}
+// release counts one active topic less for id. A node left with none
+// keeps its entry, so that moving topics back and forth between nodes
+// does not allocate; Compact prunes such entries.
+func (s *State) release(id string) { s.owners[id].topics-- }
 
 func (s *State) sortedKeys() []string {
 	if !s.sorted {
@@ -372,7 +374,9 @@ func (s *State) Load(node string) int {
 func (s *State) Owners() []Node {
 	out := make([]Node, 0, len(s.owners))
 	for _, st := range s.owners {
-		out = append(out, Node{ID: st.id, Load: uint64(st.topics)})
+		if st.topics > 0 {
+			out = append(out, Node{ID: st.id, Load: uint64(st.topics)})
+		}
 	}
 	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
@@ -450,12 +454,14 @@ func (s *State) checkInvariants() error {
 	if active != s.active {
 		return fmt.Errorf("meta: %d active records, count says %d", active, s.active)
 	}
-	if len(owned) != len(s.owners) {
-		return fmt.Errorf("meta: %d owners, index has %d", len(owned), len(s.owners))
-	}
 	for id, n := range owned {
 		if st := s.owners[id]; st == nil || st.topics != n || st.id != id {
 			return fmt.Errorf("meta: owner %q has %d topics, index disagrees", id, n)
+		}
+	}
+	for id, st := range s.owners {
+		if st.topics != owned[id] {
+			return fmt.Errorf("meta: index gives %q %d topics, it owns %d", id, st.topics, owned[id])
 		}
 	}
 	return nil
