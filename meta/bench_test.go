@@ -119,3 +119,21 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	})
 }
+
+// The whole apply path of a follower: decode the entry, apply it.
+func BenchmarkApplyEntry(b *testing.B) {
+	c := assign("orders.region-000001", "n2", 0)
+	moveTo2, _ := AppendCommand(nil, &c)
+	c.Owner = "n1"
+	moveTo1, _ := AppendCommand(nil, &c)
+	s := New()
+	var res Result
+	_ = s.ApplyEntry(moveTo1, &res)
+	entries := [2][]byte{moveTo2, moveTo1}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := s.ApplyEntry(entries[i&1], &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

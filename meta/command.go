@@ -210,7 +210,12 @@ const minMoveSize = 4
 // alias b; node ids are copied. Any input that AppendCommand would not
 // produce is an error wrapping ErrBadCommand (or the field's own sentinel);
 // no input panics.
-func DecodeCommand(b []byte, c *Command) error {
+func DecodeCommand(b []byte, c *Command) error { return decodeCommand(b, c, nil) }
+
+// decodeCommand is DecodeCommand taking node ids that ids already knows
+// from it instead of copying them, so that the apply path allocates
+// nothing in the steady state. ids may be nil.
+func decodeCommand(b []byte, c *Command, ids *State) error {
 	moves := c.Moves[:0]
 	*c = Command{}
 	r := reader{b: b}
@@ -221,7 +226,7 @@ func DecodeCommand(b []byte, c *Command) error {
 	switch c.Op {
 	case OpAssign:
 		c.Topic = r.bytes(MaxTopicLen)
-		c.Owner = string(r.bytes(MaxNodeIDLen))
+		c.Owner = ids.nodeID(r.bytes(MaxNodeIDLen))
 		c.Partitions = r.partitions()
 	case OpRevoke:
 		c.Topic = r.bytes(MaxTopicLen)
@@ -229,7 +234,7 @@ func DecodeCommand(b []byte, c *Command) error {
 		c.Topic = r.bytes(MaxTopicLen)
 		c.Partitions = r.partitions()
 	case OpReassignNode:
-		c.Node = string(r.bytes(MaxNodeIDLen))
+		c.Node = ids.nodeID(r.bytes(MaxNodeIDLen))
 		n := r.count(MaxMoves, minMoveSize)
 		for range n {
 			t := r.bytes(MaxTopicLen)
@@ -237,7 +242,7 @@ func DecodeCommand(b []byte, c *Command) error {
 			if r.err != nil {
 				break
 			}
-			moves = append(moves, Move{Topic: t, Owner: string(o)})
+			moves = append(moves, Move{Topic: t, Owner: ids.nodeID(o)})
 		}
 		if n > 0 {
 			c.Moves = moves

@@ -128,6 +128,9 @@ type State struct {
 	// floor is the highest epoch a compacted tombstone held: a topic with
 	// no record starts at floor+1.
 	floor uint64
+	// entry is ApplyEntry's decoded command, kept so that its move slice
+	// is reused.
+	entry Command
 }
 
 // New returns an empty shard state.
@@ -165,6 +168,30 @@ func (s *State) Apply(c *Command, res *Result) error {
 	case OpMarker:
 	}
 	return nil
+}
+
+// ApplyEntry decodes a committed raft entry and applies it. An empty entry
+// (raft's own, appended by every new leader) is a no-op. An entry that does
+// not decode is refused like any bad command: every replica refuses it the
+// same way, so the caller reports it and moves on. res is as for Apply.
+func (s *State) ApplyEntry(data []byte, res *Result) error {
+	if len(data) == 0 {
+		if res != nil {
+			res.reset()
+		}
+		return nil
+	}
+	err := decodeCommand(data, &s.entry, s)
+	if err == nil {
+		err = s.Apply(&s.entry, res)
+	} else if res != nil {
+		res.reset()
+	}
+	// Drop the references into data: the caller may reuse it.
+	moves := s.entry.Moves
+	clear(moves)
+	s.entry = Command{Moves: moves[:0]}
+	return err
 }
 
 // Check returns the error Apply would return for c, without changing
@@ -333,6 +360,20 @@ func (s *State) acquire(id string) string {
 // keeps its entry, so that moving topics back and forth between nodes
 // does not allocate; Compact prunes such entries.
 func (s *State) release(id string) { s.owners[id].topics-- }
+
+// nodeID returns id as a string, without copying it when it names a node
+// that owns or owned topics here. s may be nil.
+func (s *State) nodeID(id []byte) string {
+	if len(id) == 0 {
+		return ""
+	}
+	if s != nil {
+		if st := s.owners[string(id)]; st != nil {
+			return st.id
+		}
+	}
+	return string(id)
+}
 
 func (s *State) sortedKeys() []string {
 	if !s.sorted {

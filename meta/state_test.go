@@ -329,3 +329,41 @@ func TestResultIsReused(t *testing.T) {
 		t.Fatalf("refused command left a result: %+v, %v", res, err)
 	}
 }
+
+func TestApplyEntry(t *testing.T) {
+	s := New()
+	var res Result
+	enc := func(c Command) []byte {
+		b, err := AppendCommand(nil, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := s.ApplyEntry(enc(assign("a", "n1", 0)), &res); err != nil || !res.Changed {
+		t.Fatalf("assign entry: %+v, %v", res, err)
+	}
+	if err := s.ApplyEntry(nil, &res); err != nil || res.Changed || len(res.Effects) != 0 {
+		t.Fatalf("empty entry: %+v, %v", res, err)
+	}
+	if err := s.ApplyEntry([]byte{1, 99}, &res); !errors.Is(err, ErrBadCommand) || res.Changed {
+		t.Fatalf("garbage entry: %+v, %v", res, err)
+	}
+	if err := s.ApplyEntry(enc(revoke("zzz")), &res); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("refused entry: %v", err)
+	}
+	entry := enc(reassign("n1", "a", "n2"))
+	if err := s.ApplyEntry(entry, &res); err != nil || res.Moved != 1 {
+		t.Fatalf("reassign entry: %+v, %v", res, err)
+	}
+	// The state keeps nothing that aliases the entry's bytes.
+	for i := range entry {
+		entry[i] = 0
+	}
+	if a, _ := s.Get([]byte("a")); a != active("a", "n2", 2, 1) {
+		t.Fatalf("after clobbering the entry: %+v", a)
+	}
+	if err := s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
