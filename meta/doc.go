@@ -32,7 +32,8 @@
 //     unknown topic is ErrUnknownTopic.
 //   - UpdatePartition(topic, partitions). Grows an active topic's partition
 //     count (shrinking is ErrBadPartitions); the epoch stays, since the owner
-//     does not change. The same count changes nothing.
+//     does not change, and the owner gets an EffectOpen at that same epoch
+//     carrying the new count. The same count changes nothing.
 //   - ReassignNode(node, moves). Moves each listed topic to its listed
 //     owner at epoch+1, but only while the topic is still active and owned by
 //     the dead node; a move whose topic changed since the leader planned it is
@@ -50,6 +51,16 @@
 // An owner that a request does not name is chosen by the shard leader before
 // it proposes ([ChooseOwner], [State.PrepareAssign]) and written into the
 // command, so replicas never have to agree on membership or load.
+//
+// # Use
+//
+// The shard leader turns a request into a command with
+// [State.PrepareAssign] or [State.PlanReassign] (or builds it directly),
+// may refuse it early with [State.Check], encodes it with [AppendCommand]
+// and proposes the bytes. Every replica applies committed entries with
+// [State.ApplyEntry] (or [DecodeCommand] then [State.Apply]); the leader
+// then sends the RPCs listed in [Result.Effects]. Raft snapshots carry
+// [State.AppendSnapshot]; a replica installs one with [State.Restore].
 //
 // A State is not safe for concurrent use: its owner is the shard's apply
 // loop.
