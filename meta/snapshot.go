@@ -41,7 +41,9 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 
 // DecodeSnapshot decodes a snapshot into a new State. Input that
 // AppendSnapshot would not produce is an error wrapping ErrBadSnapshot or
-// ErrSnapshotVersion; no input panics.
+// ErrSnapshotVersion; no input panics. The state's strings share one copy
+// of b, which lives as long as any of them does: at most one snapshot's
+// worth of memory.
 func DecodeSnapshot(b []byte) (*State, error) {
 	r := reader{b: b}
 	if m := r.fixed(len(snapshotMagic)); r.err == nil && !bytes.Equal(m, snapshotMagic[:]) {
