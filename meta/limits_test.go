@@ -11,7 +11,7 @@ import (
 // machine accepts, and the other way round.
 func TestLimitsMatchTheClientProtocol(t *testing.T) {
 	for _, tt := range []struct {
-		name      string
+		name       string
 		meta, wire int
 	}{
 		{"topic length", meta.MaxTopicLen, wire.MaxTopicLen},
