@@ -59,7 +59,10 @@
 // may refuse it early with [State.Check], encodes it with [AppendCommand]
 // and proposes the bytes. Every replica applies committed entries with
 // [State.ApplyEntry] (or [DecodeCommand] then [State.Apply]); the leader
-// then sends the RPCs listed in [Result.Effects]. Raft snapshots carry
+// then sends the RPCs listed in [Result.Effects]. A new leader re-sends
+// OpenTopic for every active topic ([State.Topics]) and CloseTopic to each
+// topic's [Assignment.Previous] owner, since its predecessor may have failed
+// before they were acknowledged. Raft snapshots carry
 // [State.AppendSnapshot]; a replica installs one with [State.Restore].
 //
 // A State is not safe for concurrent use: its owner is the shard's apply

@@ -42,8 +42,15 @@ func active(topic, owner string, epoch uint64, partitions uint32) Assignment {
 	return Assignment{Topic: topic, Owner: owner, Epoch: epoch, Partitions: partitions, State: Active}
 }
 
-func revoked(topic string, epoch uint64) Assignment {
-	return Assignment{Topic: topic, Epoch: epoch, State: Revoked}
+// revoked is a tombstone revoked from owner from.
+func revoked(topic, from string, epoch uint64) Assignment {
+	return Assignment{Topic: topic, Previous: from, Epoch: epoch, State: Revoked}
+}
+
+// from sets the owner the topic had before its last ownership change.
+func (a Assignment) from(prev string) Assignment {
+	a.Previous = prev
+	return a
 }
 
 // mustApply applies c through its encoding, as a follower would, and fails

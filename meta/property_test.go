@@ -192,12 +192,13 @@ func replayProperty(t *testing.T, seed uint64, steps int, st *stats) {
 		}
 		// Every Open names the owner the state now holds at that epoch.
 		if errL == nil {
+			// Every Close names the owner the state now records as
+			// previous, for a new leader to close again.
 			for _, e := range resL.Effects {
-				if e.Kind != EffectOpen {
-					continue
-				}
 				a := now[e.Topic]
-				if a.Owner != e.Node || a.Epoch != e.Epoch || a.Partitions != e.Partitions {
+				switch {
+				case e.Kind == EffectOpen && (a.Owner != e.Node || a.Epoch != e.Epoch || a.Partitions != e.Partitions),
+					e.Kind == EffectClose && (a.Previous != e.Node || a.Epoch != e.Epoch):
 					t.Fatalf("step %d %s: effect %+v but state %+v", i, c.Op, e, a)
 				}
 			}

@@ -10,14 +10,15 @@ import (
 // ascending topic order, so one state has exactly one encoding.
 //
 //	"SHMS" · u8 version (1) · floor · count ·
-//	count × ( topic · u8 state · epoch · [active: owner · partitions] )
+//	count × ( topic · u8 state · epoch · previous owner (may be empty) ·
+//	          [active: owner · partitions] )
 var snapshotMagic = [4]byte{'S', 'H', 'M', 'S'}
 
 const snapshotVersion = 1
 
 // minRecordSize is the smallest encoded record: a one-byte topic behind its
-// length, the state and a one-byte epoch.
-const minRecordSize = 4
+// length, the state, a one-byte epoch and an empty previous owner.
+const minRecordSize = 5
 
 // AppendSnapshot appends the encoding of the whole state to b. Equal states
 // encode to equal bytes.
@@ -31,6 +32,7 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 		b = appendString(b, r.topic)
 		b = append(b, byte(r.state))
 		b = appendUvarint(b, r.epoch)
+		b = appendString(b, r.prev)
 		if r.state == Active {
 			b = appendString(b, r.owner)
 			b = appendUvarint(b, uint64(r.partitions))
@@ -70,7 +72,9 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		topicEnd := r.off
 		state := TopicState(r.u8())
 		epoch := r.uvarint()
-		// topicEnd and ownerEnd locate the strings' bytes in str.
+		prevOwner := r.bytes(MaxNodeIDLen)
+		prevEnd := r.off
+		// topicEnd, prevEnd and ownerEnd locate the strings' bytes in str.
 		var owner []byte
 		var parts uint64
 		var ownerEnd int
@@ -95,6 +99,8 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			r.fail(fmt.Errorf("record %d: %w", i, ErrBadNodeID))
 		case state == Active && (parts == 0 || parts > MaxPartitions):
 			r.fail(fmt.Errorf("record %d: %w", i, ErrBadPartitions))
+		case state == Active && bytes.Equal(prevOwner, owner):
+			r.fail(fmt.Errorf("record %d: previous owner is the owner: %w", i, errDomain))
 		}
 		if r.err != nil {
 			break
@@ -106,6 +112,9 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			rec.owner = s.acquire(s.intern(owner, str[ownerEnd-len(owner):ownerEnd]))
 			rec.partitions = uint32(parts)
 			s.active++
+		}
+		if len(prevOwner) > 0 {
+			rec.prev = s.intern(prevOwner, str[prevEnd-len(prevOwner):prevEnd])
 		}
 		s.topics[rec.topic] = rec
 		s.keys = append(s.keys, rec.topic)

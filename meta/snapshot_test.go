@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,9 +71,11 @@ func TestEmptySnapshot(t *testing.T) {
 }
 
 func TestDecodeSnapshotRejects(t *testing.T) {
-	rec := func(topic string, state byte, epoch byte, rest ...byte) []byte {
-		b := append([]byte{byte(len(topic))}, topic...)
-		b = append(b, state, epoch)
+	rec := func(topic string, state byte, epoch uint64, prev string, rest ...byte) []byte {
+		b := appendString(nil, topic)
+		b = append(b, state)
+		b = appendUvarint(b, epoch)
+		b = appendString(b, prev)
 		return append(b, rest...)
 	}
 	head := func(count byte) []byte { return []byte{'S', 'H', 'M', 'S', 1, 0, count} }
@@ -88,15 +91,17 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 		{"truncated header", []byte{'S', 'H', 'M', 'S', 1, 0}, ErrBadSnapshot},
 		{"count larger than the input", head(100), ErrBadSnapshot},
 		{"trailing bytes", cat(head(0), []byte{0}), ErrBadSnapshot},
-		{"unsorted topics", cat(head(2), rec("b", 2, 1), rec("a", 2, 1)), ErrBadSnapshot},
-		{"duplicate topics", cat(head(2), rec("a", 2, 1), rec("a", 2, 3)), ErrBadSnapshot},
-		{"empty topic", cat(head(1), rec("", 2, 0x81, 0x01)), ErrEmptyTopic},
-		{"unknown state", cat(head(1), rec("a", 3, 1)), ErrBadSnapshot},
-		{"epoch zero", cat(head(1), rec("a", 2, 0)), ErrBadSnapshot},
-		{"active without owner", cat(head(1), rec("a", 1, 1, 0, 1)), ErrBadNodeID},
-		{"active with zero partitions", cat(head(1), rec("a", 1, 1, 2, 'n', '1', 0)), ErrBadPartitions},
-		{"active with too many partitions", cat(head(1), rec("a", 1, 1, 2, 'n', '1', 0x81, 0x80, 0x04)), ErrBadPartitions},
-		{"non-canonical epoch", cat(head(1), rec("a", 2, 0x81, 0x00)), ErrBadSnapshot},
+		{"unsorted topics", cat(head(2), rec("b", 2, 1, "n1"), rec("a", 2, 1, "n1")), ErrBadSnapshot},
+		{"duplicate topics", cat(head(2), rec("a", 2, 1, "n1"), rec("a", 2, 3, "n1")), ErrBadSnapshot},
+		{"empty topic", cat(head(1), rec("", 2, 1, "n1")), ErrEmptyTopic},
+		{"unknown state", cat(head(1), rec("a", 3, 1, "n1")), ErrBadSnapshot},
+		{"epoch zero", cat(head(1), rec("a", 2, 0, "n1")), ErrBadSnapshot},
+		{"previous owner too long", cat(head(1), rec("a", 2, 1, strings.Repeat("n", 65))), ErrBadSnapshot},
+		{"active without owner", cat(head(1), rec("a", 1, 1, "", 0, 1)), ErrBadNodeID},
+		{"active with zero partitions", cat(head(1), rec("a", 1, 1, "", 2, 'n', '1', 0)), ErrBadPartitions},
+		{"active with too many partitions", cat(head(1), rec("a", 1, 1, "", 2, 'n', '1', 0x81, 0x80, 0x04)), ErrBadPartitions},
+		{"active with itself as previous owner", cat(head(1), rec("a", 1, 1, "n1", 2, 'n', '1', 1)), ErrBadSnapshot},
+		{"non-canonical epoch", cat(head(1), []byte{1, 'a', 2, 0x81, 0x00, 0}), ErrBadSnapshot},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +111,7 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 		})
 	}
 	// The hand-built records above are well formed when valid.
-	if _, err := DecodeSnapshot(cat(head(2), rec("a", 1, 1, 2, 'n', '1', 1), rec("b", 2, 4))); err != nil {
+	if _, err := DecodeSnapshot(cat(head(2), rec("a", 1, 1, "n2", 2, 'n', '1', 1), rec("b", 2, 4, ""))); err != nil {
 		t.Fatalf("valid hand-built snapshot: %v", err)
 	}
 }

@@ -33,8 +33,13 @@ func (s TopicState) String() string {
 // Assignment is a topic's record as seen from outside. Owner is empty and
 // Partitions 0 for a revoked topic.
 type Assignment struct {
-	Topic      string
-	Owner      string
+	Topic string
+	Owner string
+	// Previous is the owner the topic had before its last ownership
+	// change (a move or a revoke), never Owner itself; empty when there is
+	// none. A new shard leader re-sends CloseTopic to it, in case the old
+	// leader failed before the Close was acknowledged.
+	Previous   string
 	Epoch      uint64
 	Partitions uint32
 	State      TopicState
@@ -97,13 +102,14 @@ func (r *Result) reset() {
 type record struct {
 	topic      string
 	owner      string
+	prev       string
 	epoch      uint64
 	partitions uint32
 	state      TopicState
 }
 
 func (r *record) assignment() Assignment {
-	return Assignment{Topic: r.topic, Owner: r.owner, Epoch: r.epoch, Partitions: r.partitions, State: r.state}
+	return Assignment{Topic: r.topic, Owner: r.owner, Previous: r.prev, Epoch: r.epoch, Partitions: r.partitions, State: r.state}
 }
 
 // ownerStat counts a node's active topics; its id is the one string every
@@ -261,6 +267,9 @@ func (s *State) assign(c *Command, res *Result) {
 	r.epoch++
 	r.state = Active
 	r.owner = s.acquire(c.Owner)
+	if r.prev == r.owner {
+		r.prev = "" // a topic revoked from a node and given back to it
+	}
 	r.partitions = c.Partitions
 	if r.partitions == 0 {
 		r.partitions = DefaultPartitions
@@ -276,6 +285,7 @@ func (s *State) move(r *record, owner string, res *Result) {
 	prev := r.owner
 	s.release(prev)
 	r.owner = s.acquire(owner)
+	r.prev = prev
 	r.epoch++
 	res.Effects = append(res.Effects,
 		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
@@ -291,6 +301,7 @@ func (s *State) revoke(c *Command, res *Result) {
 		r.epoch++
 		r.state = Revoked
 		r.owner = ""
+		r.prev = prev
 		r.partitions = 0
 		res.Changed = true
 		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch})
@@ -479,8 +490,8 @@ func (s *State) checkInvariants() error {
 		case r.epoch == 0:
 			return fmt.Errorf("meta: %q at epoch 0", k)
 		case r.state == Active:
-			if r.owner == "" || r.partitions == 0 || r.partitions > MaxPartitions {
-				return fmt.Errorf("meta: active %q has owner %q, %d partitions", k, r.owner, r.partitions)
+			if r.owner == "" || r.partitions == 0 || r.partitions > MaxPartitions || r.prev == r.owner {
+				return fmt.Errorf("meta: active %q has owner %q (previous %q), %d partitions", k, r.owner, r.prev, r.partitions)
 			}
 			active++
 			owned[r.owner]++
