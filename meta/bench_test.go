@@ -1,0 +1,139 @@
+package meta
+
+import (
+	"fmt"
+	"testing"
+)
+
+func BenchmarkApplyAssign(b *testing.B) {
+	b.Run("new-topic", func(b *testing.B) {
+		names := make([][]byte, 1<<16)
+		for i := range names {
+			names[i] = fmt.Appendf(nil, "orders.region-%06d", i)
+		}
+		s := New()
+		var res Result
+		c := Command{Op: OpAssign, Owner: "n1"}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%len(names) == 0 {
+				s = New() // keep every assign a creation
+			}
+			c.Topic = names[i%len(names)]
+			if err := s.Apply(&c, &res); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("idempotent", func(b *testing.B) {
+		s := New()
+		var res Result
+		c := assign("orders", "n1", 0)
+		_ = s.Apply(&c, &res)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Apply(&c, &res); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("move", func(b *testing.B) {
+		s := New()
+		var res Result
+		c := assign("orders", "n1", 0)
+		_ = s.Apply(&c, &res)
+		owners := [2]string{"n1", "n2"}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			c.Owner = owners[i&1]
+			if err := s.Apply(&c, &res); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkEncodeCommand(b *testing.B) {
+	c := assign("orders.region-000001", "n1", 12)
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendCommand(buf[:0], &c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeCommand(b *testing.B) {
+	for _, c := range []Command{assign("orders.region-000001", "n1", 12), revoke("orders.region-000001")} {
+		enc, _ := AppendCommand(nil, &c)
+		b.Run(c.Op.String(), func(b *testing.B) {
+			var d Command
+			b.ReportAllocs()
+			b.SetBytes(int64(len(enc)))
+			for b.Loop() {
+				if err := DecodeCommand(enc, &d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkChooseOwner(b *testing.B) {
+	live := nodes(10, 3)
+	topic := []byte("orders.region-000001")
+	b.ReportAllocs()
+	for b.Loop() {
+		if ChooseOwner(topic, live) == "" {
+			b.Fatal("no owner")
+		}
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	s := New()
+	for i := range 10000 {
+		c := assign(fmt.Sprintf("orders.region-%06d", i), fmt.Sprintf("n%d", i%10), 4)
+		if err := s.Apply(&c, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	snap := s.AppendSnapshot(nil)
+	b.Run("encode-10k", func(b *testing.B) {
+		buf := make([]byte, 0, len(snap))
+		b.ReportAllocs()
+		b.SetBytes(int64(len(snap)))
+		for b.Loop() {
+			buf = s.AppendSnapshot(buf[:0])
+		}
+	})
+	b.Run("decode-10k", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(snap)))
+		for b.Loop() {
+			if _, err := DecodeSnapshot(snap); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// The whole apply path of a follower: decode the entry, apply it.
+func BenchmarkApplyEntry(b *testing.B) {
+	c := assign("orders.region-000001", "n2", 0)
+	moveTo2, _ := AppendCommand(nil, &c)
+	c.Owner = "n1"
+	moveTo1, _ := AppendCommand(nil, &c)
+	s := New()
+	var res Result
+	_ = s.ApplyEntry(moveTo1, &res)
+	entries := [2][]byte{moveTo2, moveTo1}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := s.ApplyEntry(entries[i&1], &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// Limits. Each is the largest value accepted by the encoders, the decoders
+// and Apply. They match the limits of the client protocol.
+const (
+	// MaxTopicLen bounds a topic name: 255 bytes.
+	MaxTopicLen = 255
+	// MaxNodeIDLen bounds a node id: 64 bytes.
+	MaxNodeIDLen = 64
+	// MaxPartitions bounds a topic's partition count: 65,536.
+	MaxPartitions = 1 << 16
+	// DefaultPartitions is the partition count of a topic assigned without
+	// one.
+	DefaultPartitions = 1
+	// MaxMoves bounds the moves in one ReassignNode: 4,096, which keeps the
+	// largest such log entry near 1.3 MiB. A dead node that owned more
+	// topics in a shard is drained by several commands.
+	MaxMoves = 4096
+)
+
+// commandVersion is the first byte of every encoded command. Log entries
+// outlive the binary that wrote them, so a new layout gets a new version
+// and the old one stays decodable.
+const commandVersion = 1
+
+// Op names a command.
+type Op uint8
+
+// The commands. Values are part of the log format: never renumber.
+const (
+	// OpAssign assigns a topic to an owner (see the package doc).
+	OpAssign Op = 1
+	// OpRevoke revokes a topic, leaving a tombstone at epoch+1.
+	OpRevoke Op = 2
+	// OpUpdatePartition grows a topic's partition count.
+	OpUpdatePartition Op = 3
+	// OpReassignNode moves the topics of a dead node to live owners.
+	OpReassignNode Op = 4
+	// OpMarker changes nothing; it carries a sequence number so that its
+	// proposer can recognise it when it applies.
+	OpMarker Op = 5
+	// OpCompact drops tombstones and raises the shard's epoch floor.
+	OpCompact Op = 6
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAssign:
+		return "AssignTopic"
+	case OpRevoke:
+		return "RevokeTopic"
+	case OpUpdatePartition:
+		return "UpdatePartition"
+	case OpReassignNode:
+		return "ReassignNode"
+	case OpMarker:
+		return "Marker"
+	case OpCompact:
+		return "Compact"
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Move is one topic of a ReassignNode and the owner it moves to.
+type Move struct {
+	Topic []byte
+	Owner string
+}
+
+// Command is one state change, the payload of a raft log entry. Each op
+// reads only its own fields and ignores the others:
+//
+//	OpAssign          Topic, Owner (may be empty for an active topic), Partitions (0: not given)
+//	OpRevoke          Topic
+//	OpUpdatePartition Topic, Partitions
+//	OpReassignNode    Node (the dead node), Moves (strictly ascending by topic)
+//	OpMarker          Seq
+//	OpCompact         -
+//
+// A decoded command's Topic and Moves[i].Topic alias the decoded buffer.
+type Command struct {
+	Op         Op
+	Topic      []byte
+	Owner      string
+	Partitions uint32
+	Node       string
+	Moves      []Move
+	Seq        uint64
+}
+
+// Validate checks the fields the op uses, without looking at any state.
+func (c *Command) Validate() error {
+	switch c.Op {
+	case OpAssign:
+		if err := checkTopic(c.Topic); err != nil {
+			return c.fail(err)
+		}
+		if len(c.Owner) > MaxNodeIDLen {
+			return c.fail(ErrBadNodeID)
+		}
+		if c.Partitions > MaxPartitions {
+			return c.fail(ErrBadPartitions)
+		}
+	case OpRevoke:
+		if err := checkTopic(c.Topic); err != nil {
+			return c.fail(err)
+		}
+	case OpUpdatePartition:
+		if err := checkTopic(c.Topic); err != nil {
+			return c.fail(err)
+		}
+		if c.Partitions == 0 || c.Partitions > MaxPartitions {
+			return c.fail(ErrBadPartitions)
+		}
+	case OpReassignNode:
+		if err := checkNodeID(c.Node); err != nil {
+			return c.fail(err)
+		}
+		if len(c.Moves) > MaxMoves {
+			return c.fail(ErrTooManyMoves)
+		}
+		for i := range c.Moves {
+			m := &c.Moves[i]
+			if err := checkTopic(m.Topic); err != nil {
+				return c.fail(err)
+			}
+			if err := checkNodeID(m.Owner); err != nil {
+				return c.fail(err)
+			}
+			if m.Owner == c.Node {
+				return c.fail(fmt.Errorf("%w: move %q to the dead node itself", ErrBadCommand, m.Topic))
+			}
+			if i > 0 && bytes.Compare(c.Moves[i-1].Topic, m.Topic) >= 0 {
+				return c.fail(fmt.Errorf("%w: moves %w", ErrBadCommand, errNotSorted))
+			}
+		}
+	case OpMarker, OpCompact:
+	default:
+		return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+	}
+	return nil
+}
+
+func (c *Command) fail(err error) error {
+	return fmt.Errorf("meta: %s: %w", c.Op, err)
+}
+
+func checkTopic(t []byte) error {
+	switch {
+	case len(t) == 0:
+		return ErrEmptyTopic
+	case len(t) > MaxTopicLen:
+		return ErrTopicTooLong
+	}
+	return nil
+}
+
+func checkNodeID(id string) error {
+	if len(id) == 0 || len(id) > MaxNodeIDLen {
+		return ErrBadNodeID
+	}
+	return nil
+}
+
+// AppendCommand validates c and appends its encoding to b.
+//
+//	u8 version (1) · u8 op · fields of the op, in the order of the table on
+//	Command: byte strings as uvarint length + bytes, integers as uvarints,
+//	Moves as a uvarint count then (topic, owner) pairs.
+func AppendCommand(b []byte, c *Command) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return b, err
+	}
+	b = append(b, commandVersion, byte(c.Op))
+	switch c.Op {
+	case OpAssign:
+		b = appendBytes(b, c.Topic)
+		b = appendString(b, c.Owner)
+		b = appendUvarint(b, uint64(c.Partitions))
+	case OpRevoke:
+		b = appendBytes(b, c.Topic)
+	case OpUpdatePartition:
+		b = appendBytes(b, c.Topic)
+		b = appendUvarint(b, uint64(c.Partitions))
+	case OpReassignNode:
+		b = appendString(b, c.Node)
+		b = appendUvarint(b, uint64(len(c.Moves)))
+		for i := range c.Moves {
+			b = appendBytes(b, c.Moves[i].Topic)
+			b = appendString(b, c.Moves[i].Owner)
+		}
+	case OpMarker:
+		b = appendUvarint(b, c.Seq)
+	case OpCompact:
+	}
+	return b, nil
+}
+
+// minMoveSize is the smallest encoded Move: a one-byte topic and a one-byte
+// owner, each behind a one-byte length.
+const minMoveSize = 4
+
+// DecodeCommand decodes b into c, reusing c.Moves' backing array. Topics
+// alias b; node ids are copied. Any input that AppendCommand would not
+// produce is an error wrapping ErrBadCommand (or the field's own sentinel);
+// no input panics.
+func DecodeCommand(b []byte, c *Command) error { return decodeCommand(b, c, nil) }
+
+// decodeCommand is DecodeCommand taking node ids that ids already knows
+// from it instead of copying them, so that the apply path allocates
+// nothing in the steady state. ids may be nil.
+func decodeCommand(b []byte, c *Command, ids *State) error {
+	moves := c.Moves[:0]
+	*c = Command{}
+	r := reader{b: b}
+	if v := r.u8(); r.err == nil && v != commandVersion {
+		return fmt.Errorf("%w: version %d", ErrBadCommand, v)
+	}
+	c.Op = Op(r.u8())
+	switch c.Op {
+	case OpAssign:
+		c.Topic = r.bytes(MaxTopicLen)
+		c.Owner = ids.nodeID(r.bytes(MaxNodeIDLen))
+		c.Partitions = r.partitions()
+	case OpRevoke:
+		c.Topic = r.bytes(MaxTopicLen)
+	case OpUpdatePartition:
+		c.Topic = r.bytes(MaxTopicLen)
+		c.Partitions = r.partitions()
+	case OpReassignNode:
+		c.Node = ids.nodeID(r.bytes(MaxNodeIDLen))
+		n := r.count(MaxMoves, minMoveSize)
+		for range n {
+			t := r.bytes(MaxTopicLen)
+			o := r.bytes(MaxNodeIDLen)
+			if r.err != nil {
+				break
+			}
+			moves = append(moves, Move{Topic: t, Owner: ids.nodeID(o)})
+		}
+		if n > 0 {
+			c.Moves = moves
+		}
+	case OpMarker:
+		c.Seq = r.uvarint()
+	case OpCompact:
+	default:
+		if r.err == nil {
+			return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+		}
+	}
+	if err := r.end(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBadCommand, c.Op, err)
+	}
+	return c.Validate()
+}
+
+func (r *reader) partitions() uint32 {
+	v := r.uvarint()
+	if v > MaxPartitions {
+		r.fail(errTooLarge)
+		return 0
+	}
+	return uint32(v)
+}

@@ -1,0 +1,146 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Snapshot format, version 1. Every integer is a canonical uvarint, every
+// string a uvarint length then its bytes; records are in strictly
+// ascending topic order, so one state has exactly one encoding.
+//
+//	"SHMS" · u8 version (1) · floor · count ·
+//	count × ( topic · u8 state · epoch · previous owner (may be empty) ·
+//	          [active: owner · partitions] )
+var snapshotMagic = [4]byte{'S', 'H', 'M', 'S'}
+
+const snapshotVersion = 1
+
+// minRecordSize is the smallest encoded record: a one-byte topic behind its
+// length, the state, a one-byte epoch and an empty previous owner.
+const minRecordSize = 5
+
+// AppendSnapshot appends the encoding of the whole state to b. Equal states
+// encode to equal bytes.
+func (s *State) AppendSnapshot(b []byte) []byte {
+	b = append(b, snapshotMagic[:]...)
+	b = append(b, snapshotVersion)
+	b = appendUvarint(b, s.floor)
+	b = appendUvarint(b, uint64(len(s.topics)))
+	for _, k := range s.sortedKeys() {
+		r := s.topics[k]
+		b = appendString(b, r.topic)
+		b = append(b, byte(r.state))
+		b = appendUvarint(b, r.epoch)
+		b = appendString(b, r.prev)
+		if r.state == Active {
+			b = appendString(b, r.owner)
+			b = appendUvarint(b, uint64(r.partitions))
+		}
+	}
+	return b
+}
+
+// DecodeSnapshot decodes a snapshot into a new State. Input that
+// AppendSnapshot would not produce is an error wrapping ErrBadSnapshot or
+// ErrSnapshotVersion; no input panics. The state's strings share one copy
+// of b, which lives as long as any of them does: at most one snapshot's
+// worth of memory.
+func DecodeSnapshot(b []byte) (*State, error) {
+	r := reader{b: b}
+	if m := r.fixed(len(snapshotMagic)); r.err == nil && !bytes.Equal(m, snapshotMagic[:]) {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrBadSnapshot, m)
+	}
+	if v := r.u8(); r.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrSnapshotVersion, v)
+	}
+	s := New()
+	s.floor = r.uvarint()
+	n := r.count(int(^uint(0)>>1), minRecordSize)
+	if r.err == nil {
+		// Three allocations carry every record: the map, one slab of
+		// records, and one copy of the input that every topic and owner
+		// string points into.
+		s.topics = make(map[string]*record, n)
+		s.keys = make([]string, 0, n)
+	}
+	slab := make([]record, n)
+	str := string(b)
+	var prev []byte
+	for i := 0; i < n && r.err == nil; i++ {
+		topic := r.bytes(MaxTopicLen)
+		topicEnd := r.off
+		state := TopicState(r.u8())
+		epoch := r.uvarint()
+		prevOwner := r.bytes(MaxNodeIDLen)
+		prevEnd := r.off
+		// topicEnd, prevEnd and ownerEnd locate the strings' bytes in str.
+		var owner []byte
+		var parts uint64
+		var ownerEnd int
+		if state == Active {
+			owner = r.bytes(MaxNodeIDLen)
+			ownerEnd = r.off
+			parts = r.uvarint()
+		}
+		if r.err != nil {
+			break
+		}
+		switch {
+		case len(topic) == 0:
+			r.fail(fmt.Errorf("record %d: %w", i, ErrEmptyTopic))
+		case i > 0 && bytes.Compare(prev, topic) >= 0:
+			r.fail(fmt.Errorf("record %d: %w", i, errNotSorted))
+		case state != Active && state != Revoked:
+			r.fail(fmt.Errorf("record %d: state %d: %w", i, state, errDomain))
+		case epoch == 0:
+			r.fail(fmt.Errorf("record %d: epoch 0: %w", i, errDomain))
+		case state == Active && len(owner) == 0:
+			r.fail(fmt.Errorf("record %d: %w", i, ErrBadNodeID))
+		case state == Active && (parts == 0 || parts > MaxPartitions):
+			r.fail(fmt.Errorf("record %d: %w", i, ErrBadPartitions))
+		case state == Active && bytes.Equal(prevOwner, owner):
+			r.fail(fmt.Errorf("record %d: previous owner is the owner: %w", i, errDomain))
+		}
+		if r.err != nil {
+			break
+		}
+		prev = topic
+		rec := &slab[i]
+		*rec = record{topic: str[topicEnd-len(topic) : topicEnd], epoch: epoch, state: state}
+		if state == Active {
+			rec.owner = s.acquire(s.intern(owner, str[ownerEnd-len(owner):ownerEnd]))
+			rec.partitions = uint32(parts)
+			s.active++
+		}
+		if len(prevOwner) > 0 {
+			rec.prev = s.intern(prevOwner, str[prevEnd-len(prevOwner):prevEnd])
+		}
+		s.topics[rec.topic] = rec
+		s.keys = append(s.keys, rec.topic)
+	}
+	if err := r.end(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	return s, nil
+}
+
+// intern returns the string an owner of id already holds, or fresh, which
+// holds the same bytes.
+func (s *State) intern(id []byte, fresh string) string {
+	if st := s.owners[string(id)]; st != nil {
+		return st.id
+	}
+	return fresh
+}
+
+// Restore replaces the whole state with the decoded snapshot. On error the
+// state is unchanged.
+func (s *State) Restore(snapshot []byte) error {
+	t, err := DecodeSnapshot(snapshot)
+	if err != nil {
+		return err
+	}
+	*s = *t
+	return nil
+}

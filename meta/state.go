@@ -1,0 +1,520 @@
+package meta
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"math"
+	"slices"
+)
+
+// TopicState is the lifecycle state of a topic record.
+type TopicState uint8
+
+// Values are part of the snapshot format: never renumber.
+const (
+	// Active: the topic has an owner serving it at its epoch.
+	Active TopicState = 1
+	// Revoked: a tombstone that keeps the topic's last epoch so that a
+	// re-assign continues above it.
+	Revoked TopicState = 2
+)
+
+func (s TopicState) String() string {
+	switch s {
+	case Active:
+		return "active"
+	case Revoked:
+		return "revoked"
+	}
+	return fmt.Sprintf("TopicState(%d)", uint8(s))
+}
+
+// Assignment is a topic's record as seen from outside. Owner is empty and
+// Partitions 0 for a revoked topic.
+type Assignment struct {
+	Topic string
+	Owner string
+	// Previous is the owner the topic had before its last ownership
+	// change (a move or a revoke), never Owner itself; empty when there is
+	// none. A new shard leader re-sends CloseTopic to it, in case the old
+	// leader failed before the Close was acknowledged.
+	Previous   string
+	Epoch      uint64
+	Partitions uint32
+	State      TopicState
+}
+
+// EffectKind says what the node must tell a topic owner once a command has
+// committed.
+type EffectKind uint8
+
+const (
+	// EffectOpen: send OpenTopic(Topic, Epoch, Partitions) to Node, until
+	// acknowledged. An update of the partition count re-opens the topic at
+	// the same epoch.
+	EffectOpen EffectKind = 1
+	// EffectClose: send CloseTopic(Topic) to Node, until acknowledged or
+	// the node is dead. Epoch is the topic's new epoch, which fences every
+	// request Node could still answer.
+	EffectClose EffectKind = 2
+)
+
+func (k EffectKind) String() string {
+	switch k {
+	case EffectOpen:
+		return "open"
+	case EffectClose:
+		return "close"
+	}
+	return fmt.Sprintf("EffectKind(%d)", uint8(k))
+}
+
+// Effect is one RPC the shard leader owes a node after a command commits.
+type Effect struct {
+	Kind       EffectKind
+	Node       string
+	Topic      string
+	Epoch      uint64
+	Partitions uint32
+}
+
+// Result is the outcome of one Apply.
+type Result struct {
+	// Assignment is the topic's record after apply, for the single-topic
+	// commands (Assign, Revoke, UpdatePartition); zero otherwise.
+	Assignment Assignment
+	// Changed reports whether the state changed.
+	Changed bool
+	// Moved and Skipped count a ReassignNode's moves that applied and that
+	// no longer matched the state; Compacted counts dropped tombstones.
+	Moved, Skipped, Compacted int
+	// Effects lists the RPCs to send, in order: for a move, the Close to
+	// the previous owner comes before the Open to the new one.
+	Effects []Effect
+}
+
+func (r *Result) reset() {
+	effects := r.Effects[:0]
+	*r = Result{Effects: effects}
+}
+
+type record struct {
+	topic      string
+	owner      string
+	prev       string
+	epoch      uint64
+	partitions uint32
+	state      TopicState
+}
+
+func (r *record) assignment() Assignment {
+	return Assignment{Topic: r.topic, Owner: r.owner, Previous: r.prev, Epoch: r.epoch, Partitions: r.partitions, State: r.state}
+}
+
+// ownerStat counts a node's active topics; its id is the one string every
+// record owned by the node shares.
+type ownerStat struct {
+	id     string
+	topics int
+}
+
+// State is one shard's topic metadata. The zero value is not usable; call
+// New. Every method, queries included, must be called by the state's single
+// owner (queries may sort an internal index).
+type State struct {
+	topics map[string]*record
+	// keys holds every topic of topics (tombstones included); sorted
+	// reports whether it is in ascending order. Inserts append, queries
+	// sort on demand, so Apply stays O(1).
+	keys   []string
+	sorted bool
+	owners map[string]*ownerStat
+	active int
+	// floor is the highest epoch a compacted tombstone held: a topic with
+	// no record starts at floor+1.
+	floor uint64
+	// entry is ApplyEntry's decoded command, kept so that its move slice
+	// is reused.
+	entry Command
+}
+
+// New returns an empty shard state.
+func New() *State {
+	return &State{
+		topics: make(map[string]*record),
+		owners: make(map[string]*ownerStat),
+		sorted: true,
+	}
+}
+
+// Apply applies one committed command. On error nothing changed. res, when
+// not nil, is overwritten; its Effects backing array is reused, so one
+// Result serves a whole apply loop.
+func (s *State) Apply(c *Command, res *Result) error {
+	var scratch Result
+	if res == nil {
+		res = &scratch
+	}
+	res.reset()
+	if err := s.Check(c); err != nil {
+		return err
+	}
+	switch c.Op {
+	case OpAssign:
+		s.assign(c, res)
+	case OpRevoke:
+		s.revoke(c, res)
+	case OpUpdatePartition:
+		s.updatePartitions(c, res)
+	case OpReassignNode:
+		s.reassign(c, res)
+	case OpCompact:
+		s.compact(res)
+	case OpMarker:
+	}
+	return nil
+}
+
+// ApplyEntry decodes a committed raft entry and applies it. An empty entry
+// (raft's own, appended by every new leader) is a no-op. An entry that does
+// not decode is refused like any bad command: every replica refuses it the
+// same way, so the caller reports it and moves on. res is as for Apply.
+func (s *State) ApplyEntry(data []byte, res *Result) error {
+	if len(data) == 0 {
+		if res != nil {
+			res.reset()
+		}
+		return nil
+	}
+	err := decodeCommand(data, &s.entry, s)
+	if err == nil {
+		err = s.Apply(&s.entry, res)
+	} else if res != nil {
+		res.reset()
+	}
+	// Drop the references into data: the caller may reuse it.
+	moves := s.entry.Moves
+	clear(moves)
+	s.entry = Command{Moves: moves[:0]}
+	return err
+}
+
+// Check returns the error Apply would return for c, without changing
+// anything. A leader uses it to refuse a request before proposing it.
+func (s *State) Check(c *Command) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	switch c.Op {
+	case OpAssign:
+		r := s.topics[string(c.Topic)]
+		if r != nil && r.state == Active {
+			if c.Partitions != 0 && c.Partitions != r.partitions {
+				return fmt.Errorf("meta: %s %q: %w (has %d, asked %d)",
+					c.Op, c.Topic, ErrPartitionsConflict, r.partitions, c.Partitions)
+			}
+			if c.Owner != "" && c.Owner != r.owner && r.epoch == math.MaxUint64 {
+				return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrEpochExhausted)
+			}
+			return nil
+		}
+		if c.Owner == "" {
+			return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrNoOwner)
+		}
+		if (r == nil && s.floor == math.MaxUint64) || (r != nil && r.epoch == math.MaxUint64) {
+			return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrEpochExhausted)
+		}
+	case OpRevoke:
+		r := s.topics[string(c.Topic)]
+		if r == nil {
+			return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrUnknownTopic)
+		}
+		if r.state == Active && r.epoch == math.MaxUint64 {
+			return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrEpochExhausted)
+		}
+	case OpUpdatePartition:
+		r := s.topics[string(c.Topic)]
+		if r == nil || r.state != Active {
+			return fmt.Errorf("meta: %s %q: %w", c.Op, c.Topic, ErrUnknownTopic)
+		}
+		if c.Partitions < r.partitions {
+			return fmt.Errorf("meta: %s %q: %w: cannot shrink %d to %d",
+				c.Op, c.Topic, ErrBadPartitions, r.partitions, c.Partitions)
+		}
+	}
+	return nil
+}
+
+func (s *State) assign(c *Command, res *Result) {
+	r := s.topics[string(c.Topic)]
+	if r != nil && r.state == Active {
+		if c.Owner != "" && c.Owner != r.owner {
+			s.move(r, c.Owner, res)
+			res.Changed = true
+		}
+		res.Assignment = r.assignment()
+		return
+	}
+	if r == nil {
+		r = &record{topic: string(c.Topic), epoch: s.floor}
+		s.topics[r.topic] = r
+		if n := len(s.keys); n > 0 && s.keys[n-1] >= r.topic {
+			s.sorted = false
+		}
+		s.keys = append(s.keys, r.topic)
+	}
+	r.epoch++
+	r.state = Active
+	r.owner = s.acquire(c.Owner)
+	if r.prev == r.owner {
+		r.prev = "" // a topic revoked from a node and given back to it
+	}
+	r.partitions = c.Partitions
+	if r.partitions == 0 {
+		r.partitions = DefaultPartitions
+	}
+	s.active++
+	res.Changed = true
+	res.Assignment = r.assignment()
+	res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+}
+
+// move hands an active record to owner at the next epoch.
+func (s *State) move(r *record, owner string, res *Result) {
+	prev := r.owner
+	s.release(prev)
+	r.owner = s.acquire(owner)
+	r.prev = prev
+	r.epoch++
+	res.Effects = append(res.Effects,
+		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
+		Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+}
+
+func (s *State) revoke(c *Command, res *Result) {
+	r := s.topics[string(c.Topic)]
+	if r.state == Active {
+		prev := r.owner
+		s.release(prev)
+		s.active--
+		r.epoch++
+		r.state = Revoked
+		r.owner = ""
+		r.prev = prev
+		r.partitions = 0
+		res.Changed = true
+		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch})
+	}
+	res.Assignment = r.assignment()
+}
+
+func (s *State) updatePartitions(c *Command, res *Result) {
+	r := s.topics[string(c.Topic)]
+	if c.Partitions != r.partitions {
+		r.partitions = c.Partitions
+		res.Changed = true
+		res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+	}
+	res.Assignment = r.assignment()
+}
+
+func (s *State) reassign(c *Command, res *Result) {
+	for i := range c.Moves {
+		m := &c.Moves[i]
+		r := s.topics[string(m.Topic)]
+		if r == nil || r.state != Active || r.owner != c.Node || r.epoch == math.MaxUint64 {
+			res.Skipped++
+			continue
+		}
+		s.move(r, m.Owner, res)
+		res.Moved++
+	}
+	res.Changed = res.Moved > 0
+}
+
+func (s *State) compact(res *Result) {
+	kept := s.keys[:0]
+	for _, k := range s.keys {
+		r := s.topics[k]
+		if r.state == Active {
+			kept = append(kept, k)
+			continue
+		}
+		s.floor = max(s.floor, r.epoch)
+		delete(s.topics, k)
+		res.Compacted++
+	}
+	clear(s.keys[len(kept):])
+	s.keys = kept
+	for id, st := range s.owners {
+		if st.topics == 0 {
+			delete(s.owners, id)
+		}
+	}
+	res.Changed = res.Compacted > 0
+}
+
+// acquire counts one more active topic for id and returns the shared copy
+// of the id.
+func (s *State) acquire(id string) string {
+	st := s.owners[id]
+	if st == nil {
+		st = &ownerStat{id: id}
+		s.owners[id] = st
+	}
+	st.topics++
+	return st.id
+}
+
+// release counts one active topic less for id. A node left with none
+// keeps its entry, so that moving topics back and forth between nodes
+// does not allocate; Compact prunes such entries.
+func (s *State) release(id string) { s.owners[id].topics-- }
+
+// nodeID returns id as a string, without copying it when it names a node
+// that owns or owned topics here. s may be nil.
+func (s *State) nodeID(id []byte) string {
+	if len(id) == 0 {
+		return ""
+	}
+	if s != nil {
+		if st := s.owners[string(id)]; st != nil {
+			return st.id
+		}
+	}
+	return string(id)
+}
+
+func (s *State) sortedKeys() []string {
+	if !s.sorted {
+		slices.Sort(s.keys)
+		s.sorted = true
+	}
+	return s.keys
+}
+
+// Get returns the record of topic, active or revoked; ok is false when the
+// shard has none (never assigned, or its tombstone was compacted).
+func (s *State) Get(topic []byte) (a Assignment, ok bool) {
+	r := s.topics[string(topic)]
+	if r == nil {
+		return Assignment{}, false
+	}
+	return r.assignment(), true
+}
+
+// Count returns the number of active topics.
+func (s *State) Count() int { return s.active }
+
+// Tombstones returns the number of revoked topics still recorded.
+func (s *State) Tombstones() int { return len(s.topics) - s.active }
+
+// Floor returns the epoch floor: a topic with no record starts above it.
+func (s *State) Floor() uint64 { return s.floor }
+
+// Load returns the number of active topics node owns in this shard.
+func (s *State) Load(node string) int {
+	if st := s.owners[node]; st != nil {
+		return st.topics
+	}
+	return 0
+}
+
+// Owners returns every node that owns an active topic, with its topic
+// count as Load, sorted by id.
+func (s *State) Owners() []Node {
+	out := make([]Node, 0, len(s.owners))
+	for _, st := range s.owners {
+		if st.topics > 0 {
+			out = append(out, Node{ID: st.id, Load: uint64(st.topics)})
+		}
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// TopicsOwnedBy returns the active topics owned by node, sorted by topic.
+func (s *State) TopicsOwnedBy(node string) []Assignment {
+	var out []Assignment
+	if s.Load(node) == 0 {
+		return out
+	}
+	for _, k := range s.sortedKeys() {
+		if r := s.topics[k]; r.state == Active && r.owner == node {
+			out = append(out, r.assignment())
+		}
+	}
+	return out
+}
+
+// Topics iterates over the active topics in ascending order. The state must
+// not change during the iteration.
+func (s *State) Topics() iter.Seq[Assignment] {
+	return func(yield func(Assignment) bool) {
+		for _, k := range s.sortedKeys() {
+			if r := s.topics[k]; r.state == Active && !yield(r.assignment()) {
+				return
+			}
+		}
+	}
+}
+
+// All iterates over every record, tombstones included, in ascending order.
+// The state must not change during the iteration.
+func (s *State) All() iter.Seq[Assignment] {
+	return func(yield func(Assignment) bool) {
+		for _, k := range s.sortedKeys() {
+			if !yield(s.topics[k].assignment()) {
+				return
+			}
+		}
+	}
+}
+
+// checkInvariants recomputes every derived count from the records and
+// reports the first disagreement. Tests call it after every step.
+func (s *State) checkInvariants() error {
+	if len(s.keys) != len(s.topics) {
+		return fmt.Errorf("meta: %d keys for %d records", len(s.keys), len(s.topics))
+	}
+	active := 0
+	owned := make(map[string]int)
+	for _, k := range s.keys {
+		r := s.topics[k]
+		switch {
+		case r == nil:
+			return fmt.Errorf("meta: key %q has no record", k)
+		case r.topic != k:
+			return fmt.Errorf("meta: key %q holds record of %q", k, r.topic)
+		case r.epoch == 0:
+			return fmt.Errorf("meta: %q at epoch 0", k)
+		case r.state == Active:
+			if r.owner == "" || r.partitions == 0 || r.partitions > MaxPartitions || r.prev == r.owner {
+				return fmt.Errorf("meta: active %q has owner %q (previous %q), %d partitions", k, r.owner, r.prev, r.partitions)
+			}
+			active++
+			owned[r.owner]++
+		case r.state == Revoked:
+			if r.owner != "" || r.partitions != 0 {
+				return fmt.Errorf("meta: revoked %q keeps owner %q, %d partitions", k, r.owner, r.partitions)
+			}
+		default:
+			return fmt.Errorf("meta: %q in state %d", k, r.state)
+		}
+	}
+	if active != s.active {
+		return fmt.Errorf("meta: %d active records, count says %d", active, s.active)
+	}
+	for id, n := range owned {
+		if st := s.owners[id]; st == nil || st.topics != n || st.id != id {
+			return fmt.Errorf("meta: owner %q has %d topics, index disagrees", id, n)
+		}
+	}
+	for id, st := range s.owners {
+		if st.topics != owned[id] {
+			return fmt.Errorf("meta: index gives %q %d topics, it owns %d", id, st.topics, owned[id])
+		}
+	}
+	return nil
+}
