@@ -100,6 +100,12 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 			toks = append(toks, token{hash: nodeToken(buf, j), node: uint32(i)})
 		}
 	}
+	r.setTokens(toks)
+	return r, nil
+}
+
+// setTokens sorts toks into the ring.
+func (r *Ring) setTokens(toks []token) {
 	// Ties (equal 64-bit tokens) are ordered by node index, which is the
 	// id order, so the ring does not depend on input order even then.
 	slices.SortFunc(toks, func(a, b token) int {
@@ -114,7 +120,6 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 		r.tokens[i] = t.hash
 		r.owner[i] = t.node
 	}
-	return r, nil
 }
 
 // Len returns the number of members.
@@ -163,18 +168,26 @@ func ShardToken(shard uint32) uint64 {
 // taken changes nothing, so a membership change only moves the shards whose
 // replica set contains the node that joined or left.
 func (r *Ring) walk(shard uint32, rf int, out *[MaxReplicas]uint32) int {
-	want := min(rf, len(r.nodes), MaxReplicas)
-	if want <= 0 {
-		return 0
-	}
 	n := len(r.tokens)
 	t := ShardToken(shard)
 	i := sort.Search(n, func(k int) bool { return r.tokens[k] >= t })
 	if i == n {
 		i = 0
 	}
+	return r.walkFrom(i, rf, out)
+}
+
+// walkFrom is walk starting at token index i.
+func (r *Ring) walkFrom(i, rf int, out *[MaxReplicas]uint32) int {
+	want := min(rf, len(r.nodes), MaxReplicas)
+	if want <= 0 {
+		return 0
+	}
+	n := len(r.tokens)
 	got, usedRacks, racks := 0, 0, len(r.racks)
-	for step := 0; step < n && got < want; step++ {
+	// Every rack is used by the end of the first lap; a second lap takes the
+	// nodes skipped for their rack if the replicas are still short.
+	for step := 0; step < 2*n && got < want; step++ {
 		node := r.owner[i]
 		if i++; i == n {
 			i = 0
