@@ -21,8 +21,8 @@ type Route struct {
 // CacheConfig configures NewCache.
 type CacheConfig struct {
 	// Capacity is the most entries the cache holds. Default 65536. It is
-	// rounded up to a multiple of the shard count; Cache.Capacity reports
-	// the bound in force.
+	// rounded up to a multiple of the part count; Cache.Capacity reports the
+	// bound in force.
 	Capacity int
 	// Shards is the number of independently locked parts, rounded up to a
 	// power of two. Default 64, lowered so that each part holds at least
@@ -34,12 +34,15 @@ type CacheConfig struct {
 const (
 	DefaultCacheCapacity = 65536
 	DefaultCacheShards   = 64
-	MaxCacheCapacity     = 1 << 28
+	MaxCacheCapacity     = 1 << 26
 	MaxCacheShards       = 1 << 12
 	minEntriesPerShard   = 16
 	// A lock-free read that keeps racing with writers of its part gives up
 	// after this many tries and reads under the part's lock.
 	maxReadTries = 4
+	// Owners interned per part before the intern table is dropped and
+	// rebuilt; owners are node ids, so this is only reached by churn.
+	maxInternedOwners = 1024
 )
 
 // CacheStats are the cache's counters since it was made.
@@ -51,47 +54,76 @@ type CacheStats struct {
 }
 
 // Cache maps topics to routes: topic → (owner, address, epoch). It is
-// bounded and evicts with CLOCK (a hit sets an entry's reference bit; the
-// eviction hand clears set bits and takes the first entry found clear), so
-// topics read between evictions stay while one-off lookups go first.
+// bounded and evicts with CLOCK: a hit sets an entry's reference bit, and
+// the eviction hand clears set bits and takes the first entry it finds
+// clear, so topics read between evictions stay while one-off lookups go
+// first.
 //
 // Epochs only go forward. A Put older than the cached epoch is ignored.
 // Invalidate(topic, e) hides an entry whose epoch is not newer than e; the
-// hidden entry stays as a fence with epoch max(cached, e), so a late Put of
-// an older route is still ignored, until eviction reclaims it. An evicted
+// hidden entry stays as a fence at epoch max(cached, e), so a late Put of an
+// older route is still ignored, until eviction reclaims it. An evicted
 // entry's epoch is forgotten: the owner's epoch check, not the cache, is
 // what keeps a stale route from being used.
 //
-// Safe for concurrent use. Reads take no lock: the cache is split into parts
-// by topic hash, each an open-addressing table (linear probing, deletion by
-// backward shift) over a fixed array of entries. Every entry is guarded by a
-// sequence counter that writers make odd while they change it, and every
-// part by one that writers make odd while they move index slots; a reader
-// retries when either changed under it. Writers lock their part. All shared
-// words are accessed atomically. Get on a hit and Put of a present topic
-// allocate nothing: routes hand back the strings given to Put.
+// Safe for concurrent use. The cache is split into parts by topic hash, each
+// an open-addressing table of entries (linear probing, deletion by backward
+// shift, at most two thirds full) so that a hit touches one entry's cache
+// line and the topic's bytes. Reads take no lock: every entry is guarded by
+// a sequence counter that writers make odd while they change it, and every
+// part by one that writers make odd while entries move; a reader retries
+// when either changed under it, so it never returns a torn route nor misses
+// a topic that was resident throughout. Writers lock their part. All shared
+// words are accessed atomically.
+//
+// Get on a hit and Put of a present topic allocate nothing. Routes hand
+// back the owner and address strings given to Put, held once per owner.
 type Cache struct {
 	counters [counterStripes]counterStripe
 	parts    []cachePart
 	mask     uint64
-	perPart  int
 	capacity int
 }
 
 type cachePart struct {
 	// Read by every Get.
-	ver     atomic.Uint64 // odd while index slots move
-	index   []atomic.Uint32
-	imask   uint64
-	entries []cacheEntry
-	_       [64]byte
+	ver   atomic.Uint64 // odd while entries move
+	slots []cacheEntry
+	smask uint64
+	_     [64]byte
 	// Writers only, under mu.
 	mu        sync.Mutex
-	free      []uint32
-	hand      int
+	limit     int // entries this part may hold
+	hand      uint64
+	owners    map[string]*endpoint
 	used      atomic.Int64
 	evictions atomic.Uint64
 	_         [64]byte
+}
+
+// endpoint is an owner and its address, immutable once published; entries
+// routing to the same owner share one.
+type endpoint struct {
+	owner, addr string
+}
+
+const (
+	slotEmpty uint32 = iota
+	slotLive
+	slotFenced // invalidated; kept for its epoch
+)
+
+// cacheEntry is one table slot, 64 bytes.
+type cacheEntry struct {
+	seq   atomic.Uint64 // odd while a writer changes the slot
+	hash  atomic.Uint64
+	keyP  atomic.Pointer[byte]
+	keyN  atomic.Uint64
+	ep    atomic.Pointer[endpoint]
+	epoch atomic.Uint64
+	state atomic.Uint32
+	ref   atomic.Uint32 // CLOCK reference bit
+	_     [8]byte
 }
 
 // counterStripes is the number of hit/miss counter pairs, each on its own
@@ -109,39 +141,10 @@ type counterStripe struct {
 // slot on its stack: goroutine stacks are disjoint, so concurrent readers
 // mostly count on lines of their own. The choice affects speed only; every
 // count is atomic wherever it lands.
-//
-//go:nosplit
 func (c *Cache) stripe() *counterStripe {
 	var probe byte
 	a := uint64(uintptr(unsafe.Pointer(&probe))) >> 11
 	return &c.counters[(a*0x9e3779b97f4a7c15)>>(64-6)]
-}
-
-type cacheEntry struct {
-	seq   atomic.Uint64 // odd while a writer changes the entry
-	hash  atomic.Uint64
-	key   atomicString
-	owner atomicString
-	addr  atomicString
-	epoch atomic.Uint64
-	live  atomic.Uint32 // 0: invalidated, kept as an epoch fence
-	ref   atomic.Uint32 // CLOCK reference bit
-}
-
-// atomicString is a string whose two words are stored atomically; a reader
-// must check the entry's sequence counter before it uses the bytes.
-type atomicString struct {
-	p atomic.Pointer[byte]
-	n atomic.Uint64
-}
-
-func (a *atomicString) store(s string) {
-	a.p.Store(unsafe.StringData(s))
-	a.n.Store(uint64(len(s)))
-}
-
-func (a *atomicString) load() string {
-	return unsafe.String(a.p.Load(), int(a.n.Load()))
 }
 
 // NewCache returns an empty cache.
@@ -164,17 +167,14 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 		shards /= 2
 	}
 	per := (capacity + shards - 1) / shards
-	slots := 1 << bits.Len(uint(2*per-1)) // load factor at most 1/2
-	c := &Cache{parts: make([]cachePart, shards), mask: uint64(shards - 1), perPart: per, capacity: per * shards}
+	slots := 1 << bits.Len(uint(per+per/2)) // more than 1.5 slots per entry
+	c := &Cache{parts: make([]cachePart, shards), mask: uint64(shards - 1), capacity: per * shards}
 	for i := range c.parts {
 		p := &c.parts[i]
-		p.index = make([]atomic.Uint32, slots)
-		p.imask = uint64(slots - 1)
-		p.entries = make([]cacheEntry, per)
-		p.free = make([]uint32, per)
-		for j := range p.free {
-			p.free[j] = uint32(per - 1 - j)
-		}
+		p.slots = make([]cacheEntry, slots)
+		p.smask = uint64(slots - 1)
+		p.limit = per
+		p.owners = make(map[string]*endpoint)
 	}
 	return c, nil
 }
@@ -184,7 +184,9 @@ func (c *Cache) Capacity() int { return c.capacity }
 
 func (c *Cache) part(h uint64) *cachePart { return &c.parts[h&c.mask] }
 
-func (p *cachePart) home(h uint64) uint64 { return (h >> 32) & p.imask }
+// home is a topic's first slot; it uses the hash bits the part choice does
+// not.
+func (p *cachePart) home(h uint64) uint64 { return (h >> 32) & p.smask }
 
 type lookupResult uint8
 
@@ -198,35 +200,41 @@ const (
 // part's ver did not change meanwhile; the caller checks.
 func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 	i := p.home(h)
-	for range len(p.index) {
-		v := p.index[i].Load()
-		if v == 0 {
-			return Route{}, lookupMiss
-		}
-		e := &p.entries[v-1]
+	for range len(p.slots) {
+		e := &p.slots[i]
 		s := e.seq.Load()
 		if s&1 != 0 {
 			return Route{}, lookupRetry
 		}
-		if e.hash.Load() == h {
-			kp, kn := e.key.p.Load(), e.key.n.Load()
-			op, on := e.owner.p.Load(), e.owner.n.Load()
-			ap, an := e.addr.p.Load(), e.addr.n.Load()
-			epoch, live := e.epoch.Load(), e.live.Load()
+		state := e.state.Load()
+		if state == slotEmpty {
 			if e.seq.Load() != s {
 				return Route{}, lookupRetry
 			}
+			return Route{}, lookupMiss
+		}
+		if e.hash.Load() == h {
+			kp, kn := e.keyP.Load(), e.keyN.Load()
+			ep, epoch := e.ep.Load(), e.epoch.Load()
+			if e.seq.Load() != s {
+				return Route{}, lookupRetry
+			}
+			// The snapshot is whole; the key bytes and the endpoint are
+			// immutable, so they can be read now.
 			if unsafe.String(kp, int(kn)) == string(topic) {
-				if live == 0 {
+				if state != slotLive {
 					return Route{}, lookupMiss
 				}
+				// The reference bit is a hint outside the sequence
+				// protocol: setting it on a slot a writer just reused
+				// only spares that entry one sweep.
 				if e.ref.Load() == 0 {
 					e.ref.Store(1)
 				}
-				return Route{Owner: unsafe.String(op, int(on)), Addr: unsafe.String(ap, int(an)), Epoch: epoch}, lookupHit
+				return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch}, lookupHit
 			}
 		}
-		i = (i + 1) & p.imask
+		i = (i + 1) & p.smask
 	}
 	return Route{}, lookupMiss
 }
@@ -251,7 +259,7 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 		}
 	}
 	// Writers kept changing this part under the reader: read under the lock,
-	// where nothing can change.
+	// where nothing moves.
 	p.mu.Lock()
 	r, res := p.lookup(h, topic)
 	p.mu.Unlock()
@@ -263,69 +271,80 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 	return Route{}, false
 }
 
-// find returns the entry index of topic, or -1. Caller holds p.mu.
+// find returns the slot holding topic, or -1. Caller holds p.mu.
 func (p *cachePart) find(h uint64, topic []byte) int {
 	i := p.home(h)
-	for range len(p.index) {
-		v := p.index[i].Load()
-		if v == 0 {
+	for range len(p.slots) {
+		e := &p.slots[i]
+		if e.state.Load() == slotEmpty {
 			return -1
 		}
-		e := &p.entries[v-1]
-		if e.hash.Load() == h && e.key.load() == string(topic) {
-			return int(v - 1)
+		if e.hash.Load() == h && unsafe.String(e.keyP.Load(), int(e.keyN.Load())) == string(topic) {
+			return int(i)
 		}
-		i = (i + 1) & p.imask
+		i = (i + 1) & p.smask
 	}
 	return -1
 }
 
+// intern returns the shared endpoint for (owner, addr). Caller holds p.mu.
+func (p *cachePart) intern(owner, addr string) *endpoint {
+	if ep := p.owners[owner]; ep != nil && ep.addr == addr {
+		return ep
+	}
+	if len(p.owners) >= maxInternedOwners {
+		clear(p.owners)
+	}
+	ep := &endpoint{owner: owner, addr: addr}
+	p.owners[owner] = ep
+	return ep
+}
+
 // Put caches route (owner, addr, epoch) for topic unless the cached epoch is
-// newer, and reports whether it did. The cache keeps owner and addr as
-// given and copies topic only when it is new; Put of a present topic
+// newer, and reports whether it did. The cache copies topic only when it is
+// new; Put of a present topic with an owner and address seen before
 // allocates nothing.
 func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
 	h := xxh3.Hash(topic)
 	p := c.part(h)
 	p.mu.Lock()
 	if i := p.find(h, topic); i >= 0 {
-		e := &p.entries[i]
+		e := &p.slots[i]
 		if epoch < e.epoch.Load() {
 			p.mu.Unlock()
 			return false
 		}
+		ep := p.intern(owner, addr)
 		e.seq.Add(1)
-		if e.owner.load() != owner {
-			e.owner.store(owner)
-		}
-		if e.addr.load() != addr {
-			e.addr.store(addr)
-		}
+		e.ep.Store(ep)
 		e.epoch.Store(epoch)
-		e.live.Store(1)
+		e.state.Store(slotLive)
 		e.seq.Add(1)
 		p.mu.Unlock()
 		return true
 	}
-	var i uint32
-	if n := len(p.free); n > 0 {
-		i = p.free[n-1]
-		p.free = p.free[:n-1]
-		p.used.Add(1)
-	} else {
-		i = p.evict()
+	if int(p.used.Load()) >= p.limit {
+		p.evict()
 	}
-	e := &p.entries[i]
+	key := string(topic)
+	ep := p.intern(owner, addr)
+	i := p.home(h)
+	for p.slots[i].state.Load() != slotEmpty {
+		i = (i + 1) & p.smask
+	}
+	// Filling an empty slot moves nothing: a reader sees the topic or not,
+	// and either is right for a Put still in progress.
+	e := &p.slots[i]
 	e.seq.Add(1)
 	e.hash.Store(h)
-	e.key.store(string(topic))
-	e.owner.store(owner)
-	e.addr.store(addr)
+	e.keyP.Store(unsafe.StringData(key))
+	e.keyN.Store(uint64(len(key)))
+	e.ep.Store(ep)
 	e.epoch.Store(epoch)
-	e.live.Store(1)
 	e.ref.Store(0)
+	e.state.Store(slotLive)
 	e.seq.Add(1)
-	p.insert(h, i)
+	p.used.Add(1)
 	p.mu.Unlock()
 	return true
 }
@@ -342,76 +361,82 @@ func (c *Cache) Invalidate(topic []byte, epoch uint64) bool {
 	if i < 0 {
 		return false
 	}
-	e := &p.entries[i]
-	cur := e.epoch.Load()
-	if cur > epoch || e.live.Load() == 0 && cur == epoch {
+	e := &p.slots[i]
+	cur, state := e.epoch.Load(), e.state.Load()
+	if cur > epoch || state == slotFenced && cur == epoch {
 		return false
 	}
 	e.seq.Add(1)
 	e.epoch.Store(max(cur, epoch))
-	e.live.Store(0)
+	e.state.Store(slotFenced)
 	e.ref.Store(0)
 	e.seq.Add(1)
 	return true
 }
 
-// insert puts entry i (hash h) in the index. Caller holds p.mu. The index
-// has at least twice as many slots as entries, so an empty slot exists. A
-// reader racing with the single slot store sees the topic or not; either is
-// a correct answer for a Put still in progress.
-func (p *cachePart) insert(h uint64, i uint32) {
-	j := p.home(h)
-	for p.index[j].Load() != 0 {
-		j = (j + 1) & p.imask
-	}
-	p.index[j].Store(i + 1)
-}
-
-// evict takes the entry under the CLOCK hand with a clear reference bit,
-// clearing set bits on the way, removes it from the index and returns its
-// index for reuse. Caller holds p.mu; every entry is in use.
-func (p *cachePart) evict() uint32 {
+// evict removes the first entry under the CLOCK hand whose reference bit is
+// clear, clearing set bits on the way. Caller holds p.mu; the part is full.
+func (p *cachePart) evict() {
 	for {
 		i := p.hand
-		if p.hand++; p.hand == len(p.entries) {
-			p.hand = 0
+		p.hand = (p.hand + 1) & p.smask
+		e := &p.slots[i]
+		if e.state.Load() == slotEmpty {
+			continue
 		}
-		e := &p.entries[i]
 		if e.ref.Load() != 0 {
 			e.ref.Store(0)
 			continue
 		}
-		p.remove(uint32(i))
+		p.remove(i)
 		p.evictions.Add(1)
-		return uint32(i)
+		return
 	}
 }
 
-// remove deletes entry i from the index by backward shift: later entries of
-// the probe run move up into the hole, so no tombstones pile up. Slots move
-// while ver is odd. Caller holds p.mu.
-func (p *cachePart) remove(i uint32) {
-	j := p.home(p.entries[i].hash.Load())
-	for p.index[j].Load() != i+1 {
-		j = (j + 1) & p.imask
-	}
+// copySlot publishes a copy of src in dst under dst's sequence counter.
+func copySlot(dst, src *cacheEntry) {
+	dst.seq.Add(1)
+	dst.hash.Store(src.hash.Load())
+	dst.keyP.Store(src.keyP.Load())
+	dst.keyN.Store(src.keyN.Load())
+	dst.ep.Store(src.ep.Load())
+	dst.epoch.Store(src.epoch.Load())
+	dst.ref.Store(src.ref.Load())
+	dst.state.Store(src.state.Load())
+	dst.seq.Add(1)
+}
+
+// remove empties slot i by backward shift: later entries of the probe run
+// move up into the hole, so no tombstones pile up. Entries move while ver
+// is odd. Caller holds p.mu.
+func (p *cachePart) remove(i uint64) {
 	p.ver.Add(1)
-	hole := j
-	for k := (j + 1) & p.imask; ; k = (k + 1) & p.imask {
-		v := p.index[k].Load()
-		if v == 0 {
+	hole := i
+	for k := (i + 1) & p.smask; ; k = (k + 1) & p.smask {
+		e := &p.slots[k]
+		if e.state.Load() == slotEmpty {
 			break
 		}
-		home := p.home(p.entries[v-1].hash.Load())
+		home := p.home(e.hash.Load())
 		// The entry at k may fill the hole if the hole lies on its probe
-		// path, i.e. no nearer to k than its home slot.
-		if (k-home)&p.imask >= (k-hole)&p.imask {
-			p.index[hole].Store(v)
+		// path: no nearer to k than its home slot.
+		if (k-home)&p.smask >= (k-hole)&p.smask {
+			copySlot(&p.slots[hole], e)
 			hole = k
 		}
 	}
-	p.index[hole].Store(0)
+	e := &p.slots[hole]
+	e.seq.Add(1)
+	e.state.Store(slotEmpty)
+	e.hash.Store(0)
+	e.keyP.Store(nil)
+	e.keyN.Store(0)
+	e.ep.Store(nil)
+	e.ref.Store(0)
+	e.seq.Add(1)
 	p.ver.Add(1)
+	p.used.Add(-1)
 }
 
 // Stats returns the counters.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func mustCache(t testing.TB, cfg CacheConfig) *Cache {
@@ -300,5 +301,11 @@ func TestCacheConcurrent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCacheEntryIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(cacheEntry{}); n != 64 {
+		t.Fatalf("cacheEntry is %d bytes, want 64", n)
 	}
 }
