@@ -7,16 +7,40 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/zeebo/xxh3"
 )
 
-// DefaultVNodes is the number of ring tokens per node when RingConfig.VNodes
-// is zero. bench/README.md ("Placement") has the measurements behind it: at
-// 256 tokens the per-node share of the ring is within a few percent of fair,
-// so what remains of the imbalance is the sampling noise of a finite shard
-// count, which more tokens cannot remove; going from 256 to 1024 tokens buys
-// about a point of balance for four times the memory and build time.
+// Walk selects the order in which a shard's walk visits the nodes.
+type Walk uint8
+
+const (
+	// WalkRendezvous visits nodes in descending order of a per-(node,
+	// shard) score, xxh3-derived (rendezvous or highest-random-weight
+	// hashing): the ring of V = ∞ tokens. Default.
+	WalkRendezvous Walk = iota
+	// WalkTokens visits nodes clockwise on a ring of V tokens per node,
+	// starting at the shard's token.
+	WalkTokens
+)
+
+// String names the walk as the placement bench's -walk flag does.
+func (w Walk) String() string {
+	switch w {
+	case WalkRendezvous:
+		return "rendezvous"
+	case WalkTokens:
+		return "tokens"
+	}
+	return "walk(" + strconv.Itoa(int(w)) + ")"
+}
+
+// DefaultVNodes is the number of ring tokens per node for WalkTokens when
+// RingConfig.VNodes is zero. bench/README.md ("Placement") has the
+// measurements: at 256 tokens the busiest node holds up to 1.15–1.21× its
+// fair share of replicas, at 1024 up to 1.09–1.10×, at four times the memory
+// and build time; rendezvous reaches 1.05–1.08× with no tokens at all.
 const DefaultVNodes = 256
 
 // MaxVNodes bounds RingConfig.VNodes.
@@ -37,8 +61,12 @@ type Member struct {
 
 // RingConfig configures NewRing.
 type RingConfig struct {
+	// Walk selects the walk; default WalkRendezvous. Every node of a
+	// cluster must use the same walk.
+	Walk Walk
 	// VNodes is the number of tokens per node. Default DefaultVNodes; at most
-	// MaxVNodes. Every node of a cluster must use the same value.
+	// MaxVNodes. Used by WalkTokens only. Every node of a cluster must use
+	// the same value.
 	VNodes int
 }
 
@@ -53,6 +81,9 @@ type Ring struct {
 	rackOf []uint32 // node index -> rack index
 	racks  []string // sorted distinct rack names
 	vnodes int
+
+	kind     Walk
+	nodeHash []uint64 // xxh3(id), the rendezvous seeds
 }
 
 type token struct {
@@ -71,6 +102,9 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 	if v < 0 || v > MaxVNodes {
 		return nil, fmt.Errorf("router: vnodes %d not in [1, %d]: %w", cfg.VNodes, MaxVNodes, ErrConfig)
 	}
+	if cfg.Walk > WalkTokens {
+		return nil, fmt.Errorf("router: %v: %w", cfg.Walk, ErrConfig)
+	}
 	nodes := slices.Clone(members)
 	slices.SortFunc(nodes, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	for i, m := range nodes {
@@ -81,7 +115,7 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 			return nil, fmt.Errorf("router: member %q: %w", m.ID, ErrDuplicateMember)
 		}
 	}
-	r := &Ring{nodes: nodes, vnodes: v, rackOf: make([]uint32, len(nodes))}
+	r := &Ring{nodes: nodes, vnodes: v, kind: cfg.Walk, rackOf: make([]uint32, len(nodes))}
 	for _, m := range nodes {
 		r.racks = append(r.racks, m.Rack)
 	}
@@ -90,6 +124,14 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 	for i, m := range nodes {
 		ri, _ := slices.BinarySearch(r.racks, m.Rack)
 		r.rackOf[i] = uint32(ri)
+	}
+	if r.kind == WalkRendezvous {
+		r.vnodes = 0
+		r.nodeHash = make([]uint64, len(nodes))
+		for i, m := range nodes {
+			r.nodeHash[i] = xxh3.HashString(m.ID)
+		}
+		return r, nil
 	}
 	toks := make([]token, 0, len(nodes)*v)
 	var buf []byte
@@ -125,7 +167,10 @@ func (r *Ring) setTokens(toks []token) {
 // Len returns the number of members.
 func (r *Ring) Len() int { return len(r.nodes) }
 
-// VNodes returns the number of tokens per node.
+// Walk returns the ring's walk.
+func (r *Ring) Walk() Walk { return r.kind }
+
+// VNodes returns the number of tokens per node; 0 for WalkRendezvous.
 func (r *Ring) VNodes() int { return r.vnodes }
 
 // Racks returns the number of distinct racks.
@@ -168,8 +213,11 @@ func ShardToken(shard uint32) uint64 {
 // taken changes nothing, so a membership change only moves the shards whose
 // replica set contains the node that joined or left.
 func (r *Ring) walk(shard uint32, rf int, out *[MaxReplicas]uint32) int {
-	n := len(r.tokens)
 	t := ShardToken(shard)
+	if r.kind == WalkRendezvous {
+		return r.pickByScore(func(n uint32) uint64 { return mix64(r.nodeHash[n] ^ t) }, rf, out)
+	}
+	n := len(r.tokens)
 	i := sort.Search(n, func(k int) bool { return r.tokens[k] >= t })
 	if i == n {
 		i = 0
@@ -177,7 +225,61 @@ func (r *Ring) walk(shard uint32, rf int, out *[MaxReplicas]uint32) int {
 	return r.walkFrom(i, rf, out)
 }
 
-// walkFrom is walk starting at token index i.
+// mix64 is the 64-bit finalizer of MurmurHash3, a bijection whose every
+// output bit depends on every input bit.
+func mix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// pickByScore is the walk over nodes in descending score order (ties to
+// the lower node index): each pick is the best-scoring node not yet taken
+// whose rack is unused while an unused rack remains, and once every rack is
+// used, the best-scoring node not yet taken. Each pick scans the members,
+// so a walk costs O(members × rf) scores and allocates nothing.
+func (r *Ring) pickByScore(score func(node uint32) uint64, rf int, out *[MaxReplicas]uint32) int {
+	want := min(rf, len(r.nodes), MaxReplicas)
+	got, usedRacks, racks := 0, 0, len(r.racks)
+	for got < want {
+		best, bestScore := -1, uint64(0)
+		for n := range uint32(len(r.nodes)) {
+			taken, rackTaken := false, false
+			for _, c := range out[:got] {
+				if c == n {
+					taken = true
+					break
+				}
+				if r.rackOf[c] == r.rackOf[n] {
+					rackTaken = true
+				}
+			}
+			if taken || (rackTaken && usedRacks < racks) {
+				continue
+			}
+			if sc := score(n); best < 0 || sc > bestScore {
+				best, bestScore = int(n), sc
+			}
+		}
+		rackTaken := false
+		for _, c := range out[:got] {
+			if r.rackOf[c] == r.rackOf[best] {
+				rackTaken = true
+			}
+		}
+		if !rackTaken {
+			usedRacks++
+		}
+		out[got] = uint32(best)
+		got++
+	}
+	return got
+}
+
+// walkFrom is the token walk starting at token index i.
 func (r *Ring) walkFrom(i, rf int, out *[MaxReplicas]uint32) int {
 	want := min(rf, len(r.nodes), MaxReplicas)
 	if want <= 0 {

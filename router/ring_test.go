@@ -18,9 +18,15 @@ func testMembers(n, racks int) []Member {
 	return ms
 }
 
+// mustRing builds a rendezvous ring, or a token ring of v tokens per node
+// when v > 0.
 func mustRing(t testing.TB, ms []Member, v int) *Ring {
 	t.Helper()
-	r, err := NewRing(ms, RingConfig{VNodes: v})
+	w := WalkRendezvous
+	if v > 0 {
+		w = WalkTokens
+	}
+	r, err := NewRing(ms, RingConfig{Walk: w, VNodes: v})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +68,7 @@ func TestNewRingRejectsBadMembers(t *testing.T) {
 		{"duplicate", []Member{{ID: "n1", Rack: "a"}, {ID: "n1", Rack: "b"}}, RingConfig{}, ErrDuplicateMember},
 		{"negative vnodes", []Member{{ID: "n1"}}, RingConfig{VNodes: -1}, ErrConfig},
 		{"too many vnodes", []Member{{ID: "n1"}}, RingConfig{VNodes: MaxVNodes + 1}, ErrConfig},
+		{"unknown walk", []Member{{ID: "n1"}}, RingConfig{Walk: 9}, ErrConfig},
 	}
 	for _, c := range cases {
 		if _, err := NewRing(c.ms, c.cfg); !errors.Is(err, c.want) {
@@ -133,20 +140,57 @@ func TestWalkSeedExample(t *testing.T) {
 	}
 }
 
+// The seed's example on the rendezvous walk, where the walk order is
+// descending score: node1 leads, node2 is skipped for its rack.
+func TestRendezvousSeedExample(t *testing.T) {
+	ms := []Member{{"node1", "rack1"}, {"node2", "rack1"}, {"node3", "rack2"}, {"node4", "rack3"}}
+	scores := map[string]uint64{"node1": 400, "node2": 380, "node3": 350, "node4": 320}
+	cases := []struct {
+		rf     int
+		scores map[string]uint64
+		want   []string
+	}{
+		{3, scores, []string{"node1", "node3", "node4"}},
+		{2, scores, []string{"node1", "node3"}},
+		{1, scores, []string{"node1"}},
+		{4, scores, []string{"node1", "node3", "node4", "node2"}},
+		{3, map[string]uint64{"node1": 1, "node2": 9, "node3": 5, "node4": 7}, []string{"node2", "node4", "node3"}},
+		{3, map[string]uint64{"node1": 5, "node2": 5, "node3": 5, "node4": 5}, []string{"node1", "node3", "node4"}}, // ties to the lower id
+	}
+	r := mustRing(t, ms, 0)
+	for _, c := range cases {
+		var out [MaxReplicas]uint32
+		k := r.pickByScore(func(n uint32) uint64 { return c.scores[r.nodes[n].ID] }, c.rf, &out)
+		var got []string
+		for _, n := range out[:k] {
+			got = append(got, r.nodes[n].ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("rf %d scores %v: %v, want %v", c.rf, c.scores, got, c.want)
+		}
+	}
+}
+
 func TestPlacementIndependentOfMemberOrder(t *testing.T) {
+	for _, v := range []int{0, 64} {
+		testPlacementIndependentOfMemberOrder(t, v)
+	}
+}
+
+func testPlacementIndependentOfMemberOrder(t *testing.T, v int) {
 	ms := testMembers(13, 4)
-	want := mustRing(t, ms, 64).Placement(512, 3)
+	want := mustRing(t, ms, v).Placement(512, 3)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 8 {
 		shuffled := slices.Clone(ms)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		r := mustRing(t, shuffled, 64)
+		r := mustRing(t, shuffled, v)
 		got := r.Placement(512, 3)
 		for s := range uint32(512) {
 			if a, b := want.Replicas(s, nil), got.Replicas(s, nil); !slices.Equal(a, b) {
 				t.Fatalf("shard %d: %v vs %v after shuffling members", s, a, b)
 			}
-			if a, b := mustRing(t, ms, 64).Replicas(s, 3, nil), r.Replicas(s, 3, nil); !slices.Equal(a, b) {
+			if a, b := mustRing(t, ms, v).Replicas(s, 3, nil), r.Replicas(s, 3, nil); !slices.Equal(a, b) {
 				t.Fatalf("shard %d walk: %v vs %v after shuffling members", s, a, b)
 			}
 		}
@@ -170,20 +214,26 @@ func TestReplicasSpreadOverRacks(t *testing.T) {
 		{10, 3, 3}, {12, 4, 3}, {5, 2, 3}, {7, 7, 3}, {9, 3, 5}, {4, 1, 3}, {2, 2, 3},
 	}
 	for _, c := range cases {
-		ms := testMembers(c.nodes, c.racks)
-		r := mustRing(t, ms, 32)
-		wantRacks := min(c.rf, c.racks, c.nodes)
-		for s := range uint32(1024) {
-			reps := r.Replicas(s, c.rf, nil)
-			if len(reps) != min(c.rf, c.nodes) {
-				t.Fatalf("%+v shard %d: %d replicas", c, s, len(reps))
-			}
-			if len(slices.Compact(slices.Sorted(slices.Values(reps)))) != len(reps) {
-				t.Fatalf("%+v shard %d: duplicate replicas %v", c, s, reps)
-			}
-			if got := racksOf(ms, reps); got != wantRacks {
-				t.Fatalf("%+v shard %d: %v spans %d racks, want %d", c, s, reps, got, wantRacks)
-			}
+		for _, v := range []int{0, 32} {
+			testSpread(t, c.nodes, c.racks, c.rf, v)
+		}
+	}
+}
+
+func testSpread(t *testing.T, nodes, racks, rf, v int) {
+	ms := testMembers(nodes, racks)
+	r := mustRing(t, ms, v)
+	wantRacks := min(rf, racks, nodes)
+	for s := range uint32(1024) {
+		reps := r.Replicas(s, rf, nil)
+		if len(reps) != min(rf, nodes) {
+			t.Fatalf("%d nodes %d racks rf %d v %d shard %d: %d replicas", nodes, racks, rf, v, s, len(reps))
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(reps)))) != len(reps) {
+			t.Fatalf("%d nodes %d racks rf %d v %d shard %d: duplicate replicas %v", nodes, racks, rf, v, s, reps)
+		}
+		if got := racksOf(ms, reps); got != wantRacks {
+			t.Fatalf("%d nodes %d racks rf %d v %d shard %d: %v spans %d racks, want %d", nodes, racks, rf, v, s, reps, got, wantRacks)
 		}
 	}
 }
@@ -193,12 +243,21 @@ func sameSet(a, b []string) bool {
 }
 
 func TestMembershipChangeMovesOnlyAffectedShards(t *testing.T) {
+	for _, v := range []int{0, 64} {
+		// A joiner in an existing rack, and one in a rack of its own.
+		for _, rack := range []string{"r1", "r9"} {
+			testMovement(t, v, rack)
+		}
+	}
+}
+
+func testMovement(t *testing.T, v int, rack string) {
 	const shards = 2048
 	ms := testMembers(10, 3)
-	base := mustRing(t, ms, 64)
-	joiner := Member{ID: "n11", Rack: "r1"}
-	joined := mustRing(t, append(slices.Clone(ms), joiner), 64)
-	left := mustRing(t, ms[1:], 64)
+	base := mustRing(t, ms, v)
+	joiner := Member{ID: "n11", Rack: rack}
+	joined := mustRing(t, append(slices.Clone(ms), joiner), v)
+	left := mustRing(t, ms[1:], v)
 	leaver := ms[0].ID
 	movedJoin, movedLeave := 0, 0
 	for s := range uint32(shards) {
