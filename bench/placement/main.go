@@ -4,7 +4,8 @@
 //
 //	go run ./bench/placement -nodes 10 -shards 4096 -rf 3 -racks 3 -json
 //
-// Nodes are named n1..nN and put in racks r0..r(K-1) round-robin. The join
+// The walk is the router's default (rendezvous) unless -walk tokens picks
+// the token ring. Nodes are named n1..nN and put in racks r0..r(K-1) round-robin. The join
 // adds node n(N+1) in the next rack of the round-robin; the leave removes
 // nN. -trials T repeats the run on T differently named member sets and
 // reports the worst of each figure; -sweep 64,256,1024 prints one human line
@@ -27,17 +28,19 @@ import (
 
 type params struct {
 	nodes, shards, rf, racks, vnodes, trials int
+	walk                                     router.Walk
 }
 
 // result is the JSON output; every ratio is max over nodes divided by the
 // mean, and every fraction is a share of all shards.
 type result struct {
-	Nodes  int `json:"nodes"`
-	Shards int `json:"shards"`
-	RF     int `json:"rf"`
-	Racks  int `json:"racks"`
-	VNodes int `json:"vnodes"`
-	Trials int `json:"trials"`
+	Nodes  int    `json:"nodes"`
+	Shards int    `json:"shards"`
+	RF     int    `json:"rf"`
+	Racks  int    `json:"racks"`
+	Walk   string `json:"walk"`
+	VNodes int    `json:"vnodes"`
+	Trials int    `json:"trials"`
 
 	ReplicasMaxOverMean float64 `json:"replicas_max_over_mean"`
 	// The least replicas max/mean any placement can reach while every shard
@@ -86,12 +89,21 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&p.shards, "shards", 4096, "number of shards")
 	fs.IntVar(&p.rf, "rf", 3, "replication factor")
 	fs.IntVar(&p.racks, "racks", 3, "number of racks (nodes assigned round-robin)")
-	fs.IntVar(&p.vnodes, "vnodes", router.DefaultVNodes, "ring tokens per node")
+	fs.IntVar(&p.vnodes, "vnodes", router.DefaultVNodes, "ring tokens per node (-walk tokens)")
+	walk := fs.String("walk", "rendezvous", "replica walk: rendezvous or tokens")
 	fs.IntVar(&p.trials, "trials", 1, "member sets to try (worst figure reported)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	sweep := fs.String("sweep", "", "comma-separated token counts: print one line per count")
+	sweep := fs.String("sweep", "", "comma-separated token counts: print one line per count (implies -walk tokens)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch *walk {
+	case "rendezvous":
+		p.walk = router.WalkRendezvous
+	case "tokens":
+		p.walk = router.WalkTokens
+	default:
+		return fmt.Errorf("unknown -walk %q", *walk)
 	}
 	if p.nodes < 2 || p.shards < 1 || p.rf < 1 || p.racks < 1 || p.trials < 1 || p.shards > 1<<24 {
 		return fmt.Errorf("need nodes >= 2, shards in [1, 2^24], rf, racks, trials >= 1")
@@ -103,7 +115,7 @@ func run(args []string, w io.Writer) error {
 				return fmt.Errorf("sweep: %w", err)
 			}
 			q := p
-			q.vnodes = v
+			q.vnodes, q.walk = v, router.WalkTokens
 			res, err := measure(q)
 			if err != nil {
 				return err
@@ -125,8 +137,8 @@ func run(args []string, w io.Writer) error {
 }
 
 func human(w io.Writer, r result) {
-	fmt.Fprintf(w, "nodes=%d shards=%d rf=%d racks=%d vnodes=%d trials=%d: replicas max/mean %.3f (bound %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
-		r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.Trials,
+	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d trials=%d: replicas max/mean %.3f (bound %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
+		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.Trials,
 		r.ReplicasMaxOverMean, r.ReplicasBoundMaxOverMean, r.ReplicasMaxOverIdeal,
 		r.LeadersMaxOverMean, r.MinRacksPerShard, r.WantRacksPerShard,
 		r.JoinMovedFraction, r.JoinMinFraction, r.JoinMovedOverMin,
@@ -179,7 +191,7 @@ func measure(p params) (result, error) {
 
 func measureOne(p params, prefix string) (result, error) {
 	ms := members(prefix, p.nodes, p.racks)
-	cfg := router.RingConfig{VNodes: p.vnodes}
+	cfg := router.RingConfig{Walk: p.walk, VNodes: p.vnodes}
 	start := time.Now()
 	ring, err := router.NewRing(ms, cfg)
 	if err != nil {
@@ -192,7 +204,7 @@ func measureOne(p params, prefix string) (result, error) {
 	place := time.Since(start)
 
 	res := result{
-		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(),
+		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(),
 		WantRacksPerShard: min(p.rf, ring.Racks()),
 		MinRacksPerShard:  p.racks,
 		BuildMicros:       float64(build.Nanoseconds()) / 1e3,
