@@ -7,40 +7,52 @@
 //
 // ShardOf(key, S) = xxh3(key) mod S, with S fixed when the cluster is born.
 //
-// # The ring
+// # The walk
 //
-// A Ring is built from a member set (node id, rack). Each node has V tokens,
-// xxh3 of its id followed by the token number. A shard's replicas are found
-// by walking clockwise from xxh3 of the shard id, taking distinct nodes and
+// A Ring is built from a member set (node id, rack). A shard's replicas are
+// found by a walk over the nodes: take distinct nodes in walk order,
 // skipping a node whose rack is already taken while an unused rack remains;
-// once every rack is used, the next distinct nodes are taken as they come.
-// Nodes and racks are indexed in sorted order and equal tokens are ordered
-// by node, so the same member set gives the same placement on every node
-// whatever order the members were learned in. A node not taken by a walk
-// does not change it, so when a node joins only the shards that gain it
-// change, and when one leaves only the shards that held it change.
+// once every rack is used, take the next nodes not yet taken. Nodes and
+// racks are indexed in sorted order and ties go to the lower node id, so the
+// same member set gives the same placement on every node whatever order the
+// members were learned in. A node the walk does not take does not change it,
+// so when a node joins only the shards that gain it change, and when one
+// leaves only the shards that held it change.
 //
-// V (DefaultVNodes = 256) was chosen with bench/placement; bench/README.md
-// has the figures. Beyond a few hundred tokens the per-node share of the
-// ring is within a few percent of fair and what imbalance remains is the
-// sampling noise of a finite number of shards, which more tokens do not
-// remove.
+// Two walk orders are implemented (RingConfig.Walk):
 //
-// # Balance
+//   - WalkTokens, the consistent-hash ring of DESIGN.md: V tokens per node,
+//     xxh3 of the node id followed by the token number, walked clockwise
+//     from xxh3 of the shard id.
+//   - WalkRendezvous, the default: nodes in descending order of
+//     mix(xxh3(node id) xor xxh3(shard id)), rendezvous hashing. It is the
+//     ring with V → ∞: every node's expected share is exactly fair.
 //
-// Replica sets are the walk's, untouched, which keeps movement minimal; the
-// ring therefore carries the sampling noise of hashing S shards onto N nodes
-// (with 4096 shards on 10 nodes, the busiest node holds 5–15% more than a
-// fair share). Two limits are structural: with racks of unequal size and
-// every shard spread over min(RF, racks) racks, the nodes of the smaller
-// racks must hold more (10 nodes in racks of 4, 3 and 3 at RF 3 put at least
-// 1.11× the mean on each node of a 3-node rack).
+// The default is rendezvous because the token ring's arcs are uneven: with
+// racks of 3–10 nodes each rack is a small ring of its own, and the busiest
+// node holds 1.15–1.21× its fair share of replicas at V = 256 and
+// 1.09–1.12× at V = 1024 (worst of 16 member sets), against 1.05–1.08× for
+// rendezvous, which needs no tokens (bench/README.md, "Placement"). What
+// imbalance remains is the sampling noise of hashing S shards onto N nodes,
+// which no stateless scheme removes without breaking minimal movement. A
+// rendezvous walk costs O(N × RF) per shard (Placement of 10,000 shards on
+// 100 nodes is a few tens of milliseconds); the ring's is a binary search
+// plus a short walk, for O(N × V) memory.
 //
-// Preferred leaders are balanced separately: Placement applies bounded loads
-// (Mirrokni, Thorup, Zadimoghaddam) to the choice of leader among a shard's
-// replicas, so no node leads more than ceil((1+LeaderSlack)·S/N) shards
-// where the replica sets allow. Leadership is cheap to move (a raft
-// leadership transfer); data is not.
+// One limit is structural: with racks of unequal size and every shard spread
+// over min(RF, racks) racks, the nodes of the smaller racks must hold more
+// (10 nodes in racks of 4, 3 and 3 at RF 3 put at least 1.11× the mean on
+// each node of a 3-node rack).
+//
+// # Leaders
+//
+// The walk's first node would be the natural preferred leader, but with a
+// few hundred shards per node sampling noise puts the busiest node 10–20%
+// above the mean. Placement therefore applies bounded loads (Mirrokni,
+// Thorup, Zadimoghaddam) to the choice of leader among a shard's replicas:
+// no node leads more than ceil((1+LeaderSlack)·S/N) shards where the replica
+// sets allow. Replica sets are untouched; leadership is cheap to move (a raft
+// leadership transfer), data is not.
 //
 // # The shard-leader table
 //

@@ -70,8 +70,10 @@ type RingConfig struct {
 	VNodes int
 }
 
-// Ring is an immutable consistent-hash ring of virtual nodes. Build a new one
-// from the new member set on every membership change; the same member set
+// Ring is the immutable placement function of one member set: the walk
+// (rendezvous by default, or a token ring of virtual nodes) and the rack of
+// every node. Build a new one from the new member set on every membership
+// change; the same member set
 // gives the same Ring whatever order it is given in. A Ring is safe for
 // concurrent use.
 type Ring struct {
@@ -204,14 +206,13 @@ func ShardToken(shard uint32) uint64 {
 	return xxh3.HashSeed(b[:], shardSeed)
 }
 
-// walk fills out with the node indexes of a shard's replicas, preferred
-// leader first, and returns how many it found: min(rf, members, MaxReplicas).
+// walk fills out with the node indexes of a shard's replicas in walk order
+// and returns how many it found: min(rf, members, MaxReplicas).
 //
-// From the shard's token it walks clockwise taking distinct nodes, skipping a
-// node whose rack is already taken while an unused rack remains. Once every
-// rack is used it takes the next distinct nodes as they come. A node not
-// taken changes nothing, so a membership change only moves the shards whose
-// replica set contains the node that joined or left.
+// It takes distinct nodes in walk order, skipping a node whose rack is
+// already taken while an unused rack remains. A node not taken changes
+// nothing, so a membership change only moves the shards whose replica set
+// contains the node that joined or left.
 func (r *Ring) walk(shard uint32, rf int, out *[MaxReplicas]uint32) int {
 	t := ShardToken(shard)
 	if r.kind == WalkRendezvous {
@@ -279,7 +280,9 @@ func (r *Ring) pickByScore(score func(node uint32) uint64, rf int, out *[MaxRepl
 	return got
 }
 
-// walkFrom is the token walk starting at token index i.
+// walkFrom is the token walk starting at token index i: clockwise, and once
+// every rack is used the next distinct nodes as they come (a second lap
+// takes the nodes skipped for their rack if replicas are still short).
 func (r *Ring) walkFrom(i, rf int, out *[MaxReplicas]uint32) int {
 	want := min(rf, len(r.nodes), MaxReplicas)
 	if want <= 0 {
