@@ -2,12 +2,11 @@ package router
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/zeebo/xxh3"
 )
 
 // Route is where a topic lives: the node that owns it, the node's client
@@ -241,7 +240,7 @@ func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 
 // Get returns the cached route of topic. A hit allocates nothing.
 func (c *Cache) Get(topic []byte) (Route, bool) {
-	h := xxh3.Hash(topic)
+	h := maphash.Bytes(hashSeed, topic)
 	p := c.part(h)
 	for range maxReadTries {
 		v := p.ver.Load()
@@ -305,7 +304,7 @@ func (p *cachePart) intern(owner, addr string) *endpoint {
 // new; Put of a present topic with an owner and address seen before
 // allocates nothing.
 func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
-	h := xxh3.Hash(topic)
+	h := maphash.Bytes(hashSeed, topic)
 	p := c.part(h)
 	p.mu.Lock()
 	if i := p.find(h, topic); i >= 0 {
@@ -353,7 +352,7 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
 // reports whether it did. The entry stays as a fence at epoch max(cached,
 // epoch) until evicted: Puts below the fence are ignored.
 func (c *Cache) Invalidate(topic []byte, epoch uint64) bool {
-	h := xxh3.Hash(topic)
+	h := maphash.Bytes(hashSeed, topic)
 	p := c.part(h)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -456,3 +455,8 @@ func (c *Cache) Stats() CacheStats {
 
 // Len returns the number of entries resident.
 func (c *Cache) Len() int { return c.Stats().Len }
+
+// hashSeed seeds the cache's topic hash. The cache is local to a process,
+// so the hash need not agree across nodes; maphash (the runtime's own map
+// hash) is the fastest on short keys.
+var hashSeed = maphash.MakeSeed()

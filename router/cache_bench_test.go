@@ -56,7 +56,7 @@ func benchKeys() ([][]byte, []string) {
 }
 
 func benchCache(b *testing.B, bs [][]byte) *Cache {
-	c, err := NewCache(CacheConfig{Capacity: 4 * benchTopics})
+	c, err := NewCache(CacheConfig{Capacity: 2 * benchTopics})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,6 +89,8 @@ func BenchmarkGetHit(b *testing.B) {
 	b.Run("impl=cache", func(b *testing.B) {
 		c := benchCache(b, bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		var r Route
 		for i := 0; b.Loop(); i++ {
 			r, _ = c.Get(bs[i&(benchTopics-1)])
@@ -98,6 +100,8 @@ func BenchmarkGetHit(b *testing.B) {
 	b.Run("impl=syncmap", func(b *testing.B) {
 		c := benchSyncMap(ss)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		var r Route
 		for i := 0; b.Loop(); i++ {
 			r, _ = c.get(ss[i&(benchTopics-1)])
@@ -107,6 +111,8 @@ func BenchmarkGetHit(b *testing.B) {
 	b.Run("impl=rwmap", func(b *testing.B) {
 		c := benchRWMap(bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		var r Route
 		for i := 0; b.Loop(); i++ {
 			r, _ = c.get(bs[i&(benchTopics-1)])
@@ -123,6 +129,8 @@ func BenchmarkGetHitParallel(b *testing.B) {
 	b.Run("impl=cache", func(b *testing.B) {
 		c := benchCache(b, bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
@@ -134,6 +142,8 @@ func BenchmarkGetHitParallel(b *testing.B) {
 	b.Run("impl=syncmap", func(b *testing.B) {
 		c := benchSyncMap(ss)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
@@ -145,6 +155,8 @@ func BenchmarkGetHitParallel(b *testing.B) {
 	b.Run("impl=rwmap", func(b *testing.B) {
 		c := benchRWMap(bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
@@ -160,6 +172,8 @@ func BenchmarkPutExisting(b *testing.B) {
 	b.Run("impl=cache", func(b *testing.B) {
 		c := benchCache(b, bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		for i := 0; b.Loop(); i++ {
 			c.Put(bs[i&(benchTopics-1)], "n3", "127.0.0.1:7103", 2)
 		}
@@ -167,6 +181,8 @@ func BenchmarkPutExisting(b *testing.B) {
 	b.Run("impl=syncmap", func(b *testing.B) {
 		c := benchSyncMap(ss)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		for i := 0; b.Loop(); i++ {
 			c.put(ss[i&(benchTopics-1)], Route{Owner: "n3", Addr: "127.0.0.1:7103", Epoch: 2})
 		}
@@ -174,6 +190,8 @@ func BenchmarkPutExisting(b *testing.B) {
 	b.Run("impl=rwmap", func(b *testing.B) {
 		c := benchRWMap(bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		for i := 0; b.Loop(); i++ {
 			c.put(bs[i&(benchTopics-1)], Route{Owner: "n3", Addr: "127.0.0.1:7103", Epoch: 2})
 		}
@@ -187,6 +205,8 @@ func BenchmarkMix95(b *testing.B) {
 	b.Run("impl=cache", func(b *testing.B) {
 		c := benchCache(b, bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
@@ -203,6 +223,8 @@ func BenchmarkMix95(b *testing.B) {
 	b.Run("impl=syncmap", func(b *testing.B) {
 		c := benchSyncMap(ss)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
@@ -219,6 +241,8 @@ func BenchmarkMix95(b *testing.B) {
 	b.Run("impl=rwmap", func(b *testing.B) {
 		c := benchRWMap(bs)
 		b.ReportAllocs()
+		clk := startCPU()
+		defer clk.report(b)
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
 			for pb.Next() {
