@@ -1,6 +1,7 @@
 package router
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,14 +46,26 @@ func (c *rwMapCache) put(k []byte, r Route) {
 
 const benchTopics = 8192 // power of two
 
-func benchKeys() ([][]byte, []string) {
-	bs := make([][]byte, benchTopics)
-	ss := make([]string, benchTopics)
-	for i := range bs {
-		ss[i] = "orders.eu-west." + strconv.Itoa(i)
-		bs[i] = []byte(ss[i])
+// benchKeys returns the topics as bytes and as strings in topic-number
+// order, in which every implementation is filled, and the same topics in a
+// fixed random order, in which they are read: reading in insertion order
+// would let structures laid out in allocation order ride the hardware
+// prefetcher, which real lookups do not.
+func benchKeys() (fillB [][]byte, fillS []string, readB [][]byte, readS []string) {
+	fillB = make([][]byte, benchTopics)
+	fillS = make([]string, benchTopics)
+	for i := range fillB {
+		fillS[i] = "orders.eu-west." + strconv.Itoa(i)
+		fillB[i] = []byte(fillS[i])
 	}
-	return bs, ss
+	readB = append([][]byte(nil), fillB...)
+	readS = append([]string(nil), fillS...)
+	rng := rand.New(rand.NewPCG(1, 1))
+	rng.Shuffle(benchTopics, func(i, j int) {
+		readB[i], readB[j] = readB[j], readB[i]
+		readS[i], readS[j] = readS[j], readS[i]
+	})
+	return fillB, fillS, readB, readS
 }
 
 func benchCache(b *testing.B, bs [][]byte) *Cache {
@@ -85,9 +98,9 @@ func benchRWMap(bs [][]byte) *rwMapCache {
 var sinkRoute Route
 
 func BenchmarkGetHit(b *testing.B) {
-	bs, ss := benchKeys()
+	fb, fs, bs, ss := benchKeys()
 	b.Run("impl=cache", func(b *testing.B) {
-		c := benchCache(b, bs)
+		c := benchCache(b, fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -98,7 +111,7 @@ func BenchmarkGetHit(b *testing.B) {
 		sinkRoute = r
 	})
 	b.Run("impl=syncmap", func(b *testing.B) {
-		c := benchSyncMap(ss)
+		c := benchSyncMap(fs)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -109,7 +122,7 @@ func BenchmarkGetHit(b *testing.B) {
 		sinkRoute = r
 	})
 	b.Run("impl=rwmap", func(b *testing.B) {
-		c := benchRWMap(bs)
+		c := benchRWMap(fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -125,9 +138,9 @@ func BenchmarkGetHit(b *testing.B) {
 var seed atomic.Uint64
 
 func BenchmarkGetHitParallel(b *testing.B) {
-	bs, ss := benchKeys()
+	fb, fs, bs, ss := benchKeys()
 	b.Run("impl=cache", func(b *testing.B) {
-		c := benchCache(b, bs)
+		c := benchCache(b, fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -140,7 +153,7 @@ func BenchmarkGetHitParallel(b *testing.B) {
 		})
 	})
 	b.Run("impl=syncmap", func(b *testing.B) {
-		c := benchSyncMap(ss)
+		c := benchSyncMap(fs)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -153,7 +166,7 @@ func BenchmarkGetHitParallel(b *testing.B) {
 		})
 	})
 	b.Run("impl=rwmap", func(b *testing.B) {
-		c := benchRWMap(bs)
+		c := benchRWMap(fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -168,9 +181,9 @@ func BenchmarkGetHitParallel(b *testing.B) {
 }
 
 func BenchmarkPutExisting(b *testing.B) {
-	bs, ss := benchKeys()
+	fb, fs, bs, ss := benchKeys()
 	b.Run("impl=cache", func(b *testing.B) {
-		c := benchCache(b, bs)
+		c := benchCache(b, fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -179,7 +192,7 @@ func BenchmarkPutExisting(b *testing.B) {
 		}
 	})
 	b.Run("impl=syncmap", func(b *testing.B) {
-		c := benchSyncMap(ss)
+		c := benchSyncMap(fs)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -188,7 +201,7 @@ func BenchmarkPutExisting(b *testing.B) {
 		}
 	})
 	b.Run("impl=rwmap", func(b *testing.B) {
-		c := benchRWMap(bs)
+		c := benchRWMap(fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -201,9 +214,9 @@ func BenchmarkPutExisting(b *testing.B) {
 // BenchmarkMix95 is 95% Get hits and 5% Puts of present topics with rising
 // epochs, from every P at once.
 func BenchmarkMix95(b *testing.B) {
-	bs, ss := benchKeys()
+	fb, fs, bs, ss := benchKeys()
 	b.Run("impl=cache", func(b *testing.B) {
-		c := benchCache(b, bs)
+		c := benchCache(b, fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -221,7 +234,7 @@ func BenchmarkMix95(b *testing.B) {
 		})
 	})
 	b.Run("impl=syncmap", func(b *testing.B) {
-		c := benchSyncMap(ss)
+		c := benchSyncMap(fs)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
@@ -239,7 +252,7 @@ func BenchmarkMix95(b *testing.B) {
 		})
 	})
 	b.Run("impl=rwmap", func(b *testing.B) {
-		c := benchRWMap(bs)
+		c := benchRWMap(fb)
 		b.ReportAllocs()
 		clk := startCPU()
 		defer clk.report(b)
