@@ -169,6 +169,27 @@ func (r *Ring) setTokens(toks []token) {
 // Len returns the number of members.
 func (r *Ring) Len() int { return len(r.nodes) }
 
+// Fingerprint is a hash of what determines the placement: the walk, the
+// token count and every member's id and rack in id order. Two rings with
+// equal fingerprints place every shard alike; nodes can compare views of
+// the membership by it.
+func (r *Ring) Fingerprint() uint64 {
+	h := xxh3.New()
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:4], uint32(r.kind))
+	binary.BigEndian.PutUint32(b[4:], uint32(r.vnodes))
+	h.Write(b[:])
+	for _, m := range r.nodes {
+		// Length-prefixed, so ("ab","c") and ("a","bc") differ.
+		binary.BigEndian.PutUint32(b[:4], uint32(len(m.ID)))
+		binary.BigEndian.PutUint32(b[4:], uint32(len(m.Rack)))
+		h.Write(b[:])
+		h.WriteString(m.ID)
+		h.WriteString(m.Rack)
+	}
+	return h.Sum64()
+}
+
 // Walk returns the ring's walk.
 func (r *Ring) Walk() Walk { return r.kind }
 

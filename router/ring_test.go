@@ -326,3 +326,28 @@ func TestReplicasAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestFingerprint(t *testing.T) {
+	ms := testMembers(6, 3)
+	rev := slices.Clone(ms)
+	slices.Reverse(rev)
+	a, b := mustRing(t, ms, 0), mustRing(t, rev, 0)
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Fatal("member order changed the fingerprint")
+	}
+	moved := slices.Clone(ms)
+	moved[2].Rack = "r9"
+	for name, other := range map[string]*Ring{
+		"rack change":  mustRing(t, moved, 0),
+		"member gone":  mustRing(t, ms[1:], 0),
+		"token walk":   mustRing(t, ms, 64),
+		"other tokens": mustRing(t, ms, 65),
+	} {
+		if other.Fingerprint() == a.Fingerprint() {
+			t.Errorf("%s: same fingerprint", name)
+		}
+	}
+	if mustRing(t, ms, 64).Fingerprint() == mustRing(t, ms, 65).Fingerprint() {
+		t.Error("token count not in the fingerprint")
+	}
+}
