@@ -237,7 +237,7 @@ func ShardToken(shard uint32) uint64 {
 func (r *Ring) walk(shard uint32, rf int, out *[MaxReplicas]uint32) int {
 	t := ShardToken(shard)
 	if r.kind == WalkRendezvous {
-		return r.pickByScore(func(n uint32) uint64 { return mix64(r.nodeHash[n] ^ t) }, rf, out)
+		return r.rendezvous(t, rf, out)
 	}
 	n := len(r.tokens)
 	i := sort.Search(n, func(k int) bool { return r.tokens[k] >= t })
@@ -258,42 +258,68 @@ func mix64(k uint64) uint64 {
 	return k
 }
 
-// pickByScore is the walk over nodes in descending score order (ties to
-// the lower node index): each pick is the best-scoring node not yet taken
-// whose rack is unused while an unused rack remains, and once every rack is
-// used, the best-scoring node not yet taken. Each pick scans the members,
-// so a walk costs O(members × rf) scores and allocates nothing.
-func (r *Ring) pickByScore(score func(node uint32) uint64, rf int, out *[MaxReplicas]uint32) int {
+// rendezvous is the walk over nodes in descending order of score(n) =
+// mix64(nodeHash[n] ^ t), ties to the lower node index: each pick is the
+// best-scoring node not yet taken whose rack is unused while an unused rack
+// remains, and once every rack is used, the best-scoring node not yet taken.
+//
+// That is computed in one pass over the members: the first min(want, racks)
+// picks are the best node of each of the racks whose best nodes score
+// highest, kept in a small array ordered best first; a node enters it by
+// beating its rack's entry, or, for a rack not in it, the weakest entry. A
+// rack pushed out only held nodes that score below every entry left, so it
+// cannot belong in the result unless a later node of it enters again. If
+// racks are fewer than want, a second pass takes the best remaining nodes.
+// The cost is O(members) scores per shard; nothing is allocated.
+func (r *Ring) rendezvous(t uint64, rf int, out *[MaxReplicas]uint32) int {
 	want := min(rf, len(r.nodes), MaxReplicas)
-	got, usedRacks, racks := 0, 0, len(r.racks)
-	for got < want {
-		best, bestScore := -1, uint64(0)
-		for n := range uint32(len(r.nodes)) {
-			taken, rackTaken := false, false
-			for _, c := range out[:got] {
-				if c == n {
-					taken = true
-					break
-				}
-				if r.rackOf[c] == r.rackOf[n] {
-					rackTaken = true
-				}
+	if want <= 0 {
+		return 0
+	}
+	var scores [MaxReplicas]uint64
+	k := min(want, len(r.racks))
+	got := 0
+	for n := range uint32(len(r.nodes)) {
+		sc := mix64(r.nodeHash[n] ^ t)
+		rack := r.rackOf[n]
+		at := -1 // the entry holding n's rack
+		for i := range got {
+			if r.rackOf[out[i]] == rack {
+				at = i
+				break
 			}
-			if taken || (rackTaken && usedRacks < racks) {
+		}
+		switch {
+		case at >= 0:
+			if sc <= scores[at] {
 				continue
 			}
-			if sc := score(n); best < 0 || sc > bestScore {
+		case got < k:
+			at = got
+			got++
+		default:
+			if sc <= scores[got-1] {
+				continue
+			}
+			at = got - 1
+		}
+		// Move n up from slot at to its place; earlier nodes win ties.
+		for at > 0 && sc > scores[at-1] {
+			out[at], scores[at] = out[at-1], scores[at-1]
+			at--
+		}
+		out[at], scores[at] = n, sc
+	}
+	for got < want {
+		// Every rack is used: the best node not yet taken.
+		best, bestScore := -1, uint64(0)
+		for n := range uint32(len(r.nodes)) {
+			if slices.Contains(out[:got], n) {
+				continue
+			}
+			if sc := mix64(r.nodeHash[n] ^ t); best < 0 || sc > bestScore {
 				best, bestScore = int(n), sc
 			}
-		}
-		rackTaken := false
-		for _, c := range out[:got] {
-			if r.rackOf[c] == r.rackOf[best] {
-				rackTaken = true
-			}
-		}
-		if !rackTaken {
-			usedRacks++
 		}
 		out[got] = uint32(best)
 		got++

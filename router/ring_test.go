@@ -140,33 +140,115 @@ func TestWalkSeedExample(t *testing.T) {
 	}
 }
 
+// pickByScore is the rendezvous walk as its definition reads, one pick at a
+// time: the best-scoring node not taken whose rack is unused while an unused
+// rack remains, else the best-scoring node not taken; ties to the lower
+// index. It is the oracle for Ring.rendezvous.
+func pickByScore(r *Ring, score func(n uint32) uint64, rf int) []uint32 {
+	want := min(rf, len(r.nodes), MaxReplicas)
+	var out []uint32
+	usedRacks := map[uint32]bool{}
+	for len(out) < want {
+		best, bestScore := -1, uint64(0)
+		for n := range uint32(len(r.nodes)) {
+			if slices.Contains(out, n) || usedRacks[r.rackOf[n]] && len(usedRacks) < len(r.racks) {
+				continue
+			}
+			if sc := score(n); best < 0 || sc > bestScore {
+				best, bestScore = int(n), sc
+			}
+		}
+		out = append(out, uint32(best))
+		usedRacks[r.rackOf[best]] = true
+	}
+	return out
+}
+
+// unmix64 inverts mix64, so a test can give nodes the scores it wants.
+func unmix64(k uint64) uint64 {
+	inv := func(c uint64) uint64 {
+		x := c // correct to 3 bits for odd c; Newton doubles that each step
+		for range 5 {
+			x *= 2 - c*x
+		}
+		return x
+	}
+	k ^= k >> 33
+	k *= inv(0xc4ceb9fe1a85ec53)
+	k ^= k >> 33
+	k *= inv(0xff51afd7ed558ccd)
+	k ^= k >> 33
+	return k
+}
+
+// setScores makes node n score scores[n] against shard token t.
+func setScores(r *Ring, t uint64, scores []uint64) {
+	for n, sc := range scores {
+		r.nodeHash[n] = unmix64(sc) ^ t
+	}
+}
+
 // The seed's example on the rendezvous walk, where the walk order is
 // descending score: node1 leads, node2 is skipped for its rack.
 func TestRendezvousSeedExample(t *testing.T) {
 	ms := []Member{{"node1", "rack1"}, {"node2", "rack1"}, {"node3", "rack2"}, {"node4", "rack3"}}
-	scores := map[string]uint64{"node1": 400, "node2": 380, "node3": 350, "node4": 320}
 	cases := []struct {
 		rf     int
-		scores map[string]uint64
+		scores []uint64 // node1..node4
 		want   []string
 	}{
-		{3, scores, []string{"node1", "node3", "node4"}},
-		{2, scores, []string{"node1", "node3"}},
-		{1, scores, []string{"node1"}},
-		{4, scores, []string{"node1", "node3", "node4", "node2"}},
-		{3, map[string]uint64{"node1": 1, "node2": 9, "node3": 5, "node4": 7}, []string{"node2", "node4", "node3"}},
-		{3, map[string]uint64{"node1": 5, "node2": 5, "node3": 5, "node4": 5}, []string{"node1", "node3", "node4"}}, // ties to the lower id
+		{3, []uint64{400, 380, 350, 320}, []string{"node1", "node3", "node4"}},
+		{2, []uint64{400, 380, 350, 320}, []string{"node1", "node3"}},
+		{1, []uint64{400, 380, 350, 320}, []string{"node1"}},
+		{4, []uint64{400, 380, 350, 320}, []string{"node1", "node3", "node4", "node2"}},
+		{3, []uint64{1, 9, 5, 7}, []string{"node2", "node4", "node3"}},
+		{3, []uint64{5, 5, 5, 5}, []string{"node1", "node3", "node4"}}, // ties to the lower id
+		{4, []uint64{5, 5, 5, 5}, []string{"node1", "node3", "node4", "node2"}},
 	}
 	r := mustRing(t, ms, 0)
+	if mix64(unmix64(12345)) != 12345 {
+		t.Fatal("unmix64 does not invert mix64")
+	}
 	for _, c := range cases {
+		const tok = 0xfeed
+		setScores(r, tok, c.scores)
 		var out [MaxReplicas]uint32
-		k := r.pickByScore(func(n uint32) uint64 { return c.scores[r.nodes[n].ID] }, c.rf, &out)
+		k := r.rendezvous(tok, c.rf, &out)
 		var got []string
 		for _, n := range out[:k] {
 			got = append(got, r.nodes[n].ID)
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("rf %d scores %v: %v, want %v", c.rf, c.scores, got, c.want)
+		}
+	}
+}
+
+// The one-pass rendezvous walk agrees with its definition on random
+// memberships and scores, ties included.
+func TestRendezvousMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 3000 {
+		n := 1 + rng.IntN(12)
+		ms := make([]Member, n)
+		racks := 1 + rng.IntN(5)
+		for i := range ms {
+			ms[i] = Member{ID: fmt.Sprintf("n%02d", i), Rack: fmt.Sprintf("r%d", rng.IntN(racks))}
+		}
+		r := mustRing(t, ms, 0)
+		scores := make([]uint64, n)
+		spread := uint64(1 + rng.IntN(1000)) // small spreads force ties
+		for i := range scores {
+			scores[i] = rng.Uint64N(spread)
+		}
+		tok := rng.Uint64()
+		setScores(r, tok, scores)
+		rf := 1 + rng.IntN(7)
+		var out [MaxReplicas]uint32
+		got := out[:r.rendezvous(tok, rf, &out)]
+		want := pickByScore(r, func(n uint32) uint64 { return scores[n] }, rf)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: members %v scores %v rf %d: %v, want %v", round, ms, scores, rf, got, want)
 		}
 	}
 }
