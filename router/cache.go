@@ -241,7 +241,29 @@ func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 // Get returns the cached route of topic. A hit allocates nothing.
 func (c *Cache) Get(topic []byte) (Route, bool) {
 	h := maphash.Bytes(hashSeed, topic)
-	p := c.part(h)
+	p := &c.parts[h&c.mask]
+	// The common case, a hit in the topic's home slot, is inlined here. A
+	// hit needs no part-level check: the slot's snapshot is whole and holds
+	// the topic. Anything else goes to getSlow.
+	e := &p.slots[p.home(h)]
+	s := e.seq.Load()
+	if s&1 == 0 && e.hash.Load() == h && e.state.Load() == slotLive {
+		kp, kn := e.keyP.Load(), e.keyN.Load()
+		ep, epoch := e.ep.Load(), e.epoch.Load()
+		if e.seq.Load() == s && unsafe.String(kp, int(kn)) == string(topic) {
+			if e.ref.Load() == 0 {
+				e.ref.Store(1)
+			}
+			c.stripe().hits.Add(1)
+			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch}, true
+		}
+	}
+	return c.getSlow(h, p, topic)
+}
+
+// getSlow is Get past the home slot: the probe with its retries.
+
+func (c *Cache) getSlow(h uint64, p *cachePart, topic []byte) (Route, bool) {
 	for range maxReadTries {
 		v := p.ver.Load()
 		if v&1 != 0 {
