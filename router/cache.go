@@ -262,7 +262,6 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 }
 
 // getSlow is Get past the home slot: the probe with its retries.
-
 func (c *Cache) getSlow(h uint64, p *cachePart, topic []byte) (Route, bool) {
 	for range maxReadTries {
 		v := p.ver.Load()
