@@ -75,8 +75,9 @@ type CacheStats struct {
 // a topic that was resident throughout. Writers lock their part. All shared
 // words are accessed atomically.
 //
-// Get on a hit and Put of a present topic allocate nothing. Routes hand
-// back the owner and address strings given to Put, held once per owner.
+// Get on a hit allocates nothing, nor does Put of a present topic once its
+// (owner, address) pair has been seen: pairs are kept once per owner in
+// each part, and routes hand back the strings given to Put.
 type Cache struct {
 	counters [counterStripes]counterStripe
 	parts    []cachePart
