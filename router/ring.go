@@ -73,9 +73,8 @@ type RingConfig struct {
 // Ring is the immutable placement function of one member set: the walk
 // (rendezvous by default, or a token ring of virtual nodes) and the rack of
 // every node. Build a new one from the new member set on every membership
-// change; the same member set
-// gives the same Ring whatever order it is given in. A Ring is safe for
-// concurrent use.
+// change; the same member set gives the same Ring whatever order it is given
+// in. A Ring is safe for concurrent use.
 type Ring struct {
 	tokens []uint64 // sorted ascending
 	owner  []uint32 // node index of tokens[i]
@@ -199,8 +198,14 @@ func (r *Ring) VNodes() int { return r.vnodes }
 // Racks returns the number of distinct racks.
 func (r *Ring) Racks() int { return len(r.racks) }
 
-// Member returns the member with index i (members are indexed in id order).
-func (r *Ring) Member(i int) Member { return r.nodes[i] }
+// Member returns the member with index i (members are indexed in id order);
+// ok is false for an index outside [0, Len()).
+func (r *Ring) Member(i int) (m Member, ok bool) {
+	if i < 0 || i >= len(r.nodes) {
+		return Member{}, false
+	}
+	return r.nodes[i], true
+}
 
 // Members returns a copy of the members in id order.
 func (r *Ring) Members() []Member { return slices.Clone(r.nodes) }
@@ -220,7 +225,8 @@ func nodeToken(buf []byte, j int) uint64 {
 	return xxh3.Hash(buf)
 }
 
-// ShardToken is the ring position a shard's walk starts from.
+// ShardToken is a shard's hash: the ring position its token walk starts
+// from, and what its rendezvous scores mix with each node's hash.
 func ShardToken(shard uint32) uint64 {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], shard)
@@ -408,8 +414,8 @@ const LeaderSlack = 0.05
 // Placement is the replica table of every shard of a cluster for one ring:
 // the replica sets of the walk, each ordered preferred leader first.
 //
-// The walk leader of a shard is its first replica, but which node's arc a
-// shard's token falls on is a sample, and with a few hundred shards per node
+// The walk leader of a shard is its first replica, but which node a walk
+// puts first is a sample, and with a few hundred shards per node
 // the sampling noise alone puts the busiest node 10–20% above the mean. So
 // leaders are balanced with bounded loads (Mirrokni, Thorup, Zadimoghaddam,
 // "Consistent Hashing with Bounded Loads"), applied to the choice of leader

@@ -403,9 +403,21 @@ func TestReplicasAllocateNothing(t *testing.T) {
 		t.Fatalf("replica lookups allocate %v per run", n)
 	}
 	for i, n := range idx {
-		if r.Member(n).ID != r.Replicas(s%1024, 3, nil)[i] {
+		if m, ok := r.Member(n); !ok || m.ID != r.Replicas(s%1024, 3, nil)[i] {
 			t.Fatalf("ReplicaIndexes and Replicas disagree")
 		}
+	}
+	if _, ok := r.Member(-1); ok {
+		t.Fatal("Member(-1) reported a member")
+	}
+	if _, ok := r.Member(r.Len()); ok {
+		t.Fatal("Member(Len()) reported a member")
+	}
+	if i, ok := r.Index("n3"); !ok || r.nodes[i].ID != "n3" {
+		t.Fatalf("Index(n3) = %d %v", i, ok)
+	}
+	if _, ok := r.Index("nope"); ok {
+		t.Fatal("Index of an unknown id reported a member")
 	}
 }
 
