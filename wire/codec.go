@@ -198,3 +198,33 @@ func (r *reader) end() error {
 	}
 	return nil
 }
+
+// u32v reads a uvarint that must fit in 32 bits.
+func (r *reader) u32v() uint32 {
+	v := r.uvarint()
+	if v > 1<<32-1 {
+		r.fail(ErrMalformed)
+		return 0
+	}
+	return uint32(v)
+}
+
+// uvarintMax reads a uvarint no larger than max (ErrTooLarge otherwise).
+func (r *reader) uvarintMax(max uint64) uint64 {
+	v := r.uvarint()
+	if v > max {
+		r.fail(ErrTooLarge)
+		return 0
+	}
+	return v
+}
+
+// grow returns s with length n, keeping s's elements (and so the capacity
+// of any slices inside them, which decoders reuse) when s has room.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	s = s[:cap(s)]
+	return append(s, make([]T, n-len(s))...)
+}
