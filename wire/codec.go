@@ -155,7 +155,7 @@ func (r *reader) count(max, minSize int) int {
 }
 
 // bytes reads a length-prefixed byte string of at most max bytes. The
-// result aliases the input.
+// result aliases the input; an empty string is nil.
 func (r *reader) bytes(max int) []byte {
 	n := r.uvarint()
 	if r.err != nil {
@@ -167,6 +167,9 @@ func (r *reader) bytes(max int) []byte {
 	}
 	if n > uint64(len(r.b)-r.off) {
 		r.fail(ErrTruncated)
+		return nil
+	}
+	if n == 0 {
 		return nil
 	}
 	v := r.b[r.off : r.off+int(n) : r.off+int(n)]

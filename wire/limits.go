@@ -36,6 +36,10 @@ const (
 	MaxRecordLen = 1 << 20
 	// MaxPartitions bounds a topic's partition count: 65,536.
 	MaxPartitions = 1 << 16
+	// MaxReplicas bounds the replicas listed for one shard: 64 (a
+	// replication factor of 3 to 7, plus learners and the outgoing half of
+	// a joint configuration, stays far below).
+	MaxReplicas = 64
 	// MaxListEntries bounds entries in a listing (members, shards): 1<<20.
 	MaxListEntries = 1 << 20
 
