@@ -51,6 +51,16 @@ const (
 	// RaftBatch: one per shard, so 1<<20 shards at most.
 	MaxHeartbeatsPerBatch = 1 << 20
 
+	// MaxRaftResponseDepth bounds the nesting of raft messages inside a
+	// message's Responses (raft's async storage writes nest one level).
+	MaxRaftResponseDepth = 4
+	// MaxConfStateIDs bounds each node-id list of a snapshot's ConfState.
+	MaxConfStateIDs = 1 << 10
+
+	// MaxForwardHops bounds how often a client request is forwarded between
+	// nodes before one answers it: 4.
+	MaxForwardHops = 4
+
 	// DatagramBudget is the default largest SWIM datagram: 1400 bytes,
 	// under a 1500-byte Ethernet MTU with IP and UDP headers.
 	DatagramBudget = 1400
