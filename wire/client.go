@@ -125,6 +125,10 @@ func AppendProduce(dst []byte, m *Produce) []byte {
 	return dst
 }
 
+// ProduceRecordSize is the number of bytes a record value of n bytes adds
+// to a Produce payload, for a producer that fills frames up to a size.
+func ProduceRecordSize(n int) int { return uvarintLen(uint64(n)) + n }
+
 // DecodeProduce decodes a Produce payload into m, reusing m.Records. A
 // Produce without records is ErrMalformed.
 func DecodeProduce(b []byte, m *Produce) error {
@@ -161,7 +165,7 @@ func AppendFetch(dst []byte, m *Fetch) []byte {
 	dst = appendBytes(dst, m.Topic)
 	dst = appendU64(dst, m.Epoch)
 	dst = appendU64(dst, m.From)
-	return appendUvarint(dst, uint64(m.MaxBytes))
+	return appendU32(dst, m.MaxBytes)
 }
 
 // DecodeFetch decodes a Fetch payload into m.
@@ -170,7 +174,7 @@ func DecodeFetch(b []byte, m *Fetch) error {
 	m.Topic = r.topic()
 	m.Epoch = r.u64()
 	m.From = r.u64()
-	m.MaxBytes = r.u32v()
+	m.MaxBytes = r.u32()
 	return r.end()
 }
 

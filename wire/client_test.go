@@ -67,6 +67,15 @@ func TestClientMessagesReject(t *testing.T) {
 	}
 }
 
+func TestProduceRecordSize(t *testing.T) {
+	m := &Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{make([]byte, 10)}}
+	before := len(AppendProduce(nil, m))
+	m.Records = append(m.Records, make([]byte, 300))
+	if got, want := len(AppendProduce(nil, m))-before, ProduceRecordSize(300); got != want {
+		t.Fatalf("a 300-byte record added %d bytes, ProduceRecordSize says %d", got, want)
+	}
+}
+
 func TestDecodeReusesSlices(t *testing.T) {
 	big := &ShardList{Shards: []ShardInfo{{Shard: 1, Replicas: [][]byte{[]byte("a"), []byte("b")}}, {Shard: 2, Replicas: [][]byte{[]byte("c")}}}}
 	small := &ShardList{Shards: []ShardInfo{{Shard: 3, Replicas: [][]byte{[]byte("d")}}}}

@@ -206,15 +206,43 @@ func (e *ErrorResponse) Wire() Error {
 	if len(e.NodeID) <= MaxNodeIDLen && len(e.Addr) <= MaxAddrLen {
 		m.NodeID, m.Addr = []byte(e.NodeID), []byte(e.Addr)
 	}
-	ms := e.RetryAfter / time.Millisecond
+	m.RetryAfter = retryMillis(e.RetryAfter)
+	return m
+}
+
+// AppendErrorResponse appends e as an Error payload, like AppendError of
+// e.Wire() but without converting e's strings.
+func AppendErrorResponse(dst []byte, e *ErrorResponse) []byte {
+	code := e.Code
+	if !code.Known() {
+		code = CodeInternal
+	}
+	msg := e.Message
+	if len(msg) > MaxMessageLen {
+		msg = msg[:MaxMessageLen]
+	}
+	id, addr := e.NodeID, e.Addr
+	if len(id) > MaxNodeIDLen || len(addr) > MaxAddrLen {
+		id, addr = "", ""
+	}
+	dst = appendU16(dst, uint16(code))
+	dst = appendString(dst, msg)
+	dst = appendU64(dst, e.Shard)
+	dst = appendU64(dst, e.Epoch)
+	dst = appendString(dst, id)
+	dst = appendString(dst, addr)
+	return appendUvarint(dst, uint64(retryMillis(e.RetryAfter)))
+}
+
+func retryMillis(d time.Duration) uint32 {
+	ms := d / time.Millisecond
 	switch {
 	case ms < 0:
-		ms = 0
+		return 0
 	case ms > 1<<32-1:
-		ms = 1<<32 - 1
+		return 1<<32 - 1
 	}
-	m.RetryAfter = uint32(ms)
-	return m
+	return uint32(ms)
 }
 
 // ErrorResponseOf maps any error to an *ErrorResponse for sending: an

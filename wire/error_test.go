@@ -50,6 +50,9 @@ func TestErrorRoundTripAndSentinels(t *testing.T) {
 			if !equalError(&w, &c.m) {
 				t.Fatalf("Wire() %+v, want %+v", w, c.m)
 			}
+			if direct := AppendErrorResponse(nil, er); string(direct) != string(b) {
+				t.Fatal("AppendErrorResponse differs from AppendError")
+			}
 			for n := 0; n < len(b); n++ {
 				if err := DecodeError(b[:n], &got); !errors.Is(err, ErrTruncated) {
 					t.Fatalf("truncated at %d: %v", n, err)
@@ -88,6 +91,9 @@ func TestErrorResponseOf(t *testing.T) {
 	var got Error
 	if err := DecodeError(AppendError(nil, &w), &got); err != nil {
 		t.Fatalf("an oversized ErrorResponse must still encode to a decodable Error: %v", err)
+	}
+	if err := DecodeError(AppendErrorResponse(nil, long), &got); err != nil {
+		t.Fatalf("AppendErrorResponse of an oversized ErrorResponse: %v", err)
 	}
 	if s := (&ErrorResponse{Code: CodeNotLeader, Shard: 4, NodeID: "n2", Addr: "127.0.0.1:1"}).Error(); s != "shoal: not the shard leader (shard 4, leader n2 at 127.0.0.1:1)" {
 		t.Fatal(s)

@@ -110,14 +110,6 @@ func appendHeartbeats(dst []byte, hbs []Heartbeat) []byte {
 	return dst
 }
 
-func appendOpt(dst []byte, mask *uint64, bit uint64, v *uint64) []byte {
-	if v == nil {
-		return dst
-	}
-	*mask |= bit
-	return appendUvarint(dst, *v)
-}
-
 // appendRaftMessage appends m; a nil message (which raft never produces)
 // is encoded as a message with no fields set.
 func appendRaftMessage(dst []byte, m *raftpb.Message) []byte {
