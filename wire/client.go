@@ -14,6 +14,9 @@ func (k Kind) IsClientResponse() bool {
 	return k == KindError || (k >= KindAssignment && k <= KindStatusInfo)
 }
 
+// IsPeer reports whether k is a message only nodes send each other.
+func (k Kind) IsPeer() bool { return k >= KindRaftBatch && k <= KindKeepalive }
+
 // Assign asks the topic's shard leader to assign topic to an owner
 // (KindAssign). It is idempotent: assigning a topic to its current owner
 // changes nothing. Answered by Assignment.

@@ -293,7 +293,8 @@ func DecodeRaftBatch(b []byte, m *RaftBatch) error { return decodeRaftBatch(b, m
 // keeps): it rewinds m's slabs and overwrites the previous decode's
 // entries, snapshots and cells, so steady-state decoding allocates nothing.
 // Stepping raft with such messages without copying their entries corrupts
-// raft's unstable log at the next decode.
+// raft's unstable log at the next decode (TestRaftGroupOverRaftBatch, run
+// with this function, ends in a raft panic).
 func DecodeRaftBatchReuse(b []byte, m *RaftBatch) error { return decodeRaftBatch(b, m, true) }
 
 func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
