@@ -1,0 +1,63 @@
+package router
+
+import (
+	"strconv"
+	"testing"
+)
+
+// FuzzCacheOps drives two caches with the same operations decoded from the
+// input, three bytes each (op and key, epoch, owner): one large enough to
+// never evict, checked against a model of the epoch rules, and one far too
+// small, checked for its bound and for whole routes.
+func FuzzCacheOps(f *testing.F) {
+	f.Add([]byte{0, 5, 1, 2, 5, 0, 1, 5, 0, 0, 4, 1, 3, 6, 2})
+	f.Add([]byte{0x10, 1, 1, 0x11, 2, 2, 0x12, 3, 3, 0x22, 0, 0, 0x32, 9, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		big := mustCache(t, CacheConfig{Capacity: 256, Shards: 1})
+		small := mustCache(t, CacheConfig{Capacity: 4, Shards: 1})
+		type state struct {
+			owner string
+			epoch uint64
+			live  bool
+		}
+		model := map[string]*state{}
+		for len(ops) >= 3 {
+			op, key, epoch := ops[0]&3, "t"+strconv.Itoa(int(ops[0]>>2)), uint64(ops[1])
+			owner := "n" + strconv.Itoa(int(ops[2])) + "@" + strconv.Itoa(int(epoch))
+			ops = ops[3:]
+			k := []byte(key)
+			m := model[key]
+			switch op {
+			case 0, 1:
+				want := m == nil || epoch >= m.epoch
+				if got := big.Put(k, owner, owner+"/addr", epoch); got != want {
+					t.Fatalf("Put(%s, %d) = %v, model %v", key, epoch, got, want)
+				}
+				if want {
+					model[key] = &state{owner: owner, epoch: epoch, live: true}
+				}
+				small.Put(k, owner, owner+"/addr", epoch)
+			case 2:
+				want := m != nil && m.epoch <= epoch && !(m.epoch == epoch && !m.live)
+				if got := big.Invalidate(k, epoch); got != want {
+					t.Fatalf("Invalidate(%s, %d) = %v, model %v", key, epoch, got, want)
+				}
+				if want {
+					m.epoch, m.live = epoch, false
+				}
+				small.Invalidate(k, epoch)
+			case 3:
+				r, ok := big.Get(k)
+				if ok != (m != nil && m.live) || ok && (r.Owner != m.owner || r.Epoch != m.epoch || r.Addr != m.owner+"/addr") {
+					t.Fatalf("Get(%s) = %+v %v, model %+v", key, r, ok, m)
+				}
+				if r, ok := small.Get(k); ok && (r.Addr != r.Owner+"/addr" || r.Owner[len(r.Owner)-len(strconv.Itoa(int(r.Epoch))):] != strconv.Itoa(int(r.Epoch))) {
+					t.Fatalf("small Get(%s) = %+v: not one Put's route", key, r)
+				}
+			}
+			if small.Len() > small.Capacity() {
+				t.Fatalf("Len %d > capacity %d", small.Len(), small.Capacity())
+			}
+		}
+	})
+}

@@ -1,0 +1,311 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+func mustCache(t testing.TB, cfg CacheConfig) *Cache {
+	t.Helper()
+	c, err := NewCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCacheConfig(t *testing.T) {
+	for _, cfg := range []CacheConfig{{Capacity: -1}, {Shards: -2}, {Capacity: MaxCacheCapacity + 1}, {Shards: MaxCacheShards + 1}} {
+		if _, err := NewCache(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: err = %v, want ErrConfig", cfg, err)
+		}
+	}
+	c := mustCache(t, CacheConfig{})
+	if c.Capacity() < DefaultCacheCapacity {
+		t.Fatalf("default capacity %d", c.Capacity())
+	}
+	c = mustCache(t, CacheConfig{Capacity: 5})
+	if c.Capacity() < 5 || c.Capacity() > 5+minEntriesPerShard {
+		t.Fatalf("capacity 5 became %d", c.Capacity())
+	}
+}
+
+func TestCacheEpochsOnlyGoForward(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 64})
+	topic := []byte("topic-blue")
+	if _, ok := c.Get(topic); ok {
+		t.Fatal("hit on an empty cache")
+	}
+	steps := []struct {
+		op      string // put or inv
+		owner   string
+		epoch   uint64
+		applied bool
+		want    Route // zero: expect a miss
+	}{
+		{"put", "n2", 5, true, Route{"n2", "addr-n2", 5}},
+		{"put", "n1", 3, false, Route{"n2", "addr-n2", 5}},
+		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5}},
+		{"inv", "", 4, false, Route{"n3", "addr-n3", 5}}, // cached epoch is newer
+		{"inv", "", 5, true, Route{}},
+		{"inv", "", 5, false, Route{}},
+		{"put", "n1", 4, false, Route{}}, // below the fence
+		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5}},
+		{"inv", "", 9, true, Route{}},
+		{"put", "n4", 8, false, Route{}},
+		{"put", "n4", 9, true, Route{"n4", "addr-n4", 9}},
+		{"put", "n5", 12, true, Route{"n5", "addr-n5", 12}},
+	}
+	for i, s := range steps {
+		var applied bool
+		if s.op == "put" {
+			applied = c.Put(topic, s.owner, "addr-"+s.owner, s.epoch)
+		} else {
+			applied = c.Invalidate(topic, s.epoch)
+		}
+		if applied != s.applied {
+			t.Fatalf("step %d %s %s@%d: applied = %v", i, s.op, s.owner, s.epoch, applied)
+		}
+		got, ok := c.Get(topic)
+		if ok != (s.want != Route{}) || got != s.want {
+			t.Fatalf("step %d: Get = %+v %v, want %+v", i, got, ok, s.want)
+		}
+	}
+	if c.Invalidate([]byte("unknown"), 1) {
+		t.Fatal("invalidated an unknown topic")
+	}
+	st := c.Stats()
+	if st.Hits == 0 || st.Misses == 0 || st.Len != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestCacheHitsAndPutsAllocateNothing(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 1024})
+	topics := make([][]byte, 100)
+	for i := range topics {
+		topics[i] = []byte("orders." + strconv.Itoa(i))
+		c.Put(topics[i], "n1", "127.0.0.1:7101", 1)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(500, func() {
+		i++
+		if _, ok := c.Get(topics[i%100]); !ok {
+			t.Fatal("miss")
+		}
+	}); n != 0 {
+		t.Fatalf("Get hit allocates %v", n)
+	}
+	epoch := uint64(1)
+	if n := testing.AllocsPerRun(500, func() {
+		i++
+		epoch++
+		c.Put(topics[i%100], "n2", "127.0.0.1:7102", epoch)
+	}); n != 0 {
+		t.Fatalf("Put of a present topic allocates %v", n)
+	}
+}
+
+func TestCacheStaysWithinCapacity(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 256, Shards: 4})
+	const n = 5000
+	for i := range n {
+		c.Put([]byte("t"+strconv.Itoa(i)), "n1", "a", 1)
+		if l := c.Len(); l > c.Capacity() {
+			t.Fatalf("after %d puts Len %d > capacity %d", i+1, l, c.Capacity())
+		}
+	}
+	st := c.Stats()
+	if st.Len != c.Capacity() || st.Evictions != uint64(n-c.Capacity()) {
+		t.Fatalf("stats %+v, capacity %d", st, c.Capacity())
+	}
+	// What is resident is exactly what Get finds.
+	found := 0
+	for i := range n {
+		if _, ok := c.Get([]byte("t" + strconv.Itoa(i))); ok {
+			found++
+		}
+	}
+	if found != st.Len {
+		t.Fatalf("Get finds %d topics, Len %d", found, st.Len)
+	}
+}
+
+// Topics read between insertions survive a scan of one-off topics far larger
+// than the cache.
+func TestCacheKeepsHotTopics(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 1024, Shards: 8})
+	hot := make([][]byte, 64)
+	for i := range hot {
+		hot[i] = []byte("hot." + strconv.Itoa(i))
+		c.Put(hot[i], "n1", "a", 1)
+	}
+	for i := range 20000 {
+		c.Put([]byte("cold."+strconv.Itoa(i)), "n2", "b", 1)
+		c.Get(hot[i%len(hot)])
+	}
+	for _, h := range hot {
+		if _, ok := c.Get(h); !ok {
+			t.Fatalf("hot topic %s evicted", h)
+		}
+	}
+	if c.Stats().Evictions == 0 {
+		t.Fatal("no evictions")
+	}
+}
+
+// The cache agrees with a model of its rules under random operations while
+// nothing is evicted: it never returns an epoch older than one it accepted,
+// nor a route it was told is stale.
+func TestCacheMatchesModel(t *testing.T) {
+	type state struct {
+		owner string
+		epoch uint64
+		live  bool
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 20 {
+		c := mustCache(t, CacheConfig{Capacity: 512, Shards: 4})
+		model := map[string]*state{}
+		for op := range 2000 {
+			k := "t" + strconv.Itoa(rng.IntN(64))
+			e := uint64(rng.IntN(20))
+			switch rng.IntN(3) {
+			case 0:
+				owner := "n" + strconv.Itoa(rng.IntN(5))
+				m := model[k]
+				want := m == nil || e >= m.epoch
+				if got := c.Put([]byte(k), owner, owner+":addr", e); got != want {
+					t.Fatalf("round %d op %d: Put(%s, %d) = %v, model %v", round, op, k, e, got, want)
+				}
+				if want {
+					model[k] = &state{owner: owner, epoch: e, live: true}
+				}
+			case 1:
+				m := model[k]
+				want := m != nil && m.epoch <= e && !(m.epoch == e && !m.live)
+				if got := c.Invalidate([]byte(k), e); got != want {
+					t.Fatalf("round %d op %d: Invalidate(%s, %d) = %v, model %v", round, op, k, e, got, want)
+				}
+				if want {
+					m.epoch, m.live = e, false
+				}
+			default:
+				m := model[k]
+				r, ok := c.Get([]byte(k))
+				wantOK := m != nil && m.live
+				if ok != wantOK || ok && (r.Owner != m.owner || r.Epoch != m.epoch || r.Addr != m.owner+":addr") {
+					t.Fatalf("round %d op %d: Get(%s) = %+v %v, model %+v", round, op, k, r, ok, m)
+				}
+			}
+		}
+	}
+}
+
+// Concurrent writers raise epochs per topic while readers check that what
+// they read is whole (owner, address and epoch from one Put) and that a
+// topic's epoch never goes back. A small cache keeps eviction and index
+// shifting busy in the checks that allow it.
+func TestCacheConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity int
+		topics   int
+		evicting bool
+	}{{"resident", 4096, 256, false}, {"evicting", 64, 512, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCache(t, CacheConfig{Capacity: tc.capacity, Shards: 4})
+			topics := make([][]byte, tc.topics)
+			for i := range topics {
+				topics[i] = []byte("topic." + strconv.Itoa(i))
+			}
+			const writers, readers, rounds = 3, 3, 60
+			routes := make([][]Route, writers)
+			for w := range routes {
+				for e := range rounds {
+					owner := fmt.Sprintf("w%d-e%d", w, e)
+					routes[w] = append(routes[w], Route{Owner: owner, Addr: owner + "-addr", Epoch: uint64(e*writers + w)})
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, writers+readers)
+			stop := make(chan struct{})
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, r := range routes[w] {
+						for i, tp := range topics {
+							if i%writers == w || i%5 == 0 {
+								c.Put(tp, r.Owner, r.Addr, r.Epoch)
+							}
+							if i%7 == 0 {
+								c.Invalidate(tp, r.Epoch-1)
+							}
+						}
+					}
+				}()
+			}
+			var rg sync.WaitGroup
+			for range readers {
+				rg.Add(1)
+				go func() {
+					defer rg.Done()
+					last := make([]uint64, len(topics))
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						for i, tp := range topics {
+							r, ok := c.Get(tp)
+							if !ok {
+								continue
+							}
+							var w, e int
+							if _, err := fmt.Sscanf(r.Owner, "w%d-e%d", &w, &e); err != nil || r.Addr != r.Owner+"-addr" || r.Epoch != uint64(e*writers+w) {
+								errs <- fmt.Errorf("torn route %+v", r)
+								return
+							}
+							if !tc.evicting && i%7 != 0 && r.Epoch < last[i] {
+								errs <- fmt.Errorf("topic %d: epoch went from %d to %d", i, last[i], r.Epoch)
+								return
+							}
+							last[i] = r.Epoch
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			rg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if l := c.Len(); l > c.Capacity() {
+				t.Fatalf("Len %d > capacity %d", l, c.Capacity())
+			}
+			if !tc.evicting {
+				for i, tp := range topics {
+					r, ok := c.Get(tp)
+					if i%7 != 0 && (!ok || r.Epoch < uint64((rounds-1)*writers)) {
+						t.Fatalf("topic %d ended at %+v %v", i, r, ok)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCacheEntryIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(cacheEntry{}); n != 64 {
+		t.Fatalf("cacheEntry is %d bytes, want 64", n)
+	}
+}
