@@ -458,6 +458,10 @@ func TestPipelinedCallersGetTheirOwnAnswers(t *testing.T) {
 	if nodes[0].Accepted() != 1 || nodes[0].Requests(wire.KindLookup) != callers*perCaller {
 		t.Fatalf("%d connections, %d lookups", nodes[0].Accepted(), nodes[0].Requests(wire.KindLookup))
 	}
+	// Requests overlapped on the one connection, never more than the bound.
+	if m := nodes[0].MaxInFlight(); m < 2 || m > 16 {
+		t.Fatalf("%d requests in flight at once, want 2..16", m)
+	}
 }
 
 func TestConcurrentProducersGetDistinctOffsets(t *testing.T) {
@@ -498,11 +502,11 @@ func TestInvalidArgumentsAreRefusedLocally(t *testing.T) {
 	ctx := ctxT(t)
 	huge := string(bytes.Repeat([]byte("x"), 10<<20))
 	calls := map[string]func() error{
-		"empty topic":       func() error { _, err := c.Lookup(ctx, "", false); return err },
-		"10 MB topic":       func() error { _, err := c.Assign(ctx, huge, client.AssignOptions{}); return err },
-		"topic of 256":      func() error { _, err := c.Produce(ctx, huge[:256], [][]byte{nil}); return err },
-		"no records":        func() error { _, err := c.Produce(ctx, "t", nil); return err },
-		"record too large":  func() error { _, err := c.Produce(ctx, "t", [][]byte{[]byte(huge[:wire.MaxRecordLen+1])}); return err },
+		"empty topic":      func() error { _, err := c.Lookup(ctx, "", false); return err },
+		"10 MB topic":      func() error { _, err := c.Assign(ctx, huge, client.AssignOptions{}); return err },
+		"topic of 256":     func() error { _, err := c.Produce(ctx, huge[:256], [][]byte{nil}); return err },
+		"no records":       func() error { _, err := c.Produce(ctx, "t", nil); return err },
+		"record too large": func() error { _, err := c.Produce(ctx, "t", [][]byte{[]byte(huge[:wire.MaxRecordLen+1])}); return err },
 		"frame too large": func() error {
 			recs := make([][]byte, 20)
 			for i := range recs {

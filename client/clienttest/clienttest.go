@@ -80,8 +80,10 @@ type Node struct {
 	faults map[wire.Kind][]Fault
 	closed bool
 
-	counts   [64]atomic.Int64 // requests received per kind
-	accepted atomic.Int64
+	counts      [64]atomic.Int64 // requests received per kind
+	accepted    atomic.Int64
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
 }
 
 // Start starts a node with the given id on a fresh loopback port.
@@ -134,6 +136,10 @@ func (n *Node) Requests(kind wire.Kind) int {
 	}
 	return int(n.counts[kind].Load())
 }
+
+// MaxInFlight returns the most requests the node has had in progress at
+// once, over all its connections.
+func (n *Node) MaxInFlight() int { return int(n.maxInFlight.Load()) }
 
 // Accepted returns how many connections the node has accepted.
 func (n *Node) Accepted() int { return int(n.accepted.Load()) }
@@ -401,6 +407,19 @@ func (n *Node) nextFault(kind wire.Kind) (Fault, bool) {
 
 func (s *session) handle(h wire.Header, payload []byte) {
 	defer s.wg.Done()
+	cur := s.n.inFlight.Add(1)
+	for m := s.n.maxInFlight.Load(); cur > m && !s.n.maxInFlight.CompareAndSwap(m, cur); m = s.n.maxInFlight.Load() {
+	}
+	// A request stops counting as in flight before its answer is sent, so
+	// a client's next request, sent on receipt, is not counted twice.
+	done := false
+	finish := func() {
+		if !done {
+			done = true
+			s.n.inFlight.Add(-1)
+		}
+	}
+	defer finish()
 	if f, ok := s.n.nextFault(h.Kind); ok {
 		if f.Delay > 0 {
 			select {
@@ -414,14 +433,17 @@ func (s *session) handle(h wire.Header, payload []byte) {
 			<-s.n.done
 			return
 		case f.Drop:
+			finish()
 			_ = s.nc.Close()
 			return
 		case f.Err != nil:
+			finish()
 			s.answerError(h.RequestID, f.Err)
 			return
 		}
 	}
 	kind, answer, err := s.n.answer(h.Kind, payload)
+	finish()
 	if err != nil {
 		s.answerError(h.RequestID, wire.ErrorResponseOf(err))
 		return
