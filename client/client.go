@@ -80,7 +80,7 @@ func (k call) String() string {
 // attempt sends req to addr once, within RequestTimeout.
 func (c *Client) attempt(ctx context.Context, addr string, req *request) error {
 	actx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
-		fmt.Errorf("client: %s: %w: no answer within %v", addr, ErrUnreachable, c.cfg.RequestTimeout))
+		fmt.Errorf("%w: no answer from %s within %v", ErrUnreachable, addr, c.cfg.RequestTimeout))
 	defer cancel()
 	cn, err := c.pool.get(actx, addr)
 	if err != nil {
@@ -91,12 +91,12 @@ func (c *Client) attempt(ctx context.Context, addr string, req *request) error {
 		return err
 	}
 	if kind != req.expect {
-		err = fmt.Errorf("client: %s answered %v with %v: %w", addr, req.kind, kind, ErrProtocol)
+		err = fmt.Errorf("%w: %s answered %v with %v", ErrProtocol, addr, req.kind, kind)
 		cn.fail(err)
 		return err
 	}
 	if err := req.decode(payload); err != nil {
-		err = fmt.Errorf("client: %s: %v payload: %w: %w", addr, kind, ErrProtocol, err)
+		err = fmt.Errorf("%w: %s sent a bad %v: %w", ErrProtocol, addr, kind, err)
 		cn.fail(err)
 		return err
 	}
@@ -152,7 +152,7 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctxErr(ctx)
 	case <-c.pool.closing.Done():
 		return ErrClosed
 	}
@@ -205,7 +205,7 @@ func (c *Client) anyServer(ctx context.Context, k call, req *request) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return k.stop(attempt+1, context.Cause(ctx), last)
+			return k.stop(attempt+1, ctxErr(ctx), last)
 		}
 		last = err
 		switch classify(err) {
@@ -251,7 +251,7 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 			}
 		}
 		if ctx.Err() != nil {
-			return k.stop(attempt+1, context.Cause(ctx), last)
+			return k.stop(attempt+1, ctxErr(ctx), last)
 		}
 		last = err
 		switch classify(err) {
@@ -303,6 +303,17 @@ func (c *Client) route(ctx context.Context, topic []byte, fresh bool) (router.Ro
 		}
 	}
 	return router.Route{Owner: a.Owner, Addr: a.OwnerAddr, Epoch: a.Epoch}, nil
+}
+
+// ctxErr is why ctx ended: ctx.Err() (so errors.Is matches
+// context.DeadlineExceeded or context.Canceled) with its cause, when one was
+// given, wrapped as well.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 func validateTopic(topic string) error {
@@ -568,7 +579,7 @@ func (c *Client) Status(ctx context.Context, server string) (Status, error) {
 			return out, nil
 		}
 		if ctx.Err() != nil {
-			return Status{}, k.stop(attempt+1, context.Cause(ctx), last)
+			return Status{}, k.stop(attempt+1, ctxErr(ctx), last)
 		}
 		last = err
 		if f := classify(err); f == fatal || f == staleRoute {

@@ -55,7 +55,7 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("client: dial %s: %w: %w", addr, ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	// The handshake runs with blocking reads; a deadline from ctx, and an
 	// immediate one if ctx is cancelled first, keep it bounded.
@@ -67,9 +67,9 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	if !stop() || err != nil {
 		_ = nc.Close()
 		if err == nil || ctx.Err() != nil {
-			err = fmt.Errorf("client: handshake with %s: %w: %w", addr, ErrUnreachable, context.Cause(ctx))
+			err = fmt.Errorf("%w: handshake with %s: %w", ErrUnreachable, addr, ctxErr(ctx))
 		} else {
-			err = fmt.Errorf("client: handshake with %s: %w", addr, err)
+			err = fmt.Errorf("%w (handshake with %s)", err, addr)
 		}
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (c *conn) readLoop() {
 			err = fmt.Errorf("%w: unexpected %v frame from a node", ErrProtocol, kind)
 		}
 		if err != nil {
-			c.fail(err)
+			c.fail(fmt.Errorf("%w (%s)", err, c.addr))
 			return
 		}
 		c.mu.Lock()
@@ -264,7 +264,7 @@ func (c *conn) roundTrip(ctx context.Context, kind wire.Kind, encode func([]byte
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		return 0, nil, context.Cause(ctx)
+		return 0, nil, ctxErr(ctx)
 	case <-c.broken:
 		return 0, nil, c.err
 	}
@@ -299,7 +299,7 @@ func (c *conn) roundTrip(ctx context.Context, kind wire.Kind, encode func([]byte
 		return r.kind, r.payload, nil
 	case <-ctx.Done():
 		c.forget(id)
-		return 0, nil, context.Cause(ctx)
+		return 0, nil, ctxErr(ctx)
 	}
 }
 
@@ -322,14 +322,14 @@ func (c *conn) write(ctx context.Context, kind wire.Kind, id uint64, encode func
 	buf, err := wire.EndFrame(buf, start)
 	if err != nil {
 		c.keep(buf)
-		return fmt.Errorf("client: %v request larger than %d bytes: %w", kind, wire.MaxFrame, ErrInvalidArgument)
+		return fmt.Errorf("%w: %v request larger than %d bytes", ErrInvalidArgument, kind, wire.MaxFrame)
 	}
 	dl, _ := ctx.Deadline()
 	_ = c.nc.SetWriteDeadline(dl)
 	_, err = c.nc.Write(buf)
 	c.keep(buf)
 	if err != nil {
-		err = fmt.Errorf("client: write to %s: %w: %w", c.addr, ErrUnreachable, err)
+		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
 		c.fail(err)
 		return err
 	}

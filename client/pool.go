@@ -70,7 +70,7 @@ func (p *pool) get(ctx context.Context, addr string) (*conn, error) {
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, ctxErr(ctx)
 	}
 	defer func() { <-s.lock }()
 	if s.c != nil && s.c.alive() {
@@ -89,7 +89,7 @@ func (p *pool) get(ctx context.Context, addr string) (*conn, error) {
 // life, and starts the connection's reader.
 func (p *pool) dial(ctx context.Context, addr string) (*conn, error) {
 	dctx, cancel := context.WithTimeoutCause(ctx, p.cfg.DialTimeout,
-		fmt.Errorf("client: dial %s: %w: no answer within %v", addr, ErrUnreachable, p.cfg.DialTimeout))
+		fmt.Errorf("%w: no connection to %s within %v", ErrUnreachable, addr, p.cfg.DialTimeout))
 	defer cancel()
 	stop := context.AfterFunc(p.closing, cancel)
 	defer stop()
