@@ -102,7 +102,7 @@ type result interface {
 type assignmentResult client.Assignment
 
 func (r assignmentResult) jsonValue() any {
-	return assignmentJSON{Topic: r.Topic, Owner: r.Owner, OwnerAddr: r.OwnerAddr, Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard}
+	return assignmentJSON(r)
 }
 
 func (r assignmentResult) table(w *tabwriter.Writer) {
@@ -112,7 +112,7 @@ func (r assignmentResult) table(w *tabwriter.Writer) {
 
 type revokedResult client.Revoked
 
-func (r revokedResult) jsonValue() any { return revokedJSON{Topic: r.Topic, Epoch: r.Epoch} }
+func (r revokedResult) jsonValue() any { return revokedJSON(r) }
 
 func (r revokedResult) table(w *tabwriter.Writer) {
 	row(w, "TOPIC", "REVOKED AT EPOCH")
@@ -122,7 +122,7 @@ func (r revokedResult) table(w *tabwriter.Writer) {
 type producedResult client.ProduceResult
 
 func (r producedResult) jsonValue() any {
-	return producedJSON{Topic: r.Topic, Epoch: r.Epoch, Offset: r.Offset}
+	return producedJSON(r)
 }
 
 func (r producedResult) table(w *tabwriter.Writer) {
@@ -198,8 +198,7 @@ func (r shardsResult) table(w *tabwriter.Writer) {
 type statusResult client.Status
 
 func (r statusResult) jsonValue() any {
-	return statusJSON{Node: r.Node, Generation: r.Generation, MembersAlive: r.MembersAlive, ShardsHosted: r.ShardsHosted,
-		ShardsLed: r.ShardsLed, TopicsOwned: r.TopicsOwned, Ready: r.Ready}
+	return statusJSON(r)
 }
 
 func (r statusResult) table(w *tabwriter.Writer) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/wire"
@@ -16,6 +17,13 @@ const (
 	exitFailed      = 1 // the cluster refused or failed the request, or broke the protocol
 	exitUsage       = 2 // the command line is wrong; nothing was sent
 	exitUnreachable = 3 // no server answered in time
+)
+
+// Retry budget of the command: with the client's 50ms base, waits of at
+// most 0.05+0.1+0.2+0.4+0.8+1 s between attempts.
+const (
+	cliMaxRetries = 6
+	cliBackoffMax = time.Second
 )
 
 // run executes one command line and returns the exit code. Results go to
@@ -36,6 +44,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Secret:         inv.secret,
 		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
 		RequestTimeout: inv.timeout,
+		// A person is waiting: give up on a down cluster within about two
+		// seconds, still long enough to ride out a leader election.
+		MaxRetries: cliMaxRetries,
+		BackoffMax: cliBackoffMax,
 	})
 	if err != nil {
 		writeError(stderr, "Usage", err.Error(), inv.json)
