@@ -618,3 +618,19 @@ func TestStatusOfASpecificNode(t *testing.T) {
 		t.Fatalf("Status of a stopped node = %v, want ErrUnreachable", err)
 	}
 }
+
+func TestKeepalivesAreIgnored(t *testing.T) {
+	cl, nodes := startCluster(t, 1)
+	cl.SetOwner("t", "n1")
+	c := newClient(t, client.Config{Servers: addrs(nodes...)})
+	ctx := ctxT(t)
+	for range 3 {
+		if _, err := c.Lookup(ctx, "t", false); err != nil {
+			t.Fatal(err)
+		}
+		nodes[0].Keepalive()
+	}
+	if nodes[0].Accepted() != 1 {
+		t.Fatalf("%d connections: a keepalive broke the connection", nodes[0].Accepted())
+	}
+}

@@ -169,15 +169,15 @@ func refused(payload []byte) error {
 	return fmt.Errorf("%w: %w", ErrHandshake, e.Err())
 }
 
-// readFrame reads one frame from r into a fresh buffer, decompressing it if
-// needed. I/O errors wrap ErrUnreachable; a bad header or payload wraps
-// ErrProtocol.
+// readFrame reads one frame from r, for the handshake.
 func readFrame(r io.Reader) (wire.Kind, []byte, error) {
 	var h wire.Header
-	kind, payload, err := readFrameHeader(r, &h)
-	return kind, payload, err
+	return readFrameHeader(r, &h)
 }
 
+// readFrameHeader reads one frame from r into h and a fresh buffer,
+// decompressing the payload if needed. I/O errors wrap ErrUnreachable; a bad
+// header or payload wraps ErrProtocol.
 func readFrameHeader(r io.Reader, h *wire.Header) (wire.Kind, []byte, error) {
 	var hdr [wire.HeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -207,6 +207,10 @@ func (c *conn) readLoop() {
 	var h wire.Header
 	for {
 		kind, payload, err := readFrameHeader(br, &h)
+		if err == nil && kind == wire.KindKeepalive {
+			// A node may keep an idle connection alive; nothing answers it.
+			continue
+		}
 		if err == nil && !kind.IsClientResponse() {
 			err = fmt.Errorf("%w: unexpected %v frame from a node", ErrProtocol, kind)
 		}

@@ -76,7 +76,7 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]*session
 	faults map[wire.Kind][]Fault
 	closed bool
 
@@ -103,7 +103,7 @@ func (c *Cluster) StartAt(id, addr string) (*Node, error) {
 	}
 	n := &Node{
 		ID: id, cluster: c, ln: ln, addr: ln.Addr().String(), done: make(chan struct{}),
-		conns: make(map[net.Conn]struct{}), faults: make(map[wire.Kind][]Fault),
+		conns: make(map[net.Conn]*session), faults: make(map[wire.Kind][]Fault),
 	}
 	c.mu.Lock()
 	if c.topics == nil {
@@ -159,6 +159,20 @@ func (n *Node) DropConns() {
 		_ = c.Close()
 	}
 	n.mu.Unlock()
+}
+
+// Keepalive sends a Keepalive frame on every open connection, as a node
+// may on an idle one.
+func (n *Node) Keepalive() {
+	n.mu.Lock()
+	sessions := make([]*session, 0, len(n.conns))
+	for _, s := range n.conns {
+		sessions = append(sessions, s)
+	}
+	n.mu.Unlock()
+	for _, s := range sessions {
+		_ = s.send(wire.KindKeepalive, 0, nil)
+	}
 }
 
 // Close stops the node: the listener and every connection are closed and
@@ -253,11 +267,12 @@ func (n *Node) accept() {
 			_ = nc.Close()
 			return
 		}
-		n.conns[nc] = struct{}{}
+		s := &session{n: n, nc: nc}
+		n.conns[nc] = s
 		n.wg.Add(1)
 		n.mu.Unlock()
 		n.accepted.Add(1)
-		go n.serve(nc)
+		go n.serve(s)
 	}
 }
 
@@ -269,9 +284,9 @@ type session struct {
 	wg  sync.WaitGroup
 }
 
-func (n *Node) serve(nc net.Conn) {
+func (n *Node) serve(s *session) {
 	defer n.wg.Done()
-	s := &session{n: n, nc: nc}
+	nc := s.nc
 	defer func() {
 		_ = nc.Close()
 		s.wg.Wait()
