@@ -244,11 +244,16 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		}
 		waited = true
 		route, err := c.route(ctx, topic, linear)
-		if err == nil {
-			err = c.attempt(ctx, route.Addr, build(route))
-			if err == nil {
-				return nil
+		if err != nil {
+			// The lookup has spent its own retries.
+			if ctx.Err() != nil {
+				return k.stop(attempt+1, ctxErr(ctx), last)
 			}
+			return k.stop(attempt+1, nil, err)
+		}
+		err = c.attempt(ctx, route.Addr, build(route))
+		if err == nil {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return k.stop(attempt+1, ctxErr(ctx), last)
@@ -269,9 +274,7 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 				waited = false
 			}
 		case connection, busy:
-			if route.Addr != "" {
-				c.cache.Invalidate(topic, route.Epoch)
-			}
+			c.cache.Invalidate(topic, route.Epoch)
 			linear = true
 		}
 		c.log.Debug("client: retrying", "call", k.String(), "owner", route.Owner, "addr", route.Addr,

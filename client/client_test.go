@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -632,5 +633,20 @@ func TestKeepalivesAreIgnored(t *testing.T) {
 	}
 	if nodes[0].Accepted() != 1 {
 		t.Fatalf("%d connections: a keepalive broke the connection", nodes[0].Accepted())
+	}
+}
+
+func TestDataRequestWithAllServersDownFailsAfterOneLookup(t *testing.T) {
+	_, nodes := startCluster(t, 2)
+	a := addrs(nodes...)
+	nodes[0].Close()
+	nodes[1].Close()
+	c := newClient(t, client.Config{Servers: a, MaxRetries: 3})
+	_, err := c.Produce(ctxT(t), "t", [][]byte{[]byte("x")})
+	if !errors.Is(err, client.ErrUnreachable) {
+		t.Fatalf("Produce = %v, want ErrUnreachable", err)
+	}
+	if !strings.Contains(err.Error(), "4 attempts failed") {
+		t.Fatalf("Produce = %v: want the lookup's 4 attempts, once", err)
 	}
 }

@@ -42,9 +42,10 @@ type Config struct {
 	// MaxRetries is how many times a request is retried after its first
 	// attempt when the failure is one a retry can fix (a node unreachable,
 	// Unavailable, NotLeader, NotLeaderForTopic). Default 8; a negative
-	// value disables retries. A data request whose route must first be looked
-	// up spends the lookup's retries separately, so it makes at most
-	// (MaxRetries+1)² attempts in all.
+	// value disables retries. Each attempt of a data request whose route
+	// must first be looked up may spend the lookup's own retries, so it
+	// makes at most (MaxRetries+1)² round trips in all; a lookup that fails
+	// after its retries ends the call.
 	MaxRetries int
 
 	// BackoffBase is the wait before the first retry; each later retry

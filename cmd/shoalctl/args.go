@@ -306,7 +306,7 @@ func parseUint(name, v string, lo, hi uint64) (uint64, error) {
 func clip(s string) string {
 	const max = 64
 	if len(s) > max {
-		return s[:max] + "…"
+		return strings.ToValidUTF8(s[:max], "") + "…"
 	}
 	return s
 }
