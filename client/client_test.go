@@ -431,7 +431,9 @@ func TestPipelinedCallersGetTheirOwnAnswers(t *testing.T) {
 	for i := range 32 {
 		nodes[0].Inject(wire.KindLookup, clienttest.Fault{Delay: time.Duration(32-i) * time.Millisecond})
 	}
-	c := newClient(t, client.Config{Servers: addrs(nodes...), MaxInFlight: 16})
+	// No retries: a lost or garbled frame must fail the test, not be
+	// papered over by a second attempt.
+	c := newClient(t, client.Config{Servers: addrs(nodes...), MaxInFlight: 16, MaxRetries: -1})
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -468,7 +470,7 @@ func TestPipelinedCallersGetTheirOwnAnswers(t *testing.T) {
 func TestConcurrentProducersGetDistinctOffsets(t *testing.T) {
 	cl, nodes := startCluster(t, 2)
 	cl.SetOwner("t", "n2")
-	c := newClient(t, client.Config{Servers: addrs(nodes[0]), ConnsPerServer: 3})
+	c := newClient(t, client.Config{Servers: addrs(nodes[0]), ConnsPerServer: 3, MaxRetries: -1})
 	ctx := ctxT(t)
 	const producers = 40
 	offsets := make(chan uint64, producers)
@@ -648,5 +650,33 @@ func TestDataRequestWithAllServersDownFailsAfterOneLookup(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "4 attempts failed") {
 		t.Fatalf("Produce = %v: want the lookup's 4 attempts, once", err)
+	}
+}
+
+// TestPipelinedFramesSurviveWriteBatching drives many small requests
+// through one connection, so that callers keep queueing frames while the
+// writer is sending the previous batch; one garbled or lost frame fails a
+// request (no retries).
+func TestPipelinedFramesSurviveWriteBatching(t *testing.T) {
+	cl, nodes := startCluster(t, 1)
+	cl.SetOwner("t", "n1")
+	c := newClient(t, client.Config{Servers: addrs(nodes...), MaxRetries: -1, RequestTimeout: 5 * time.Second})
+	ctx := ctxT(t)
+	const callers, perCaller = 32, 100
+	var wg sync.WaitGroup
+	var failed sync.Once
+	for range callers {
+		wg.Go(func() {
+			for range perCaller {
+				if _, err := c.Lookup(ctx, "t", false); err != nil {
+					failed.Do(func() { t.Error(err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if nodes[0].Accepted() != 1 {
+		t.Fatalf("%d connections, want 1", nodes[0].Accepted())
 	}
 }

@@ -19,10 +19,12 @@ import (
 )
 
 // conn is one TCP connection to a node, with requests pipelined over it:
-// callers write frames under wmu, each with a fresh request id, and wait;
-// one reader goroutine hands every answer to the caller waiting for its
-// request id, whatever order answers arrive in. A failed read or write
-// breaks the connection for every caller on it, at once.
+// callers append frames, each with a fresh request id, to a queue and wait;
+// one writer goroutine sends everything queued since its last write in one
+// write, so concurrent callers share system calls; one reader goroutine
+// hands every answer to the caller waiting for its request id, whatever
+// order answers arrive in. A failed read or write breaks the connection for
+// every caller on it, at once.
 type conn struct {
 	addr string
 	nc   net.Conn
@@ -30,8 +32,11 @@ type conn struct {
 
 	slots chan struct{} // one token per request in flight
 
-	wmu  sync.Mutex
-	wbuf []byte // frame being written, under wmu
+	writeTimeout time.Duration // bounds one write of the queue
+	wake         chan struct{} // a token when the queue has frames
+	wmu          sync.Mutex
+	wq           []byte // frames queued for the writer, under wmu
+	wspare       []byte // the writer's buffer, swapped with wq
 
 	nextID atomic.Uint64
 
@@ -75,12 +80,14 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return &conn{
-		addr:    addr,
-		nc:      nc,
-		log:     cfg.Logger,
-		slots:   make(chan struct{}, cfg.MaxInFlight),
-		pending: make(map[uint64]chan response),
-		broken:  make(chan struct{}),
+		addr:         addr,
+		nc:           nc,
+		log:          cfg.Logger,
+		writeTimeout: cfg.RequestTimeout,
+		wake:         make(chan struct{}, 1),
+		slots:        make(chan struct{}, cfg.MaxInFlight),
+		pending:      make(map[uint64]chan response),
+		broken:       make(chan struct{}),
 	}, nil
 }
 
@@ -284,7 +291,7 @@ func (c *conn) roundTrip(ctx context.Context, kind wire.Kind, encode func([]byte
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	if err := c.write(ctx, kind, id, encode); err != nil {
+	if err := c.enqueue(kind, id, encode); err != nil {
 		c.forget(id)
 		return 0, nil, err
 	}
@@ -313,40 +320,65 @@ func (c *conn) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-// write frames and sends one request. A frame too large for the protocol is
-// ErrInvalidArgument and leaves the connection usable; a failed write breaks
-// it, since part of the frame may be on the wire.
-func (c *conn) write(ctx context.Context, kind wire.Kind, id uint64, encode func([]byte) []byte) error {
+// enqueue frames one request and queues it for the writer. A frame too
+// large for the protocol is ErrInvalidArgument and queues nothing. A
+// connection that breaks before the frame is written fails the request
+// through its pending entry, like one that breaks while it waits.
+func (c *conn) enqueue(kind wire.Kind, id uint64, encode func([]byte) []byte) error {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	buf, start := wire.BeginFrame(c.wbuf[:0], kind, id)
+	before := len(c.wq)
+	buf, start := wire.BeginFrame(c.wq, kind, id)
 	if encode != nil {
 		buf = encode(buf)
 	}
 	buf, err := wire.EndFrame(buf, start)
 	if err != nil {
-		c.keep(buf)
+		c.wq = buf[:before]
+		c.wmu.Unlock()
 		return fmt.Errorf("%w: %v request larger than %d bytes", ErrInvalidArgument, kind, wire.MaxFrame)
 	}
-	dl, _ := ctx.Deadline()
-	_ = c.nc.SetWriteDeadline(dl)
-	_, err = c.nc.Write(buf)
-	c.keep(buf)
-	if err != nil {
-		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
-		c.fail(err)
-		return err
+	c.wq = buf
+	c.wmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the writer is already due to run
 	}
 	return nil
 }
 
-// keep holds on to buf for the next write unless it grew large: one huge
-// Produce should not pin megabytes for the connection's life.
-func (c *conn) keep(buf []byte) {
-	if cap(buf) <= 1<<20 {
-		c.wbuf = buf[:0]
-	} else {
-		c.wbuf = nil
+// writeLoop sends the queued frames until the connection breaks. A failed
+// or timed-out write breaks the connection, since part of a frame may be
+// on the wire.
+func (c *conn) writeLoop() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.broken:
+			return
+		}
+		// The queue and the spare never share an array: callers append
+		// to one while the other is on its way to the socket.
+		c.wmu.Lock()
+		if len(c.wq) == 0 {
+			c.wmu.Unlock()
+			continue
+		}
+		buf := c.wq
+		c.wq, c.wspare = c.wspare[:0], nil
+		c.wmu.Unlock()
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(fmt.Errorf("%w: %w", ErrUnreachable, err))
+			return
+		}
+		// Keep the buffer for the next swap unless one huge Produce grew
+		// it: that should not pin megabytes for the connection's life.
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+		c.wmu.Lock()
+		c.wspare = buf[:0]
+		c.wmu.Unlock()
 	}
 }
 

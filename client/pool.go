@@ -10,14 +10,15 @@ import (
 // pool keeps up to Config.ConnsPerServer connections to every node the
 // client talks to: the seeds, and the owners that lookups name. A
 // connection is dialled on first use and replaced when it breaks. The pool
-// owns every connection's reader goroutine and stops them all in close.
+// owns every connection's reader and writer goroutines and stops them all
+// in close.
 type pool struct {
 	cfg *Config
 
 	// closing is cancelled by close: dials in progress give up at once.
 	closing context.Context
 	cancel  context.CancelFunc
-	readers sync.WaitGroup
+	readers sync.WaitGroup // every connection's reader and writer
 
 	mu     sync.Mutex
 	hosts  map[string]*host
@@ -106,11 +107,15 @@ func (p *pool) dial(ctx context.Context, addr string) (*conn, error) {
 		c.close()
 		return nil, ErrClosed
 	}
-	p.readers.Add(1)
+	p.readers.Add(2)
 	p.mu.Unlock()
 	go func() {
 		defer p.readers.Done()
 		c.readLoop()
+	}()
+	go func() {
+		defer p.readers.Done()
+		c.writeLoop()
 	}()
 	p.cfg.Logger.Debug("client: connected", "addr", addr)
 	return c, nil
