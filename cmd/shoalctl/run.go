@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/shoalmq/shoal/client"
@@ -60,7 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	res, err := execute(ctx, c, inv)
 	if err != nil {
 		code, status := classify(err)
-		writeError(stderr, code, err.Error(), inv.json)
+		msg := err.Error()
+		if code == "Unreachable" {
+			msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
+		}
+		writeError(stderr, code, msg, inv.json)
 		return status
 	}
 	if err := writeResult(stdout, res, inv.json); err != nil {
