@@ -244,14 +244,18 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		}
 		waited = true
 		route, err := c.route(ctx, topic, linear)
-		if err != nil {
+		switch {
+		case err == nil:
+			err = c.attempt(ctx, route.Addr, build(route))
+		case errors.Is(err, errNoOwnerAddr):
+			// The topic is between owners: ask again after a wait.
+		default:
 			// The lookup has spent its own retries.
 			if ctx.Err() != nil {
 				return k.stop(attempt+1, ctxErr(ctx), last)
 			}
 			return k.stop(attempt+1, nil, err)
 		}
-		err = c.attempt(ctx, route.Addr, build(route))
 		if err == nil {
 			return nil
 		}
@@ -297,7 +301,7 @@ func (c *Client) route(ctx context.Context, topic []byte, fresh bool) (router.Ro
 	}
 	if a.Owner == "" || ValidateAddr(a.OwnerAddr) != nil {
 		return router.Route{}, fmt.Errorf("client: lookup %q: owner %q has no usable client address %q: %w",
-			topic, a.Owner, a.OwnerAddr, wire.ErrUnavailable)
+			topic, a.Owner, a.OwnerAddr, errNoOwnerAddr)
 	}
 	if !c.cache.Put(topic, a.Owner, a.OwnerAddr, a.Epoch) {
 		// The cache knows a newer epoch than this answer.
@@ -318,6 +322,11 @@ func ctxErr(ctx context.Context) error {
 	}
 	return err
 }
+
+// errNoOwnerAddr: a lookup named no owner, or one without a client address
+// (the owner is not in the answering node's membership yet). It is
+// Unavailable to callers: the cluster is moving the topic.
+var errNoOwnerAddr = fmt.Errorf("no owner address: %w", wire.ErrUnavailable)
 
 func validateTopic(topic string) error {
 	switch {

@@ -680,3 +680,20 @@ func TestPipelinedFramesSurviveWriteBatching(t *testing.T) {
 		t.Fatalf("%d connections, want 1", nodes[0].Accepted())
 	}
 }
+
+func TestTopicWithoutAnOwnerAddressIsUnavailable(t *testing.T) {
+	cl, nodes := startCluster(t, 1)
+	cl.SetOwner("t", "n9") // an owner no node knows the address of
+	c := newClient(t, client.Config{Servers: addrs(nodes...), MaxRetries: 2})
+	_, err := c.Produce(ctxT(t), "t", [][]byte{[]byte("x")})
+	if !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("Produce = %v, want ErrUnavailable", err)
+	}
+	if got := nodes[0].Requests(wire.KindLookup); got != 3 {
+		t.Fatalf("%d lookups, want one per attempt (3)", got)
+	}
+	cl.SetOwner("t", "n1")
+	if _, err := c.Produce(ctxT(t), "t", [][]byte{[]byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+}
