@@ -55,7 +55,7 @@ type response struct {
 }
 
 // dialConn connects to addr and completes the handshake within ctx. It does
-// not start the reader: the caller does, so that it owns the goroutine.
+// not start the reader and writer: the caller does, so that it owns them.
 func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
