@@ -19,7 +19,8 @@ RACE_TAGS := pebblegozstd
 all: build
 
 build:
-	$(GO) build -o bin/ ./cmd/... 2>/dev/null || $(GO) build ./...
+	$(GO) build ./...
+	@if [ -d cmd ]; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
 
 vet:
 	$(GO) vet $(PKGS)
