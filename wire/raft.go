@@ -301,6 +301,7 @@ func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
 	if reuse {
 		m.a.rewind()
 	}
+	m.a.items = 0
 	r := reader{b: b}
 	// A message takes at least 4 bytes: shard, mask, and two empty counts.
 	n := r.count(MaxRaftMessagesPerBatch, 4)
@@ -416,6 +417,7 @@ type respCell struct {
 }
 
 type raftArena struct {
+	items    int // entries and responses decoded in this batch
 	entries  slab[entryCell]
 	entryPtr slab[*raftpb.Entry]
 	cells    slab[msgCells]
@@ -498,6 +500,10 @@ func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 	}
 	// An entry takes at least its mask byte.
 	if n := r.count(MaxEntriesPerRaftMessage, 1); n > 0 {
+		if a.items += n; a.items > MaxRaftEntriesPerBatch {
+			r.fail(ErrTooLarge)
+			return
+		}
 		cells := a.entries.take(n, entrySlabChunk, entrySlabMax)
 		m.Entries = a.entryPtr.take(n, ptrSlabChunk, ptrSlabMax)
 		for i := range cells {
@@ -506,7 +512,7 @@ func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 	}
 	// A response takes at least its mask and two counts.
 	if n := r.count(MaxEntriesPerRaftMessage, 3); n > 0 {
-		if depth >= MaxRaftResponseDepth {
+		if a.items += n; depth >= MaxRaftResponseDepth || a.items > MaxRaftEntriesPerBatch {
 			r.fail(ErrTooLarge)
 			return
 		}

@@ -296,6 +296,20 @@ func TestRaftBatchRejects(t *testing.T) {
 	if err := DecodeRaftBatch(AppendRaftBatch(nil, &d), &m); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("deep responses: %v", err)
 	}
+	// More entries in a batch than MaxRaftEntriesPerBatch, in messages that
+	// are each within MaxEntriesPerRaftMessage.
+	var many RaftBatch
+	for i := range MaxRaftEntriesPerBatch/MaxEntriesPerRaftMessage + 1 {
+		many.Messages = append(many.Messages, ShardMessage{Shard: uint64(i)})
+		ents := make([]*raftpb.Entry, MaxEntriesPerRaftMessage)
+		for j := range ents {
+			ents[j] = &raftpb.Entry{}
+		}
+		many.Messages[i].Msg.Entries = ents
+	}
+	if err := DecodeRaftBatch(AppendRaftBatch(nil, &many), &m); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("entries per batch: %v", err)
+	}
 	// A huge entry count in a short input fails before anything is sized.
 	huge := appendUvarint([]byte{1, 1, 0}, MaxEntriesPerRaftMessage)
 	if err := DecodeRaftBatch(huge, &m); !errors.Is(err, ErrTruncated) {
