@@ -22,6 +22,19 @@ type ShardMessage struct {
 	Msg   raftpb.Message
 }
 
+// Owned returns a new raftpb.Message with the same fields as sm.Msg. What
+// they point to is never reused by DecodeRaftBatch, so the result stays
+// valid after the next decode (byte fields still alias the decoded frame).
+// Raft keeps the *Message of a MsgReadIndex after Step: step it with this.
+func (sm *ShardMessage) Owned() *raftpb.Message {
+	m := &sm.Msg
+	return &raftpb.Message{
+		Type: m.Type, To: m.To, From: m.From, Term: m.Term, LogTerm: m.LogTerm, Index: m.Index,
+		Entries: m.Entries, Commit: m.Commit, Vote: m.Vote, Snapshot: m.Snapshot, Reject: m.Reject,
+		RejectHint: m.RejectHint, Context: m.Context, Responses: m.Responses,
+	}
+}
+
 // Heartbeat is one shard's coalesced heartbeat (or its response).
 type Heartbeat struct {
 	Shard, Term, Commit uint64
@@ -277,11 +290,12 @@ func appendSnapshot(dst []byte, s *raftpb.Snapshot) []byte {
 // snapshots, responses, the cells behind the optional scalar fields) is
 // carved from slabs whose elements are never handed out twice, because raft
 // keeps those pointers after Step returns (its unstable log holds the
-// *Entry values and may hold the Entries slice itself; pending read-index
-// requests hold the message): they stay valid and unchanged for as long as
-// they are referenced. So a caller may Step raft with &m.Messages[i].Msg and
-// decode the next frame into m, provided b outlives raft's use of the
-// aliased bytes (or the caller copies them). Slabs are allocated in chunks
+// *Entry values and may hold the Entries slice itself): they stay valid and
+// unchanged for as long as they are referenced. So a caller may Step raft
+// with &m.Messages[i].Msg and decode the next frame into m, provided b
+// outlives raft's use of the aliased bytes (or the caller copies them) —
+// except for a MsgReadIndex, whose *Message raft itself keeps (pending
+// read-index requests): step those with Messages[i].Owned(). Slabs are allocated in chunks
 // of up to a few hundred elements, so a decode allocates a fraction of an
 // object per message; the garbage they become is what DecodeRaftBatchReuse
 // avoids.

@@ -236,9 +236,10 @@ func TestRaftBatchDecodeKeepsEarlierValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range m.Messages {
-			// What raft may keep: the pointed-to parts, not the ShardMessage.
-			km := &raftpb.Message{Type: m.Messages[i].Msg.Type, Term: m.Messages[i].Msg.Term, Entries: m.Messages[i].Msg.Entries,
-				Snapshot: m.Messages[i].Msg.Snapshot, Responses: m.Messages[i].Msg.Responses}
+			km := m.Messages[i].Owned()
+			if !proto.Equal(km, &m.Messages[i].Msg) {
+				t.Fatal("Owned differs from the message")
+			}
 			kept = append(kept, km)
 			want = append(want, proto.Clone(km).(*raftpb.Message))
 		}
