@@ -124,11 +124,9 @@ func (r *reader) u64() uint64 {
 func (r *reader) uvarint() uint64 {
 	// Fast path, small enough to inline: most varints here are one byte.
 	// After a failure nothing remains (see fail), so it needs no error test.
-	if r.off < len(r.b) {
-		if v := r.b[r.off]; v < 0x80 {
-			r.off++
-			return uint64(v)
-		}
+	if i := r.off; i < len(r.b) && r.b[i] < 0x80 {
+		r.off = i + 1
+		return uint64(r.b[i])
 	}
 	return r.uvarintSlow()
 }

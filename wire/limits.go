@@ -47,6 +47,11 @@ const (
 	MaxRaftMessagesPerBatch = 1 << 16
 	// MaxEntriesPerRaftMessage bounds the entries in one raft message.
 	MaxEntriesPerRaftMessage = 1 << 16
+	// MaxRaftEntriesPerBatch bounds the entries and nested responses of all
+	// the messages of one RaftBatch together: 1<<18. Each decodes into a
+	// struct of about a hundred bytes, so this caps what a 16 MiB frame of
+	// one-byte entries can make a decoder allocate (about 30 MiB).
+	MaxRaftEntriesPerBatch = 1 << 18
 	// MaxHeartbeatsPerBatch bounds the coalesced heartbeat tuples in one
 	// RaftBatch: one per shard, so 1<<20 shards at most.
 	MaxHeartbeatsPerBatch = 1 << 20

@@ -22,6 +22,19 @@ type ShardMessage struct {
 	Msg   raftpb.Message
 }
 
+// Owned returns a new raftpb.Message with the same fields as sm.Msg. What
+// they point to is never reused by DecodeRaftBatch, so the result stays
+// valid after the next decode (byte fields still alias the decoded frame).
+// Raft keeps the *Message of a MsgReadIndex after Step: step it with this.
+func (sm *ShardMessage) Owned() *raftpb.Message {
+	m := &sm.Msg
+	return &raftpb.Message{
+		Type: m.Type, To: m.To, From: m.From, Term: m.Term, LogTerm: m.LogTerm, Index: m.Index,
+		Entries: m.Entries, Commit: m.Commit, Vote: m.Vote, Snapshot: m.Snapshot, Reject: m.Reject,
+		RejectHint: m.RejectHint, Context: m.Context, Responses: m.Responses,
+	}
+}
+
 // Heartbeat is one shard's coalesced heartbeat (or its response).
 type Heartbeat struct {
 	Shard, Term, Commit uint64
@@ -277,11 +290,12 @@ func appendSnapshot(dst []byte, s *raftpb.Snapshot) []byte {
 // snapshots, responses, the cells behind the optional scalar fields) is
 // carved from slabs whose elements are never handed out twice, because raft
 // keeps those pointers after Step returns (its unstable log holds the
-// *Entry values and may hold the Entries slice itself; pending read-index
-// requests hold the message): they stay valid and unchanged for as long as
-// they are referenced. So a caller may Step raft with &m.Messages[i].Msg and
-// decode the next frame into m, provided b outlives raft's use of the
-// aliased bytes (or the caller copies them). Slabs are allocated in chunks
+// *Entry values and may hold the Entries slice itself): they stay valid and
+// unchanged for as long as they are referenced. So a caller may Step raft
+// with &m.Messages[i].Msg and decode the next frame into m, provided b
+// outlives raft's use of the aliased bytes (or the caller copies them) —
+// except for a MsgReadIndex, whose *Message raft itself keeps (pending
+// read-index requests): step those with Messages[i].Owned(). Slabs are allocated in chunks
 // of up to a few hundred elements, so a decode allocates a fraction of an
 // object per message; the garbage they become is what DecodeRaftBatchReuse
 // avoids.
@@ -301,6 +315,7 @@ func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
 	if reuse {
 		m.a.rewind()
 	}
+	m.a.items = 0
 	r := reader{b: b}
 	// A message takes at least 4 bytes: shard, mask, and two empty counts.
 	n := r.count(MaxRaftMessagesPerBatch, 4)
@@ -416,6 +431,7 @@ type respCell struct {
 }
 
 type raftArena struct {
+	items    int // entries and responses decoded in this batch
 	entries  slab[entryCell]
 	entryPtr slab[*raftpb.Entry]
 	cells    slab[msgCells]
@@ -498,6 +514,10 @@ func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 	}
 	// An entry takes at least its mask byte.
 	if n := r.count(MaxEntriesPerRaftMessage, 1); n > 0 {
+		if a.items += n; a.items > MaxRaftEntriesPerBatch {
+			r.fail(ErrTooLarge)
+			return
+		}
 		cells := a.entries.take(n, entrySlabChunk, entrySlabMax)
 		m.Entries = a.entryPtr.take(n, ptrSlabChunk, ptrSlabMax)
 		for i := range cells {
@@ -506,7 +526,7 @@ func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 	}
 	// A response takes at least its mask and two counts.
 	if n := r.count(MaxEntriesPerRaftMessage, 3); n > 0 {
-		if depth >= MaxRaftResponseDepth {
+		if a.items += n; depth >= MaxRaftResponseDepth || a.items > MaxRaftEntriesPerBatch {
 			r.fail(ErrTooLarge)
 			return
 		}

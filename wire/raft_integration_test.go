@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -22,6 +23,7 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 		st        *raft.MemoryStorage
 		recv      RaftBatch
 		committed []string
+		reads     []string
 	}
 	var ns [nodes + 1]*node
 	peers := []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
@@ -51,6 +53,11 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 					proposed++
 				}
 			}
+			// Follower reads go to the leader as MsgReadIndex, which raft
+			// keeps pending until a heartbeat round confirms its lead.
+			if id == 2 && round%10 == 5 {
+				n.rn.ReadIndex([]byte(fmt.Sprintf("read%d", round)))
+			}
 			if !n.rn.HasReady() {
 				continue
 			}
@@ -59,6 +66,9 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 				if err := n.st.SetHardState(rd.HardState); err != nil {
 					t.Fatal(err)
 				}
+			}
+			for _, rs := range rd.ReadStates {
+				n.reads = append(n.reads, string(rs.RequestCtx))
 			}
 			if err := n.st.Append(rd.Entries); err != nil {
 				t.Fatal(err)
@@ -97,15 +107,28 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range n.recv.Messages {
-				_ = n.rn.Step(&n.recv.Messages[i].Msg)
+				sm := &n.recv.Messages[i]
+				if sm.Msg.GetType() == raftpb.MsgReadIndex {
+					_ = n.rn.Step(sm.Owned())
+				} else {
+					_ = n.rn.Step(&sm.Msg)
+				}
 			}
 		}
-		done := true
+		done := len(ns[2].reads) >= 3
 		for id := uint64(1); id <= nodes; id++ {
 			done = done && len(ns[id].committed) == proposals
 		}
 		if done {
 			break
+		}
+	}
+	if len(ns[2].reads) < 3 {
+		t.Fatalf("follower reads served: %v", ns[2].reads)
+	}
+	for _, r := range ns[2].reads {
+		if !strings.HasPrefix(r, "read") {
+			t.Fatalf("read index context came back as %q", r)
 		}
 	}
 	for id := uint64(1); id <= nodes; id++ {

@@ -236,9 +236,10 @@ func TestRaftBatchDecodeKeepsEarlierValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range m.Messages {
-			// What raft may keep: the pointed-to parts, not the ShardMessage.
-			km := &raftpb.Message{Type: m.Messages[i].Msg.Type, Term: m.Messages[i].Msg.Term, Entries: m.Messages[i].Msg.Entries,
-				Snapshot: m.Messages[i].Msg.Snapshot, Responses: m.Messages[i].Msg.Responses}
+			km := m.Messages[i].Owned()
+			if !proto.Equal(km, &m.Messages[i].Msg) {
+				t.Fatal("Owned differs from the message")
+			}
 			kept = append(kept, km)
 			want = append(want, proto.Clone(km).(*raftpb.Message))
 		}
@@ -295,6 +296,20 @@ func TestRaftBatchRejects(t *testing.T) {
 	proto.Merge(&d.Messages[0].Msg, deep)
 	if err := DecodeRaftBatch(AppendRaftBatch(nil, &d), &m); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("deep responses: %v", err)
+	}
+	// More entries in a batch than MaxRaftEntriesPerBatch, in messages that
+	// are each within MaxEntriesPerRaftMessage.
+	var many RaftBatch
+	for i := range MaxRaftEntriesPerBatch/MaxEntriesPerRaftMessage + 1 {
+		many.Messages = append(many.Messages, ShardMessage{Shard: uint64(i)})
+		ents := make([]*raftpb.Entry, MaxEntriesPerRaftMessage)
+		for j := range ents {
+			ents[j] = &raftpb.Entry{}
+		}
+		many.Messages[i].Msg.Entries = ents
+	}
+	if err := DecodeRaftBatch(AppendRaftBatch(nil, &many), &m); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("entries per batch: %v", err)
 	}
 	// A huge entry count in a short input fails before anything is sized.
 	huge := appendUvarint([]byte{1, 1, 0}, MaxEntriesPerRaftMessage)
