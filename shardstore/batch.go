@@ -331,7 +331,7 @@ func (s *Store) applyOp(op *shardOp) {
 		switch {
 		case len(r.cache) > 0 && op.firstNew == r.last+1:
 			r.cache = append(r.cache, op.ents...)
-		case len(r.cache) > 0 && op.firstNew > cacheLo:
+		case len(r.cache) > 0 && op.firstNew > cacheLo && op.firstNew <= r.last:
 			// Conflict inside the cache: a new array, so slices handed out
 			// earlier keep their entries.
 			keep := op.firstNew - cacheLo

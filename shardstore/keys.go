@@ -21,10 +21,10 @@ const (
 )
 
 const (
-	shardPrefixLen = 1 + 8      // prefix, shard
-	stateKeyLen    = 1 + 8 + 2  // prefix, shard, kind, state kind
-	logKeyLen      = 1 + 8 + 9  // prefix, shard, kind, index
-	dataPrefixLen  = 1 + 8 + 1  // prefix, shard, kind
+	shardPrefixLen = 1 + 8     // prefix, shard
+	stateKeyLen    = 1 + 8 + 2 // prefix, shard, kind, state kind
+	logKeyLen      = 1 + 8 + 9 // prefix, shard, kind, index
+	dataPrefixLen  = 1 + 8 + 1 // prefix, shard, kind
 	maxKeyScratch  = 1 + 1 + 255 + 8
 )
 
