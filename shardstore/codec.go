@@ -68,7 +68,7 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != sov(v) {
 		d.fail("bad varint")
 		return 0
 	}
@@ -156,6 +156,10 @@ func decodeEntry(key, v []byte, index uint64) (*raftpb.Entry, error) {
 	}
 	if d.err == nil && typ > uint64(raftpb.EntryType_EntryConfChangeV2) {
 		d.fail("unknown entry type")
+	}
+	if d.err == nil && (flags&entryHasData == 0 && len(d.b) > 0 ||
+		flags&entryHasTerm == 0 && term != 0 || flags&entryHasType == 0 && typ != 0) {
+		d.fail("value present for an absent field")
 	}
 	if d.err != nil {
 		return nil, corrupt(key, d.err)
