@@ -138,11 +138,7 @@ func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
 	}
 	newLast := first + uint64(len(ents)) - 1
 	if newLast < op.last {
-		lo, hi := logSpan(shard, newLast+1, op.last+1)
-		if err := b.pb.DeleteRange(lo, hi, nil); err != nil {
-			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
-			return
-		}
+		b.deleteLog(shard, newLast+1, op.last+1)
 	}
 	if op.firstNew != 0 && first >= op.firstNew {
 		keep := first - op.firstNew
@@ -227,11 +223,7 @@ func (b *Batch) Compact(shard uint64, index uint64) {
 		b.fail(err)
 		return
 	}
-	lo, hi := logSpan(shard, op.trunc+1, index+1)
-	if err := b.pb.DeleteRange(lo, hi, nil); err != nil {
-		b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
-		return
-	}
+	b.deleteLog(shard, op.trunc+1, index+1)
 	b.key = appendStateKey(b.key[:0], shard, stateTruncated)
 	b.val = appendTruncated(b.val[:0], index, term)
 	b.set(b.key, b.val)
@@ -241,6 +233,30 @@ func (b *Batch) Compact(shard uint64, index uint64) {
 		op.firstNew = index + 1
 		if len(op.ents) == 0 {
 			op.ents, op.firstNew = nil, 0
+		}
+	}
+}
+
+// maxPointDeletes is the most log entries deleted one key at a time; longer
+// runs take one range deletion. Range tombstones in the memtable slow every
+// read that crosses them until a flush, and a round of thousands of shards
+// each truncating a few entries would add thousands of them.
+const maxPointDeletes = 256
+
+// deleteLog deletes shard's log entries [from, to).
+func (b *Batch) deleteLog(shard, from, to uint64) {
+	if to-from > maxPointDeletes {
+		lo, hi := logSpan(shard, from, to)
+		if err := b.pb.DeleteRange(lo, hi, nil); err != nil {
+			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
+		}
+		return
+	}
+	for i := from; i < to; i++ {
+		b.key = appendLogKey(b.key[:0], shard, i)
+		if err := b.pb.Delete(b.key, nil); err != nil {
+			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
+			return
 		}
 	}
 }
