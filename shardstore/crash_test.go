@@ -45,8 +45,8 @@ func findState(digests []string, from int, got string) int {
 // several times in a row, continuing from what survived.
 func TestCrashKeepsSyncedBatches(t *testing.T) {
 	seeds := 40
-	if testing.Short() {
-		seeds = 4
+	if testing.Short() || raceEnabled {
+		seeds = 5
 	}
 	shards := []uint64{1, 2, 3, 1000}
 	for seed := range uint64(seeds) {
@@ -100,8 +100,8 @@ func TestCrashKeepsSyncedBatches(t *testing.T) {
 // commit returned before the crash must survive.
 func TestCrashDuringConcurrentCommits(t *testing.T) {
 	iters := 10
-	if testing.Short() {
-		iters = 2
+	if testing.Short() || raceEnabled {
+		iters = 3
 	}
 	shards := []uint64{4, 5, 6}
 	for it := range uint64(iters) {

@@ -286,6 +286,10 @@ func (r *RaftStorage) Snapshot() (*raftpb.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if meta.GetIndex() == 0 {
+		// Nothing applied yet: raft must not send an empty snapshot.
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	return &raftpb.Snapshot{Metadata: meta}, nil
 }
 

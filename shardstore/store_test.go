@@ -156,7 +156,11 @@ func TestMatchesMemoryStorage(t *testing.T) {
 			shards := []uint64{0, 5, 6, 1 << 40}
 			w := newWorkload(uint64(budget), shards)
 			rng := rand.New(rand.NewPCG(7, 7))
-			for round := range 150 {
+			rounds := 150
+			if raceEnabled {
+				rounds = 60
+			}
+			for round := range rounds {
 				b := s.NewBatch()
 				w.step(b)
 				commit(t, b, false)
@@ -461,6 +465,10 @@ func TestSnapshotMovesAShard(t *testing.T) {
 	if !proto.Equal(meta.GetConfState(), cs) {
 		t.Fatalf("snapshot conf state %v", meta.GetConfState())
 	}
+	fresh, _ := src.Storage(77)
+	if _, err := fresh.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
+		t.Fatalf("snapshot of a shard with nothing applied: %v", err)
+	}
 	rs, _ := r.Snapshot()
 	if rs.GetMetadata().GetIndex() != meta.GetIndex() || rs.GetMetadata().GetTerm() != meta.GetTerm() {
 		t.Fatalf("RaftStorage.Snapshot %v, stream %v", rs.GetMetadata(), meta)
@@ -665,5 +673,61 @@ func TestClosedStore(t *testing.T) {
 	b.Put(1, []byte("k"), []byte("v"))
 	if err := b.Commit(true); !errors.Is(err, ErrClosed) {
 		t.Errorf("Commit after close: %v", err)
+	}
+}
+
+// TestConcurrentWorkers runs two raft-like workers, each appending to and
+// reading back its own shards, with a cache budget so small that each
+// worker's commits evict the other's caches.
+func TestConcurrentWorkers(t *testing.T) {
+	s := openMem(t, vfs.NewMem(), Config{CacheBudgetBytes: 8 << 10})
+	defer s.Close()
+	const workers, perWorker, rounds = 2, 8, 100
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				last := make([]uint64, perWorker)
+				for round := range rounds {
+					b := s.NewBatch()
+					for i := range perWorker {
+						sh := uint64(w + workers*i)
+						last[i]++
+						data := fmt.Appendf(nil, "%d/%d", sh, last[i])
+						b.Append(sh, &raftpb.HardState{Term: new(uint64(1)), Commit: new(last[i])}, []*raftpb.Entry{newEntry(last[i], 1, data)})
+						if round%20 == 19 {
+							b.SetApplied(sh, last[i])
+							b.Compact(sh, last[i]-5)
+						}
+					}
+					if err := b.Commit(false); err != nil {
+						return err
+					}
+					for i := range perWorker {
+						sh := uint64(w + workers*i)
+						r, err := s.Storage(sh)
+						if err != nil {
+							return err
+						}
+						first, _ := r.FirstIndex()
+						ents, err := r.Entries(first, last[i]+1, ^uint64(0))
+						if err != nil {
+							return err
+						}
+						for j, e := range ents {
+							if want := fmt.Sprintf("%d/%d", sh, first+uint64(j)); string(e.GetData()) != want {
+								return fmt.Errorf("shard %d entry %d: %q, want %q", sh, first+uint64(j), e.GetData(), want)
+							}
+						}
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
