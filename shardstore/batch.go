@@ -323,6 +323,14 @@ func (b *Batch) Commit(sync bool) error {
 	wo := pebble.NoSync
 	if sync {
 		wo = pebble.Sync
+		if b.pb.Empty() {
+			// Pebble commits an empty batch without touching the WAL; a
+			// synced commit must still make every earlier unsynced one
+			// durable.
+			if err := b.pb.LogData(nil, nil); err != nil {
+				return fmt.Errorf("shardstore: commit: %w", err)
+			}
+		}
 	}
 	if err := b.pb.Commit(wo); err != nil {
 		if errors.Is(err, pebble.ErrClosed) {

@@ -157,3 +157,23 @@ func TestCrashDuringConcurrentCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptySyncedCommitSyncsEarlierBatches: a synced Commit with nothing in
+// it still makes every earlier unsynced batch durable.
+func TestEmptySyncedCommitSyncsEarlierBatches(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	s := openMem(t, fs, crashConfig)
+	b := s.NewBatch()
+	b.Put(1, []byte("k"), []byte("v"))
+	commit(t, b, false)
+	commit(t, s.NewBatch(), true)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, crashed, crashConfig)
+	defer s.Close()
+	if v, err := s.Get(1, []byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("after crash: %q, %v", v, err)
+	}
+}
