@@ -17,9 +17,9 @@ import (
 type listenerKind uint8
 
 const (
-	kindClient listenerKind = iota // accepted on the client listener
-	kindPeerIn                     // accepted on the peer listener
-	kindPeerOut                    // dialled by this node
+	kindClient  listenerKind = iota // accepted on the client listener
+	kindPeerIn                      // accepted on the peer listener
+	kindPeerOut                     // dialled by this node
 )
 
 type connState uint8
@@ -54,9 +54,9 @@ type Conn struct {
 	spare    []byte
 	closed   bool
 
-	up       atomic.Bool  // handshake complete
-	failed   atomic.Bool  // a failure was logged; later ones stay quiet
-	lastRead atomic.Int64 // unix nanos of the last read, peers only
+	up       atomic.Bool   // handshake complete
+	failed   atomic.Bool   // a failure was logged; later ones stay quiet
+	lastRead atomic.Int64  // unix nanos of the last read, peers only
 	hsDone   chan struct{} // dialled connections: closed when the handshake ends either way
 }
 

@@ -9,8 +9,18 @@ import (
 // (event loops starting) go to Debug.
 type gnetLogger struct{ l *slog.Logger }
 
-func (g gnetLogger) Debugf(format string, args ...any) { g.l.Debug("gnet: " + fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Infof(format string, args ...any)  { g.l.Debug("gnet: " + fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Warnf(format string, args ...any)  { g.l.Warn("gnet: " + fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Errorf(format string, args ...any) { g.l.Error("gnet: " + fmt.Sprintf(format, args...)) }
-func (g gnetLogger) Fatalf(format string, args ...any) { g.l.Error("gnet: " + fmt.Sprintf(format, args...)) }
+func (g gnetLogger) Debugf(format string, args ...any) {
+	g.l.Debug("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Infof(format string, args ...any) {
+	g.l.Debug("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Warnf(format string, args ...any) {
+	g.l.Warn("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Errorf(format string, args ...any) {
+	g.l.Error("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Fatalf(format string, args ...any) {
+	g.l.Error("gnet: " + fmt.Sprintf(format, args...))
+}
