@@ -52,10 +52,12 @@ type Conn struct {
 	helloIn  []byte // the other side's Hello payload, kept for HelloAuth
 	q        *sendQueue
 	spare    []byte
+	leftover int // bytes of a partial frame left buffered by the last pass
 	closed   bool
 
 	up       atomic.Bool   // handshake complete
 	failed   atomic.Bool   // a failure was logged; later ones stay quiet
+	closing  atomic.Bool   // closeAsync was called
 	lastRead atomic.Int64  // unix nanos of the last read, peers only
 	hsDone   chan struct{} // dialled connections: closed when the handshake ends either way
 }
@@ -115,6 +117,17 @@ func (c *Conn) Write(frame []byte) error {
 // Close closes the connection from any goroutine.
 func (c *Conn) Close() error { return c.gc.Close() }
 
+// closeAsync asks c's loop to close it; only the first call counts and
+// logs, so that a failure found repeatedly is counted once.
+func (c *Conn) closeAsync(counter *atomic.Uint64, reason string) {
+	if c.closing.Swap(true) {
+		return
+	}
+	counter.Add(1)
+	c.logFailure(reason, nil)
+	_ = c.gc.Close()
+}
+
 // checkFrame verifies that frame is exactly one wire frame.
 func checkFrame(frame []byte) error {
 	var h wire.Header
@@ -142,7 +155,8 @@ func (c *Conn) maxPayload() int {
 // partial frame for the next read, then flushes the outbound queue.
 func (c *Conn) onTraffic() gnet.Action {
 	gc := c.gc
-	if c.kind != kindClient {
+	// A Wake also lands here; only new bytes count as a sign of life.
+	if c.kind != kindClient && gc.InboundBuffered() > c.leftover {
 		c.lastRead.Store(nowNanos())
 	}
 	if c.q != nil {
@@ -151,6 +165,7 @@ func (c *Conn) onTraffic() gnet.Action {
 	for {
 		n := gc.InboundBuffered()
 		if n < wire.HeaderSize {
+			c.leftover = n
 			break
 		}
 		hb, err := gc.Peek(wire.HeaderSize)
@@ -167,6 +182,7 @@ func (c *Conn) onTraffic() gnet.Action {
 		}
 		total := wire.HeaderSize + int(h.Length)
 		if n < total {
+			c.leftover = n
 			break
 		}
 		frame, err := gc.Peek(total)

@@ -320,9 +320,7 @@ func (t *Transport) keepalive(p *peer, now int64) {
 		return
 	}
 	if now-c.lastRead.Load() > int64(t.cfg.PeerDeadAfter) {
-		t.counters.PeerDead.Add(1)
-		c.logFailure("peer silent for too long", nil)
-		_ = c.gc.Close()
+		c.closeAsync(&t.counters.PeerDead, "peer silent for too long")
 		return
 	}
 	if now-q.lastFlush.Load() > int64(t.cfg.KeepaliveInterval) {

@@ -75,6 +75,7 @@ func (t *Transport) gnetOptions(loops int) []gnet.Option {
 	return []gnet.Option{
 		gnet.WithNumEventLoop(loops),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReuseAddr(true), // a restarted node rebinds its port at once
 		gnet.WithLogger(gnetLogger{t.log}),
 	}
 }
@@ -345,9 +346,7 @@ func (t *Transport) maintain() {
 		t.mu.Unlock()
 		for _, c := range conns {
 			if c.gc != nil && !c.up.Load() && now-c.openedAt > int64(t.cfg.HandshakeTimeout) {
-				t.counters.HandshakeTimeouts.Add(1)
-				c.logFailure("handshake timeout", nil)
-				_ = c.gc.Close()
+				c.closeAsync(&t.counters.HandshakeTimeouts, "handshake timeout")
 			}
 		}
 		peers = peers[:0]
