@@ -283,7 +283,9 @@ func (c *Conn) logFailure(reason string, err error) {
 		return
 	}
 	attrs := []any{slog.String("remote", c.remote), slog.Uint64("conn", c.id)}
-	if c.node != "" {
+	// An accepted peer's node id is written by its loop during the
+	// handshake; other goroutines read it only once the handshake is done.
+	if (c.kind == kindPeerOut || c.up.Load()) && c.node != "" {
 		attrs = append(attrs, slog.String("node", c.node))
 	}
 	if err != nil {

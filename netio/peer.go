@@ -203,9 +203,6 @@ func (t *Transport) dialOnce(p *peer, addr string) bool {
 	c := t.newConn(kindPeerOut)
 	c.node = p.node
 	if _, err := t.dialClient.EnrollContext(nc, c); err != nil {
-		t.mu.Lock()
-		delete(t.conns, c.id)
-		t.mu.Unlock()
 		t.counters.PeerDialFailed.Add(1)
 		t.log.Debug("netio: enroll failed", "node", p.node, "err", err)
 		return false

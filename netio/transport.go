@@ -233,11 +233,12 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// newConn makes a Conn; register publishes it to the maintenance loop
+// once its gnet connection is set.
 func (t *Transport) newConn(kind listenerKind) *Conn {
 	t.mu.Lock()
 	t.nextID++
 	c := &Conn{t: t, id: t.nextID, kind: kind, openedAt: nowNanos()}
-	t.conns[c.id] = c
 	t.mu.Unlock()
 	if kind == kindPeerOut {
 		c.role = wire.RolePeer
@@ -267,6 +268,7 @@ func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c := gc.Context().(*Conn)
 		c.gc = gc
 		c.remote = gc.RemoteAddr().String()
+		t.register(c)
 		return c.ourHello(), gnet.None
 	}
 	t.counters.ConnsAccepted.Add(1)
@@ -277,7 +279,14 @@ func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, conn: c}
 	}
 	gc.SetContext(c)
+	t.register(c)
 	return nil, gnet.None
+}
+
+func (t *Transport) register(c *Conn) {
+	t.mu.Lock()
+	t.conns[c.id] = c
+	t.mu.Unlock()
 }
 
 func (h *loopHandler) OnTraffic(gc gnet.Conn) gnet.Action {
