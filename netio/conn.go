@@ -55,6 +55,7 @@ type Conn struct {
 	spare       []byte
 	retryArmed  bool  // queued on Transport.retry
 	lastFlushAt int64 // unix nanos of this loop's last write
+	wakeStreak  int   // wake-driven flushes in quick succession
 	leftover    int   // bytes of a partial frame left buffered by the last pass
 	closed      bool
 
@@ -252,11 +253,17 @@ func (c *Conn) flush(fromRead bool) gnet.Action {
 		return gnet.None
 	}
 	now := nowNanos()
-	if !fromRead && now-c.lastFlushAt < int64(minWakeGap) {
-		// Writers woke the loop again right after a flush. gnet runs
-		// queued wakes until none is left, so answering each at once
-		// would let a busy writer keep the loop from reading; gather
-		// for a moment instead (the queue stays marked as due).
+	switch {
+	case fromRead || now-c.lastFlushAt >= int64(minWakeGap):
+		c.wakeStreak = 0
+	case c.wakeStreak < maxWakeStreak:
+		c.wakeStreak++
+	default:
+		// Writers keep waking the loop right after each flush. gnet
+		// runs queued wakes until none is left, so answering every one
+		// at once would let a busy writer keep the loop from reading;
+		// gather for a moment instead (the queue stays marked as due).
+		c.wakeStreak = 0
 		c.t.retryFlush(c)
 		return gnet.None
 	}
@@ -293,6 +300,10 @@ func (c *Conn) flush(fromRead bool) gnet.Action {
 // minWakeGap is the shortest time between two flushes of a connection
 // triggered by writers' wakes alone.
 const minWakeGap = 50 * time.Microsecond
+
+// maxWakeStreak wake-driven flushes closer than minWakeGap are answered at
+// once; the next one waits for Transport.retryLoop.
+const maxWakeStreak = 8
 
 // peerHighWater is the unsent backlog past which a peer connection stops
 // taking frames from its queue until the socket drains.
