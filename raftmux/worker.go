@@ -324,6 +324,11 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 	switch m.GetType() {
 	case raftpb.MessageType_MsgHeartbeat:
 		if len(m.Context) == 0 {
+			if r.quiesced {
+				// The quiesce heartbeat sent in its place carries the same
+				// term and commit; this one would wake the follower again.
+				return
+			}
 			b := w.outbound(to)
 			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
 			return
