@@ -15,7 +15,7 @@ import (
 
 // cluster is a set of hosts in this process over a raftmuxtest.Network.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *raftmuxtest.Network
 	tune   func(*raftmux.Config)
 	hosts  map[uint64]*raftmux.Host
@@ -28,7 +28,7 @@ type cluster struct {
 
 const testTick = 10 * time.Millisecond
 
-func newCluster(t *testing.T, n int, tune func(*raftmux.Config)) *cluster {
+func newCluster(t testing.TB, n int, tune func(*raftmux.Config)) *cluster {
 	t.Helper()
 	c := &cluster{
 		t:      t,

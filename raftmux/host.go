@@ -260,6 +260,9 @@ func (h *Host) liveness(node uint64, st nodeState) {
 // Deliver hands the host a batch received from node from. The host takes
 // ownership of b's messages.
 func (h *Host) Deliver(from uint64, b *RaftBatch) {
+	if b == nil {
+		return
+	}
 	if len(h.workers) == 1 {
 		h.workers[0].deliver(from, b, 0, 1)
 		return
@@ -271,6 +274,9 @@ func (h *Host) Deliver(from uint64, b *RaftBatch) {
 
 // DeliverSnapshotChunk hands the host one snapshot chunk from node from.
 func (h *Host) DeliverSnapshotChunk(from uint64, c *SnapshotChunk) {
+	if c == nil {
+		return
+	}
 	h.worker(c.Shard).enqueueMsg(event{kind: evSnapChunk, shard: c.Shard, from: from, chunk: c})
 }
 

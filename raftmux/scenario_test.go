@@ -91,11 +91,25 @@ func TestIdleGroupQuiescesAndWakes(t *testing.T) {
 		t.Fatalf("%d frames sent while every group was quiesced", d)
 	}
 
-	// A proposal wakes the group, commits, and the group sleeps again.
+	// A proposal wakes the group, commits, and the group sleeps again; the
+	// leader, back from a quiescence longer than an election timeout, keeps
+	// its leadership (CheckQuorum does not count the silence against it).
+	before0 := c.infos()
+	time.Sleep(30 * testTick)
 	if _, err := c.propose(0, []byte("wake")); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor("group to quiesce again", 5*time.Second, func() bool { return quiesced(c, 0) })
+	time.Sleep(30 * testTick)
+	if _, err := c.propose(0, []byte("wake again")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("group to quiesce again", 5*time.Second, func() bool { return quiesced(c, 0) })
+	for id, m := range c.infos() {
+		if b := before0[id][0]; m[0].Leader != b.Leader || m[0].Term != b.Term {
+			t.Fatalf("host %d: leader/term moved from %d/%d to %d/%d across quiescence", id, b.Leader, b.Term, m[0].Leader, m[0].Term)
+		}
+	}
 	c.checkSameLogs(shards)
 
 	// A quiesced group does not elect on its own, even with its leader gone.

@@ -199,19 +199,27 @@ func run(o options) error {
 	}()
 	ctx := context.Background()
 	start := time.Now()
-	for s := uint64(0); s < uint64(o.shards); s++ {
-		for _, h := range c.hosts {
-			if err := h.Bootstrap(ctx, s, voters); err != nil {
-				return err
+	var bwg sync.WaitGroup
+	berr := make([]error, len(c.hosts))
+	for i, h := range c.hosts {
+		bwg.Add(1)
+		go func() {
+			defer bwg.Done()
+			for s := uint64(0); s < uint64(o.shards) && berr[i] == nil; s++ {
+				berr[i] = h.Bootstrap(ctx, s, voters)
 			}
-		}
+		}()
+	}
+	bwg.Wait()
+	if err := errors.Join(berr...); err != nil {
+		return err
 	}
 	for s := uint64(0); s < uint64(o.shards); s++ {
 		if err := c.hosts[int(s)%o.hosts].Campaign(ctx, s); err != nil {
 			return err
 		}
 	}
-	if err := c.waitAllLeaders(30 * time.Second); err != nil {
+	if err := c.waitAllLeaders(120 * time.Second); err != nil {
 		return err
 	}
 	workers := o.workers
