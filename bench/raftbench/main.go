@@ -36,9 +36,9 @@ import (
 
 type options struct {
 	hosts, shards, payload, clients, workers, keys int
-	duration, warmup, idleWindow, settle, detect  time.Duration
-	idle, failover, jsonOut, fsync, noQuiesce     bool
-	dir, cpuprofile, trace                        string
+	duration, warmup, idleWindow, settle, detect   time.Duration
+	idle, failover, jsonOut, fsync, noQuiesce      bool
+	dir, cpuprofile, trace                         string
 }
 
 type report struct {
