@@ -212,7 +212,7 @@ func (c *cluster) propose(shard uint64, cmd []byte) (uint64, error) {
 		switch {
 		case errors.As(err, &nl) && nl.Leader != 0 && c.hosts[nl.Leader] != nil && !errors.Is(err, raftmux.ErrOutcomeUnknown):
 			target = nl.Leader
-		case errors.Is(err, raftmux.ErrNotLeader), errors.Is(err, raftmux.ErrDropped):
+		case errors.Is(err, raftmux.ErrNotLeader), errors.Is(err, raftmux.ErrDropped), errors.Is(err, raftmux.ErrUnknownShard):
 			target = ids[i%len(ids)]
 			time.Sleep(5 * time.Millisecond)
 		default:

@@ -68,6 +68,13 @@ func (w *worker) processReady() {
 		}
 	}
 
+	// Committed entries that were made durable by earlier rounds (none of
+	// this Ready's own entries) are applied now, before the fsync, so their
+	// proposers do not wait for it.
+	if !w.applyItems(items, true) {
+		return
+	}
+
 	// One batch, one fsync, for every group of the round.
 	b := cfg.Storage.NewBatch()
 	write, sync := false, false
@@ -104,21 +111,9 @@ func (w *worker) processReady() {
 	}
 	w.flush()
 
-	// Apply what committed, all groups in one (unsynced: the log is the
-	// durable record) batch.
-	ab := cfg.Storage.NewBatch()
-	applied := false
-	for i := range items {
-		if ents := items[i].rd.CommittedEntries; len(ents) > 0 {
-			w.apply(items[i].r, ents, ab)
-			applied = true
-		}
-	}
-	if applied {
-		if err := ab.Commit(false); err != nil {
-			w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
-			return
-		}
+	// Apply the rest.
+	if !w.applyItems(items, false) {
+		return
 	}
 
 	for i := range items {
@@ -163,14 +158,51 @@ func (w *worker) processReady() {
 			w.touch(r)
 		}
 	}
+	w.reply()
+	if len(w.touched) > 0 {
+		w.notify()
+	}
+}
+
+// applyItems applies the committed entries of items, in one batch
+// (unsynced: the raft log is the durable record). With early, only items
+// whose committed entries are all durable already (none is among this
+// Ready's entries still to be written); their waiters are answered at once.
+func (w *worker) applyItems(items []readyItem, early bool) bool {
+	ab := w.h.cfg.Storage.NewBatch()
+	any := false
+	for i := range items {
+		it := &items[i]
+		ents := it.rd.CommittedEntries
+		if it.applied || len(ents) == 0 {
+			continue
+		}
+		if early && len(it.rd.Entries) > 0 && ents[len(ents)-1].GetIndex() >= it.rd.Entries[0].GetIndex() {
+			continue
+		}
+		w.apply(it.r, ents, ab)
+		it.applied = true
+		any = true
+	}
+	if !any {
+		return true
+	}
+	if err := ab.Commit(false); err != nil {
+		w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
+		return false
+	}
+	if early {
+		w.reply()
+	}
+	return true
+}
+
+func (w *worker) reply() {
 	for i, wt := range w.waiters {
 		wt.req.done <- wt.res
 		w.waiters[i] = waiter{}
 	}
 	w.waiters = w.waiters[:0]
-	if len(w.touched) > 0 {
-		w.notify()
-	}
 }
 
 func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {

@@ -123,8 +123,17 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 }
 
 func (w *worker) bootstrap(shard uint64, voters []uint64) error {
-	if _, ok := w.replicas[shard]; ok {
-		return ErrShardExists
+	if r, ok := w.replicas[shard]; ok {
+		// A replica created empty by a peer's message (the peers
+		// bootstrapped first and already elected) may still be bootstrapped;
+		// one that holds a configuration may not.
+		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 {
+			return ErrShardExists
+		}
+		r.failAll(ErrShardExists)
+		r.removed = true
+		delete(w.replicas, shard)
+		delete(w.awake, shard)
 	}
 	voters = slices.Clone(voters)
 	slices.Sort(voters)

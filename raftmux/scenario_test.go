@@ -369,3 +369,42 @@ func TestReadIndexAndLeaderTransfer(t *testing.T) {
 		t.Fatalf("read after transfer: %d, %v", ri, err)
 	}
 }
+
+// A voter that bootstraps after its peers already elected (and messaged it,
+// creating an empty replica) still joins with its bootstrap state.
+func TestLateBootstrapAfterPeersElected(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	voters := []uint64{1, 2, 3}
+	for _, v := range []uint64{2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, 0, voters); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[2].Campaign(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.propose(0, []byte("early")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("an empty replica on the late host", 5*time.Second, func() bool {
+		_, ok := c.infos()[1][0]
+		return ok
+	})
+	// Either the empty replica is still empty and gets bootstrapped, or the
+	// leader filled it with a snapshot first and it is already a member.
+	if err := c.hosts[1].Bootstrap(ctx, 0, voters); err != nil && !errors.Is(err, raftmux.ErrShardExists) {
+		t.Fatal(err)
+	}
+	if err := c.hosts[1].Bootstrap(ctx, 0, voters); !errors.Is(err, raftmux.ErrShardExists) {
+		t.Fatalf("second bootstrap: %v, want ErrShardExists", err)
+	}
+	if _, err := c.propose(0, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("late host to apply", 5*time.Second, func() bool {
+		v, _ := c.stores[1].Get(0, []byte("late"))
+		return string(v) == "late"
+	})
+	c.checkSameLogs([]uint64{0})
+}

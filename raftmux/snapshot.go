@@ -92,7 +92,7 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 			m.GetTo() != w.h.cfg.NodeID || m.GetSnapshot().GetMetadata() == nil {
 			return
 		}
-		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append([]byte(nil), c.Data...)}
+		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append(make([]byte, 0, len(c.Data)), c.Data...)}
 	} else {
 		in := r.inSnap
 		if in == nil || in.id != c.ID || in.from != from || in.next != c.Seq {

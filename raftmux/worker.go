@@ -78,6 +78,8 @@ type readyItem struct {
 	r     *replica
 	rd    raft.Ready
 	early bool
+	// applied: its committed entries were applied before the fsync.
+	applied bool
 }
 
 type waiter struct {

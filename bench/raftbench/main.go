@@ -64,6 +64,7 @@ type report struct {
 	CPUPer1000  float64 `json:"cpu_s_per_1000,omitempty"`
 	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
 	FramesPerS  float64 `json:"frames_per_s,omitempty"`
+	FsyncAvgMs  float64 `json:"fsync_avg_ms,omitempty"`
 
 	IdleCPUPct          *float64 `json:"idle_cpu_pct,omitempty"`
 	IdleBytesPerS       *float64 `json:"idle_bytes_per_s,omitempty"`
@@ -206,7 +207,10 @@ func run(o options) error {
 		go func() {
 			defer bwg.Done()
 			for s := uint64(0); s < uint64(o.shards) && berr[i] == nil; s++ {
-				berr[i] = h.Bootstrap(ctx, s, voters)
+				// A shard a peer already filled by snapshot is hosted.
+				if err := h.Bootstrap(ctx, s, voters); !errors.Is(err, raftmux.ErrShardExists) {
+					berr[i] = err
+				}
 			}
 		}()
 	}
@@ -366,14 +370,17 @@ func (c *cluster) load(rep *report) {
 	}
 	time.Sleep(o.warmup)
 	stopProf := startProfiles(o)
-	cpu0, fs0, fr0 := cpuTime(), c.fsyncs(), c.net.Frames()
+	cpu0, fs0, fr0, ft0 := cpuTime(), c.fsyncs(), c.net.Frames(), c.fsyncTime()
 	t0 := time.Now()
 	measuring.Store(true)
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	el := time.Since(t0)
 	cpu := cpuTime() - cpu0
-	fs, fr := c.fsyncs()-fs0, c.net.Frames()-fr0
+	fs, fr, ft := c.fsyncs()-fs0, c.net.Frames()-fr0, c.fsyncTime()-ft0
+	if fs > 0 {
+		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
+	}
 	stopProf()
 	stop.Store(true)
 	wg.Wait()
@@ -412,6 +419,14 @@ func (c *cluster) fsyncs() int64 {
 		n += s.Fsyncs()
 	}
 	return n
+}
+
+func (c *cluster) fsyncTime() time.Duration {
+	var d time.Duration
+	for _, s := range c.stores {
+		d += s.FsyncTime()
+	}
+	return d
 }
 
 func (c *cluster) quiescedCount() (int, error) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -29,8 +30,9 @@ type MemStore struct {
 	file   *os.File
 	buf    []byte
 
-	commits atomic.Int64
-	fsyncs  atomic.Int64
+	commits    atomic.Int64
+	fsyncs     atomic.Int64
+	fsyncNanos atomic.Int64
 }
 
 type memShard struct {
@@ -67,6 +69,9 @@ func (s *MemStore) Commits() int64 { return s.commits.Load() }
 
 // Fsyncs counts synced commits.
 func (s *MemStore) Fsyncs() int64 { return s.fsyncs.Load() }
+
+// FsyncTime is the total time synced commits spent writing and fsyncing.
+func (s *MemStore) FsyncTime() time.Duration { return time.Duration(s.fsyncNanos.Load()) }
 
 func (s *MemStore) shard(id uint64) *memShard {
 	sh := s.shards[id]
@@ -335,6 +340,7 @@ func (b *memBatch) Commit(sync bool) error {
 	if sync {
 		s.fsyncs.Add(1)
 		if s.file != nil {
+			t0 := time.Now()
 			s.fileMu.Lock()
 			buf := s.buf[:0]
 			for _, o := range b.ops {
@@ -355,6 +361,7 @@ func (b *memBatch) Commit(sync bool) error {
 				err = s.file.Sync()
 			}
 			s.fileMu.Unlock()
+			s.fsyncNanos.Add(int64(time.Since(t0)))
 			if err != nil {
 				return fmt.Errorf("raftmuxtest: group commit: %w", err)
 			}
