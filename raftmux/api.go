@@ -140,9 +140,18 @@ type SnapshotChunk struct {
 	Seq  uint32
 	Last bool
 	// Msg is the MsgSnap; set on Seq 0 only.
-	Msg  *raftpb.Message
-	Data []byte
+	Msg *raftpb.Message
+	// Codec of Data: CodecNone or CodecZstd (each chunk compressed on its
+	// own).
+	Codec uint8
+	Data  []byte
 }
+
+// Snapshot chunk codecs.
+const (
+	CodecNone uint8 = 0
+	CodecZstd uint8 = 1
+)
 
 // Errors returned to callers.
 var (
@@ -165,6 +174,8 @@ var (
 	ErrRemoved = errors.New("raftmux: replica removed")
 	// ErrShardExists: Bootstrap of a shard already hosted.
 	ErrShardExists = errors.New("raftmux: shard already hosted")
+	// ErrBadChunk: an undecodable snapshot chunk.
+	ErrBadChunk = errors.New("raftmux: bad snapshot chunk")
 	// ErrInvalid: bad argument.
 	ErrInvalid = errors.New("raftmux: invalid argument")
 )

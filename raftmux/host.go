@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -17,6 +18,8 @@ type Host struct {
 	stopc   chan struct{}
 	wg      sync.WaitGroup
 	snapSem chan struct{}
+	zenc    *zstd.Encoder
+	zdec    *zstd.Decoder
 
 	stopOnce  sync.Once
 	closeOnce sync.Once
@@ -35,6 +38,12 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg:     c,
 		stopc:   make(chan struct{}),
 		snapSem: make(chan struct{}, c.MaxConcurrentSnapshots),
+	}
+	if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		return nil, fmt.Errorf("raftmux: snapshot encoder: %w", err)
+	}
+	if h.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(c.SnapshotChunkSize)*2+(1<<20))); err != nil {
+		return nil, fmt.Errorf("raftmux: snapshot decoder: %w", err)
 	}
 	// Proposal ids start from the clock so a restarted host never reuses
 	// the ids of entries its previous life left in the logs.
@@ -73,6 +82,8 @@ func (h *Host) Stop() {
 		for _, w := range h.workers {
 			w.shutdown()
 		}
+		h.zenc.Close()
+		h.zdec.Close()
 	})
 }
 

@@ -27,6 +27,8 @@ func TestMalformedInboundIsIgnored(t *testing.T) {
 	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 1, Seq: 3, Data: []byte("x")})
 	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 2, Seq: 0, Last: true})
 	h.DeliverSnapshotChunk(2, nil)
+	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 3, Seq: 0, Codec: raftmux.CodecZstd, Data: []byte("not zstd")})
+	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 4, Seq: 0, Codec: 9, Data: []byte("x")})
 	if _, err := c.propose(0, []byte("still fine")); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ func (h *Host) streamSnapshotData(shard, to, id uint64, m *raftpb.Message) error
 	msg := proto.CloneOf(m)
 	msg.Snapshot = &raftpb.Snapshot{Metadata: meta}
 	buf := make([]byte, h.cfg.SnapshotChunkSize)
+	var zbuf []byte
 	for seq := uint32(0); ; seq++ {
 		select {
 		case <-h.stopc:
@@ -63,7 +64,8 @@ func (h *Host) streamSnapshotData(shard, to, id uint64, m *raftpb.Message) error
 		if err != nil && !last {
 			return err
 		}
-		c := &SnapshotChunk{Shard: shard, ID: id, Seq: seq, Last: last, Data: buf[:n]}
+		zbuf = h.zenc.EncodeAll(buf[:n], zbuf[:0])
+		c := &SnapshotChunk{Shard: shard, ID: id, Seq: seq, Last: last, Codec: CodecZstd, Data: zbuf}
 		if seq == 0 {
 			c.Msg = msg
 		}
@@ -86,25 +88,39 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	if r == nil {
 		return
 	}
+	data := c.Data
+	switch c.Codec {
+	case CodecNone:
+	case CodecZstd:
+		var err error
+		if data, err = w.h.zdec.DecodeAll(c.Data, nil); err != nil || len(data) > 2*w.h.cfg.SnapshotChunkSize {
+			w.h.cfg.Logger.Warn("raftmux: bad snapshot chunk", "shard", c.Shard, "from", from, "err", errors.Join(ErrBadChunk, err))
+			r.inSnap = nil
+			return
+		}
+	default:
+		r.inSnap = nil
+		return
+	}
 	if c.Seq == 0 {
 		m := c.Msg
 		if m == nil || m.GetType() != raftpb.MessageType_MsgSnap || m.GetFrom() != from ||
 			m.GetTo() != w.h.cfg.NodeID || m.GetSnapshot().GetMetadata() == nil {
 			return
 		}
-		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append(make([]byte, 0, len(c.Data)), c.Data...)}
+		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append(make([]byte, 0, len(data)), data...)}
 	} else {
 		in := r.inSnap
 		if in == nil || in.id != c.ID || in.from != from || in.next != c.Seq {
 			r.inSnap = nil
 			return
 		}
-		if len(in.buf)+len(c.Data) > w.h.cfg.MaxSnapshotBytes {
+		if len(in.buf)+len(data) > w.h.cfg.MaxSnapshotBytes {
 			w.h.cfg.Logger.Warn("raftmux: incoming snapshot too large", "shard", c.Shard, "from", from)
 			r.inSnap = nil
 			return
 		}
-		in.buf = append(in.buf, c.Data...)
+		in.buf = append(in.buf, data...)
 		in.next++
 	}
 	if !c.Last {

@@ -137,7 +137,7 @@ func (e *endpoint) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error 
 	if !ok {
 		return err
 	}
-	out := &raftmux.SnapshotChunk{Shard: c.Shard, ID: c.ID, Seq: c.Seq, Last: c.Last, Data: slices.Clone(c.Data)}
+	out := &raftmux.SnapshotChunk{Shard: c.Shard, ID: c.ID, Seq: c.Seq, Last: c.Last, Codec: c.Codec, Data: slices.Clone(c.Data)}
 	size := frameHeaderLen + 32 + len(c.Data)
 	if c.Msg != nil {
 		buf, err := proto.Marshal(c.Msg)
