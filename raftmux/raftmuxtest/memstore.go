@@ -26,9 +26,15 @@ type MemStore struct {
 	mu     sync.Mutex
 	shards map[uint64]*memShard
 
-	fileMu sync.Mutex
-	file   *os.File
-	buf    []byte
+	fileMu  sync.Mutex
+	file    *os.File
+	buf     []byte
+	written int64 // bytes written to file (under fileMu)
+
+	// Group commit: a committer whose bytes a concurrent fsync already
+	// covered returns without its own, as a real WAL does.
+	syncMu sync.Mutex
+	synced int64
 
 	commits    atomic.Int64
 	fsyncs     atomic.Int64
@@ -277,13 +283,35 @@ func (s *MemStore) syncLog(b []byte) error {
 		return nil
 	}
 	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
 	if _, err := s.file.Write(b); err != nil {
+		s.fileMu.Unlock()
 		return fmt.Errorf("raftmuxtest: write log: %w", err)
 	}
-	if err := s.file.Sync(); err != nil {
+	s.written += int64(len(b))
+	mine := s.written
+	s.fileMu.Unlock()
+	if err := s.syncTo(mine); err != nil {
 		return fmt.Errorf("raftmuxtest: fsync log: %w", err)
 	}
+	return nil
+}
+
+// syncTo makes the log durable at least up to offset upTo: one fsync
+// serves every committer waiting when it starts.
+func (s *MemStore) syncTo(upTo int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= upTo {
+		return nil
+	}
+	s.fileMu.Lock()
+	target := s.written
+	s.fileMu.Unlock()
+	s.fsyncs.Add(1)
+	if err := s.file.Sync(); err != nil {
+		return err
+	}
+	s.synced = target
 	return nil
 }
 
@@ -338,8 +366,9 @@ func (b *memBatch) Commit(sync bool) error {
 	s := b.s
 	s.commits.Add(1)
 	if sync {
-		s.fsyncs.Add(1)
-		if s.file != nil {
+		if s.file == nil {
+			s.fsyncs.Add(1)
+		} else {
 			t0 := time.Now()
 			s.fileMu.Lock()
 			buf := s.buf[:0]
@@ -357,10 +386,12 @@ func (b *memBatch) Commit(sync bool) error {
 			}
 			s.buf = buf
 			_, err := s.file.Write(buf)
-			if err == nil {
-				err = s.file.Sync()
-			}
+			s.written += int64(len(buf))
+			mine := s.written
 			s.fileMu.Unlock()
+			if err == nil {
+				err = s.syncTo(mine)
+			}
 			s.fsyncNanos.Add(int64(time.Since(t0)))
 			if err != nil {
 				return fmt.Errorf("raftmuxtest: group commit: %w", err)
