@@ -56,6 +56,9 @@ func (w *worker) processReady() {
 		}
 	}
 
+	// Out now: the followers write these entries while we do.
+	w.flush()
+
 	// A received snapshot replaces the shard's state before any entry that
 	// follows it is appended.
 	for i := range items {
