@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/shoalmq/shoal/raftmux"
 )
 
@@ -407,4 +409,29 @@ func TestLateBootstrapAfterPeersElected(t *testing.T) {
 		return string(v) == "late"
 	})
 	c.checkSameLogs([]uint64{0})
+}
+
+// Heartbeats of many groups travel as tuples in one frame per host pair,
+// never as raft messages.
+func TestHeartbeatsAreCoalesced(t *testing.T) {
+	const shards = 64
+	c := newCluster(t, 3, func(cfg *raftmux.Config) { cfg.DisableQuiesce = true; cfg.Workers = 1 })
+	c.bootstrap(shards, []uint64{1, 2, 3})
+	c.waitLeaders(shardList(shards), 10*time.Second)
+	f0, h0 := c.net.Frames(), c.net.HeartbeatTuples()
+	const ticks = 20
+	time.Sleep(ticks * testTick)
+	frames, tuples := c.net.Frames()-f0, c.net.HeartbeatTuples()-h0
+	if n := c.net.Messages(raftpb.MessageType_MsgHeartbeat) + c.net.Messages(raftpb.MessageType_MsgHeartbeatResp); n != 0 {
+		t.Fatalf("%d heartbeats went out as raft messages", n)
+	}
+	// Every group heartbeats every tick (when the loaded test machine lets
+	// the clock run); a frame from one host to another carries the tuples of
+	// all the groups involved, about a third of them each.
+	if tuples < 4*shards {
+		t.Fatalf("only %d heartbeat tuples in %d ticks of %d awake groups", tuples, ticks, shards)
+	}
+	if perFrame := float64(tuples) / float64(frames); perFrame < 8 {
+		t.Fatalf("%.1f heartbeat tuples per frame for %d groups: not coalesced per host pair", perFrame, shards)
+	}
 }

@@ -399,6 +399,9 @@ func (c *cluster) load(rep *report) {
 		}
 		return ms(all[i])
 	}
+	if os.Getenv("RAFTBENCH_PCT") != "" {
+		fmt.Fprintf(os.Stderr, "p80 %.1f p90 %.1f p95 %.1f p97 %.1f p98 %.1f\n", pct(0.8), pct(0.9), pct(0.95), pct(0.97), pct(0.98))
+	}
 	n := int64(len(all))
 	rep.DurationS = el.Seconds()
 	rep.Commits = n

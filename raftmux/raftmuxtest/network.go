@@ -30,6 +30,8 @@ type Network struct {
 
 	bytes  atomic.Int64
 	frames atomic.Int64
+	tuples atomic.Int64
+	byType [32]atomic.Int64
 }
 
 // NewNetwork returns an empty network.
@@ -75,6 +77,17 @@ func (n *Network) Bytes() int64 { return n.bytes.Load() }
 
 // Frames counts batches and chunks sent.
 func (n *Network) Frames() int64 { return n.frames.Load() }
+
+// Messages counts raft messages of type t sent as messages (not tuples).
+func (n *Network) Messages(t raftpb.MessageType) int64 {
+	if int(t) < 0 || int(t) >= len(n.byType) {
+		return 0
+	}
+	return n.byType[t].Load()
+}
+
+// HeartbeatTuples counts coalesced heartbeat and response tuples sent.
+func (n *Network) HeartbeatTuples() int64 { return n.tuples.Load() }
 
 // Endpoint returns the Transport of node id.
 func (n *Network) Endpoint(id uint64) raftmux.Transport { return &endpoint{n: n, id: id} }
@@ -125,7 +138,11 @@ func (e *endpoint) Send(to uint64, b *raftmux.RaftBatch) error {
 			return err
 		}
 		out.Messages = append(out.Messages, raftmux.ShardMessage{Shard: m.Shard, Msg: &dm})
+		if t := int(dm.GetType()); t >= 0 && t < len(e.n.byType) {
+			e.n.byType[t].Add(1)
+		}
 	}
+	e.n.tuples.Add(int64(len(b.Heartbeats) + len(b.HeartbeatResponses)))
 	e.n.bytes.Add(int64(size))
 	e.n.frames.Add(1)
 	r.Deliver(e.id, out)
