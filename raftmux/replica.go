@@ -372,7 +372,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 			}
 			w.wake(r)
 			_ = r.rn.ForgetLeader()
-			// One deterministic candidate (the lowest live voter) campaigns
+			// One deterministic candidate (see candidate) campaigns
 			// at once; the others have forgotten the leader and grant it
 			// their (pre-)votes without waiting out their leases.
 			if w.candidate(r) == self {
@@ -389,13 +389,20 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	}
 }
 
+// candidate picks, the same way on every host, the live voter that
+// campaigns for r's shard when its leader dies; spreading the choice by
+// shard spreads the elections' work and the new leaderships.
 func (w *worker) candidate(r *replica) uint64 {
+	var live []uint64
 	for _, v := range r.confState.GetVoters() { // sorted by raft
 		if !w.dead[v] {
-			return v
+			live = append(live, v)
 		}
 	}
-	return 0
+	if len(live) == 0 {
+		return 0
+	}
+	return live[r.shard%uint64(len(live))]
 }
 
 func (w *worker) propose(shard uint64, req *request) {
