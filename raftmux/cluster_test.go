@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -70,6 +71,7 @@ func (c *cluster) start(id uint64) *raftmux.Host {
 			c.mu.Unlock()
 		},
 	}
+	cfg.PipelineWrites = os.Getenv("RAFTMUX_PIPELINE") != ""
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -60,6 +60,11 @@ type Config struct {
 	// log, it is compacted down to CompactionKeep entries. Defaults 1024, 128.
 	CompactionOverhead uint64
 	CompactionKeep     uint64
+	// PipelineWrites commits a round's storage batch off the worker
+	// goroutine: the worker keeps stepping and starts rounds for the groups
+	// not being written (up to 4 batches in flight per worker) instead of
+	// waiting for the fsync. Default off (one synchronous batch per round).
+	PipelineWrites bool
 	// DisableQuiesce keeps every group ticking (for comparison runs).
 	DisableQuiesce bool
 	// ReadRetryTicks: a ReadIndex request without an answer after this many

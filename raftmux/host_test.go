@@ -98,3 +98,41 @@ func TestProposeToFollowerIsNotLeader(t *testing.T) {
 		t.Fatalf("canceled ctx: err = %v", err)
 	}
 }
+
+// With PipelineWrites the worker keeps going while batches are written; the
+// outcome must be the same: everything applied everywhere, in order.
+func TestPipelinedWritesReplicateInOrder(t *testing.T) {
+	const n = 32
+	c := newCluster(t, 3, func(cfg *raftmux.Config) { cfg.PipelineWrites = true })
+	shards := shardList(n)
+	c.bootstrap(n, []uint64{1, 2, 3})
+	c.waitLeaders(shards, 10*time.Second)
+	errc := make(chan error, n)
+	for _, s := range shards {
+		go func() {
+			for i := 0; i < 5; i++ {
+				if _, err := c.propose(s, fmt.Appendf(nil, "s%d-%d", s, i)); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range shards {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitFor("all replicas to apply", 10*time.Second, func() bool {
+		for _, id := range c.ids() {
+			for _, s := range shards {
+				if _, log := c.kvs[id].Log(s); len(log) < 5 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	c.checkSameLogs(shards)
+}

@@ -11,27 +11,70 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// flight is one round's storage batch being committed off the worker
+// goroutine (Config.PipelineWrites), with the Readies it persists.
+type flight struct {
+	items []readyItem
+	err   error
+}
+
+// completeFlights finishes the rounds whose storage batch has committed.
+func (w *worker) completeFlights() {
+	for {
+		select {
+		case f := <-w.flights:
+			w.inflight--
+			for i := range f.items {
+				f.items[i].r.inFlight = false
+			}
+			if f.err != nil {
+				w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", f.err))
+				return
+			}
+			w.finish(f.items)
+		default:
+			return
+		}
+	}
+}
+
 // processReady runs the persist/send/apply/advance half of a round for
 // every touched group.
 func (w *worker) processReady() {
+	cfg := &w.h.cfg
+	pipelined := cfg.PipelineWrites
+	if pipelined && w.inflight >= maxFlights {
+		w.flush()
+		return
+	}
 	items := w.readies[:0]
+	if pipelined {
+		items = nil
+	}
+	kept := w.touched[:0]
 	for _, r := range w.touched {
+		if r.inFlight {
+			// Its previous Ready is still being written; it stays touched.
+			kept = append(kept, r)
+			continue
+		}
 		r.touched = false
 		if r.removed || !r.rn.HasReady() {
 			continue
 		}
 		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
 	}
-	w.touched = w.touched[:0]
-	defer func() {
-		clear(items)
-		w.readies = items[:0]
-	}()
+	w.touched = kept
+	if !pipelined {
+		defer func() {
+			clear(items)
+			w.readies = items[:0]
+		}()
+	}
 	if len(items) == 0 {
 		w.flush()
 		return
 	}
-	cfg := &w.h.cfg
 
 	// Leadership changes, and the leaders' messages: they may leave before
 	// the entries they carry are durable here (Raft thesis §10.2.1), as long
@@ -94,12 +137,39 @@ func (w *worker) processReady() {
 		write = true
 		sync = sync || rd.MustSync
 	}
-	if write {
-		if err := b.Commit(sync); err != nil {
-			w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
-			return
-		}
+	if !write {
+		w.finish(items)
+		return
 	}
+	if pipelined {
+		// The worker goes on stepping and starting rounds for other groups
+		// while this batch is written; the store's group commit makes the
+		// concurrent batches share fsyncs.
+		f := &flight{items: items}
+		for i := range items {
+			items[i].r.inFlight = true
+		}
+		w.inflight++
+		w.h.wg.Add(1)
+		go func() {
+			defer w.h.wg.Done()
+			f.err = b.Commit(sync)
+			w.flights <- f
+			w.notify()
+		}()
+		return
+	}
+	if err := b.Commit(sync); err != nil {
+		w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+		return
+	}
+	w.finish(items)
+}
+
+// finish runs the rest of a round once its Readies are durable: messages
+// that had to wait, applying, Advance.
+func (w *worker) finish(items []readyItem) {
+	cfg := &w.h.cfg
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		if !raft.IsEmptyHardState(rd.HardState) {

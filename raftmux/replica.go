@@ -18,6 +18,7 @@ type replica struct {
 	rs    raft.Storage
 
 	touched  bool
+	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
 	removed  bool
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does

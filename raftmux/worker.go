@@ -72,7 +72,13 @@ type worker struct {
 	snapID     uint64
 	cmds       []Command
 	waiters    []waiter
+	flights    chan *flight
+	inflight   int
 }
+
+// maxFlights bounds the storage batches a worker has in flight with
+// Config.PipelineWrites.
+const maxFlights = 4
 
 type readyItem struct {
 	r     *replica
@@ -98,6 +104,7 @@ func newWorker(h *Host, idx int, seq uint64) *worker {
 		dead:       make(map[uint64]bool),
 		outbox:     make(map[uint64]*RaftBatch),
 		seq:        seq,
+		flights:    make(chan *flight, maxFlights),
 	}
 }
 
@@ -218,6 +225,7 @@ func (w *worker) round() {
 		evs[i] = event{}
 	}
 	w.spare = evs[:0]
+	w.completeFlights()
 	if n := w.ticks.Swap(0); n > 0 {
 		w.tick()
 	}

@@ -38,6 +38,7 @@ type options struct {
 	hosts, shards, payload, clients, workers, keys int
 	duration, warmup, idleWindow, settle, detect   time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
+	pipeline                                       bool
 	dir, cpuprofile, trace                         string
 }
 
@@ -50,6 +51,7 @@ type report struct {
 	Storage   string `json:"storage"`
 	Transport string `json:"transport"`
 	Quiesce   bool   `json:"quiesce"`
+	Pipeline  bool   `json:"pipeline_writes"`
 
 	StartAllLeadersMs float64 `json:"start_all_leaders_ms"`
 
@@ -94,6 +96,7 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
 	flag.BoolVar(&o.fsync, "fsync", true, "fsync an append-only file per host on every synced commit")
 	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
+	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
 	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
@@ -184,6 +187,7 @@ func run(o options) error {
 			Workers:        o.workers,
 			OnLeaderChange: c.onLeader,
 			DisableQuiesce: o.noQuiesce,
+			PipelineWrites: o.pipeline,
 		})
 		if err != nil {
 			return err
@@ -241,6 +245,7 @@ func run(o options) error {
 		Storage:           storage,
 		Transport:         "in-process (every message protobuf-encoded and decoded)",
 		Quiesce:           !o.noQuiesce,
+		Pipeline:          o.pipeline,
 		StartAllLeadersMs: ms(time.Since(start)),
 	}
 	switch {
