@@ -39,7 +39,7 @@ type options struct {
 	duration, warmup, idleWindow, settle, detect   time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline                                       bool
-	dir, cpuprofile, trace                         string
+	dir, cpuprofile, trace, memprofile             string
 }
 
 type report struct {
@@ -100,6 +100,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "raftbench:", err)
@@ -285,6 +286,15 @@ func startProfiles(o options) func() {
 			_ = trace.Start(f)
 			stops = append(stops, func() { trace.Stop(); f.Close() })
 		}
+	}
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+		stops = append(stops, func() {
+			if f, err := os.Create(o.memprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		})
 	}
 	return func() {
 		for _, s := range stops {
