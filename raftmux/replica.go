@@ -26,11 +26,6 @@ type replica struct {
 	// they have answered the wake-up heartbeat.
 	skipTicks int
 
-	// Followers sent an append in the current and the previous tick
-	// interval: they need no heartbeat (the append resets their election
-	// timer and carries the commit index; its answer marks them active).
-	appCur, appPrev []uint64
-
 	state         raft.StateType
 	lead          uint64
 	term          uint64

@@ -1,7 +1,6 @@
 package raftmux
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -305,7 +304,6 @@ func (w *worker) handle(ev *event) {
 func (w *worker) tick() {
 	w.tickCount++
 	for _, r := range w.awake {
-		r.appPrev, r.appCur = r.appCur, r.appPrev[:0]
 		if r.skipTicks > 0 {
 			r.skipTicks--
 		} else {
@@ -341,12 +339,6 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 				// term and commit; this one would wake the follower again.
 				return
 			}
-			if slices.Contains(r.appCur, to) || slices.Contains(r.appPrev, to) {
-				// Appends went to it within the last two ticks. Were the
-				// last one lost, the next heartbeat, at most two ticks
-				// away, makes raft resend.
-				return
-			}
 			b := w.outbound(to)
 			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
 			return
@@ -360,10 +352,6 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 	case raftpb.MessageType_MsgSnap:
 		w.sendSnapshot(r, m)
 		return
-	case raftpb.MessageType_MsgApp:
-		if !slices.Contains(r.appCur, to) {
-			r.appCur = append(r.appCur, to)
-		}
 	}
 	b := w.outbound(to)
 	b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: m})
