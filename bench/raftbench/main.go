@@ -63,6 +63,8 @@ type report struct {
 	P999Ms      float64 `json:"p999_ms,omitempty"`
 	MaxMs       float64 `json:"max_ms,omitempty"`
 	Errors      int64   `json:"errors"`
+	ErrNotLead  int64   `json:"errors_not_leader"`
+	ErrTimeout  int64   `json:"errors_timeout"`
 	CPUPer1000  float64 `json:"cpu_s_per_1000,omitempty"`
 	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
 	FramesPerS  float64 `json:"frames_per_s,omitempty"`
@@ -330,6 +332,8 @@ func (c *cluster) load(rep *report) {
 		measuring atomic.Bool
 		stop      atomic.Bool
 		errs      atomic.Int64
+		errNL     atomic.Int64
+		errTO     atomic.Int64
 		wg        sync.WaitGroup
 		lats      = make([][]time.Duration, o.clients)
 	)
@@ -373,6 +377,12 @@ func (c *cluster) load(rep *report) {
 					}
 					if measuring.Load() {
 						errs.Add(1)
+						switch {
+						case errors.Is(err, raftmux.ErrNotLeader):
+							errNL.Add(1)
+						case errors.Is(err, context.DeadlineExceeded):
+							errTO.Add(1)
+						}
 					}
 					time.Sleep(time.Millisecond)
 					continue
@@ -427,6 +437,7 @@ func (c *cluster) load(rep *report) {
 		rep.CPUPer1000 = cpu.Seconds() / (float64(n) / 1000)
 	}
 	rep.Errors = errs.Load()
+	rep.ErrNotLead, rep.ErrTimeout = errNL.Load(), errTO.Load()
 	rep.FsyncsPerS = float64(fs) / el.Seconds()
 	rep.FramesPerS = float64(fr) / el.Seconds()
 }
