@@ -45,6 +45,8 @@ type Config struct {
 	// ProbeTimeout is how long a direct ping waits for its ack before the
 	// ping-reqs go out (500 ms); stretched like ProbeInterval.
 	ProbeTimeout time.Duration
+	// ProbeOrder chooses how probe targets are walked (ProbeAligned).
+	ProbeOrder ProbeOrder
 	// IndirectChecks is k, the members asked to ping a silent target (3).
 	IndirectChecks int
 	// MaxHealth bounds Lifeguard's local health multiplier (8): intervals
@@ -99,6 +101,25 @@ type Config struct {
 	QueueMaxEntries int
 	QueueMaxBytes   int
 }
+
+// ProbeOrder is how a node walks its probe targets.
+type ProbeOrder uint8
+
+const (
+	// ProbeAligned (the default): every node walks the same ring of live
+	// members, ordered by a hash of their ids, starting after itself and
+	// advancing one step per probe slot of the shared clock; each node
+	// probes at its own phase within the slot. While views agree, every
+	// member is probed by exactly one node per interval, so a crash is
+	// noticed within about one interval, instead of the exponential wait
+	// of independent orders (1 s mean, 4.6 s at p99 with probe 1 s).
+	// New members take the ring place their hash gives them.
+	ProbeAligned ProbeOrder = iota
+	// ProbeShuffled: each node walks its own shuffled round-robin,
+	// reshuffled at each pass, new members inserted at random positions
+	// (SWIM's original order).
+	ProbeShuffled
+)
 
 // DefaultConfig returns the defaults (LANConfig).
 func DefaultConfig() Config { return LANConfig() }
@@ -212,6 +233,8 @@ func (c Config) Validate() error {
 		return bad("ProbeInterval and ProbeTimeout must be at least 1ms")
 	case c.ProbeTimeout >= c.ProbeInterval:
 		return bad("ProbeTimeout %v must be shorter than ProbeInterval %v", c.ProbeTimeout, c.ProbeInterval)
+	case c.ProbeOrder > ProbeShuffled:
+		return bad("unknown ProbeOrder %d", c.ProbeOrder)
 	case c.IndirectChecks < 0 || c.IndirectChecks > 16:
 		return bad("IndirectChecks must be 0..16")
 	case c.MaxHealth < 1 || c.MaxHealth > 64:

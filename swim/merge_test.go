@@ -202,7 +202,7 @@ func TestShardLeaderHighestTermWins(t *testing.T) {
 }
 
 func TestSuspicionTimeoutShrinksWithConfirmations(t *testing.T) {
-	s := &suspicion{min: 2 * time.Second, max: 6 * time.Second, k: 3}
+	s := &suspicion{min: 2 * time.Second, max: 6 * time.Second, k: 3, mine: true}
 	s.confirm("a")
 	prev := s.timeout()
 	if prev != s.max {

@@ -15,11 +15,12 @@ import (
 // member is the core's record of one member.
 type member struct {
 	Member
-	idb    []byte    // ID as bytes, for datagrams
-	since  time.Time // last state change
-	susp   *suspicion
-	idx    int // position in Node.order
-	reaped bool
+	idb     []byte // ID as bytes, for datagrams
+	ringKey uint64
+	since   time.Time // last state change
+	susp    *suspicion
+	idx     int // position in Node.order
+	reaped  bool
 }
 
 // suspicion is Lifeguard's shrinking timer for one suspect.
@@ -28,9 +29,17 @@ type suspicion struct {
 	min, max time.Duration
 	k        int
 	from     []string // distinct suspecters, first one included
+	// mine: this node's own probe of the suspect failed, so it may declare
+	// it dead when the timer runs out. Others only hold it suspect (with a
+	// backstop of twice the longest timeout): a refutation then has to
+	// reach the few accusers, which it does directly, not every node.
+	mine bool
 }
 
 func (s *suspicion) timeout() time.Duration {
+	if !s.mine {
+		return 2 * s.max
+	}
 	c := len(s.from) - 1
 	if s.k <= 0 || c <= 0 {
 		if s.k <= 0 {
@@ -101,6 +110,10 @@ type Node struct {
 	probeList []*member
 	probeIdx  int
 	urgent    []*member // suspects others reported: probe them next
+	ring      []*member // ProbeAligned: live members and self, by ringKey
+	ringDirty bool
+	selfM     *member // self's place in ring
+	phase     time.Duration
 	suspects  []*member
 	live      int // alive or suspect members, self excluded
 
@@ -164,6 +177,9 @@ func New(cfg Config) (*Node, error) {
 		Rack: cfg.Rack, Meta: slices.Clone(cfg.Meta),
 	}
 	n.selfID = []byte(cfg.NodeID)
+	n.selfM = &member{Member: Member{ID: cfg.NodeID}, ringKey: ringKey(cfg.NodeID)}
+	n.phase = time.Duration(n.selfM.ringKey % uint64(cfg.ProbeInterval))
+	n.ringDirty = true
 	n.dg.Events = make([]wire.SwimEvent, 0, wire.MaxEventsPerDatagram)
 	n.enqueueSelfAlive()
 	return n, nil
@@ -321,7 +337,10 @@ func (n *Node) jitter(d time.Duration) time.Duration {
 func (n *Node) Tick(now time.Time) {
 	if !n.started {
 		n.started = true
-		n.nextProbe = now.Add(n.jitter(n.cfg.ProbeInterval))
+		n.nextProbe = n.alignProbe(now)
+		if n.cfg.ProbeOrder != ProbeAligned {
+			n.nextProbe = now.Add(n.jitter(n.cfg.ProbeInterval))
+		}
 		n.nextGossip = now.Add(n.jitter(n.cfg.GossipInterval))
 		n.nextPushPull = now.Add(n.cfg.PushPullInterval/2 + n.jitter(n.cfg.PushPullInterval))
 		n.nextReap = now.Add(time.Second)
@@ -457,13 +476,16 @@ func (n *Node) pickRandom(k int, exclude *member, ok func(*member) bool) []*memb
 
 // nextTarget walks the shuffled round-robin, reshuffling at each pass;
 // suspects reported by others jump the queue.
-func (n *Node) nextTarget() *member {
+func (n *Node) nextTarget(now time.Time) *member {
 	for len(n.urgent) > 0 {
 		m := n.urgent[0]
 		n.urgent = n.urgent[1:]
 		if !m.reaped && m.State == StateSuspect {
 			return m
 		}
+	}
+	if n.cfg.ProbeOrder == ProbeAligned {
+		return n.alignedTarget(now)
 	}
 	for tries := 0; tries <= len(n.probeList); tries++ {
 		if n.probeIdx >= len(n.probeList) {
@@ -498,8 +520,8 @@ func (n *Node) tickProbe(now time.Time) {
 		return
 	}
 	interval := n.scaled(n.cfg.ProbeInterval)
-	n.nextProbe = now.Add(interval)
-	m := n.nextTarget()
+	n.nextProbe = n.alignProbe(now.Add(interval - n.cfg.ProbeInterval/2))
+	m := n.nextTarget(now)
 	if m == nil {
 		return
 	}
@@ -507,7 +529,7 @@ func (n *Node) tickProbe(now time.Time) {
 	*p = probe{
 		active: true, seq: n.seq, target: m, gen: m.Generation,
 		pingDeadline: now.Add(n.scaled(n.cfg.ProbeTimeout)),
-		end:          now.Add(max(interval, 2*n.scaled(n.cfg.ProbeTimeout)+n.cfg.ProbeTimeout/5)),
+		end:          now.Add(interval),
 	}
 	n.stats.Probes++
 	n.sendMsg(m.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: m.idb}, nil)
@@ -515,6 +537,9 @@ func (n *Node) tickProbe(now time.Time) {
 
 func (n *Node) sendPingReqs(p *probe) {
 	t := p.target
+	// A second direct ping goes with the ping-reqs: one lost datagram of
+	// the first exchange should not be worth a suspicion.
+	n.sendMsg(t.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: t.idb}, nil)
 	for _, m := range n.pickRandom(n.cfg.IndirectChecks, t, func(m *member) bool { return m.State == StateAlive }) {
 		n.stats.PingReqs++
 		p.expectedNacks++
@@ -544,6 +569,9 @@ func (n *Node) finishProbe(now time.Time, acked bool) {
 	}
 	n.ev = wire.SwimEvent{Kind: wire.SwimSuspect, Node: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation, From: []byte(n.self.ID)}
 	wasSuspect := m.State == StateSuspect
+	if wasSuspect && m.susp != nil && !m.susp.mine {
+		m.susp.mine = true
+	}
 	if n.apply(now, &n.ev) && !wasSuspect {
 		n.stats.Suspicions++
 		// Lifeguard: tell the suspect itself so it can refute at once.
@@ -612,6 +640,7 @@ func (n *Node) removeMember(m *member) {
 	n.order = n.order[:last]
 	delete(n.members, m.ID)
 	m.reaped = true
+	n.ringDirty = true
 }
 
 // --- sending ---
@@ -842,8 +871,10 @@ func (n *Node) setState(now time.Time, m *member, s State) {
 	switch {
 	case wasLive && !isNowLive:
 		n.live--
+		n.ringDirty = true
 	case !wasLive && isNowLive:
 		n.live++
+		n.ringDirty = true
 	}
 }
 
@@ -864,10 +895,12 @@ func (n *Node) startSuspicion(now time.Time, m *member, from string) {
 	if n.live-1 < k {
 		k = max(0, n.live-1)
 	}
-	m.susp = &suspicion{start: now, min: lo, max: hi, k: k}
+	m.susp = &suspicion{start: now, min: lo, max: hi, k: k, mine: from == n.self.ID}
 	m.susp.confirm(from)
 	n.suspects = append(n.suspects, m)
-	if from != n.self.ID {
+	// A few of those who hear of the suspicion probe the suspect next, so
+	// that independent confirmations come (about k+1 of them, whatever n).
+	if !m.susp.mine && n.rng.Float64()*float64(max(1, n.live)) < float64(k+1) {
 		n.urgent = append(n.urgent, m)
 	}
 }
@@ -905,6 +938,7 @@ func (n *Node) applyNew(now time.Time, e *wire.SwimEvent) bool {
 func (n *Node) addMember(now time.Time, e *wire.SwimEvent) *member {
 	m := &member{Member: Member{ID: string(e.Node), Generation: e.Generation, Incarnation: e.Incarnation}, since: now}
 	m.idb = []byte(m.ID)
+	m.ringKey = ringKey(m.ID)
 	m.idx = len(n.order)
 	n.order = append(n.order, m)
 	n.members[m.ID] = m
@@ -994,6 +1028,10 @@ func (n *Node) applySelf(now time.Time, e *wire.SwimEvent) bool {
 	}
 	_ = now
 	n.enqueueSelfAlive()
+	// Answer the accuser directly: it is the one whose timer runs.
+	if acc := n.members[string(e.From)]; acc != nil && acc.SwimAddr != "" && isLive(acc) {
+		n.sendMsg(acc.SwimAddr, &wire.SwimMessage{}, n.queue.byKey[qkey{kind: qMember, id: n.self.ID}].encOrNil())
+	}
 	return true
 }
 
@@ -1200,4 +1238,65 @@ func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) {
 		}
 		n.nextJoin = now.Add(n.cfg.JoinRetryMin)
 	}
+}
+
+// ringKey places a member on the aligned probe ring.
+func ringKey(id string) uint64 {
+	// FNV-1a, then a finalizer so that ids differing in one digit spread.
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+// alignProbe returns the first time at or after t at this node's phase of
+// the probe slot.
+func (n *Node) alignProbe(t time.Time) time.Time {
+	if n.cfg.ProbeOrder != ProbeAligned {
+		return t.Add(n.cfg.ProbeInterval / 2)
+	}
+	iv := int64(n.cfg.ProbeInterval)
+	x := t.UnixNano() - int64(n.phase)
+	r := ((x % iv) + iv) % iv
+	if r == 0 {
+		return t
+	}
+	return t.Add(time.Duration(iv - r))
+}
+
+// alignedTarget is the ring member (slot mod (L-1))+1 places after self.
+func (n *Node) alignedTarget(now time.Time) *member {
+	if n.ringDirty {
+		n.ring = n.ring[:0]
+		n.ring = append(n.ring, n.selfM)
+		for _, m := range n.order {
+			if isLive(m) && m.SwimAddr != "" {
+				n.ring = append(n.ring, m)
+			}
+		}
+		slices.SortFunc(n.ring, func(a, b *member) int {
+			if c := cmpU64(a.ringKey, b.ringKey); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		n.ringDirty = false
+	}
+	l := len(n.ring)
+	if l < 2 {
+		return nil
+	}
+	p := slices.Index(n.ring, n.selfM)
+	slot := (now.UnixNano() - int64(n.phase) + int64(n.cfg.ProbeInterval)/2) / int64(n.cfg.ProbeInterval)
+	j := int(uint64(slot) % uint64(l-1))
+	m := n.ring[(p+1+j)%l]
+	if m == n.selfM || !isLive(m) || m.reaped {
+		return nil
+	}
+	return m
 }

@@ -302,3 +302,11 @@ func (n *Net) Run(d time.Duration) { n.RunUntil(n.Now.Add(d)) }
 
 // Elapsed is the virtual time since the start.
 func (n *Net) Elapsed() time.Duration { return n.Now.Sub(n.Start) }
+
+// Kick makes host i send what its node has ready now (after the caller
+// called one of its methods directly).
+func (n *Net) Kick(i int) {
+	if h := n.Hosts[i]; !h.Crashed {
+		n.flush(h)
+	}
+}
