@@ -103,7 +103,13 @@ func main() {
 	fmt.Println(string(b))
 }
 
-func ms(d time.Duration) int64 { return d.Milliseconds() }
+// ms reports d in milliseconds, -1 for "never measured" (a negative d).
+func ms(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
+}
 
 func pct(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
