@@ -111,6 +111,7 @@ func NewDriver(cfg DriverConfig, conn PacketConn, pp PushPullTransport) (*Driver
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	if len(cfg.Seeds) > 0 {
 		node.Join(cfg.Seeds)
+		node.Tick(now)
 	}
 	d.wg.Add(2)
 	go d.loop()
@@ -213,6 +214,7 @@ func (d *Driver) loop() {
 	buf := make([]byte, wire.MaxDatagram)
 	for {
 		d.mu.Lock()
+		d.flush()
 		now := time.Now()
 		next := d.node.NextDeadline()
 		if !next.After(now) {
@@ -364,4 +366,14 @@ func Listen(addr string, cfg DriverConfig, udp netio.UDPConfig) (*Driver, error)
 		return d, nil
 	}
 	return nil, fmt.Errorf("%w: listen %s: %w", ErrDriver, addr, lastErr)
+}
+
+// Join joins the cluster through seeds (SWIM addresses), starting now;
+// DriverConfig.Seeds does the same at start.
+func (d *Driver) Join(seeds []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.node.Join(seeds)
+	d.node.Tick(time.Now())
+	d.flush()
 }
