@@ -178,7 +178,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.selfID = []byte(cfg.NodeID)
 	n.selfM = &member{Member: Member{ID: cfg.NodeID}, ringKey: ringKey(cfg.NodeID)}
-	n.phase = time.Duration(n.selfM.ringKey % uint64(cfg.ProbeInterval))
+	// Phases spread over a quarter of the interval: the gaps between two
+	// probes of one member stay within 0.75 and 1.25 intervals.
+	n.phase = time.Duration(n.selfM.ringKey % uint64(max(1, cfg.ProbeInterval/4)))
 	n.ringDirty = true
 	n.dg.Events = make([]wire.SwimEvent, 0, wire.MaxEventsPerDatagram)
 	n.enqueueSelfAlive()
@@ -902,6 +904,9 @@ func (n *Node) startSuspicion(now time.Time, m *member, from string) {
 	// that independent confirmations come (about k+1 of them, whatever n).
 	if !m.susp.mine && n.rng.Float64()*float64(max(1, n.live)) < float64(k+1) {
 		n.urgent = append(n.urgent, m)
+		if !n.probe.active && !n.leaving {
+			n.nextProbe = now // at once: a confirmation is worth most early
+		}
 	}
 }
 
