@@ -1,7 +1,5 @@
 package swim
 
-import "time"
-
 // State is a member's liveness state.
 type State uint8
 
@@ -132,5 +130,3 @@ type Stats struct {
 	DropSelf              uint64 // a datagram claiming to be from this node
 	QueueDropped          uint64 // events evicted from a full broadcast queue
 }
-
-var farFuture = time.Unix(1<<62, 0)

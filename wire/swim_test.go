@@ -221,3 +221,15 @@ func BenchmarkDecodeSwimDatagram(b *testing.B) {
 		}
 	}
 }
+
+// The example in docs/wire-swim.md.
+func TestSwimDocExample(t *testing.T) {
+	b, _ := AppendSwimDatagram(nil, &SwimDatagram{
+		Header: SwimHeader{ClusterID: 42, Sender: []byte("n1"), Generation: 7},
+		Msg:    SwimMessage{Kind: SwimPing, Seq: 99, Target: []byte("n2")},
+	})
+	want := []byte{0x53, 0x57, 1, 0, 0x2a, 0, 0, 0, 0, 0, 0, 0, 2, 'n', '1', 7, 1, 0x63, 2, 'n', '2', 0}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("got % x\nwant % x", b, want)
+	}
+}

@@ -47,14 +47,13 @@ type result struct {
 }
 
 type crash struct {
-	victim     int
-	gen        uint64
-	at         time.Duration
-	firstSusp  time.Duration
-	firstDead  time.Duration
-	deadAt     map[int]time.Duration
-	allDead    time.Duration
-	completeAt bool
+	victim    int
+	gen       uint64
+	at        time.Duration
+	firstSusp time.Duration
+	firstDead time.Duration
+	deadAt    map[int]time.Duration
+	allDead   time.Duration
 }
 
 func main() {
