@@ -83,6 +83,7 @@ type relay struct {
 type ppPending struct {
 	id   uint64
 	join bool
+	addr string
 }
 
 type leaderEntry struct {
@@ -139,6 +140,8 @@ type Node struct {
 	joinPending bool
 	ppNext      uint64
 	ppPending   []ppPending
+	syncAt      time.Time // a second exchange with the seed that let us in
+	syncAddr    string
 
 	leaders  map[uint64]leaderEntry
 	versions map[verKey]uint64
@@ -361,6 +364,12 @@ func (n *Node) Tick(now time.Time) {
 			}
 		}
 	}
+	if !n.syncAt.IsZero() && !now.Before(n.syncAt) {
+		n.syncAt = time.Time{}
+		if !n.leaving {
+			n.requestPushPull(n.syncAddr, false)
+		}
+	}
 	if !n.leaving && !now.Before(n.nextPushPull) {
 		n.nextPushPull = now.Add(n.pushPullInterval())
 		if ms := n.pickRandom(1, nil, notLeft); len(ms) == 1 {
@@ -399,6 +408,7 @@ func (n *Node) NextDeadline() time.Time {
 	if n.queue.Len() > 0 {
 		earliest(n.nextGossip)
 	}
+	earliest(n.syncAt)
 	if (n.joining || (n.live == 0 && len(n.seeds) > 0)) && !n.joinPending {
 		earliest(n.nextJoin)
 	}
@@ -1086,7 +1096,7 @@ var ErrPushPull = errors.New("swim: push-pull")
 
 func (n *Node) requestPushPull(addr string, join bool) {
 	n.ppNext++
-	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join})
+	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join, addr: addr})
 	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Join: join, Payload: n.encodeState(join)})
 }
 
@@ -1238,8 +1248,9 @@ func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) {
 		if n.joining {
 			n.joining = false
 			// Those who joined at the same moment reached the seed after
-			// we did: one more exchange soon picks them up.
-			n.nextPushPull = now.Add(n.cfg.JoinSyncDelay + n.jitter(n.cfg.JoinSyncDelay))
+			// we did: one more exchange with it soon picks them all up.
+			n.syncAt = now.Add(n.cfg.JoinSyncDelay + n.jitter(n.cfg.JoinSyncDelay/2))
+			n.syncAddr = pending.addr
 		}
 		n.nextJoin = now.Add(n.cfg.JoinRetryMin)
 	}

@@ -198,6 +198,15 @@ func runOnce(rep int) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	var ppFail, qDrop, malformed, readErr uint64
+	for _, d := range drivers {
+		s := d.Stats()
+		ppFail += s.Core.PushPullFailures
+		qDrop += s.Core.QueueDropped
+		malformed += s.Core.DropMalformed
+		readErr += s.ReadErrors
+	}
+	fmt.Fprintf(os.Stderr, "join: push-pull failures %d, queue drops %d, malformed %d, read errors %d\n", ppFail, qDrop, malformed, readErr)
 	t.mu.Lock()
 	conv := t.converged
 	fa := slices.Clone(t.fullAt)
