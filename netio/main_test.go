@@ -14,15 +14,15 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// gnet's package-level worker pool (ants) is created when gnet is
-		// imported and keeps its purge and clock goroutines for the life
-		// of the process; no transport starts or owns them.
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-	)
+// gnet's package-level worker pool (ants) is created when gnet is imported
+// and keeps its purge and clock goroutines for the life of the process; no
+// transport starts or owns them.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakOptions...) }
 
 const testCluster = 7
 

@@ -46,7 +46,10 @@ func pair(t *testing.T, mod func(a, b *Config)) (*Transport, *recorder, *Transpo
 
 func TestPeerFramesInOrderAndKeepalive(t *testing.T) {
 	a, _, b, rb := pair(t, func(a, b *Config) {
-		a.KeepaliveInterval, b.KeepaliveInterval = 20*time.Millisecond, 20*time.Millisecond
+		// Wide enough that a loaded test machine's scheduling gaps do not
+		// look like a silent peer.
+		a.KeepaliveInterval, b.KeepaliveInterval = 50*time.Millisecond, 50*time.Millisecond
+		a.PeerDeadAfter, b.PeerDeadAfter = 500*time.Millisecond, 500*time.Millisecond
 	})
 	for i := range 500 {
 		if err := a.Send("n2", peerFrame(uint64(i), 100)); err != nil {
@@ -63,7 +66,7 @@ func TestPeerFramesInOrderAndKeepalive(t *testing.T) {
 	waitFor(t, "keepalives", func() bool {
 		return a.Counters().KeepalivesSent.Load() >= 3 && b.Counters().KeepalivesSent.Load() >= 3
 	})
-	time.Sleep(150 * time.Millisecond) // > PeerDeadAfter (5 × 20ms)
+	time.Sleep(700 * time.Millisecond) // > PeerDeadAfter
 	if a.Counters().PeerDead.Load()+b.Counters().PeerDead.Load() != 0 || upPeerConns(a) != 1 || upPeerConns(b) != 1 {
 		t.Fatalf("idle connection dropped: dead %d/%d up %d/%d", a.Counters().PeerDead.Load(),
 			b.Counters().PeerDead.Load(), upPeerConns(a), upPeerConns(b))

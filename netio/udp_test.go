@@ -52,7 +52,7 @@ func TestUDPRoundTripAndBuffers(t *testing.T) {
 }
 
 func TestPushPullExchange(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakOptions...)
 	srv, err := ListenPushPull("127.0.0.1:0", time.Second)
 	if err != nil {
 		t.Fatal(err)

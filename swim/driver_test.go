@@ -45,8 +45,16 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error
 	}
 }
 
+// The driver's sockets come from netio, which imports gnet; gnet's
+// package-level worker pool (ants) starts two goroutines at import that live
+// as long as the process and belong to no driver.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+}
+
 func TestDriversOnLoopback(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakOptions...)
 	const n = 32
 	drivers := make([]*swim.Driver, n)
 	var mu sync.Mutex
