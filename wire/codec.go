@@ -46,10 +46,13 @@ type reader struct {
 	err error
 }
 
+// fail records the first error and consumes the input, so that the fast
+// paths (which test only the remaining length) read nothing more.
 func (r *reader) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
+	r.off = len(r.b)
 }
 
 func (r *reader) remaining() int { return len(r.b) - r.off }
@@ -119,20 +122,34 @@ func (r *reader) u64() uint64 {
 }
 
 func (r *reader) uvarint() uint64 {
+	// Fast path, small enough to inline: most varints here are one byte.
+	// After a failure nothing remains (see fail), so it needs no error test.
+	if i := r.off; i < len(r.b) && r.b[i] < 0x80 {
+		r.off = i + 1
+		return uint64(r.b[i])
+	}
+	return r.uvarintSlow()
+}
+
+func (r *reader) uvarintSlow() uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		if n == 0 {
-			r.fail(ErrTruncated)
-		} else {
+	var v uint64
+	for i, shift := r.off, uint(0); i < len(r.b); i, shift = i+1, shift+7 {
+		c := r.b[i]
+		if shift == 63 && c > 1 {
 			r.fail(ErrMalformed) // overflows 64 bits
+			return 0
 		}
-		return 0
+		if c < 0x80 {
+			r.off = i + 1
+			return v | uint64(c)<<shift
+		}
+		v |= uint64(c&0x7f) << shift
 	}
-	r.off += n
-	return v
+	r.fail(ErrTruncated)
+	return 0
 }
 
 // count reads a uvarint element count no larger than max. Each element
@@ -155,7 +172,7 @@ func (r *reader) count(max, minSize int) int {
 }
 
 // bytes reads a length-prefixed byte string of at most max bytes. The
-// result aliases the input.
+// result aliases the input; an empty string is nil.
 func (r *reader) bytes(max int) []byte {
 	n := r.uvarint()
 	if r.err != nil {
@@ -167,6 +184,9 @@ func (r *reader) bytes(max int) []byte {
 	}
 	if n > uint64(len(r.b)-r.off) {
 		r.fail(ErrTruncated)
+		return nil
+	}
+	if n == 0 {
 		return nil
 	}
 	v := r.b[r.off : r.off+int(n) : r.off+int(n)]
@@ -197,4 +217,34 @@ func (r *reader) end() error {
 		return ErrTrailing
 	}
 	return nil
+}
+
+// u32v reads a uvarint that must fit in 32 bits.
+func (r *reader) u32v() uint32 {
+	v := r.uvarint()
+	if v > 1<<32-1 {
+		r.fail(ErrMalformed)
+		return 0
+	}
+	return uint32(v)
+}
+
+// uvarintMax reads a uvarint no larger than max (ErrTooLarge otherwise).
+func (r *reader) uvarintMax(max uint64) uint64 {
+	v := r.uvarint()
+	if v > max {
+		r.fail(ErrTooLarge)
+		return 0
+	}
+	return v
+}
+
+// grow returns s with length n, keeping s's elements (and so the capacity
+// of any slices inside them, which decoders reuse) when s has room.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	s = s[:cap(s)]
+	return append(s, make([]T, n-len(s))...)
 }

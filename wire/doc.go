@@ -8,7 +8,15 @@
 // never read past their input, and reject truncated input, unknown kinds,
 // wrong versions and trailing bytes with the sentinel errors of this package
 // (test with errors.Is). Decoding a frame header or a SWIM datagram
-// allocates nothing.
+// allocates nothing, and neither does decoding a client or peer message
+// into a struct whose slices have grown. DecodeRaftBatch is the exception by
+// design: raft keeps pointers into what it is stepped with, so the raft
+// structs it produces come from slabs that are never reused (see its doc).
+//
+// Errors a node answers with are Error messages (error.go): typed codes
+// with hints, which (*Error).Err turns into an *ErrorResponse matching the
+// protocol sentinels (ErrNotLeader, ErrNotLeaderForTopic, …) under
+// errors.Is.
 //
 // All integers are little-endian. Fixed-width fields are used where a value
 // is usually large (ids, terms, indexes); unsigned varints (LEB128, as in

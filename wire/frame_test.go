@@ -107,6 +107,20 @@ func TestReaderCountGuardsAllocation(t *testing.T) {
 	}
 }
 
+func TestKindClasses(t *testing.T) {
+	for k := Kind(0); k < 255; k++ {
+		classes := 0
+		for _, in := range []bool{k.IsClientRequest(), k.IsClientResponse(), k.IsPeer(), k == KindHello || k == KindHelloAuth} {
+			if in {
+				classes++
+			}
+		}
+		if k.Known() && classes != 1 || !k.Known() && classes != 0 {
+			t.Fatalf("%v is in %d classes", k, classes)
+		}
+	}
+}
+
 func TestKindString(t *testing.T) {
 	if KindRaftBatch.String() != "RaftBatch" || Kind(250).String() != "Kind(250)" {
 		t.Fatal(KindRaftBatch.String(), Kind(250).String())

@@ -36,6 +36,10 @@ const (
 	MaxRecordLen = 1 << 20
 	// MaxPartitions bounds a topic's partition count: 65,536.
 	MaxPartitions = 1 << 16
+	// MaxReplicas bounds the replicas listed for one shard: 64 (a
+	// replication factor of 3 to 7, plus learners and the outgoing half of
+	// a joint configuration, stays far below).
+	MaxReplicas = 64
 	// MaxListEntries bounds entries in a listing (members, shards): 1<<20.
 	MaxListEntries = 1 << 20
 
@@ -43,9 +47,24 @@ const (
 	MaxRaftMessagesPerBatch = 1 << 16
 	// MaxEntriesPerRaftMessage bounds the entries in one raft message.
 	MaxEntriesPerRaftMessage = 1 << 16
+	// MaxRaftEntriesPerBatch bounds the entries and nested responses of all
+	// the messages of one RaftBatch together: 1<<18. Each decodes into a
+	// struct of about a hundred bytes, so this caps what a 16 MiB frame of
+	// one-byte entries can make a decoder allocate (about 30 MiB).
+	MaxRaftEntriesPerBatch = 1 << 18
 	// MaxHeartbeatsPerBatch bounds the coalesced heartbeat tuples in one
 	// RaftBatch: one per shard, so 1<<20 shards at most.
 	MaxHeartbeatsPerBatch = 1 << 20
+
+	// MaxRaftResponseDepth bounds the nesting of raft messages inside a
+	// message's Responses (raft's async storage writes nest one level).
+	MaxRaftResponseDepth = 4
+	// MaxConfStateIDs bounds each node-id list of a snapshot's ConfState.
+	MaxConfStateIDs = 1 << 10
+
+	// MaxForwardHops bounds how often a client request is forwarded between
+	// nodes before one answers it: 4.
+	MaxForwardHops = 4
 
 	// DatagramBudget is the default largest SWIM datagram: 1400 bytes,
 	// under a 1500-byte Ethernet MTU with IP and UDP headers.

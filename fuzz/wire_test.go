@@ -1,0 +1,184 @@
+package fuzz
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// codec runs the decode → encode → decode check for one message type.
+func codec[T any](f *testing.F, seeds []*T, enc func([]byte, *T) []byte, dec func([]byte, *T) error) {
+	for _, s := range seeds {
+		f.Add(enc(nil, s))
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m T
+		if dec(data, &m) != nil {
+			return
+		}
+		b := enc(nil, &m)
+		var again T
+		if err := dec(b, &again); err != nil {
+			t.Fatalf("re-encoding of an accepted input fails to decode: %v\ninput %x\nre-encoded %x", err, data, b)
+		}
+		if !reflect.DeepEqual(m, again) {
+			t.Fatalf("decode(encode(decode(x))) differs:\n%+v\n%+v", m, again)
+		}
+		if b2 := enc(nil, &again); !bytes.Equal(b, b2) {
+			t.Fatalf("encoding is not stable:\n%x\n%x", b, b2)
+		}
+	})
+}
+
+func b(s string) []byte { return []byte(s) }
+
+func FuzzHeader(f *testing.F) {
+	for _, h := range []wire.Header{
+		{Version: wire.ProtocolVersion, Kind: wire.KindProduce, Length: 100, RequestID: 7},
+		{Version: wire.ProtocolVersion, Kind: wire.KindRaftBatch, Flags: wire.FlagCompressed, Length: wire.MaxFrame},
+	} {
+		f.Add(wire.AppendHeader(nil, &h))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h wire.Header
+		if wire.DecodeHeader(data, &h) != nil {
+			return
+		}
+		enc := wire.AppendHeader(nil, &h)
+		if !bytes.Equal(enc, data[:wire.HeaderSize]) {
+			t.Fatalf("header re-encodes as %x, was %x", enc, data[:wire.HeaderSize])
+		}
+		var again wire.Header
+		if err := wire.DecodeHeader(enc, &again); err != nil || again != h {
+			t.Fatalf("%v %+v %+v", err, again, h)
+		}
+	})
+}
+
+func FuzzHello(f *testing.F) {
+	codec(f, []*wire.Hello{
+		{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: 7, Generation: 2, NodeID: b("n1")},
+		{Version: wire.ProtocolVersion, Role: wire.RoleClient, ClusterID: 7},
+	}, wire.AppendHello, wire.DecodeHello)
+}
+
+func FuzzHelloAuth(f *testing.F) {
+	codec(f, []*wire.HelloAuth{{Tag: [wire.AuthTagSize]byte{1, 2, 3}}}, wire.AppendHelloAuth, wire.DecodeHelloAuth)
+}
+
+func FuzzError(f *testing.F) {
+	codec(f, []*wire.Error{
+		{Code: wire.CodeNotLeader, Message: b("moved"), Shard: 7, NodeID: b("n2"), Addr: b("127.0.0.1:7102")},
+		{Code: wire.CodeNotLeaderForTopic, Epoch: 9},
+		{Code: wire.CodeUnavailable, RetryAfter: 100},
+	}, wire.AppendError, wire.DecodeError)
+}
+
+func FuzzAssign(f *testing.F) {
+	codec(f, []*wire.Assign{{Topic: b("topic-blue"), Owner: b("n2"), Partitions: 3}, {Topic: b("t")}}, wire.AppendAssign, wire.DecodeAssign)
+}
+
+func FuzzRevoke(f *testing.F) {
+	codec(f, []*wire.Revoke{{Topic: b("topic-blue")}}, wire.AppendRevoke, wire.DecodeRevoke)
+}
+
+func FuzzUpdatePartition(f *testing.F) {
+	codec(f, []*wire.UpdatePartition{{Topic: b("topic-blue"), Partitions: 8}}, wire.AppendUpdatePartition, wire.DecodeUpdatePartition)
+}
+
+func FuzzLookup(f *testing.F) {
+	codec(f, []*wire.Lookup{{Topic: b("topic-blue"), Linearizable: true}}, wire.AppendLookup, wire.DecodeLookup)
+}
+
+func FuzzProduce(f *testing.F) {
+	codec(f, []*wire.Produce{{Topic: b("topic-blue"), Epoch: 1, Records: [][]byte{b("hello"), nil, b("world")}}}, wire.AppendProduce, wire.DecodeProduce)
+}
+
+func FuzzFetch(f *testing.F) {
+	codec(f, []*wire.Fetch{{Topic: b("topic-blue"), Epoch: 1, From: 10, MaxBytes: 1 << 20}}, wire.AppendFetch, wire.DecodeFetch)
+}
+
+func FuzzAssignment(f *testing.F) {
+	codec(f, []*wire.Assignment{{Topic: b("topic-blue"), Owner: b("n2"), OwnerAddr: b("127.0.0.1:7102"), Epoch: 1, Partitions: 1, Shard: 99}}, wire.AppendAssignment, wire.DecodeAssignment)
+}
+
+func FuzzRevoked(f *testing.F) {
+	codec(f, []*wire.Revoked{{Topic: b("topic-blue"), Epoch: 2}}, wire.AppendRevoked, wire.DecodeRevoked)
+}
+
+func FuzzProduceAck(f *testing.F) {
+	codec(f, []*wire.ProduceAck{{Topic: b("topic-blue"), Epoch: 2, Offset: 40}}, wire.AppendProduceAck, wire.DecodeProduceAck)
+}
+
+func FuzzFetchResult(f *testing.F) {
+	codec(f, []*wire.FetchResult{{Topic: b("t"), Epoch: 2, Records: []wire.Record{{Offset: 0, Value: b("a")}, {Offset: 1}}, Next: 2, HighWatermark: 5}},
+		wire.AppendFetchResult, wire.DecodeFetchResult)
+}
+
+func FuzzMemberList(f *testing.F) {
+	codec(f, []*wire.MemberList{{Members: []wire.Member{
+		{ID: b("n1"), Generation: 1, Incarnation: 2, State: wire.MemberAlive, Rack: b("r1"), SwimAddr: b("127.0.0.1:7201"), ClientAddr: b("127.0.0.1:7101"), PeerAddr: b("127.0.0.1:7301")},
+		{ID: b("n2"), State: wire.MemberSuspect},
+	}}}, wire.AppendMemberList, wire.DecodeMemberList)
+}
+
+func FuzzShardList(f *testing.F) {
+	codec(f, []*wire.ShardList{{Shards: []wire.ShardInfo{{Shard: 1, Replicas: [][]byte{b("n1"), b("n2")}, Leader: b("n1"), Term: 3}, {Shard: 2}}}},
+		wire.AppendShardList, wire.DecodeShardList)
+}
+
+func FuzzStatusInfo(f *testing.F) {
+	codec(f, []*wire.StatusInfo{{Node: b("n1"), Generation: 1, MembersAlive: 3, ShardsHosted: 10, ShardsLed: 4, TopicsOwned: 2, Ready: true}},
+		wire.AppendStatusInfo, wire.DecodeStatusInfo)
+}
+
+func FuzzOpenTopic(f *testing.F) {
+	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
+}
+
+func FuzzCloseTopic(f *testing.F) {
+	codec(f, []*wire.CloseTopic{{Topic: b("t"), Epoch: 3, Shard: 5}}, wire.AppendCloseTopic, wire.DecodeCloseTopic)
+}
+
+func FuzzTopicAck(f *testing.F) {
+	codec(f, []*wire.TopicAck{{Topic: b("t"), Epoch: 3}}, wire.AppendTopicAck, wire.DecodeTopicAck)
+}
+
+func FuzzForward(f *testing.F) {
+	inner := wire.AppendLookup(nil, &wire.Lookup{Topic: b("t")})
+	codec(f, []*wire.Forward{{Hops: 1, Origin: b("n1"), Kind: wire.KindLookup, Payload: inner}}, wire.AppendForward, wire.DecodeForward)
+}
+
+func FuzzForwardReply(f *testing.F) {
+	inner := wire.AppendError(nil, &wire.Error{Code: wire.CodeNotFound})
+	codec(f, []*wire.ForwardReply{{Kind: wire.KindError, Payload: inner}}, wire.AppendForwardReply, wire.DecodeForwardReply)
+}
+
+func FuzzSnapshotChunk(f *testing.F) {
+	codec(f, []*wire.SnapshotChunk{{Shard: 1, Index: 100, Term: 3, Offset: 0, Last: true, Data: b("state")}}, wire.AppendSnapshotChunk, wire.DecodeSnapshotChunk)
+}
+
+func FuzzSnapshotAck(f *testing.F) {
+	codec(f, []*wire.SnapshotAck{{Shard: 1, Index: 100, Offset: 5}}, wire.AppendSnapshotAck, wire.DecodeSnapshotAck)
+}
+
+func FuzzMetadataPull(f *testing.F) {
+	codec(f, []*wire.MetadataPull{{Kind: wire.MetaRing, Have: 4}}, wire.AppendMetadataPull, wire.DecodeMetadataPull)
+}
+
+func FuzzMetadataPush(f *testing.F) {
+	codec(f, []*wire.MetadataPush{{Kind: wire.MetaMembership, Version: 5, Data: b("members")}}, wire.AppendMetadataPush, wire.DecodeMetadataPush)
+}
+
+func FuzzEmpty(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := wire.DecodeEmpty(data); (err == nil) != (len(data) == 0) {
+			t.Fatalf("%d bytes: %v", len(data), err)
+		}
+	})
+}

@@ -1,0 +1,283 @@
+package wire
+
+// Peer messages (node ↔ node), other than RaftBatch (raft.go). []byte
+// fields alias the input.
+
+// OpenTopic tells a node it owns topic from epoch Epoch on (KindOpenTopic),
+// sent by the topic's shard leader after the assignment committed, and again
+// by every new shard leader. Answered by TopicAck.
+type OpenTopic struct {
+	Topic      []byte
+	Epoch      uint64
+	Partitions uint32
+	Shard      uint64
+}
+
+// AppendOpenTopic appends m's payload.
+func AppendOpenTopic(dst []byte, m *OpenTopic) []byte {
+	dst = appendBytes(dst, m.Topic)
+	dst = appendU64(dst, m.Epoch)
+	dst = appendUvarint(dst, uint64(m.Partitions))
+	return appendU64(dst, m.Shard)
+}
+
+// DecodeOpenTopic decodes an OpenTopic payload into m.
+func DecodeOpenTopic(b []byte, m *OpenTopic) error {
+	r := reader{b: b}
+	m.Topic = r.topic()
+	m.Epoch = r.u64()
+	m.Partitions = uint32(r.uvarintMax(MaxPartitions))
+	m.Shard = r.u64()
+	return r.end()
+}
+
+// CloseTopic tells a node it no longer owns topic (KindCloseTopic): any
+// epoch up to and including Epoch is closed. Answered by TopicAck.
+type CloseTopic struct {
+	Topic []byte
+	Epoch uint64
+	Shard uint64
+}
+
+// AppendCloseTopic appends m's payload.
+func AppendCloseTopic(dst []byte, m *CloseTopic) []byte {
+	dst = appendBytes(dst, m.Topic)
+	dst = appendU64(dst, m.Epoch)
+	return appendU64(dst, m.Shard)
+}
+
+// DecodeCloseTopic decodes a CloseTopic payload into m.
+func DecodeCloseTopic(b []byte, m *CloseTopic) error {
+	r := reader{b: b}
+	m.Topic = r.topic()
+	m.Epoch = r.u64()
+	m.Shard = r.u64()
+	return r.end()
+}
+
+// TopicAck confirms an OpenTopic or CloseTopic (KindTopicAck; the request
+// id says which). Epoch is the epoch the node now holds the topic at (0:
+// not held).
+type TopicAck struct {
+	Topic []byte
+	Epoch uint64
+}
+
+// AppendTopicAck appends m's payload.
+func AppendTopicAck(dst []byte, m *TopicAck) []byte {
+	dst = appendBytes(dst, m.Topic)
+	return appendU64(dst, m.Epoch)
+}
+
+// DecodeTopicAck decodes a TopicAck payload into m.
+func DecodeTopicAck(b []byte, m *TopicAck) error {
+	r := reader{b: b}
+	m.Topic = r.topic()
+	m.Epoch = r.u64()
+	return r.end()
+}
+
+// Forward carries a client request to another node (KindForward): the
+// node a client asked is not the one that can answer (shard leader, topic
+// owner). The receiver handles Payload as a frame of kind Kind and answers
+// with ForwardReply under the Forward's request id. Each forwarding hop
+// increments Hops; a node receiving Hops == MaxForwardHops answers instead
+// of forwarding again, so routing loops during view changes end.
+type Forward struct {
+	Hops    uint8
+	Origin  []byte // node id of the node the client is connected to
+	Kind    Kind   // a client request kind
+	Payload []byte // the request's payload; aliases the input
+}
+
+// AppendForward appends m's payload.
+func AppendForward(dst []byte, m *Forward) []byte {
+	dst = append(dst, m.Hops)
+	dst = appendBytes(dst, m.Origin)
+	dst = append(dst, byte(m.Kind))
+	return appendBytes(dst, m.Payload)
+}
+
+// DecodeForward decodes a Forward payload into m. Hops above MaxForwardHops
+// is ErrTooLarge; an inner kind that is not a client request is
+// ErrUnknownKind.
+func DecodeForward(b []byte, m *Forward) error {
+	r := reader{b: b}
+	m.Hops = r.u8()
+	m.Origin = r.nodeID()
+	m.Kind = Kind(r.u8())
+	m.Payload = r.bytes(MaxFrame)
+	if err := r.end(); err != nil {
+		return err
+	}
+	if m.Hops > MaxForwardHops {
+		return ErrTooLarge
+	}
+	if !m.Kind.IsClientRequest() {
+		return ErrUnknownKind
+	}
+	return nil
+}
+
+// ForwardReply carries the answer to a Forward back (KindForwardReply).
+type ForwardReply struct {
+	Kind    Kind   // a client response kind or KindError
+	Payload []byte // aliases the input
+}
+
+// AppendForwardReply appends m's payload.
+func AppendForwardReply(dst []byte, m *ForwardReply) []byte {
+	dst = append(dst, byte(m.Kind))
+	return appendBytes(dst, m.Payload)
+}
+
+// DecodeForwardReply decodes a ForwardReply payload into m. An inner kind
+// that is not a client response is ErrUnknownKind.
+func DecodeForwardReply(b []byte, m *ForwardReply) error {
+	r := reader{b: b}
+	m.Kind = Kind(r.u8())
+	m.Payload = r.bytes(MaxFrame)
+	if err := r.end(); err != nil {
+		return err
+	}
+	if !m.Kind.IsClientResponse() {
+		return ErrUnknownKind
+	}
+	return nil
+}
+
+// SnapshotChunk carries part of a shard's raft snapshot
+// (KindSnapshotChunk). A snapshot (Shard, Index, Term) is sent as chunks at
+// increasing Offset into the snapshot's bytes; the chunk with Last set ends
+// it. Each chunk is answered by SnapshotAck.
+type SnapshotChunk struct {
+	Shard  uint64
+	Index  uint64
+	Term   uint64
+	Offset uint64
+	Last   bool
+	Data   []byte // aliases the input
+}
+
+// AppendSnapshotChunk appends m's payload.
+func AppendSnapshotChunk(dst []byte, m *SnapshotChunk) []byte {
+	dst = appendU64(dst, m.Shard)
+	dst = appendU64(dst, m.Index)
+	dst = appendU64(dst, m.Term)
+	dst = appendU64(dst, m.Offset)
+	dst = appendBool(dst, m.Last)
+	return appendBytes(dst, m.Data)
+}
+
+// DecodeSnapshotChunk decodes a SnapshotChunk payload into m.
+func DecodeSnapshotChunk(b []byte, m *SnapshotChunk) error {
+	r := reader{b: b}
+	m.Shard = r.u64()
+	m.Index = r.u64()
+	m.Term = r.u64()
+	m.Offset = r.u64()
+	m.Last = r.bool()
+	m.Data = r.bytes(MaxFrame)
+	return r.end()
+}
+
+// SnapshotAck answers a SnapshotChunk (KindSnapshotAck). Offset is the
+// number of snapshot bytes the receiver holds (where the next chunk must
+// start); Reject asks the sender to abort the snapshot (a newer one was
+// applied, or the chunk did not start at Offset).
+type SnapshotAck struct {
+	Shard  uint64
+	Index  uint64
+	Offset uint64
+	Reject bool
+}
+
+// AppendSnapshotAck appends m's payload.
+func AppendSnapshotAck(dst []byte, m *SnapshotAck) []byte {
+	dst = appendU64(dst, m.Shard)
+	dst = appendU64(dst, m.Index)
+	dst = appendU64(dst, m.Offset)
+	return appendBool(dst, m.Reject)
+}
+
+// DecodeSnapshotAck decodes a SnapshotAck payload into m.
+func DecodeSnapshotAck(b []byte, m *SnapshotAck) error {
+	r := reader{b: b}
+	m.Shard = r.u64()
+	m.Index = r.u64()
+	m.Offset = r.u64()
+	m.Reject = r.bool()
+	return r.end()
+}
+
+// MetaKind names a versioned piece of cluster metadata (DESIGN §8).
+type MetaKind uint8
+
+const (
+	MetaMembership   MetaKind = 1 // the member list
+	MetaRing         MetaKind = 2 // the consistent-hash ring
+	MetaShardLeaders MetaKind = 3 // the shard-leader table
+)
+
+// Valid reports whether k is one of the MetaKind constants.
+func (k MetaKind) Valid() bool { return k >= MetaMembership && k <= MetaShardLeaders }
+
+// MetadataPull asks a peer for its copy of one kind of cluster metadata
+// (KindMetadataPull), when SWIM says the peer has a newer version than
+// Have. Answered by MetadataPush.
+type MetadataPull struct {
+	Kind MetaKind
+	Have uint64 // the version the asker holds
+}
+
+// AppendMetadataPull appends m's payload.
+func AppendMetadataPull(dst []byte, m *MetadataPull) []byte {
+	dst = append(dst, byte(m.Kind))
+	return appendU64(dst, m.Have)
+}
+
+// DecodeMetadataPull decodes a MetadataPull payload into m.
+func DecodeMetadataPull(b []byte, m *MetadataPull) error {
+	r := reader{b: b}
+	m.Kind = MetaKind(r.u8())
+	m.Have = r.u64()
+	if err := r.end(); err != nil {
+		return err
+	}
+	if !m.Kind.Valid() {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// MetadataPush carries one kind of cluster metadata at a version
+// (KindMetadataPush): the answer to MetadataPull, or sent unasked during
+// anti-entropy. Data's format belongs to the package that owns that
+// metadata.
+type MetadataPush struct {
+	Kind    MetaKind
+	Version uint64
+	Data    []byte // aliases the input
+}
+
+// AppendMetadataPush appends m's payload.
+func AppendMetadataPush(dst []byte, m *MetadataPush) []byte {
+	dst = append(dst, byte(m.Kind))
+	dst = appendU64(dst, m.Version)
+	return appendBytes(dst, m.Data)
+}
+
+// DecodeMetadataPush decodes a MetadataPush payload into m.
+func DecodeMetadataPush(b []byte, m *MetadataPush) error {
+	r := reader{b: b}
+	m.Kind = MetaKind(r.u8())
+	m.Version = r.u64()
+	m.Data = r.bytes(MaxFrame)
+	if err := r.end(); err != nil {
+		return err
+	}
+	if !m.Kind.Valid() {
+		return ErrMalformed
+	}
+	return nil
+}

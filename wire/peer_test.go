@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestPeerMessagesRoundTrip(t *testing.T) {
+	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4}, AppendOpenTopic, DecodeOpenTopic)
+	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4}, AppendCloseTopic, DecodeCloseTopic)
+	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2}, AppendTopicAck, DecodeTopicAck)
+	inner := AppendProduce(nil, &Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{[]byte("x")}})
+	roundTrip(t, &Forward{Hops: 1, Origin: []byte("n1"), Kind: KindProduce, Payload: inner}, AppendForward, DecodeForward)
+	roundTrip(t, &Forward{Origin: []byte("n1"), Kind: KindMembers}, AppendForward, DecodeForward)
+	roundTrip(t, &ForwardReply{Kind: KindProduceAck, Payload: []byte{1, 2, 3}}, AppendForwardReply, DecodeForwardReply)
+	roundTrip(t, &ForwardReply{Kind: KindError, Payload: AppendError(nil, &Error{Code: CodeNotFound})}, AppendForwardReply, DecodeForwardReply)
+	roundTrip(t, &SnapshotChunk{Shard: 1, Index: 2, Term: 3, Offset: 4, Last: true, Data: []byte("snap")}, AppendSnapshotChunk, DecodeSnapshotChunk)
+	roundTrip(t, &SnapshotAck{Shard: 1, Index: 2, Offset: 4, Reject: true}, AppendSnapshotAck, DecodeSnapshotAck)
+	roundTrip(t, &MetadataPull{Kind: MetaRing, Have: 9}, AppendMetadataPull, DecodeMetadataPull)
+	roundTrip(t, &MetadataPush{Kind: MetaShardLeaders, Version: 10, Data: []byte("table")}, AppendMetadataPush, DecodeMetadataPush)
+}
+
+func TestPeerMessagesReject(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"forward hops", DecodeForward(AppendForward(nil, &Forward{Hops: MaxForwardHops + 1, Origin: []byte("n1"), Kind: KindLookup}), new(Forward)), ErrTooLarge},
+		{"forward of a response", DecodeForward(AppendForward(nil, &Forward{Origin: []byte("n1"), Kind: KindAssignment}), new(Forward)), ErrUnknownKind},
+		{"forward of a peer message", DecodeForward(AppendForward(nil, &Forward{Origin: []byte("n1"), Kind: KindRaftBatch}), new(Forward)), ErrUnknownKind},
+		{"forward without origin", DecodeForward(AppendForward(nil, &Forward{Kind: KindLookup}), new(Forward)), ErrMalformed},
+		{"reply of a request", DecodeForwardReply(AppendForwardReply(nil, &ForwardReply{Kind: KindLookup}), new(ForwardReply)), ErrUnknownKind},
+		{"metadata kind", DecodeMetadataPull(AppendMetadataPull(nil, &MetadataPull{Kind: 0}), new(MetadataPull)), ErrMalformed},
+		{"push kind", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 4}), new(MetadataPush)), ErrMalformed},
+		{"open without topic", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{}), new(OpenTopic)), ErrMalformed},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+}
+
+func TestPropertyPeerMessages(t *testing.T) {
+	prop(t, "OpenTopic", func(g gen) *OpenTopic {
+		return &OpenTopic{Topic: g.topic(), Epoch: g.u64(), Partitions: g.u32(MaxPartitions), Shard: g.u64()}
+	}, AppendOpenTopic, DecodeOpenTopic)
+	prop(t, "CloseTopic", func(g gen) *CloseTopic { return &CloseTopic{Topic: g.topic(), Epoch: g.u64(), Shard: g.u64()} }, AppendCloseTopic, DecodeCloseTopic)
+	prop(t, "TopicAck", func(g gen) *TopicAck { return &TopicAck{Topic: g.topic(), Epoch: g.u64()} }, AppendTopicAck, DecodeTopicAck)
+	prop(t, "Forward", func(g gen) *Forward {
+		return &Forward{Hops: uint8(g.r.IntN(MaxForwardHops + 1)), Origin: g.nodeID(), Kind: KindAssign + Kind(g.r.IntN(int(KindStatus-KindAssign)+1)), Payload: g.bytes(0, 300)}
+	}, AppendForward, DecodeForward)
+	prop(t, "ForwardReply", func(g gen) *ForwardReply {
+		k := KindError
+		if g.bool() {
+			k = KindAssignment + Kind(g.r.IntN(int(KindStatusInfo-KindAssignment)+1))
+		}
+		return &ForwardReply{Kind: k, Payload: g.bytes(0, 300)}
+	}, AppendForwardReply, DecodeForwardReply)
+	prop(t, "SnapshotChunk", func(g gen) *SnapshotChunk {
+		return &SnapshotChunk{Shard: g.u64(), Index: g.u64(), Term: g.u64(), Offset: g.u64(), Last: g.bool(), Data: g.bytes(0, 1000)}
+	}, AppendSnapshotChunk, DecodeSnapshotChunk)
+	prop(t, "SnapshotAck", func(g gen) *SnapshotAck {
+		return &SnapshotAck{Shard: g.u64(), Index: g.u64(), Offset: g.u64(), Reject: g.bool()}
+	}, AppendSnapshotAck, DecodeSnapshotAck)
+	prop(t, "MetadataPull", func(g gen) *MetadataPull {
+		return &MetadataPull{Kind: MetaKind(1 + g.r.IntN(3)), Have: g.u64()}
+	}, AppendMetadataPull, DecodeMetadataPull)
+	prop(t, "MetadataPush", func(g gen) *MetadataPush {
+		return &MetadataPush{Kind: MetaKind(1 + g.r.IntN(3)), Version: g.u64(), Data: g.bytes(0, 500)}
+	}, AppendMetadataPush, DecodeMetadataPush)
+	prop(t, "Hello", func(g gen) *Hello {
+		m := &Hello{Version: ProtocolVersion, Role: RoleClient, ClusterID: g.u64(), Generation: g.u64(), NodeID: g.bytes(0, MaxNodeIDLen)}
+		if g.bool() {
+			m.Role, m.NodeID = RolePeer, g.nodeID()
+		}
+		copy(m.Nonce[:], g.bytes(NonceSize, NonceSize))
+		return m
+	}, AppendHello, DecodeHello)
+	prop(t, "HelloAuth", func(g gen) *HelloAuth {
+		m := &HelloAuth{}
+		copy(m.Tag[:], g.bytes(AuthTagSize, AuthTagSize))
+		return m
+	}, AppendHelloAuth, DecodeHelloAuth)
+}
