@@ -1,0 +1,31 @@
+// Package swim keeps every node's view of the cluster: who is alive,
+// suspect or dead, with their addresses and racks, and carries small
+// cluster-wide facts (shard leaders, metadata versions) piggybacked on its
+// datagrams. It is the failure detector for the whole system.
+//
+// The protocol is SWIM with the Lifeguard extensions, written as a
+// sans-I/O state machine (Node): the caller feeds it time (Tick), received
+// datagrams (Receive) and the answers to its push-pull requests, and drains
+// what it wants sent and what it wants known (Ready, Advance). The core
+// reads no clock, opens no socket, starts no goroutine, and draws all its
+// randomness from a source seeded by its Config: the same inputs give the
+// same outputs, which is what lets bench/swimsim run a thousand nodes in
+// virtual time and replay any run from its seed.
+//
+// Identity is (node id, generation); the generation rises at every start of
+// a node. Merge rules, for two facts about the same node:
+//
+//   - a higher generation supersedes everything known about older ones;
+//   - within a generation, Dead (or Left) is final: nothing undoes it,
+//     whatever its incarnation;
+//   - otherwise the higher incarnation wins, and at equal incarnation
+//     Suspect beats Alive.
+//
+// A node that hears itself suspected refutes by raising its incarnation. A
+// node that hears itself declared dead (a partition outlived the suspicion
+// timeout) rejoins under a new generation, so partitions heal without an
+// operator.
+//
+// The driver (Driver, in driver.go) binds a Node to a UDP socket, the real
+// clock and push-pull over TCP, with one goroutine.
+package swim
