@@ -1,0 +1,413 @@
+package shardstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Batch collects the writes of many shards (HardStates, log appends, log
+// truncations, applied indexes, configurations and state-machine data) and
+// commits them as one Pebble batch with at most one fsync. The raft layer
+// builds one per round. A Batch is used by one goroutine; after Commit or
+// Close it must not be used again.
+//
+// Methods that cannot proceed record the first error, which Commit returns
+// without writing anything.
+type Batch struct {
+	s   *Store
+	pb  *pebble.Batch
+	ops []shardOp
+	idx map[uint64]int
+	key []byte
+	val []byte
+	err error
+}
+
+// shardOp is the pending change of one shard's raft state in a batch.
+type shardOp struct {
+	r         *RaftStorage
+	baseLast  uint64 // r.last when the batch first touched the shard
+	baseTrunc uint64
+	last      uint64 // last index once the batch is applied
+	lastTerm  uint64
+	trunc     uint64
+	truncTerm uint64
+	firstNew  uint64          // index of ents[0]; 0 if no entries
+	ents      []*raftpb.Entry // new log suffix [firstNew, last]
+	hs        hardState
+	hasHS     bool
+	applied   uint64
+	hasApply  bool
+}
+
+// NewBatch starts a batch.
+func (s *Store) NewBatch() *Batch {
+	b, _ := s.batches.Get().(*Batch)
+	if b == nil {
+		b = &Batch{s: s, idx: make(map[uint64]int), key: make([]byte, 0, maxKeyScratch)}
+	}
+	b.pb = s.db.NewBatch()
+	return b
+}
+
+// op returns the pending state of shard, loading the shard if needed.
+func (b *Batch) op(shard uint64) *shardOp {
+	if i, ok := b.idx[shard]; ok {
+		return &b.ops[i]
+	}
+	r, err := b.s.Storage(shard)
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	r.mu.Lock()
+	op := shardOp{
+		r: r, baseLast: r.last, baseTrunc: r.truncIndex,
+		last: r.last, lastTerm: r.lastTerm, trunc: r.truncIndex, truncTerm: r.truncTerm,
+		hs: r.hs, applied: r.applied,
+	}
+	r.mu.Unlock()
+	b.idx[shard] = len(b.ops)
+	b.ops = append(b.ops, op)
+	return &b.ops[len(b.ops)-1]
+}
+
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Batch) set(key, value []byte) {
+	if err := b.pb.Set(key, value, nil); err != nil {
+		b.fail(fmt.Errorf("shardstore: batch %s: %w", keyString(key), err))
+	}
+}
+
+// Append records shard's HardState (skipped if empty) and entries. Entries
+// at indexes already in the log replace them and every later entry is
+// removed, as raft requires; entries already compacted are skipped. The
+// entries are kept by the cache after Commit and must not be mutated.
+func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+	if b.err != nil {
+		return
+	}
+	op := b.op(shard)
+	if op == nil {
+		return
+	}
+	if len(ents) > 0 {
+		b.appendEntries(shard, op, ents)
+	}
+	if !raft.IsEmptyHardState(hs) && b.err == nil {
+		op.hs = hardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit()}
+		op.hasHS = true
+		b.key = appendStateKey(b.key[:0], shard, stateHardState)
+		b.val = appendHardState(b.val[:0], hs)
+		b.set(b.key, b.val)
+	}
+}
+
+func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
+	first := ents[0].GetIndex()
+	for i, e := range ents {
+		if e.GetIndex() != first+uint64(i) {
+			b.fail(fmt.Errorf("shardstore: shard %d: entry %d at position %d after %d: %w", shard, e.GetIndex(), i, first, ErrLogGap))
+			return
+		}
+	}
+	if first <= op.trunc {
+		skip := op.trunc + 1 - first
+		if skip >= uint64(len(ents)) {
+			return
+		}
+		ents, first = ents[skip:], op.trunc+1
+	}
+	if first > op.last+1 {
+		b.fail(fmt.Errorf("shardstore: shard %d: entries from %d after last index %d: %w", shard, first, op.last, ErrLogGap))
+		return
+	}
+	for _, e := range ents {
+		b.key = appendLogKey(b.key[:0], shard, e.GetIndex())
+		b.val = appendEntryValue(b.val[:0], e)
+		b.set(b.key, b.val)
+	}
+	newLast := first + uint64(len(ents)) - 1
+	if newLast < op.last {
+		b.deleteLog(shard, newLast+1, op.last+1)
+	}
+	if op.firstNew != 0 && first >= op.firstNew {
+		keep := first - op.firstNew
+		op.ents = append(op.ents[:keep:keep], ents...)
+	} else {
+		op.firstNew = first
+		op.ents = ents[:len(ents):len(ents)]
+	}
+	op.last = newLast
+	op.lastTerm = ents[len(ents)-1].GetTerm()
+}
+
+// SetApplied records the applied index of shard, atomically with the
+// state-machine writes of the same batch.
+func (b *Batch) SetApplied(shard uint64, index uint64) {
+	if b.err != nil {
+		return
+	}
+	op := b.op(shard)
+	if op == nil {
+		return
+	}
+	op.applied, op.hasApply = index, true
+	b.key = appendStateKey(b.key[:0], shard, stateApplied)
+	b.val = appendUint64Value(b.val[:0], index)
+	b.set(b.key, b.val)
+}
+
+// SetConfState records shard's configuration as of its applied index; it is
+// what InitialState and snapshots report.
+func (b *Batch) SetConfState(shard uint64, cs *raftpb.ConfState) {
+	if b.err != nil {
+		return
+	}
+	b.key = appendStateKey(b.key[:0], shard, stateConfState)
+	b.val = appendConfState(b.val[:0], cs)
+	b.set(b.key, b.val)
+}
+
+// Put sets key of shard's state-machine data.
+func (b *Batch) Put(shard uint64, key, value []byte) {
+	if b.err != nil {
+		return
+	}
+	b.key = appendDataKey(b.key[:0], shard, key)
+	b.set(b.key, value)
+}
+
+// Delete removes key of shard's state-machine data.
+func (b *Batch) Delete(shard uint64, key []byte) {
+	if b.err != nil {
+		return
+	}
+	b.key = appendDataKey(b.key[:0], shard, key)
+	if err := b.pb.Delete(b.key, nil); err != nil {
+		b.fail(fmt.Errorf("shardstore: batch %s: %w", keyString(b.key), err))
+	}
+}
+
+// Compact truncates shard's log up to and including index, keeping index's
+// term for Term. index must not exceed the applied index (as of this batch)
+// nor the last index; compacting at or below the current truncation point
+// fails with raft.ErrCompacted.
+func (b *Batch) Compact(shard uint64, index uint64) {
+	if b.err != nil {
+		return
+	}
+	op := b.op(shard)
+	if op == nil {
+		return
+	}
+	if index <= op.trunc {
+		b.fail(fmt.Errorf("shardstore: shard %d: compact %d at or below %d: %w", shard, index, op.trunc, raft.ErrCompacted))
+		return
+	}
+	if index > op.applied || index > op.last {
+		b.fail(fmt.Errorf("shardstore: shard %d: compact %d beyond applied %d or last %d: %w", shard, index, op.applied, op.last, ErrInvalid))
+		return
+	}
+	term, err := b.termForCompact(shard, op, index)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.deleteLog(shard, op.trunc+1, index+1)
+	b.key = appendStateKey(b.key[:0], shard, stateTruncated)
+	b.val = appendTruncated(b.val[:0], index, term)
+	b.set(b.key, b.val)
+	op.trunc, op.truncTerm = index, term
+	if op.firstNew != 0 && index >= op.firstNew {
+		op.ents = op.ents[index+1-op.firstNew:]
+		op.firstNew = index + 1
+		if len(op.ents) == 0 {
+			op.ents, op.firstNew = nil, 0
+		}
+	}
+}
+
+// maxPointDeletes is the most log entries deleted one key at a time; longer
+// runs take one range deletion. Range tombstones in the memtable slow every
+// read that crosses them until a flush, and a round of thousands of shards
+// each truncating a few entries would add thousands of them.
+const maxPointDeletes = 256
+
+// deleteLog deletes shard's log entries [from, to).
+func (b *Batch) deleteLog(shard, from, to uint64) {
+	if to-from > maxPointDeletes {
+		lo, hi := logSpan(shard, from, to)
+		if err := b.pb.DeleteRange(lo, hi, nil); err != nil {
+			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
+		}
+		return
+	}
+	for i := from; i < to; i++ {
+		b.key = appendLogKey(b.key[:0], shard, i)
+		if err := b.pb.Delete(b.key, nil); err != nil {
+			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
+			return
+		}
+	}
+}
+
+func (b *Batch) termForCompact(shard uint64, op *shardOp, index uint64) (uint64, error) {
+	if index == op.last {
+		return op.lastTerm, nil
+	}
+	if op.firstNew != 0 && index >= op.firstNew {
+		return op.ents[index-op.firstNew].GetTerm(), nil
+	}
+	return op.r.Term(index)
+}
+
+// Close discards an uncommitted batch.
+func (b *Batch) Close() {
+	if b.pb != nil {
+		b.release()
+	}
+}
+
+func (b *Batch) release() {
+	_ = b.pb.Close()
+	b.pb = nil
+	for i := range b.ops {
+		b.ops[i] = shardOp{}
+	}
+	b.ops = b.ops[:0]
+	clear(b.idx)
+	b.err = nil
+	if cap(b.val) > 1<<20 {
+		b.val = nil
+	}
+	b.s.batches.Put(b)
+}
+
+// Commit writes the batch, fsyncing the WAL when sync is set; the caches and
+// log bounds change only once the write succeeded.
+func (b *Batch) Commit(sync bool) error {
+	defer b.release()
+	if b.err != nil {
+		return b.err
+	}
+	if b.s.closed.Load() {
+		return ErrClosed
+	}
+	for i := range b.ops {
+		op := &b.ops[i]
+		if op.hasHS && op.hs.commit > op.last {
+			return fmt.Errorf("shardstore: shard %d: commit %d beyond last index %d: %w", op.r.shard, op.hs.commit, op.last, ErrInvalid)
+		}
+		r := op.r
+		r.mu.Lock()
+		stale := r.last != op.baseLast || r.truncIndex != op.baseTrunc
+		deleted := r.deleted
+		r.mu.Unlock()
+		if deleted {
+			return fmt.Errorf("shardstore: shard %d: %w", r.shard, ErrShardDeleted)
+		}
+		if stale {
+			return fmt.Errorf("shardstore: shard %d: %w", r.shard, ErrConcurrentWrite)
+		}
+	}
+	wo := pebble.NoSync
+	if sync {
+		wo = pebble.Sync
+		if b.pb.Empty() {
+			// Pebble commits an empty batch without touching the WAL; a
+			// synced commit must still make every earlier unsynced one
+			// durable.
+			if err := b.pb.LogData(nil, nil); err != nil {
+				return fmt.Errorf("shardstore: commit: %w", err)
+			}
+		}
+	}
+	if err := b.pb.Commit(wo); err != nil {
+		if errors.Is(err, pebble.ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("shardstore: commit: %w", err)
+	}
+	for i := range b.ops {
+		b.s.applyOp(&b.ops[i])
+	}
+	b.s.maybeEvict()
+	return nil
+}
+
+// applyOp moves a committed op into the shard's memory state.
+func (s *Store) applyOp(op *shardOp) {
+	r := op.r
+	r.mu.Lock()
+	var delta int64
+	if op.firstNew != 0 && s.cache.budget > 0 {
+		cacheLo := r.last + 1 - uint64(len(r.cache))
+		switch {
+		case len(r.cache) > 0 && op.firstNew == r.last+1:
+			r.cache = append(r.cache, op.ents...)
+		case len(r.cache) > 0 && op.firstNew > cacheLo && op.firstNew <= r.last:
+			// Conflict inside the cache: a new array, so slices handed out
+			// earlier keep their entries.
+			keep := op.firstNew - cacheLo
+			for _, e := range r.cache[keep:] {
+				delta -= entryCost(e)
+			}
+			c := make([]*raftpb.Entry, 0, keep+uint64(len(op.ents)))
+			r.cache = append(append(c, r.cache[:keep]...), op.ents...)
+		default:
+			delta -= r.cacheBytes.Load()
+			r.cache = append(make([]*raftpb.Entry, 0, len(op.ents)), op.ents...)
+		}
+		for _, e := range op.ents {
+			delta += entryCost(e)
+		}
+	} else if op.firstNew != 0 {
+		delta -= r.cacheBytes.Load()
+		r.cache = nil
+	}
+	r.cacheBytes.Add(delta)
+	r.last, r.lastTerm = op.last, op.lastTerm
+	r.truncIndex, r.truncTerm = op.trunc, op.truncTerm
+	freed := r.trimCacheLocked(r.truncIndex)
+	// Keep one shard within its share of the budget, dropping oldest first.
+	if r.cacheBytes.Load() > s.cache.shardMax && len(r.cache) > 0 {
+		var n int
+		over := r.cacheBytes.Load() - s.cache.shardMax
+		var f int64
+		for n < len(r.cache) && f < over {
+			f += entryCost(r.cache[n])
+			n++
+		}
+		freed += r.trimCacheLocked(r.last + 1 - uint64(len(r.cache)) + uint64(n) - 1)
+	}
+	if op.hasHS {
+		r.hs = op.hs
+	}
+	if op.hasApply {
+		r.applied = op.applied
+	}
+	if op.firstNew != 0 {
+		r.ref.Store(true)
+	}
+	r.mu.Unlock()
+	s.cache.charge(delta - freed)
+}
+
+// Compact truncates shard's log up to and including index (see
+// Batch.Compact) in a batch of its own. It does not fsync: a truncation lost
+// in a crash leaves a longer log, which is still consistent.
+func (s *Store) Compact(shard uint64, index uint64) error {
+	b := s.NewBatch()
+	b.Compact(shard, index)
+	return b.Commit(false)
+}

@@ -1,0 +1,43 @@
+// Package shardstore is a node's disk: one Pebble database holding, for
+// every shard the node hosts, its raft log, HardState, applied index,
+// configuration and truncation point, the metadata state machine's data, and
+// the data plane's per-topic record logs. It commits the writes of many
+// shards with one fsync (group commit) and serves each shard's raft log
+// through a [RaftStorage] whose hot path (recent Entries, Term, LastIndex)
+// reads no disk.
+//
+// It knows nothing about the network or about what a shard's data means.
+//
+// # Key layout
+//
+// Every integer in a key is big-endian, so Pebble's byte order is numeric
+// order and each of the ranges below is contiguous:
+//
+//	0x01 shard(8) 0x01 kind(1)         shard state (one key per kind):
+//	                                      0x01 HardState
+//	                                      0x02 applied index
+//	                                      0x03 truncated state (index, term)
+//	                                      0x04 ConfState
+//	0x01 shard(8) 0x02 index(8)        raft log entry
+//	0x01 shard(8) 0x03 key...          state-machine data of the shard
+//	0x02 len(1) topic                  topic metadata (first retained offset)
+//	0x02 len(1) topic offset(8)        topic record
+//
+// The whole of a shard is the range [0x01 shard, 0x01 shard+1), so removing a
+// replica is one range deletion. The format version is not in the database:
+// it is the file FORMAT beside it, read before Pebble opens anything.
+//
+// # Values
+//
+// Every value starts with a one-byte encoding version. A value that does not
+// decode yields an error wrapping [ErrCorrupt] that names the shard and the
+// key; nothing panics on bad bytes.
+//
+// # Concurrency
+//
+// The raft layer owns each shard from one goroutine at a time: the log of a
+// shard (Batch.Append, Compact, ApplySnapshot, DeleteShard) is changed by its
+// owner only, while reads, other shards' commits and cache eviction run
+// concurrently. Entry pointers handed to Batch.Append are kept in the cache
+// and returned by Entries: like raft itself, nobody may mutate them later.
+package shardstore

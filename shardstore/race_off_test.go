@@ -1,0 +1,5 @@
+//go:build !race
+
+package shardstore
+
+const raceEnabled = false
