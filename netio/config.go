@@ -1,0 +1,188 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Handler receives every frame read from an established connection. It
+// runs on an event loop and must not block: it copies what it keeps onto a
+// bounded queue and returns.
+type Handler interface {
+	// Deliver hands over one frame. h is its decoded header; frame is the
+	// whole frame (header then payload), a view of the connection's read
+	// buffer valid only until Deliver returns. It reports false when the
+	// consumer's queue is full: a client request is then answered with
+	// Config.Overloaded, a peer frame is dropped and counted.
+	Deliver(c *Conn, h wire.Header, frame []byte) bool
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(c *Conn, h wire.Header, frame []byte) bool
+
+// Deliver calls f.
+func (f HandlerFunc) Deliver(c *Conn, h wire.Header, frame []byte) bool { return f(c, h, frame) }
+
+// Config configures a Transport. Zero fields take the documented defaults.
+type Config struct {
+	// ClusterID must match on both ends of every connection.
+	ClusterID uint64
+	// NodeID names this node in every handshake. Required.
+	NodeID string
+	// Generation rises at every start of the node so that peers replace a
+	// connection from a previous run at once.
+	Generation uint64
+	// Secret, when set, makes every connection prove knowledge of it
+	// (HMAC-SHA256 challenge, see wire.Hello). Both ends must agree.
+	Secret []byte
+
+	// ClientAddr is the client listener ("127.0.0.1:7100"; port 0 picks
+	// one, see Transport.ClientAddr). Empty: no client listener.
+	ClientAddr string
+	// PeerAddr is the peer listener. Empty: no peer listener (the node can
+	// still dial peers).
+	PeerAddr string
+
+	// Handler receives inbound frames. Required.
+	Handler Handler
+	// Overloaded builds the frame answering a client request the Handler
+	// refused. Default: a zero-payload wire.KindError frame echoing the
+	// request id. Runs on an event loop.
+	Overloaded func(c *Conn, h wire.Header) []byte
+
+	// MaxClientFrame bounds a client frame's payload. Default wire.MaxFrame.
+	MaxClientFrame int
+	// MaxPeerFrame bounds a peer frame's payload. Default wire.MaxFrame.
+	MaxPeerFrame int
+	// ClientSendBytes caps what one client connection may have queued and
+	// unsent; past it the client is cut off. Default 4 MiB.
+	ClientSendBytes int
+	// PeerSendBytes caps the bytes queued for one peer; a frame that does
+	// not fit is dropped. Also the unsent backlog past which a peer that
+	// stopped reading is disconnected. Default 32 MiB (two largest frames).
+	PeerSendBytes int
+
+	// ClientLoops is the number of event loops serving clients. Default
+	// GOMAXPROCS.
+	ClientLoops int
+	// PeerLoops is the number of event loops for accepted peer connections
+	// and, separately, for dialled ones. Default 1 each: one connection per
+	// peer carries batched frames, so one loop keeps up.
+	PeerLoops int
+
+	// HandshakeTimeout closes a connection that has not finished its
+	// handshake. Default 5s.
+	HandshakeTimeout time.Duration
+	// KeepaliveInterval: a peer connection with nothing written for this
+	// long gets a Keepalive frame. Default 1s.
+	KeepaliveInterval time.Duration
+	// PeerDeadAfter: a peer connection with nothing read for this long is
+	// closed as dead. Default 5×KeepaliveInterval.
+	PeerDeadAfter time.Duration
+	// DialTimeout bounds one TCP connect. Default 2s.
+	DialTimeout time.Duration
+	// BackoffMin and BackoffMax bound the delay between dial attempts,
+	// doubled at each failure with jitter. Defaults 50ms and 5s.
+	BackoffMin, BackoffMax time.Duration
+
+	// Logger receives connection failures, one line per connection.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// maxHelloFrame bounds any frame before the handshake completes, so an
+// unauthenticated connection cannot make the node buffer a large frame.
+const maxHelloFrame = 256
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.MaxClientFrame == 0 {
+		d.MaxClientFrame = wire.MaxFrame
+	}
+	if d.MaxPeerFrame == 0 {
+		d.MaxPeerFrame = wire.MaxFrame
+	}
+	if d.ClientSendBytes == 0 {
+		d.ClientSendBytes = 4 << 20
+	}
+	if d.PeerSendBytes == 0 {
+		d.PeerSendBytes = 2 * (wire.MaxFrame + wire.HeaderSize)
+	}
+	if d.ClientLoops == 0 {
+		d.ClientLoops = runtime.GOMAXPROCS(0)
+	}
+	if d.PeerLoops == 0 {
+		d.PeerLoops = 1
+	}
+	if d.HandshakeTimeout == 0 {
+		d.HandshakeTimeout = 5 * time.Second
+	}
+	if d.KeepaliveInterval == 0 {
+		d.KeepaliveInterval = time.Second
+	}
+	if d.PeerDeadAfter == 0 {
+		d.PeerDeadAfter = 5 * d.KeepaliveInterval
+	}
+	if d.DialTimeout == 0 {
+		d.DialTimeout = 2 * time.Second
+	}
+	if d.BackoffMin == 0 {
+		d.BackoffMin = 50 * time.Millisecond
+	}
+	if d.BackoffMax == 0 {
+		d.BackoffMax = 5 * time.Second
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Overloaded == nil {
+		d.Overloaded = defaultOverloaded
+	}
+	return d
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Handler == nil {
+		errs = append(errs, errors.New("Handler is required"))
+	}
+	if len(c.NodeID) > wire.MaxNodeIDLen {
+		errs = append(errs, fmt.Errorf("NodeID longer than %d bytes", wire.MaxNodeIDLen))
+	}
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("NodeID is required"))
+	}
+	if c.MaxClientFrame < 0 || c.MaxClientFrame > wire.MaxFrame {
+		errs = append(errs, fmt.Errorf("MaxClientFrame %d outside [1, %d]", c.MaxClientFrame, wire.MaxFrame))
+	}
+	if c.MaxPeerFrame < 0 || c.MaxPeerFrame > wire.MaxFrame {
+		errs = append(errs, fmt.Errorf("MaxPeerFrame %d outside [1, %d]", c.MaxPeerFrame, wire.MaxFrame))
+	}
+	if c.ClientSendBytes < 0 || c.PeerSendBytes < 0 || c.ClientLoops < 0 || c.PeerLoops < 0 {
+		errs = append(errs, errors.New("negative cap or loop count"))
+	}
+	if c.HandshakeTimeout < 0 || c.KeepaliveInterval < 0 || c.PeerDeadAfter < 0 ||
+		c.DialTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 {
+		errs = append(errs, errors.New("negative duration"))
+	}
+	if c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax {
+		errs = append(errs, errors.New("BackoffMin above BackoffMax"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("netio: config: %w", err)
+	}
+	return nil
+}
+
+// defaultOverloaded answers a refused client request with an empty Error
+// frame carrying the request id.
+func defaultOverloaded(_ *Conn, h wire.Header) []byte {
+	b, start := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.KindError, h.RequestID)
+	b, _ = wire.EndFrame(b, start)
+	return b
+}

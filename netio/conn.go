@@ -1,0 +1,438 @@
+package netio
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// listenerKind says which side of the transport a connection belongs to.
+type listenerKind uint8
+
+const (
+	kindClient  listenerKind = iota // accepted on the client listener
+	kindPeerIn                      // accepted on the peer listener
+	kindPeerOut                     // dialled by this node
+)
+
+type connState uint8
+
+const (
+	stateAwaitHello connState = iota
+	stateAwaitAuth
+	stateEstablished
+)
+
+// Conn is one TCP connection. A Handler receives it with every frame; it
+// stays valid after the connection closes (Write then returns ErrClosed).
+type Conn struct {
+	t        *Transport
+	gc       gnet.Conn // set in OnOpen, before the Conn is visible to anyone else
+	id       uint64
+	kind     listenerKind
+	remote   string
+	openedAt int64 // unix nanos
+
+	// Set on the event loop before the first Deliver, immutable after.
+	role wire.Role
+	node string
+	gen  uint64
+
+	// Event-loop only.
+	state    connState
+	nonce    [wire.NonceSize]byte
+	helloOut []byte // our Hello payload
+	helloIn  []byte // the other side's Hello payload, kept for HelloAuth
+	q        *sendQueue
+	spare    []byte
+	leftover int // bytes of a partial frame left buffered by the last pass
+	closed   bool
+
+	up       atomic.Bool   // handshake complete
+	failed   atomic.Bool   // a failure was logged; later ones stay quiet
+	closing  atomic.Bool   // closeAsync was called
+	lastRead atomic.Int64  // unix nanos of the last read, peers only
+	hsDone   chan struct{} // dialled connections: closed when the handshake ends either way
+}
+
+// ID is unique among the transport's connections.
+func (c *Conn) ID() uint64 { return c.id }
+
+// Role is wire.RoleClient or wire.RolePeer.
+func (c *Conn) Role() wire.Role { return c.role }
+
+// Node is the peer's node id; empty for clients.
+func (c *Conn) Node() string { return c.node }
+
+// RemoteAddr is the other end's address.
+func (c *Conn) RemoteAddr() string { return c.remote }
+
+// Write queues one whole frame for this connection from any goroutine; the
+// frame is copied. On a client connection, passing Config.ClientSendBytes
+// cuts the client off (ErrSlowConsumer). On a peer connection Write is
+// Transport.Send to that node.
+func (c *Conn) Write(frame []byte) error {
+	if c.role == wire.RolePeer {
+		return c.t.Send(c.node, frame)
+	}
+	if err := checkFrame(frame); err != nil {
+		return err
+	}
+	q := c.q
+	if q == nil {
+		return ErrClosed
+	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if len(q.buf)+len(frame) > q.capBytes {
+		q.closed, q.buf = true, nil
+		q.mu.Unlock()
+		c.t.counters.SlowClientsCut.Add(1)
+		c.logFailure("slow consumer: outbound queue over cap", nil)
+		_ = c.gc.Close()
+		return ErrSlowConsumer
+	}
+	q.buf = append(q.buf, frame...)
+	q.frames++
+	wake := !q.woken
+	q.woken = true
+	q.mu.Unlock()
+	c.t.counters.FramesOut.Add(1)
+	if wake {
+		_ = c.gc.Wake(nil)
+	}
+	return nil
+}
+
+// Close closes the connection from any goroutine.
+func (c *Conn) Close() error { return c.gc.Close() }
+
+// closeAsync asks c's loop to close it; only the first call counts and
+// logs, so that a failure found repeatedly is counted once.
+func (c *Conn) closeAsync(counter *atomic.Uint64, reason string) {
+	if c.closing.Swap(true) {
+		return
+	}
+	counter.Add(1)
+	c.logFailure(reason, nil)
+	_ = c.gc.Close()
+}
+
+// checkFrame verifies that frame is exactly one wire frame.
+func checkFrame(frame []byte) error {
+	var h wire.Header
+	if err := wire.DecodeHeader(frame, &h); err != nil {
+		return errors.Join(ErrBadFrame, err)
+	}
+	if len(frame) != wire.HeaderSize+int(h.Length) {
+		return ErrBadFrame
+	}
+	return nil
+}
+
+func (c *Conn) maxPayload() int {
+	switch {
+	case c.state != stateEstablished:
+		return maxHelloFrame
+	case c.role == wire.RolePeer:
+		return c.t.cfg.MaxPeerFrame
+	default:
+		return c.t.cfg.MaxClientFrame
+	}
+}
+
+// onTraffic frames what is buffered, hands whole frames over, leaves a
+// partial frame for the next read, then flushes the outbound queue.
+func (c *Conn) onTraffic() gnet.Action {
+	gc := c.gc
+	// A Wake also lands here; only new bytes count as a sign of life.
+	if c.kind != kindClient && gc.InboundBuffered() > c.leftover {
+		c.lastRead.Store(nowNanos())
+	}
+	if c.q != nil {
+		c.q.markFlushing(c)
+	}
+	for {
+		n := gc.InboundBuffered()
+		if n < wire.HeaderSize {
+			c.leftover = n
+			break
+		}
+		hb, err := gc.Peek(wire.HeaderSize)
+		if err != nil {
+			break
+		}
+		var h wire.Header
+		if err := wire.DecodeHeader(hb, &h); err != nil {
+			return c.badHeader(err)
+		}
+		if int(h.Length) > c.maxPayload() {
+			c.t.counters.BadFrames.Add(1)
+			return c.fail("frame over the limit", wire.ErrTooLarge)
+		}
+		total := wire.HeaderSize + int(h.Length)
+		if n < total {
+			c.leftover = n
+			break
+		}
+		frame, err := gc.Peek(total)
+		if err != nil {
+			break
+		}
+		act := c.handle(&h, frame)
+		_, _ = gc.Discard(total)
+		if act != gnet.None {
+			return act
+		}
+	}
+	return c.flush()
+}
+
+func (c *Conn) badHeader(err error) gnet.Action {
+	switch {
+	case errors.Is(err, wire.ErrVersion) && c.state != stateEstablished:
+		c.t.counters.HandshakeWrongVersion.Add(1)
+	default:
+		c.t.counters.BadFrames.Add(1)
+	}
+	return c.fail("bad frame header", err)
+}
+
+func (c *Conn) handle(h *wire.Header, frame []byte) gnet.Action {
+	t := c.t
+	switch c.state {
+	case stateAwaitHello:
+		return c.onHello(h, frame)
+	case stateAwaitAuth:
+		return c.onAuth(h, frame)
+	}
+	switch h.Kind {
+	case wire.KindKeepalive:
+		return gnet.None
+	case wire.KindHello, wire.KindHelloAuth:
+		t.counters.HandshakeProtocol.Add(1)
+		return c.fail("handshake frame on an open connection", nil)
+	}
+	t.counters.FramesIn.Add(1)
+	if t.cfg.Handler.Deliver(c, *h, frame) {
+		return gnet.None
+	}
+	if c.role == wire.RolePeer {
+		t.counters.PeerInDropped.Add(1)
+		return gnet.None
+	}
+	t.counters.Overloaded.Add(1)
+	if reply := t.cfg.Overloaded(c, *h); reply != nil {
+		if err := c.Write(reply); errors.Is(err, ErrSlowConsumer) {
+			return gnet.Close
+		}
+	}
+	return gnet.None
+}
+
+// flush writes everything queued in one call; a backlog the socket cannot
+// take past the cap means the other end stopped reading.
+func (c *Conn) flush() gnet.Action {
+	q := c.q
+	if q == nil {
+		return gnet.None
+	}
+	buf, _ := q.take(c, c.spare)
+	if buf == nil {
+		return gnet.None
+	}
+	_, err := c.gc.Write(buf)
+	if cap(buf) > 1<<20 {
+		c.spare = nil // do not keep a burst's buffer forever
+	} else {
+		c.spare = buf[:0]
+	}
+	if err != nil {
+		return gnet.Close
+	}
+	q.lastFlush.Store(nowNanos())
+	if c.gc.OutboundBuffered() > q.capBytes {
+		if c.role == wire.RolePeer {
+			c.t.counters.PeerStalled.Add(1)
+			return c.fail("peer stopped reading: backlog over cap", nil)
+		}
+		c.t.counters.SlowClientsCut.Add(1)
+		return c.fail("slow consumer: backlog over cap", nil)
+	}
+	return gnet.None
+}
+
+// fail logs the first failure of a connection and closes it.
+func (c *Conn) fail(reason string, err error) gnet.Action {
+	c.logFailure(reason, err)
+	return gnet.Close
+}
+
+func (c *Conn) logFailure(reason string, err error) {
+	if c.failed.Swap(true) {
+		return
+	}
+	attrs := []any{slog.String("remote", c.remote), slog.Uint64("conn", c.id)}
+	// An accepted peer's node id is written by its loop during the
+	// handshake; other goroutines read it only once the handshake is done.
+	if (c.kind == kindPeerOut || c.up.Load()) && c.node != "" {
+		attrs = append(attrs, slog.String("node", c.node))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	}
+	c.t.log.Warn("netio: closing connection: "+reason, attrs...)
+}
+
+// --- handshake ---
+
+func (c *Conn) ourHello() []byte {
+	_, _ = rand.Read(c.nonce[:])
+	role := wire.RolePeer
+	m := wire.Hello{
+		Version:    wire.ProtocolVersion,
+		Role:       role,
+		ClusterID:  c.t.cfg.ClusterID,
+		Generation: c.t.cfg.Generation,
+		NodeID:     []byte(c.t.cfg.NodeID),
+		Nonce:      c.nonce,
+	}
+	c.helloOut = wire.AppendHello(nil, &m)
+	return frameOf(wire.KindHello, c.helloOut)
+}
+
+func frameOf(kind wire.Kind, payload []byte) []byte {
+	b, start := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+len(payload)), kind, 0)
+	b = append(b, payload...)
+	b, _ = wire.EndFrame(b, start)
+	return b
+}
+
+// authTag is HMAC-SHA256(secret, nonce ‖ hello).
+func authTag(secret []byte, nonce []byte, hello []byte) [wire.AuthTagSize]byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(nonce)
+	m.Write(hello)
+	var tag [wire.AuthTagSize]byte
+	copy(tag[:], m.Sum(nil))
+	return tag
+}
+
+func (c *Conn) onHello(h *wire.Header, frame []byte) gnet.Action {
+	t := c.t
+	if h.Kind != wire.KindHello {
+		t.counters.HandshakeProtocol.Add(1)
+		return c.fail("expected Hello", nil)
+	}
+	payload := frame[wire.HeaderSize:]
+	var m wire.Hello
+	if err := wire.DecodeHello(payload, &m); err != nil {
+		if errors.Is(err, wire.ErrVersion) {
+			t.counters.HandshakeWrongVersion.Add(1)
+		} else {
+			t.counters.HandshakeProtocol.Add(1)
+		}
+		return c.fail("bad Hello", err)
+	}
+	if m.ClusterID != t.cfg.ClusterID {
+		t.counters.HandshakeWrongCluster.Add(1)
+		return c.fail("Hello from another cluster", ErrHandshake)
+	}
+	switch c.kind {
+	case kindPeerOut:
+		if m.Role != wire.RolePeer || string(m.NodeID) != c.node {
+			t.counters.HandshakeWrongNode.Add(1)
+			return c.fail("dialled address answered as another node: "+string(m.NodeID), ErrHandshake)
+		}
+		c.gen = m.Generation
+	case kindClient, kindPeerIn:
+		want := wire.RoleClient
+		if c.kind == kindPeerIn {
+			want = wire.RolePeer
+		}
+		if m.Role != want {
+			t.counters.HandshakeWrongRole.Add(1)
+			return c.fail("Hello with the wrong role for this listener", ErrHandshake)
+		}
+		c.role, c.gen = m.Role, m.Generation
+		if m.Role == wire.RolePeer {
+			c.node = string(m.NodeID)
+			if c.node == t.cfg.NodeID {
+				t.counters.HandshakeWrongNode.Add(1)
+				return c.fail("Hello carrying our own node id", ErrHandshake)
+			}
+			if !t.mayAccept(c) {
+				// The other side's dial loses the tie-break: close
+				// quietly, its own rule drops it too.
+				t.counters.TieBreakClosed.Add(1)
+				c.failed.Store(true)
+				return gnet.Close
+			}
+		}
+		if _, err := c.gc.Write(c.ourHello()); err != nil {
+			return gnet.Close
+		}
+	}
+	if len(t.cfg.Secret) == 0 {
+		return c.establish()
+	}
+	c.helloIn = append(c.helloIn[:0], payload...)
+	tag := authTag(t.cfg.Secret, m.Nonce[:], c.helloOut)
+	if _, err := c.gc.Write(frameOf(wire.KindHelloAuth, tag[:])); err != nil {
+		return gnet.Close
+	}
+	c.state = stateAwaitAuth
+	return gnet.None
+}
+
+func (c *Conn) onAuth(h *wire.Header, frame []byte) gnet.Action {
+	t := c.t
+	var m wire.HelloAuth
+	if h.Kind != wire.KindHelloAuth || wire.DecodeHelloAuth(frame[wire.HeaderSize:], &m) != nil {
+		t.counters.HandshakeBadAuth.Add(1)
+		return c.fail("expected HelloAuth", ErrHandshake)
+	}
+	want := authTag(t.cfg.Secret, c.nonce[:], c.helloIn)
+	if !hmac.Equal(want[:], m.Tag[:]) {
+		t.counters.HandshakeBadAuth.Add(1)
+		return c.fail("HelloAuth did not verify", ErrHandshake)
+	}
+	return c.establish()
+}
+
+func (c *Conn) establish() gnet.Action {
+	c.state = stateEstablished
+	c.helloIn, c.helloOut = nil, nil
+	if c.role == wire.RolePeer {
+		c.lastRead.Store(nowNanos())
+		if !c.t.adopt(c) {
+			c.t.counters.TieBreakClosed.Add(1)
+			c.failed.Store(true)
+			c.endHandshake()
+			return gnet.Close
+		}
+	}
+	c.up.Store(true)
+	c.endHandshake()
+	return gnet.None
+}
+
+func (c *Conn) endHandshake() {
+	if c.hsDone != nil {
+		select {
+		case <-c.hsDone:
+		default:
+			close(c.hsDone)
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package netio
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Transport owns the listeners, the dialled peer connections and every
+// goroutine behind them; Close stops all of them.
+//
+// Event loops: one gnet engine for the client listener, one for the peer
+// listener and one gnet client for dialled peers, so a flood of client
+// connections is spread over its own loops and cannot delay the accept or
+// the reads of peer traffic.
+type Transport struct {
+	cfg      Config
+	log      *slog.Logger
+	counters Counters
+
+	clientEng, peerEng   gnet.Engine
+	clientAddr, peerAddr string
+	dialClient           *gnet.Client
+	engines              sync.WaitGroup // gnet.Run goroutines
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[uint64]*Conn
+	nextID  uint64
+	peersMu sync.RWMutex
+	peers   map[string]*peer
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // dialers and the maintenance loop
+	closing atomic.Bool
+
+	onPeerDown atomic.Pointer[func(node string)]
+	onDropped  atomic.Pointer[func(node string, frames int)]
+}
+
+// New validates cfg, binds the listeners and starts the event loops.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		conns:  make(map[uint64]*Conn),
+		peers:  make(map[string]*peer),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	if err := t.start(); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Transport) gnetOptions(loops int) []gnet.Option {
+	return []gnet.Option{
+		gnet.WithNumEventLoop(loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReuseAddr(true), // a restarted node rebinds its port at once
+		gnet.WithLogger(gnetLogger{t.log}),
+	}
+}
+
+func (t *Transport) start() error {
+	var err error
+	if t.cfg.ClientAddr != "" {
+		if t.clientEng, t.clientAddr, err = t.runEngine(kindClient, t.cfg.ClientAddr, t.cfg.ClientLoops); err != nil {
+			return err
+		}
+	}
+	if t.cfg.PeerAddr != "" {
+		if t.peerEng, t.peerAddr, err = t.runEngine(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerLoops); err != nil {
+			return err
+		}
+	}
+	t.dialClient, err = gnet.NewClient(&loopHandler{t: t, kind: kindPeerOut}, t.gnetOptions(t.cfg.PeerLoops)...)
+	if err != nil {
+		return fmt.Errorf("netio: peer dialer: %w", err)
+	}
+	if err := t.dialClient.Start(); err != nil {
+		t.dialClient = nil
+		return fmt.Errorf("netio: peer dialer: %w", err)
+	}
+	t.wg.Add(1)
+	go t.maintain()
+	return nil
+}
+
+// runEngine starts one gnet engine on addr and waits until it is bound.
+func (t *Transport) runEngine(kind listenerKind, addr string, loops int) (gnet.Engine, string, error) {
+	h := &loopHandler{t: t, kind: kind, booted: make(chan gnet.Engine, 1)}
+	errc := make(chan error, 1)
+	t.engines.Add(1)
+	go func() {
+		defer t.engines.Done()
+		errc <- gnet.Run(h, "tcp://"+addr, t.gnetOptions(loops)...)
+	}()
+	select {
+	case eng := <-h.booted:
+		bound, err := boundAddr(eng)
+		if err != nil {
+			_ = eng.Stop(cancelled())
+			return gnet.Engine{}, "", fmt.Errorf("netio: listen %s: %w", addr, err)
+		}
+		return eng, bound, nil
+	case err := <-errc:
+		return gnet.Engine{}, "", fmt.Errorf("netio: listen %s: %w", addr, err)
+	}
+}
+
+// boundAddr reads the listener's address, which differs from the
+// configured one when the port was 0.
+func boundAddr(eng gnet.Engine) (string, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", err
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port)), nil
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port)), nil
+	}
+	return "", fmt.Errorf("unexpected socket address %T", sa)
+}
+
+func cancelled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// ClientAddr is the bound client listener address ("" without one).
+func (t *Transport) ClientAddr() string { return t.clientAddr }
+
+// PeerAddr is the bound peer listener address ("" without one).
+func (t *Transport) PeerAddr() string { return t.peerAddr }
+
+// Counters returns the live counters.
+func (t *Transport) Counters() *Counters { return &t.counters }
+
+// OnPeerDown sets the function told when a peer becomes unreachable: its
+// connection was lost or a dial attempt failed. It runs on an event loop or
+// a dialer goroutine and must not block.
+func (t *Transport) OnPeerDown(fn func(node string)) { t.onPeerDown.Store(&fn) }
+
+// OnDropped sets the function told about frames accepted by Send and later
+// dropped without being written (peer removed, transport closed). Frames
+// refused by Send itself are reported by its error. Must not block.
+func (t *Transport) OnDropped(fn func(node string, frames int)) { t.onDropped.Store(&fn) }
+
+func (t *Transport) peerDown(node string) {
+	if t.closing.Load() {
+		return
+	}
+	t.counters.PeerDown.Add(1)
+	if fn := t.onPeerDown.Load(); fn != nil && *fn != nil {
+		(*fn)(node)
+	}
+}
+
+func (t *Transport) dropped(node string, frames int) {
+	if frames == 0 {
+		return
+	}
+	t.counters.PeerSendDropped.Add(uint64(frames))
+	if fn := t.onDropped.Load(); fn != nil && *fn != nil {
+		(*fn)(node, frames)
+	}
+}
+
+// Close stops dialling, closes every connection and stops the event loops.
+// Frames still queued for peers are reported dropped.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	t.closing.Store(true)
+	t.cancel()
+	t.wg.Wait()
+	for _, eng := range []gnet.Engine{t.clientEng, t.peerEng} {
+		if eng.Validate() == nil {
+			_ = eng.Stop(cancelled())
+		}
+	}
+	t.engines.Wait()
+	var err error
+	if t.dialClient != nil {
+		err = t.dialClient.Stop()
+	}
+	t.peersMu.Lock()
+	peers := t.peers
+	t.peers = map[string]*peer{}
+	t.peersMu.Unlock()
+	for node, p := range peers {
+		p.q.mu.Lock()
+		n := p.q.frames
+		p.q.closed, p.q.buf, p.q.frames = true, nil, 0
+		p.q.mu.Unlock()
+		t.dropped(node, n)
+	}
+	if err != nil {
+		return fmt.Errorf("netio: close: %w", err)
+	}
+	return nil
+}
+
+// newConn makes a Conn; register publishes it to the maintenance loop
+// once its gnet connection is set.
+func (t *Transport) newConn(kind listenerKind) *Conn {
+	t.mu.Lock()
+	t.nextID++
+	c := &Conn{t: t, id: t.nextID, kind: kind, openedAt: nowNanos()}
+	t.mu.Unlock()
+	if kind == kindPeerOut {
+		c.role = wire.RolePeer
+		c.hsDone = make(chan struct{})
+	}
+	return c
+}
+
+// loopHandler binds gnet's events to the connection they concern.
+type loopHandler struct {
+	gnet.BuiltinEventEngine
+	t      *Transport
+	kind   listenerKind
+	booted chan gnet.Engine
+}
+
+func (h *loopHandler) OnBoot(eng gnet.Engine) gnet.Action {
+	if h.booted != nil {
+		h.booted <- eng
+	}
+	return gnet.None
+}
+
+func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	t := h.t
+	if h.kind == kindPeerOut {
+		c := gc.Context().(*Conn)
+		c.gc = gc
+		c.remote = gc.RemoteAddr().String()
+		t.register(c)
+		return c.ourHello(), gnet.None
+	}
+	t.counters.ConnsAccepted.Add(1)
+	c := t.newConn(h.kind)
+	c.gc = gc
+	c.remote = gc.RemoteAddr().String()
+	if h.kind == kindClient {
+		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, conn: c}
+	}
+	gc.SetContext(c)
+	t.register(c)
+	return nil, gnet.None
+}
+
+func (t *Transport) register(c *Conn) {
+	t.mu.Lock()
+	t.conns[c.id] = c
+	t.mu.Unlock()
+}
+
+func (h *loopHandler) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok {
+		return gnet.Close
+	}
+	return c.onTraffic()
+}
+
+func (h *loopHandler) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok {
+		return gnet.None
+	}
+	c.onClose(err)
+	return gnet.None
+}
+
+func (c *Conn) onClose(err error) {
+	t := c.t
+	if c.closed {
+		return
+	}
+	c.closed = true
+	t.mu.Lock()
+	delete(t.conns, c.id)
+	t.mu.Unlock()
+	t.counters.ConnsClosed.Add(1)
+	switch {
+	case c.kind == kindClient && c.q != nil:
+		c.q.mu.Lock()
+		c.q.closed, c.q.buf, c.q.conn = true, nil, nil
+		c.q.mu.Unlock()
+	case c.role == wire.RolePeer && c.q != nil:
+		t.peerConnClosed(c)
+	}
+	c.endHandshake()
+	if err != nil && !c.failed.Load() {
+		t.log.Debug("netio: connection closed", "remote", c.remote, "conn", c.id, "node", c.node, "err", err)
+	}
+}
+
+// maintain closes connections stuck in their handshake, closes dead peer
+// connections and sends keepalives on idle ones.
+func (t *Transport) maintain() {
+	defer t.wg.Done()
+	period := min(t.cfg.KeepaliveInterval, t.cfg.HandshakeTimeout, t.cfg.PeerDeadAfter) / 4
+	period = max(period, 5*time.Millisecond)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	var conns []*Conn
+	var peers []*peer
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := nowNanos()
+		conns = conns[:0]
+		t.mu.Lock()
+		for _, c := range t.conns {
+			conns = append(conns, c)
+		}
+		t.mu.Unlock()
+		for _, c := range conns {
+			if c.gc != nil && !c.up.Load() && now-c.openedAt > int64(t.cfg.HandshakeTimeout) {
+				c.closeAsync(&t.counters.HandshakeTimeouts, "handshake timeout")
+			}
+		}
+		peers = peers[:0]
+		t.peersMu.RLock()
+		for _, p := range t.peers {
+			peers = append(peers, p)
+		}
+		t.peersMu.RUnlock()
+		for _, p := range peers {
+			t.keepalive(p, now)
+		}
+		clear(conns)
+		clear(peers)
+	}
+}
