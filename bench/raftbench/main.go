@@ -1,0 +1,536 @@
+// Command raftbench measures raftmux: several hosts in one process over the
+// in-process transport, storage in memory with a real fsync'd append-only
+// file per host for every synced group commit.
+//
+//	go run ./bench/raftbench -hosts 3 -shards 1024 -payload 16 -clients 256 -duration 30s -json
+//	go run ./bench/raftbench -idle -shards 10000 -json
+//	go run ./bench/raftbench -failover -shards 1024 -json
+//
+// Load shape (as the Dragonboat harness): each client has one proposal in
+// flight, round-robins over its shards (client c owns c, c+clients, ...),
+// sends to the shard's current leader, done when applied on the leader.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/raftmux/raftmuxtest"
+)
+
+type options struct {
+	hosts, shards, payload, clients, workers, keys int
+	duration, warmup, idleWindow, settle, detect   time.Duration
+	idle, failover, jsonOut, fsync, noQuiesce      bool
+	pipeline                                       bool
+	dir, cpuprofile, trace                         string
+}
+
+type report struct {
+	Hosts     int    `json:"hosts"`
+	Shards    int    `json:"shards"`
+	Payload   int    `json:"payload"`
+	Clients   int    `json:"clients,omitempty"`
+	Workers   int    `json:"workers_per_host"`
+	Storage   string `json:"storage"`
+	Transport string `json:"transport"`
+	Quiesce   bool   `json:"quiesce"`
+	Pipeline  bool   `json:"pipeline_writes"`
+
+	StartAllLeadersMs float64 `json:"start_all_leaders_ms"`
+
+	DurationS   float64 `json:"duration_s,omitempty"`
+	Commits     int64   `json:"commits,omitempty"`
+	CommitsPerS float64 `json:"commits_per_s,omitempty"`
+	P50Ms       float64 `json:"p50_ms,omitempty"`
+	P99Ms       float64 `json:"p99_ms,omitempty"`
+	P999Ms      float64 `json:"p999_ms,omitempty"`
+	MaxMs       float64 `json:"max_ms,omitempty"`
+	Errors      int64   `json:"errors"`
+	CPUPer1000  float64 `json:"cpu_s_per_1000,omitempty"`
+	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
+	FramesPerS  float64 `json:"frames_per_s,omitempty"`
+	FsyncAvgMs  float64 `json:"fsync_avg_ms,omitempty"`
+
+	IdleCPUPct          *float64 `json:"idle_cpu_pct,omitempty"`
+	IdleBytesPerS       *float64 `json:"idle_bytes_per_s,omitempty"`
+	HeapBytesPerReplica *float64 `json:"heap_bytes_per_replica,omitempty"`
+	Quiesced            int      `json:"quiesced_replicas,omitempty"`
+
+	FailoverMs       *float64 `json:"failover_ms,omitempty"`
+	FailoverAffected int      `json:"failover_affected,omitempty"`
+	DetectDelayMs    float64  `json:"detect_delay_ms,omitempty"`
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.hosts, "hosts", 3, "hosts (every shard has a replica on each)")
+	flag.IntVar(&o.shards, "shards", 1024, "shards (raft groups)")
+	flag.IntVar(&o.payload, "payload", 16, "proposal bytes")
+	flag.IntVar(&o.clients, "clients", 256, "concurrent clients, one proposal in flight each")
+	flag.IntVar(&o.workers, "workers", 0, "workers per host (0: GOMAXPROCS)")
+	flag.IntVar(&o.keys, "keys", 4096, "key space of the state machine")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measured load window")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "load before the window")
+	flag.BoolVar(&o.idle, "idle", false, "measure an idle cluster after quiescence instead of load")
+	flag.DurationVar(&o.idleWindow, "idle-window", 20*time.Second, "idle measurement window")
+	flag.DurationVar(&o.settle, "settle", 60*time.Second, "longest wait for all groups to quiesce")
+	flag.BoolVar(&o.failover, "failover", false, "stop the host leading most shards and time re-election")
+	flag.DurationVar(&o.detect, "detect-delay", time.Second, "failover: delay before survivors are told NodeDead (stands in for SWIM detection)")
+	flag.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
+	flag.BoolVar(&o.fsync, "fsync", true, "fsync an append-only file per host on every synced commit")
+	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
+	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
+	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
+	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "raftbench:", err)
+		os.Exit(1)
+	}
+}
+
+type cluster struct {
+	o      options
+	net    *raftmuxtest.Network
+	hosts  []*raftmux.Host // index = id-1
+	stores []*raftmuxtest.MemStore
+	// leader[s] packs term<<16 | leader id, the newest reported.
+	leader []atomic.Uint64
+}
+
+func (c *cluster) onLeader(lc raftmux.LeaderChange) {
+	if lc.Leader == 0 {
+		return
+	}
+	v := lc.Term<<16 | lc.Leader
+	p := &c.leader[lc.Shard]
+	for {
+		old := p.Load()
+		if old>>16 > lc.Term || old == v {
+			return
+		}
+		if p.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+func (c *cluster) leaderOf(s uint64) uint64 { return c.leader[s].Load() & 0xffff }
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func run(o options) error {
+	if o.hosts < 1 || o.hosts > 1000 || o.shards < 1 || o.clients < 1 || o.payload < 1 {
+		return errors.New("hosts, shards, clients and payload must be positive")
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	dir := o.dir
+	if dir == "" && o.fsync {
+		d, err := os.MkdirTemp("", "raftbench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	heap0 := heapAlloc()
+	c := &cluster{o: o, net: raftmuxtest.NewNetwork(), leader: make([]atomic.Uint64, o.shards)}
+	voters := make([]uint64, o.hosts)
+	for i := range voters {
+		voters[i] = uint64(i + 1)
+	}
+	for _, id := range voters {
+		path := ""
+		if o.fsync {
+			path = filepath.Join(dir, fmt.Sprintf("host%d.log", id))
+		}
+		st, err := raftmuxtest.NewMemStore(path)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		h, err := raftmux.NewHost(raftmux.Config{
+			NodeID:         id,
+			Storage:        st,
+			Transport:      c.net.Endpoint(id),
+			StateMachine:   raftmuxtest.NewKV(st, false),
+			Workers:        o.workers,
+			OnLeaderChange: c.onLeader,
+			DisableQuiesce: o.noQuiesce,
+			PipelineWrites: o.pipeline,
+		})
+		if err != nil {
+			return err
+		}
+		c.net.Register(id, h)
+		c.hosts = append(c.hosts, h)
+		c.stores = append(c.stores, st)
+	}
+	defer func() {
+		for i, h := range c.hosts {
+			c.net.Unregister(uint64(i + 1))
+			h.Stop()
+		}
+	}()
+	ctx := context.Background()
+	start := time.Now()
+	var bwg sync.WaitGroup
+	berr := make([]error, len(c.hosts))
+	for i, h := range c.hosts {
+		bwg.Add(1)
+		go func() {
+			defer bwg.Done()
+			for s := uint64(0); s < uint64(o.shards) && berr[i] == nil; s++ {
+				// A shard a peer already filled by snapshot is hosted.
+				if err := h.Bootstrap(ctx, s, voters); !errors.Is(err, raftmux.ErrShardExists) {
+					berr[i] = err
+				}
+			}
+		}()
+	}
+	bwg.Wait()
+	if err := errors.Join(berr...); err != nil {
+		return err
+	}
+	for s := uint64(0); s < uint64(o.shards); s++ {
+		if err := c.hosts[int(s)%o.hosts].Campaign(ctx, s); err != nil {
+			return err
+		}
+	}
+	if err := c.waitAllLeaders(120 * time.Second); err != nil {
+		return err
+	}
+	workers := o.workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	storage := "memstore (raft.MemoryStorage per shard), one group commit per worker round"
+	if o.fsync {
+		storage += ", written to an append-only file per host and fsynced"
+	} else {
+		storage += ", no fsync"
+	}
+	rep := report{
+		Hosts: o.hosts, Shards: o.shards, Payload: o.payload, Workers: workers,
+		Storage:           storage,
+		Transport:         "in-process (every message protobuf-encoded and decoded)",
+		Quiesce:           !o.noQuiesce,
+		Pipeline:          o.pipeline,
+		StartAllLeadersMs: ms(time.Since(start)),
+	}
+	switch {
+	case o.idle || (o.failover && o.clients == 0):
+		if err := c.idle(&rep, heap0); err != nil {
+			return err
+		}
+	default:
+		rep.Clients = o.clients
+		c.load(&rep)
+	}
+	if o.failover {
+		if err := c.failoverRun(&rep); err != nil {
+			return err
+		}
+	}
+	if o.jsonOut {
+		b, _ := json.Marshal(rep)
+		fmt.Println(string(b))
+	} else {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Println(string(b))
+	}
+	return nil
+}
+
+func startProfiles(o options) func() {
+	var stops []func()
+	if o.cpuprofile != "" {
+		if f, err := os.Create(o.cpuprofile); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+		}
+	}
+	if o.trace != "" {
+		if f, err := os.Create(o.trace); err == nil {
+			_ = trace.Start(f)
+			stops = append(stops, func() { trace.Stop(); f.Close() })
+		}
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (c *cluster) waitAllLeaders(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := 0
+		for s := range c.leader {
+			if c.leaderOf(uint64(s)) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d shards without a leader after %v", missing, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *cluster) load(rep *report) {
+	o := c.o
+	var (
+		measuring atomic.Bool
+		stop      atomic.Bool
+		errs      atomic.Int64
+		wg        sync.WaitGroup
+		lats      = make([][]time.Duration, o.clients)
+	)
+	for cl := 0; cl < o.clients; cl++ {
+		// Client c owns shards c, c+clients, ...; with fewer shards than
+		// clients, several clients share shard c mod shards.
+		var mine []uint64
+		for s := cl; s < o.shards; s += o.clients {
+			mine = append(mine, uint64(s))
+		}
+		if o.shards < o.clients {
+			mine = []uint64{uint64(cl % o.shards)}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(cl int, mine []uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(cl), 7))
+			buf := make([]byte, o.payload)
+			for i := 0; !stop.Load(); i++ {
+				s := mine[i%len(mine)]
+				for j := range buf {
+					buf[j] = byte(rng.Uint32())
+				}
+				if len(buf) >= 8 {
+					k := rng.IntN(o.keys)
+					copy(buf, fmt.Appendf(nil, "%08d", k)[:8])
+				}
+				l := c.leaderOf(s)
+				t0 := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.hosts[l-1].Propose(ctx, s, buf)
+				cancel()
+				d := time.Since(t0)
+				if err != nil {
+					var nl *raftmux.NotLeaderError
+					if errors.As(err, &nl) && nl.Leader != 0 {
+						c.onLeader(raftmux.LeaderChange{Shard: s, Leader: nl.Leader, Term: nl.Term})
+					}
+					if measuring.Load() {
+						errs.Add(1)
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if measuring.Load() {
+					lats[cl] = append(lats[cl], d)
+				}
+			}
+		}(cl, mine)
+	}
+	time.Sleep(o.warmup)
+	stopProf := startProfiles(o)
+	cpu0, fs0, fr0, ft0 := cpuTime(), c.fsyncs(), c.net.Frames(), c.fsyncTime()
+	t0 := time.Now()
+	measuring.Store(true)
+	time.Sleep(o.duration)
+	measuring.Store(false)
+	el := time.Since(t0)
+	cpu := cpuTime() - cpu0
+	fs, fr, ft := c.fsyncs()-fs0, c.net.Frames()-fr0, c.fsyncTime()-ft0
+	if fs > 0 {
+		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
+	}
+	stopProf()
+	stop.Store(true)
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(all)))
+		if i >= len(all) {
+			i = len(all) - 1
+		}
+		return ms(all[i])
+	}
+	if os.Getenv("RAFTBENCH_PCT") != "" {
+		fmt.Fprintf(os.Stderr, "p80 %.1f p90 %.1f p95 %.1f p97 %.1f p98 %.1f\n", pct(0.8), pct(0.9), pct(0.95), pct(0.97), pct(0.98))
+	}
+	n := int64(len(all))
+	rep.DurationS = el.Seconds()
+	rep.Commits = n
+	rep.CommitsPerS = float64(n) / el.Seconds()
+	rep.P50Ms, rep.P99Ms, rep.P999Ms = pct(0.50), pct(0.99), pct(0.999)
+	if n > 0 {
+		rep.MaxMs = ms(all[n-1])
+		rep.CPUPer1000 = cpu.Seconds() / (float64(n) / 1000)
+	}
+	rep.Errors = errs.Load()
+	rep.FsyncsPerS = float64(fs) / el.Seconds()
+	rep.FramesPerS = float64(fr) / el.Seconds()
+}
+
+func (c *cluster) fsyncs() int64 {
+	var n int64
+	for _, s := range c.stores {
+		n += s.Fsyncs()
+	}
+	return n
+}
+
+func (c *cluster) fsyncTime() time.Duration {
+	var d time.Duration
+	for _, s := range c.stores {
+		d += s.FsyncTime()
+	}
+	return d
+}
+
+func (c *cluster) quiescedCount() (int, error) {
+	n := 0
+	for _, h := range c.hosts {
+		inf, err := h.Shards(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		for _, i := range inf {
+			if i.Quiesced {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+func (c *cluster) idle(rep *report, heap0 uint64) error {
+	o := c.o
+	want := o.hosts * o.shards
+	deadline := time.Now().Add(o.settle)
+	for !o.noQuiesce {
+		n, err := c.quiescedCount()
+		if err != nil {
+			return err
+		}
+		if n == want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	q, err := c.quiescedCount()
+	if err != nil {
+		return err
+	}
+	rep.Quiesced = q
+	heap := float64(heapAlloc()-heap0) / float64(want)
+	rep.HeapBytesPerReplica = &heap
+	cpu0, b0 := cpuTime(), c.net.Bytes()
+	t0 := time.Now()
+	time.Sleep(o.idleWindow)
+	el := time.Since(t0)
+	pct := 100 * (cpuTime() - cpu0).Seconds() / el.Seconds()
+	bps := float64(c.net.Bytes()-b0) / el.Seconds()
+	rep.IdleCPUPct, rep.IdleBytesPerS = &pct, &bps
+	return nil
+}
+
+func (c *cluster) failoverRun(rep *report) error {
+	o := c.o
+	counts := make(map[uint64]int)
+	for s := range c.leader {
+		counts[c.leaderOf(uint64(s))]++
+	}
+	var victim uint64
+	for id, n := range counts {
+		if n > counts[victim] || (n == counts[victim] && id < victim) {
+			victim = id
+		}
+	}
+	var affected []uint64
+	for s := range c.leader {
+		if c.leaderOf(uint64(s)) == victim {
+			affected = append(affected, uint64(s))
+		}
+	}
+	t0 := time.Now()
+	c.net.Unregister(victim)
+	c.hosts[victim-1].Stop()
+	time.AfterFunc(o.detect, func() {
+		for i, h := range c.hosts {
+			if uint64(i+1) != victim {
+				h.NodeDead(victim)
+			}
+		}
+	})
+	deadline := t0.Add(60 * time.Second)
+	for {
+		left := 0
+		for _, s := range affected {
+			if l := c.leaderOf(s); l == victim || l == 0 {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failover: %d of %d shards without a new leader after 60s", left, len(affected))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f := ms(time.Since(t0))
+	rep.FailoverMs = &f
+	rep.FailoverAffected = len(affected)
+	rep.DetectDelayMs = ms(o.detect)
+	return nil
+}

@@ -1,0 +1,203 @@
+package raftmux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Storage is the durable state of every shard replica on a node: raft log,
+// HardState, ConfState, applied index, the state machine's data and
+// snapshots. It is the subset of the shard store the engine consumes; one
+// Batch with one fsync covers many shards.
+type Storage interface {
+	// Storage returns the raft.Storage view of one shard. It reflects every
+	// committed Batch.
+	Storage(shard uint64) (raft.Storage, error)
+	// NewBatch starts a write batch spanning any number of shards.
+	NewBatch() Batch
+	// Applied returns the shard's durable applied index.
+	Applied(shard uint64) (uint64, error)
+	// Compact discards the shard's log up to and including idx (idx must be
+	// applied).
+	Compact(shard, idx uint64) error
+	// SnapshotData returns a consistent snapshot of the shard: metadata
+	// (index, term and ConfState at the shard's applied index) and the state
+	// machine data at exactly that index. The caller closes data.
+	SnapshotData(shard uint64) (meta *raftpb.SnapshotMetadata, data io.ReadCloser, err error)
+	// ApplySnapshot atomically replaces the shard's log, state and data with
+	// the snapshot.
+	ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reader) error
+	// DeleteShard removes everything stored for the shard.
+	DeleteShard(shard uint64) error
+	// Shards lists the shards with stored state, in ascending order.
+	Shards() ([]uint64, error)
+}
+
+// Batch collects writes for many shards; Commit makes them durable together.
+type Batch interface {
+	// Append stores hs (when non-nil) and ents (truncating any conflicting
+	// suffix of the shard's log).
+	Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry)
+	// SetConfState records the shard's configuration after a conf change.
+	SetConfState(shard uint64, cs *raftpb.ConfState)
+	// SetApplied records the shard's applied index.
+	SetApplied(shard, idx uint64)
+	// Put and Delete write the state machine's data of the shard.
+	Put(shard uint64, key, value []byte)
+	Delete(shard uint64, key []byte)
+	// Commit applies the batch; with sync it is durable (one fsync) on return.
+	Commit(sync bool) error
+}
+
+// StateMachine is the replicated state machine of every shard on the host.
+// All calls for one shard come from one goroutine, in log order.
+type StateMachine interface {
+	// Apply applies committed commands of one shard in log order, writing
+	// durable effects into b (committed together with the applied index),
+	// and sets cmds[i].Result, which is handed to the proposer.
+	Apply(shard uint64, cmds []Command, b Batch) error
+	// Restore reloads the shard from Storage after a snapshot replaced its
+	// data; index is the snapshot's index.
+	Restore(shard, index uint64) error
+	// Remove drops the shard: its replica was removed from the group and its
+	// data deleted.
+	Remove(shard uint64)
+}
+
+// Command is one committed normal entry handed to StateMachine.Apply.
+type Command struct {
+	Index  uint64
+	Term   uint64
+	Data   []byte
+	Result any
+}
+
+// Transport carries batches between hosts. Implementations must copy or
+// encode what they need before Send returns: the Batch is reused.
+type Transport interface {
+	// Send delivers one batch to node to. An error means the batch was not
+	// sent (the node is unreachable); raft retransmits.
+	Send(to uint64, b *RaftBatch) error
+	// SendSnapshotChunk streams one chunk of a shard snapshot to node to.
+	SendSnapshotChunk(to uint64, c *SnapshotChunk) error
+}
+
+// RaftBatch is everything one host sends another in one round: shard-tagged raft
+// messages and coalesced heartbeat tuples. It mirrors wire.RaftBatch.
+type RaftBatch struct {
+	Messages           []ShardMessage
+	Heartbeats         []Heartbeat
+	HeartbeatResponses []Heartbeat
+}
+
+// Reset empties b, keeping its capacity.
+func (b *RaftBatch) Reset() {
+	clear(b.Messages)
+	b.Messages = b.Messages[:0]
+	b.Heartbeats = b.Heartbeats[:0]
+	b.HeartbeatResponses = b.HeartbeatResponses[:0]
+}
+
+// Empty reports whether b carries nothing.
+func (b *RaftBatch) Empty() bool {
+	return len(b.Messages) == 0 && len(b.Heartbeats) == 0 && len(b.HeartbeatResponses) == 0
+}
+
+// ShardMessage is a raft message of one shard.
+type ShardMessage struct {
+	Shard uint64
+	Msg   *raftpb.Message
+}
+
+// Heartbeat is a coalesced heartbeat (or response) of one shard: the leader's
+// term and the commit index it vouches for on the receiver.
+type Heartbeat struct {
+	Shard  uint64
+	Term   uint64
+	Commit uint64
+	Flags  uint8
+}
+
+// Heartbeat flags.
+const (
+	// FlagQuiesce on a heartbeat tells the follower to stop ticking.
+	FlagQuiesce uint8 = 1 << 0
+	// FlagWake on a heartbeat response asks a quiesced leader to wake.
+	FlagWake uint8 = 1 << 1
+)
+
+// SnapshotChunk is one piece of a shard snapshot in flight. The first chunk
+// (Seq 0) carries the raft MsgSnap (with metadata, without data); Last marks
+// the final chunk, after which the receiver applies it.
+type SnapshotChunk struct {
+	Shard uint64
+	// ID identifies the stream (sender-chosen, unique per sender).
+	ID   uint64
+	Seq  uint32
+	Last bool
+	// Msg is the MsgSnap; set on Seq 0 only.
+	Msg *raftpb.Message
+	// Codec of Data: CodecNone or CodecZstd (each chunk compressed on its
+	// own).
+	Codec uint8
+	Data  []byte
+}
+
+// Snapshot chunk codecs.
+const (
+	CodecNone uint8 = 0
+	CodecZstd uint8 = 1
+)
+
+// Errors returned to callers.
+var (
+	// ErrNotLeader: the replica is not the shard's leader; errors.As a
+	// *NotLeaderError for the leader hint.
+	ErrNotLeader = errors.New("raftmux: not leader")
+	// ErrUnknownShard: the shard is not hosted here.
+	ErrUnknownShard = errors.New("raftmux: shard not hosted")
+	// ErrDropped: raft refused the proposal (e.g. leader transfer in
+	// progress, uncommitted log too large); it was not appended.
+	ErrDropped = errors.New("raftmux: proposal dropped")
+	// ErrOutcomeUnknown: leadership was lost after the proposal was
+	// appended; it may or may not be applied.
+	ErrOutcomeUnknown = errors.New("raftmux: leadership lost, proposal outcome unknown")
+	// ErrBusy: the shard's worker inbox is full.
+	ErrBusy = errors.New("raftmux: inbox full")
+	// ErrStopped: the host is stopped.
+	ErrStopped = errors.New("raftmux: host stopped")
+	// ErrRemoved: the replica was removed from its group.
+	ErrRemoved = errors.New("raftmux: replica removed")
+	// ErrShardExists: Bootstrap of a shard already hosted.
+	ErrShardExists = errors.New("raftmux: shard already hosted")
+	// ErrBadChunk: an undecodable snapshot chunk.
+	ErrBadChunk = errors.New("raftmux: bad snapshot chunk")
+	// ErrInvalid: bad argument.
+	ErrInvalid = errors.New("raftmux: invalid argument")
+)
+
+// NotLeaderError is returned when a request reaches a replica that does not
+// lead its shard. Leader is the last known leader (0 if unknown).
+type NotLeaderError struct {
+	Shard  uint64
+	Leader uint64
+	Term   uint64
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("raftmux: shard %d: not leader (leader hint %d, term %d)", e.Shard, e.Leader, e.Term)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// LeaderChange is reported on every change of a shard's known leader.
+type LeaderChange struct {
+	Shard  uint64
+	Leader uint64 // 0: no known leader
+	Term   uint64
+}

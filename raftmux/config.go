@@ -1,0 +1,126 @@
+package raftmux
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Config of a Host. Zero fields take the documented defaults.
+type Config struct {
+	// NodeID is this host's id, also the raft replica id of every replica it
+	// hosts. Required, non-zero.
+	NodeID uint64
+	// Storage, Transport and StateMachine are required.
+	Storage      Storage
+	Transport    Transport
+	StateMachine StateMachine
+
+	// OnLeaderChange, if set, is called from a worker goroutine on every
+	// change of a hosted shard's leader. It must not block.
+	OnLeaderChange func(LeaderChange)
+
+	// Workers is the number of round loops. Default GOMAXPROCS.
+	Workers int
+	// TickInterval is the raft logical clock period. Default 100 ms.
+	TickInterval time.Duration
+	// ElectionTicks: a follower that hears nothing from its leader for this
+	// many ticks campaigns (raft randomizes it within [E, 2E)). Default 10.
+	ElectionTicks int
+	// HeartbeatTicks between leader heartbeats. Default 1.
+	HeartbeatTicks int
+	// DisablePreVote and DisableCheckQuorum turn off the two protections,
+	// which are on by default.
+	DisablePreVote     bool
+	DisableCheckQuorum bool
+	// MaxSizePerMsg bounds the entry bytes of one append message. Default
+	// 256 KiB.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds appends in flight per follower. Default 64.
+	MaxInflightMsgs int
+	// MaxInflightBytes bounds the bytes in flight per follower. Default 4 MiB.
+	MaxInflightBytes uint64
+	// MaxUncommittedEntriesSize bounds a leader's uncommitted log bytes;
+	// proposals beyond it fail with ErrDropped. Default 4 MiB.
+	MaxUncommittedEntriesSize uint64
+	// MaxInboxEvents bounds each worker's inbox; beyond it inbound messages
+	// are dropped (raft retransmits) and requests fail with ErrBusy.
+	// Default 65536.
+	MaxInboxEvents int
+	// MaxConcurrentSnapshots bounds snapshot streams this host sends at once;
+	// further MsgSnaps are reported as failed and retried by raft. Default 4.
+	MaxConcurrentSnapshots int
+	// SnapshotChunkSize is the data bytes per SnapshotChunk. Default 256 KiB.
+	SnapshotChunkSize int
+	// MaxSnapshotBytes bounds what a receiver buffers for one incoming
+	// snapshot. Default 256 MiB.
+	MaxSnapshotBytes int
+	// CompactionOverhead: once a shard has this many applied entries in its
+	// log, it is compacted down to CompactionKeep entries. Defaults 1024, 128.
+	CompactionOverhead uint64
+	CompactionKeep     uint64
+	// PipelineWrites commits a round's storage batch off the worker
+	// goroutine: the worker keeps stepping and starts rounds for the groups
+	// not being written (up to 4 batches in flight per worker) instead of
+	// waiting for the fsync. Default off (one synchronous batch per round).
+	PipelineWrites bool
+	// DisableQuiesce keeps every group ticking (for comparison runs).
+	DisableQuiesce bool
+	// ReadRetryTicks: a ReadIndex request without an answer after this many
+	// ticks is re-issued with a fresh request id. Default 2×ElectionTicks.
+	ReadRetryTicks int
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	o := *c
+	if o.NodeID == 0 {
+		return o, fmt.Errorf("%w: NodeID must be non-zero", ErrInvalid)
+	}
+	if o.Storage == nil || o.Transport == nil || o.StateMachine == nil {
+		return o, fmt.Errorf("%w: Storage, Transport and StateMachine are required", ErrInvalid)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def64 := func(v *uint64, d uint64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Workers, runtime.GOMAXPROCS(0))
+	if o.TickInterval == 0 {
+		o.TickInterval = 100 * time.Millisecond
+	}
+	def(&o.ElectionTicks, 10)
+	def(&o.HeartbeatTicks, 1)
+	def64(&o.MaxSizePerMsg, 256<<10)
+	def(&o.MaxInflightMsgs, 64)
+	def64(&o.MaxInflightBytes, 4<<20)
+	def64(&o.MaxUncommittedEntriesSize, 4<<20)
+	def(&o.MaxInboxEvents, 65536)
+	def(&o.MaxConcurrentSnapshots, 4)
+	def(&o.SnapshotChunkSize, 256<<10)
+	def(&o.MaxSnapshotBytes, 256<<20)
+	def64(&o.CompactionOverhead, 1024)
+	def64(&o.CompactionKeep, 128)
+	def(&o.ReadRetryTicks, 2*o.ElectionTicks)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Workers < 0, o.TickInterval < 0, o.ElectionTicks < 0, o.HeartbeatTicks < 0,
+		o.MaxInflightMsgs < 0, o.MaxInboxEvents < 0, o.MaxConcurrentSnapshots < 0,
+		o.SnapshotChunkSize < 0, o.MaxSnapshotBytes < 0, o.ReadRetryTicks < 0:
+		return o, fmt.Errorf("%w: negative limit in Config", ErrInvalid)
+	case o.HeartbeatTicks >= o.ElectionTicks:
+		return o, fmt.Errorf("%w: HeartbeatTicks (%d) must be below ElectionTicks (%d)", ErrInvalid, o.HeartbeatTicks, o.ElectionTicks)
+	case o.CompactionKeep >= o.CompactionOverhead:
+		return o, fmt.Errorf("%w: CompactionKeep must be below CompactionOverhead", ErrInvalid)
+	}
+	return o, nil
+}

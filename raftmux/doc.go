@@ -1,0 +1,24 @@
+// Package raftmux runs thousands of go.etcd.io/raft/v3 groups (one per shard)
+// on one node at roughly the cost of a few.
+//
+// A Host owns the RawNode of every shard replica on the node. Its W workers
+// (default GOMAXPROCS) each own the shards id mod W and run rounds: drain the
+// inbox (messages, proposals, reads, ticks, wake-ups), step, collect the Ready
+// of every touched group, send leader appends before persisting (Raft thesis
+// §10.2.1), persist all of them in one storage batch with one fsync, send the
+// messages that must follow persistence, apply committed entries through the
+// StateMachine, and Advance. Every message a round produces for one node goes
+// out in one Batch.
+//
+// Heartbeats are coalesced: raft's MsgHeartbeat and MsgHeartbeatResp without a
+// read-index context never go on the wire as messages; they travel as compact
+// (shard, term, commit) tuples in the per-node Batch and are turned back into
+// raft messages on the receiver. Idle groups quiesce: a leader whose live
+// followers have everything stops ticking and tells them to stop too. The
+// membership layer reports node failures through NodeSuspect, NodeDead and
+// NodeAlive, which is how quiesced followers learn that their leader is gone.
+//
+// raftmux opens no sockets (the Transport does) and owns no disk format (the
+// Storage does). Replica ids are node ids: a shard's replica on node N has raft
+// id N.
+package raftmux

@@ -1,0 +1,339 @@
+package raftmux
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Host runs every shard replica of one node.
+type Host struct {
+	cfg     Config
+	workers []*worker
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+	snapSem chan struct{}
+	zenc    *zstd.Encoder
+	zdec    *zstd.Decoder
+
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error
+}
+
+// NewHost opens every shard found in cfg.Storage and starts the workers and
+// the tick clock. Stop releases them.
+func NewHost(cfg Config) (*Host, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{
+		cfg:     c,
+		stopc:   make(chan struct{}),
+		snapSem: make(chan struct{}, c.MaxConcurrentSnapshots),
+	}
+	if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		return nil, fmt.Errorf("raftmux: snapshot encoder: %w", err)
+	}
+	if h.zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(c.SnapshotChunkSize)*2+(1<<20))); err != nil {
+		return nil, fmt.Errorf("raftmux: snapshot decoder: %w", err)
+	}
+	// Proposal ids start from the clock so a restarted host never reuses
+	// the ids of entries its previous life left in the logs.
+	seq := uint64(time.Now().UnixNano())
+	for i := 0; i < c.Workers; i++ {
+		h.workers = append(h.workers, newWorker(h, i, seq))
+	}
+	shards, err := c.Storage.Shards()
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: list shards: %w", err)
+	}
+	for _, s := range shards {
+		w := h.worker(s)
+		if _, err := w.openReplica(s); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range h.workers {
+		h.wg.Add(1)
+		go w.run()
+	}
+	h.wg.Add(1)
+	go h.clock()
+	return h, nil
+}
+
+// ID is the host's node id.
+func (h *Host) ID() uint64 { return h.cfg.NodeID }
+
+// Stop halts the host abruptly (no leadership transfer): workers finish
+// their current round, pending requests fail with ErrStopped.
+func (h *Host) Stop() {
+	h.stopOnce.Do(func() {
+		h.closeOnce.Do(func() { close(h.stopc) })
+		h.wg.Wait()
+		for _, w := range h.workers {
+			w.shutdown()
+		}
+		h.zenc.Close()
+		h.zdec.Close()
+	})
+}
+
+// halt stops the host after a storage failure: raft's durability contract
+// cannot be kept past one. Err reports it.
+func (h *Host) halt(err error) {
+	h.cfg.Logger.Error("raftmux: host halted", "err", err)
+	h.errMu.Lock()
+	if h.err == nil {
+		h.err = err
+	}
+	h.errMu.Unlock()
+	h.closeOnce.Do(func() { close(h.stopc) })
+}
+
+// Err returns the error that halted the host, if any.
+func (h *Host) Err() error {
+	h.errMu.Lock()
+	defer h.errMu.Unlock()
+	return h.err
+}
+
+func (h *Host) worker(shard uint64) *worker {
+	return h.workers[shard%uint64(len(h.workers))]
+}
+
+func (h *Host) clock() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-t.C:
+			for _, w := range h.workers {
+				w.ticks.Add(1)
+				w.notify()
+			}
+		}
+	}
+}
+
+// result of a request.
+type result struct {
+	val   any
+	index uint64
+	err   error
+}
+
+type request struct {
+	ctx    context.Context
+	data   []byte
+	cc     *raftpb.ConfChangeV2
+	target uint64
+	voters []uint64
+	done   chan result
+	issued uint64 // worker tick count when (re-)issued, for reads
+}
+
+func (h *Host) do(ctx context.Context, shard uint64, kind evKind, req *request) (result, error) {
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
+	req.ctx = ctx
+	req.done = make(chan result, 1)
+	if err := h.worker(shard).enqueue(event{kind: kind, shard: shard, req: req}); err != nil {
+		return result{}, err
+	}
+	select {
+	case r := <-req.done:
+		return r, r.err
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	case <-h.stopc:
+		return result{}, ErrStopped
+	}
+}
+
+// Propose replicates cmd in shard's log and returns what the StateMachine
+// returned when it applied it here. Errors: *NotLeaderError (errors.Is
+// ErrNotLeader) with a leader hint, ErrDropped (not appended),
+// ErrOutcomeUnknown (leadership lost after append), ErrBusy, ErrUnknownShard,
+// ErrStopped, or the context's error.
+func (h *Host) Propose(ctx context.Context, shard uint64, cmd []byte) (any, error) {
+	data := make([]byte, headerLen+len(cmd))
+	copy(data[headerLen:], cmd)
+	r, err := h.do(ctx, shard, evPropose, &request{data: data})
+	return r.val, err
+}
+
+// ReadIndex returns an index such that every write acknowledged before the
+// call is applied here once the returned index is; it returns only after
+// the local replica has applied it, so a local read is then linearizable.
+func (h *Host) ReadIndex(ctx context.Context, shard uint64) (uint64, error) {
+	r, err := h.do(ctx, shard, evRead, &request{})
+	return r.index, err
+}
+
+// TransferLeader asks the shard's leader (this host's replica) to hand
+// leadership to target. It returns once raft has accepted the request; the
+// move itself shows in OnLeaderChange.
+func (h *Host) TransferLeader(ctx context.Context, shard, target uint64) error {
+	_, err := h.do(ctx, shard, evTransfer, &request{target: target})
+	return err
+}
+
+// Campaign makes this host's replica of shard start an election now (used to
+// place initial leaders without waiting an election timeout).
+func (h *Host) Campaign(ctx context.Context, shard uint64) error {
+	_, err := h.do(ctx, shard, evCampaign, &request{})
+	return err
+}
+
+// Bootstrap creates shard here as a member of a new group with the given
+// voters (replica ids = node ids). Every initial voter bootstraps the same
+// way; replicas added later are created by their first message and filled
+// by a snapshot.
+func (h *Host) Bootstrap(ctx context.Context, shard uint64, voters []uint64) error {
+	if len(voters) == 0 {
+		return fmt.Errorf("%w: no voters", ErrInvalid)
+	}
+	_, err := h.do(ctx, shard, evBootstrap, &request{voters: append([]uint64(nil), voters...)})
+	return err
+}
+
+// AddLearner adds node as a non-voting member of shard.
+func (h *Host) AddLearner(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionAuto,
+		raftpb.ConfChangeType_ConfChangeAddLearnerNode, node)
+}
+
+// Promote makes learner node a voter, through a joint configuration that
+// raft leaves automatically.
+func (h *Host) Promote(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
+		raftpb.ConfChangeType_ConfChangeAddNode, node)
+}
+
+// RemoveReplica removes node from shard, through a joint configuration.
+// The removed replica deletes its data when it applies the change.
+func (h *Host) RemoveReplica(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
+		raftpb.ConfChangeType_ConfChangeRemoveNode, node)
+}
+
+func (h *Host) changeConf(ctx context.Context, shard uint64, tr raftpb.ConfChangeTransition, typ raftpb.ConfChangeType, node uint64) (*raftpb.ConfState, error) {
+	if node == 0 {
+		return nil, fmt.Errorf("%w: node 0", ErrInvalid)
+	}
+	cc := &raftpb.ConfChangeV2{
+		Transition: tr.Enum(),
+		Changes:    []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(node)}},
+		Context:    make([]byte, headerLen),
+	}
+	r, err := h.do(ctx, shard, evConfChange, &request{cc: cc})
+	if err != nil {
+		return nil, err
+	}
+	cs, _ := r.val.(*raftpb.ConfState)
+	return cs, nil
+}
+
+// NodeSuspect reports that the membership layer suspects node: quiesced
+// groups it leads wake, so ordinary raft failure detection runs for them.
+func (h *Host) NodeSuspect(node uint64) { h.liveness(node, nodeSuspect) }
+
+// NodeDead reports node dead: followers of groups it led forget it and elect
+// a new leader at once; leaders stop waiting for it before quiescing.
+func (h *Host) NodeDead(node uint64) { h.liveness(node, nodeDead) }
+
+// NodeAlive reports node alive again: leaders of groups it belongs to wake
+// to catch it up.
+func (h *Host) NodeAlive(node uint64) { h.liveness(node, nodeAlive) }
+
+// Unreachable reports that the connection to node is down.
+func (h *Host) Unreachable(node uint64) { h.liveness(node, nodeUnreachable) }
+
+func (h *Host) liveness(node uint64, st nodeState) {
+	for _, w := range h.workers {
+		w.enqueueControl(event{kind: evLiveness, from: node, nodeState: st})
+	}
+}
+
+// Deliver hands the host a batch received from node from. The host takes
+// ownership of b's messages.
+func (h *Host) Deliver(from uint64, b *RaftBatch) {
+	if b == nil {
+		return
+	}
+	if len(h.workers) == 1 {
+		h.workers[0].deliver(from, b, 0, 1)
+		return
+	}
+	for i, w := range h.workers {
+		w.deliver(from, b, uint64(i), uint64(len(h.workers)))
+	}
+}
+
+// DeliverSnapshotChunk hands the host one snapshot chunk from node from.
+func (h *Host) DeliverSnapshotChunk(from uint64, c *SnapshotChunk) {
+	if c == nil {
+		return
+	}
+	h.worker(c.Shard).enqueueMsg(event{kind: evSnapChunk, shard: c.Shard, from: from, chunk: c})
+}
+
+// Info is a snapshot of one hosted replica's state.
+type Info struct {
+	Shard    uint64
+	Leader   uint64
+	Term     uint64
+	Applied  uint64
+	Quiesced bool
+	Voters   []uint64
+	Learners []uint64
+}
+
+// Shards returns the state of every hosted replica, for observation.
+func (h *Host) Shards(ctx context.Context) ([]Info, error) {
+	var out []Info
+	for _, w := range h.workers {
+		req := &request{ctx: ctx, done: make(chan result, 1)}
+		if err := w.enqueueControl(event{kind: evInfo, req: req}); err != nil {
+			return nil, err
+		}
+		select {
+		case r := <-req.done:
+			out = append(out, r.val.([]Info)...)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-h.stopc:
+			return nil, ErrStopped
+		}
+	}
+	return out, nil
+}
+
+// Entry headers: the proposing node and its proposal id, so every replica
+// applies the same bytes and only the proposer's host resolves the waiter.
+const headerLen = 16
+
+func putHeader(b []byte, node, seq uint64) {
+	binary.LittleEndian.PutUint64(b[0:8], node)
+	binary.LittleEndian.PutUint64(b[8:16], seq)
+}
+
+func readHeader(b []byte) (node, seq uint64, ok bool) {
+	if len(b) < headerLen {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(b[0:8]), binary.LittleEndian.Uint64(b[8:16]), true
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package raftmux_test
+
+const raceEnabled = false

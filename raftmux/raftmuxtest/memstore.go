@@ -1,0 +1,429 @@
+package raftmuxtest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoalmq/shoal/raftmux"
+)
+
+// MemStore is a raftmux.Storage kept in memory. With a log file, every
+// synced Commit writes the batch to it and fsyncs, so durability costs what
+// a real store's group commit costs.
+type MemStore struct {
+	mu     sync.Mutex
+	shards map[uint64]*memShard
+
+	fileMu  sync.Mutex
+	file    *os.File
+	buf     []byte
+	written int64 // bytes written to file (under fileMu)
+
+	// Group commit: a committer whose bytes a concurrent fsync already
+	// covered returns without its own, as a real WAL does.
+	syncMu sync.Mutex
+	synced int64
+
+	commits    atomic.Int64
+	fsyncs     atomic.Int64
+	fsyncNanos atomic.Int64
+}
+
+type memShard struct {
+	ms      *raft.MemoryStorage
+	cs      *raftpb.ConfState
+	applied uint64
+	kv      map[string][]byte
+}
+
+// NewMemStore returns an empty store. If path is not empty, synced commits
+// are appended to that file and fsynced.
+func NewMemStore(path string) (*MemStore, error) {
+	s := &MemStore{shards: make(map[uint64]*memShard)}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("raftmuxtest: open log: %w", err)
+		}
+		s.file = f
+	}
+	return s, nil
+}
+
+// Close closes the log file.
+func (s *MemStore) Close() error {
+	if s.file != nil {
+		return s.file.Close()
+	}
+	return nil
+}
+
+// Commits and Fsyncs count Batch.Commit calls and fsyncs (synced commits).
+func (s *MemStore) Commits() int64 { return s.commits.Load() }
+
+// Fsyncs counts synced commits.
+func (s *MemStore) Fsyncs() int64 { return s.fsyncs.Load() }
+
+// FsyncTime is the total time synced commits spent writing and fsyncing.
+func (s *MemStore) FsyncTime() time.Duration { return time.Duration(s.fsyncNanos.Load()) }
+
+func (s *MemStore) shard(id uint64) *memShard {
+	sh := s.shards[id]
+	if sh == nil {
+		sh = &memShard{ms: raft.NewMemoryStorage(), cs: &raftpb.ConfState{}, kv: make(map[string][]byte)}
+		s.shards[id] = sh
+	}
+	return sh
+}
+
+// memRaftStorage is the raft.Storage of one shard; it follows the shard's
+// current MemoryStorage, which ApplySnapshot replaces.
+type memRaftStorage struct {
+	s     *MemStore
+	shard uint64
+}
+
+func (m memRaftStorage) ms() *raft.MemoryStorage {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	return m.s.shard(m.shard).ms
+}
+
+// InitialState reports the ConfState of the last applied conf change, not
+// the (older) one of the last compaction snapshot.
+func (m memRaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	hs, _, err := m.ms().InitialState()
+	if err != nil {
+		return nil, nil, err
+	}
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	return hs, proto.CloneOf(m.s.shard(m.shard).cs), nil
+}
+
+func (m memRaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	return m.ms().Entries(lo, hi, maxSize)
+}
+func (m memRaftStorage) Term(i uint64) (uint64, error)       { return m.ms().Term(i) }
+func (m memRaftStorage) LastIndex() (uint64, error)          { return m.ms().LastIndex() }
+func (m memRaftStorage) FirstIndex() (uint64, error)         { return m.ms().FirstIndex() }
+func (m memRaftStorage) Snapshot() (*raftpb.Snapshot, error) { return m.ms().Snapshot() }
+
+// Storage implements raftmux.Storage.
+func (s *MemStore) Storage(shard uint64) (raft.Storage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shard(shard)
+	return memRaftStorage{s: s, shard: shard}, nil
+}
+
+// Applied implements raftmux.Storage.
+func (s *MemStore) Applied(shard uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shard(shard).applied, nil
+}
+
+// Compact implements raftmux.Storage. The snapshot it leaves carries the
+// current ConfState, which raftmux only uses as the snapshot's placeholder
+// (SnapshotData supplies what is sent).
+func (s *MemStore) Compact(shard, idx uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shard(shard)
+	if idx > sh.applied {
+		return fmt.Errorf("raftmuxtest: compact %d past applied %d", idx, sh.applied)
+	}
+	if _, err := sh.ms.CreateSnapshot(idx, proto.CloneOf(sh.cs), nil); err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return err
+	}
+	return sh.ms.Compact(idx)
+}
+
+// SnapshotData implements raftmux.Storage.
+func (s *MemStore) SnapshotData(shard uint64) (*raftpb.SnapshotMetadata, io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shard(shard)
+	term, err := sh.ms.Term(sh.applied)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftmuxtest: term of applied %d: %w", sh.applied, err)
+	}
+	keys := make([]string, 0, len(sh.kv))
+	for k := range sh.kv {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b []byte
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(sh.kv[k])))
+		b = append(b, sh.kv[k]...)
+	}
+	meta := &raftpb.SnapshotMetadata{Index: new(sh.applied), Term: new(term), ConfState: proto.CloneOf(sh.cs)}
+	return meta, io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// ErrCorrupt is returned for undecodable snapshot data.
+var ErrCorrupt = errors.New("raftmuxtest: corrupt snapshot data")
+
+func decodeKV(b []byte) (map[string][]byte, error) {
+	kv := make(map[string][]byte)
+	for len(b) > 0 {
+		var parts [2][]byte
+		for i := range parts {
+			n, k := binary.Uvarint(b)
+			if k <= 0 || n > uint64(len(b)-k) {
+				return nil, ErrCorrupt
+			}
+			parts[i] = b[k : k+int(n)]
+			b = b[k+int(n):]
+		}
+		kv[string(parts[0])] = slices.Clone(parts[1])
+	}
+	return kv, nil
+}
+
+// ApplySnapshot implements raftmux.Storage.
+func (s *MemStore) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reader) error {
+	b, err := io.ReadAll(data)
+	if err != nil {
+		return err
+	}
+	kv, err := decodeKV(b)
+	if err != nil {
+		return err
+	}
+	if err := s.syncLog(b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shard(shard)
+	ms := raft.NewMemoryStorage()
+	if err := ms.ApplySnapshot(snap); err != nil {
+		return err
+	}
+	hs, _, _ := sh.ms.InitialState()
+	meta := snap.GetMetadata()
+	if err := ms.SetHardState(&raftpb.HardState{
+		Term:   new(max(hs.GetTerm(), meta.GetTerm())),
+		Vote:   new(hs.GetVote()),
+		Commit: new(max(hs.GetCommit(), meta.GetIndex())),
+	}); err != nil {
+		return err
+	}
+	sh.ms = ms
+	sh.cs = proto.CloneOf(meta.GetConfState())
+	sh.applied = meta.GetIndex()
+	sh.kv = kv
+	return nil
+}
+
+// DeleteShard implements raftmux.Storage.
+func (s *MemStore) DeleteShard(shard uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shards, shard)
+	return nil
+}
+
+// Shards implements raftmux.Storage.
+func (s *MemStore) Shards() ([]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]uint64, 0, len(s.shards))
+	for id := range s.shards {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Get returns the state machine value of key in shard.
+func (s *MemStore) Get(shard uint64, key []byte) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shards[shard]
+	if sh == nil {
+		return nil, false
+	}
+	v, ok := sh.kv[string(key)]
+	return slices.Clone(v), ok
+}
+
+// Len returns the number of keys of shard.
+func (s *MemStore) Len(shard uint64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.shards[shard]; sh != nil {
+		return len(sh.kv)
+	}
+	return 0
+}
+
+func (s *MemStore) syncLog(b []byte) error {
+	if s.file == nil {
+		return nil
+	}
+	s.fileMu.Lock()
+	if _, err := s.file.Write(b); err != nil {
+		s.fileMu.Unlock()
+		return fmt.Errorf("raftmuxtest: write log: %w", err)
+	}
+	s.written += int64(len(b))
+	mine := s.written
+	s.fileMu.Unlock()
+	if err := s.syncTo(mine); err != nil {
+		return fmt.Errorf("raftmuxtest: fsync log: %w", err)
+	}
+	return nil
+}
+
+// syncTo makes the log durable at least up to offset upTo: one fsync
+// serves every committer waiting when it starts.
+func (s *MemStore) syncTo(upTo int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= upTo {
+		return nil
+	}
+	s.fileMu.Lock()
+	target := s.written
+	s.fileMu.Unlock()
+	s.fsyncs.Add(1)
+	if err := s.file.Sync(); err != nil {
+		return err
+	}
+	s.synced = target
+	return nil
+}
+
+// NewBatch implements raftmux.Storage.
+func (s *MemStore) NewBatch() raftmux.Batch { return &memBatch{s: s} }
+
+type opKind uint8
+
+const (
+	opAppend opKind = iota
+	opConf
+	opApplied
+	opPut
+	opDelete
+)
+
+type op struct {
+	kind  opKind
+	shard uint64
+	hs    *raftpb.HardState
+	ents  []*raftpb.Entry
+	cs    *raftpb.ConfState
+	idx   uint64
+	key   string
+	val   []byte
+}
+
+type memBatch struct {
+	s   *MemStore
+	ops []op
+}
+
+func (b *memBatch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+	b.ops = append(b.ops, op{kind: opAppend, shard: shard, hs: hs, ents: ents})
+}
+func (b *memBatch) SetConfState(shard uint64, cs *raftpb.ConfState) {
+	b.ops = append(b.ops, op{kind: opConf, shard: shard, cs: proto.CloneOf(cs)})
+}
+func (b *memBatch) SetApplied(shard, idx uint64) {
+	b.ops = append(b.ops, op{kind: opApplied, shard: shard, idx: idx})
+}
+func (b *memBatch) Put(shard uint64, key, value []byte) {
+	b.ops = append(b.ops, op{kind: opPut, shard: shard, key: string(key), val: slices.Clone(value)})
+}
+func (b *memBatch) Delete(shard uint64, key []byte) {
+	b.ops = append(b.ops, op{kind: opDelete, shard: shard, key: string(key)})
+}
+
+// Commit applies the batch; a synced one is first written to the log file
+// and fsynced, once for all its shards.
+func (b *memBatch) Commit(sync bool) error {
+	s := b.s
+	s.commits.Add(1)
+	if sync {
+		if s.file == nil {
+			s.fsyncs.Add(1)
+		} else {
+			t0 := time.Now()
+			s.fileMu.Lock()
+			buf := s.buf[:0]
+			for _, o := range b.ops {
+				if o.kind != opAppend {
+					continue
+				}
+				buf = binary.LittleEndian.AppendUint64(buf, o.shard)
+				if o.hs != nil {
+					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.hs)
+				}
+				for _, e := range o.ents {
+					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, e)
+				}
+			}
+			s.buf = buf
+			_, err := s.file.Write(buf)
+			s.written += int64(len(buf))
+			mine := s.written
+			s.fileMu.Unlock()
+			if err == nil {
+				err = s.syncTo(mine)
+			}
+			s.fsyncNanos.Add(int64(time.Since(t0)))
+			if err != nil {
+				return fmt.Errorf("raftmuxtest: group commit: %w", err)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range b.ops {
+		sh := s.shard(o.shard)
+		switch o.kind {
+		case opAppend:
+			if o.hs != nil {
+				if err := sh.ms.SetHardState(o.hs); err != nil {
+					return err
+				}
+			}
+			if len(o.ents) > 0 {
+				if err := sh.ms.Append(o.ents); err != nil {
+					return err
+				}
+			}
+		case opConf:
+			sh.cs = o.cs
+		case opApplied:
+			sh.applied = o.idx
+		case opPut:
+			sh.kv[o.key] = o.val
+		case opDelete:
+			delete(sh.kv, o.key)
+		}
+	}
+	b.ops = b.ops[:0]
+	return nil
+}

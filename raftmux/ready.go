@@ -1,0 +1,420 @@
+package raftmux
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// flight is one round's storage batch being committed off the worker
+// goroutine (Config.PipelineWrites), with the Readies it persists.
+type flight struct {
+	items []readyItem
+	err   error
+}
+
+// completeFlights finishes the rounds whose storage batch has committed.
+func (w *worker) completeFlights() {
+	for {
+		select {
+		case f := <-w.flights:
+			w.inflight--
+			for i := range f.items {
+				f.items[i].r.inFlight = false
+			}
+			if f.err != nil {
+				w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", f.err))
+				return
+			}
+			w.finish(f.items)
+		default:
+			return
+		}
+	}
+}
+
+// processReady runs the persist/send/apply/advance half of a round for
+// every touched group.
+func (w *worker) processReady() {
+	cfg := &w.h.cfg
+	pipelined := cfg.PipelineWrites
+	if pipelined && w.inflight >= maxFlights {
+		w.flush()
+		return
+	}
+	items := w.readies[:0]
+	if pipelined {
+		items = nil
+	}
+	kept := w.touched[:0]
+	for _, r := range w.touched {
+		if r.inFlight {
+			// Its previous Ready is still being written; it stays touched.
+			kept = append(kept, r)
+			continue
+		}
+		r.touched = false
+		if r.removed || !r.rn.HasReady() {
+			continue
+		}
+		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
+	}
+	w.touched = kept
+	if !pipelined {
+		defer func() {
+			clear(items)
+			w.readies = items[:0]
+		}()
+	}
+	if len(items) == 0 {
+		w.flush()
+		return
+	}
+
+	// Leadership changes, and the leaders' messages: they may leave before
+	// the entries they carry are durable here (Raft thesis §10.2.1), as long
+	// as the term and vote they were sent under are.
+	for i := range items {
+		it := &items[i]
+		r, rd := it.r, &it.rd
+		hsChanged := !raft.IsEmptyHardState(rd.HardState) &&
+			(rd.HardState.GetTerm() != r.term || rd.HardState.GetVote() != r.persistedVote)
+		if rd.SoftState != nil {
+			term := r.term
+			if !raft.IsEmptyHardState(rd.HardState) {
+				term = rd.HardState.GetTerm()
+			}
+			w.softState(r, rd.SoftState, term)
+		}
+		it.early = r.state == raft.StateLeader && !hsChanged
+		if it.early {
+			for _, m := range rd.Messages {
+				w.route(r, m)
+			}
+		}
+	}
+
+	// Out now: the followers write these entries while we do.
+	w.flush()
+
+	// A received snapshot replaces the shard's state before any entry that
+	// follows it is appended.
+	for i := range items {
+		it := &items[i]
+		if !raft.IsEmptySnap(it.rd.Snapshot) {
+			if err := w.applySnapshot(it.r, it.rd.Snapshot); err != nil {
+				w.h.halt(err)
+				return
+			}
+		}
+	}
+
+	// Committed entries that were made durable by earlier rounds (none of
+	// this Ready's own entries) are applied now, before the fsync, so their
+	// proposers do not wait for it.
+	if !w.applyItems(items, true) {
+		return
+	}
+
+	// One batch, one fsync, for every group of the round.
+	b := cfg.Storage.NewBatch()
+	write, sync := false, false
+	for i := range items {
+		rd := &items[i].rd
+		if raft.IsEmptyHardState(rd.HardState) && len(rd.Entries) == 0 {
+			continue
+		}
+		hs := rd.HardState
+		if raft.IsEmptyHardState(hs) {
+			hs = nil
+		}
+		b.Append(items[i].r.shard, hs, rd.Entries)
+		write = true
+		sync = sync || rd.MustSync
+	}
+	if !write {
+		w.finish(items)
+		return
+	}
+	if pipelined {
+		// The worker goes on stepping and starting rounds for other groups
+		// while this batch is written; the store's group commit makes the
+		// concurrent batches share fsyncs.
+		f := &flight{items: items}
+		for i := range items {
+			items[i].r.inFlight = true
+		}
+		w.inflight++
+		w.h.wg.Add(1)
+		go func() {
+			defer w.h.wg.Done()
+			f.err = b.Commit(sync)
+			w.flights <- f
+			w.notify()
+		}()
+		return
+	}
+	if err := b.Commit(sync); err != nil {
+		w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+		return
+	}
+	w.finish(items)
+}
+
+// finish runs the rest of a round once its Readies are durable: messages
+// that had to wait, applying, Advance.
+func (w *worker) finish(items []readyItem) {
+	cfg := &w.h.cfg
+	for i := range items {
+		r, rd := items[i].r, &items[i].rd
+		if !raft.IsEmptyHardState(rd.HardState) {
+			r.term = rd.HardState.GetTerm()
+			r.persistedVote = rd.HardState.GetVote()
+		}
+		if !items[i].early {
+			for _, m := range rd.Messages {
+				w.route(r, m)
+			}
+		}
+	}
+	w.flush()
+
+	// Apply the rest.
+	if !w.applyItems(items, false) {
+		return
+	}
+
+	for i := range items {
+		r, rd := items[i].r, &items[i].rd
+		r.rn.Advance(*rd)
+		for _, rs := range rd.ReadStates {
+			if len(rs.RequestCtx) != 8 {
+				continue
+			}
+			id := binary.LittleEndian.Uint64(rs.RequestCtx)
+			if req := r.reads[id]; req != nil {
+				delete(r.reads, id)
+				r.readWaits = append(r.readWaits, readWait{index: rs.Index, req: req})
+			}
+		}
+		if len(r.readWaits) > 0 {
+			n := 0
+			for _, rw := range r.readWaits {
+				if rw.index <= r.applied {
+					w.waiters = append(w.waiters, waiter{req: rw.req, res: result{index: rw.index}})
+				} else {
+					r.readWaits[n] = rw
+					n++
+				}
+			}
+			clear(r.readWaits[n:])
+			r.readWaits = r.readWaits[:n]
+		}
+		if r.removed {
+			w.destroy(r)
+			continue
+		}
+		if r.applied > r.compacted+cfg.CompactionOverhead {
+			idx := r.applied - cfg.CompactionKeep
+			if err := cfg.Storage.Compact(r.shard, idx); err != nil {
+				cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
+			} else {
+				r.compacted = idx
+			}
+		}
+		if r.rn.HasReady() {
+			w.touch(r)
+		}
+	}
+	w.reply()
+	if len(w.touched) > 0 {
+		w.notify()
+	}
+}
+
+// applyItems applies the committed entries of items, in one batch
+// (unsynced: the raft log is the durable record). With early, only items
+// whose committed entries are all durable already (none is among this
+// Ready's entries still to be written); their waiters are answered at once.
+func (w *worker) applyItems(items []readyItem, early bool) bool {
+	ab := w.h.cfg.Storage.NewBatch()
+	any := false
+	for i := range items {
+		it := &items[i]
+		ents := it.rd.CommittedEntries
+		if it.applied || len(ents) == 0 {
+			continue
+		}
+		if early && len(it.rd.Entries) > 0 && ents[len(ents)-1].GetIndex() >= it.rd.Entries[0].GetIndex() {
+			continue
+		}
+		w.apply(it.r, ents, ab)
+		it.applied = true
+		any = true
+	}
+	if !any {
+		return true
+	}
+	if err := ab.Commit(false); err != nil {
+		w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
+		return false
+	}
+	if early {
+		w.reply()
+	}
+	return true
+}
+
+func (w *worker) reply() {
+	for i, wt := range w.waiters {
+		wt.req.done <- wt.res
+		w.waiters[i] = waiter{}
+	}
+	w.waiters = w.waiters[:0]
+}
+
+func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
+	wasLeader := r.state == raft.StateLeader
+	r.state = ss.RaftState
+	if wasLeader && r.state != raft.StateLeader {
+		for id, req := range r.proposals {
+			req.done <- result{err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, &NotLeaderError{Shard: r.shard, Leader: ss.Lead, Term: term})}
+			delete(r.proposals, id)
+		}
+		r.ccPending = false
+	}
+	if r.state == raft.StateLeader || r.state == raft.StateCandidate || r.state == raft.StatePreCandidate {
+		w.wake(r)
+	}
+	if ss.Lead != r.lead {
+		r.lead = ss.Lead
+		if f := w.h.cfg.OnLeaderChange; f != nil {
+			f(LeaderChange{Shard: r.shard, Leader: ss.Lead, Term: term})
+		}
+	}
+}
+
+// apply hands committed entries to the state machine (normal entries in
+// runs, conf changes to raft), and resolves this host's waiters.
+func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
+	self := w.h.cfg.NodeID
+	cmds := w.cmds[:0]
+	var seqs []uint64
+	flush := func() {
+		if len(cmds) == 0 {
+			return
+		}
+		err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
+		if err != nil {
+			err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
+			w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
+		}
+		for i := range cmds {
+			if seqs[i] == 0 {
+				continue
+			}
+			if req := r.proposals[seqs[i]]; req != nil {
+				delete(r.proposals, seqs[i])
+				w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
+			}
+		}
+		clear(cmds)
+		cmds = cmds[:0]
+		seqs = seqs[:0]
+	}
+	for _, e := range ents {
+		switch e.GetType() {
+		case raftpb.EntryType_EntryNormal:
+			node, seq, ok := readHeader(e.Data)
+			if !ok {
+				continue // a new leader's empty entry
+			}
+			if node != self {
+				seq = 0
+			}
+			cmds = append(cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
+			seqs = append(seqs, seq)
+		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
+			flush()
+			w.applyConf(r, e, b)
+		}
+	}
+	flush()
+	w.cmds = cmds
+	last := ents[len(ents)-1].GetIndex()
+	b.SetApplied(r.shard, last)
+	r.applied = last
+}
+
+func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
+	var cc raftpb.ConfChangeI
+	var ctx []byte
+	if e.GetType() == raftpb.EntryType_EntryConfChange {
+		var c raftpb.ConfChange
+		if err := proto.Unmarshal(e.Data, &c); err != nil {
+			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.GetIndex(), "err", err)
+			return
+		}
+		cc, ctx = &c, c.Context
+	} else {
+		var c raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.Data, &c); err != nil {
+			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.GetIndex(), "err", err)
+			return
+		}
+		cc, ctx = &c, c.Context
+	}
+	cs := r.rn.ApplyConfChange(cc)
+	r.confState = cs
+	b.SetConfState(r.shard, cs)
+	if node, seq, ok := readHeader(ctx); ok && node == w.h.cfg.NodeID {
+		if req := r.proposals[seq]; req != nil {
+			delete(r.proposals, seq)
+			r.ccPending = false
+			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cs, index: e.GetIndex()}})
+		}
+	}
+	if !isMember(cs, w.h.cfg.NodeID) {
+		r.removed = true
+	}
+}
+
+// destroy drops a replica removed from its group, with its data.
+func (w *worker) destroy(r *replica) {
+	r.failAll(ErrRemoved)
+	delete(w.replicas, r.shard)
+	delete(w.awake, r.shard)
+	// Stale members may still talk to us about this shard; do not let them
+	// recreate it.
+	w.tombstones[r.shard] = struct{}{}
+	if err := w.h.cfg.Storage.DeleteShard(r.shard); err != nil {
+		w.h.cfg.Logger.Error("raftmux: delete removed shard", "shard", r.shard, "err", err)
+	}
+	w.h.cfg.StateMachine.Remove(r.shard)
+}
+
+func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	var data io.Reader = emptyReader{}
+	if r.snapData != nil && r.snapDataIdx == idx {
+		data = bytes.NewReader(r.snapData)
+	} else {
+		w.h.cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", idx)
+	}
+	r.snapData = nil
+	if err := w.h.cfg.Storage.ApplySnapshot(r.shard, snap, data); err != nil {
+		return fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", r.shard, idx, err)
+	}
+	if err := w.h.cfg.StateMachine.Restore(r.shard, idx); err != nil {
+		return fmt.Errorf("raftmux: shard %d: restore snapshot %d: %w", r.shard, idx, err)
+	}
+	r.applied = idx
+	r.compacted = idx
+	r.confState = snap.GetMetadata().GetConfState()
+	return nil
+}

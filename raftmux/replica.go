@@ -1,0 +1,500 @@
+package raftmux
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// replica is one shard's raft group member on this host. Owned by its worker.
+type replica struct {
+	shard uint64
+	rn    *raft.RawNode
+	rs    raft.Storage
+
+	touched  bool
+	inFlight bool // its last Ready is being written (PipelineWrites)
+	quiesced bool
+	removed  bool
+	// skipTicks holds a woken leader's clock back so that CheckQuorum does
+	// not count the silence of its quiescence against its followers before
+	// they have answered the wake-up heartbeat.
+	skipTicks int
+
+	state         raft.StateType
+	lead          uint64
+	term          uint64
+	persistedVote uint64
+	applied       uint64
+	compacted     uint64
+	confState     *raftpb.ConfState
+
+	proposals map[uint64]*request // proposal id → waiter
+	ccPending bool                // a conf change of ours is in flight
+	reads     map[uint64]*request // read ctx id → waiter (not yet answered by raft)
+	readWaits []readWait          // answered, waiting for apply
+
+	// Incoming snapshot being assembled, and one fully received awaiting
+	// raft's Ready.
+	inSnap      *inSnapshot
+	snapData    []byte
+	snapDataIdx uint64
+}
+
+type readWait struct {
+	index uint64
+	req   *request
+}
+
+type inSnapshot struct {
+	id   uint64
+	from uint64
+	next uint32
+	msg  *raftpb.Message
+	buf  []byte
+}
+
+func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Config {
+	c := &w.h.cfg
+	return &raft.Config{
+		ID:                        id,
+		ElectionTick:              c.ElectionTicks,
+		HeartbeatTick:             c.HeartbeatTicks,
+		Storage:                   rs,
+		Applied:                   applied,
+		MaxSizePerMsg:             c.MaxSizePerMsg,
+		MaxCommittedSizePerReady:  c.MaxSizePerMsg * 4,
+		MaxUncommittedEntriesSize: c.MaxUncommittedEntriesSize,
+		MaxInflightMsgs:           c.MaxInflightMsgs,
+		MaxInflightBytes:          c.MaxInflightBytes,
+		CheckQuorum:               !c.DisableCheckQuorum,
+		PreVote:                   !c.DisablePreVote,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{c.Logger},
+	}
+}
+
+// openReplica opens shard from storage (empty storage gives an
+// uninitialized replica waiting for a snapshot).
+func (w *worker) openReplica(shard uint64) (*replica, error) {
+	st := w.h.cfg.Storage
+	rs, err := st.Storage(shard)
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: open storage: %w", shard, err)
+	}
+	applied, err := st.Applied(shard)
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: applied index: %w", shard, err)
+	}
+	hs, cs, err := rs.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: initial state: %w", shard, err)
+	}
+	first, err := rs.FirstIndex()
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: first index: %w", shard, err)
+	}
+	rn, err := raft.NewRawNode(w.raftConfig(w.h.cfg.NodeID, rs, applied))
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
+	}
+	r := &replica{
+		shard:         shard,
+		rn:            rn,
+		rs:            rs,
+		term:          hs.GetTerm(),
+		persistedVote: hs.GetVote(),
+		applied:       applied,
+		compacted:     first - 1,
+		confState:     cs,
+		proposals:     make(map[uint64]*request),
+		reads:         make(map[uint64]*request),
+	}
+	w.replicas[shard] = r
+	w.awake[shard] = r
+	w.touch(r)
+	return r, nil
+}
+
+func (w *worker) bootstrap(shard uint64, voters []uint64) error {
+	if r, ok := w.replicas[shard]; ok {
+		// A replica created empty by a peer's message (the peers
+		// bootstrapped first and already elected) may still be bootstrapped;
+		// one that holds a configuration may not.
+		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 {
+			return ErrShardExists
+		}
+		r.failAll(ErrShardExists)
+		r.removed = true
+		delete(w.replicas, shard)
+		delete(w.awake, shard)
+	}
+	voters = slices.Clone(voters)
+	slices.Sort(voters)
+	voters = slices.Compact(voters)
+	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index:     new(uint64(1)),
+		Term:      new(uint64(1)),
+		ConfState: &raftpb.ConfState{Voters: voters},
+	}}
+	if err := w.h.cfg.Storage.ApplySnapshot(shard, snap, emptyReader{}); err != nil {
+		return fmt.Errorf("raftmux: shard %d: bootstrap: %w", shard, err)
+	}
+	if err := w.h.cfg.StateMachine.Restore(shard, 1); err != nil {
+		return fmt.Errorf("raftmux: shard %d: bootstrap restore: %w", shard, err)
+	}
+	delete(w.tombstones, shard)
+	_, err := w.openReplica(shard)
+	return err
+}
+
+type emptyReader struct{}
+
+func (emptyReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+func (r *replica) notLeader() error {
+	return &NotLeaderError{Shard: r.shard, Leader: r.lead, Term: r.term}
+}
+
+func (r *replica) info() Info {
+	return Info{
+		Shard:    r.shard,
+		Leader:   r.lead,
+		Term:     r.term,
+		Applied:  r.applied,
+		Quiesced: r.quiesced,
+		Voters:   slices.Clone(r.confState.GetVoters()),
+		Learners: slices.Clone(r.confState.GetLearners()),
+	}
+}
+
+// failAll resolves every waiter of r with err.
+func (r *replica) failAll(err error) {
+	for id, req := range r.proposals {
+		req.done <- result{err: err}
+		delete(r.proposals, id)
+	}
+	r.ccPending = false
+	for id, req := range r.reads {
+		req.done <- result{err: err}
+		delete(r.reads, id)
+	}
+	for _, rw := range r.readWaits {
+		rw.req.done <- result{err: err}
+	}
+	r.readWaits = r.readWaits[:0]
+}
+
+func (w *worker) wake(r *replica) {
+	if !r.quiesced {
+		return
+	}
+	r.quiesced = false
+	w.awake[r.shard] = r
+	if r.state == raft.StateLeader {
+		r.skipTicks = 2
+		w.heartbeatAll(r, 0)
+	}
+}
+
+// isMember reports whether id is in cs (any role).
+func isMember(cs *raftpb.ConfState, id uint64) bool {
+	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetLearners(), id) ||
+		slices.Contains(cs.GetVotersOutgoing(), id) || slices.Contains(cs.GetLearnersNext(), id)
+}
+
+// createsReplica: messages that may create an uninitialized replica of a
+// shard this host does not have: only a leader's traffic, never votes, so
+// an absent node cannot be counted in an election it knows nothing about.
+func createsReplica(t raftpb.MessageType) bool {
+	return t == raftpb.MessageType_MsgApp || t == raftpb.MessageType_MsgHeartbeat || t == raftpb.MessageType_MsgSnap
+}
+
+func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
+	if r := w.replicas[shard]; r != nil {
+		return r
+	}
+	if !createsReplica(t) {
+		return nil
+	}
+	if _, dead := w.tombstones[shard]; dead {
+		return nil
+	}
+	r, err := w.openReplica(shard)
+	if err != nil {
+		w.h.cfg.Logger.Error("raftmux: create replica", "shard", shard, "err", err)
+		return nil
+	}
+	return r
+}
+
+func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
+	if m == nil || m.GetTo() != w.h.cfg.NodeID || m.GetFrom() != from {
+		return
+	}
+	r := w.replicaFor(shard, m.GetType())
+	if r == nil {
+		return
+	}
+	t := m.GetType()
+	if t != raftpb.MessageType_MsgHeartbeatResp && t != raftpb.MessageType_MsgAppResp {
+		w.wake(r)
+	} else if r.quiesced && r.state != raft.StateLeader {
+		w.wake(r)
+	}
+	_ = r.rn.Step(m)
+	w.touch(r)
+}
+
+func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
+	r := w.replicaFor(shard, raftpb.MessageType_MsgHeartbeat)
+	if r == nil {
+		return
+	}
+	quiesce := hb.Flags&FlagQuiesce != 0
+	if !quiesce {
+		w.wake(r)
+	}
+	_ = r.rn.Step(&raftpb.Message{
+		Type:   raftpb.MessageType_MsgHeartbeat.Enum(),
+		From:   new(from),
+		To:     new(w.h.cfg.NodeID),
+		Term:   new(hb.Term),
+		Commit: new(hb.Commit),
+	})
+	w.touch(r)
+	if !quiesce {
+		return
+	}
+	st := r.rn.BasicStatus()
+	if st.RaftState == raft.StateFollower && st.Lead == from && st.GetTerm() == hb.Term &&
+		st.GetCommit() == hb.Commit && len(r.reads) == 0 && len(r.readWaits) == 0 && !w.h.cfg.DisableQuiesce {
+		r.quiesced = true
+		delete(w.awake, shard)
+		return
+	}
+	// Not caught up: stay awake and make sure the leader does too.
+	w.wake(r)
+	b := w.outbound(from)
+	b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: shard, Term: st.GetTerm(), Flags: FlagWake})
+}
+
+func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
+	r := w.replicas[shard]
+	if r == nil {
+		return
+	}
+	if hb.Flags&FlagWake != 0 {
+		w.wake(r)
+	}
+	_ = r.rn.Step(&raftpb.Message{
+		Type: raftpb.MessageType_MsgHeartbeatResp.Enum(),
+		From: new(from),
+		To:   new(w.h.cfg.NodeID),
+		Term: new(hb.Term),
+	})
+	w.touch(r)
+}
+
+// heartbeatAll sends every live follower a coalesced heartbeat with flags,
+// vouching for the commit index it is known to have.
+func (w *worker) heartbeatAll(r *replica, flags uint8) {
+	self := w.h.cfg.NodeID
+	commit := r.rn.BasicStatus().GetCommit()
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == self || w.dead[id] {
+			return
+		}
+		b := w.outbound(id)
+		b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: r.term, Commit: min(pr.Match, commit), Flags: flags})
+	})
+}
+
+// maybeQuiesce puts an idle leader to sleep: nothing pending, everything
+// applied, and every follower not reported dead has the whole log.
+func (w *worker) maybeQuiesce(r *replica) {
+	if r.state != raft.StateLeader || len(r.proposals) > 0 || len(r.reads) > 0 || len(r.readWaits) > 0 ||
+		r.inSnap != nil || r.skipTicks > 0 {
+		return
+	}
+	st := r.rn.BasicStatus()
+	if st.LeadTransferee != 0 || st.Applied != st.GetCommit() || len(r.confState.GetVotersOutgoing()) > 0 {
+		return
+	}
+	self := w.h.cfg.NodeID
+	ok := true
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if !ok || (id != self && w.dead[id]) {
+			return
+		}
+		if pr.Match != st.GetCommit() || (id != self && pr.State != tracker.StateReplicate) {
+			ok = false
+		}
+	})
+	if !ok {
+		return
+	}
+	r.quiesced = true
+	delete(w.awake, r.shard)
+	w.heartbeatAll(r, FlagQuiesce)
+}
+
+func (w *worker) handleLiveness(node uint64, s nodeState) {
+	switch s {
+	case nodeAlive:
+		delete(w.dead, node)
+		for _, r := range w.replicas {
+			if r.state == raft.StateLeader && r.quiesced && isMember(r.confState, node) {
+				w.wake(r)
+				w.touch(r)
+			}
+		}
+	case nodeSuspect:
+		for _, r := range w.replicas {
+			if r.lead == node && r.quiesced {
+				w.wake(r)
+				b := w.outbound(node)
+				b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: r.shard, Term: r.term, Flags: FlagWake})
+			}
+		}
+	case nodeDead:
+		w.dead[node] = true
+		self := w.h.cfg.NodeID
+		for _, r := range w.replicas {
+			if r.lead != node || r.state == raft.StateLeader {
+				continue
+			}
+			w.wake(r)
+			_ = r.rn.ForgetLeader()
+			// One deterministic candidate (see candidate) campaigns
+			// at once; the others have forgotten the leader and grant it
+			// their (pre-)votes without waiting out their leases.
+			if w.candidate(r) == self {
+				_ = r.rn.Campaign()
+			}
+			w.touch(r)
+		}
+	case nodeUnreachable:
+		for _, r := range w.awake {
+			if r.state == raft.StateLeader && isMember(r.confState, node) {
+				r.rn.ReportUnreachable(node)
+			}
+		}
+	}
+}
+
+// candidate picks, the same way on every host, the live voter that
+// campaigns for r's shard when its leader dies; spreading the choice by
+// shard spreads the elections' work and the new leaderships.
+func (w *worker) candidate(r *replica) uint64 {
+	var live []uint64
+	for _, v := range r.confState.GetVoters() { // sorted by raft
+		if !w.dead[v] {
+			live = append(live, v)
+		}
+	}
+	if len(live) == 0 {
+		return 0
+	}
+	return live[r.shard%uint64(len(live))]
+}
+
+func (w *worker) propose(shard uint64, req *request) {
+	r := w.replicas[shard]
+	if r == nil {
+		req.done <- result{err: ErrUnknownShard}
+		return
+	}
+	if r.state != raft.StateLeader {
+		req.done <- result{err: r.notLeader()}
+		return
+	}
+	w.wake(r)
+	w.seq++
+	putHeader(req.data, w.h.cfg.NodeID, w.seq)
+	if err := r.rn.Propose(req.data); err != nil {
+		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		return
+	}
+	r.proposals[w.seq] = req
+	w.touch(r)
+}
+
+func (w *worker) proposeConf(shard uint64, req *request) {
+	r := w.replicas[shard]
+	if r == nil {
+		req.done <- result{err: ErrUnknownShard}
+		return
+	}
+	if r.state != raft.StateLeader {
+		req.done <- result{err: r.notLeader()}
+		return
+	}
+	w.wake(r)
+	// raft turns a conf change proposed while another is pending into an
+	// empty entry, which would leave this waiter hanging: refuse instead.
+	if r.ccPending || len(r.confState.GetVotersOutgoing()) > 0 || r.applied < r.rn.BasicStatus().GetCommit() {
+		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
+		return
+	}
+	w.seq++
+	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
+	if err := r.rn.ProposeConfChange(req.cc); err != nil {
+		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		return
+	}
+	r.proposals[w.seq] = req
+	r.ccPending = true
+	w.touch(r)
+}
+
+func (w *worker) read(shard uint64, req *request) {
+	r := w.replicas[shard]
+	if r == nil {
+		req.done <- result{err: ErrUnknownShard}
+		return
+	}
+	w.wake(r)
+	w.issueRead(r, req)
+}
+
+func (w *worker) issueRead(r *replica, req *request) {
+	w.seq++
+	var ctx [8]byte
+	binary.LittleEndian.PutUint64(ctx[:], w.seq)
+	req.issued = w.tickCount
+	r.reads[w.seq] = req
+	r.rn.ReadIndex(ctx[:])
+	w.touch(r)
+}
+
+// retryReads re-issues reads raft has not answered for a while with a
+// fresh id (raft drops read requests silently, e.g. when no leader is
+// known), and forgets those whose caller gave up.
+func (w *worker) retryReads(r *replica) {
+	if len(r.reads) == 0 {
+		return
+	}
+	var again []*request
+	for id, req := range r.reads {
+		if req.ctx.Err() != nil {
+			delete(r.reads, id)
+			continue
+		}
+		if w.tickCount-req.issued < uint64(w.h.cfg.ReadRetryTicks) {
+			continue
+		}
+		delete(r.reads, id)
+		again = append(again, req)
+	}
+	for _, req := range again {
+		w.issueRead(r, req)
+	}
+}

@@ -1,0 +1,437 @@
+package raftmux_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/raftmux"
+)
+
+func TestStoppedHostsShardsFailOverAndRestartedHostCatchesUp(t *testing.T) {
+	const n = 32
+	c := newCluster(t, 3, nil)
+	shards := shardList(n)
+	c.bootstrap(n, []uint64{1, 2, 3})
+	leaders := c.waitLeaders(shards, 10*time.Second)
+	for _, s := range shards {
+		if _, err := c.propose(s, fmt.Appendf(nil, "before-%d", s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop(1)
+	for _, id := range c.ids() {
+		c.hosts[id].NodeDead(1)
+	}
+	after := c.waitLeaders(shards, 10*time.Second)
+	for _, s := range shards {
+		if after[s] == 1 {
+			t.Fatalf("shard %d still led by the stopped host", s)
+		}
+		if leaders[s] != 1 && after[s] != leaders[s] {
+			t.Logf("shard %d moved from %d to %d although its leader lived", s, leaders[s], after[s])
+		}
+	}
+	for _, s := range shards {
+		if _, err := c.propose(s, fmt.Appendf(nil, "during-%d", s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.start(1)
+	for _, id := range c.ids() {
+		if id != 1 {
+			c.hosts[id].NodeAlive(1)
+		}
+	}
+	for _, s := range shards {
+		if _, err := c.propose(s, fmt.Appendf(nil, "after-%d", s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitFor("restarted host to apply everything", 10*time.Second, func() bool {
+		for _, s := range shards {
+			if _, log := c.kvs[1].Log(s); len(log) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	c.checkSameLogs(shards)
+}
+
+func quiesced(c *cluster, shard uint64) bool {
+	for _, m := range c.infos() {
+		if i, ok := m[shard]; !ok || !i.Quiesced {
+			return false
+		}
+	}
+	return true
+}
+
+func TestIdleGroupQuiescesAndWakes(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(4, []uint64{1, 2, 3})
+	shards := shardList(4)
+	c.waitLeaders(shards, 5*time.Second)
+	c.waitFor("all groups to quiesce", 5*time.Second, func() bool {
+		for _, s := range shards {
+			if !quiesced(c, s) {
+				return false
+			}
+		}
+		return true
+	})
+	// A quiesced group sends nothing: the network stays silent.
+	before := c.net.Frames()
+	time.Sleep(20 * testTick)
+	if d := c.net.Frames() - before; d != 0 {
+		t.Fatalf("%d frames sent while every group was quiesced", d)
+	}
+
+	// A proposal wakes the group, commits, and the group sleeps again; the
+	// leader, back from a quiescence longer than an election timeout, keeps
+	// its leadership (CheckQuorum does not count the silence against it).
+	before0 := c.infos()
+	time.Sleep(30 * testTick)
+	if _, err := c.propose(0, []byte("wake")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("group to quiesce again", 5*time.Second, func() bool { return quiesced(c, 0) })
+	time.Sleep(30 * testTick)
+	if _, err := c.propose(0, []byte("wake again")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("group to quiesce again", 5*time.Second, func() bool { return quiesced(c, 0) })
+	for id, m := range c.infos() {
+		if b := before0[id][0]; m[0].Leader != b.Leader || m[0].Term != b.Term {
+			t.Fatalf("host %d: leader/term moved from %d/%d to %d/%d across quiescence", id, b.Leader, b.Term, m[0].Leader, m[0].Term)
+		}
+	}
+	c.checkSameLogs(shards)
+
+	// A quiesced group does not elect on its own, even with its leader gone.
+	l, _ := c.leaders([]uint64{1})
+	lead := l[1]
+	c.stop(lead)
+	time.Sleep(40 * testTick) // two to four election timeouts
+	if inf := c.infos(); inf[c.ids()[0]][1].Leader != lead {
+		t.Fatalf("quiesced follower changed leader on its own: %+v", inf[c.ids()[0]][1])
+	}
+	// Reported dead, it elects at once.
+	for _, id := range c.ids() {
+		c.hosts[id].NodeDead(lead)
+	}
+	after := c.waitLeaders(shards, 5*time.Second)
+	for _, s := range shards {
+		if after[s] == lead {
+			t.Fatalf("shard %d still led by dead host %d", s, lead)
+		}
+	}
+	if _, err := c.propose(1, []byte("after failover")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeadFollowerDoesNotKeepGroupAwake(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	follower := lead%3 + 1
+	c.stop(follower)
+	if _, err := c.propose(0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * testTick)
+	if inf := c.infos(); inf[lead][0].Quiesced {
+		t.Fatal("leader quiesced although a live-reported follower lags")
+	}
+	for _, id := range c.ids() {
+		c.hosts[id].NodeDead(follower)
+	}
+	c.waitFor("quiescence without the dead follower", 5*time.Second, func() bool { return quiesced(c, 0) })
+	// Back alive: the leader wakes and catches it up.
+	c.start(follower)
+	for _, id := range c.ids() {
+		if id != follower {
+			c.hosts[id].NodeAlive(follower)
+		}
+	}
+	c.waitFor("follower to catch up", 5*time.Second, func() bool {
+		_, log := c.kvs[follower].Log(0)
+		return len(log) == 1
+	})
+	c.checkSameLogs([]uint64{0})
+}
+
+func TestSuspectedLeaderOfQuiescedGroupIsPinged(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	c.waitFor("quiescence", 5*time.Second, func() bool { return quiesced(c, 0) })
+	for _, id := range c.ids() {
+		c.hosts[id].NodeSuspect(lead)
+	}
+	// The leader is alive: it answers the wake-up, keeps leadership, and
+	// the group goes back to sleep.
+	c.waitFor("group to sleep again", 5*time.Second, func() bool { return quiesced(c, 0) })
+	if l := c.waitLeaders([]uint64{0}, time.Second)[0]; l != lead {
+		t.Fatalf("leader moved from %d to %d on a false suspicion", lead, l)
+	}
+}
+
+func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	ctx := context.Background()
+	for _, v := range []uint64{1, 2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, 7, []uint64{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[1].Campaign(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.waitLeaders([]uint64{7}, 5*time.Second)[7]
+	for i := 0; i < 5; i++ {
+		if _, err := c.propose(7, fmt.Appendf(nil, "k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := c.hosts[lead]
+	cs, err := h.AddLearner(ctx, 7, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cs.GetLearners(), 4) {
+		t.Fatalf("conf state after AddLearner: %v", cs)
+	}
+	// The learner is created empty by the leader's first message and filled
+	// by a snapshot.
+	c.waitFor("learner snapshot", 5*time.Second, func() bool { return c.stores[4].Len(7) == 5 })
+	if _, err := c.propose(7, []byte("k5")); err != nil {
+		t.Fatal(err)
+	}
+	var cs2 interface{ GetVoters() []uint64 }
+	c.waitFor("promotion", 5*time.Second, func() bool {
+		cs, err := c.hosts[lead].Promote(ctx, 7, 4)
+		if err == nil {
+			cs2 = cs
+			return true
+		}
+		if !errors.Is(err, raftmux.ErrDropped) {
+			t.Fatal(err)
+		}
+		return false
+	})
+	if !slices.Contains(cs2.GetVoters(), 4) {
+		t.Fatalf("voters after Promote: %v", cs2.GetVoters())
+	}
+	victim := uint64(3)
+	if victim == lead {
+		victim = 2
+	}
+	c.waitFor("removal", 5*time.Second, func() bool {
+		_, err := c.hosts[lead].RemoveReplica(ctx, 7, victim)
+		if err != nil && !errors.Is(err, raftmux.ErrDropped) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	c.waitFor("removed replica to delete its data", 5*time.Second, func() bool {
+		_, hosted := c.infos()[victim][7]
+		return !hosted && c.stores[victim].Len(7) == 0
+	})
+	if _, err := c.propose(7, []byte("k6")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("new voter to apply", 5*time.Second, func() bool { return c.stores[4].Len(7) == 7 })
+}
+
+func TestPartitionedLeaderIsReplaced(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	c.waitFor("quiescence", 5*time.Second, func() bool { return quiesced(c, 0) })
+	var others []uint64
+	for _, id := range c.ids() {
+		if id != lead {
+			others = append(others, id)
+		}
+	}
+	c.net.Partition([]uint64{lead}, others)
+	// The majority side's failure detector suspects the leader: its
+	// followers wake, find it silent, and elect by ordinary timeouts.
+	for _, id := range others {
+		c.hosts[id].NodeSuspect(lead)
+	}
+	// The cut-off leader, woken by a proposal, cannot commit it and
+	// CheckQuorum makes it step down: the proposal fails, it is not lost.
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.hosts[lead].Propose(ctx, 0, []byte("lost"))
+		errc <- err
+	}()
+	c.waitFor("new leader on the majority side", 10*time.Second, func() bool {
+		inf := c.infos()
+		for _, id := range others {
+			if inf[id][0].Leader == id {
+				return true
+			}
+		}
+		return false
+	})
+	if err := <-errc; !errors.Is(err, raftmux.ErrOutcomeUnknown) {
+		t.Fatalf("proposal on the cut-off leader: %v, want ErrOutcomeUnknown", err)
+	}
+	if _, err := c.hosts[lead].Propose(context.Background(), 0, []byte("lost")); !errors.Is(err, raftmux.ErrNotLeader) {
+		t.Fatalf("propose on the stepped-down leader: %v", err)
+	}
+	if _, err := c.propose(0, []byte("majority")); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Heal()
+	c.waitFor("old leader to catch up", 10*time.Second, func() bool {
+		_, log := c.kvs[lead].Log(0)
+		return len(log) > 0 && log[len(log)-1].Data == "majority"
+	})
+	c.checkSameLogs([]uint64{0})
+}
+
+func TestLaggingFollowerGetsSnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *raftmux.Config) {
+		cfg.CompactionOverhead = 16
+		cfg.CompactionKeep = 4
+		cfg.SnapshotChunkSize = 64 // several chunks
+	})
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	lagger := lead%3 + 1
+	c.net.SetFilter(func(from, to uint64) bool { return from != lagger && to != lagger })
+	for i := 0; i < 60; i++ {
+		if _, err := c.propose(0, fmt.Appendf(nil, "key%05d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.net.Heal()
+	c.waitFor("lagger to install a snapshot", 10*time.Second, func() bool { return c.stores[lagger].Len(0) == 60 })
+	base, _ := c.kvs[lagger].Log(0)
+	if base < 16 {
+		t.Fatalf("lagger caught up from the log (snapshot base %d), compaction did not force a snapshot", base)
+	}
+	v, _ := c.stores[lagger].Get(0, []byte("key00059"))
+	if string(v) != "key00059" {
+		t.Fatalf("value after snapshot = %q", v)
+	}
+}
+
+func TestReadIndexAndLeaderTransfer(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	idx, err := c.propose(0, []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range c.ids() {
+		ri, err := c.hosts[id].ReadIndex(ctx, 0)
+		if err != nil {
+			t.Fatalf("host %d: %v", id, err)
+		}
+		if ri < idx {
+			t.Fatalf("host %d: read index %d below acknowledged write %d", id, ri, idx)
+		}
+	}
+	target := lead%3 + 1
+	if err := c.hosts[lead].TransferLeader(ctx, 0, target); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("transfer", 5*time.Second, func() bool {
+		l, ok := c.leaders([]uint64{0})
+		return ok && l[0] == target
+	})
+	c.mu.Lock()
+	var sawTarget bool
+	for _, lc := range c.changes {
+		sawTarget = sawTarget || (lc.Shard == 0 && lc.Leader == target && lc.Term > 1)
+	}
+	c.mu.Unlock()
+	if !sawTarget {
+		t.Fatal("no leadership-change callback for the transfer")
+	}
+	// Reads still work after a quiescence of the new leader.
+	c.waitFor("quiescence", 5*time.Second, func() bool { return quiesced(c, 0) })
+	if ri, err := c.hosts[lead].ReadIndex(ctx, 0); err != nil || ri < idx {
+		t.Fatalf("read after transfer: %d, %v", ri, err)
+	}
+}
+
+// A voter that bootstraps after its peers already elected (and messaged it,
+// creating an empty replica) still joins with its bootstrap state.
+func TestLateBootstrapAfterPeersElected(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	voters := []uint64{1, 2, 3}
+	for _, v := range []uint64{2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, 0, voters); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[2].Campaign(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.propose(0, []byte("early")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("an empty replica on the late host", 5*time.Second, func() bool {
+		_, ok := c.infos()[1][0]
+		return ok
+	})
+	// Either the empty replica is still empty and gets bootstrapped, or the
+	// leader filled it with a snapshot first and it is already a member.
+	if err := c.hosts[1].Bootstrap(ctx, 0, voters); err != nil && !errors.Is(err, raftmux.ErrShardExists) {
+		t.Fatal(err)
+	}
+	if err := c.hosts[1].Bootstrap(ctx, 0, voters); !errors.Is(err, raftmux.ErrShardExists) {
+		t.Fatalf("second bootstrap: %v, want ErrShardExists", err)
+	}
+	if _, err := c.propose(0, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("late host to apply", 5*time.Second, func() bool {
+		v, _ := c.stores[1].Get(0, []byte("late"))
+		return string(v) == "late"
+	})
+	c.checkSameLogs([]uint64{0})
+}
+
+// Heartbeats of many groups travel as tuples in one frame per host pair,
+// never as raft messages.
+func TestHeartbeatsAreCoalesced(t *testing.T) {
+	const shards = 64
+	c := newCluster(t, 3, func(cfg *raftmux.Config) { cfg.DisableQuiesce = true; cfg.Workers = 1 })
+	c.bootstrap(shards, []uint64{1, 2, 3})
+	c.waitLeaders(shardList(shards), 10*time.Second)
+	f0, h0 := c.net.Frames(), c.net.HeartbeatTuples()
+	const ticks = 20
+	time.Sleep(ticks * testTick)
+	frames, tuples := c.net.Frames()-f0, c.net.HeartbeatTuples()-h0
+	if n := c.net.Messages(raftpb.MessageType_MsgHeartbeat) + c.net.Messages(raftpb.MessageType_MsgHeartbeatResp); n != 0 {
+		t.Fatalf("%d heartbeats went out as raft messages", n)
+	}
+	// Every group heartbeats every tick (when the loaded test machine lets
+	// the clock run); a frame from one host to another carries the tuples of
+	// all the groups involved, about a third of them each.
+	if tuples < 4*shards {
+		t.Fatalf("only %d heartbeat tuples in %d ticks of %d awake groups", tuples, ticks, shards)
+	}
+	if perFrame := float64(tuples) / float64(frames); perFrame < 8 {
+		t.Fatalf("%.1f heartbeat tuples per frame for %d groups: not coalesced per host pair", perFrame, shards)
+	}
+}

@@ -1,0 +1,375 @@
+package raftmux
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+type evKind uint8
+
+const (
+	evMsg evKind = iota
+	evHeartbeat
+	evHeartbeatResp
+	evSnapChunk
+	evSnapDone
+	evPropose
+	evConfChange
+	evRead
+	evTransfer
+	evCampaign
+	evBootstrap
+	evLiveness
+	evInfo
+)
+
+type nodeState uint8
+
+const (
+	nodeAlive nodeState = iota
+	nodeSuspect
+	nodeDead
+	nodeUnreachable
+)
+
+type event struct {
+	kind      evKind
+	nodeState nodeState
+	ok        bool
+	shard     uint64
+	from      uint64
+	msg       *raftpb.Message
+	hb        Heartbeat
+	req       *request
+	chunk     *SnapshotChunk
+}
+
+// worker owns the replicas of the shards id mod W and runs their rounds.
+type worker struct {
+	h   *Host
+	idx int
+
+	mu      sync.Mutex
+	inbox   []event
+	stopped bool
+	wakec   chan struct{}
+	ticks   atomic.Int64
+
+	// Everything below is owned by the worker goroutine.
+	spare      []event
+	replicas   map[uint64]*replica
+	awake      map[uint64]*replica
+	tombstones map[uint64]struct{}
+	dead       map[uint64]bool
+	touched    []*replica
+	readies    []readyItem
+	outbox     map[uint64]*RaftBatch
+	seq        uint64
+	tickCount  uint64
+	snapID     uint64
+	cmds       []Command
+	waiters    []waiter
+	flights    chan *flight
+	inflight   int
+}
+
+// maxFlights bounds the storage batches a worker has in flight with
+// Config.PipelineWrites.
+const maxFlights = 4
+
+type readyItem struct {
+	r     *replica
+	rd    raft.Ready
+	early bool
+	// applied: its committed entries were applied before the fsync.
+	applied bool
+}
+
+type waiter struct {
+	req *request
+	res result
+}
+
+func newWorker(h *Host, idx int, seq uint64) *worker {
+	return &worker{
+		h:          h,
+		idx:        idx,
+		wakec:      make(chan struct{}, 1),
+		replicas:   make(map[uint64]*replica),
+		awake:      make(map[uint64]*replica),
+		tombstones: make(map[uint64]struct{}),
+		dead:       make(map[uint64]bool),
+		outbox:     make(map[uint64]*RaftBatch),
+		seq:        seq,
+		flights:    make(chan *flight, maxFlights),
+	}
+}
+
+func (w *worker) notify() {
+	select {
+	case w.wakec <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue adds a caller request; it fails rather than grow the inbox past
+// its bound.
+func (w *worker) enqueue(ev event) error {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return ErrStopped
+	}
+	if len(w.inbox) >= w.h.cfg.MaxInboxEvents {
+		w.mu.Unlock()
+		return ErrBusy
+	}
+	w.inbox = append(w.inbox, ev)
+	w.mu.Unlock()
+	w.notify()
+	return nil
+}
+
+// enqueueControl adds an event that must not be lost to a full inbox
+// (liveness reports, snapshot completions, observation). These are few.
+func (w *worker) enqueueControl(ev event) error {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return ErrStopped
+	}
+	w.inbox = append(w.inbox, ev)
+	w.mu.Unlock()
+	w.notify()
+	return nil
+}
+
+// enqueueMsg adds an inbound message; a full inbox drops it (raft
+// retransmits).
+func (w *worker) enqueueMsg(ev event) {
+	_ = w.enqueue(ev)
+}
+
+func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
+	max := w.h.cfg.MaxInboxEvents
+	added := false
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	for i := range b.Messages {
+		m := &b.Messages[i]
+		if m.Shard%n == idx && len(w.inbox) < max {
+			w.inbox = append(w.inbox, event{kind: evMsg, shard: m.Shard, from: from, msg: m.Msg})
+			added = true
+		}
+	}
+	for _, hb := range b.Heartbeats {
+		if hb.Shard%n == idx && len(w.inbox) < max {
+			w.inbox = append(w.inbox, event{kind: evHeartbeat, shard: hb.Shard, from: from, hb: hb})
+			added = true
+		}
+	}
+	for _, hb := range b.HeartbeatResponses {
+		if hb.Shard%n == idx && len(w.inbox) < max {
+			w.inbox = append(w.inbox, event{kind: evHeartbeatResp, shard: hb.Shard, from: from, hb: hb})
+			added = true
+		}
+	}
+	w.mu.Unlock()
+	if added {
+		w.notify()
+	}
+}
+
+func (w *worker) run() {
+	defer w.h.wg.Done()
+	for {
+		select {
+		case <-w.h.stopc:
+			return
+		case <-w.wakec:
+		}
+		w.round()
+	}
+}
+
+// shutdown fails everything still waiting once the goroutine has exited.
+func (w *worker) shutdown() {
+	w.mu.Lock()
+	w.stopped = true
+	evs := w.inbox
+	w.inbox = nil
+	w.mu.Unlock()
+	for _, ev := range evs {
+		if ev.req != nil {
+			ev.req.done <- result{err: ErrStopped}
+		}
+	}
+	for _, r := range w.replicas {
+		r.failAll(ErrStopped)
+	}
+}
+
+func (w *worker) round() {
+	w.mu.Lock()
+	evs := w.inbox
+	w.inbox = w.spare[:0]
+	w.mu.Unlock()
+	for i := range evs {
+		w.handle(&evs[i])
+		evs[i] = event{}
+	}
+	w.spare = evs[:0]
+	w.completeFlights()
+	if n := w.ticks.Swap(0); n > 0 {
+		w.tick()
+	}
+	w.processReady()
+}
+
+func (w *worker) touch(r *replica) {
+	if !r.touched {
+		r.touched = true
+		w.touched = append(w.touched, r)
+	}
+}
+
+func (w *worker) handle(ev *event) {
+	switch ev.kind {
+	case evMsg:
+		w.handleMsg(ev.shard, ev.from, ev.msg)
+	case evHeartbeat:
+		w.handleHeartbeat(ev.shard, ev.from, ev.hb)
+	case evHeartbeatResp:
+		w.handleHeartbeatResp(ev.shard, ev.from, ev.hb)
+	case evSnapChunk:
+		w.handleChunk(ev.from, ev.chunk)
+	case evSnapDone:
+		if r := w.replicas[ev.shard]; r != nil {
+			st := raft.SnapshotFinish
+			if !ev.ok {
+				st = raft.SnapshotFailure
+			}
+			r.rn.ReportSnapshot(ev.from, st)
+			w.touch(r)
+		}
+	case evPropose:
+		w.propose(ev.shard, ev.req)
+	case evConfChange:
+		w.proposeConf(ev.shard, ev.req)
+	case evRead:
+		w.read(ev.shard, ev.req)
+	case evTransfer:
+		r := w.replicas[ev.shard]
+		if r == nil {
+			ev.req.done <- result{err: ErrUnknownShard}
+			return
+		}
+		w.wake(r)
+		if r.state != raft.StateLeader {
+			ev.req.done <- result{err: r.notLeader()}
+			return
+		}
+		r.rn.TransferLeader(ev.req.target)
+		w.touch(r)
+		ev.req.done <- result{}
+	case evCampaign:
+		r := w.replicas[ev.shard]
+		if r == nil {
+			ev.req.done <- result{err: ErrUnknownShard}
+			return
+		}
+		w.wake(r)
+		err := r.rn.Campaign()
+		w.touch(r)
+		ev.req.done <- result{err: err}
+	case evBootstrap:
+		ev.req.done <- result{err: w.bootstrap(ev.shard, ev.req.voters)}
+	case evLiveness:
+		w.handleLiveness(ev.from, ev.nodeState)
+	case evInfo:
+		out := make([]Info, 0, len(w.replicas))
+		for _, r := range w.replicas {
+			out = append(out, r.info())
+		}
+		ev.req.done <- result{val: out}
+	}
+}
+
+func (w *worker) tick() {
+	w.tickCount++
+	for _, r := range w.awake {
+		if r.skipTicks > 0 {
+			r.skipTicks--
+		} else {
+			r.rn.Tick()
+		}
+		w.retryReads(r)
+		w.touch(r)
+		if !w.h.cfg.DisableQuiesce {
+			w.maybeQuiesce(r)
+		}
+	}
+}
+
+// outbound returns the batch being built for node to.
+func (w *worker) outbound(to uint64) *RaftBatch {
+	b := w.outbox[to]
+	if b == nil {
+		b = &RaftBatch{}
+		w.outbox[to] = b
+	}
+	return b
+}
+
+// route queues one raft message of r for sending: heartbeats without a
+// read-index context become coalesced tuples, snapshots are streamed.
+func (w *worker) route(r *replica, m *raftpb.Message) {
+	to := m.GetTo()
+	switch m.GetType() {
+	case raftpb.MessageType_MsgHeartbeat:
+		if len(m.Context) == 0 {
+			if r.quiesced {
+				// The quiesce heartbeat sent in its place carries the same
+				// term and commit; this one would wake the follower again.
+				return
+			}
+			b := w.outbound(to)
+			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
+			return
+		}
+	case raftpb.MessageType_MsgHeartbeatResp:
+		if len(m.Context) == 0 {
+			b := w.outbound(to)
+			b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: r.shard, Term: m.GetTerm()})
+			return
+		}
+	case raftpb.MessageType_MsgSnap:
+		w.sendSnapshot(r, m)
+		return
+	}
+	b := w.outbound(to)
+	b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: m})
+}
+
+// flush sends every non-empty outbound batch, one per node.
+func (w *worker) flush() {
+	for to, b := range w.outbox {
+		if b.Empty() {
+			continue
+		}
+		if err := w.h.cfg.Transport.Send(to, b); err != nil {
+			for _, m := range b.Messages {
+				if r := w.replicas[m.Shard]; r != nil && r.state == raft.StateLeader {
+					r.rn.ReportUnreachable(to)
+				}
+			}
+		}
+		b.Reset()
+	}
+}
