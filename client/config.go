@@ -1,0 +1,185 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Config configures New. The zero value of every field but Servers picks the
+// documented default.
+type Config struct {
+	// Servers are the seed nodes' client addresses (host:port). Metadata
+	// requests go to any of them, starting with the one that answered last;
+	// the owners of topics are found through them. Required, at most
+	// MaxServers.
+	Servers []string
+
+	// ClusterID must equal the cluster's id: a node refuses a handshake
+	// with another one, and the client refuses a node that answers with
+	// another one. Default 0.
+	ClusterID uint64
+
+	// Secret is the cluster's shared secret. When set, every connection
+	// proves it with HelloAuth and checks the node's proof; when empty, no
+	// proof is exchanged (a node that requires one refuses the requests).
+	Secret []byte
+
+	// DialTimeout bounds connecting to a node and the handshake. Default 2s.
+	DialTimeout time.Duration
+
+	// RequestTimeout bounds one attempt of a request (one round trip to one
+	// node); an attempt that outlives it counts as the node being
+	// unreachable and is retried elsewhere. The caller's context bounds the
+	// whole call, retries included. Default 5s.
+	RequestTimeout time.Duration
+
+	// MaxRetries is how many times a request is retried after its first
+	// attempt when the failure is one a retry can fix (a node unreachable,
+	// Unavailable, NotLeader, NotLeaderForTopic). Default 8; a negative
+	// value disables retries. Each attempt of a data request whose route
+	// must first be looked up may spend the lookup's own retries, so it
+	// makes at most (MaxRetries+1)² round trips in all; a lookup that fails
+	// after its retries ends the call.
+	MaxRetries int
+
+	// BackoffBase is the wait before the first retry; each later retry
+	// waits twice as long, up to BackoffMax, with jitter (a wait d is drawn
+	// from [d/2, d]) so that clients failing together do not retry together.
+	// A node's RetryAfter hint raises a wait, within BackoffMax. A retry on
+	// another node after a connection failure does not wait until every
+	// server has been tried once. Default 50ms.
+	BackoffBase time.Duration
+
+	// BackoffMax caps one wait between retries. Default 2s.
+	BackoffMax time.Duration
+
+	// ConnsPerServer is the number of TCP connections kept to each node;
+	// requests are pipelined over them round-robin. Default 1, at most 64.
+	ConnsPerServer int
+
+	// MaxInFlight bounds the requests outstanding on one connection; a
+	// caller beyond it waits (within its context) for a slot. Default 1024,
+	// at most 65536.
+	MaxInFlight int
+
+	// CacheCapacity bounds the routing cache (topic → owner, epoch).
+	// Default router.DefaultCacheCapacity.
+	CacheCapacity int
+
+	// Logger receives retries and connection events at debug and warn
+	// level. Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults and limits of Config.
+const (
+	DefaultDialTimeout    = 2 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxRetries     = 8
+	DefaultBackoffBase    = 50 * time.Millisecond
+	DefaultBackoffMax     = 2 * time.Second
+	DefaultConnsPerServer = 1
+	DefaultMaxInFlight    = 1024
+
+	MaxServers        = 1024
+	MaxConnsPerServer = 64
+	MaxInFlightLimit  = 1 << 16
+	// MaxRetriesLimit bounds MaxRetries: with the default backoff, 64
+	// retries already wait more than two minutes.
+	MaxRetriesLimit = 64
+)
+
+// withDefaults validates c and returns it with defaults filled in.
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Servers) == 0 {
+		return c, fmt.Errorf("client: no servers given: %w", ErrConfig)
+	}
+	if len(c.Servers) > MaxServers {
+		return c, fmt.Errorf("client: %d servers, at most %d: %w", len(c.Servers), MaxServers, ErrConfig)
+	}
+	servers := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		if err := ValidateAddr(s); err != nil {
+			return c, err
+		}
+		servers[i] = s
+	}
+	c.Servers = servers
+	c.Secret = append([]byte(nil), c.Secret...)
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"DialTimeout", &c.DialTimeout, DefaultDialTimeout},
+		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
+		{"BackoffBase", &c.BackoffBase, DefaultBackoffBase},
+		{"BackoffMax", &c.BackoffMax, DefaultBackoffMax},
+	}
+	for _, d := range durations {
+		if *d.v < 0 {
+			return c, fmt.Errorf("client: %s %v is negative: %w", d.name, *d.v, ErrConfig)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.BackoffMax < c.BackoffBase {
+		return c, fmt.Errorf("client: BackoffMax %v below BackoffBase %v: %w", c.BackoffMax, c.BackoffBase, ErrConfig)
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = DefaultMaxRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	case c.MaxRetries > MaxRetriesLimit:
+		return c, fmt.Errorf("client: MaxRetries %d above %d: %w", c.MaxRetries, MaxRetriesLimit, ErrConfig)
+	}
+	ints := []struct {
+		name     string
+		v        *int
+		def, max int
+	}{
+		{"ConnsPerServer", &c.ConnsPerServer, DefaultConnsPerServer, MaxConnsPerServer},
+		{"MaxInFlight", &c.MaxInFlight, DefaultMaxInFlight, MaxInFlightLimit},
+		{"CacheCapacity", &c.CacheCapacity, router.DefaultCacheCapacity, router.MaxCacheCapacity},
+	}
+	for _, n := range ints {
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+		if *n.v < 1 || *n.v > n.max {
+			return c, fmt.Errorf("client: %s %d not in [1, %d]: %w", n.name, *n.v, n.max, ErrConfig)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// ValidateAddr checks that addr is a host:port a node could listen on: at
+// most wire.MaxAddrLen bytes, a non-empty host and a port in 1..65535.
+// Errors wrap ErrConfig.
+func ValidateAddr(addr string) error {
+	if len(addr) > wire.MaxAddrLen {
+		return fmt.Errorf("client: server address of %d bytes, at most %d: %w", len(addr), wire.MaxAddrLen, ErrConfig)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("client: server address %q: %v: %w", addr, err, ErrConfig)
+	}
+	if host == "" {
+		return fmt.Errorf("client: server address %q has no host: %w", addr, ErrConfig)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("client: server address %q: port must be 1..65535: %w", addr, ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+// Package client is Shoal's native Go client: it assigns, looks up and
+// revokes topics, produces and fetches records, and lists members, shards
+// and node status.
+//
+// # Connections
+//
+// A Client keeps Config.ConnsPerServer TCP connections to each node it
+// talks to, dialled on first use (with the handshake of docs/wire.md: Hello,
+// and HelloAuth when Config.Secret is set) and replaced when they break.
+// Requests are pipelined: each carries a request id in its frame header, a
+// reader goroutine per connection hands every answer to the caller waiting
+// for that id, in whatever order the node answers, and at most
+// Config.MaxInFlight requests are outstanding per connection. Close stops
+// every goroutine the client started.
+//
+// # Routing
+//
+// Metadata requests (Assign, Lookup, Revoke, UpdatePartitions, Members,
+// Shards, Status) go to any seed of Config.Servers; the node forwards them to
+// the shard leader. Data requests (Produce, Fetch) go to the topic's owner,
+// carrying the ownership epoch of the route they were sent on. Routes come
+// from a router.Cache: on a miss the client looks the topic up and caches the
+// answer (Assign and Lookup answers are cached too).
+//
+// # Retries
+//
+// A failure a retry can fix is retried up to Config.MaxRetries times with
+// exponential backoff and jitter, within the caller's context:
+//
+//   - node unreachable (dial, broken connection, no answer within
+//     Config.RequestTimeout): the next seed at once, backing off once every
+//     seed has failed; for a data request, the route is invalidated and the
+//     topic looked up again, since a dead owner's topics move;
+//   - wire.ErrUnavailable, wire.ErrNotLeader: back off and try another node
+//     (the leader a NotLeader answer names, if it names one);
+//   - wire.ErrNotLeaderForTopic on a data request: the route is invalidated
+//     at its epoch; the next attempt follows the answer's owner hint if it
+//     names a newer epoch, else a linearizable lookup.
+//
+// Other answers (wire.ErrNotFound, wire.ErrBadRequest, …) are returned at
+// once. Errors are never hidden: the error a call returns wraps the last
+// failure, so errors.Is matches the wire sentinels, this package's
+// ErrUnreachable / ErrHandshake / ErrProtocol / ErrInvalidArgument /
+// ErrClosed, and context.DeadlineExceeded when the context ended the call;
+// errors.As gives the *wire.ErrorResponse with the node's hints.
+//
+// Produce is at-least-once across retries: an attempt that fails after the
+// owner appended its records (the connection broke before the answer) is
+// sent again.
+package client

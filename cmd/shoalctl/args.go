@@ -1,0 +1,312 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Defaults of the global flags.
+const (
+	// defaultServers are the client ports `shoal dev` listens on.
+	defaultServers = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+	defaultTimeout = 10 * time.Second
+)
+
+// invocation is a parsed command line.
+type invocation struct {
+	servers   []string
+	json      bool
+	timeout   time.Duration
+	clusterID uint64
+	secret    []byte
+
+	cmd          string
+	topic        string
+	owner        string
+	partitions   uint32
+	linearizable bool
+	msg          string
+	from         uint64
+	maxBytes     uint32
+	statusAddr   string // status: the node to ask; empty = any server
+}
+
+// errHelp asks for the usage text on stdout and exit 0.
+var errHelp = errors.New("help requested")
+
+// usageError is a command line that cannot be run; its text is the whole
+// message shown.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+const usage = `usage: shoalctl [--servers H:P,...] [--json] [--timeout D] [--cluster-id N] COMMAND [ARGS]
+
+commands:
+  assign TOPIC [--owner ID] [--partitions N]   assign a topic (to a node, or let its shard leader choose)
+  lookup TOPIC [--linearizable]                show who owns a topic
+  revoke TOPIC                                 remove a topic's assignment
+  produce TOPIC MSG                            append MSG to a topic at its owner
+  fetch TOPIC [--from N] [--max-bytes N]       read a topic's records from offset N
+  members                                      list the cluster's members
+  shards                                       list the metadata shards, replicas and leaders
+  status [H:P]                                 show one node's status (default: the first server that answers)
+
+global flags (before or after the command):
+  --servers H:P,...   client addresses of nodes to ask (env SHOAL_SERVERS,
+                      default ` + defaultServers + `)
+  --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
+  --timeout D         give up after D, retries included (default 10s)
+  --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
+  the cluster's shared secret, if any, is read from env SHOAL_SECRET
+
+Flags may come before or after a command's arguments; "--" ends the flags.
+exit status: 0 success, 1 the cluster refused or failed the request,
+2 usage error, 3 no server reachable in time.
+`
+
+type flagKind uint8
+
+const (
+	boolFlag flagKind = iota
+	valueFlag
+)
+
+var globalFlags = map[string]flagKind{
+	"servers": valueFlag, "json": boolFlag, "timeout": valueFlag, "cluster-id": valueFlag,
+	"help": boolFlag, "h": boolFlag,
+}
+
+// commands lists each command's flags and its positional arguments: the
+// required ones, then the optional ones.
+var commands = map[string]struct {
+	flags    map[string]flagKind
+	required []string
+	optional []string
+}{
+	"assign":  {flags: map[string]flagKind{"owner": valueFlag, "partitions": valueFlag}, required: []string{"TOPIC"}},
+	"lookup":  {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
+	"revoke":  {required: []string{"TOPIC"}},
+	"produce": {required: []string{"TOPIC", "MSG"}},
+	"fetch":   {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag}, required: []string{"TOPIC"}},
+	"members": {},
+	"shards":  {},
+	"status":  {optional: []string{"H:P"}},
+}
+
+// parseArgs parses a command line (without the program name). getenv
+// supplies SHOAL_SERVERS, SHOAL_CLUSTER_ID and SHOAL_SECRET. The returned
+// invocation has json set whenever --json was seen, even with an error, so
+// that the error can be printed in the form asked for.
+func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
+	inv := &invocation{timeout: defaultTimeout}
+	values := make(map[string]string)
+	var positional []string
+	help := false
+	for i := 0; i < len(args); i++ {
+		tok := args[i]
+		if tok == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(tok) < 2 || tok[0] != '-' {
+			if inv.cmd == "" {
+				if _, ok := commands[tok]; !ok {
+					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status)", clip(tok))
+				}
+				inv.cmd = tok
+				continue
+			}
+			positional = append(positional, tok)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(tok, "-"), "-"), "=")
+		kind, ok := globalFlags[name]
+		if !ok && inv.cmd != "" {
+			kind, ok = commands[inv.cmd].flags[name]
+		}
+		if !ok {
+			if inv.cmd == "" {
+				return inv, usagef("unknown flag --%s before the command", clip(name))
+			}
+			return inv, usagef("%s: unknown flag --%s", inv.cmd, clip(name))
+		}
+		switch kind {
+		case boolFlag:
+			if !hasValue {
+				value = "true"
+			}
+			b, err := strconv.ParseBool(value)
+			if err != nil {
+				return inv, usagef("--%s wants true or false, not %q", name, clip(value))
+			}
+			value = strconv.FormatBool(b)
+			if name == "json" {
+				inv.json = b
+			}
+		case valueFlag:
+			if !hasValue {
+				if i+1 >= len(args) {
+					return inv, usagef("--%s needs a value", name)
+				}
+				i++
+				value = args[i]
+			}
+		}
+		if name == "help" || name == "h" {
+			help = value == "true"
+			continue
+		}
+		values[name] = value
+	}
+	if help {
+		return inv, errHelp
+	}
+	if err := inv.globals(values, getenv); err != nil {
+		return inv, err
+	}
+	if inv.cmd == "" {
+		return inv, usagef("missing command (try shoalctl --help)")
+	}
+	spec := commands[inv.cmd]
+	if len(positional) < len(spec.required) {
+		return inv, usagef("%s: missing %s", inv.cmd, spec.required[len(positional)])
+	}
+	if len(positional) > len(spec.required)+len(spec.optional) {
+		return inv, usagef("%s: unexpected argument %q", inv.cmd, clip(positional[len(spec.required)+len(spec.optional)]))
+	}
+	return inv, inv.command(positional, values)
+}
+
+// globals fills the global settings from flags, then the environment, then
+// defaults.
+func (inv *invocation) globals(values map[string]string, getenv func(string) string) error {
+	servers, ok := values["servers"]
+	if !ok {
+		servers = getenv("SHOAL_SERVERS")
+	}
+	if strings.TrimSpace(servers) == "" {
+		servers = defaultServers
+	}
+	for s := range strings.SplitSeq(servers, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if err := client.ValidateAddr(s); err != nil {
+			return usagef("--servers: %q is not a host:port address", clip(s))
+		}
+		inv.servers = append(inv.servers, s)
+	}
+	if len(inv.servers) == 0 {
+		return usagef("--servers: no address given")
+	}
+	if v, ok := values["timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return usagef("--timeout wants a positive duration such as 5s or 500ms, not %q", clip(v))
+		}
+		inv.timeout = d
+	}
+	id, ok := values["cluster-id"]
+	if !ok {
+		id = getenv("SHOAL_CLUSTER_ID")
+	}
+	if id != "" {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			return usagef("cluster id wants an unsigned integer, not %q", clip(id))
+		}
+		inv.clusterID = n
+	}
+	if s := getenv("SHOAL_SECRET"); s != "" {
+		inv.secret = []byte(s)
+	}
+	return nil
+}
+
+// command fills the command's arguments and flags and checks them against
+// the protocol's limits, so that nothing the cluster would refuse is sent.
+func (inv *invocation) command(positional []string, values map[string]string) error {
+	if len(commands[inv.cmd].required) > 0 {
+		topic := positional[0]
+		switch {
+		case topic == "":
+			return usagef("%s: empty topic name", inv.cmd)
+		case len(topic) > wire.MaxTopicLen:
+			return usagef("%s: topic name is %d bytes long; the limit is %d bytes", inv.cmd, len(topic), wire.MaxTopicLen)
+		}
+		inv.topic = topic
+	}
+	var err error
+	switch inv.cmd {
+	case "assign":
+		inv.owner = values["owner"]
+		if len(inv.owner) > wire.MaxNodeIDLen {
+			return usagef("assign: --owner is %d bytes long; a node id is at most %d bytes", len(inv.owner), wire.MaxNodeIDLen)
+		}
+		if v, ok := values["partitions"]; ok {
+			var n uint64
+			if n, err = parseUint("partitions", v, 1, wire.MaxPartitions); err != nil {
+				return err
+			}
+			inv.partitions = uint32(n)
+		}
+	case "lookup":
+		inv.linearizable = values["linearizable"] == "true"
+	case "produce":
+		inv.msg = positional[1]
+		if len(inv.msg) > wire.MaxRecordLen {
+			return usagef("produce: MSG is %d bytes long; the limit is %d bytes", len(inv.msg), wire.MaxRecordLen)
+		}
+	case "fetch":
+		if v, ok := values["from"]; ok {
+			if inv.from, err = parseUint("from", v, 0, 1<<64-1); err != nil {
+				return err
+			}
+		}
+		if v, ok := values["max-bytes"]; ok {
+			var n uint64
+			if n, err = parseUint("max-bytes", v, 1, 1<<32-1); err != nil {
+				return err
+			}
+			inv.maxBytes = uint32(n)
+		}
+	case "status":
+		if len(positional) > 0 {
+			if client.ValidateAddr(positional[0]) != nil {
+				return usagef("status: %q is not a host:port address", clip(positional[0]))
+			}
+			inv.statusAddr = positional[0]
+		}
+	}
+	return nil
+}
+
+func parseUint(name, v string, lo, hi uint64) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, usagef("--%s wants an integer in %d..%d, not %q", name, lo, hi, clip(v))
+	}
+	return n, nil
+}
+
+// clip shortens what a user typed for an error message: one line, however
+// long the input.
+func clip(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}

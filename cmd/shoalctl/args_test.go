@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+var devServers = []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"}
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want invocation
+	}{
+		{"assign with defaults", []string{"assign", "topic-blue"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "assign", topic: "topic-blue"}},
+		{"flags after the topic", []string{"assign", "t", "--owner", "n2", "--partitions=4"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "assign", topic: "t", owner: "n2", partitions: 4}},
+		{"flags before the topic", []string{"assign", "--owner=n2", "--partitions", "4", "t"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "assign", topic: "t", owner: "n2", partitions: 4}},
+		{"global flags anywhere", []string{"lookup", "t", "--json", "--servers", "10.0.0.1:1,10.0.0.2:2", "--linearizable"}, nil,
+			invocation{servers: []string{"10.0.0.1:1", "10.0.0.2:2"}, json: true, timeout: defaultTimeout, cmd: "lookup", topic: "t", linearizable: true}},
+		{"global flags first, single dash", []string{"-json", "-timeout", "3s", "revoke", "t"}, nil,
+			invocation{servers: devServers, json: true, timeout: 3 * time.Second, cmd: "revoke", topic: "t"}},
+		{"servers from the environment", []string{"members"}, map[string]string{"SHOAL_SERVERS": " 127.0.0.1:9001 , 127.0.0.1:9002 "},
+			invocation{servers: []string{"127.0.0.1:9001", "127.0.0.1:9002"}, timeout: defaultTimeout, cmd: "members"}},
+		{"flag beats environment", []string{"--servers=127.0.0.1:1", "shards"}, map[string]string{"SHOAL_SERVERS": "127.0.0.1:2"},
+			invocation{servers: []string{"127.0.0.1:1"}, timeout: defaultTimeout, cmd: "shards"}},
+		{"cluster id and secret from the environment", []string{"status"}, map[string]string{"SHOAL_CLUSTER_ID": "42", "SHOAL_SECRET": "s"},
+			invocation{servers: devServers, timeout: defaultTimeout, clusterID: 42, secret: []byte("s"), cmd: "status"}},
+		{"produce a message that looks like a flag", []string{"produce", "t", "--", "--not-a-flag"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "produce", topic: "t", msg: "--not-a-flag"}},
+		{"produce with spaces", []string{"produce", "t", "hello world"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "produce", topic: "t", msg: "hello world"}},
+		{"fetch from an offset", []string{"fetch", "--from", "17", "t", "--max-bytes=4096"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "fetch", topic: "t", from: 17, maxBytes: 4096}},
+		{"status of one node", []string{"status", "127.0.0.1:7102"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "status", statusAddr: "127.0.0.1:7102"}},
+		{"explicit false", []string{"lookup", "t", "--linearizable=false", "--json=false"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "lookup", topic: "t"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseArgs(tc.args, env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Fatalf("parseArgs(%q) =\n%+v\nwant\n%+v", tc.args, *got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseArgsRejects(t *testing.T) {
+	long := strings.Repeat("x", 10<<20)
+	tests := []struct {
+		name string
+		args []string
+		want string // part of the message
+	}{
+		{"no command", nil, "missing command"},
+		{"unknown command", []string{"asign", "t"}, `unknown command "asign"`},
+		{"missing topic", []string{"assign"}, "assign: missing TOPIC"},
+		{"missing message", []string{"produce", "t"}, "produce: missing MSG"},
+		{"extra argument", []string{"revoke", "a", "b"}, `revoke: unexpected argument "b"`},
+		{"members takes none", []string{"members", "x"}, `members: unexpected argument "x"`},
+		{"10 MB topic", []string{"lookup", long}, "lookup: topic name is 10485760 bytes long; the limit is 255 bytes"},
+		{"256-byte topic", []string{"assign", long[:256]}, "topic name is 256 bytes long"},
+		{"empty topic", []string{"fetch", ""}, "fetch: empty topic name"},
+		{"unknown flag", []string{"lookup", "t", "--owner", "n1"}, "lookup: unknown flag --owner"},
+		{"command flag before the command", []string{"--owner", "n1", "assign", "t"}, "unknown flag --owner before the command"},
+		{"flag without value", []string{"assign", "t", "--owner"}, "--owner needs a value"},
+		{"partitions not a number", []string{"assign", "t", "--partitions", "many"}, "--partitions wants an integer in 1..65536"},
+		{"partitions zero", []string{"assign", "t", "--partitions=0"}, "--partitions wants an integer in 1..65536"},
+		{"partitions too many", []string{"assign", "t", "--partitions=65537"}, "--partitions wants an integer"},
+		{"negative offset", []string{"fetch", "t", "--from", "-1"}, "--from wants an integer"},
+		{"bad timeout", []string{"--timeout", "soon", "members"}, "--timeout wants a positive duration"},
+		{"bad server", []string{"--servers", "localhost", "members"}, `--servers: "localhost" is not a host:port address`},
+		{"empty servers", []string{"--servers", ",", "members"}, "--servers: no address given"},
+		{"bad bool", []string{"--json=maybe", "members"}, "--json wants true or false"},
+		{"bad cluster id", []string{"--cluster-id", "-1", "members"}, "cluster id wants an unsigned integer"},
+		{"status of a non-address", []string{"status", "n1"}, `status: "n1" is not a host:port address`},
+		{"owner too long", []string{"assign", "t", "--owner", long[:65]}, "node id is at most 64 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseArgs(tc.args, env(nil))
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("parseArgs = %v, want a usage error", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("message %q does not say %q", err, tc.want)
+			}
+			if len(err.Error()) > 200 || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("message is not one short line: %d bytes", len(err.Error()))
+			}
+		})
+	}
+}
+
+func TestParseArgsKeepsJSONOnError(t *testing.T) {
+	inv, err := parseArgs([]string{"--json", "nope"}, env(nil))
+	if err == nil || !inv.json {
+		t.Fatalf("json %v, err %v: an error must still be printed as JSON", inv.json, err)
+	}
+}
+
+func TestParseArgsHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"assign", "--help"}} {
+		if _, err := parseArgs(args, env(nil)); !errors.Is(err, errHelp) {
+			t.Errorf("parseArgs(%q) = %v, want errHelp", args, err)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// FuzzParseArgs: any command line parses to a runnable invocation or to a
+// usage error of one short line; nothing panics.
+func FuzzParseArgs(f *testing.F) {
+	for _, s := range []string{
+		"assign\x00topic-blue\x00--owner\x00n2",
+		"--json\x00lookup\x00t\x00--linearizable=false",
+		"produce\x00t\x00--\x00-x",
+		"fetch\x00--from\x0018446744073709551615\x00t\x00--max-bytes=1",
+		"--servers=127.0.0.1:1,[::1]:2\x00status\x00127.0.0.1:3",
+		"-h", "", "--timeout\x00-1s\x00members",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		inv, err := parseArgs(args, env(nil))
+		if inv == nil {
+			t.Fatal("nil invocation")
+		}
+		if err != nil {
+			var ue *usageError
+			if !errors.Is(err, errHelp) && !errors.As(err, &ue) {
+				t.Fatalf("error %v is neither help nor a usage error", err)
+			}
+			if msg := err.Error(); len(msg) > 1024 {
+				t.Fatalf("message of %d bytes", len(msg))
+			}
+			return
+		}
+		if _, ok := commands[inv.cmd]; !ok {
+			t.Fatalf("unknown command %q accepted", inv.cmd)
+		}
+		if len(commands[inv.cmd].required) > 0 && (inv.topic == "" || len(inv.topic) > wire.MaxTopicLen) {
+			t.Fatalf("topic of %d bytes accepted", len(inv.topic))
+		}
+		if len(inv.servers) == 0 || inv.timeout <= 0 {
+			t.Fatalf("servers %v, timeout %v", inv.servers, inv.timeout)
+		}
+	})
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/shoalmq/shoal/client/clienttest"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// TestMain removes the binary built for the tests and checks for leaked
+// goroutines once all tests ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+// shoalctlBinary builds the command once per test run.
+func shoalctlBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "shoalctl-test-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "shoalctl")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type outcome struct {
+	stdout, stderr string
+	code           int
+}
+
+// shoalctl runs the built binary with args and SHOAL_SERVERS set to servers.
+func shoalctl(t *testing.T, servers []string, args ...string) outcome {
+	t.Helper()
+	cmd := exec.Command(shoalctlBinary(t), args...)
+	cmd.Env = append(os.Environ(), "SHOAL_SERVERS="+strings.Join(servers, ","), "SHOAL_CLUSTER_ID=7")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return outcome{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// failsWith checks a failed run: the exit code, nothing on stdout, and
+// exactly one line on stderr containing want.
+func (o outcome) failsWith(t *testing.T, code int, want string) {
+	t.Helper()
+	if o.code != code {
+		t.Fatalf("exit %d, want %d (stderr %q)", o.code, code, o.stderr)
+	}
+	if o.stdout != "" {
+		t.Fatalf("stdout %q on failure", o.stdout)
+	}
+	if strings.Count(o.stderr, "\n") != 1 || !strings.HasSuffix(o.stderr, "\n") {
+		t.Fatalf("stderr is not one line: %q", o.stderr)
+	}
+	if !strings.Contains(o.stderr, want) {
+		t.Fatalf("stderr %q does not say %q", o.stderr, want)
+	}
+}
+
+func startNodes(t *testing.T, n int) (*clienttest.Cluster, []string) {
+	t.Helper()
+	cl := &clienttest.Cluster{ClusterID: 7}
+	var addrs []string
+	for i := range n {
+		node, err := cl.Start("n" + string(rune('1'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, node.Addr())
+	}
+	t.Cleanup(cl.Close)
+	return cl, addrs
+}
+
+// decode parses one line of --json output into a map, checking its keys.
+func decode(t *testing.T, o outcome, keys ...string) map[string]any {
+	t.Helper()
+	if o.code != 0 {
+		t.Fatalf("exit %d: %s", o.code, o.stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(o.stdout), &m); err != nil {
+		t.Fatalf("stdout %q: %v", o.stdout, err)
+	}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	if !sameSet(got, keys) {
+		t.Fatalf("keys %v, want %v", got, keys)
+	}
+	return m
+}
+
+func sameSet(a, b []string) bool {
+	set := func(s []string) map[string]bool {
+		m := make(map[string]bool)
+		for _, v := range s {
+			m[v] = true
+		}
+		return m
+	}
+	return len(a) == len(b) && reflect.DeepEqual(set(a), set(b))
+}
+
+func TestShoalctlHappyPath(t *testing.T) {
+	_, servers := startNodes(t, 3)
+	assignKeys := []string{"topic", "owner", "owner_addr", "epoch", "partitions", "shard"}
+
+	a := decode(t, shoalctl(t, servers, "--json", "assign", "topic-blue", "--owner", "n2"), assignKeys...)
+	if a["owner"] != "n2" || a["owner_addr"] != servers[1] || a["epoch"] != 1.0 || a["partitions"] != 1.0 {
+		t.Fatalf("assign: %v", a)
+	}
+	for _, s := range servers {
+		// Every node answers the lookup.
+		l := decode(t, shoalctl(t, []string{s}, "lookup", "topic-blue", "--json", "--linearizable"), assignKeys...)
+		if !reflect.DeepEqual(l, a) {
+			t.Fatalf("lookup via %s: %v, assign said %v", s, l, a)
+		}
+	}
+	p := decode(t, shoalctl(t, servers, "produce", "topic-blue", "hello", "--json"), "topic", "epoch", "offset")
+	if p["offset"] != 0.0 || p["epoch"] != 1.0 {
+		t.Fatalf("produce: %v", p)
+	}
+	f := decode(t, shoalctl(t, servers, "--json", "fetch", "topic-blue", "--from", "0"), "topic", "epoch", "records")
+	recs, _ := f["records"].([]any)
+	if len(recs) != 1 || !reflect.DeepEqual(recs[0], map[string]any{"offset": 0.0, "value": "hello"}) {
+		t.Fatalf("fetch: %v", f)
+	}
+	m := decode(t, shoalctl(t, servers, "--json", "members"), "members")
+	members, _ := m["members"].([]any)
+	if len(members) != 3 {
+		t.Fatalf("members: %v", m)
+	}
+	var mkeys []string
+	for k := range members[0].(map[string]any) {
+		mkeys = append(mkeys, k)
+	}
+	if !sameSet(mkeys, []string{"id", "generation", "incarnation", "state", "rack", "swim_addr", "client_addr", "peer_addr"}) {
+		t.Fatalf("member keys %v", mkeys)
+	}
+	decode(t, shoalctl(t, servers, "--json", "shards"), "shards")
+	st := decode(t, shoalctl(t, servers, "--json", "status", servers[2]),
+		"node", "generation", "members_alive", "shards_hosted", "shards_led", "topics_owned", "ready")
+	if st["node"] != "n3" || st["ready"] != true {
+		t.Fatalf("status: %v", st)
+	}
+	r := decode(t, shoalctl(t, servers, "--json", "revoke", "topic-blue"), "topic", "epoch")
+	if r["epoch"] != 2.0 {
+		t.Fatalf("revoke: %v", r)
+	}
+
+	// The default output is a table.
+	shoalctl(t, servers, "assign", "topic-red", "--owner=n1")
+	o := shoalctl(t, servers, "lookup", "topic-red")
+	want := "TOPIC      OWNER  OWNER ADDR"
+	if o.code != 0 || !strings.HasPrefix(o.stdout, want) || !strings.Contains(o.stdout, "topic-red  n1     "+servers[0]) {
+		t.Fatalf("lookup table:\n%s%s", o.stdout, o.stderr)
+	}
+}
+
+func TestShoalctlBadInput(t *testing.T) {
+	cl, servers := startNodes(t, 1)
+	// One argument of the command line is at most 128 KiB on Linux, so this
+	// is the longest topic a shell can pass; run is tested with 10 MB below.
+	longest := strings.Repeat("x", 128<<10-1)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, `shoalctl: unknown command "frobnicate"`},
+		{"no command", nil, exitUsage, "shoalctl: missing command"},
+		{"missing topic", []string{"assign"}, exitUsage, "shoalctl: assign: missing TOPIC"},
+		{"missing topic for fetch", []string{"fetch", "--from", "3"}, exitUsage, "shoalctl: fetch: missing TOPIC"},
+		{"huge topic", []string{"lookup", longest}, exitUsage, "topic name is 131071 bytes long; the limit is 255 bytes"},
+		{"unknown flag", []string{"lookup", "t", "--fast"}, exitUsage, "lookup: unknown flag --fast"},
+		{"topic never assigned", []string{"lookup", "nothing-here"}, exitFailed, "not found"},
+		{"unknown owner", []string{"assign", "t", "--owner", "n9"}, exitFailed, "bad request"},
+		{"json error", []string{"--json", "lookup", "nothing-here"}, exitFailed, `{"error":{"code":"NotFound","message":"lookup \"nothing-here\": shoal: not found`},
+		{"json usage error", []string{"--json", "revoke"}, exitUsage, `{"error":{"code":"Usage","message":"revoke: missing TOPIC"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			shoalctl(t, servers, tc.args...).failsWith(t, tc.code, tc.want)
+		})
+	}
+	if cl.Records("t") != nil {
+		t.Fatal("a refused command changed the cluster")
+	}
+}
+
+func TestShoalctlServerDown(t *testing.T) {
+	cl, servers := startNodes(t, 2)
+	cl.Close()
+	shoalctl(t, servers, "members").failsWith(t, exitUnreachable, "server unreachable")
+	shoalctl(t, servers, "--json", "lookup", "t").failsWith(t, exitUnreachable, `{"error":{"code":"Unreachable"`)
+}
+
+func TestShoalctlTimeout(t *testing.T) {
+	cl := &clienttest.Cluster{ClusterID: 7}
+	n, err := cl.Start("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n.Inject(wire.KindMembers, clienttest.Fault{Stall: true})
+	shoalctl(t, []string{n.Addr()}, "--timeout", "200ms", "--json", "members").
+		failsWith(t, exitUnreachable, `{"error":{"code":"Timeout"`)
+}
+
+// run itself, in process: a 10 MB topic (more than a command line can
+// carry) is refused before anything is dialled.
+func TestRunRefusesA10MBTopic(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--servers", "127.0.0.1:1", "assign", strings.Repeat("t", 10<<20)}, env(nil), &stdout, &stderr)
+	if code != exitUsage || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+	want := "shoalctl: assign: topic name is 10485760 bytes long; the limit is 255 bytes\n"
+	if stderr.String() != want {
+		t.Fatalf("stderr %q, want %q", stderr.String(), want)
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, env(nil), &stdout, &stderr); code != exitOK ||
+		!strings.HasPrefix(stdout.String(), "usage: shoalctl") || stderr.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shoalmq/shoal/client"
+)
+
+// The --json shapes. Field names are the documented, stable keys (README,
+// "shoalctl"); changing one breaks scripts.
+
+type assignmentJSON struct {
+	Topic      string `json:"topic"`
+	Owner      string `json:"owner"`
+	OwnerAddr  string `json:"owner_addr"`
+	Epoch      uint64 `json:"epoch"`
+	Partitions uint32 `json:"partitions"`
+	Shard      uint64 `json:"shard"`
+}
+
+type revokedJSON struct {
+	Topic string `json:"topic"`
+	Epoch uint64 `json:"epoch"`
+}
+
+type producedJSON struct {
+	Topic  string `json:"topic"`
+	Epoch  uint64 `json:"epoch"`
+	Offset uint64 `json:"offset"`
+}
+
+type recordJSON struct {
+	Offset uint64 `json:"offset"`
+	Value  string `json:"value"`
+}
+
+type fetchedJSON struct {
+	Topic   string       `json:"topic"`
+	Epoch   uint64       `json:"epoch"`
+	Records []recordJSON `json:"records"`
+}
+
+type memberJSON struct {
+	ID          string `json:"id"`
+	Generation  uint64 `json:"generation"`
+	Incarnation uint64 `json:"incarnation"`
+	State       string `json:"state"`
+	Rack        string `json:"rack"`
+	SwimAddr    string `json:"swim_addr"`
+	ClientAddr  string `json:"client_addr"`
+	PeerAddr    string `json:"peer_addr"`
+}
+
+type membersJSON struct {
+	Members []memberJSON `json:"members"`
+}
+
+type shardJSON struct {
+	Shard    uint64   `json:"shard"`
+	Replicas []string `json:"replicas"`
+	Leader   string   `json:"leader"`
+	Term     uint64   `json:"term"`
+}
+
+type shardsJSON struct {
+	Shards []shardJSON `json:"shards"`
+}
+
+type statusJSON struct {
+	Node         string `json:"node"`
+	Generation   uint64 `json:"generation"`
+	MembersAlive uint32 `json:"members_alive"`
+	ShardsHosted uint32 `json:"shards_hosted"`
+	ShardsLed    uint32 `json:"shards_led"`
+	TopicsOwned  uint64 `json:"topics_owned"`
+	Ready        bool   `json:"ready"`
+}
+
+type errorJSON struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// result is what a command printed: its JSON shape and its table.
+type result interface {
+	jsonValue() any
+	table(w *tabwriter.Writer)
+}
+
+type assignmentResult client.Assignment
+
+func (r assignmentResult) jsonValue() any {
+	return assignmentJSON(r)
+}
+
+func (r assignmentResult) table(w *tabwriter.Writer) {
+	row(w, "TOPIC", "OWNER", "OWNER ADDR", "EPOCH", "PARTITIONS", "SHARD")
+	row(w, text(r.Topic), text(r.Owner), text(r.OwnerAddr), u64(r.Epoch), u64(uint64(r.Partitions)), u64(r.Shard))
+}
+
+type revokedResult client.Revoked
+
+func (r revokedResult) jsonValue() any { return revokedJSON(r) }
+
+func (r revokedResult) table(w *tabwriter.Writer) {
+	row(w, "TOPIC", "REVOKED AT EPOCH")
+	row(w, text(r.Topic), u64(r.Epoch))
+}
+
+type producedResult client.ProduceResult
+
+func (r producedResult) jsonValue() any {
+	return producedJSON(r)
+}
+
+func (r producedResult) table(w *tabwriter.Writer) {
+	row(w, "TOPIC", "EPOCH", "OFFSET")
+	row(w, text(r.Topic), u64(r.Epoch), u64(r.Offset))
+}
+
+type fetchedResult client.FetchResult
+
+func (r fetchedResult) jsonValue() any {
+	out := fetchedJSON{Topic: r.Topic, Epoch: r.Epoch, Records: make([]recordJSON, len(r.Records))}
+	for i, rec := range r.Records {
+		out.Records[i] = recordJSON{Offset: rec.Offset, Value: string(rec.Value)}
+	}
+	return out
+}
+
+func (r fetchedResult) table(w *tabwriter.Writer) {
+	row(w, "OFFSET", "VALUE")
+	for _, rec := range r.Records {
+		row(w, u64(rec.Offset), text(string(rec.Value)))
+	}
+}
+
+type membersResult []client.Member
+
+func (r membersResult) jsonValue() any {
+	out := membersJSON{Members: make([]memberJSON, len(r))}
+	for i, m := range r {
+		out.Members[i] = memberJSON{ID: m.ID, Generation: m.Generation, Incarnation: m.Incarnation, State: m.State.String(),
+			Rack: m.Rack, SwimAddr: m.SwimAddr, ClientAddr: m.ClientAddr, PeerAddr: m.PeerAddr}
+	}
+	return out
+}
+
+func (r membersResult) table(w *tabwriter.Writer) {
+	row(w, "ID", "GENERATION", "INCARNATION", "STATE", "RACK", "SWIM ADDR", "CLIENT ADDR", "PEER ADDR")
+	for _, m := range r {
+		row(w, text(m.ID), u64(m.Generation), u64(m.Incarnation), m.State.String(), text(m.Rack),
+			text(m.SwimAddr), text(m.ClientAddr), text(m.PeerAddr))
+	}
+}
+
+type shardsResult []client.ShardInfo
+
+func (r shardsResult) jsonValue() any {
+	out := shardsJSON{Shards: make([]shardJSON, len(r))}
+	for i, s := range r {
+		reps := s.Replicas
+		if reps == nil {
+			reps = []string{}
+		}
+		out.Shards[i] = shardJSON{Shard: s.Shard, Replicas: reps, Leader: s.Leader, Term: s.Term}
+	}
+	return out
+}
+
+func (r shardsResult) table(w *tabwriter.Writer) {
+	row(w, "SHARD", "LEADER", "TERM", "REPLICAS")
+	for _, s := range r {
+		leader := s.Leader
+		if leader == "" {
+			leader = "-"
+		}
+		reps := make([]string, len(s.Replicas))
+		for i, id := range s.Replicas {
+			reps[i] = text(id)
+		}
+		row(w, u64(s.Shard), text(leader), u64(s.Term), strings.Join(reps, ","))
+	}
+}
+
+type statusResult client.Status
+
+func (r statusResult) jsonValue() any {
+	return statusJSON(r)
+}
+
+func (r statusResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "GENERATION", "MEMBERS ALIVE", "SHARDS HOSTED", "SHARDS LED", "TOPICS OWNED", "READY")
+	row(w, text(r.Node), u64(r.Generation), u64(uint64(r.MembersAlive)), u64(uint64(r.ShardsHosted)),
+		u64(uint64(r.ShardsLed)), u64(r.TopicsOwned), strconv.FormatBool(r.Ready))
+}
+
+// writeResult prints r as one line of JSON or as a table.
+func writeResult(w io.Writer, r result, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, r.jsonValue())
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	r.table(tw)
+	return tw.Flush()
+}
+
+// writeJSON writes v as one line. HTML characters are left alone: the
+// output is read by programs and people, not embedded in pages.
+func writeJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// writeError prints one line: "shoalctl: message", or the JSON error
+// object.
+func writeError(w io.Writer, code, message string, asJSON bool) {
+	// The client's errors start with its package name, which says
+	// nothing to a user of the command.
+	message = oneLine(strings.TrimPrefix(message, "client: "))
+	if asJSON {
+		_ = writeJSON(w, errorJSON{Error: errorBody{Code: code, Message: message}})
+		return
+	}
+	fmt.Fprintf(w, "shoalctl: %s\n", message)
+}
+
+func row(w io.Writer, cells ...string) {
+	io.WriteString(w, strings.Join(cells, "\t")+"\n")
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// text shows a value in a table cell: as is when it is printable UTF-8
+// without tabs or line breaks, else Go-quoted, so one record stays one row
+// and control bytes never reach the terminal. An empty value is "".
+func text(s string) string {
+	if s == "" {
+		return `""`
+	}
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// oneLine keeps an error message on a single line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

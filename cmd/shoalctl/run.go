@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // the cluster refused or failed the request, or broke the protocol
+	exitUsage       = 2 // the command line is wrong; nothing was sent
+	exitUnreachable = 3 // no server answered in time
+)
+
+// Retry budget of the command: with the client's 50ms base, waits of at
+// most 0.05+0.1+0.2+0.4+0.8+1 s between attempts.
+const (
+	cliMaxRetries = 6
+	cliBackoffMax = time.Second
+)
+
+// run executes one command line and returns the exit code. Results go to
+// stdout, errors to stderr as one line.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	inv, err := parseArgs(args, getenv)
+	if errors.Is(err, errHelp) {
+		_, _ = io.WriteString(stdout, usage)
+		return exitOK
+	}
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
+	c, err := client.New(client.Config{
+		Servers:        inv.servers,
+		ClusterID:      inv.clusterID,
+		Secret:         inv.secret,
+		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
+		RequestTimeout: inv.timeout,
+		// A person is waiting: give up on a down cluster within about two
+		// seconds, still long enough to ride out a leader election.
+		MaxRetries: cliMaxRetries,
+		BackoffMax: cliBackoffMax,
+	})
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
+		fmt.Errorf("no answer within --timeout %v", inv.timeout))
+	defer cancel()
+	res, err := execute(ctx, c, inv)
+	if err != nil {
+		code, status := classify(err)
+		msg := err.Error()
+		if code == "Unreachable" {
+			msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
+		}
+		writeError(stderr, code, msg, inv.json)
+		return status
+	}
+	if err := writeResult(stdout, res, inv.json); err != nil {
+		writeError(stderr, "Output", err.Error(), inv.json)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// execute runs the command with the client.
+func execute(ctx context.Context, c *client.Client, inv *invocation) (result, error) {
+	switch inv.cmd {
+	case "assign":
+		a, err := c.Assign(ctx, inv.topic, client.AssignOptions{Owner: inv.owner, Partitions: inv.partitions})
+		return assignmentResult(a), err
+	case "lookup":
+		a, err := c.Lookup(ctx, inv.topic, inv.linearizable)
+		return assignmentResult(a), err
+	case "revoke":
+		r, err := c.Revoke(ctx, inv.topic)
+		return revokedResult(r), err
+	case "produce":
+		p, err := c.Produce(ctx, inv.topic, [][]byte{[]byte(inv.msg)})
+		return producedResult(p), err
+	case "fetch":
+		f, err := c.Fetch(ctx, inv.topic, inv.from, inv.maxBytes)
+		return fetchedResult(f), err
+	case "members":
+		m, err := c.Members(ctx)
+		return membersResult(m), err
+	case "shards":
+		s, err := c.Shards(ctx)
+		return shardsResult(s), err
+	case "status":
+		s, err := c.Status(ctx, inv.statusAddr)
+		return statusResult(s), err
+	}
+	return nil, usagef("unknown command %q", inv.cmd)
+}
+
+// classify maps an error to the "code" of the JSON error and the exit
+// code. A node's answer keeps its protocol code name (NotFound,
+// NotLeaderForTopic, …).
+func classify(err error) (string, int) {
+	var er *wire.ErrorResponse
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue), errors.Is(err, client.ErrInvalidArgument):
+		return "Usage", exitUsage
+	case errors.Is(err, context.DeadlineExceeded):
+		return "Timeout", exitUnreachable
+	case errors.As(err, &er):
+		return er.Code.String(), exitFailed
+	case errors.Is(err, client.ErrHandshake):
+		return "Handshake", exitFailed
+	case errors.Is(err, client.ErrProtocol):
+		return "Protocol", exitFailed
+	case errors.Is(err, client.ErrUnreachable):
+		return "Unreachable", exitUnreachable
+	case errors.Is(err, context.Canceled):
+		return "Canceled", exitFailed
+	}
+	return "Internal", exitFailed
+}
