@@ -1,5 +1,3 @@
-//go:build shoalnode
-
 package main
 
 import (
@@ -148,7 +146,7 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 			Join: seeds, BootstrapExpect: o.nodes,
 			Shards: o.shards, Replicas: o.replicas,
 			SwimPreset: "fast",
-			Logger:     logger.With("node", id),
+			Logger:     logger,
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)

@@ -1,5 +1,3 @@
-//go:build shoalnode
-
 package main
 
 import (
@@ -15,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shoalmq/shoal/node"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -31,8 +30,8 @@ func usagef(format string, args ...any) error {
 // errHelp asks for the usage text on stdout and exit 0.
 var errHelp = errors.New("help requested")
 
-// maxShards is the node's limit on --shards (node.MaxShards).
-const maxShards = 1 << 20
+// maxShards is the node's limit on --shards.
+const maxShards = node.MaxShards
 
 // maxConfigBytes bounds a --config file: it holds a few flags, not data.
 const maxConfigBytes = 1 << 20

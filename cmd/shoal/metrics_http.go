@@ -1,5 +1,3 @@
-//go:build shoalnode
-
 package main
 
 import (
