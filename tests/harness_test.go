@@ -156,7 +156,7 @@ func startCluster(t *testing.T, n int) *cluster {
 			"--data", p.data, "--client-addr", p.client, "--peer-addr", p.peer, "--swim-addr", p.swim,
 			"--join", strings.Join(udp, ","), // own address included: it is skipped
 			"--bootstrap-expect", strconv.Itoa(n), "--shards", strconv.Itoa(clusterShards),
-			"--swim-preset", "fast", "--metrics-addr", p.metrics, "--log-level", "debug"}
+			"--swim-preset", "fast", "--metrics-addr", p.metrics}
 		c.start(p)
 	}
 	t.Cleanup(c.stopAll)
@@ -329,10 +329,12 @@ func (c *cluster) must(servers []string, v any, args ...string) {
 // passes; the test fails with cond's last reason.
 func (c *cluster) eventually(d time.Duration, what string, cond func() (bool, string)) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
+	deadline := start.Add(d)
 	for {
 		ok, why := cond()
 		if ok {
+			c.t.Logf("%s: after %v", what, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {

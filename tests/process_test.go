@@ -174,7 +174,7 @@ func TestProcessBadInput(t *testing.T) {
 		{shoal, nil, 2, "shoal: missing command"},
 		{shoal, []string{"serve"}, 2, `shoal: unknown command "serve"`},
 		{shoal, append(slices.Clone(node), "--frobnicate"), 2, "shoal node: unknown flag --frobnicate"},
-		{shoal, node[3:], 2, "shoal node: missing --id"},
+		{shoal, append([]string{"node"}, node[3:]...), 2, "shoal node: missing --id"},
 		{shoal, append(slices.Clone(node), "--client-addr", "localhost"), 2, `shoal node: --client-addr "localhost": missing port in address`},
 		{shoal, append(slices.Clone(node), "--swim-addr", "127.0.0.1:99999"), 2, `shoal node: --swim-addr "127.0.0.1:99999": port "99999" is not a number`},
 		{shoal, append(slices.Clone(node), "--join", "127.0.0.1"), 2, `shoal node: --join "127.0.0.1"`},
@@ -229,34 +229,49 @@ func TestProcessBadInput(t *testing.T) {
 func TestProcessDev(t *testing.T) {
 	skipShort(t)
 	shoal, shoalctl := binaries(t)
-	// The dev layout needs base+1..base+203 free; a random base in a high
-	// range makes a clash with another test run unlikely.
-	base := 20000 + 300*rand.IntN(100)
-	cmd := exec.Command(shoal, "dev", "--nodes", "3", "--base-port", strconv.Itoa(base))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
+	// The dev layout needs base+1..base+203 free. A random base below the
+	// kernel's ephemeral range makes a clash unlikely; a clash is retried.
+	var (
+		cmd    *exec.Cmd
+		stderr *syncBuffer
+		lines  chan string
+		exited chan error
+		base   int
+	)
+	for attempt := 0; ; attempt++ {
+		base = 10000 + 300*rand.IntN(70)
+		cmd = exec.Command(shoal, "dev", "--nodes", "3", "--base-port", strconv.Itoa(base))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
+		stderr = &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-	})
+		exited = make(chan error, 1)
+		lines = make(chan string, 16)
+		go func(cmd *exec.Cmd, lines chan<- string, exited chan<- error) {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+			exited <- cmd.Wait()
+		}(cmd, lines, exited)
+		first, ok := <-lines
+		if ok {
+			lines = prepend(first, lines)
+			break
+		}
+		err = <-exited
+		if attempt < 3 && strings.Contains(stderr.String(), "address already in use") {
+			continue
+		}
+		t.Fatalf("shoal dev: %v; stderr:\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // an error once it exited
 
 	var nodeLines []string
 	var ready string
@@ -320,4 +335,17 @@ func TestProcessDev(t *testing.T) {
 	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
 		t.Fatalf("temporary data dir %s still there after exit: %v", dataDir, err)
 	}
+}
+
+// prepend returns a channel that yields first, then what in yields.
+func prepend(first string, in <-chan string) chan string {
+	out := make(chan string, 16)
+	go func() {
+		out <- first
+		for l := range in {
+			out <- l
+		}
+		close(out)
+	}()
+	return out
 }
