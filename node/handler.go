@@ -128,6 +128,16 @@ func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
 		}
 		n.serveOwnership(c, h, payload)
 		return
+	case wire.KindMetadataPull, wire.KindMetadataPush:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		if h.Kind == wire.KindMetadataPull {
+			n.serveMetadataPull(c, h, payload)
+		} else {
+			n.onMetadataPush(c.Node(), payload)
+		}
+		return
 	case wire.KindForward:
 		if c.Role() != wire.RolePeer {
 			break
