@@ -140,6 +140,10 @@ func (n *Node) eventLoop() {
 
 func (n *Node) liveness(e swim.Event) {
 	if e.Member.ID == n.cfg.ID {
+		if e.Kind == swim.EventRejoined {
+			// Declared dead meanwhile: our topics may have moved.
+			n.owned.unconfirm()
+		}
 		return
 	}
 	rid := RaftID(e.Member.ID)

@@ -447,7 +447,7 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
 	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch {
+	if !ok || h.epoch != m.Epoch || !h.confirmed {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
@@ -472,7 +472,7 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
 	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch {
+	if !ok || h.epoch != m.Epoch || !h.confirmed {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	maxBytes := int(m.MaxBytes)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/wire"
 )
 
 func TestRestartKeepsStateWithHigherGeneration(t *testing.T) {
@@ -78,4 +79,45 @@ func TestRestartKeepsStateWithHigherGeneration(t *testing.T) {
 	if res.Epoch == before["durable-00"].Epoch && (len(res.Records) != 1 || string(res.Records[0].Value) != "kept") {
 		t.Fatalf("records after restart at the same epoch: %+v", res)
 	}
+}
+
+func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.node("n1"))
+	a, err := cl.Assign(ctx, "moved-while-down", client.AssignOptions{Owner: "n3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.node("n3")
+	waitUntil(t, 10*time.Second, "n3 holds the topic", func() bool { return old.Status().TopicsOwned == 1 })
+	_, _, seed := c.node("n1").Addrs()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var moved client.Assignment
+	waitUntil(t, 30*time.Second, "the topic moved", func() bool {
+		lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer lcancel()
+		moved, err = cl.Lookup(lctx, "moved-while-down", true)
+		return err == nil && moved.Owner != "n3"
+	})
+	n3, err := New(nodeConfig("n3", c.dirs[2], []string{seed}, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[2] = n3
+	if h, ok := n3.owned.get([]byte("moved-while-down")); !ok || h.confirmed {
+		t.Fatalf("restarted n3 should hold the topic unconfirmed: %+v %v", h, ok)
+	}
+	if err := n3.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := n3.Addrs()
+	p := wire.AppendProduce(nil, &wire.Produce{Topic: []byte("moved-while-down"), Epoch: a.Epoch, Records: [][]byte{[]byte("split brain")}})
+	if kind, _ := rawRequest(t, addr, wire.KindProduce, p); kind != wire.KindError {
+		t.Fatalf("restarted n3 accepted a produce at the epoch it lost: %v", kind)
+	}
+	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.owned.count() == 0 })
 }
