@@ -22,7 +22,7 @@ func testLogger() *slog.Logger {
 }
 
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*Node
 	dirs  []string
 	seed  string
@@ -39,7 +39,7 @@ func nodeConfig(id, dir string, join []string, expect int) Config {
 
 // startCluster starts size nodes born together, and waits until each is
 // ready.
-func startCluster(t *testing.T, size int) *testCluster {
+func startCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	root := t.TempDir()
@@ -107,7 +107,7 @@ func (c *testCluster) node(id string) *Node {
 }
 
 // clientOf returns a client that talks to node n only.
-func clientOf(t *testing.T, n *Node) *client.Client {
+func clientOf(t testing.TB, n *Node) *client.Client {
 	t.Helper()
 	addr, _, _ := n.Addrs()
 	cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, RequestTimeout: 3 * time.Second, MaxRetries: 20, Logger: testLogger()})
@@ -118,7 +118,7 @@ func clientOf(t *testing.T, n *Node) *client.Client {
 	return cl
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

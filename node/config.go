@@ -69,6 +69,11 @@ type Config struct {
 	// retries unacknowledged OpenTopic/CloseTopic. Default 500 ms ("fast":
 	// 200 ms).
 	ReconcileInterval time.Duration
+	// MetadataSyncInterval bounds the staleness of the shard-leader table:
+	// at least this often the node pulls the table from a random live peer
+	// (and at once from a peer announcing a newer version). Default 10 s
+	// ("fast": 2 s).
+	MetadataSyncInterval time.Duration
 	// MaxConfChanges bounds the raft configuration changes this node runs
 	// at once over all the shards it leads (default 4).
 	MaxConfChanges int
@@ -135,6 +140,12 @@ func (c *Config) fill() error {
 			c.ReconcileInterval = 200 * time.Millisecond
 		}
 	}
+	if c.MetadataSyncInterval == 0 {
+		c.MetadataSyncInterval = 10 * time.Second
+		if fast {
+			c.MetadataSyncInterval = 2 * time.Second
+		}
+	}
 	if c.MaxConfChanges == 0 {
 		c.MaxConfChanges = 4
 	}
@@ -144,7 +155,7 @@ func (c *Config) fill() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
-	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
+	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
 		return fmt.Errorf("%w: negative interval or limit", ErrConfig)
 	}
 	if c.Logger == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // maxQueuedEvents bounds the event queue; SWIM events past it are dropped
@@ -114,6 +115,9 @@ func (n *Node) eventLoop() {
 					_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
 				}
 			case swim.EventMetadataVersion:
+				if e.MetaKind == uint64(wire.MetaShardLeaders) && e.Version > n.leaderVersion() && e.Leader != n.cfg.ID {
+					n.pullLeaders(e.Leader)
+				}
 			default:
 				membership = true
 				n.liveness(e)
@@ -128,6 +132,7 @@ func (n *Node) eventLoop() {
 		if membership || len(evs) == 0 {
 			n.rebuildView()
 		}
+		n.metadataTick(n.view.Load())
 		n.maybeBirth()
 		n.maybeReady()
 	}
@@ -135,6 +140,10 @@ func (n *Node) eventLoop() {
 
 func (n *Node) liveness(e swim.Event) {
 	if e.Member.ID == n.cfg.ID {
+		if e.Kind == swim.EventRejoined {
+			// Declared dead meanwhile: our topics may have moved.
+			n.owned.unconfirm()
+		}
 		return
 	}
 	rid := RaftID(e.Member.ID)
@@ -238,7 +247,8 @@ func (n *Node) maybeReady() {
 	}
 	var rows []router.ShardLeader
 	rows, _ = n.leaders.Snapshot(rows)
-	if len(rows) == int(n.cfg.Shards) || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
+	synced := n.lastSync.Load() >= n.bornAt.Load() && len(rows) > 0
+	if len(rows) == int(n.cfg.Shards) || synced || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
 		n.log.Info("ready", "leaders_known", len(rows))
 		n.markReady()
 	}

@@ -110,6 +110,19 @@ func TestOwnerDiesItsTopicsMoveToLiveNodesWithHigherEpochs(t *testing.T) {
 			t.Fatalf("%s moved at epoch %d, not above %d", topic, a.Epoch, before[topic].Epoch)
 		}
 	}
+	// Plain lookups through any live node agree once the moves replicated.
+	c2 := clientOf(t, c.node("n2"))
+	waitUntil(t, 10*time.Second, "plain lookups agree", func() bool {
+		for topic, want := range after {
+			for _, x := range []*client.Client{cl, c2} {
+				got, err := x.Lookup(ctx, topic, false)
+				if err != nil || got.Owner != want.Owner || got.Epoch != want.Epoch {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	// The new owner refuses a produce at the old epoch and names the new one.
 	a := after["moving-000"]
 	p := wire.AppendProduce(nil, &wire.Produce{Topic: []byte("moving-000"), Epoch: before["moving-000"].Epoch, Records: [][]byte{[]byte("stale")}})

@@ -128,6 +128,16 @@ func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
 		}
 		n.serveOwnership(c, h, payload)
 		return
+	case wire.KindMetadataPull, wire.KindMetadataPush:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		if h.Kind == wire.KindMetadataPull {
+			n.serveMetadataPull(c, h, payload)
+		} else {
+			n.onMetadataPush(c.Node(), payload)
+		}
+		return
 	case wire.KindForward:
 		if c.Role() != wire.RolePeer {
 			break
@@ -248,8 +258,8 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 		}
 		topic = m.Topic
 		if !m.Linearizable {
-			if r, ok := n.cache.Get(topic); ok {
-				return n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, uint64(router.ShardOf(topic, n.cfg.Shards)), true)
+			if k, out, ok := n.localLookup(topic); ok {
+				return k, out
 			}
 		}
 	default:
@@ -279,6 +289,29 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 		}
 	}
 	return k, out
+}
+
+// localLookup answers a non-linearizable lookup without asking the shard
+// leader: from this node's replica of the shard when it hosts one (behind
+// the leader by the replication lag at most), else from the routing cache
+// while the cached owner is alive. A stale answer is fenced by its epoch.
+func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
+	shard := uint64(router.ShardOf(topic, n.cfg.Shards))
+	var a meta.Assignment
+	var found bool
+	if n.sm.hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
+		if !found || a.State != meta.Active {
+			k, out := errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
+			return k, out, true
+		}
+		k, out := n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
+		return k, out, true
+	}
+	if r, ok := n.cache.Get(topic); ok && n.view.Load().alive(r.Owner) {
+		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, shard, true)
+		return k, out, true
+	}
+	return 0, nil, false
 }
 
 func isNotLeader(out []byte) bool {
@@ -414,7 +447,7 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
 	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch {
+	if !ok || h.epoch != m.Epoch || !h.confirmed {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
@@ -439,7 +472,7 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
 	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch {
+	if !ok || h.epoch != m.Epoch || !h.confirmed {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	maxBytes := int(m.MaxBytes)

@@ -73,6 +73,12 @@ type Node struct {
 	readyMu sync.Once
 	bornAt  atomic.Int64
 
+	// Metadata sync: lastSync is when a pushed table was last merged;
+	// announced and lastPull belong to the event loop.
+	lastSync  atomic.Int64
+	announced uint64
+	lastPull  int64
+
 	reqSem chan struct{}
 	rafts  chan inboundFrame
 
@@ -91,7 +97,7 @@ type Node struct {
 type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected                                                      atomic.Uint64
+	rejected, metaPulls                                           atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -19,6 +20,12 @@ type heldTopic struct {
 	epoch      uint64
 	partitions uint32
 	shard      uint64
+	// confirmed: a shard leader opened the topic during this life of the
+	// node, or confirmed it with a linearizable lookup. A topic loaded from
+	// disk at start, or held when this node learned it was declared dead,
+	// is not served until then: its owner may have moved meanwhile while
+	// the CloseTopic could not reach this node.
+	confirmed bool
 }
 
 // owned is the set of topics this node serves data for, each at the epoch
@@ -56,6 +63,41 @@ func (o *owned) get(topic []byte) (heldTopic, bool) {
 	return h, ok
 }
 
+// unconfirm marks every held topic as needing confirmation.
+func (o *owned) unconfirm() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, h := range o.topics {
+		h.confirmed = false
+		o.topics[k] = h
+	}
+}
+
+// unconfirmed returns up to limit held topics awaiting confirmation.
+func (o *owned) unconfirmed(limit int) map[string]heldTopic {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := make(map[string]heldTopic)
+	for k, h := range o.topics {
+		if !h.confirmed {
+			out[k] = h
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (o *owned) confirm(topic string, epoch uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h, ok := o.topics[topic]; ok && h.epoch == epoch {
+		h.confirmed = true
+		o.topics[topic] = h
+	}
+}
+
 func (o *owned) count() int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -70,9 +112,13 @@ func (n *Node) openTopic(m *wire.OpenTopic) (uint64, error) {
 	defer o.mu.Unlock()
 	cur, ok := o.topics[string(m.Topic)]
 	if ok && (cur.epoch > m.Epoch || (cur.epoch == m.Epoch && cur.partitions == m.Partitions)) {
+		if cur.epoch == m.Epoch && !cur.confirmed {
+			cur.confirmed = true
+			o.topics[string(m.Topic)] = cur
+		}
 		return cur.epoch, nil
 	}
-	h := heldTopic{epoch: m.Epoch, partitions: m.Partitions, shard: m.Shard}
+	h := heldTopic{epoch: m.Epoch, partitions: m.Partitions, shard: m.Shard, confirmed: true}
 	v := binary.BigEndian.AppendUint64(nil, h.epoch)
 	v = binary.BigEndian.AppendUint32(v, h.partitions)
 	v = binary.BigEndian.AppendUint64(v, h.shard)
@@ -105,6 +151,45 @@ func (n *Node) closeTopic(m *wire.CloseTopic) (uint64, error) {
 	}
 	delete(o.topics, string(m.Topic))
 	return 0, nil
+}
+
+// maxConfirmsPerRound bounds the lookups one reconcile round spends on
+// confirming held topics.
+const maxConfirmsPerRound = 256
+
+// confirmHeld asks each unconfirmed held topic's shard leader (a
+// linearizable lookup through the normal request path) whether this node
+// still owns it at that epoch: confirmed, it is served again; owned by
+// another node or at another epoch, it is closed here.
+func (n *Node) confirmHeld() {
+	for topic, h := range n.owned.unconfirmed(maxConfirmsPerRound) {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
+		cancel()
+		n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
+		switch kind {
+		case wire.KindAssignment:
+			var a wire.Assignment
+			if wire.DecodeAssignment(out, &a) != nil {
+				continue
+			}
+			if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
+				n.owned.confirm(topic, h.epoch)
+				continue
+			}
+			if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
+				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
+			}
+		case wire.KindError:
+			var e wire.Error
+			if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
+				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
+			}
+		}
+		if n.ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // rpc is an OpenTopic or CloseTopic a shard leader owes a node, resent until

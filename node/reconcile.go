@@ -35,6 +35,7 @@ func (n *Node) reconcileLoop() {
 				n.leaderDuty(s, v)
 			}
 		}
+		n.confirmHeld()
 		n.reassignDead(v)
 		n.manageShards(v)
 	}
@@ -179,7 +180,7 @@ func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, d
 		return true
 	}
 	// Remove a voter the ring does not want, once enough others are in.
-	if len(in.Voters) > n.cfg.Replicas || len(in.Voters) > v.ring.Len() {
+	if len(in.Voters) > n.cfg.Replicas {
 		for _, vo := range in.Voters {
 			if want[vo] {
 				continue

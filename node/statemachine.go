@@ -87,6 +87,22 @@ func (m *stateMachine) with(shard uint64, fn func(st *meta.State)) error {
 	return nil
 }
 
+// hosted runs fn on shard's state if the shard is loaded here (a replica
+// that applied or restored since the node started) and reports whether it
+// was.
+func (m *stateMachine) hosted(shard uint64, fn func(st *meta.State)) bool {
+	m.mu.Lock()
+	s := m.shards[shard]
+	m.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.st)
+	return true
+}
+
 func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) error {
 	s, err := m.shard(shard)
 	if err != nil {

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -63,7 +65,9 @@ type Stats struct {
 	ShardsLed          int
 	EventQueueLen      int
 	LeadersKnown       int
-	LeaderTableVersion uint64
+	LeaderTableVersion uint64 // local change counter of the table
+	MetadataPulls      uint64 // shard-leader table pulls sent
+	LastMetadataSync   time.Time
 }
 
 // Stats returns a snapshot of the counters.
@@ -90,6 +94,10 @@ func (n *Node) Stats() Stats {
 		ShardsLed:        n.ledCount(),
 		EventQueueLen:    n.events.len(),
 		RaftInboundQLen:  len(n.rafts),
+	}
+	s.MetadataPulls = n.counters.metaPulls.Load()
+	if t := n.lastSync.Load(); t != 0 {
+		s.LastMetadataSync = time.Unix(0, t)
 	}
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)

@@ -1,0 +1,63 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+)
+
+func TestFourthNodeGetsItsShareAndNothingIsLost(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.node("n1"))
+	const topics = 200
+	before := map[string]client.Assignment{}
+	for i := range topics {
+		topic := fmt.Sprintf("kept-%03d", i)
+		a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+		if err != nil {
+			t.Fatalf("assign %s: %v", topic, err)
+		}
+		before[topic] = a
+	}
+	n4 := c.add("n4")
+	select {
+	case <-n4.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("n4 not ready: %+v", n4.Status())
+	}
+	// With 4 nodes and RF 3, n4's fair share is 3/4 of the shards and a
+	// quarter of the leaderships; wait for most of it.
+	waitUntil(t, 40*time.Second, "n4 hosts and leads its share, RF replicas everywhere", func() bool {
+		st := n4.Status()
+		hosted := 0
+		for _, n := range c.nodes {
+			hosted += n.Status().ShardsHosted
+		}
+		return st.ShardsHosted >= testShards/2 && st.ShardsLed >= testShards/8 && hosted == testShards*3
+	})
+	for _, n := range c.nodes {
+		t.Logf("%s: %+v", n.ID(), n.Status())
+	}
+	c4 := clientOf(t, n4)
+	for topic, want := range before {
+		got, err := c4.Lookup(ctx, topic, true)
+		if err != nil || got.Owner != want.Owner || got.Epoch != want.Epoch {
+			t.Fatalf("lookup %s through n4 = %+v, %v; want %+v", topic, got, err, want)
+		}
+	}
+	// Every shard still has RF voters.
+	shards, err := c4.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		if len(s.Replicas) != 3 || s.Leader == "" {
+			t.Fatalf("shard %+v after the join", s)
+		}
+	}
+}
