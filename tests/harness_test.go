@@ -428,3 +428,38 @@ func httpGet(url string) (int, string, error) {
 	_, err = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String(), err
 }
+
+type shards struct {
+	Shards []struct {
+		Shard    uint64   `json:"shard"`
+		Replicas []string `json:"replicas"`
+		Leader   string   `json:"leader"`
+		Term     uint64   `json:"term"`
+	} `json:"shards"`
+}
+
+// waitSettled waits until every running node shows every shard with
+// replicas voters and a leader.
+func (c *cluster) waitSettled(replicas int) {
+	c.t.Helper()
+	for _, p := range c.nodes {
+		if !p.running() {
+			continue
+		}
+		c.eventually(60*time.Second, "shards settled as seen by "+p.id, func() (bool, string) {
+			var s shards
+			if ok, why := c.ctlJSON([]string{p.client}, &s, "shards"); !ok {
+				return false, why
+			}
+			if len(s.Shards) != clusterShards {
+				return false, fmt.Sprintf("%d shards listed, want %d", len(s.Shards), clusterShards)
+			}
+			for _, sh := range s.Shards {
+				if len(sh.Replicas) != replicas || sh.Leader == "" {
+					return false, fmt.Sprintf("shard %d: replicas %v leader %q", sh.Shard, sh.Replicas, sh.Leader)
+				}
+			}
+			return true, ""
+		})
+	}
+}

@@ -116,6 +116,10 @@ func TestProcessCluster(t *testing.T) {
 	})
 	c.waitReady(n2, 3)
 
+	// As an operator would before stopping another node: wait until every
+	// shard again has all three replicas as voters and a known leader.
+	c.waitSettled(3)
+
 	// SIGTERM a node that owns a topic: it leaves, exits 0, and its topics
 	// move to a live node.
 	var green assignment
