@@ -114,9 +114,9 @@ func (s *syncBuffer) String() string {
 
 // proc is one `shoal node` process of a test cluster.
 type proc struct {
-	id                                     string
-	client, peer, swim, metrics, data, log string
-	args                                   []string
+	id                                string
+	client, peer, swim, metrics, data string
+	args                              []string
 
 	cmd    *exec.Cmd
 	output *syncBuffer
