@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -64,6 +65,8 @@ var metrics = []metric{
 	{"ShardsLed", "shards_led", "Shards this node leads.", gauge, ""},
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
+	{"MetadataPulls", "shard_leader_table_pulls_total", "Shard-leader table pulls this node sent to a peer with a newer version.", counter, ""},
+	{"LastMetadataSync", "shard_leader_table_last_sync_timestamp_seconds", "When this node last synced its shard-leader table (Unix time; 0: never).", gauge, ""},
 	{"EventQueueLen", "event_queue_length", "Membership and leadership events waiting to be handled.", gauge, ""},
 
 	// Frames and requests.
@@ -179,6 +182,12 @@ func statsField(v reflect.Value, path string) (float64, error) {
 		if !v.IsValid() {
 			return 0, fmt.Errorf("metrics: %s: no field %s", path, part)
 		}
+	}
+	if t, ok := v.Interface().(time.Time); ok {
+		if t.IsZero() {
+			return 0, nil
+		}
+		return float64(t.UnixNano()) / 1e9, nil
 	}
 	switch v.Kind() {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:

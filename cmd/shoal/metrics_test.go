@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/node"
 )
@@ -15,7 +16,7 @@ func leafFields(t reflect.Type, prefix string) []string {
 		if !f.IsExported() {
 			continue
 		}
-		if f.Type.Kind() == reflect.Struct {
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
 			out = append(out, leafFields(f.Type, prefix+f.Name+".")...)
 			continue
 		}
