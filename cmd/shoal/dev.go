@@ -24,6 +24,7 @@ type devOptions struct {
 	shards      uint32
 	replicas    int
 	metricsAddr string
+	processes   bool
 	logFormat   string
 	logLevel    slog.Level
 }
@@ -41,7 +42,8 @@ const (
 
 const devUsage = `usage: shoal dev [--nodes 3] [--dir DIR] [--base-port 7100] [flags]
 
-Runs a local cluster of --nodes nodes in this process, on 127.0.0.1, until
+Runs a local cluster of --nodes nodes in this process (or, with
+--processes, as child processes), on 127.0.0.1, until
 Ctrl-C. Node i (n1, n2, ...) listens for clients on base-port+i, for peers
 on base-port+100+i and for SWIM on base-port+200+i, so shoalctl's default
 --servers (127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103) reaches the
@@ -55,6 +57,9 @@ flags:
   --shards N            metadata shards (default 64)
   --replicas N          replicas per shard (default min(3, nodes))
   --metrics-addr H:P    serve Prometheus /metrics (labelled node="nI"), /healthz, /readyz
+  --processes           run each node as a child "shoal node" process (pids printed),
+                        so that one can be killed alone; each serves metrics on
+                        base-port+300+i and logs to DIR/nI.log
   --log-format F        text (default) or json, on stderr
   --log-level L         debug, info, warn (default) or error
 `
@@ -76,6 +81,7 @@ func parseDevArgs(args []string) (*devOptions, error) {
 	})
 	fs.IntVar(&o.replicas, "replicas", 0, "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
+	fs.BoolVar(&o.processes, "processes", false, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&levelArg, "log-level", "warn", "")
 	if err := parseFlags(fs, args); err != nil {
@@ -84,8 +90,15 @@ func parseDevArgs(args []string) (*devOptions, error) {
 	if o.nodes < 1 || o.nodes > maxDevNodes {
 		return nil, usagef("--nodes %d: must be 1 to %d", o.nodes, maxDevNodes)
 	}
-	if o.basePort < 1 || o.basePort+200+o.nodes > 65535 {
-		return nil, usagef("--base-port %d: the ports base+1 to base+%d must be 1 to 65535", o.basePort, 200+o.nodes)
+	top := 200 + o.nodes
+	if o.processes {
+		top += 100 // metrics ports
+	}
+	if o.basePort < 1 || o.basePort+top > 65535 {
+		return nil, usagef("--base-port %d: the ports base+1 to base+%d must be 1 to 65535", o.basePort, top)
+	}
+	if o.processes && o.metricsAddr != "" {
+		return nil, usagef("--metrics-addr: with --processes each node serves its metrics on base-port+300+i")
 	}
 	if o.replicas == 0 {
 		o.replicas = min(3, o.nodes)
@@ -128,6 +141,10 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 				err = rmErr
 			}
 		}()
+	}
+
+	if o.processes {
+		return runDevProcesses(ctx, o, dir, stdout)
 	}
 
 	seeds := make([]string, o.nodes)
@@ -199,24 +216,28 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 		keep = "kept on exit"
 	}
 	fmt.Fprintf(stdout, "ready in %s: %d nodes, %d shards, data in %s (%s); Ctrl-C stops; try: %s assign topic-blue\n",
-		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, o.shoalctl(nodes))
+		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, shoalctlFor(clientAddrs(nodes)))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
 }
 
-// shoalctl is the shoalctl command that reaches this cluster: plain when
-// the client addresses are shoalctl's default.
-func (o *devOptions) shoalctl(nodes []*node.Node) string {
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i], _, _ = n.Addrs()
-	}
+// shoalctlFor is the shoalctl command that reaches nodes at these client
+// addresses: plain when they are shoalctl's default.
+func shoalctlFor(addrs []string) string {
 	servers := strings.Join(addrs, ",")
 	if servers == "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103" {
 		return "shoalctl"
 	}
 	return "shoalctl --servers " + servers
+}
+
+func clientAddrs(nodes []*node.Node) []string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i], _, _ = n.Addrs()
+	}
+	return addrs
 }
 
 // closeAll closes the nodes concurrently: the cluster goes away as a whole,
