@@ -227,90 +227,139 @@ func TestProcessBadInput(t *testing.T) {
 	}
 }
 
-// TestProcessDev runs `shoal dev`, waits for its ready line, uses the
-// cluster with shoalctl, and stops it with SIGINT: exit 0 and the
-// temporary data directory removed.
-func TestProcessDev(t *testing.T) {
-	skipShort(t)
-	shoal, shoalctl := binaries(t)
-	// The dev layout needs base+1..base+203 free. A random base below the
+// devRun is a running `shoal dev`.
+type devRun struct {
+	cmd       *exec.Cmd
+	stderr    *syncBuffer
+	lines     chan string // stdout, line by line; closed at exit
+	exited    chan error
+	base      int
+	nodeLines []string // the lines before the ready line
+	ready     string
+}
+
+// startDev runs `shoal dev` with args on a random base port and waits for
+// its ready line.
+func startDev(t *testing.T, shoal string, args ...string) *devRun {
+	t.Helper()
+	// The dev layout needs base+1..base+303 free. A random base below the
 	// kernel's ephemeral range makes a clash unlikely; a clash is retried.
-	var (
-		cmd    *exec.Cmd
-		stderr *syncBuffer
-		lines  chan string
-		exited chan error
-		base   int
-	)
+	var d *devRun
 	for attempt := 0; ; attempt++ {
-		base = 10000 + 300*rand.IntN(70)
-		cmd = exec.Command(shoal, "dev", "--nodes", "3", "--base-port", strconv.Itoa(base))
-		stdout, err := cmd.StdoutPipe()
+		d = &devRun{base: 10000 + 400*rand.IntN(50), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+		d.cmd = exec.Command(shoal, append([]string{"dev", "--base-port", strconv.Itoa(d.base)}, args...)...)
+		stdout, err := d.cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		stderr = &syncBuffer{}
-		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
+		d.cmd.Stderr = d.stderr
+		if err := d.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		exited = make(chan error, 1)
-		lines = make(chan string, 16)
-		go func(cmd *exec.Cmd, lines chan<- string, exited chan<- error) {
+		lines := make(chan string, 16)
+		go func(cmd *exec.Cmd, exited chan<- error) {
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				lines <- sc.Text()
 			}
 			close(lines)
 			exited <- cmd.Wait()
-		}(cmd, lines, exited)
+		}(d.cmd, d.exited)
 		first, ok := <-lines
 		if ok {
-			lines = prepend(first, lines)
+			d.lines = prepend(first, lines)
 			break
 		}
-		err = <-exited
-		if attempt < 3 && strings.Contains(stderr.String(), "address already in use") {
+		err = <-d.exited
+		if attempt < 3 && strings.Contains(d.stderr.String(), "address already in use") {
 			continue
 		}
-		t.Fatalf("shoal dev: %v; stderr:\n%s", err, stderr.String())
+		t.Fatalf("shoal dev: %v; stderr:\n%s", err, d.stderr.String())
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // an error once it exited
-
-	var nodeLines []string
-	var ready string
+	t.Cleanup(func() { _ = d.cmd.Process.Kill() }) // an error once it exited
 	timeout := time.After(90 * time.Second)
-	for ready == "" {
+	for d.ready == "" {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-d.lines:
 			if !ok {
-				t.Fatalf("shoal dev ended before its ready line; stderr:\n%s", stderr.String())
+				t.Fatalf("shoal dev ended before its ready line; stderr:\n%s", d.stderr.String())
 			}
 			if strings.HasPrefix(l, "ready") {
-				ready = l
-			} else if strings.HasPrefix(l, "n") {
-				nodeLines = append(nodeLines, l)
+				d.ready = l
+			} else {
+				d.nodeLines = append(d.nodeLines, l)
 			}
 		case <-timeout:
-			t.Fatalf("no ready line within 90s; lines %q; stderr:\n%s", nodeLines, stderr.String())
+			t.Fatalf("no ready line within 90s; lines %q; stderr:\n%s", d.nodeLines, d.stderr.String())
 		}
 	}
+	return d
+}
+
+// servers are the dev cluster's client addresses, checked against its
+// node lines.
+func (d *devRun) servers(t *testing.T, nodes int) []string {
+	t.Helper()
+	if len(d.nodeLines) != nodes {
+		t.Fatalf("node lines %q, want %d", d.nodeLines, nodes)
+	}
 	var servers []string
-	for i, l := range nodeLines {
-		client := "127.0.0.1:" + strconv.Itoa(base+i+1)
+	for i, l := range d.nodeLines {
+		client := "127.0.0.1:" + strconv.Itoa(d.base+i+1)
 		if !strings.HasPrefix(l, "n"+strconv.Itoa(i+1)+" ") || !strings.Contains(l, "client "+client) {
 			t.Fatalf("node line %d: %q, want n%d with client %s", i+1, l, i+1, client)
 		}
 		servers = append(servers, client)
 	}
-	if len(servers) != 3 || !strings.Contains(ready, "shoalctl --servers "+strings.Join(servers, ",")) {
-		t.Fatalf("node lines %q, ready line %q", nodeLines, ready)
+	if !strings.Contains(d.ready, "shoalctl --servers "+strings.Join(servers, ",")) {
+		t.Fatalf("ready line %q does not name the servers %v", d.ready, servers)
 	}
-	_, dataDir, _ := strings.Cut(ready, "data in ")
-	dataDir, _, _ = strings.Cut(dataDir, " ")
-	if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
-		t.Fatalf("ready line names data dir %q: %v", dataDir, err)
+	return servers
+}
+
+// dataDir is the directory the ready line names.
+func (d *devRun) dataDir(t *testing.T) string {
+	t.Helper()
+	_, dir, _ := strings.Cut(d.ready, "data in ")
+	dir, _, _ = strings.Cut(dir, " ")
+	dir = strings.TrimSuffix(dir, ";")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("ready line %q names data dir %q: %v", d.ready, dir, err)
 	}
+	return dir
+}
+
+// interrupt sends SIGINT and checks for exit 0 within 30 s; it returns
+// the lines printed after the ready line.
+func (d *devRun) interrupt(t *testing.T) []string {
+	t.Helper()
+	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for l := range d.lines {
+		rest = append(rest, l)
+	}
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			t.Fatalf("shoal dev after SIGINT: %v; stderr:\n%s", err, d.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("shoal dev did not stop within 30s of SIGINT")
+	}
+	return rest
+}
+
+// TestProcessDev runs `shoal dev`, waits for its ready line, uses the
+// cluster with shoalctl, and stops it with SIGINT: exit 0 and the
+// temporary data directory removed.
+func TestProcessDev(t *testing.T) {
+	skipShort(t)
+	shoal, shoalctl := binaries(t)
+	d := startDev(t, shoal, "--nodes", "3")
+	servers := d.servers(t, 3)
+	dataDir := d.dataDir(t)
 
 	c := &cluster{t: t, shoal: shoal, shoalctl: shoalctl}
 	var a assignment
@@ -323,18 +372,54 @@ func TestProcessDev(t *testing.T) {
 		t.Fatalf("fetch: %+v", f)
 	}
 
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	d.interrupt(t)
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Fatalf("temporary data dir %s still there after exit: %v", dataDir, err)
+	}
+}
+
+// TestProcessDevProcesses runs `shoal dev --processes`, kills one node's
+// process with SIGKILL by the pid it printed, sees the topic move and the
+// death reported, then stops the rest with SIGINT: exit 0, no node process
+// left behind, the temporary directory removed.
+func TestProcessDevProcesses(t *testing.T) {
+	skipShort(t)
+	shoal, shoalctl := binaries(t)
+	d := startDev(t, shoal, "--nodes", "3", "--processes")
+	servers := d.servers(t, 3)
+	dataDir := d.dataDir(t)
+	pids := make([]int, 3)
+	for i, l := range d.nodeLines {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[1] != "pid" {
+			t.Fatalf("node line %q has no pid", l)
+		}
+		pids[i], _ = strconv.Atoi(f[2])
+	}
+
+	c := &cluster{t: t, shoal: shoal, shoalctl: shoalctl}
+	var a assignment
+	c.must(servers, &a, "assign", "topic-blue", "--owner", "n2")
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for range lines {
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("shoal dev after SIGINT: %v; stderr:\n%s", err, stderr.String())
+	survivors := []string{servers[0], servers[2]}
+	c.eventually(failoverDeadline, "topic-blue moves off n2", func() (bool, string) {
+		var l assignment
+		if ok, why := c.ctlJSON(survivors, &l, "lookup", "topic-blue", "--linearizable"); !ok {
+			return false, why
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("shoal dev did not stop within 30s of SIGINT")
+		return l.Owner != "n2" && l.Epoch > a.Epoch, fmt.Sprintf("%+v", l)
+	})
+
+	rest := d.interrupt(t)
+	if len(rest) == 0 || !strings.HasPrefix(rest[0], "n2 exited (signal: killed); restart it with: ") {
+		t.Fatalf("lines after ready: %q, want n2's death reported first", rest)
+	}
+	for _, pid := range []int{pids[0], pids[2]} {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Fatalf("node process %d still runs after shoal dev exited", pid)
+		}
 	}
 	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
 		t.Fatalf("temporary data dir %s still there after exit: %v", dataDir, err)

@@ -143,8 +143,12 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 		}()
 	}
 
+	keep := "removed on exit"
+	if !temporary {
+		keep = "kept on exit"
+	}
 	if o.processes {
-		return runDevProcesses(ctx, o, dir, stdout)
+		return runDevProcesses(ctx, o, dir, keep, stdout)
 	}
 
 	seeds := make([]string, o.nodes)
@@ -210,10 +214,6 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 			fmt.Fprintln(stdout, "stopping")
 			return nil
 		}
-	}
-	keep := "removed on exit"
-	if !temporary {
-		keep = "kept on exit"
 	}
 	fmt.Fprintf(stdout, "ready in %s: %d nodes, %d shards, data in %s (%s); Ctrl-C stops; try: %s assign topic-blue\n",
 		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, shoalctlFor(clientAddrs(nodes)))

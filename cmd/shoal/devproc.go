@@ -36,7 +36,7 @@ const (
 // runDevProcesses runs each node as a child `shoal node` process, so that
 // one can be killed alone (kill -9 PID) to watch a failover. Ctrl-C sends
 // each child SIGTERM and waits for its graceful leave.
-func runDevProcesses(ctx context.Context, o *devOptions, dir string, stdout io.Writer) error {
+func runDevProcesses(ctx context.Context, o *devOptions, dir, keep string, stdout io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
@@ -84,8 +84,8 @@ func runDevProcesses(ctx context.Context, o *devOptions, dir string, stdout io.W
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "ready in %s: %d node processes, %d shards, data and logs in %s; kill -9 a pid to see its topics move; Ctrl-C stops; try: %s assign topic-blue\n",
-		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, shoalctlFor(childClients(children)))
+	fmt.Fprintf(stdout, "ready in %s: %d node processes, %d shards, data in %s (%s); kill -9 a pid to see its topics move; Ctrl-C stops; try: %s assign topic-blue\n",
+		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, shoalctlFor(childClients(children)))
 
 	// Report children that end before Ctrl-C, with the command that
 	// restarts one by hand.
