@@ -289,7 +289,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.swim = drv
 	n.rebuildView()
 
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.ownershipLoop()
 	go n.raftInbound()
 	go n.eventLoop()
 	go n.reconcileLoop()

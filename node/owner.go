@@ -202,6 +202,7 @@ type rpc struct {
 	partitions uint32
 	shard      uint64
 	reqID      uint64
+	sent       bool
 }
 
 // ownership holds the RPCs owed, one per (node, topic): a newer effect for
@@ -214,12 +215,14 @@ type ownership struct {
 	// duty: shards whose leadership this node just took, which owe every
 	// topic's OpenTopic (and CloseTopic to previous owners).
 	duty map[uint64]bool
+	kick chan struct{}
 }
 
 func (w *ownership) init() {
 	w.pending = make(map[string]*rpc)
 	w.byReq = make(map[uint64]string)
 	w.duty = make(map[uint64]bool)
+	w.kick = make(chan struct{}, 1)
 	w.nextReq.Store(1 << 62)
 }
 
@@ -271,6 +274,20 @@ func (w *ownership) len() int {
 	return len(w.pending)
 }
 
+// fresh returns the pending RPCs never sent, marking them sent.
+func (w *ownership) fresh() []rpc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []rpc
+	for _, r := range w.pending {
+		if !r.sent {
+			r.sent = true
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
 // due returns the pending RPCs, dropping those to nodes for which drop says so.
 func (w *ownership) due(drop func(node string) bool) []rpc {
 	w.mu.Lock()
@@ -282,6 +299,7 @@ func (w *ownership) due(drop func(node string) bool) []rpc {
 			delete(w.byReq, r.reqID)
 			continue
 		}
+		r.sent = true
 		out = append(out, *r)
 	}
 	return out
@@ -293,10 +311,32 @@ func (n *Node) onEffects(shard uint64, effs []meta.Effect) {
 	if shard >= uint64(n.cfg.Shards) || !n.led[shard].Load() {
 		return
 	}
+	added := false
 	for _, e := range effs {
 		r := &rpc{node: e.Node, open: e.Kind == meta.EffectOpen, topic: e.Topic, epoch: e.Epoch, partitions: e.Partitions, shard: shard}
-		if r = n.rpcs.add(r); r != nil {
-			n.sendRPC(r)
+		added = n.rpcs.add(r) != nil || added
+	}
+	if added {
+		select {
+		case n.rpcs.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ownershipLoop sends the ownership RPCs owed as soon as they are added
+// (off the raft worker that applied them: opening a topic on this node
+// costs an fsync); the reconcile loop resends those not acknowledged.
+func (n *Node) ownershipLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.rpcs.kick:
+		}
+		for _, r := range n.rpcs.fresh() {
+			n.sendRPC(&r)
 		}
 	}
 }
