@@ -97,7 +97,7 @@ type Node struct {
 type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected, metaPulls                                           atomic.Uint64
+	rejected, metaPulls, metaSyncs                                atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
