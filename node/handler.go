@@ -36,25 +36,25 @@ func errorFrame(reqID uint64, e *wire.ErrorResponse) ([]byte, error) {
 
 // deliver runs on a netio event loop: it copies what it keeps and returns.
 func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
-	switch h.Kind {
-	case wire.KindKeepalive:
+	if h.Kind == wire.KindKeepalive {
 		return true
-	case wire.KindRaftBatch, wire.KindSnapshotChunk:
-		if c.Role() != wire.RolePeer {
+	}
+	if c.Role() == wire.RolePeer {
+		switch h.Kind {
+		case wire.KindRaftBatch, wire.KindSnapshotChunk:
+			select {
+			case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
+				return true
+			default:
+				return false
+			}
+		case wire.KindTopicAck:
+			n.rpcs.ack(h.RequestID)
+			return true
+		case wire.KindForwardReply:
+			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
 			return true
 		}
-		select {
-		case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
-			return true
-		default:
-			return false
-		}
-	case wire.KindTopicAck:
-		n.rpcs.ack(h.RequestID)
-		return true
-	case wire.KindForwardReply:
-		n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
-		return true
 	}
 	// Everything else is a request that may block: its own goroutine,
 	// bounded by reqSem.
