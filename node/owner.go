@@ -164,32 +164,48 @@ const maxConfirmsPerRound = 256
 func (n *Node) confirmHeld() {
 	for topic, h := range n.owned.unconfirmed(maxConfirmsPerRound) {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-		kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
+		n.confirmOne(ctx, topic, h)
 		cancel()
-		n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
-		switch kind {
-		case wire.KindAssignment:
-			var a wire.Assignment
-			if wire.DecodeAssignment(out, &a) != nil {
-				continue
-			}
-			if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
-				n.owned.confirm(topic, h.epoch)
-				continue
-			}
-			if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
-				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
-			}
-		case wire.KindError:
-			var e wire.Error
-			if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
-				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
-			}
-		}
 		if n.ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// confirmOne asks the shard leader about one held topic (see confirmHeld).
+func (n *Node) confirmOne(ctx context.Context, topic string, h heldTopic) {
+	kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
+	n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
+	switch kind {
+	case wire.KindAssignment:
+		var a wire.Assignment
+		if wire.DecodeAssignment(out, &a) != nil {
+			return
+		}
+		if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
+			n.owned.confirm(topic, h.epoch)
+			return
+		}
+		if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
+			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
+		}
+	case wire.KindError:
+		var e wire.Error
+		if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
+			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
+		}
+	}
+}
+
+// servable returns the topic held at epoch, confirming it first (a
+// linearizable lookup) if it was loaded unconfirmed.
+func (n *Node) servable(ctx context.Context, topic []byte, epoch uint64) (heldTopic, bool) {
+	h, ok := n.owned.get(topic)
+	if ok && h.epoch == epoch && !h.confirmed {
+		n.confirmOne(ctx, string(topic), h)
+		h, ok = n.owned.get(topic)
+	}
+	return h, ok && h.epoch == epoch && h.confirmed
 }
 
 // rpc is an OpenTopic or CloseTopic a shard leader owes a node, resent until
