@@ -350,8 +350,9 @@ func (n *Node) markBorn() {
 	}
 }
 
-// Leave leaves gracefully: leaderships are handed to other replicas, SWIM
-// announces the leave, then the node closes.
+// Leave leaves gracefully: SWIM announces the leave, leaderships still held
+// are handed to other replicas, then the node closes. The topics this node
+// owned are moved by their shard leaders, as for a dead node.
 func (n *Node) Leave(ctx context.Context) error {
 	n.lifeMu.RLock()
 	started := n.started && !n.closing
@@ -359,10 +360,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	if !started {
 		return n.Close()
 	}
-	n.handOff(ctx)
+	// Leave SWIM first: the others drop this node from their rings, so no
+	// shard manager hands a leadership back, and their followers elect new
+	// leaders at once for the groups it led (raftmux NodeDead); whatever it
+	// still leads after that is transferred explicitly.
 	if err := n.swim.Leave(4 * n.gossipInterval()); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
+	n.handOff(ctx)
 	return n.Close()
 }
 
