@@ -79,16 +79,23 @@ func (k call) String() string {
 
 // attempt sends req to addr once, within RequestTimeout.
 func (c *Client) attempt(ctx context.Context, addr string, req *request) error {
-	actx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
-		fmt.Errorf("%w: no answer from %s within %v", ErrUnreachable, addr, c.cfg.RequestTimeout))
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
+	// The attempt's own deadline, not the caller's, means the node did not
+	// answer in time: unreachable, for the retry loop.
+	timedOut := func(err error) error {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrUnreachable) {
+			return fmt.Errorf("%w: no answer from %s within %v: %w", ErrUnreachable, addr, c.cfg.RequestTimeout, err)
+		}
+		return err
+	}
 	cn, err := c.pool.get(actx, addr)
 	if err != nil {
-		return err
+		return timedOut(err)
 	}
 	kind, payload, err := cn.roundTrip(actx, req.kind, req.encode)
 	if err != nil {
-		return err
+		return timedOut(err)
 	}
 	if kind != req.expect {
 		err = fmt.Errorf("%w: %s answered %v with %v", ErrProtocol, addr, req.kind, kind)

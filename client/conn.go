@@ -221,6 +221,17 @@ func (c *conn) readLoop() {
 		if err == nil && !kind.IsClientResponse() {
 			err = fmt.Errorf("%w: unexpected %v frame from a node", ErrProtocol, kind)
 		}
+		if err == nil && kind == wire.KindError && h.RequestID == 0 {
+			// An Error for no request is about the connection (a node
+			// refusing an unauthenticated client, or shutting down): it
+			// is what every caller on it should see.
+			var e wire.Error
+			if err = wire.DecodeError(payload, &e); err != nil {
+				err = fmt.Errorf("%w: Error payload: %w", ErrProtocol, err)
+			} else {
+				err = e.Err()
+			}
+		}
 		if err != nil {
 			c.fail(fmt.Errorf("%w (%s)", err, c.addr))
 			return

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -46,14 +47,17 @@ type Conn struct {
 	gen  uint64
 
 	// Event-loop only.
-	state    connState
-	nonce    [wire.NonceSize]byte
-	helloOut []byte // our Hello payload
-	helloIn  []byte // the other side's Hello payload, kept for HelloAuth
-	q        *sendQueue
-	spare    []byte
-	leftover int // bytes of a partial frame left buffered by the last pass
-	closed   bool
+	state       connState
+	nonce       [wire.NonceSize]byte
+	helloOut    []byte // our Hello payload
+	helloIn     []byte // the other side's Hello payload, kept for HelloAuth
+	q           *sendQueue
+	spare       []byte
+	retryArmed  bool  // queued on Transport.retry
+	lastFlushAt int64 // unix nanos of this loop's last write
+	wakeStreak  int   // wake-driven flushes in quick succession
+	leftover    int   // bytes of a partial frame left buffered by the last pass
+	closed      bool
 
 	up       atomic.Bool   // handshake complete
 	failed   atomic.Bool   // a failure was logged; later ones stay quiet
@@ -107,7 +111,6 @@ func (c *Conn) Write(frame []byte) error {
 	wake := !q.woken
 	q.woken = true
 	q.mu.Unlock()
-	c.t.counters.FramesOut.Add(1)
 	if wake {
 		_ = c.gc.Wake(nil)
 	}
@@ -156,9 +159,11 @@ func (c *Conn) maxPayload() int {
 func (c *Conn) onTraffic() gnet.Action {
 	gc := c.gc
 	// A Wake also lands here; only new bytes count as a sign of life.
-	if c.kind != kindClient && gc.InboundBuffered() > c.leftover {
+	fromRead := gc.InboundBuffered() > c.leftover
+	if fromRead && c.kind != kindClient {
 		c.lastRead.Store(nowNanos())
 	}
+	c.retryArmed = false
 	if c.q != nil {
 		c.q.markFlushing(c)
 	}
@@ -195,7 +200,7 @@ func (c *Conn) onTraffic() gnet.Action {
 			return act
 		}
 	}
-	return c.flush()
+	return c.flush(fromRead)
 }
 
 func (c *Conn) badHeader(err error) gnet.Action {
@@ -242,17 +247,39 @@ func (c *Conn) handle(h *wire.Header, frame []byte) gnet.Action {
 
 // flush writes everything queued in one call; a backlog the socket cannot
 // take past the cap means the other end stopped reading.
-func (c *Conn) flush() gnet.Action {
+func (c *Conn) flush(fromRead bool) gnet.Action {
 	q := c.q
 	if q == nil {
 		return gnet.None
 	}
-	buf, _ := q.take(c, c.spare)
+	now := nowNanos()
+	switch {
+	case fromRead || now-c.lastFlushAt >= int64(minWakeGap):
+		c.wakeStreak = 0
+	case c.wakeStreak < maxWakeStreak:
+		c.wakeStreak++
+	default:
+		// Writers keep waking the loop right after each flush. gnet
+		// runs queued wakes until none is left, so answering every one
+		// at once would let a busy writer keep the loop from reading;
+		// gather for a moment instead (the queue stays marked as due).
+		c.wakeStreak = 0
+		c.t.retryFlush(c)
+		return gnet.None
+	}
+	if c.role == wire.RolePeer && c.gc.OutboundBuffered() > peerHighWater {
+		// The socket is not keeping up: leave the frames queued, where
+		// the byte cap turns further Sends away, and look again shortly.
+		c.t.counters.PeerBackpressure.Add(1)
+		c.t.retryFlush(c)
+		return gnet.None
+	}
+	buf, frames := q.take(c, c.spare)
 	if buf == nil {
 		return gnet.None
 	}
 	_, err := c.gc.Write(buf)
-	if cap(buf) > 1<<20 {
+	if cap(buf) > c.retainBytes() {
 		c.spare = nil // do not keep a burst's buffer forever
 	} else {
 		c.spare = buf[:0]
@@ -260,16 +287,35 @@ func (c *Conn) flush() gnet.Action {
 	if err != nil {
 		return gnet.Close
 	}
-	q.lastFlush.Store(nowNanos())
-	if c.gc.OutboundBuffered() > q.capBytes {
-		if c.role == wire.RolePeer {
-			c.t.counters.PeerStalled.Add(1)
-			return c.fail("peer stopped reading: backlog over cap", nil)
-		}
+	c.t.counters.FramesOut.Add(uint64(frames))
+	c.lastFlushAt = now
+	q.lastFlush.Store(now)
+	if c.role != wire.RolePeer && c.gc.OutboundBuffered() > q.capBytes {
 		c.t.counters.SlowClientsCut.Add(1)
 		return c.fail("slow consumer: backlog over cap", nil)
 	}
 	return gnet.None
+}
+
+// minWakeGap is the shortest time between two flushes of a connection
+// triggered by writers' wakes alone.
+const minWakeGap = 50 * time.Microsecond
+
+// maxWakeStreak wake-driven flushes closer than minWakeGap are answered at
+// once; the next one waits for Transport.retryLoop.
+const maxWakeStreak = 8
+
+// peerHighWater is the unsent backlog past which a peer connection stops
+// taking frames from its queue until the socket drains.
+const peerHighWater = 1 << 20
+
+// retainBytes bounds the write buffer a connection keeps between flushes:
+// a peer connection (few, busy) keeps a large one, a client a small one.
+func (c *Conn) retainBytes() int {
+	if c.role == wire.RolePeer {
+		return 4 << 20
+	}
+	return 256 << 10
 }
 
 // fail logs the first failure of a connection and closes it.

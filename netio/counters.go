@@ -8,16 +8,16 @@ type Counters struct {
 	ConnsClosed   atomic.Uint64 // connections closed, for any reason
 
 	FramesIn  atomic.Uint64 // frames delivered to the Handler
-	FramesOut atomic.Uint64 // frames queued for writing (Send, Write)
+	FramesOut atomic.Uint64 // frames handed to the socket (keepalives included)
 
 	BadFrames     atomic.Uint64 // bad header or frame over the limit: connection closed
 	Overloaded    atomic.Uint64 // client requests answered with the Overloaded frame
 	PeerInDropped atomic.Uint64 // peer frames the Handler refused (consumer queue full)
 
-	SlowClientsCut  atomic.Uint64 // clients cut off because their outbound queue passed the cap
-	PeerStalled     atomic.Uint64 // peer connections closed because the peer stopped reading
-	PeerDead        atomic.Uint64 // peer connections closed after PeerDeadAfter without a byte read
-	PeerSendDropped atomic.Uint64 // outbound peer frames dropped (queue full, peer removed, close)
+	SlowClientsCut   atomic.Uint64 // clients cut off because their outbound queue passed the cap
+	PeerBackpressure atomic.Uint64 // flushes put off because a peer socket's backlog was over the high-water mark
+	PeerDead         atomic.Uint64 // peer connections closed after PeerDeadAfter without a byte read
+	PeerSendDropped  atomic.Uint64 // outbound peer frames dropped (queue full, peer removed, close)
 
 	HandshakeWrongCluster atomic.Uint64 // Hello with another cluster id
 	HandshakeWrongVersion atomic.Uint64 // frame or Hello with another protocol version

@@ -167,3 +167,5 @@ func upPeerConns(tr *Transport) int {
 	}
 	return n
 }
+
+func ioReadFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }

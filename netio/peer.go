@@ -122,7 +122,6 @@ func (t *Transport) enqueue(p *peer, frame []byte, dial bool) error {
 	if startDial {
 		t.startDialer(p)
 	}
-	t.counters.FramesOut.Add(1)
 	return nil
 }
 

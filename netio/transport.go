@@ -45,6 +45,8 @@ type Transport struct {
 	wg      sync.WaitGroup // dialers and the maintenance loop
 	closing atomic.Bool
 
+	retry chan *Conn // peer connections whose flush waits for the socket to drain
+
 	onPeerDown atomic.Pointer[func(node string)]
 	onDropped  atomic.Pointer[func(node string, frames int)]
 }
@@ -60,6 +62,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		conns:  make(map[uint64]*Conn),
+		retry:  make(chan *Conn, 1024),
 		peers:  make(map[string]*peer),
 		ctx:    ctx,
 		cancel: cancel,
@@ -100,8 +103,9 @@ func (t *Transport) start() error {
 		t.dialClient = nil
 		return fmt.Errorf("netio: peer dialer: %w", err)
 	}
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.maintain()
+	go t.retryLoop()
 	return nil
 }
 
@@ -369,5 +373,51 @@ func (t *Transport) maintain() {
 		}
 		clear(conns)
 		clear(peers)
+	}
+}
+
+// retryFlush asks for c's loop to be woken shortly to flush again. Runs on
+// c's loop; a connection already waiting is not queued twice.
+func (t *Transport) retryFlush(c *Conn) {
+	if c.retryArmed {
+		return
+	}
+	select {
+	case t.retry <- c:
+		c.retryArmed = true
+	default:
+		// Every slot taken: wake at once rather than lose the flush.
+		_ = c.gc.Wake(nil)
+	}
+}
+
+// retryLoop wakes the connections retryFlush queued, after a pause that
+// lets their sockets drain. It stops before the event loops do, so it never
+// wakes a stopped loop.
+func (t *Transport) retryLoop() {
+	defer t.wg.Done()
+	const pause = 100 * time.Microsecond
+	var batch []*Conn
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case c := <-t.retry:
+			batch = append(batch[:0], c)
+		}
+		time.Sleep(pause)
+	drain:
+		for {
+			select {
+			case c := <-t.retry:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		for _, c := range batch {
+			_ = c.gc.Wake(nil)
+		}
+		clear(batch)
 	}
 }

@@ -36,25 +36,25 @@ func errorFrame(reqID uint64, e *wire.ErrorResponse) ([]byte, error) {
 
 // deliver runs on a netio event loop: it copies what it keeps and returns.
 func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
-	switch h.Kind {
-	case wire.KindKeepalive:
+	if h.Kind == wire.KindKeepalive {
 		return true
-	case wire.KindRaftBatch, wire.KindSnapshotChunk:
-		if c.Role() != wire.RolePeer {
+	}
+	if c.Role() == wire.RolePeer {
+		switch h.Kind {
+		case wire.KindRaftBatch, wire.KindSnapshotChunk:
+			select {
+			case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
+				return true
+			default:
+				return false
+			}
+		case wire.KindTopicAck:
+			n.rpcs.ack(h.RequestID)
+			return true
+		case wire.KindForwardReply:
+			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
 			return true
 		}
-		select {
-		case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
-			return true
-		default:
-			return false
-		}
-	case wire.KindTopicAck:
-		n.rpcs.ack(h.RequestID)
-		return true
-	case wire.KindForwardReply:
-		n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
-		return true
 	}
 	// Everything else is a request that may block: its own goroutine,
 	// bounded by reqSem.
@@ -224,9 +224,9 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
 			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})
 	case wire.KindProduce:
-		return n.produce(payload)
+		return n.produce(ctx, payload)
 	case wire.KindFetch:
-		return n.fetch(payload)
+		return n.fetch(ctx, payload)
 	}
 	if !n.born.Load() {
 		return unavailable("cluster not born yet")
@@ -441,13 +441,13 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 }
 
 // produce and fetch are served by the topic's owner at the named epoch.
-func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
+func (n *Node) produce(ctx context.Context, payload []byte) (wire.Kind, []byte) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
-	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch || !h.confirmed {
+	h, ok := n.servable(ctx, m.Topic, m.Epoch)
+	if !ok {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
@@ -456,7 +456,7 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	}
 	// The topic may have been closed while the records were written; the
 	// records stay in this node's log, but the write is not acknowledged.
-	if h2, ok := n.owned.get(m.Topic); !ok || h2.epoch != m.Epoch {
+	if h2, ok := n.owned.get(m.Topic); !ok || h2.epoch != m.Epoch || !h2.confirmed {
 		return n.notOwner(m.Topic, h2.epoch)
 	}
 	n.counters.produced.Add(uint64(len(m.Records)))
@@ -466,13 +466,13 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 // defaultFetchBytes is what a Fetch with MaxBytes 0 returns at most.
 const defaultFetchBytes = 1 << 20
 
-func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
+func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
-	h, ok := n.owned.get(m.Topic)
-	if !ok || h.epoch != m.Epoch || !h.confirmed {
+	h, ok := n.servable(ctx, m.Topic, m.Epoch)
+	if !ok {
 		return n.notOwner(m.Topic, h.epoch)
 	}
 	maxBytes := int(m.MaxBytes)

@@ -43,6 +43,8 @@ func TestFourthNodeGetsItsShareAndNothingIsLost(t *testing.T) {
 	for _, n := range c.nodes {
 		t.Logf("%s: %+v", n.ID(), n.Status())
 	}
+	// The shard-leader table reached n4 by pull as well as by gossip.
+	waitUntil(t, 10*time.Second, "n4 merged a pulled shard-leader table", func() bool { return n4.Stats().MetadataSyncs > 0 })
 	c4 := clientOf(t, n4)
 	for topic, want := range before {
 		got, err := c4.Lookup(ctx, topic, true)

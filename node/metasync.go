@@ -112,6 +112,7 @@ func (n *Node) onMetadataPush(from string, payload []byte) {
 		n.log.Warn("node: metadata push", "from", from, "err", err)
 		return
 	}
+	n.counters.metaSyncs.Add(1)
 	n.lastSync.Store(time.Now().UnixNano())
 	n.events.wake()
 }

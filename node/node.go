@@ -97,7 +97,7 @@ type Node struct {
 type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected, metaPulls                                           atomic.Uint64
+	rejected, metaPulls, metaSyncs                                atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -289,7 +289,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.swim = drv
 	n.rebuildView()
 
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.ownershipLoop()
 	go n.raftInbound()
 	go n.eventLoop()
 	go n.reconcileLoop()
@@ -349,8 +350,9 @@ func (n *Node) markBorn() {
 	}
 }
 
-// Leave leaves gracefully: leaderships are handed to other replicas, SWIM
-// announces the leave, then the node closes.
+// Leave leaves gracefully: SWIM announces the leave, leaderships still held
+// are handed to other replicas, then the node closes. The topics this node
+// owned are moved by their shard leaders, as for a dead node.
 func (n *Node) Leave(ctx context.Context) error {
 	n.lifeMu.RLock()
 	started := n.started && !n.closing
@@ -358,10 +360,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	if !started {
 		return n.Close()
 	}
-	n.handOff(ctx)
+	// Leave SWIM first: the others drop this node from their rings, so no
+	// shard manager hands a leadership back, and their followers elect new
+	// leaders at once for the groups it led (raftmux NodeDead); whatever it
+	// still leads after that is transferred explicitly.
 	if err := n.swim.Leave(4 * n.gossipInterval()); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
+	n.handOff(ctx)
 	return n.Close()
 }
 

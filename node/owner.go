@@ -164,32 +164,48 @@ const maxConfirmsPerRound = 256
 func (n *Node) confirmHeld() {
 	for topic, h := range n.owned.unconfirmed(maxConfirmsPerRound) {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-		kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
+		n.confirmOne(ctx, topic, h)
 		cancel()
-		n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
-		switch kind {
-		case wire.KindAssignment:
-			var a wire.Assignment
-			if wire.DecodeAssignment(out, &a) != nil {
-				continue
-			}
-			if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
-				n.owned.confirm(topic, h.epoch)
-				continue
-			}
-			if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
-				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
-			}
-		case wire.KindError:
-			var e wire.Error
-			if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
-				_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
-			}
-		}
 		if n.ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// confirmOne asks the shard leader about one held topic (see confirmHeld).
+func (n *Node) confirmOne(ctx context.Context, topic string, h heldTopic) {
+	kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
+	n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
+	switch kind {
+	case wire.KindAssignment:
+		var a wire.Assignment
+		if wire.DecodeAssignment(out, &a) != nil {
+			return
+		}
+		if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
+			n.owned.confirm(topic, h.epoch)
+			return
+		}
+		if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
+			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
+		}
+	case wire.KindError:
+		var e wire.Error
+		if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
+			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
+		}
+	}
+}
+
+// servable returns the topic held at epoch, confirming it first (a
+// linearizable lookup) if it was loaded unconfirmed.
+func (n *Node) servable(ctx context.Context, topic []byte, epoch uint64) (heldTopic, bool) {
+	h, ok := n.owned.get(topic)
+	if ok && h.epoch == epoch && !h.confirmed {
+		n.confirmOne(ctx, string(topic), h)
+		h, ok = n.owned.get(topic)
+	}
+	return h, ok && h.epoch == epoch && h.confirmed
 }
 
 // rpc is an OpenTopic or CloseTopic a shard leader owes a node, resent until
@@ -202,6 +218,7 @@ type rpc struct {
 	partitions uint32
 	shard      uint64
 	reqID      uint64
+	sent       bool
 }
 
 // ownership holds the RPCs owed, one per (node, topic): a newer effect for
@@ -214,12 +231,14 @@ type ownership struct {
 	// duty: shards whose leadership this node just took, which owe every
 	// topic's OpenTopic (and CloseTopic to previous owners).
 	duty map[uint64]bool
+	kick chan struct{}
 }
 
 func (w *ownership) init() {
 	w.pending = make(map[string]*rpc)
 	w.byReq = make(map[uint64]string)
 	w.duty = make(map[uint64]bool)
+	w.kick = make(chan struct{}, 1)
 	w.nextReq.Store(1 << 62)
 }
 
@@ -271,6 +290,20 @@ func (w *ownership) len() int {
 	return len(w.pending)
 }
 
+// fresh returns the pending RPCs never sent, marking them sent.
+func (w *ownership) fresh() []rpc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []rpc
+	for _, r := range w.pending {
+		if !r.sent {
+			r.sent = true
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
 // due returns the pending RPCs, dropping those to nodes for which drop says so.
 func (w *ownership) due(drop func(node string) bool) []rpc {
 	w.mu.Lock()
@@ -282,6 +315,7 @@ func (w *ownership) due(drop func(node string) bool) []rpc {
 			delete(w.byReq, r.reqID)
 			continue
 		}
+		r.sent = true
 		out = append(out, *r)
 	}
 	return out
@@ -293,10 +327,32 @@ func (n *Node) onEffects(shard uint64, effs []meta.Effect) {
 	if shard >= uint64(n.cfg.Shards) || !n.led[shard].Load() {
 		return
 	}
+	added := false
 	for _, e := range effs {
 		r := &rpc{node: e.Node, open: e.Kind == meta.EffectOpen, topic: e.Topic, epoch: e.Epoch, partitions: e.Partitions, shard: shard}
-		if r = n.rpcs.add(r); r != nil {
-			n.sendRPC(r)
+		added = n.rpcs.add(r) != nil || added
+	}
+	if added {
+		select {
+		case n.rpcs.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ownershipLoop sends the ownership RPCs owed as soon as they are added
+// (off the raft worker that applied them: opening a topic on this node
+// costs an fsync); the reconcile loop resends those not acknowledged.
+func (n *Node) ownershipLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.rpcs.kick:
+		}
+		for _, r := range n.rpcs.fresh() {
+			n.sendRPC(&r)
 		}
 	}
 }

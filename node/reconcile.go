@@ -55,9 +55,11 @@ func (n *Node) leaderDuty(shard uint64, v *clusterView) {
 		}
 	})
 	for _, r := range rs {
-		if r = n.rpcs.add(r); r != nil {
-			n.sendRPC(r)
-		}
+		n.rpcs.add(r)
+	}
+	select {
+	case n.rpcs.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -121,3 +121,63 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.owned.count() == 0 })
 }
+
+func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.nodes[0])
+	before := map[string]client.Assignment{}
+	for i := range 30 {
+		topic := fmt.Sprintf("everything-%02d", i)
+		a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Produce(ctx, topic, [][]byte{[]byte(topic)}); err != nil {
+			t.Fatalf("produce %s: %v", topic, err)
+		}
+		before[topic] = a
+	}
+	for _, n := range c.nodes {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seed string
+	for i, id := range []string{"n1", "n2", "n3"} {
+		var join []string
+		if seed != "" {
+			join = []string{seed}
+		}
+		n, err := New(nodeConfig(id, c.dirs[i], join, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[i] = n
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if seed == "" {
+			_, _, seed = n.Addrs()
+		}
+	}
+	for _, n := range c.nodes {
+		select {
+		case <-n.Ready():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not ready after restart", n.ID())
+		}
+	}
+	cl2 := clientOf(t, c.nodes[1])
+	for topic, want := range before {
+		got, err := cl2.Lookup(ctx, topic, true)
+		if err != nil || got.Owner != want.Owner || got.Epoch != want.Epoch {
+			t.Fatalf("lookup %s after restart: %+v %v, want %+v", topic, got, err, want)
+		}
+		res, err := cl2.Fetch(ctx, topic, 0, 0)
+		if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != topic {
+			t.Fatalf("fetch %s after restart: %+v %v", topic, res, err)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -67,7 +65,7 @@ type Stats struct {
 	LeadersKnown       int
 	LeaderTableVersion uint64 // local change counter of the table
 	MetadataPulls      uint64 // shard-leader table pulls sent
-	LastMetadataSync   time.Time
+	MetadataSyncs      uint64 // shard-leader tables received and merged
 }
 
 // Stats returns a snapshot of the counters.
@@ -96,9 +94,7 @@ func (n *Node) Stats() Stats {
 		RaftInboundQLen:  len(n.rafts),
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
-	if t := n.lastSync.Load(); t != 0 {
-		s.LastMetadataSync = time.Unix(0, t)
-	}
+	s.MetadataSyncs = n.counters.metaSyncs.Load()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)
 	s.LeadersKnown = len(rows)

@@ -4,11 +4,16 @@
 // A Host owns the RawNode of every shard replica on the node. Its W workers
 // (default GOMAXPROCS) each own the shards id mod W and run rounds: drain the
 // inbox (messages, proposals, reads, ticks, wake-ups), step, collect the Ready
-// of every touched group, send leader appends before persisting (Raft thesis
-// §10.2.1), persist all of them in one storage batch with one fsync, send the
-// messages that must follow persistence, apply committed entries through the
-// StateMachine, and Advance. Every message a round produces for one node goes
-// out in one Batch.
+// of every touched group, send the leaders' messages before persisting (Raft
+// thesis §10.2.1), apply committed entries that earlier rounds made durable,
+// persist all Readies in one storage batch with one fsync, send the messages
+// that had to wait for it, apply the rest through the StateMachine, and
+// Advance. A round sends at most two RaftBatches to a node: what may leave
+// before the fsync, and what must follow it.
+//
+// Raft's synchronous Ready path is used (not AsyncStorageWrites); the
+// PipelineWrites option, which commits batches off the worker goroutine, was
+// measured and did not pay off (see bench/README.md).
 //
 // Heartbeats are coalesced: raft's MsgHeartbeat and MsgHeartbeatResp without a
 // read-index context never go on the wire as messages; they travel as compact

@@ -84,6 +84,11 @@ func (w *worker) processReady() {
 		r, rd := it.r, &it.rd
 		hsChanged := !raft.IsEmptyHardState(rd.HardState) &&
 			(rd.HardState.GetTerm() != r.term || rd.HardState.GetVote() != r.persistedVote)
+		if hsChanged && rd.HardState.GetTerm() != r.term && len(r.proposals) > 0 {
+			// A new term: whatever this replica proposed as leader before
+			// may or may not survive, even if it leads again.
+			r.failProposals(ErrOutcomeUnknown)
+		}
 		if rd.SoftState != nil {
 			term := r.term
 			if !raft.IsEmptyHardState(rd.HardState) {
@@ -282,11 +287,7 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 	wasLeader := r.state == raft.StateLeader
 	r.state = ss.RaftState
 	if wasLeader && r.state != raft.StateLeader {
-		for id, req := range r.proposals {
-			req.done <- result{err: fmt.Errorf("%w (%w)", ErrOutcomeUnknown, &NotLeaderError{Shard: r.shard, Leader: ss.Lead, Term: term})}
-			delete(r.proposals, id)
-		}
-		r.ccPending = false
+		r.failProposals(fmt.Errorf("%w (%w)", ErrOutcomeUnknown, &NotLeaderError{Shard: r.shard, Leader: ss.Lead, Term: term}))
 	}
 	if r.state == raft.StateLeader || r.state == raft.StateCandidate || r.state == raft.StatePreCandidate {
 		w.wake(r)

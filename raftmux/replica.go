@@ -175,6 +175,15 @@ func (r *replica) info() Info {
 	}
 }
 
+// failProposals resolves every pending proposal of r with err.
+func (r *replica) failProposals(err error) {
+	for id, req := range r.proposals {
+		req.done <- result{err: err}
+		delete(r.proposals, id)
+	}
+	r.ccPending = false
+}
+
 // failAll resolves every waiter of r with err.
 func (r *replica) failAll(err error) {
 	for id, req := range r.proposals {

@@ -304,29 +304,52 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 }
 
 func TestLaggingFollowerGetsSnapshot(t *testing.T) {
+	const shards = 4
 	c := newCluster(t, 3, func(cfg *raftmux.Config) {
 		cfg.CompactionOverhead = 16
 		cfg.CompactionKeep = 4
 		cfg.SnapshotChunkSize = 64 // several chunks
+		cfg.MaxConcurrentSnapshots = 1
 	})
 	c.bootstrap(1, []uint64{1, 2, 3})
-	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
-	lagger := lead%3 + 1
-	c.net.SetFilter(func(from, to uint64) bool { return from != lagger && to != lagger })
-	for i := 0; i < 60; i++ {
-		if _, err := c.propose(0, fmt.Appendf(nil, "key%05d", i)); err != nil {
+	for s := uint64(1); s < shards; s++ {
+		for _, v := range []uint64{1, 2, 3} {
+			if err := c.hosts[v].Bootstrap(context.Background(), s, []uint64{1, 2, 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// All led by one host, so its single snapshot slot is contended.
+		if err := c.hosts[c.ids()[0]].Campaign(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.net.Heal()
-	c.waitFor("lagger to install a snapshot", 10*time.Second, func() bool { return c.stores[lagger].Len(0) == 60 })
-	base, _ := c.kvs[lagger].Log(0)
-	if base < 16 {
-		t.Fatalf("lagger caught up from the log (snapshot base %d), compaction did not force a snapshot", base)
+	leaders := c.waitLeaders(shardList(shards), 5*time.Second)
+	lagger := leaders[0]%3 + 1
+	c.net.SetFilter(func(from, to uint64) bool { return from != lagger && to != lagger })
+	for s := uint64(0); s < shards; s++ {
+		if leaders[s] == lagger {
+			continue
+		}
+		for i := 0; i < 60; i++ {
+			if _, err := c.propose(s, fmt.Appendf(nil, "key%05d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	v, _ := c.stores[lagger].Get(0, []byte("key00059"))
-	if string(v) != "key00059" {
-		t.Fatalf("value after snapshot = %q", v)
+	c.net.Heal()
+	for s := uint64(0); s < shards; s++ {
+		if leaders[s] == lagger {
+			continue
+		}
+		c.waitFor("lagger to install a snapshot", 10*time.Second, func() bool { return c.stores[lagger].Len(s) == 60 })
+		base, _ := c.kvs[lagger].Log(s)
+		if base < 16 {
+			t.Fatalf("shard %d: lagger caught up from the log (snapshot base %d), compaction did not force a snapshot", s, base)
+		}
+		v, _ := c.stores[lagger].Get(s, []byte("key00059"))
+		if string(v) != "key00059" {
+			t.Fatalf("shard %d: value after snapshot = %q", s, v)
+		}
 	}
 }
 

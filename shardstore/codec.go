@@ -50,19 +50,6 @@ func (d *decoder) u8() byte {
 	return v
 }
 
-func (d *decoder) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0

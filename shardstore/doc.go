@@ -33,6 +33,25 @@
 // decode yields an error wrapping [ErrCorrupt] that names the shard and the
 // key; nothing panics on bad bytes.
 //
+// # Durability
+//
+// Batch.Commit(true) returns once the batch and every batch committed before
+// it are on disk, even when the batch itself is empty. Batches are atomic
+// and recovered in commit order, so after a crash the store is exactly the
+// state after some batch no older than the last synced one, and HardState
+// and log agree. Compact and unsynced commits ride on the next sync;
+// ApplySnapshot, DeleteShard and TrimTopic sync themselves.
+//
+// # Memory
+//
+// A loaded shard costs about 260 bytes of bookkeeping (its log bounds,
+// HardState and applied index). Recent entries are cached on top of that
+// under one budget for all shards (Config.CacheBudgetBytes); when the
+// budget is exceeded, whole caches of shards not read or appended since the
+// last sweep are dropped (CLOCK), and one shard may hold at most an eighth of
+// the budget. The budget is a soft bound: a cache busy at the moment of a
+// sweep is skipped rather than waited for.
+//
 // # Concurrency
 //
 // The raft layer owns each shard from one goroutine at a time: the log of a

@@ -44,11 +44,6 @@ func appendLogKey(dst []byte, shard, index uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, index)
 }
 
-func appendLogPrefix(dst []byte, shard uint64) []byte {
-	dst = appendShardPrefix(dst, shard)
-	return append(dst, kindLog)
-}
-
 func appendDataKey(dst []byte, shard uint64, key []byte) []byte {
 	dst = appendShardPrefix(dst, shard)
 	dst = append(dst, kindData)

@@ -22,13 +22,6 @@ type modelShard struct {
 
 func (m *modelShard) last() uint64 { return m.trunc + uint64(len(m.ents)) }
 
-func (m *modelShard) lastTerm() uint64 {
-	if len(m.ents) == 0 {
-		return m.truncTerm
-	}
-	return m.ents[len(m.ents)-1].GetTerm()
-}
-
 func (m *modelShard) termAt(i uint64) uint64 {
 	if i == m.trunc {
 		return m.truncTerm

@@ -39,7 +39,7 @@ type options struct {
 	duration, warmup, idleWindow, settle, detect   time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline                                       bool
-	dir, cpuprofile, trace                         string
+	dir, cpuprofile, trace, memprofile             string
 }
 
 type report struct {
@@ -63,6 +63,8 @@ type report struct {
 	P999Ms      float64 `json:"p999_ms,omitempty"`
 	MaxMs       float64 `json:"max_ms,omitempty"`
 	Errors      int64   `json:"errors"`
+	ErrNotLead  int64   `json:"errors_not_leader"`
+	ErrTimeout  int64   `json:"errors_timeout"`
 	CPUPer1000  float64 `json:"cpu_s_per_1000,omitempty"`
 	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
 	FramesPerS  float64 `json:"frames_per_s,omitempty"`
@@ -100,6 +102,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "raftbench:", err)
@@ -286,6 +289,15 @@ func startProfiles(o options) func() {
 			stops = append(stops, func() { trace.Stop(); f.Close() })
 		}
 	}
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+		stops = append(stops, func() {
+			if f, err := os.Create(o.memprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		})
+	}
 	return func() {
 		for _, s := range stops {
 			s()
@@ -320,6 +332,8 @@ func (c *cluster) load(rep *report) {
 		measuring atomic.Bool
 		stop      atomic.Bool
 		errs      atomic.Int64
+		errNL     atomic.Int64
+		errTO     atomic.Int64
 		wg        sync.WaitGroup
 		lats      = make([][]time.Duration, o.clients)
 	)
@@ -363,6 +377,12 @@ func (c *cluster) load(rep *report) {
 					}
 					if measuring.Load() {
 						errs.Add(1)
+						switch {
+						case errors.Is(err, raftmux.ErrNotLeader):
+							errNL.Add(1)
+						case errors.Is(err, context.DeadlineExceeded):
+							errTO.Add(1)
+						}
 					}
 					time.Sleep(time.Millisecond)
 					continue
@@ -417,6 +437,7 @@ func (c *cluster) load(rep *report) {
 		rep.CPUPer1000 = cpu.Seconds() / (float64(n) / 1000)
 	}
 	rep.Errors = errs.Load()
+	rep.ErrNotLead, rep.ErrTimeout = errNL.Load(), errTO.Load()
 	rep.FsyncsPerS = float64(fs) / el.Seconds()
 	rep.FramesPerS = float64(fr) / el.Seconds()
 }

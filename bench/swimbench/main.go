@@ -140,7 +140,6 @@ func runOnce(rep int) error {
 	if *flagProfile == "fast" {
 		cfg.ProbeInterval, cfg.ProbeTimeout = 200*time.Millisecond, 100*time.Millisecond
 		cfg.GossipInterval = 100 * time.Millisecond
-		cfg.SuspicionMinFloor = 600 * time.Millisecond
 		cfg.PushPullInterval = 15 * time.Second
 	} else if *flagProfile != "lan" {
 		return fmt.Errorf("unknown profile %q", *flagProfile)

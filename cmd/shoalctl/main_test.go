@@ -70,8 +70,15 @@ type outcome struct {
 // shoalctl runs the built binary with args and SHOAL_SERVERS set to servers.
 func shoalctl(t *testing.T, servers []string, args ...string) outcome {
 	t.Helper()
+	return shoalctlEnv(t, nil, servers, args...)
+}
+
+// shoalctlEnv is shoalctl with more environment variables.
+func shoalctlEnv(t *testing.T, env []string, servers []string, args ...string) outcome {
+	t.Helper()
 	cmd := exec.Command(shoalctlBinary(t), args...)
-	cmd.Env = append(os.Environ(), "SHOAL_SERVERS="+strings.Join(servers, ","), "SHOAL_CLUSTER_ID=7")
+	cmd.Env = append(os.Environ(), "SHOAL_SERVERS="+strings.Join(servers, ","), "SHOAL_CLUSTER_ID=7", "SHOAL_SECRET=")
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -276,4 +283,39 @@ func TestRunHelp(t *testing.T) {
 		!strings.HasPrefix(stdout.String(), "usage: shoalctl") || stderr.Len() != 0 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
+}
+
+func TestShoalctlSkipsADownServer(t *testing.T) {
+	cl, servers := startNodes(t, 3)
+	cl.SetOwner("t", "n3")
+	// The first two servers are stopped; the third answers everything,
+	// and produce goes to the owner it names.
+	down := &clienttest.Cluster{ClusterID: 7}
+	n, err := down.Start("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := n.Addr()
+	down.Close()
+	o := shoalctl(t, []string{gone, servers[2]}, "--json", "produce", "t", "hi")
+	p := decode(t, o, "topic", "epoch", "offset")
+	if p["offset"] != 0.0 {
+		t.Fatalf("produce: %v", p)
+	}
+}
+
+func TestShoalctlSecret(t *testing.T) {
+	cl := &clienttest.Cluster{ClusterID: 7, Secret: []byte("shh")}
+	n, err := cl.Start("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	servers := []string{n.Addr()}
+	decode(t, shoalctlEnv(t, []string{"SHOAL_SECRET=shh"}, servers, "--json", "status"),
+		"node", "generation", "members_alive", "shards_hosted", "shards_led", "topics_owned", "ready")
+	shoalctlEnv(t, []string{"SHOAL_SECRET=guess"}, servers, "--json", "status").
+		failsWith(t, exitFailed, `{"error":{"code":"Unauthorized"`)
+	shoalctlEnv(t, []string{"SHOAL_SECRET=shh", "SHOAL_CLUSTER_ID=8"}, servers, "status").
+		failsWith(t, exitFailed, "handshake failed")
 }

@@ -1,0 +1,156 @@
+// Command netbench measures netio against a plain goroutine-per-connection
+// net server over loopback: request/response at several connection counts
+// and pipeline depths, and one-way peer frames.
+//
+//	go run ./bench/netbench -json
+//
+// Each request/response server runs in a child process of this binary, so
+// that its CPU time per operation is measured apart from the load
+// generator's.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+type result struct {
+	Case        string  `json:"case"`
+	Impl        string  `json:"impl"`
+	Conns       int     `json:"conns,omitempty"`
+	Depth       int     `json:"depth,omitempty"`
+	Ops         int64   `json:"ops"`
+	OpsPerS     float64 `json:"ops_per_s"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	CPUusPerOp  float64 `json:"cpu_us_per_op"`
+	CPUScope    string  `json:"cpu_scope"`
+	DurationS   float64 `json:"duration_s"`
+	Dropped     int64   `json:"dropped,omitempty"`
+	PayloadSize int     `json:"payload_bytes"`
+}
+
+func main() {
+	var (
+		asJSON   = flag.Bool("json", false, "print one JSON object per case")
+		duration = flag.Duration("duration", 2*time.Second, "measured time per case")
+		serve    = flag.String("serve", "", "internal: run a server (netio|netio-async|net) and print its address")
+		only     = flag.String("impl", "netio,netio-async,net", "implementations to run")
+	)
+	flag.Parse()
+	if *serve != "" {
+		if err := runServer(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, "netbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	impls := strings.Split(*only, ",")
+	var results []result
+	emit := func(r result) {
+		results = append(results, r)
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		}
+	}
+	shapes := []struct {
+		name         string
+		conns, depth int
+	}{
+		{"rr_1conn_depth1", 1, 1},
+		{"rr_1conn_depth64", 1, 64},
+		{"rr_64conns_depth16", 64, 16},
+	}
+	for _, s := range shapes {
+		for _, impl := range impls {
+			r, err := rrCase(impl, s.conns, s.depth, *duration)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "netbench: %s %s: %v\n", s.name, impl, err)
+				os.Exit(1)
+			}
+			r.Case = s.name
+			emit(r)
+		}
+	}
+	for _, impl := range []string{"netio", "net"} {
+		r, err := peerCase(impl, *duration)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "netbench: peer %s: %v\n", impl, err)
+			os.Exit(1)
+		}
+		emit(r)
+	}
+	if !*asJSON {
+		printTable(os.Stdout, results)
+	}
+}
+
+func printTable(w io.Writer, rs []result) {
+	fmt.Fprintf(w, "%-20s %-12s %12s %9s %9s %12s\n", "case", "impl", "ops/s", "p50 µs", "p99 µs", "cpu µs/op")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-20s %-12s %12.0f %9.1f %9.1f %12.2f\n", r.Case, r.Impl, r.OpsPerS, r.P50us, r.P99us, r.CPUusPerOp)
+	}
+}
+
+// startServer runs this binary as a server child and returns its address.
+func startServer(impl string) (*exec.Cmd, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(self, "-serve", impl)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	_ = stdin // closed when the parent stops the child
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, "", fmt.Errorf("server did not start: %w", err)
+	}
+	return cmd, strings.TrimSpace(line), nil
+}
+
+// percentile of sorted nanosecond samples, in microseconds.
+func percentile(sorted []int64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return float64(sorted[i]) / 1e3
+}
+
+func sortedLatencies(all [][]int64) []int64 {
+	var n int
+	for _, l := range all {
+		n += len(l)
+	}
+	out := make([]int64, 0, n)
+	for _, l := range all {
+		out = append(out, l...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
