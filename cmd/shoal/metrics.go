@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -66,7 +65,7 @@ var metrics = []metric{
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
 	{"MetadataPulls", "shard_leader_table_pulls_total", "Shard-leader table pulls this node sent to a peer with a newer version.", counter, ""},
-	{"LastMetadataSync", "shard_leader_table_last_sync_timestamp_seconds", "When this node last synced its shard-leader table (Unix time; 0: never).", gauge, ""},
+	{"MetadataSyncs", "shard_leader_table_syncs_total", "Shard-leader tables received from peers and merged.", counter, ""},
 	{"EventQueueLen", "event_queue_length", "Membership and leadership events waiting to be handled.", gauge, ""},
 
 	// Frames and requests.
@@ -182,12 +181,6 @@ func statsField(v reflect.Value, path string) (float64, error) {
 		if !v.IsValid() {
 			return 0, fmt.Errorf("metrics: %s: no field %s", path, part)
 		}
-	}
-	if t, ok := v.Interface().(time.Time); ok {
-		if t.IsZero() {
-			return 0, nil
-		}
-		return float64(t.UnixNano()) / 1e9, nil
 	}
 	switch v.Kind() {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:

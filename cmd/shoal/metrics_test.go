@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shoalmq/shoal/node"
 )
@@ -16,7 +15,7 @@ func leafFields(t reflect.Type, prefix string) []string {
 		if !f.IsExported() {
 			continue
 		}
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
+		if f.Type.Kind() == reflect.Struct {
 			out = append(out, leafFields(f.Type, prefix+f.Name+".")...)
 			continue
 		}
