@@ -41,7 +41,8 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 // gracefully.
 func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	logger := newLogger(stderr, o.logFormat, o.logLevel)
-	n, err := node.New(o.nodeConfig(logger))
+	n, err := node.New(o.nodeConfig(logger)) // the node adds its own node=ID
+	logger = logger.With("node", o.id)
 	if err != nil {
 		return err
 	}
@@ -62,16 +63,12 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 		ms.close()
 		return fmt.Errorf("start: %w", err)
 	}
-	client, peer, swim := n.Addrs()
-	logger.Info("node started", "id", o.id, "generation", n.Generation(),
-		"client_addr", client, "peer_addr", peer, "swim_addr", swim, "data", o.dataDir)
-
 	start := time.Now()
 	ready := n.Ready()
 	for ready != nil {
 		select {
 		case <-ready:
-			logger.Info("node ready", "id", o.id, "after", time.Since(start).Round(time.Millisecond))
+			logger.Info("node ready", "after", time.Since(start).Round(time.Millisecond))
 			ready = nil
 		case <-ctx.Done():
 			ready = nil
@@ -79,7 +76,7 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	}
 	<-ctx.Done()
 
-	logger.Info("leaving the cluster", "id", o.id)
+	logger.Info("leaving the cluster")
 	lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	leaveErr := n.Leave(lctx)
 	cancel()
@@ -88,6 +85,6 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	if err := errors.Join(leaveErr, closeErr); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	logger.Info("node stopped", "id", o.id)
+	logger.Info("node stopped")
 	return nil
 }
