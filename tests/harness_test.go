@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -64,8 +65,19 @@ func binaries(t *testing.T) (shoal, shoalctl string) {
 	return filepath.Join(binDir, "shoal"), filepath.Join(binDir, "shoalctl")
 }
 
-// freePorts reserves n TCP and n UDP ports on 127.0.0.1 that were free a
-// moment ago. All are held until all are chosen, so they are distinct.
+// Listen ports of the test nodes are drawn below the kernel's ephemeral
+// range (32768-60999 on Linux by default): a port from that range, freed by
+// a killed node, may be taken by an outbound connection before the node
+// restarts on it.
+const (
+	minTestPort = 10000
+	maxTestPort = 32000
+)
+
+// freePorts reserves tcp ports, and udp ports free for both UDP and TCP
+// (SWIM listens on both: datagrams and push-pull exchanges), on 127.0.0.1.
+// They were free a moment ago; all are held until all are chosen, so they
+// are distinct.
 func freePorts(t *testing.T, tcp, udp int) (tcpAddrs, udpAddrs []string) {
 	t.Helper()
 	var closers []func() error
@@ -74,21 +86,31 @@ func freePorts(t *testing.T, tcp, udp int) (tcpAddrs, udpAddrs []string) {
 			_ = c()
 		}
 	}()
-	for range tcp {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	grab := func(alsoUDP bool) string {
+		for range 1000 {
+			addr := "127.0.0.1:" + strconv.Itoa(minTestPort+rand.IntN(maxTestPort-minTestPort))
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				continue
+			}
+			closers = append(closers, ln.Close)
+			if alsoUDP {
+				pc, err := net.ListenPacket("udp", addr)
+				if err != nil {
+					continue
+				}
+				closers = append(closers, pc.Close)
+			}
+			return addr
 		}
-		closers = append(closers, ln.Close)
-		tcpAddrs = append(tcpAddrs, ln.Addr().String())
+		t.Fatal("no free port found")
+		return ""
+	}
+	for range tcp {
+		tcpAddrs = append(tcpAddrs, grab(false))
 	}
 	for range udp {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closers = append(closers, pc.Close)
-		udpAddrs = append(udpAddrs, pc.LocalAddr().String())
+		udpAddrs = append(udpAddrs, grab(true))
 	}
 	return tcpAddrs, udpAddrs
 }

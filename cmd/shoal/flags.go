@@ -63,7 +63,7 @@ required:
   --data DIR              data directory (created if missing)
   --client-addr H:P       address clients connect to (TCP)
   --peer-addr H:P         address other nodes connect to (TCP)
-  --swim-addr H:P         membership gossip address (UDP)
+  --swim-addr H:P         membership gossip address (UDP, and TCP for push-pull)
 
 cluster:
   --rack RACK             the node's rack; replicas spread over racks (default "default")
