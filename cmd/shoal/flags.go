@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/shoalmq/shoal/node"
 	"github.com/shoalmq/shoal/wire"
@@ -375,11 +376,17 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 }
 
 // clip shortens a user-supplied string for an error message, so that a
-// 10 MB argument does not become a 10 MB line.
+// 10 MB argument does not become a 10 MB line, and replaces control
+// characters, so that the message stays one line.
 func clip(s string) string {
 	const max = 64
-	if len(s) <= max {
-		return s
+	if len(s) > max {
+		s = s[:max] + "…"
 	}
-	return s[:max] + "…"
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
