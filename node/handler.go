@@ -555,25 +555,47 @@ func (n *Node) shardList(ctx context.Context) (wire.Kind, []byte) {
 // forwarder matches ForwardReply frames to the requests waiting for them.
 type forwarder struct {
 	mu      sync.Mutex
-	waiting map[uint64]chan fwdReply
+	waiting map[uint64]fwdWait
 	next    uint64
 }
+
+type fwdWait struct {
+	ch   chan fwdReply
+	node string
+}
+
+// errPeerDown: the node a request was forwarded to became unreachable.
+var errPeerDown = errors.New("node: forward target unreachable")
 
 type fwdReply struct {
 	kind    wire.Kind
 	payload []byte
+	err     error
 }
 
-func (f *forwarder) init() { f.waiting = make(map[uint64]chan fwdReply) }
+func (f *forwarder) init() { f.waiting = make(map[uint64]fwdWait) }
+
+// peerDown fails at once every request waiting on node.
+func (f *forwarder) peerDown(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, w := range f.waiting {
+		if w.node == node {
+			delete(f.waiting, id)
+			w.ch <- fwdReply{err: errPeerDown}
+		}
+	}
+}
 
 func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
 	f.mu.Lock()
-	ch := f.waiting[h.RequestID]
+	w, ok := f.waiting[h.RequestID]
 	delete(f.waiting, h.RequestID)
 	f.mu.Unlock()
-	if ch == nil {
+	if !ok {
 		return
 	}
+	ch := w.ch
 	plain, _, err := wire.FramePayload(&h, payload, nil)
 	if err != nil {
 		return
@@ -590,8 +612,11 @@ func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.K
 	f.mu.Lock()
 	f.next++
 	id := f.next
-	f.waiting[id] = ch
+	f.waiting[id] = fwdWait{ch: ch, node: to}
 	f.mu.Unlock()
+	// Answer before a client with the same timeout gives up on us.
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout*3/4)
+	defer cancel()
 	defer func() {
 		f.mu.Lock()
 		delete(f.waiting, id)
@@ -608,7 +633,7 @@ func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.K
 	}
 	select {
 	case r := <-ch:
-		return r.kind, r.payload, nil
+		return r.kind, r.payload, r.err
 	case <-ctx.Done():
 		return 0, nil, ctx.Err()
 	}

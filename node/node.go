@@ -242,11 +242,6 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: listen: %w", err)
 	}
 	n.net = nt
-	nt.OnPeerDown(func(node string) {
-		if h := n.host; h != nil {
-			h.Unreachable(RaftID(node))
-		}
-	})
 	n.rt = &raftTransport{peers: nt, names: n.nameOf}
 	host, err := raftmux.NewHost(raftmux.Config{
 		NodeID:         n.self,
@@ -262,6 +257,10 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: raft host: %w", err)
 	}
 	n.host = host
+	nt.OnPeerDown(func(node string) {
+		host.Unreachable(RaftID(node))
+		n.fwd.peerDown(node)
+	})
 	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
 		n.markBorn()
 	}
