@@ -39,6 +39,9 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if h.Kind == wire.KindKeepalive {
 		return true
 	}
+	if !n.serving.Load() {
+		return false
+	}
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:

@@ -82,6 +82,10 @@ type Node struct {
 	reqSem chan struct{}
 	rafts  chan inboundFrame
 
+	// serving is set once Start has wired every part; requests before it
+	// are refused as overloaded (Unavailable).
+	serving atomic.Bool
+
 	lifeMu  sync.RWMutex
 	started bool
 	closing bool
@@ -288,6 +292,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.swim = drv
 	n.rebuildView()
 
+	n.serving.Store(true)
 	n.wg.Add(4)
 	go n.ownershipLoop()
 	go n.raftInbound()
