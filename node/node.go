@@ -78,6 +78,7 @@ type Node struct {
 	lastSync  atomic.Int64
 	announced uint64
 	lastPull  int64
+	birthSeen time.Time // event loop: when the birth condition began to hold
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
