@@ -81,3 +81,23 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("generation %d after %d", n.Generation(), g1)
 	}
 }
+
+func TestStartFailureIsCleanedUpByClose(t *testing.T) {
+	c := startCluster(t, 1)
+	_, _, taken := c.nodes[0].Addrs()
+	cfg := nodeConfig("n9", t.TempDir(), nil, 1)
+	cfg.SwimAddr = taken // in use: SWIM cannot bind
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		t.Fatal("start on a taken SWIM address succeeded")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("close after a failed start: %v", err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		t.Fatal("start after close succeeded")
+	}
+}

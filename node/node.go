@@ -214,7 +214,8 @@ func raiseGeneration(dir string) (uint64, error) {
 }
 
 // Start binds the listeners, opens the raft groups found in the store,
-// starts SWIM and joins through cfg.Join. ctx bounds the start only.
+// starts SWIM and joins through cfg.Join. ctx bounds the start only. After
+// a failed Start, Close releases what was started.
 func (n *Node) Start(ctx context.Context) error {
 	n.lifeMu.Lock()
 	if n.started {
@@ -258,7 +259,6 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:         n.log,
 	})
 	if err != nil {
-		_ = nt.Close()
 		return fmt.Errorf("node: raft host: %w", err)
 	}
 	n.host = host
@@ -286,8 +286,6 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:  n.log,
 	}, netio.UDPConfig{ReuseAddr: true})
 	if err != nil {
-		host.Stop()
-		_ = nt.Close()
 		return fmt.Errorf("node: swim: %w", err)
 	}
 	n.swim = drv
