@@ -23,6 +23,7 @@ func TestBadRequestsGetTypedErrors(t *testing.T) {
 		{"unknown topic", wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("nope"), Linearizable: true}), wire.CodeNotFound},
 		{"revoke unknown topic", wire.KindRevoke, wire.AppendRevoke(nil, &wire.Revoke{Topic: []byte("nope")}), wire.CodeNotFound},
 		{"produce to a non-owner", wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("nope"), Epoch: 1, Records: [][]byte{{1}}}), wire.CodeNotLeaderForTopic},
+		{"unknown owner", wire.KindAssign, wire.AppendAssign(nil, &wire.Assign{Topic: []byte("t"), Owner: []byte("n9")}), wire.CodeBadRequest},
 		{"fetch from a non-owner", wire.KindFetch, wire.AppendFetch(nil, &wire.Fetch{Topic: []byte("nope"), Epoch: 1}), wire.CodeNotLeaderForTopic},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

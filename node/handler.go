@@ -378,6 +378,9 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 	case wire.KindAssign:
 		var m wire.Assign
 		_ = wire.DecodeAssign(payload, &m)
+		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
+			return errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner))
+		}
 		if err := n.sm.with(shard, func(st *meta.State) {
 			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
 		}); err != nil {

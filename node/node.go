@@ -79,6 +79,7 @@ type Node struct {
 	announced uint64
 	lastPull  int64
 	birthSeen time.Time // event loop: when the birth condition began to hold
+	startedAt time.Time
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
@@ -291,6 +292,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.swim = drv
 	n.rebuildView()
 
+	n.startedAt = time.Now()
 	n.serving.Store(true)
 	n.wg.Add(4)
 	go n.ownershipLoop()
