@@ -133,6 +133,7 @@ func (n *Node) eventLoop() {
 			n.rebuildView()
 		}
 		n.metadataTick(n.view.Load())
+		n.rotateCache()
 		n.maybeBirth()
 		n.maybeReady()
 	}

@@ -288,7 +288,7 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 	if k == wire.KindAssignment {
 		var a wire.Assignment
 		if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
-			n.cache.Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
+			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
 		}
 	}
 	return k, out
@@ -310,7 +310,7 @@ func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
 		k, out := n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
 		return k, out, true
 	}
-	if r, ok := n.cache.Get(topic); ok && n.view.Load().alive(r.Owner) {
+	if r, ok := n.routes().Get(topic); ok && n.view.Load().alive(r.Owner) {
 		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, shard, true)
 		return k, out, true
 	}
@@ -347,7 +347,7 @@ func (n *Node) clientAddrOf(id string) string {
 func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) (wire.Kind, []byte) {
 	addr := n.clientAddrOf(owner)
 	if !cached && owner != "" {
-		n.cache.Put(topic, owner, addr, epoch)
+		n.routes().Put(topic, owner, addr, epoch)
 	}
 	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
 }
@@ -416,7 +416,7 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 		return metaError(ar.err)
 	}
 	if kind == wire.KindRevoke {
-		n.cache.Invalidate(cmd.Topic, ar.a.Epoch)
+		n.routes().Invalidate(cmd.Topic, ar.a.Epoch)
 		return wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: cmd.Topic, Epoch: ar.a.Epoch})
 	}
 	return n.assignmentAnswer(cmd.Topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false)
@@ -510,7 +510,7 @@ func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
 func (n *Node) notOwner(topic []byte, held uint64) (wire.Kind, []byte) {
 	n.counters.rejected.Add(1)
 	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not the owner of %q at that epoch", topic), Epoch: held}
-	if r, ok := n.cache.Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
+	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
 		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
 	}
 	return wire.KindError, wire.AppendErrorResponse(nil, e)

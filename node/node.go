@@ -55,8 +55,14 @@ type Node struct {
 	swim *swim.Driver
 
 	leaders *router.LeaderTable
-	cache   *router.Cache
-	led     []atomic.Bool // shards whose local replica leads
+	// cache is the routing cache, replaced whole every
+	// Config.MetadataSyncInterval so that no cached route is older than
+	// that; cacheBase accumulates the counters of the caches replaced.
+	cache     atomic.Pointer[router.Cache]
+	cacheMu   sync.Mutex
+	cacheBase router.CacheStats
+	cacheAt   time.Time     // event loop: when the cache was last replaced
+	led       []atomic.Bool // shards whose local replica leads
 
 	view atomic.Pointer[clusterView]
 
@@ -152,13 +158,13 @@ func New(cfg Config) (*Node, error) {
 		store:   store,
 		rs:      &raftStore{s: store},
 		leaders: router.NewLeaderTable(cfg.Shards),
-		cache:   cache,
 		led:     make([]atomic.Bool, cfg.Shards),
 		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
 		readyc:  make(chan struct{}),
 		reqSem:  make(chan struct{}, cfg.MaxRequests),
 		rafts:   make(chan inboundFrame, 4096),
 	}
+	n.cache.Store(cache)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
 	n.owned.init()
 	n.rpcs.init()
@@ -335,6 +341,45 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // Generation returns this life's generation.
 func (n *Node) Generation() uint64 { return n.gen }
+
+// routes returns the current routing cache.
+func (n *Node) routes() *router.Cache { return n.cache.Load() }
+
+// rotateCache replaces the routing cache once it is older than the
+// metadata sync interval: a cached route is never served longer than that
+// after it was learned, which bounds the staleness of plain lookups on
+// nodes that host no replica of the topic's shard.
+func (n *Node) rotateCache() {
+	if n.cacheAt.IsZero() {
+		n.cacheAt = time.Now()
+		return
+	}
+	if time.Since(n.cacheAt) < n.cfg.MetadataSyncInterval {
+		return
+	}
+	fresh, err := router.NewCache(router.CacheConfig{})
+	if err != nil {
+		return
+	}
+	old := n.cache.Swap(fresh)
+	st := old.Stats()
+	n.cacheMu.Lock()
+	n.cacheBase.Hits += st.Hits
+	n.cacheBase.Misses += st.Misses
+	n.cacheBase.Evictions += st.Evictions
+	n.cacheMu.Unlock()
+	n.cacheAt = time.Now()
+}
+
+func (n *Node) cacheStats() router.CacheStats {
+	st := n.routes().Stats()
+	n.cacheMu.Lock()
+	defer n.cacheMu.Unlock()
+	st.Hits += n.cacheBase.Hits
+	st.Misses += n.cacheBase.Misses
+	st.Evictions += n.cacheBase.Evictions
+	return st
+}
 
 func (n *Node) nameOf(id uint64) (string, bool) {
 	n.namesMu.RLock()
