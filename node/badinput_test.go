@@ -23,6 +23,7 @@ func TestBadRequestsGetTypedErrors(t *testing.T) {
 		{"unknown topic", wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("nope"), Linearizable: true}), wire.CodeNotFound},
 		{"revoke unknown topic", wire.KindRevoke, wire.AppendRevoke(nil, &wire.Revoke{Topic: []byte("nope")}), wire.CodeNotFound},
 		{"produce to a non-owner", wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("nope"), Epoch: 1, Records: [][]byte{{1}}}), wire.CodeNotLeaderForTopic},
+		{"unknown owner", wire.KindAssign, wire.AppendAssign(nil, &wire.Assign{Topic: []byte("t"), Owner: []byte("n9")}), wire.CodeBadRequest},
 		{"fetch from a non-owner", wire.KindFetch, wire.AppendFetch(nil, &wire.Fetch{Topic: []byte("nope"), Epoch: 1}), wire.CodeNotLeaderForTopic},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,5 +80,25 @@ func TestConfigValidation(t *testing.T) {
 	defer n.Close()
 	if n.Generation() <= g1 {
 		t.Fatalf("generation %d after %d", n.Generation(), g1)
+	}
+}
+
+func TestStartFailureIsCleanedUpByClose(t *testing.T) {
+	c := startCluster(t, 1)
+	_, _, taken := c.nodes[0].Addrs()
+	cfg := nodeConfig("n9", t.TempDir(), nil, 1)
+	cfg.SwimAddr = taken // in use: SWIM cannot bind
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		t.Fatal("start on a taken SWIM address succeeded")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("close after a failed start: %v", err)
+	}
+	if err := n.Start(t.Context()); err == nil {
+		t.Fatal("start after close succeeded")
 	}
 }

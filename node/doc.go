@@ -39,8 +39,11 @@
 // the leader its table names (at most wire.MaxForwardHops hops), or answers
 // NotLeader/Unavailable with the hint it has. A plain Lookup is answered
 // from the node's own replica of the shard when it hosts one, else from the
-// routing cache while the cached owner is alive, else by the leader; a stale
-// answer is fenced by its epoch. Produce and Fetch are served by the owner
+// routing cache while the cached owner is alive, else by the leader. The
+// cache is replaced whole every Config.MetadataSyncInterval, so a cached
+// route is never served longer than that after it was learned, and a stale
+// answer is fenced by its epoch anyway. A cached answer carries no partition
+// count (0). Produce and Fetch are served by the owner
 // of the topic at the epoch the request names (records appended to the
 // owner's shardstore topic log and acknowledged after fsync); anything else
 // gets NotLeaderForTopic with the newest epoch the node knows.

@@ -133,6 +133,7 @@ func (n *Node) eventLoop() {
 			n.rebuildView()
 		}
 		n.metadataTick(n.view.Load())
+		n.rotateCache()
 		n.maybeBirth()
 		n.maybeReady()
 	}
@@ -174,6 +175,16 @@ func (n *Node) maybeBirth() {
 	}
 	v := n.view.Load()
 	if len(v.live) < n.cfg.BootstrapExpect {
+		n.birthSeen = time.Time{}
+		return
+	}
+	// The condition must hold for birthSettle: long enough for a node
+	// joining a born cluster to hear of its leaders (by gossip or by its
+	// first metadata pull) before it would wrongly bootstrap one.
+	if n.birthSeen.IsZero() {
+		n.birthSeen = time.Now()
+	}
+	if time.Since(n.birthSeen) < birthSettle {
 		return
 	}
 	// Every node computes the same placement from the same sorted set.
@@ -232,6 +243,9 @@ func (n *Node) maybeBirth() {
 	wg.Wait()
 	n.markBorn()
 }
+
+// birthSettle: how long the birth condition must hold before a node acts.
+const birthSettle = 500 * time.Millisecond
 
 // birthGrace: a born node is ready at the latest this long after birth,
 // even if some shard's leader is still unknown to it (it answers

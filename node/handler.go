@@ -39,6 +39,9 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if h.Kind == wire.KindKeepalive {
 		return true
 	}
+	if !n.serving.Load() {
+		return false
+	}
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
@@ -285,7 +288,7 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 	if k == wire.KindAssignment {
 		var a wire.Assignment
 		if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
-			n.cache.Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
+			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
 		}
 	}
 	return k, out
@@ -307,7 +310,7 @@ func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
 		k, out := n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
 		return k, out, true
 	}
-	if r, ok := n.cache.Get(topic); ok && n.view.Load().alive(r.Owner) {
+	if r, ok := n.routes().Get(topic); ok && n.view.Load().alive(r.Owner) {
 		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, shard, true)
 		return k, out, true
 	}
@@ -344,7 +347,7 @@ func (n *Node) clientAddrOf(id string) string {
 func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) (wire.Kind, []byte) {
 	addr := n.clientAddrOf(owner)
 	if !cached && owner != "" {
-		n.cache.Put(topic, owner, addr, epoch)
+		n.routes().Put(topic, owner, addr, epoch)
 	}
 	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
 }
@@ -375,6 +378,9 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 	case wire.KindAssign:
 		var m wire.Assign
 		_ = wire.DecodeAssign(payload, &m)
+		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
+			return errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner))
+		}
 		if err := n.sm.with(shard, func(st *meta.State) {
 			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
 		}); err != nil {
@@ -410,7 +416,7 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 		return metaError(ar.err)
 	}
 	if kind == wire.KindRevoke {
-		n.cache.Invalidate(cmd.Topic, ar.a.Epoch)
+		n.routes().Invalidate(cmd.Topic, ar.a.Epoch)
 		return wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: cmd.Topic, Epoch: ar.a.Epoch})
 	}
 	return n.assignmentAnswer(cmd.Topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false)
@@ -504,7 +510,7 @@ func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
 func (n *Node) notOwner(topic []byte, held uint64) (wire.Kind, []byte) {
 	n.counters.rejected.Add(1)
 	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not the owner of %q at that epoch", topic), Epoch: held}
-	if r, ok := n.cache.Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
+	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
 		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
 	}
 	return wire.KindError, wire.AppendErrorResponse(nil, e)
@@ -555,25 +561,47 @@ func (n *Node) shardList(ctx context.Context) (wire.Kind, []byte) {
 // forwarder matches ForwardReply frames to the requests waiting for them.
 type forwarder struct {
 	mu      sync.Mutex
-	waiting map[uint64]chan fwdReply
+	waiting map[uint64]fwdWait
 	next    uint64
 }
+
+type fwdWait struct {
+	ch   chan fwdReply
+	node string
+}
+
+// errPeerDown: the node a request was forwarded to became unreachable.
+var errPeerDown = errors.New("node: forward target unreachable")
 
 type fwdReply struct {
 	kind    wire.Kind
 	payload []byte
+	err     error
 }
 
-func (f *forwarder) init() { f.waiting = make(map[uint64]chan fwdReply) }
+func (f *forwarder) init() { f.waiting = make(map[uint64]fwdWait) }
+
+// peerDown fails at once every request waiting on node.
+func (f *forwarder) peerDown(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, w := range f.waiting {
+		if w.node == node {
+			delete(f.waiting, id)
+			w.ch <- fwdReply{err: errPeerDown}
+		}
+	}
+}
 
 func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
 	f.mu.Lock()
-	ch := f.waiting[h.RequestID]
+	w, ok := f.waiting[h.RequestID]
 	delete(f.waiting, h.RequestID)
 	f.mu.Unlock()
-	if ch == nil {
+	if !ok {
 		return
 	}
+	ch := w.ch
 	plain, _, err := wire.FramePayload(&h, payload, nil)
 	if err != nil {
 		return
@@ -590,8 +618,11 @@ func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.K
 	f.mu.Lock()
 	f.next++
 	id := f.next
-	f.waiting[id] = ch
+	f.waiting[id] = fwdWait{ch: ch, node: to}
 	f.mu.Unlock()
+	// Answer before a client with the same timeout gives up on us.
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout*3/4)
+	defer cancel()
 	defer func() {
 		f.mu.Lock()
 		delete(f.waiting, id)
@@ -608,7 +639,7 @@ func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.K
 	}
 	select {
 	case r := <-ch:
-		return r.kind, r.payload, nil
+		return r.kind, r.payload, r.err
 	case <-ctx.Done():
 		return 0, nil, ctx.Err()
 	}

@@ -55,8 +55,14 @@ type Node struct {
 	swim *swim.Driver
 
 	leaders *router.LeaderTable
-	cache   *router.Cache
-	led     []atomic.Bool // shards whose local replica leads
+	// cache is the routing cache, replaced whole every
+	// Config.MetadataSyncInterval so that no cached route is older than
+	// that; cacheBase accumulates the counters of the caches replaced.
+	cache     atomic.Pointer[router.Cache]
+	cacheMu   sync.Mutex
+	cacheBase router.CacheStats
+	cacheAt   time.Time     // event loop: when the cache was last replaced
+	led       []atomic.Bool // shards whose local replica leads
 
 	view atomic.Pointer[clusterView]
 
@@ -78,9 +84,15 @@ type Node struct {
 	lastSync  atomic.Int64
 	announced uint64
 	lastPull  int64
+	birthSeen time.Time // event loop: when the birth condition began to hold
+	startedAt time.Time
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
+
+	// serving is set once Start has wired every part; requests before it
+	// are refused as overloaded (Unavailable).
+	serving atomic.Bool
 
 	lifeMu  sync.RWMutex
 	started bool
@@ -146,13 +158,13 @@ func New(cfg Config) (*Node, error) {
 		store:   store,
 		rs:      &raftStore{s: store},
 		leaders: router.NewLeaderTable(cfg.Shards),
-		cache:   cache,
 		led:     make([]atomic.Bool, cfg.Shards),
 		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
 		readyc:  make(chan struct{}),
 		reqSem:  make(chan struct{}, cfg.MaxRequests),
 		rafts:   make(chan inboundFrame, 4096),
 	}
+	n.cache.Store(cache)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
 	n.owned.init()
 	n.rpcs.init()
@@ -209,7 +221,8 @@ func raiseGeneration(dir string) (uint64, error) {
 }
 
 // Start binds the listeners, opens the raft groups found in the store,
-// starts SWIM and joins through cfg.Join. ctx bounds the start only.
+// starts SWIM and joins through cfg.Join. ctx bounds the start only. After
+// a failed Start, Close releases what was started.
 func (n *Node) Start(ctx context.Context) error {
 	n.lifeMu.Lock()
 	if n.started {
@@ -242,11 +255,6 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: listen: %w", err)
 	}
 	n.net = nt
-	nt.OnPeerDown(func(node string) {
-		if h := n.host; h != nil {
-			h.Unreachable(RaftID(node))
-		}
-	})
 	n.rt = &raftTransport{peers: nt, names: n.nameOf}
 	host, err := raftmux.NewHost(raftmux.Config{
 		NodeID:         n.self,
@@ -258,10 +266,13 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:         n.log,
 	})
 	if err != nil {
-		_ = nt.Close()
 		return fmt.Errorf("node: raft host: %w", err)
 	}
 	n.host = host
+	nt.OnPeerDown(func(node string) {
+		host.Unreachable(RaftID(node))
+		n.fwd.peerDown(node)
+	})
 	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
 		n.markBorn()
 	}
@@ -282,13 +293,13 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:  n.log,
 	}, netio.UDPConfig{ReuseAddr: true})
 	if err != nil {
-		host.Stop()
-		_ = nt.Close()
 		return fmt.Errorf("node: swim: %w", err)
 	}
 	n.swim = drv
 	n.rebuildView()
 
+	n.startedAt = time.Now()
+	n.serving.Store(true)
 	n.wg.Add(4)
 	go n.ownershipLoop()
 	go n.raftInbound()
@@ -330,6 +341,45 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // Generation returns this life's generation.
 func (n *Node) Generation() uint64 { return n.gen }
+
+// routes returns the current routing cache.
+func (n *Node) routes() *router.Cache { return n.cache.Load() }
+
+// rotateCache replaces the routing cache once it is older than the
+// metadata sync interval: a cached route is never served longer than that
+// after it was learned, which bounds the staleness of plain lookups on
+// nodes that host no replica of the topic's shard.
+func (n *Node) rotateCache() {
+	if n.cacheAt.IsZero() {
+		n.cacheAt = time.Now()
+		return
+	}
+	if time.Since(n.cacheAt) < n.cfg.MetadataSyncInterval {
+		return
+	}
+	fresh, err := router.NewCache(router.CacheConfig{})
+	if err != nil {
+		return
+	}
+	old := n.cache.Swap(fresh)
+	st := old.Stats()
+	n.cacheMu.Lock()
+	n.cacheBase.Hits += st.Hits
+	n.cacheBase.Misses += st.Misses
+	n.cacheBase.Evictions += st.Evictions
+	n.cacheMu.Unlock()
+	n.cacheAt = time.Now()
+}
+
+func (n *Node) cacheStats() router.CacheStats {
+	st := n.routes().Stats()
+	n.cacheMu.Lock()
+	defer n.cacheMu.Unlock()
+	st.Hits += n.cacheBase.Hits
+	st.Misses += n.cacheBase.Misses
+	st.Evictions += n.cacheBase.Evictions
+	return st
+}
 
 func (n *Node) nameOf(id uint64) (string, bool) {
 	n.namesMu.RLock()

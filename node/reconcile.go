@@ -65,9 +65,22 @@ func (n *Node) leaderDuty(shard uint64, v *clusterView) {
 
 // reassignDead proposes, in every shard this node leads, the move of the
 // topics owned by members SWIM declared dead (or gone) to live members.
+//
+// An owner SWIM does not know at all counts as gone too, once this node has
+// run long enough to have heard of every member (unknownOwnerGrace): after
+// a restart SWIM has forgotten members that died meanwhile, and their
+// topics must still move.
 func (n *Node) reassignDead(v *clusterView) {
-	if len(v.dead) == 0 || len(v.live) == 0 {
+	if len(v.live) == 0 {
 		return
+	}
+	knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+	gone := func(id string) bool {
+		if v.dead[id] {
+			return true
+		}
+		_, known := v.byID[id]
+		return !known && knowsAll
 	}
 	for s := range n.led {
 		if !n.led[s].Load() {
@@ -77,7 +90,7 @@ func (n *Node) reassignDead(v *clusterView) {
 		var cmds []meta.Command
 		_ = n.sm.with(shard, func(st *meta.State) {
 			for _, o := range st.Owners() {
-				if !v.dead[o.ID] {
+				if !gone(o.ID) {
 					continue
 				}
 				cmd, err := st.PlanReassign(o.ID, liveNodes(v, st), 0)
@@ -109,6 +122,9 @@ func (n *Node) reassignDead(v *clusterView) {
 		}
 	}
 }
+
+// unknownOwnerGrace is ten reconcile intervals (2 s "fast", 5 s "lan").
+func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileInterval }
 
 // manageShards compares, for every shard this node leads, the raft
 // configuration with the ring's desired replicas and starts at most one

@@ -181,3 +181,52 @@ func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+func TestTopicsOfANodeThatNeverCameBackMoveAfterAClusterRestart(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.nodes[0])
+	for i := range 10 {
+		if _, err := cl.Assign(ctx, fmt.Sprintf("orphan-%d", i), client.AssignOptions{Owner: "n3"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// n1 and n2 come back; n3 never does, and their SWIM never heard of it.
+	var seed string
+	for i, id := range []string{"n1", "n2"} {
+		var join []string
+		if seed != "" {
+			join = []string{seed}
+		}
+		n, err := New(nodeConfig(id, c.dirs[i], join, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[i] = n
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if seed == "" {
+			_, _, seed = n.Addrs()
+		}
+	}
+	c.nodes = c.nodes[:2]
+	cl2 := clientOf(t, c.nodes[1])
+	waitUntil(t, 30*time.Second, "the orphaned topics moved", func() bool {
+		for i := range 10 {
+			lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+			a, err := cl2.Lookup(lctx, fmt.Sprintf("orphan-%d", i), true)
+			lcancel()
+			if err != nil || a.Owner == "n3" {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -81,7 +81,7 @@ func (n *Node) Stats() Stats {
 		RecordsProduced:  n.counters.produced.Load(),
 		RecordsFetched:   n.counters.fetched.Load(),
 		RequestsActive:   len(n.reqSem),
-		Cache:            n.cache.Stats(),
+		Cache:            n.cacheStats(),
 		TopicsOwned:      n.owned.count(),
 		OwnershipPending: n.rpcs.len(),
 		OpensSent:        n.counters.opensSent.Load(),
