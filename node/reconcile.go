@@ -27,7 +27,12 @@ func (n *Node) reconcileLoop() {
 			continue
 		}
 		v := n.view.Load()
-		for _, r := range n.rpcs.due(func(node string) bool { return v.dead[node] }) {
+		knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+		gone := func(node string) bool {
+			_, known := v.byID[node]
+			return v.dead[node] || (!known && knowsAll)
+		}
+		for _, r := range n.rpcs.due(gone) {
 			n.sendRPC(&r)
 		}
 		for _, s := range n.rpcs.takeDuties() {
