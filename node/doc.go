@@ -25,10 +25,14 @@
 //
 // A node whose store holds no shard waits until SWIM shows
 // Config.BootstrapExpect live members. If no shard leader is known anywhere
-// by then, the first BootstrapExpect members in id order compute the same
-// placement, bootstrap the groups they are voters of, and the preferred
-// leader of each campaigns. A node that hears of any shard leader instead
-// joins the cluster already born (the shard manager gives it its share).
+// for a settle period, the first BootstrapExpect members in id order compute
+// the same placement, bootstrap the groups they are voters of, and the
+// preferred leader of each campaigns. A member of that first set that hears
+// of leaders its placement agrees with was born with the others and
+// bootstraps too. A node outside the set, or one that hears of more members
+// than expected or of leaders its placement cannot have, joins the cluster
+// already born instead (the shard manager gives it its share). Starting more
+// than BootstrapExpect fresh nodes at once is not supported.
 //
 // # Requests
 //
@@ -76,8 +80,8 @@
 // grows; nodes announce it through SWIM. A node that hears of a higher
 // version, or whose last sync is older than Config.MetadataSyncInterval,
 // pulls the table from a live peer (MetadataPull/MetadataPush) and merges
-// it term-checked. A starting node is Ready once it completed one such sync
-// (or knows every shard's leader).
+// it term-checked. A node is Ready once it knows every shard's leader (by
+// gossip or by such a pull), or at the latest a grace period after birth.
 //
 // node contains no protocol or storage format of its own beyond the
 // adapters above; those live in wire, swim, raftmux, shardstore and meta.

@@ -168,32 +168,37 @@ func (n *Node) maybeBirth() {
 		return
 	}
 	var rows []router.ShardLeader
-	if rows, _ = n.leaders.Snapshot(rows[:0]); len(rows) > 0 {
-		n.log.Info("joined a born cluster")
-		n.markBorn()
-		return
-	}
+	rows, _ = n.leaders.Snapshot(rows[:0])
 	v := n.view.Load()
 	if len(v.live) < n.cfg.BootstrapExpect {
 		n.birthSeen = time.Time{}
 		return
 	}
-	// The condition must hold for birthSettle: long enough for a node
-	// joining a born cluster to hear of its leaders (by gossip or by its
-	// first metadata pull) before it would wrongly bootstrap one.
-	if n.birthSeen.IsZero() {
-		n.birthSeen = time.Now()
-	}
-	if time.Since(n.birthSeen) < birthSettle {
+	initial := v.live[:n.cfg.BootstrapExpect]
+	if len(rows) > 0 && (len(v.live) > n.cfg.BootstrapExpect || !slices.Contains(initial, n.cfg.ID)) {
+		n.log.Info("joined a born cluster")
+		n.markBorn()
 		return
 	}
-	// Every node computes the same placement from the same sorted set.
+	if !slices.Contains(initial, n.cfg.ID) {
+		return
+	}
+	// With no leader known anywhere, the condition must hold for
+	// birthSettle: long enough for a node joining a born cluster to hear
+	// of its leaders (by gossip or by its first metadata pull). Leaders
+	// already known are those of peers that were born from this same member
+	// set just before this node, and it bootstraps at once.
+	if len(rows) == 0 {
+		if n.birthSeen.IsZero() {
+			n.birthSeen = time.Now()
+		}
+		if time.Since(n.birthSeen) < birthSettle {
+			return
+		}
+	}
 	var rm []router.Member
-	for _, id := range v.live[:n.cfg.BootstrapExpect] {
+	for _, id := range initial {
 		rm = append(rm, router.Member{ID: id, Rack: v.byID[id].Rack})
-	}
-	if !slices.Contains(v.live[:n.cfg.BootstrapExpect], n.cfg.ID) {
-		return
 	}
 	ring, err := router.NewRing(rm, router.RingConfig{})
 	if err != nil {
@@ -201,6 +206,16 @@ func (n *Node) maybeBirth() {
 		return
 	}
 	pl := ring.Placement(n.cfg.Shards, n.cfg.Replicas)
+	var reps []string
+	for _, r := range rows {
+		if reps = pl.Replicas(r.Shard, reps[:0]); !slices.Contains(reps, r.Leader) {
+			// Leaders this placement cannot have: a cluster born from
+			// another member set. Join it instead.
+			n.log.Info("joined a born cluster")
+			n.markBorn()
+			return
+		}
+	}
 	n.log.Info("birth", "members", v.live[:n.cfg.BootstrapExpect], "shards", n.cfg.Shards)
 	type job struct {
 		shard  uint64
@@ -224,7 +239,6 @@ func (n *Node) maybeBirth() {
 			}
 		}()
 	}
-	var reps []string
 	for s := range n.cfg.Shards {
 		reps = pl.Replicas(s, reps[:0])
 		if !slices.Contains(reps, n.cfg.ID) {
@@ -261,8 +275,7 @@ func (n *Node) maybeReady() {
 	}
 	var rows []router.ShardLeader
 	rows, _ = n.leaders.Snapshot(rows)
-	synced := n.lastSync.Load() >= n.bornAt.Load() && len(rows) > 0
-	if len(rows) == int(n.cfg.Shards) || synced || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
+	if len(rows) == int(n.cfg.Shards) || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
 		n.log.Info("ready", "leaders_known", len(rows))
 		n.markReady()
 	}

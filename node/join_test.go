@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +68,53 @@ func TestFourthNodeGetsItsShareAndNothingIsLost(t *testing.T) {
 		if len(s.Replicas) != 3 || s.Leader == "" {
 			t.Fatalf("shard %+v after the join", s)
 		}
+	}
+}
+
+func TestDeadNodeIsReplacedInEveryShardItHeld(t *testing.T) {
+	c := startCluster(t, 4)
+	victim := c.nodes[3]
+	dead := RaftID(victim.ID())
+	if err := victim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	live := c.nodes[:3]
+	defer func() {
+		if t.Failed() {
+			for _, n := range live {
+				infos, _ := n.host.Shards(context.Background())
+				t.Logf("%s hosts %d", n.ID(), len(infos))
+				for _, in := range infos {
+					if len(in.Voters) != 3 || len(in.Learners) != 0 || slices.Contains(in.Voters, dead) || in.Leader == 0 {
+						t.Logf("%s shard %d leader %x voters %x learners %x", n.ID(), in.Shard, in.Leader, in.Voters, in.Learners)
+					}
+				}
+			}
+		}
+	}()
+	waitUntil(t, 20*time.Second, "every shard has 3 live voters", func() bool {
+		hosted := 0
+		for _, n := range live {
+			infos, err := n.host.Shards(t.Context())
+			if err != nil {
+				return false
+			}
+			for _, in := range infos {
+				if len(in.Voters) != 3 || len(in.Learners) != 0 {
+					return false
+				}
+				for _, v := range in.Voters {
+					if v == dead {
+						return false
+					}
+				}
+			}
+			hosted += len(infos)
+		}
+		return hosted == testShards*3
+	})
+	cl := clientOf(t, live[0])
+	if _, err := cl.Assign(t.Context(), "after-replacement", client.AssignOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -86,6 +86,8 @@ type Node struct {
 	lastPull  int64
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	startedAt time.Time
+	// catchingUp: nodes given a replica recently (reconcile loop only).
+	catchingUp map[uint64]time.Time
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
@@ -121,6 +123,8 @@ type clusterView struct {
 	dead      map[string]bool        // declared dead or left
 	ring      *router.Ring
 	placement *router.Placement
+	suspects  int       // members suspected now
+	changed   time.Time // when the live set last changed
 }
 
 func (v *clusterView) alive(id string) bool {
@@ -163,6 +167,8 @@ func New(cfg Config) (*Node, error) {
 		readyc:  make(chan struct{}),
 		reqSem:  make(chan struct{}, cfg.MaxRequests),
 		rafts:   make(chan inboundFrame, 4096),
+
+		catchingUp: make(map[uint64]time.Time),
 	}
 	n.cache.Store(cache)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
@@ -518,6 +524,7 @@ func (n *Node) rebuildView() {
 	for id, d := range old.dead {
 		v.dead[id] = d
 	}
+	v.changed = old.changed
 	var rm []router.Member
 	n.namesMu.Lock()
 	for _, m := range ms {
@@ -528,6 +535,9 @@ func (n *Node) rebuildView() {
 			continue
 		}
 		n.names[rid] = m.ID
+		if m.State == swim.StateSuspect {
+			v.suspects++
+		}
 		switch m.State {
 		case swim.StateAlive, swim.StateSuspect:
 			v.live = append(v.live, m.ID)
@@ -542,6 +552,9 @@ func (n *Node) rebuildView() {
 	}
 	n.namesMu.Unlock()
 	slices.Sort(v.live)
+	if !slices.Equal(v.live, old.live) {
+		v.changed = time.Now()
+	}
 	ring, err := router.NewRing(rm, router.RingConfig{})
 	if err != nil {
 		n.log.Error("node: ring", "err", err)

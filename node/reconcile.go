@@ -27,7 +27,12 @@ func (n *Node) reconcileLoop() {
 			continue
 		}
 		v := n.view.Load()
-		for _, r := range n.rpcs.due(func(node string) bool { return v.dead[node] }) {
+		knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+		gone := func(node string) bool {
+			_, known := v.byID[node]
+			return v.dead[node] || (!known && knowsAll)
+		}
+		for _, r := range n.rpcs.due(gone) {
 			n.sendRPC(&r)
 		}
 		for _, s := range n.rpcs.takeDuties() {
@@ -123,6 +128,14 @@ func (n *Node) reassignDead(v *clusterView) {
 	}
 }
 
+// membershipSettle: reconcile intervals the live set must stay unchanged
+// before the shard manager changes any raft configuration.
+const membershipSettle = 5
+
+// catchUpWake: how long after adding a replica on a node its groups are
+// woken every round.
+const catchUpWake = 30 * time.Second
+
 // unknownOwnerGrace is ten reconcile intervals (2 s "fast", 5 s "lan").
 func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileInterval }
 
@@ -137,6 +150,12 @@ func (n *Node) manageShards(v *clusterView) {
 	if n.ledCount() == 0 || v.ring == nil || v.ring.Len() == 0 {
 		return
 	}
+	// Act only on a settled view: with a member suspected, or the live set
+	// just changed, the ring may be about to change again, and a change
+	// made now could remove a replica the next view wants back.
+	if v.suspects > 0 || time.Since(v.changed) < membershipSettle*n.cfg.ReconcileInterval {
+		return
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 	defer cancel()
 	infos, err := n.host.Shards(ctx)
@@ -144,6 +163,19 @@ func (n *Node) manageShards(v *clusterView) {
 		return
 	}
 	budget := n.cfg.MaxConfChanges
+	// A replica added to a group starts empty and is caught up by its
+	// leader; a quiesced leader only does that while awake, so groups
+	// with a member that is not yet caught up are woken for it each round
+	// (NodeAlive wakes the groups this node leads that include it).
+	defer func() {
+		for id, since := range n.catchingUp {
+			if time.Since(since) > catchUpWake {
+				delete(n.catchingUp, id)
+				continue
+			}
+			n.host.NodeAlive(id)
+		}
+	}()
 	var desired []string
 	for _, in := range infos {
 		if budget == 0 {
@@ -193,6 +225,7 @@ func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, d
 			n.log.Debug("node: add learner", "shard", in.Shard, "node", d, "err", err)
 			return false
 		}
+		n.catchingUp[id] = time.Now()
 		n.counters.confChanges.Add(1)
 		n.log.Info("shard: learner added", "shard", in.Shard, "node", d)
 		return true

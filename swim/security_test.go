@@ -6,7 +6,7 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-func securedNode(t *testing.T, id string, cluster uint64, secret string) *Node {
+func securedNode(t testing.TB, id string, cluster uint64, secret string) *Node {
 	t.Helper()
 	c := LANConfig()
 	c.NodeID, c.SwimAddr, c.Generation, c.ClusterID = id, id+":1", 1, cluster
@@ -21,7 +21,7 @@ func securedNode(t *testing.T, id string, cluster uint64, secret string) *Node {
 }
 
 // ping builds a ping from a sender node's point of view.
-func pingFrom(t *testing.T, from *Node, target string) []byte {
+func pingFrom(t testing.TB, from *Node, target string) []byte {
 	t.Helper()
 	from.sendMsg(target+":1", &wire.SwimMessage{Kind: wire.SwimPing, Seq: 1, Target: []byte(target)}, nil)
 	p := from.Ready().Packets[0]
@@ -100,5 +100,15 @@ func TestReceivePingAllocatesNothing(t *testing.T) {
 	})
 	if allocs > 0 {
 		t.Fatalf("%v allocations per ping answered", allocs)
+	}
+}
+
+func BenchmarkReceivePingAnswerAck(b *testing.B) {
+	recv := securedNode(b, "r", 5, "")
+	ping := pingFrom(b, securedNode(b, "f", 5, ""), "r")
+	b.ReportAllocs()
+	for b.Loop() {
+		recv.Receive(t0, "f:1", ping)
+		recv.Advance()
 	}
 }

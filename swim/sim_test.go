@@ -159,3 +159,48 @@ func TestSameSeedSameRun(t *testing.T) {
 		t.Fatalf("two runs of one seed differ: %x %x", a, b)
 	}
 }
+
+func TestLeaveIsSeenAsLeft(t *testing.T) {
+	net := newSim(t, 10, 5, swim.LocalConfig())
+	net.JoinAll()
+	net.Run(2 * time.Second)
+	net.Hosts[4].Node.Leave()
+	net.Kick(4)
+	net.Run(2 * time.Second)
+	net.Crash(4)
+	net.Run(3 * time.Second)
+	for _, h := range net.Hosts {
+		if h.Index == 4 {
+			continue
+		}
+		if m, _ := h.Node.Member("n4"); m.State != swim.StateLeft {
+			t.Fatalf("%s sees n4 %v, want left", h.Addr, m.State)
+		}
+	}
+}
+
+func TestShardLeaderAndVersionSpread(t *testing.T) {
+	net := newSim(t, 20, 6, swim.LocalConfig())
+	got := map[int]bool{}
+	vers := map[int]bool{}
+	net.OnEvent = func(i int, ev swim.Event) {
+		if ev.Kind == swim.EventShardLeader && ev.Shard == 3 && ev.Term == 9 && ev.Leader == "n2" {
+			got[i] = true
+		}
+		if ev.Kind == swim.EventMetadataVersion && ev.Leader == "n2" && ev.Version == 4 {
+			vers[i] = true
+		}
+	}
+	net.JoinAll()
+	net.Run(2 * time.Second)
+	net.Hosts[2].Node.AnnounceShardLeader(3, "n2", 9)
+	net.Hosts[2].Node.SetMetadataVersion(1, 4)
+	net.Kick(2)
+	net.Run(2 * time.Second)
+	if len(got) != 20 || len(vers) != 19 {
+		t.Fatalf("shard leader known at %d nodes, version at %d", len(got), len(vers))
+	}
+	if l, term, ok := net.Hosts[17].Node.ShardLeader(3); !ok || l != "n2" || term != 9 {
+		t.Fatalf("n17: %s %d %v", l, term, ok)
+	}
+}
