@@ -14,13 +14,21 @@ PKGS        ?= ./...
 export CGO_ENABLED ?= 0
 RACE_TAGS := pebblegozstd
 
-.PHONY: all build test test-race vet lint staticcheck fuzz fuzz-smoke bench clean
+.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke bench clean
 
 all: build
 
 build:
 	$(GO) build ./...
 	@if [ -d cmd ]; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
+
+# A local 3-node cluster on 127.0.0.1 (client ports 7101-7103, the
+# default of shoalctl); Ctrl-C stops it. DEVFLAGS passes more flags, e.g.
+# make run DEVFLAGS="--nodes 5 --dir /tmp/shoal".
+DEVFLAGS ?=
+run:
+	$(GO) build -o bin/ ./cmd/shoal ./cmd/shoalctl
+	bin/shoal dev --nodes 3 $(DEVFLAGS)
 
 vet:
 	$(GO) vet $(PKGS)

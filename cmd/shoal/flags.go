@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// usageError is a command line that cannot be run: its text is the whole
+// one-line message, and the exit status is 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelp asks for the usage text on stdout and exit 0.
+var errHelp = errors.New("help requested")
+
+// maxShards is the node's limit on --shards.
+const maxShards = node.MaxShards
+
+// maxConfigBytes bounds a --config file: it holds a few flags, not data.
+const maxConfigBytes = 1 << 20
+
+// nodeOptions is a parsed `shoal node` command line.
+type nodeOptions struct {
+	id, rack, dataDir                string
+	clientAddr, peerAddr, swimAddr   string
+	join                             []string
+	bootstrapExpect                  int
+	shards                           uint32
+	replicas                         int
+	metricsAddr                      string
+	clusterID                        uint64
+	secret                           []byte
+	swimPreset                       string
+	logFormat                        string
+	logLevel                         slog.Level
+	configFile, secretFile, levelArg string
+}
+
+const nodeUsage = `usage: shoal node --id ID --data DIR --client-addr H:P --peer-addr H:P --swim-addr H:P [flags]
+
+Runs one node of a Shoal cluster until SIGTERM or SIGINT, which make it
+leave the cluster gracefully (exit 0).
+
+required:
+  --id ID                 the node's id, shown by every listing (e.g. n1)
+  --data DIR              data directory (created if missing)
+  --client-addr H:P       address clients connect to (TCP)
+  --peer-addr H:P         address other nodes connect to (TCP)
+  --swim-addr H:P         membership gossip address (UDP, and TCP for push-pull)
+
+cluster:
+  --rack RACK             the node's rack; replicas spread over racks (default "default")
+  --join H:P,...          SWIM addresses of nodes to join; the node's own is skipped,
+                          so every node can be given the same list
+  --bootstrap-expect N    at the cluster's birth, wait until N members are seen
+                          before creating the shards (default 1); a node joining
+                          a running cluster never creates them
+  --shards N              metadata shards, fixed at bootstrap; every node must
+                          name the same number (default 1024)
+  --replicas N            replicas per shard (default 3)
+  --cluster-id N          the cluster's id; peers and clients must name the same (default 0)
+  --secret-file FILE      file holding the cluster's shared secret (optional)
+  --swim-preset NAME      failure-detection timings: lan (default) or fast (one machine, tests)
+
+operations:
+  --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
+  --log-format F          text (default) or json, on stderr
+  --log-level L           debug, info (default), warn or error
+  --config FILE           read flags from FILE: one "name = value" per line, '#' comments;
+                          flags on the command line win over the file
+`
+
+// newFlagSet is a flag set that reports errors to its caller only.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// newNodeFlagSet declares the flags of `shoal node` into o.
+func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
+	fs := newFlagSet("shoal node")
+	fs.StringVar(&o.id, "id", "", "")
+	fs.StringVar(&o.rack, "rack", "default", "")
+	fs.StringVar(&o.dataDir, "data", "", "")
+	fs.StringVar(&o.clientAddr, "client-addr", "", "")
+	fs.StringVar(&o.peerAddr, "peer-addr", "", "")
+	fs.StringVar(&o.swimAddr, "swim-addr", "", "")
+	fs.Func("join", "", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.join = append(o.join, a)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "")
+	fs.Func("shards", "", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 || n > maxShards {
+			return fmt.Errorf("want a number of shards from 1 to %d", maxShards)
+		}
+		o.shards = uint32(n)
+		return nil
+	})
+	o.shards = 1024
+	fs.IntVar(&o.replicas, "replicas", 3, "")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
+	fs.StringVar(&o.configFile, "config", "", "")
+	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
+	fs.StringVar(&o.secretFile, "secret-file", "", "")
+	fs.StringVar(&o.swimPreset, "swim-preset", "lan", "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	fs.StringVar(&o.levelArg, "log-level", "info", "")
+	return fs
+}
+
+// parseNodeArgs parses the arguments of `shoal node` (after the word
+// "node"), reads --config and --secret-file, and validates everything that
+// can be checked before the node starts.
+func parseNodeArgs(args []string) (*nodeOptions, error) {
+	o := &nodeOptions{}
+	fs := newNodeFlagSet(o)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if o.configFile != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := applyConfigFile(fs, o.configFile, set); err != nil {
+			return nil, err
+		}
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.secretFile != "" {
+		b, err := readSmallFile(o.secretFile)
+		if err != nil {
+			return nil, usagef("--secret-file: %v", err)
+		}
+		o.secret = bytes.TrimSpace(b)
+		if len(o.secret) == 0 {
+			return nil, usagef("--secret-file %s is empty", o.secretFile)
+		}
+	}
+	return o, nil
+}
+
+// parseFlags runs fs.Parse and turns its errors into one-line usage errors;
+// positional arguments are refused.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usagef("%s", flagError(err))
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (flags are --name value)", clip(fs.Arg(0)))
+	}
+	return nil
+}
+
+// flagError rewrites the flag package's messages in the --name form the
+// usage text shows.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", clip(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag --%s needs a value", clip(name))
+	}
+	// "invalid value "x" for flag -shards: parse error"
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		if i := strings.Index(rest, " for flag -"); i >= 0 {
+			value, tail := rest[:i], rest[i+len(" for flag -"):]
+			name, why, _ := strings.Cut(tail, ": ")
+			switch why {
+			case "parse error":
+				why = "not a number"
+			case "value out of range":
+				why = "number out of range"
+			}
+			return fmt.Sprintf("--%s %s: %s", name, clip(value), why)
+		}
+	}
+	return clip(msg)
+}
+
+// applyConfigFile sets, from a file of "name = value" lines, every flag
+// not already set on the command line.
+func applyConfigFile(fs *flag.FlagSet, path string, set map[string]bool) error {
+	b, err := readSmallFile(path)
+	if err != nil {
+		return usagef("--config: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 4096), maxConfigBytes)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		name, value, ok := strings.Cut(text, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		name = strings.TrimLeft(name, "-")
+		if !ok || name == "" {
+			return usagef("config %s line %d: want name = value, got %q", path, line, clip(text))
+		}
+		if name == "config" || fs.Lookup(name) == nil {
+			return usagef("config %s line %d: unknown setting %q", path, line, clip(name))
+		}
+		if set[name] {
+			continue
+		}
+		if err := fs.Set(name, value); err != nil {
+			return usagef("config %s line %d: %s %q: %v", path, line, name, clip(value), err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return usagef("config %s: %v", path, err)
+	}
+	return nil
+}
+
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
+	}
+	return b, nil
+}
+
+func (o *nodeOptions) validate() error {
+	if o.id == "" {
+		return usagef("missing --id (the node's id, e.g. --id n1)")
+	}
+	if len(o.id) > wire.MaxNodeIDLen {
+		return usagef("--id is %d bytes long; the limit is %d", len(o.id), wire.MaxNodeIDLen)
+	}
+	if len(o.rack) > wire.MaxRackLen {
+		return usagef("--rack is %d bytes long; the limit is %d", len(o.rack), wire.MaxRackLen)
+	}
+	if o.dataDir == "" {
+		return usagef("missing --data (the node's data directory)")
+	}
+	for _, a := range []struct{ name, v string }{
+		{"client-addr", o.clientAddr}, {"peer-addr", o.peerAddr}, {"swim-addr", o.swimAddr},
+	} {
+		if a.v == "" {
+			return usagef("missing --%s (host:port)", a.name)
+		}
+		if err := checkAddr(a.v, true); err != nil {
+			return usagef("--%s %q: %v", a.name, clip(a.v), err)
+		}
+	}
+	for _, a := range o.join {
+		if err := checkAddr(a, false); err != nil {
+			return usagef("--join %q: %v", clip(a), err)
+		}
+	}
+	if o.metricsAddr != "" {
+		if err := checkHTTPAddr(o.metricsAddr); err != nil {
+			return usagef("--metrics-addr %q: %v", clip(o.metricsAddr), err)
+		}
+	}
+	if o.bootstrapExpect < 1 {
+		return usagef("--bootstrap-expect %d: must be 1 or more", o.bootstrapExpect)
+	}
+	if o.replicas < 1 || o.replicas > wire.MaxReplicas {
+		return usagef("--replicas %d: must be 1 to %d", o.replicas, wire.MaxReplicas)
+	}
+	if o.swimPreset != "lan" && o.swimPreset != "fast" {
+		return usagef("--swim-preset %q: want lan or fast", clip(o.swimPreset))
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return usagef("--log-format %q: want text or json", clip(o.logFormat))
+	}
+	lvl, err := parseLevel(o.levelArg)
+	if err != nil {
+		return err
+	}
+	o.logLevel = lvl
+	return nil
+}
+
+// checkAddr checks a host:port: a host is required and the port must be a
+// number; port 0 (any free port) only where the address is one to listen on.
+func checkAddr(a string, listen bool) error {
+	if len(a) > wire.MaxAddrLen {
+		return fmt.Errorf("%d bytes long; the limit is %d", len(a), wire.MaxAddrLen)
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return addrErr(err)
+	}
+	if host == "" {
+		return errors.New("missing host (use 127.0.0.1:PORT or an interface's address)")
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", clip(port))
+	}
+	if p == 0 && !listen {
+		return errors.New("port 0 cannot be joined")
+	}
+	return nil
+}
+
+// checkHTTPAddr checks an HTTP listen address, where an empty host means
+// every interface.
+func checkHTTPAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return addrErr(err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", clip(port))
+	}
+	return nil
+}
+
+// addrErr drops the address that net's errors repeat.
+func addrErr(err error) error {
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Err)
+	}
+	return err
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usagef("--log-level %q: want debug, info, warn or error", clip(s))
+	}
+	return l, nil
+}
+
+// newLogger builds the process's logger on w.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// clip shortens a user-supplied string for an error message, so that a
+// 10 MB argument does not become a 10 MB line, and replaces control
+// characters, so that the message stays one line.
+func clip(s string) string {
+	const max = 64
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// required are the flags every `shoal node` needs.
+var required = []string{
+	"--id", "n1", "--data", "/tmp/n1",
+	"--client-addr", "127.0.0.1:7101", "--peer-addr", "127.0.0.1:7201", "--swim-addr", "127.0.0.1:7301",
+}
+
+func with(extra ...string) []string { return append(append([]string{}, required...), extra...) }
+
+func TestParseNodeArgs(t *testing.T) {
+	o, err := parseNodeArgs(with(
+		"--rack", "r2", "--join", "127.0.0.1:7301,127.0.0.1:7302", "--join", "127.0.0.1:7303",
+		"--bootstrap-expect", "3", "--shards", "256", "--replicas", "5",
+		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
+		"--log-format", "json", "--log-level", "debug",
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &nodeOptions{
+		id: "n1", rack: "r2", dataDir: "/tmp/n1",
+		clientAddr: "127.0.0.1:7101", peerAddr: "127.0.0.1:7201", swimAddr: "127.0.0.1:7301",
+		join:            []string{"127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7303"},
+		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
+		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
+	}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("got  %+v\nwant %+v", o, want)
+	}
+}
+
+func TestParseNodeArgsDefaults(t *testing.T) {
+	o, err := parseNodeArgs(required)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
+		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+func TestParseNodeArgsRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", with("--frobnicate", "1"), "unknown flag --frobnicate"},
+		{"missing id", required[2:], "missing --id"},
+		{"missing data", append([]string{"--id", "n1"}, required[4:]...), "missing --data"},
+		{"missing swim", required[:8], "missing --swim-addr"},
+		{"flag without value", with("--join"), "flag --join needs a value"},
+		{"address without port", with("--client-addr", "localhost"), `--client-addr "localhost": missing port in address`},
+		{"address without host", with("--peer-addr", ":7201"), `--peer-addr ":7201": missing host`},
+		{"bad port", with("--swim-addr", "127.0.0.1:http"), `port "http" is not a number`},
+		{"port out of range", with("--swim-addr", "127.0.0.1:70000"), `port "70000" is not a number`},
+		{"join port 0", with("--join", "127.0.0.1:0"), "port 0 cannot be joined"},
+		{"bad join", with("--join", "127.0.0.1:7301,nonsense"), `--join "nonsense"`},
+		{"bad metrics", with("--metrics-addr", "9100"), `--metrics-addr "9100"`},
+		{"shards zero", with("--shards", "0"), `--shards "0": want a number of shards`},
+		{"shards text", with("--shards", "many"), `--shards "many": want a number of shards`},
+		{"replicas", with("--replicas", "0"), "--replicas 0"},
+		{"bootstrap", with("--bootstrap-expect", "-1"), "--bootstrap-expect -1"},
+		{"cluster id", with("--cluster-id", "x"), `--cluster-id "x": not a number`},
+		{"preset", with("--swim-preset", "wan"), `--swim-preset "wan"`},
+		{"log format", with("--log-format", "xml"), `--log-format "xml"`},
+		{"log level", with("--log-level", "loud"), `--log-level "loud"`},
+		{"positional", with("extra"), `unexpected argument "extra"`},
+		{"long id", with("--id", strings.Repeat("x", 65)), "--id is 65 bytes long"},
+		{"huge address", with("--client-addr", strings.Repeat("x", 10<<20)+":1"), "bytes long; the limit is 256"},
+		{"missing config", with("--config", "/nonexistent/shoal.conf"), "--config: open /nonexistent/shoal.conf"},
+		{"missing secret", with("--secret-file", "/nonexistent/secret"), "--secret-file: open /nonexistent/secret"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseNodeArgs(c.args)
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err = %v, want a usage error", err)
+			}
+			if !strings.Contains(ue.msg, c.want) || strings.Contains(ue.msg, "\n") || len(ue.msg) > 200 {
+				t.Fatalf("message %q, want one short line containing %q", ue.msg, c.want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigFileFlagsWin(t *testing.T) {
+	conf := writeFile(t, "shoal.conf", `
+# a node
+id = n7
+rack=r3
+data = /var/lib/shoal
+client-addr = 127.0.0.1:7101
+peer-addr = 127.0.0.1:7201
+swim-addr = 127.0.0.1:7301
+join = 127.0.0.1:7301, 127.0.0.1:7302
+--shards = 128
+log-level = warn
+`)
+	o, err := parseNodeArgs([]string{"--config", conf, "--id", "n8", "--log-level", "error"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.id != "n8" || o.logLevel != slog.LevelError {
+		t.Fatalf("flags must win over the file: id %q level %v", o.id, o.logLevel)
+	}
+	if o.rack != "r3" || o.dataDir != "/var/lib/shoal" || o.shards != 128 ||
+		!reflect.DeepEqual(o.join, []string{"127.0.0.1:7301", "127.0.0.1:7302"}) {
+		t.Fatalf("file values not applied: %+v", o)
+	}
+}
+
+func TestConfigFileRejects(t *testing.T) {
+	cases := []struct{ name, text, want string }{
+		{"unknown key", "colour = blue\n", `line 1: unknown setting "colour"`},
+		{"no equals", "\n\nid n1\n", "line 3: want name = value"},
+		{"bad value", "shards = lots\n", "line 1: shards \"lots\""},
+		{"nested config", "config = other.conf\n", `unknown setting "config"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseNodeArgs(with("--config", writeFile(t, "c.conf", c.text)))
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(ue.msg, c.want) {
+				t.Fatalf("err = %v, want a usage error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestSecretFile(t *testing.T) {
+	o, err := parseNodeArgs(with("--secret-file", writeFile(t, "secret", "s3cret\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(o.secret) != "s3cret" {
+		t.Fatalf("secret %q", o.secret)
+	}
+	_, err = parseNodeArgs(with("--secret-file", writeFile(t, "empty", "\n")))
+	if err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("empty secret: err = %v", err)
+	}
+}
+
+func TestParseDevArgs(t *testing.T) {
+	o, err := parseDevArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nodes != 3 || o.basePort != 7100 || o.replicas != 3 || o.shards != defaultDevShards || o.logLevel != slog.LevelWarn {
+		t.Fatalf("defaults: %+v", o)
+	}
+	c, p, s := o.devAddrs(2)
+	if c != "127.0.0.1:7102" || p != "127.0.0.1:7202" || s != "127.0.0.1:7302" {
+		t.Fatalf("node 2 addresses: %s %s %s", c, p, s)
+	}
+	o, err = parseDevArgs([]string{"--nodes", "1", "--base-port", "20000", "--dir", "/tmp/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.replicas != 1 || o.dir != "/tmp/x" {
+		t.Fatalf("one node: %+v", o)
+	}
+	for _, bad := range [][]string{
+		{"--nodes", "0"}, {"--nodes", "100"}, {"--base-port", "65400"}, {"--base-port", "0"},
+		{"--replicas", "4"}, {"--frob"}, {"--log-format", "xml"}, {"now"},
+	} {
+		_, err := parseDevArgs(bad)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: err = %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	cases := []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{nil, exitUsage, "", "shoal: missing command"},
+		{[]string{"frobnicate"}, exitUsage, "", `shoal: unknown command "frobnicate"`},
+		{[]string{"help"}, exitOK, "usage: shoal COMMAND", ""},
+		{[]string{"node", "--help"}, exitOK, "usage: shoal node", ""},
+		{[]string{"dev", "-h"}, exitOK, "usage: shoal dev", ""},
+		{[]string{"node", "--id", "n1"}, exitUsage, "", "shoal node: missing --data"},
+		{[]string{"dev", "--nodes", "x"}, exitUsage, "", `shoal dev: --nodes "x": not a number`},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), c.args, &stdout, &stderr)
+		if code != c.code || !strings.HasPrefix(stdout.String(), c.out) || !strings.HasPrefix(stderr.String(), c.err) {
+			t.Errorf("%q: code %d stdout %q stderr %q; want %d, %q, %q", c.args, code, stdout.String(), stderr.String(), c.code, c.out, c.err)
+		}
+		if c.err != "" && strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%q: stderr is not one line: %q", c.args, stderr.String())
+		}
+	}
+}

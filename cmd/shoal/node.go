@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/shoalmq/shoal/node"
+)
+
+// leaveTimeout bounds a graceful stop: leaving SWIM, handing off the
+// shards this node leads and closing Pebble. Past it the node is closed
+// as it is, which loses nothing acknowledged but makes the others wait for
+// the failure detector.
+const leaveTimeout = 20 * time.Second
+
+// nodeConfig is the node.Config a command line asks for.
+func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
+	return node.Config{
+		ID:              o.id,
+		Rack:            o.rack,
+		DataDir:         o.dataDir,
+		ClientAddr:      o.clientAddr,
+		PeerAddr:        o.peerAddr,
+		SwimAddr:        o.swimAddr,
+		Join:            o.join,
+		BootstrapExpect: o.bootstrapExpect,
+		Shards:          o.shards,
+		Replicas:        o.replicas,
+		ClusterID:       o.clusterID,
+		Secret:          o.secret,
+		SwimPreset:      o.swimPreset,
+		Logger:          logger,
+	}
+}
+
+// runNode runs one node until ctx is cancelled, then leaves the cluster
+// gracefully.
+func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
+	logger := newLogger(stderr, o.logFormat, o.logLevel)
+	n, err := node.New(o.nodeConfig(logger)) // the node adds its own node=ID
+	logger = logger.With("node", o.id)
+	if err != nil {
+		return err
+	}
+	var ms *metricsServer
+	if o.metricsAddr != "" {
+		// Started before the node so that /healthz answers while it joins.
+		ms, err = startMetrics(o.metricsAddr, logger, []*node.Node{n})
+		if err != nil {
+			_ = n.Close()
+			return err
+		}
+		logger.Info("metrics listening", "addr", ms.addr())
+	}
+	// The node's own lifetime is not ctx: a signal must lead to Leave, not
+	// tear the node down under it.
+	if err := n.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = n.Close()
+		ms.close()
+		return fmt.Errorf("start: %w", err)
+	}
+	start := time.Now()
+	ready := n.Ready()
+	for ready != nil {
+		select {
+		case <-ready:
+			logger.Info("node ready", "after", time.Since(start).Round(time.Millisecond))
+			ready = nil
+		case <-ctx.Done():
+			ready = nil
+		}
+	}
+	<-ctx.Done()
+
+	logger.Info("leaving the cluster")
+	lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	leaveErr := n.Leave(lctx)
+	cancel()
+	closeErr := n.Close()
+	ms.close()
+	if err := errors.Join(leaveErr, closeErr); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	logger.Info("node stopped")
+	return nil
+}

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+)
+
+const testShards = 64
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SHOAL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+type testCluster struct {
+	t     testing.TB
+	nodes []*Node
+	dirs  []string
+	seed  string
+}
+
+func nodeConfig(id, dir string, join []string, expect int) Config {
+	return Config{
+		ID: id, Rack: "r-" + id, DataDir: dir,
+		ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", SwimAddr: "127.0.0.1:0",
+		Join: join, BootstrapExpect: expect, Shards: testShards, Replicas: 3,
+		ClusterID: 42, SwimPreset: "fast", Logger: testLogger().With("n", id),
+	}
+}
+
+// startCluster starts size nodes born together, and waits until each is
+// ready.
+func startCluster(t testing.TB, size int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	root := t.TempDir()
+	for i := range size {
+		id := fmt.Sprintf("n%d", i+1)
+		dir := filepath.Join(root, id)
+		var join []string
+		if c.seed != "" {
+			join = []string{c.seed}
+		}
+		n, err := New(nodeConfig(id, dir, join, size))
+		if err != nil {
+			t.Fatalf("New %s: %v", id, err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatalf("Start %s: %v", id, err)
+		}
+		if c.seed == "" {
+			_, _, c.seed = n.Addrs()
+		}
+		c.nodes = append(c.nodes, n)
+		c.dirs = append(c.dirs, dir)
+	}
+	t.Cleanup(c.close)
+	for _, n := range c.nodes {
+		select {
+		case <-n.Ready():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not ready: %+v", n.ID(), n.Status())
+		}
+	}
+	return c
+}
+
+// add starts one more node joining the cluster.
+func (c *testCluster) add(id string) *Node {
+	c.t.Helper()
+	dir := filepath.Join(c.t.TempDir(), id)
+	n, err := New(nodeConfig(id, dir, []string{c.seed}, len(c.nodes)))
+	if err != nil {
+		c.t.Fatalf("New %s: %v", id, err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		c.t.Fatalf("Start %s: %v", id, err)
+	}
+	c.nodes = append(c.nodes, n)
+	c.dirs = append(c.dirs, dir)
+	return n
+}
+
+func (c *testCluster) close() {
+	for _, n := range c.nodes {
+		_ = n.Close()
+	}
+}
+
+func (c *testCluster) node(id string) *Node {
+	for _, n := range c.nodes {
+		if n.ID() == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// clientOf returns a client that talks to node n only.
+func clientOf(t testing.TB, n *Node) *client.Client {
+	t.Helper()
+	addr, _, _ := n.Addrs()
+	cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, RequestTimeout: 3 * time.Second, MaxRetries: 20, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

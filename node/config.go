@@ -1,0 +1,178 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultShards          = 1024
+	DefaultReplicas        = 3
+	DefaultBootstrapExpect = 1
+	// MaxShards bounds Config.Shards: a shard id must fit the router's uint32.
+	MaxShards = 1 << 20
+)
+
+// ErrConfig is wrapped by every Config validation error.
+var ErrConfig = errors.New("node: invalid config")
+
+// Config configures a Node. Zero fields take the documented defaults.
+type Config struct {
+	// ID is the node id every listing shows (required, 1..64 bytes).
+	ID string
+	// Rack is the node's failure domain; replicas of a shard spread over
+	// racks first. Empty: every such node shares one unnamed rack.
+	Rack string
+	// DataDir holds the store (DataDir/store) and the generation file
+	// (required).
+	DataDir string
+
+	// ClientAddr, PeerAddr and SwimAddr are host:port; port 0 picks a free
+	// port (read it back with Addrs).
+	ClientAddr, PeerAddr, SwimAddr string
+	// Join lists SWIM addresses of nodes to join through; the node's own is
+	// skipped, so every node may be given the same list.
+	Join []string
+	// BootstrapExpect is the number of members SWIM must show before a
+	// cluster with no shards anywhere creates its shard groups. Default 1.
+	BootstrapExpect int
+
+	// Shards is the fixed number of metadata shards (default 1024); every
+	// node of a cluster must use the same value.
+	Shards uint32
+	// Replicas is the replication factor of every shard (default 3).
+	Replicas int
+
+	// ClusterID must match on every node; Secret, when set, authenticates
+	// every TCP connection and SWIM datagram.
+	ClusterID uint64
+	Secret    []byte
+
+	// SwimPreset selects the SWIM timing: "lan" (default: probe 1 s) or
+	// "fast" (five times faster, for a cluster on one machine and tests).
+	// Swim, when non-nil, is used instead and its addresses, id and
+	// generation are overwritten.
+	SwimPreset string
+	Swim       *swim.Config
+
+	// RaftTickInterval is the raft clock period. Default 100 ms ("fast":
+	// 50 ms).
+	RaftTickInterval time.Duration
+	// ReconcileInterval is how often the node compares each shard it leads
+	// with the ring (replicas, leadership, topics of dead owners) and
+	// retries unacknowledged OpenTopic/CloseTopic. Default 500 ms ("fast":
+	// 200 ms).
+	ReconcileInterval time.Duration
+	// MetadataSyncInterval bounds the staleness of the shard-leader table:
+	// at least this often the node pulls the table from a random live peer
+	// (and at once from a peer announcing a newer version). Default 10 s
+	// ("fast": 2 s).
+	MetadataSyncInterval time.Duration
+	// MaxConfChanges bounds the raft configuration changes this node runs
+	// at once over all the shards it leads (default 4).
+	MaxConfChanges int
+	// MaxRequests bounds the client and forwarded requests served at once;
+	// beyond it requests are answered Unavailable (default 16384).
+	MaxRequests int
+	// RequestTimeout bounds one request's proposal or read (default 5 s).
+	RequestTimeout time.Duration
+
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.ID == "" || len(c.ID) > wire.MaxNodeIDLen {
+		return fmt.Errorf("%w: id must be 1..%d bytes", ErrConfig, wire.MaxNodeIDLen)
+	}
+	if len(c.Rack) > wire.MaxRackLen {
+		return fmt.Errorf("%w: rack longer than %d bytes", ErrConfig, wire.MaxRackLen)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: data dir required", ErrConfig)
+	}
+	for name, a := range map[string]string{"client": c.ClientAddr, "peer": c.PeerAddr, "swim": c.SwimAddr} {
+		if a == "" || len(a) > wire.MaxAddrLen {
+			return fmt.Errorf("%w: %s address required (host:port, at most %d bytes)", ErrConfig, name, wire.MaxAddrLen)
+		}
+	}
+	if c.BootstrapExpect == 0 {
+		c.BootstrapExpect = DefaultBootstrapExpect
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("%w: bootstrap-expect %d", ErrConfig, c.BootstrapExpect)
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Shards > MaxShards {
+		return fmt.Errorf("%w: shards %d above %d", ErrConfig, c.Shards, MaxShards)
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Replicas < 1 || c.Replicas > wire.MaxReplicas {
+		return fmt.Errorf("%w: replicas %d not in 1..%d", ErrConfig, c.Replicas, wire.MaxReplicas)
+	}
+	fast := false
+	switch c.SwimPreset {
+	case "", "lan":
+	case "fast":
+		fast = true
+	default:
+		return fmt.Errorf("%w: swim preset %q (want lan or fast)", ErrConfig, c.SwimPreset)
+	}
+	if c.RaftTickInterval == 0 {
+		c.RaftTickInterval = 100 * time.Millisecond
+		if fast {
+			c.RaftTickInterval = 50 * time.Millisecond
+		}
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 500 * time.Millisecond
+		if fast {
+			c.ReconcileInterval = 200 * time.Millisecond
+		}
+	}
+	if c.MetadataSyncInterval == 0 {
+		c.MetadataSyncInterval = 10 * time.Second
+		if fast {
+			c.MetadataSyncInterval = 2 * time.Second
+		}
+	}
+	if c.MaxConfChanges == 0 {
+		c.MaxConfChanges = 4
+	}
+	if c.MaxRequests == 0 {
+		c.MaxRequests = 16384
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
+		return fmt.Errorf("%w: negative interval or limit", ErrConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (c *Config) swimConfig() swim.Config {
+	var sc swim.Config
+	switch {
+	case c.Swim != nil:
+		sc = *c.Swim
+	case c.SwimPreset == "fast":
+		sc = swim.LocalConfig()
+	default:
+		sc = swim.LANConfig()
+	}
+	return sc
+}

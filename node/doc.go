@@ -1,0 +1,88 @@
+// Package node is Shoal's composition root: it turns membership, placement,
+// raft, storage and the wire into a node that serves the cluster's metadata
+// with no controller. Every shard leader is the local controller of its
+// slice.
+//
+// # Parts and who owns what
+//
+//   - SWIM (swim.Driver on Config.SwimAddr) gives the membership; every
+//     change rebuilds the view: the raft id of every member (RaftID, xxh3
+//     of the node id), the peer addresses netio dials, and the ring's
+//     placement (router.Ring.Placement): desired replicas and preferred
+//     leader of every shard.
+//   - raftmux.Host runs the raft group of every shard the node hosts, over
+//     raftStore (shardstore: one group commit per round) and raftTransport
+//     (one wire.RaftBatch frame per destination node per round; snapshot
+//     chunks ride wire.SnapshotChunk frames). Leadership changes update the
+//     router.LeaderTable and are announced through SWIM; SWIM's ShardLeader
+//     events (term-checked) fill the table on every node.
+//   - stateMachine applies committed meta commands to one meta.State per
+//     hosted shard. The encoded state is rewritten under one data key of
+//     the shard in the same batch as the applied index, so a restart, and a
+//     raft snapshot of the shard's data, find exactly the applied state.
+//
+// # Birth
+//
+// A node whose store holds no shard waits until SWIM shows
+// Config.BootstrapExpect live members. If no shard leader is known anywhere
+// for a settle period, the first BootstrapExpect members in id order compute
+// the same placement, bootstrap the groups they are voters of, and the
+// preferred leader of each campaigns. A member of that first set that hears
+// of leaders its placement agrees with was born with the others and
+// bootstraps too. A node outside the set, or one that hears of more members
+// than expected or of leaders its placement cannot have, joins the cluster
+// already born instead (the shard manager gives it its share). Starting more
+// than BootstrapExpect fresh nodes at once is not supported.
+//
+// # Requests
+//
+// Assign, Revoke, UpdatePartition and linearizable Lookup are served by the
+// shard leader: the leader prepares the meta command (the owner, when not
+// named, chosen among SWIM's live members), proposes it and answers once it
+// applied. Any other node forwards the request over the peer connection to
+// the leader its table names (at most wire.MaxForwardHops hops), or answers
+// NotLeader/Unavailable with the hint it has. A plain Lookup is answered
+// from the node's own replica of the shard when it hosts one, else from the
+// routing cache while the cached owner is alive, else by the leader. The
+// cache is replaced whole every Config.MetadataSyncInterval, so a cached
+// route is never served longer than that after it was learned, and a stale
+// answer is fenced by its epoch anyway. A cached answer carries no partition
+// count (0). Produce and Fetch are served by the owner
+// of the topic at the epoch the request names (records appended to the
+// owner's shardstore topic log and acknowledged after fsync); anything else
+// gets NotLeaderForTopic with the newest epoch the node knows.
+//
+// # Ownership
+//
+// After a command commits, the shard's leader sends OpenTopic to the new
+// owner and CloseTopic to the previous one, resending every reconcile
+// interval until a TopicAck (or the node is dead). A new leader resends
+// OpenTopic for every topic of the shard and CloseTopic to previous owners.
+// An owner persists the topics it holds (in the store's node-local slot), so
+// a restart keeps serving them until a leader says otherwise. When SWIM
+// declares a member dead or left, every shard leader moves the topics that
+// member owned to live members (meta PlanReassign, epoch + 1).
+//
+// # The shard manager
+//
+// Every reconcile interval each shard leader compares its raft
+// configuration with the ring's desired replicas and starts at most one
+// change (Config.MaxConfChanges per node per round): add a desired live
+// member as learner, promote it on a later round, remove a voter the ring
+// no longer wants once the group has more voters than the replication
+// factor (handing leadership away first if it is the leader itself), then
+// transfer leadership to the preferred replica. Only committed raft
+// configuration changes count, so differing views cost time, not safety.
+//
+// # Cluster metadata sync
+//
+// The shard-leader table is versioned by the sum of its terms, which only
+// grows; nodes announce it through SWIM. A node that hears of a higher
+// version, or whose last sync is older than Config.MetadataSyncInterval,
+// pulls the table from a live peer (MetadataPull/MetadataPush) and merges
+// it term-checked. A node is Ready once it knows every shard's leader (by
+// gossip or by such a pull), or at the latest a grace period after birth.
+//
+// node contains no protocol or storage format of its own beyond the
+// adapters above; those live in wire, swim, raftmux, shardstore and meta.
+package node

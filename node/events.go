@@ -1,0 +1,292 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// maxQueuedEvents bounds the event queue; SWIM events past it are dropped
+// (the view is rebuilt from SWIM's full member list on the next event or
+// reconcile tick, so nothing is lost but latency).
+const maxQueuedEvents = 1 << 16
+
+// eventQueue hands SWIM events and raft leader changes, produced on
+// goroutines that must not block, to the event loop.
+type eventQueue struct {
+	mu     sync.Mutex
+	swim   []swim.Event
+	lead   []raftmux.LeaderChange
+	notify chan struct{}
+	closed bool
+	drops  uint64
+}
+
+func (q *eventQueue) init() { q.notify = make(chan struct{}, 1) }
+
+func (q *eventQueue) push(e swim.Event) {
+	q.mu.Lock()
+	if q.closed || len(q.swim) >= maxQueuedEvents {
+		q.drops++
+		q.mu.Unlock()
+		return
+	}
+	q.swim = append(q.swim, e)
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *eventQueue) pushLeader(c raftmux.LeaderChange) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.lead = append(q.lead, c)
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *eventQueue) wake() {
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) take() ([]swim.Event, []raftmux.LeaderChange) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s, l := q.swim, q.lead
+	q.swim, q.lead = nil, nil
+	return s, l
+}
+
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+}
+
+func (q *eventQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.swim) + len(q.lead)
+}
+
+// onLeaderChange runs on a raftmux worker: record, then hand over.
+func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
+	if c.Shard >= uint64(n.cfg.Shards) {
+		return
+	}
+	n.led[c.Shard].Store(c.Leader == n.self)
+	if name, ok := n.nameOf(c.Leader); ok && c.Leader != 0 {
+		_, _ = n.leaders.Update(uint32(c.Shard), name, c.Term)
+	}
+	n.events.pushLeader(c)
+}
+
+// eventLoop applies membership events to the view and raft, spreads this
+// node's leaderships through SWIM, and births the cluster.
+func (n *Node) eventLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.ReconcileInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.events.notify:
+		case <-tick.C:
+		}
+		evs, leads := n.events.take()
+		membership := false
+		for _, e := range evs {
+			switch e.Kind {
+			case swim.EventShardLeader:
+				if e.Shard < uint64(n.cfg.Shards) && e.Leader != "" {
+					_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
+				}
+			case swim.EventMetadataVersion:
+				if e.MetaKind == uint64(wire.MetaShardLeaders) && e.Version > n.leaderVersion() && e.Leader != n.cfg.ID {
+					n.pullLeaders(e.Leader)
+				}
+			default:
+				membership = true
+				n.liveness(e)
+			}
+		}
+		for _, c := range leads {
+			if c.Leader == n.self {
+				n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
+				n.rpcs.leaderDutyDue(c.Shard)
+			}
+		}
+		if membership || len(evs) == 0 {
+			n.rebuildView()
+		}
+		n.metadataTick(n.view.Load())
+		n.rotateCache()
+		n.maybeBirth()
+		n.maybeReady()
+	}
+}
+
+func (n *Node) liveness(e swim.Event) {
+	if e.Member.ID == n.cfg.ID {
+		if e.Kind == swim.EventRejoined {
+			// Declared dead meanwhile: our topics may have moved.
+			n.owned.unconfirm()
+		}
+		return
+	}
+	rid := RaftID(e.Member.ID)
+	switch e.Kind {
+	case swim.EventSuspect:
+		n.host.NodeSuspect(rid)
+	case swim.EventDead, swim.EventLeft:
+		n.host.NodeDead(rid)
+		n.net.RemovePeer(e.Member.ID)
+		n.log.Info("member gone", "member", e.Member.ID, "state", e.Member.State.String())
+	case swim.EventJoined, swim.EventAliveAgain, swim.EventUpdated:
+		n.host.NodeAlive(rid)
+	}
+}
+
+// maybeBirth creates this node's groups once SWIM shows BootstrapExpect
+// members and no shard has a leader anywhere (a cluster already born
+// announces its leaders, and a joining node then only joins it).
+func (n *Node) maybeBirth() {
+	if n.born.Load() {
+		return
+	}
+	var rows []router.ShardLeader
+	rows, _ = n.leaders.Snapshot(rows[:0])
+	v := n.view.Load()
+	if len(v.live) < n.cfg.BootstrapExpect {
+		n.birthSeen = time.Time{}
+		return
+	}
+	initial := v.live[:n.cfg.BootstrapExpect]
+	if len(rows) > 0 && (len(v.live) > n.cfg.BootstrapExpect || !slices.Contains(initial, n.cfg.ID)) {
+		n.log.Info("joined a born cluster")
+		n.markBorn()
+		return
+	}
+	if !slices.Contains(initial, n.cfg.ID) {
+		return
+	}
+	// With no leader known anywhere, the condition must hold for
+	// birthSettle: long enough for a node joining a born cluster to hear
+	// of its leaders (by gossip or by its first metadata pull). Leaders
+	// already known are those of peers that were born from this same member
+	// set just before this node, and it bootstraps at once.
+	if len(rows) == 0 {
+		if n.birthSeen.IsZero() {
+			n.birthSeen = time.Now()
+		}
+		if time.Since(n.birthSeen) < birthSettle {
+			return
+		}
+	}
+	var rm []router.Member
+	for _, id := range initial {
+		rm = append(rm, router.Member{ID: id, Rack: v.byID[id].Rack})
+	}
+	ring, err := router.NewRing(rm, router.RingConfig{})
+	if err != nil {
+		n.log.Error("node: birth ring", "err", err)
+		return
+	}
+	pl := ring.Placement(n.cfg.Shards, n.cfg.Replicas)
+	var reps []string
+	for _, r := range rows {
+		if reps = pl.Replicas(r.Shard, reps[:0]); !slices.Contains(reps, r.Leader) {
+			// Leaders this placement cannot have: a cluster born from
+			// another member set. Join it instead.
+			n.log.Info("joined a born cluster")
+			n.markBorn()
+			return
+		}
+	}
+	n.log.Info("birth", "members", v.live[:n.cfg.BootstrapExpect], "shards", n.cfg.Shards)
+	type job struct {
+		shard  uint64
+		voters []uint64
+		lead   bool
+	}
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+				if err := n.host.Bootstrap(ctx, j.shard, j.voters); err != nil {
+					n.log.Warn("node: bootstrap", "shard", j.shard, "err", err)
+				} else if j.lead {
+					_ = n.host.Campaign(ctx, j.shard)
+				}
+				cancel()
+			}
+		}()
+	}
+	for s := range n.cfg.Shards {
+		reps = pl.Replicas(s, reps[:0])
+		if !slices.Contains(reps, n.cfg.ID) {
+			continue
+		}
+		voters := make([]uint64, len(reps))
+		for i, r := range reps {
+			voters[i] = RaftID(r)
+		}
+		select {
+		case jobs <- job{shard: uint64(s), voters: voters, lead: pl.Leader(s) == n.cfg.ID}:
+		case <-n.ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	n.markBorn()
+}
+
+// birthSettle: how long the birth condition must hold before a node acts.
+const birthSettle = 500 * time.Millisecond
+
+// birthGrace: a born node is ready at the latest this long after birth,
+// even if some shard's leader is still unknown to it (it answers
+// Unavailable for those).
+const birthGrace = 5 * time.Second
+
+func (n *Node) maybeReady() {
+	if n.isReady() || !n.born.Load() {
+		return
+	}
+	if at := n.bornAt.Load(); at == 0 {
+		n.bornAt.Store(time.Now().UnixNano())
+	}
+	var rows []router.ShardLeader
+	rows, _ = n.leaders.Snapshot(rows)
+	if len(rows) == int(n.cfg.Shards) || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
+		n.log.Info("ready", "leaders_known", len(rows))
+		n.markReady()
+	}
+}
+
+// liveNodes returns the live members as owner candidates with their load in
+// st (the shard's own count).
+func liveNodes(v *clusterView, st *meta.State) []meta.Node {
+	out := make([]meta.Node, 0, len(v.live))
+	for _, id := range v.live {
+		out = append(out, meta.Node{ID: id, Load: uint64(st.Load(id))})
+	}
+	return out
+}

@@ -1,0 +1,36 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// FuzzMergeLeaderTable: any pushed table is merged or refused, never a
+// panic, and a merged row never names a shard outside the table.
+func FuzzMergeLeaderTable(f *testing.F) {
+	f.Add(appendLeaderTable(nil, []router.ShardLeader{{Shard: 3, Leader: "n1", Term: 4}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := &Node{cfg: Config{Shards: 8}, leaders: router.NewLeaderTable(8)}
+		_ = n.mergeLeaderTable(b)
+		rows, _ := n.leaders.Snapshot(nil)
+		for _, r := range rows {
+			if r.Shard >= 8 || r.Leader == "" {
+				t.Fatalf("bad row %+v", r)
+			}
+		}
+	})
+}
+
+// FuzzDecodeSnapshotChunk: any chunk payload decodes or is refused.
+func FuzzDecodeSnapshotChunk(f *testing.F) {
+	f.Add(wire.AppendSnapshotChunk(nil, &wire.SnapshotChunk{Shard: 1, Index: 2, Offset: 0, Last: true, Data: []byte{0, 'x'}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeSnapshotChunk(b)
+		if err == nil && c == nil {
+			t.Fatal("nil chunk without error")
+		}
+	})
+}

@@ -1,0 +1,646 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// inboundFrame is a copied peer frame waiting for the raft inbound loop.
+type inboundFrame struct {
+	from  string
+	h     wire.Header
+	frame []byte
+}
+
+// overloaded answers a client request the node had no room for.
+func overloaded(_ *netio.Conn, h wire.Header) []byte {
+	f, _ := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnavailable, Message: "node overloaded", RetryAfter: 50 * time.Millisecond})
+	return f
+}
+
+func errorFrame(reqID uint64, e *wire.ErrorResponse) ([]byte, error) {
+	f, start := wire.BeginFrame(nil, wire.KindError, reqID)
+	f = wire.AppendErrorResponse(f, e)
+	return wire.EndFrame(f, start)
+}
+
+// deliver runs on a netio event loop: it copies what it keeps and returns.
+func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
+	if h.Kind == wire.KindKeepalive {
+		return true
+	}
+	if !n.serving.Load() {
+		return false
+	}
+	if c.Role() == wire.RolePeer {
+		switch h.Kind {
+		case wire.KindRaftBatch, wire.KindSnapshotChunk:
+			select {
+			case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
+				return true
+			default:
+				return false
+			}
+		case wire.KindTopicAck:
+			n.rpcs.ack(h.RequestID)
+			return true
+		case wire.KindForwardReply:
+			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
+			return true
+		}
+	}
+	// Everything else is a request that may block: its own goroutine,
+	// bounded by reqSem.
+	n.lifeMu.RLock()
+	defer n.lifeMu.RUnlock()
+	if n.closing {
+		return false
+	}
+	select {
+	case n.reqSem <- struct{}{}:
+	default:
+		return false
+	}
+	n.wg.Add(1)
+	cp := append([]byte(nil), frame...)
+	go func() {
+		defer n.wg.Done()
+		defer func() { <-n.reqSem }()
+		n.serveFrame(c, h, cp)
+	}()
+	return true
+}
+
+// raftInbound decodes raft frames and hands them to the host.
+func (n *Node) raftInbound() {
+	defer n.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case f := <-n.rafts:
+			payload, b, err := wire.FramePayload(&f.h, f.frame[wire.HeaderSize:], buf)
+			buf = b
+			if err != nil {
+				n.log.Warn("node: bad raft frame", "from", f.from, "err", err)
+				continue
+			}
+			from := RaftID(f.from)
+			if f.h.Kind == wire.KindRaftBatch {
+				rb, err := decodeRaftBatch(payload)
+				if err != nil {
+					n.log.Warn("node: bad raft batch", "from", f.from, "err", err)
+					continue
+				}
+				n.host.Deliver(from, rb)
+				continue
+			}
+			c, err := decodeSnapshotChunk(payload)
+			if err != nil {
+				n.log.Warn("node: bad snapshot chunk", "from", f.from, "err", err)
+				continue
+			}
+			n.host.DeliverSnapshotChunk(from, c)
+		}
+	}
+}
+
+func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
+	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
+	if err != nil {
+		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: err.Error()}))
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	switch h.Kind {
+	case wire.KindOpenTopic, wire.KindCloseTopic:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		n.serveOwnership(c, h, payload)
+		return
+	case wire.KindMetadataPull, wire.KindMetadataPush:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		if h.Kind == wire.KindMetadataPull {
+			n.serveMetadataPull(c, h, payload)
+		} else {
+			n.onMetadataPush(c.Node(), payload)
+		}
+		return
+	case wire.KindForward:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		var fw wire.Forward
+		if err := wire.DecodeForward(payload, &fw); err != nil {
+			return
+		}
+		n.counters.forwardsIn.Add(1)
+		kind, out := n.handle(ctx, fw.Kind, fw.Payload, int(fw.Hops))
+		f, start := wire.BeginFrame(nil, wire.KindForwardReply, h.RequestID)
+		f = wire.AppendForwardReply(f, &wire.ForwardReply{Kind: kind, Payload: out})
+		if f, err := wire.EndFrame(f, start); err == nil {
+			_ = c.Write(f)
+		}
+		return
+	}
+	if h.Kind < wire.KindAssign || h.Kind > wire.KindStatus {
+		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unexpected %v frame", h.Kind)}))
+		return
+	}
+	kind, out := n.handle(ctx, h.Kind, payload, 0)
+	n.reply(c, h.RequestID, kind, out)
+}
+
+func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte) {
+	f, start := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+len(payload)), kind, reqID)
+	f = append(f, payload...)
+	f, err := wire.EndFrame(f, start)
+	if err != nil {
+		f, _ = errorFrame(reqID, &wire.ErrorResponse{Code: wire.CodeTooLarge, Message: "answer too large"})
+	}
+	_ = c.Write(f)
+}
+
+func (n *Node) serveOwnership(c *netio.Conn, h wire.Header, payload []byte) {
+	var ack wire.TopicAck
+	var err error
+	if h.Kind == wire.KindOpenTopic {
+		var m wire.OpenTopic
+		if err = wire.DecodeOpenTopic(payload, &m); err == nil {
+			ack.Topic = m.Topic
+			ack.Epoch, err = n.openTopic(&m)
+		}
+	} else {
+		var m wire.CloseTopic
+		if err = wire.DecodeCloseTopic(payload, &m); err == nil {
+			ack.Topic = m.Topic
+			ack.Epoch, err = n.closeTopic(&m)
+		}
+	}
+	if err != nil {
+		n.log.Warn("node: ownership request", "kind", h.Kind, "from", c.Node(), "err", err)
+		return // no ack: the leader retries
+	}
+	f, start := wire.BeginFrame(nil, wire.KindTopicAck, h.RequestID)
+	f = wire.AppendTopicAck(f, &ack)
+	if f, err := wire.EndFrame(f, start); err == nil {
+		_ = c.Write(f)
+	}
+}
+
+// errAnswer encodes an error answer.
+func errAnswer(code wire.ErrorCode, msg string) (wire.Kind, []byte) {
+	return wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: code, Message: msg})
+}
+
+func unavailable(msg string) (wire.Kind, []byte) {
+	return wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeUnavailable, Message: msg, RetryAfter: 50 * time.Millisecond})
+}
+
+// handle answers one client request (kind, payload), arrived directly
+// (hops 0) or forwarded.
+func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops int) (wire.Kind, []byte) {
+	n.counters.requests.Add(1)
+	switch kind {
+	case wire.KindMembers:
+		return n.members()
+	case wire.KindShards:
+		return n.shardList(ctx)
+	case wire.KindStatus:
+		st := n.Status()
+		return wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
+			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
+			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})
+	case wire.KindProduce:
+		return n.produce(ctx, payload)
+	case wire.KindFetch:
+		return n.fetch(ctx, payload)
+	}
+	if !n.born.Load() {
+		return unavailable("cluster not born yet")
+	}
+	var topic []byte
+	switch kind {
+	case wire.KindAssign:
+		var m wire.Assign
+		if err := wire.DecodeAssign(payload, &m); err != nil {
+			return errAnswer(wire.CodeBadRequest, err.Error())
+		}
+		topic = m.Topic
+	case wire.KindRevoke:
+		var m wire.Revoke
+		if err := wire.DecodeRevoke(payload, &m); err != nil {
+			return errAnswer(wire.CodeBadRequest, err.Error())
+		}
+		topic = m.Topic
+	case wire.KindUpdatePartition:
+		var m wire.UpdatePartition
+		if err := wire.DecodeUpdatePartition(payload, &m); err != nil {
+			return errAnswer(wire.CodeBadRequest, err.Error())
+		}
+		topic = m.Topic
+	case wire.KindLookup:
+		var m wire.Lookup
+		if err := wire.DecodeLookup(payload, &m); err != nil {
+			return errAnswer(wire.CodeBadRequest, err.Error())
+		}
+		topic = m.Topic
+		if !m.Linearizable {
+			if k, out, ok := n.localLookup(topic); ok {
+				return k, out
+			}
+		}
+	default:
+		return errAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind))
+	}
+	shard := router.ShardOf(topic, n.cfg.Shards)
+	if n.led[shard].Load() {
+		k, out := n.serveLeader(ctx, kind, payload, uint64(shard))
+		if k != wire.KindError || !isNotLeader(out) {
+			return k, out
+		}
+	}
+	leader, _, ok := n.leaders.Get(shard)
+	if !ok || leader == n.cfg.ID || hops >= wire.MaxForwardHops {
+		n.counters.notLeader.Add(1)
+		return n.notLeader(uint64(shard), leader)
+	}
+	n.counters.forwarded.Add(1)
+	k, out, err := n.fwd.forward(ctx, n, leader, kind, payload, hops+1)
+	if err != nil {
+		return unavailable(fmt.Sprintf("forward to shard %d leader %s: %v", shard, leader, err))
+	}
+	if k == wire.KindAssignment {
+		var a wire.Assignment
+		if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
+			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
+		}
+	}
+	return k, out
+}
+
+// localLookup answers a non-linearizable lookup without asking the shard
+// leader: from this node's replica of the shard when it hosts one (behind
+// the leader by the replication lag at most), else from the routing cache
+// while the cached owner is alive. A stale answer is fenced by its epoch.
+func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
+	shard := uint64(router.ShardOf(topic, n.cfg.Shards))
+	var a meta.Assignment
+	var found bool
+	if n.sm.hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
+		if !found || a.State != meta.Active {
+			k, out := errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
+			return k, out, true
+		}
+		k, out := n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
+		return k, out, true
+	}
+	if r, ok := n.routes().Get(topic); ok && n.view.Load().alive(r.Owner) {
+		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, shard, true)
+		return k, out, true
+	}
+	return 0, nil, false
+}
+
+func isNotLeader(out []byte) bool {
+	var e wire.Error
+	return wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotLeader
+}
+
+func (n *Node) notLeader(shard uint64, leader string) (wire.Kind, []byte) {
+	e := &wire.ErrorResponse{Code: wire.CodeNotLeader, Message: fmt.Sprintf("shard %d is led elsewhere", shard), Shard: shard}
+	if leader != "" && leader != n.cfg.ID {
+		e.NodeID = leader
+		if m, ok := n.view.Load().byID[leader]; ok {
+			e.Addr = m.ClientAddr
+		}
+	} else {
+		e.Code = wire.CodeUnavailable
+		e.Message = fmt.Sprintf("shard %d has no known leader", shard)
+		e.RetryAfter = 100 * time.Millisecond
+	}
+	return wire.KindError, wire.AppendErrorResponse(nil, e)
+}
+
+func (n *Node) clientAddrOf(id string) string {
+	if id == n.cfg.ID {
+		return n.net.ClientAddr()
+	}
+	return n.view.Load().byID[id].ClientAddr
+}
+
+func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) (wire.Kind, []byte) {
+	addr := n.clientAddrOf(owner)
+	if !cached && owner != "" {
+		n.routes().Put(topic, owner, addr, epoch)
+	}
+	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
+}
+
+// serveLeader serves a metadata request on the shard's leader.
+func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, shard uint64) (wire.Kind, []byte) {
+	v := n.view.Load()
+	var cmd meta.Command
+	var perr error
+	switch kind {
+	case wire.KindLookup:
+		var m wire.Lookup
+		_ = wire.DecodeLookup(payload, &m)
+		if m.Linearizable {
+			if _, err := n.host.ReadIndex(ctx, shard); err != nil {
+				return n.raftError(shard, err)
+			}
+		}
+		var a meta.Assignment
+		var ok bool
+		if err := n.sm.with(shard, func(st *meta.State) { a, ok = st.Get(m.Topic) }); err != nil {
+			return errAnswer(wire.CodeInternal, err.Error())
+		}
+		if !ok || a.State != meta.Active {
+			return errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", m.Topic))
+		}
+		return n.assignmentAnswer(m.Topic, a.Owner, a.Epoch, a.Partitions, shard, false)
+	case wire.KindAssign:
+		var m wire.Assign
+		_ = wire.DecodeAssign(payload, &m)
+		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
+			return errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner))
+		}
+		if err := n.sm.with(shard, func(st *meta.State) {
+			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
+		}); err != nil {
+			return errAnswer(wire.CodeInternal, err.Error())
+		}
+	case wire.KindRevoke:
+		var m wire.Revoke
+		_ = wire.DecodeRevoke(payload, &m)
+		cmd = meta.Command{Op: meta.OpRevoke, Topic: m.Topic}
+		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+	case wire.KindUpdatePartition:
+		var m wire.UpdatePartition
+		_ = wire.DecodeUpdatePartition(payload, &m)
+		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: m.Topic, Partitions: m.Partitions}
+		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+	}
+	if perr != nil {
+		return metaError(perr)
+	}
+	data, err := meta.AppendCommand(nil, &cmd)
+	if err != nil {
+		return metaError(err)
+	}
+	res, err := n.host.Propose(ctx, shard, data)
+	if err != nil {
+		return n.raftError(shard, err)
+	}
+	ar, _ := res.(*applyResult)
+	if ar == nil {
+		return errAnswer(wire.CodeInternal, "no apply result")
+	}
+	if ar.err != nil {
+		return metaError(ar.err)
+	}
+	if kind == wire.KindRevoke {
+		n.routes().Invalidate(cmd.Topic, ar.a.Epoch)
+		return wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: cmd.Topic, Epoch: ar.a.Epoch})
+	}
+	return n.assignmentAnswer(cmd.Topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false)
+}
+
+func metaError(err error) (wire.Kind, []byte) {
+	switch {
+	case errors.Is(err, meta.ErrUnknownTopic):
+		return errAnswer(wire.CodeNotFound, err.Error())
+	case errors.Is(err, meta.ErrNoOwner):
+		return unavailable(err.Error())
+	default:
+		return errAnswer(wire.CodeBadRequest, err.Error())
+	}
+}
+
+func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
+	var nl *raftmux.NotLeaderError
+	if errors.As(err, &nl) {
+		n.led[shard].Store(false)
+		name, _ := n.nameOf(nl.Leader)
+		if name != "" && nl.Leader != 0 {
+			_, _ = n.leaders.Update(uint32(shard), name, nl.Term)
+		}
+		return n.notLeader(shard, name)
+	}
+	return unavailable(fmt.Sprintf("shard %d: %v", shard, err))
+}
+
+// produce and fetch are served by the topic's owner at the named epoch.
+func (n *Node) produce(ctx context.Context, payload []byte) (wire.Kind, []byte) {
+	var m wire.Produce
+	if err := wire.DecodeProduce(payload, &m); err != nil {
+		return errAnswer(wire.CodeBadRequest, err.Error())
+	}
+	h, ok := n.servable(ctx, m.Topic, m.Epoch)
+	if !ok {
+		return n.notOwner(m.Topic, h.epoch)
+	}
+	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
+	if err != nil {
+		return errAnswer(wire.CodeInternal, err.Error())
+	}
+	// The topic may have been closed while the records were written; the
+	// records stay in this node's log, but the write is not acknowledged.
+	if h2, ok := n.owned.get(m.Topic); !ok || h2.epoch != m.Epoch || !h2.confirmed {
+		return n.notOwner(m.Topic, h2.epoch)
+	}
+	n.counters.produced.Add(uint64(len(m.Records)))
+	return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})
+}
+
+// defaultFetchBytes is what a Fetch with MaxBytes 0 returns at most.
+const defaultFetchBytes = 1 << 20
+
+func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
+	var m wire.Fetch
+	if err := wire.DecodeFetch(payload, &m); err != nil {
+		return errAnswer(wire.CodeBadRequest, err.Error())
+	}
+	h, ok := n.servable(ctx, m.Topic, m.Epoch)
+	if !ok {
+		return n.notOwner(m.Topic, h.epoch)
+	}
+	maxBytes := int(m.MaxBytes)
+	if maxBytes == 0 {
+		maxBytes = defaultFetchBytes
+	}
+	res := wire.FetchResult{Topic: m.Topic, Epoch: m.Epoch}
+	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off uint64, v []byte) bool {
+		res.Records = append(res.Records, wire.Record{Offset: off, Value: append([]byte(nil), v...)})
+		return len(res.Records) < wire.MaxRecordsPerProduce
+	})
+	if err != nil {
+		if errors.Is(err, shardstore.ErrOffsetOutOfRange) {
+			return errAnswer(wire.CodeBadRequest, err.Error())
+		}
+		return errAnswer(wire.CodeInternal, err.Error())
+	}
+	hw, err := n.store.HighWatermark(m.Topic)
+	if err != nil {
+		return errAnswer(wire.CodeInternal, err.Error())
+	}
+	res.Next, res.HighWatermark = next, hw
+	n.counters.fetched.Add(uint64(len(res.Records)))
+	return wire.KindFetchResult, wire.AppendFetchResult(nil, &res)
+}
+
+// notOwner answers NotLeaderForTopic with the newest epoch this node knows
+// and, from its cache, the owner at that epoch.
+func (n *Node) notOwner(topic []byte, held uint64) (wire.Kind, []byte) {
+	n.counters.rejected.Add(1)
+	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not the owner of %q at that epoch", topic), Epoch: held}
+	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
+		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
+	}
+	return wire.KindError, wire.AppendErrorResponse(nil, e)
+}
+
+func (n *Node) members() (wire.Kind, []byte) {
+	var ml wire.MemberList
+	for _, m := range n.swim.Members() {
+		ml.Members = append(ml.Members, wire.Member{ID: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation,
+			State: wire.MemberState(m.State), Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
+	}
+	return wire.KindMemberList, wire.AppendMemberList(nil, &ml)
+}
+
+func (n *Node) shardList(ctx context.Context) (wire.Kind, []byte) {
+	infos, err := n.host.Shards(ctx)
+	if err != nil {
+		return unavailable(err.Error())
+	}
+	hosted := make(map[uint64]raftmux.Info, len(infos))
+	for _, in := range infos {
+		hosted[in.Shard] = in
+	}
+	v := n.view.Load()
+	var sl wire.ShardList
+	var reps []string
+	for s := range n.cfg.Shards {
+		si := wire.ShardInfo{Shard: uint64(s)}
+		if in, ok := hosted[uint64(s)]; ok {
+			for _, id := range in.Voters {
+				if name, ok := n.nameOf(id); ok {
+					si.Replicas = append(si.Replicas, []byte(name))
+				}
+			}
+		} else {
+			for _, r := range v.placement.Replicas(s, reps[:0]) {
+				si.Replicas = append(si.Replicas, []byte(r))
+			}
+		}
+		if l, t, ok := n.leaders.Get(s); ok {
+			si.Leader, si.Term = []byte(l), t
+		}
+		sl.Shards = append(sl.Shards, si)
+	}
+	return wire.KindShardList, wire.AppendShardList(nil, &sl)
+}
+
+// forwarder matches ForwardReply frames to the requests waiting for them.
+type forwarder struct {
+	mu      sync.Mutex
+	waiting map[uint64]fwdWait
+	next    uint64
+}
+
+type fwdWait struct {
+	ch   chan fwdReply
+	node string
+}
+
+// errPeerDown: the node a request was forwarded to became unreachable.
+var errPeerDown = errors.New("node: forward target unreachable")
+
+type fwdReply struct {
+	kind    wire.Kind
+	payload []byte
+	err     error
+}
+
+func (f *forwarder) init() { f.waiting = make(map[uint64]fwdWait) }
+
+// peerDown fails at once every request waiting on node.
+func (f *forwarder) peerDown(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, w := range f.waiting {
+		if w.node == node {
+			delete(f.waiting, id)
+			w.ch <- fwdReply{err: errPeerDown}
+		}
+	}
+}
+
+func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
+	f.mu.Lock()
+	w, ok := f.waiting[h.RequestID]
+	delete(f.waiting, h.RequestID)
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	ch := w.ch
+	plain, _, err := wire.FramePayload(&h, payload, nil)
+	if err != nil {
+		return
+	}
+	var r wire.ForwardReply
+	if wire.DecodeForwardReply(plain, &r) != nil {
+		return
+	}
+	ch <- fwdReply{kind: r.Kind, payload: append([]byte(nil), r.Payload...)}
+}
+
+func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.Kind, payload []byte, hops int) (wire.Kind, []byte, error) {
+	ch := make(chan fwdReply, 1)
+	f.mu.Lock()
+	f.next++
+	id := f.next
+	f.waiting[id] = fwdWait{ch: ch, node: to}
+	f.mu.Unlock()
+	// Answer before a client with the same timeout gives up on us.
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout*3/4)
+	defer cancel()
+	defer func() {
+		f.mu.Lock()
+		delete(f.waiting, id)
+		f.mu.Unlock()
+	}()
+	fr, start := wire.BeginFrame(nil, wire.KindForward, id)
+	fr = wire.AppendForward(fr, &wire.Forward{Hops: uint8(hops), Origin: []byte(n.cfg.ID), Kind: kind, Payload: payload})
+	fr, err := wire.EndFrame(fr, start)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := n.net.Send(to, fr); err != nil {
+		return 0, nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.kind, r.payload, r.err
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+}

@@ -1,0 +1,566 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/swim"
+)
+
+// Errors of the node's life cycle.
+var (
+	// ErrStarted: Start called twice.
+	ErrStarted = errors.New("node: already started")
+	// ErrClosed: the node is closed.
+	ErrClosed = errors.New("node: closed")
+	// ErrIDCollision: two member ids map to the same raft id.
+	ErrIDCollision = errors.New("node: raft id collision")
+)
+
+// bornKey, in the node's local slot, marks that this node has seen its
+// cluster born (it created its groups, or found leaders already elected):
+// a restart never bootstraps again.
+var bornKey = []byte("born")
+
+// Node is one Shoal node: SWIM membership, the raft groups of the shards it
+// hosts, the metadata state machine of each, the topics it owns, and the
+// client and peer listeners.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	gen  uint64
+	self uint64 // raft id
+
+	store *shardstore.Store
+	rs    *raftStore
+	sm    *stateMachine
+
+	net  *netio.Transport
+	rt   *raftTransport
+	host *raftmux.Host
+	swim *swim.Driver
+
+	leaders *router.LeaderTable
+	// cache is the routing cache, replaced whole every
+	// Config.MetadataSyncInterval so that no cached route is older than
+	// that; cacheBase accumulates the counters of the caches replaced.
+	cache     atomic.Pointer[router.Cache]
+	cacheMu   sync.Mutex
+	cacheBase router.CacheStats
+	cacheAt   time.Time     // event loop: when the cache was last replaced
+	led       []atomic.Bool // shards whose local replica leads
+
+	view atomic.Pointer[clusterView]
+
+	namesMu sync.RWMutex
+	names   map[uint64]string // raft id → node id
+
+	owned owned
+	rpcs  ownership
+	fwd   forwarder
+
+	events  eventQueue
+	born    atomic.Bool
+	readyc  chan struct{}
+	readyMu sync.Once
+	bornAt  atomic.Int64
+
+	// Metadata sync: lastSync is when a pushed table was last merged;
+	// announced and lastPull belong to the event loop.
+	lastSync  atomic.Int64
+	announced uint64
+	lastPull  int64
+	birthSeen time.Time // event loop: when the birth condition began to hold
+	startedAt time.Time
+	// catchingUp: nodes given a replica recently (reconcile loop only).
+	catchingUp map[uint64]time.Time
+
+	reqSem chan struct{}
+	rafts  chan inboundFrame
+
+	// serving is set once Start has wired every part; requests before it
+	// are refused as overloaded (Unavailable).
+	serving atomic.Bool
+
+	lifeMu  sync.RWMutex
+	started bool
+	closing bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+
+	counters counters
+}
+
+type counters struct {
+	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
+	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
+	rejected, metaPulls, metaSyncs                                atomic.Uint64
+}
+
+// clusterView is the membership as the node last built it, and the ring's
+// placement for it. Replaced whole on every membership change.
+type clusterView struct {
+	members   []swim.Member          // every known member, sorted by id
+	byID      map[string]swim.Member // same
+	live      []string               // alive or suspect, sorted
+	dead      map[string]bool        // declared dead or left
+	ring      *router.Ring
+	placement *router.Placement
+	suspects  int       // members suspected now
+	changed   time.Time // when the live set last changed
+}
+
+func (v *clusterView) alive(id string) bool {
+	m, ok := v.byID[id]
+	return ok && (m.State == swim.StateAlive || m.State == swim.StateSuspect)
+}
+
+// New validates cfg, opens the store in cfg.DataDir and raises and persists
+// the node's generation. Nothing listens until Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	gen, err := raiseGeneration(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("node: open store: %w", err)
+	}
+	cache, err := router.NewCache(router.CacheConfig{})
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("node: cache: %w", err)
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		gen:     gen,
+		self:    RaftID(cfg.ID),
+		store:   store,
+		rs:      &raftStore{s: store},
+		leaders: router.NewLeaderTable(cfg.Shards),
+		led:     make([]atomic.Bool, cfg.Shards),
+		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
+		readyc:  make(chan struct{}),
+		reqSem:  make(chan struct{}, cfg.MaxRequests),
+		rafts:   make(chan inboundFrame, 4096),
+
+		catchingUp: make(map[uint64]time.Time),
+	}
+	n.cache.Store(cache)
+	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
+	n.owned.init()
+	n.rpcs.init()
+	n.fwd.init()
+	n.events.init()
+	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
+	if err := n.owned.load(store); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if v, err := store.Get(localShard, bornKey); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("node: read birth marker: %w", err)
+	} else if v != nil {
+		n.born.Store(true)
+	}
+	return n, nil
+}
+
+// raiseGeneration reads DataDir/generation, writes a higher value (at least
+// the start time in nanoseconds, so a wiped data directory still rises) and
+// fsyncs it.
+func raiseGeneration(dir string) (uint64, error) {
+	p := filepath.Join(dir, "generation")
+	var prev uint64
+	if b, err := os.ReadFile(p); err == nil {
+		if len(b) != 8 {
+			return 0, fmt.Errorf("node: %s: corrupt generation file", p)
+		}
+		prev = binary.BigEndian.Uint64(b)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("node: read generation: %w", err)
+	}
+	gen := max(prev+1, uint64(time.Now().UnixNano()))
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("node: write generation: %w", err)
+	}
+	_, werr := f.Write(binary.BigEndian.AppendUint64(nil, gen))
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return 0, fmt.Errorf("node: write generation: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return 0, fmt.Errorf("node: write generation: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return gen, nil
+}
+
+// Start binds the listeners, opens the raft groups found in the store,
+// starts SWIM and joins through cfg.Join. ctx bounds the start only. After
+// a failed Start, Close releases what was started.
+func (n *Node) Start(ctx context.Context) error {
+	n.lifeMu.Lock()
+	if n.started {
+		n.lifeMu.Unlock()
+		return ErrStarted
+	}
+	if n.closing {
+		n.lifeMu.Unlock()
+		return ErrClosed
+	}
+	n.started = true
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.lifeMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	nt, err := netio.New(netio.Config{
+		ClusterID:  n.cfg.ClusterID,
+		NodeID:     n.cfg.ID,
+		Generation: n.gen,
+		Secret:     n.cfg.Secret,
+		ClientAddr: n.cfg.ClientAddr,
+		PeerAddr:   n.cfg.PeerAddr,
+		Handler:    netio.HandlerFunc(n.deliver),
+		Overloaded: overloaded,
+		Logger:     n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("node: listen: %w", err)
+	}
+	n.net = nt
+	n.rt = &raftTransport{peers: nt, names: n.nameOf}
+	host, err := raftmux.NewHost(raftmux.Config{
+		NodeID:         n.self,
+		Storage:        n.rs,
+		Transport:      n.rt,
+		StateMachine:   n.sm,
+		OnLeaderChange: n.onLeaderChange,
+		TickInterval:   n.cfg.RaftTickInterval,
+		Logger:         n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("node: raft host: %w", err)
+	}
+	n.host = host
+	nt.OnPeerDown(func(node string) {
+		host.Unreachable(RaftID(node))
+		n.fwd.peerDown(node)
+	})
+	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
+		n.markBorn()
+	}
+
+	sc := n.cfg.swimConfig()
+	sc.NodeID = n.cfg.ID
+	sc.Generation = n.gen
+	sc.ClusterID = n.cfg.ClusterID
+	sc.ClientAddr = nt.ClientAddr()
+	sc.PeerAddr = nt.PeerAddr()
+	sc.Rack = n.cfg.Rack
+	sc.Secret = n.cfg.Secret
+	sc.SwimAddr = ""
+	drv, err := swim.Listen(n.cfg.SwimAddr, swim.DriverConfig{
+		Node:    sc,
+		Seeds:   n.cfg.Join,
+		OnEvent: n.events.push,
+		Logger:  n.log,
+	}, netio.UDPConfig{ReuseAddr: true})
+	if err != nil {
+		return fmt.Errorf("node: swim: %w", err)
+	}
+	n.swim = drv
+	n.rebuildView()
+
+	n.startedAt = time.Now()
+	n.serving.Store(true)
+	n.wg.Add(4)
+	go n.ownershipLoop()
+	go n.raftInbound()
+	go n.eventLoop()
+	go n.reconcileLoop()
+	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
+	return nil
+}
+
+// Ready is closed once the node serves requests: its cluster is born and
+// it knows the leader of every shard (or a grace period after birth ran out).
+func (n *Node) Ready() <-chan struct{} { return n.readyc }
+
+func (n *Node) isReady() bool {
+	select {
+	case <-n.readyc:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *Node) markReady() { n.readyMu.Do(func() { close(n.readyc) }) }
+
+// Addrs returns the bound client, peer and SWIM addresses (empty before
+// Start).
+func (n *Node) Addrs() (client, peer, swimAddr string) {
+	if n.net != nil {
+		client, peer = n.net.ClientAddr(), n.net.PeerAddr()
+	}
+	if n.swim != nil {
+		swimAddr = n.swim.Self().SwimAddr
+	}
+	return
+}
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Generation returns this life's generation.
+func (n *Node) Generation() uint64 { return n.gen }
+
+// routes returns the current routing cache.
+func (n *Node) routes() *router.Cache { return n.cache.Load() }
+
+// rotateCache replaces the routing cache once it is older than the
+// metadata sync interval: a cached route is never served longer than that
+// after it was learned, which bounds the staleness of plain lookups on
+// nodes that host no replica of the topic's shard.
+func (n *Node) rotateCache() {
+	if n.cacheAt.IsZero() {
+		n.cacheAt = time.Now()
+		return
+	}
+	if time.Since(n.cacheAt) < n.cfg.MetadataSyncInterval {
+		return
+	}
+	fresh, err := router.NewCache(router.CacheConfig{})
+	if err != nil {
+		return
+	}
+	old := n.cache.Swap(fresh)
+	st := old.Stats()
+	n.cacheMu.Lock()
+	n.cacheBase.Hits += st.Hits
+	n.cacheBase.Misses += st.Misses
+	n.cacheBase.Evictions += st.Evictions
+	n.cacheMu.Unlock()
+	n.cacheAt = time.Now()
+}
+
+func (n *Node) cacheStats() router.CacheStats {
+	st := n.routes().Stats()
+	n.cacheMu.Lock()
+	defer n.cacheMu.Unlock()
+	st.Hits += n.cacheBase.Hits
+	st.Misses += n.cacheBase.Misses
+	st.Evictions += n.cacheBase.Evictions
+	return st
+}
+
+func (n *Node) nameOf(id uint64) (string, bool) {
+	n.namesMu.RLock()
+	s, ok := n.names[id]
+	n.namesMu.RUnlock()
+	return s, ok
+}
+
+func (n *Node) markBorn() {
+	if n.born.Swap(true) {
+		return
+	}
+	n.bornAt.Store(time.Now().UnixNano())
+	b := n.store.NewBatch()
+	b.Put(localShard, bornKey, []byte{1})
+	if err := b.Commit(true); err != nil {
+		n.log.Error("node: persist birth marker", "err", err)
+	}
+}
+
+// Leave leaves gracefully: SWIM announces the leave, leaderships still held
+// are handed to other replicas, then the node closes. The topics this node
+// owned are moved by their shard leaders, as for a dead node.
+func (n *Node) Leave(ctx context.Context) error {
+	n.lifeMu.RLock()
+	started := n.started && !n.closing
+	n.lifeMu.RUnlock()
+	if !started {
+		return n.Close()
+	}
+	// Leave SWIM first: the others drop this node from their rings, so no
+	// shard manager hands a leadership back, and their followers elect new
+	// leaders at once for the groups it led (raftmux NodeDead); whatever it
+	// still leads after that is transferred explicitly.
+	if err := n.swim.Leave(4 * n.gossipInterval()); err != nil {
+		n.log.Warn("node: swim leave", "err", err)
+	}
+	n.handOff(ctx)
+	return n.Close()
+}
+
+func (n *Node) gossipInterval() time.Duration {
+	sc := n.cfg.swimConfig()
+	if sc.GossipInterval > 0 {
+		return sc.GossipInterval
+	}
+	return 200 * time.Millisecond
+}
+
+// handOff transfers every leadership this node holds to another voter and
+// waits (bounded by ctx) until none is left.
+func (n *Node) handOff(ctx context.Context) {
+	infos, err := n.host.Shards(ctx)
+	if err != nil {
+		return
+	}
+	v := n.view.Load()
+	for _, in := range infos {
+		if in.Leader != n.self {
+			continue
+		}
+		for _, vo := range in.Voters {
+			name, ok := n.nameOf(vo)
+			if vo == n.self || !ok || !v.alive(name) {
+				continue
+			}
+			if err := n.host.TransferLeader(ctx, in.Shard, vo); err == nil {
+				n.counters.transfers.Add(1)
+			}
+			break
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n.ledCount() == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (n *Node) ledCount() int {
+	c := 0
+	for i := range n.led {
+		if n.led[i].Load() {
+			c++
+		}
+	}
+	return c
+}
+
+// Close stops the node abruptly but cleanly: SWIM stops without a word,
+// connections close, raft stops, every goroutine ends, the store closes.
+func (n *Node) Close() error {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	n.lifeMu.Lock()
+	n.closing = true
+	started := n.started
+	n.lifeMu.Unlock()
+	var errs []error
+	if started {
+		n.cancel()
+		if n.swim != nil {
+			if err := n.swim.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		if n.net != nil {
+			if err := n.net.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if n.host != nil {
+			n.host.Stop()
+		}
+		n.events.close()
+		n.wg.Wait()
+	}
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// rebuildView recomputes the membership view, the raft id map, the peer
+// addresses and the ring from SWIM.
+func (n *Node) rebuildView() {
+	ms := n.swim.Members()
+	old := n.view.Load()
+	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool)}
+	for id, d := range old.dead {
+		v.dead[id] = d
+	}
+	v.changed = old.changed
+	var rm []router.Member
+	n.namesMu.Lock()
+	for _, m := range ms {
+		v.byID[m.ID] = m
+		rid := RaftID(m.ID)
+		if prev, ok := n.names[rid]; ok && prev != m.ID {
+			n.log.Error("node: member ignored", "member", m.ID, "err", fmt.Errorf("%w: %s and %s", ErrIDCollision, prev, m.ID))
+			continue
+		}
+		n.names[rid] = m.ID
+		if m.State == swim.StateSuspect {
+			v.suspects++
+		}
+		switch m.State {
+		case swim.StateAlive, swim.StateSuspect:
+			v.live = append(v.live, m.ID)
+			delete(v.dead, m.ID)
+			rm = append(rm, router.Member{ID: m.ID, Rack: m.Rack})
+		case swim.StateDead, swim.StateLeft:
+			v.dead[m.ID] = true
+		}
+		if m.ID != n.cfg.ID && m.PeerAddr != "" {
+			n.net.SetPeerAddr(m.ID, m.PeerAddr)
+		}
+	}
+	n.namesMu.Unlock()
+	slices.Sort(v.live)
+	if !slices.Equal(v.live, old.live) {
+		v.changed = time.Now()
+	}
+	ring, err := router.NewRing(rm, router.RingConfig{})
+	if err != nil {
+		n.log.Error("node: ring", "err", err)
+		ring, _ = router.NewRing(nil, router.RingConfig{})
+	}
+	v.ring = ring
+	v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
+	n.view.Store(v)
+}

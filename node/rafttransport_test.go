@@ -1,0 +1,102 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/wire"
+)
+
+type captureSender struct{ frames [][]byte }
+
+func (c *captureSender) Send(_ string, f []byte) error {
+	c.frames = append(c.frames, append([]byte(nil), f...))
+	return nil
+}
+
+func payloadOf(t *testing.T, f []byte, kind wire.Kind) []byte {
+	t.Helper()
+	var h wire.Header
+	if err := wire.DecodeHeader(f, &h); err != nil || h.Kind != kind || int(h.Length) != len(f)-wire.HeaderSize {
+		t.Fatalf("frame header %+v, %v", h, err)
+	}
+	return f[wire.HeaderSize:]
+}
+
+func testTransport(cs *captureSender) *raftTransport {
+	return &raftTransport{peers: cs, names: func(id uint64) (string, bool) { return "peer", id == 7 }}
+}
+
+func TestRaftBatchSurvivesTheWire(t *testing.T) {
+	cs := &captureSender{}
+	tr := testTransport(cs)
+	b := &raftmux.RaftBatch{
+		Messages: []raftmux.ShardMessage{{Shard: 3, Msg: &raftpb.Message{
+			Type: raftpb.MessageType_MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(1)), Term: new(uint64(4)),
+			Entries: []*raftpb.Entry{{Index: new(uint64(9)), Term: new(uint64(4)), Data: []byte("cmd")}},
+		}}},
+		Heartbeats:         []raftmux.Heartbeat{{Shard: 5, Term: 2, Commit: 8, Flags: raftmux.FlagQuiesce}},
+		HeartbeatResponses: []raftmux.Heartbeat{{Shard: 6, Term: 2, Flags: raftmux.FlagWake}, {Shard: 7, Term: 2}},
+	}
+	if err := tr.Send(7, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Send(8, b); !errors.Is(err, errUnknownRaftID) {
+		t.Fatalf("send to an unknown raft id: %v", err)
+	}
+	if len(cs.frames) != 1 {
+		t.Fatalf("%d frames for one batch", len(cs.frames))
+	}
+	got, err := decodeRaftBatch(payloadOf(t, cs.frames[0], wire.KindRaftBatch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.Messages[0]
+	if m.Shard != 3 || m.Msg.GetType() != raftpb.MessageType_MsgApp || m.Msg.GetTerm() != 4 || string(m.Msg.Entries[0].Data) != "cmd" {
+		t.Fatalf("message %+v", m)
+	}
+	if got.Heartbeats[0] != b.Heartbeats[0] {
+		t.Fatalf("heartbeat %+v", got.Heartbeats[0])
+	}
+	if got.HeartbeatResponses[0].Flags != raftmux.FlagWake || got.HeartbeatResponses[1].Flags != 0 {
+		t.Fatalf("responses %+v: the wake flag must survive", got.HeartbeatResponses)
+	}
+}
+
+func TestSnapshotChunkSurvivesTheWire(t *testing.T) {
+	cs := &captureSender{}
+	tr := testTransport(cs)
+	first := &raftmux.SnapshotChunk{Shard: 9, ID: 77, Seq: 0, Codec: raftmux.CodecZstd, Data: []byte("part one"),
+		Msg: &raftpb.Message{Type: raftpb.MessageType_MsgSnap.Enum(), To: new(uint64(7)), Snapshot: &raftpb.Snapshot{
+			Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(12)), Term: new(uint64(3)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 7}}}}}}
+	last := &raftmux.SnapshotChunk{Shard: 9, ID: 77, Seq: 1, Last: true, Codec: raftmux.CodecZstd, Data: []byte("part two")}
+	for _, c := range []*raftmux.SnapshotChunk{first, last} {
+		if err := tr.SendSnapshotChunk(7, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []*raftmux.SnapshotChunk{first, last} {
+		got, err := decodeSnapshotChunk(payloadOf(t, cs.frames[i], wire.KindSnapshotChunk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Shard != want.Shard || got.ID != want.ID || got.Seq != want.Seq || got.Last != want.Last || got.Codec != want.Codec || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("chunk %d: %+v, want %+v", i, got, want)
+		}
+		if (got.Msg == nil) != (want.Msg == nil) {
+			t.Fatalf("chunk %d: message presence", i)
+		}
+		if got.Msg != nil && got.Msg.GetSnapshot().GetMetadata().GetIndex() != 12 {
+			t.Fatalf("chunk %d: snapshot metadata %+v", i, got.Msg.GetSnapshot())
+		}
+	}
+	// Malformed framing inside a well-formed chunk is refused.
+	bad := wire.AppendSnapshotChunk(nil, &wire.SnapshotChunk{Shard: 1, Data: []byte{0x05, 1}})
+	if _, err := decodeSnapshotChunk(bad); !errors.Is(err, errBadChunk) {
+		t.Fatalf("bad chunk: %v", err)
+	}
+}

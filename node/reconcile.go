@@ -1,0 +1,273 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/raftmux"
+)
+
+// reconcileLoop is the local controller of every shard this node leads:
+// each interval it resends unacknowledged OpenTopic/CloseTopic, takes up a
+// new leadership's duties, moves the topics of dead owners, and fixes one
+// difference between a shard's raft configuration and the ring.
+func (n *Node) reconcileLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.ReconcileInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !n.born.Load() {
+			continue
+		}
+		v := n.view.Load()
+		knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+		gone := func(node string) bool {
+			_, known := v.byID[node]
+			return v.dead[node] || (!known && knowsAll)
+		}
+		for _, r := range n.rpcs.due(gone) {
+			n.sendRPC(&r)
+		}
+		for _, s := range n.rpcs.takeDuties() {
+			if n.led[s].Load() {
+				n.leaderDuty(s, v)
+			}
+		}
+		n.confirmHeld()
+		n.reassignDead(v)
+		n.manageShards(v)
+	}
+}
+
+// leaderDuty re-sends OpenTopic for every active topic of a shard this node
+// just took the leadership of, and CloseTopic to each previous owner, since
+// the previous leader may have failed before they were acknowledged.
+func (n *Node) leaderDuty(shard uint64, v *clusterView) {
+	var rs []*rpc
+	_ = n.sm.with(shard, func(st *meta.State) {
+		for a := range st.Topics() {
+			rs = append(rs, &rpc{node: a.Owner, open: true, topic: a.Topic, epoch: a.Epoch, partitions: a.Partitions, shard: shard})
+			if a.Previous != "" && !v.dead[a.Previous] {
+				rs = append(rs, &rpc{node: a.Previous, open: false, topic: a.Topic, epoch: a.Epoch, shard: shard})
+			}
+		}
+	})
+	for _, r := range rs {
+		n.rpcs.add(r)
+	}
+	select {
+	case n.rpcs.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reassignDead proposes, in every shard this node leads, the move of the
+// topics owned by members SWIM declared dead (or gone) to live members.
+//
+// An owner SWIM does not know at all counts as gone too, once this node has
+// run long enough to have heard of every member (unknownOwnerGrace): after
+// a restart SWIM has forgotten members that died meanwhile, and their
+// topics must still move.
+func (n *Node) reassignDead(v *clusterView) {
+	if len(v.live) == 0 {
+		return
+	}
+	knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+	gone := func(id string) bool {
+		if v.dead[id] {
+			return true
+		}
+		_, known := v.byID[id]
+		return !known && knowsAll
+	}
+	for s := range n.led {
+		if !n.led[s].Load() {
+			continue
+		}
+		shard := uint64(s)
+		var cmds []meta.Command
+		_ = n.sm.with(shard, func(st *meta.State) {
+			for _, o := range st.Owners() {
+				if !gone(o.ID) {
+					continue
+				}
+				cmd, err := st.PlanReassign(o.ID, liveNodes(v, st), 0)
+				if err != nil || len(cmd.Moves) == 0 {
+					continue
+				}
+				// Moves alias st's strings only, and Topic bytes are
+				// owned by the command: encode before leaving the lock.
+				cmds = append(cmds, cmd)
+			}
+		})
+		for i := range cmds {
+			data, err := meta.AppendCommand(nil, &cmds[i])
+			if err != nil {
+				n.log.Error("node: encode reassign", "shard", shard, "err", err)
+				continue
+			}
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+			res, err := n.host.Propose(ctx, shard, data)
+			cancel()
+			if err != nil {
+				n.log.Warn("node: reassign", "shard", shard, "dead", cmds[i].Node, "err", err)
+				continue
+			}
+			if ar, ok := res.(*applyResult); ok && ar.err == nil {
+				n.counters.reassigned.Add(uint64(ar.moved))
+				n.log.Info("reassigned topics of a dead owner", "shard", shard, "dead", cmds[i].Node, "moved", ar.moved)
+			}
+		}
+	}
+}
+
+// membershipSettle: reconcile intervals the live set must stay unchanged
+// before the shard manager changes any raft configuration.
+const membershipSettle = 5
+
+// catchUpWake: how long after adding a replica on a node its groups are
+// woken every round.
+const catchUpWake = 30 * time.Second
+
+// unknownOwnerGrace is ten reconcile intervals (2 s "fast", 5 s "lan").
+func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileInterval }
+
+// manageShards compares, for every shard this node leads, the raft
+// configuration with the ring's desired replicas and starts at most one
+// change per shard, at most MaxConfChanges per round over all shards:
+// add a desired member as learner, promote a learner that had a round to
+// catch up, remove a voter the ring no longer wants once the group has
+// more voters than the replication factor, and finally hand leadership to
+// the preferred replica.
+func (n *Node) manageShards(v *clusterView) {
+	if n.ledCount() == 0 || v.ring == nil || v.ring.Len() == 0 {
+		return
+	}
+	// Act only on a settled view: with a member suspected, or the live set
+	// just changed, the ring may be about to change again, and a change
+	// made now could remove a replica the next view wants back.
+	if v.suspects > 0 || time.Since(v.changed) < membershipSettle*n.cfg.ReconcileInterval {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	infos, err := n.host.Shards(ctx)
+	if err != nil {
+		return
+	}
+	budget := n.cfg.MaxConfChanges
+	// A replica added to a group starts empty and is caught up by its
+	// leader; a quiesced leader only does that while awake, so groups
+	// with a member that is not yet caught up are woken for it each round
+	// (NodeAlive wakes the groups this node leads that include it).
+	defer func() {
+		for id, since := range n.catchingUp {
+			if time.Since(since) > catchUpWake {
+				delete(n.catchingUp, id)
+				continue
+			}
+			n.host.NodeAlive(id)
+		}
+	}()
+	var desired []string
+	for _, in := range infos {
+		if budget == 0 {
+			return
+		}
+		if in.Leader != n.self || in.Shard >= uint64(n.cfg.Shards) {
+			continue
+		}
+		s := uint32(in.Shard)
+		desired = v.placement.Replicas(s, desired[:0])
+		if len(desired) == 0 {
+			continue
+		}
+		if n.shardStep(ctx, v, in, desired) {
+			budget--
+		}
+	}
+}
+
+func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, desired []string) bool {
+	want := make(map[uint64]bool, len(desired))
+	for _, d := range desired {
+		want[RaftID(d)] = true
+	}
+	// Promote learners the ring wants (added on an earlier round).
+	for _, l := range in.Learners {
+		if want[l] {
+			if _, err := n.host.Promote(ctx, in.Shard, l); err != nil {
+				n.log.Debug("node: promote", "shard", in.Shard, "err", err)
+				return false
+			}
+			n.counters.confChanges.Add(1)
+			return true
+		}
+		if _, err := n.host.RemoveReplica(ctx, in.Shard, l); err == nil {
+			n.counters.confChanges.Add(1)
+			return true
+		}
+	}
+	// Add a desired live member that is not in the group.
+	for _, d := range desired {
+		id := RaftID(d)
+		if slices.Contains(in.Voters, id) || !v.alive(d) {
+			continue
+		}
+		if _, err := n.host.AddLearner(ctx, in.Shard, id); err != nil {
+			n.log.Debug("node: add learner", "shard", in.Shard, "node", d, "err", err)
+			return false
+		}
+		n.catchingUp[id] = time.Now()
+		n.counters.confChanges.Add(1)
+		n.log.Info("shard: learner added", "shard", in.Shard, "node", d)
+		return true
+	}
+	// Remove a voter the ring does not want, once enough others are in.
+	if len(in.Voters) > n.cfg.Replicas {
+		for _, vo := range in.Voters {
+			if want[vo] {
+				continue
+			}
+			if vo == n.self {
+				return n.transferTo(ctx, in, desired, v)
+			}
+			if _, err := n.host.RemoveReplica(ctx, in.Shard, vo); err != nil {
+				n.log.Debug("node: remove replica", "shard", in.Shard, "err", err)
+				return false
+			}
+			n.counters.confChanges.Add(1)
+			name, _ := n.nameOf(vo)
+			n.log.Info("shard: replica removed", "shard", in.Shard, "node", name)
+			return true
+		}
+	}
+	// Leadership to the preferred replica.
+	if pref := v.placement.Leader(uint32(in.Shard)); pref != "" && pref != n.cfg.ID && v.alive(pref) && slices.Contains(in.Voters, RaftID(pref)) {
+		if err := n.host.TransferLeader(ctx, in.Shard, RaftID(pref)); err == nil {
+			n.counters.transfers.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) transferTo(ctx context.Context, in raftmux.Info, desired []string, v *clusterView) bool {
+	for _, d := range desired {
+		id := RaftID(d)
+		if d != n.cfg.ID && v.alive(d) && slices.Contains(in.Voters, id) {
+			if err := n.host.TransferLeader(ctx, in.Shard, id); err == nil {
+				n.counters.transfers.Add(1)
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package node
+
+import (
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/swim"
+)
+
+// Status is what `shoalctl status` shows of a node.
+type Status struct {
+	Node         string
+	Generation   uint64
+	MembersAlive int // live members this node knows, itself included
+	ShardsHosted int
+	ShardsLed    int
+	TopicsOwned  int
+	Ready        bool
+}
+
+// Status reports the node's status.
+func (n *Node) Status() Status {
+	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.owned.count(), Ready: n.isReady()}
+	if v := n.view.Load(); v != nil {
+		st.MembersAlive = len(v.live)
+	}
+	if ids, err := n.rs.Shards(); err == nil {
+		st.ShardsHosted = len(ids)
+	}
+	return st
+}
+
+// Stats are the node's counters, for metrics.
+type Stats struct {
+	Swim swim.DriverStats
+
+	RaftCommits     uint64 // storage batches committed by raft rounds
+	RaftFsyncs      uint64 // of which synced
+	RaftFramesOut   uint64 // RaftBatch frames sent
+	RaftSendErrors  uint64
+	RaftInboundQLen int // raft frames waiting to be decoded
+
+	FramesIn, FramesOut uint64 // every TCP frame (netio)
+	PeerSendDropped     uint64
+	Overloaded          uint64
+
+	Requests        uint64 // client and forwarded requests handled
+	Forwarded       uint64 // requests this node forwarded to a shard leader
+	ForwardsIn      uint64 // requests forwarded to this node
+	NotLeader       uint64 // requests answered NotLeader/Unavailable for want of a leader
+	TopicRejections uint64 // data requests answered NotLeaderForTopic
+	RecordsProduced uint64
+	RecordsFetched  uint64
+	RequestsActive  int
+
+	Cache router.CacheStats
+
+	TopicsOwned        int
+	OwnershipPending   int // OpenTopic/CloseTopic not yet acknowledged
+	OpensSent          uint64
+	ClosesSent         uint64
+	TopicsReassigned   uint64
+	ConfChanges        uint64
+	LeaderTransfers    uint64
+	ShardsLed          int
+	EventQueueLen      int
+	LeadersKnown       int
+	LeaderTableVersion uint64 // local change counter of the table
+	MetadataPulls      uint64 // shard-leader table pulls sent
+	MetadataSyncs      uint64 // shard-leader tables received and merged
+}
+
+// Stats returns a snapshot of the counters.
+func (n *Node) Stats() Stats {
+	s := Stats{
+		RaftCommits:      n.rs.commits.Load(),
+		RaftFsyncs:       n.rs.fsyncs.Load(),
+		Requests:         n.counters.requests.Load(),
+		Forwarded:        n.counters.forwarded.Load(),
+		ForwardsIn:       n.counters.forwardsIn.Load(),
+		NotLeader:        n.counters.notLeader.Load(),
+		TopicRejections:  n.counters.rejected.Load(),
+		RecordsProduced:  n.counters.produced.Load(),
+		RecordsFetched:   n.counters.fetched.Load(),
+		RequestsActive:   len(n.reqSem),
+		Cache:            n.cacheStats(),
+		TopicsOwned:      n.owned.count(),
+		OwnershipPending: n.rpcs.len(),
+		OpensSent:        n.counters.opensSent.Load(),
+		ClosesSent:       n.counters.closesSent.Load(),
+		TopicsReassigned: n.counters.reassigned.Load(),
+		ConfChanges:      n.counters.confChanges.Load(),
+		LeaderTransfers:  n.counters.transfers.Load(),
+		ShardsLed:        n.ledCount(),
+		EventQueueLen:    n.events.len(),
+		RaftInboundQLen:  len(n.rafts),
+	}
+	s.MetadataPulls = n.counters.metaPulls.Load()
+	s.MetadataSyncs = n.counters.metaSyncs.Load()
+	var rows []router.ShardLeader
+	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)
+	s.LeadersKnown = len(rows)
+	if n.rt != nil {
+		s.RaftFramesOut = n.rt.framesOut.Load()
+		s.RaftSendErrors = n.rt.sendErrs.Load()
+	}
+	if n.net != nil {
+		c := n.net.Counters()
+		s.FramesIn, s.FramesOut = c.FramesIn.Load(), c.FramesOut.Load()
+		s.PeerSendDropped, s.Overloaded = c.PeerSendDropped.Load(), c.Overloaded.Load()
+	}
+	if n.swim != nil {
+		s.Swim = n.swim.Stats()
+	}
+	return s
+}
