@@ -1,7 +1,7 @@
 // Command shoalctl is the command-line client of a Shoal cluster: it
 // assigns, looks up and revokes topics, produces and fetches records, and
 // shows members, shards and node status. Run shoalctl --help for the
-// commands; docs/shoalctl.md documents the output and exit codes.
+// commands; the README documents the output and exit codes.
 package main
 
 import (
