@@ -254,30 +254,11 @@ func DecodeSwimDatagram(b []byte, d *SwimDatagram) error {
 		return ErrTooLarge
 	}
 	r := reader{b: b}
-	if r.u16() != SwimMagic {
-		if r.err != nil {
-			return r.err
-		}
-		return ErrBadMagic
+	tag, err := decodeSwimHeader(&r, &d.Header)
+	if err != nil {
+		return err
 	}
-	if v := r.u8(); r.err == nil && v != ProtocolVersion {
-		return ErrVersion
-	}
-	flags := r.u8()
-	if r.err == nil && flags&^swimKnownFlags != 0 {
-		return ErrBadFlags
-	}
-	d.Header.Auth = flags&SwimFlagAuth != 0
-	d.Header.ClusterID = r.u64()
-	d.Header.Sender = swimBytes(&r, MaxNodeIDLen)
-	d.Header.Generation = swimUvarint(&r)
-	if d.Header.Auth {
-		d.TagOffset = r.off
-		r.fixed(SwimTagSize)
-	}
-	if r.err == nil && len(d.Header.Sender) == 0 {
-		return ErrMalformed
-	}
+	d.TagOffset = tag
 	decodeSwimMessage(&r, &d.Msg)
 	// The event count is one byte (BeginSwimEvents patches it in place).
 	n := int(r.u8())
@@ -500,30 +481,11 @@ func DecodeSwimPushPull(b []byte, p *SwimPushPull) error {
 		return ErrTooLarge
 	}
 	r := reader{b: b}
-	if r.u16() != SwimMagic {
-		if r.err != nil {
-			return r.err
-		}
-		return ErrBadMagic
+	tag, err := decodeSwimHeader(&r, &p.Header)
+	if err != nil {
+		return err
 	}
-	if v := r.u8(); r.err == nil && v != ProtocolVersion {
-		return ErrVersion
-	}
-	flags := r.u8()
-	if r.err == nil && flags&^swimKnownFlags != 0 {
-		return ErrBadFlags
-	}
-	p.Header.Auth = flags&SwimFlagAuth != 0
-	p.Header.ClusterID = r.u64()
-	p.Header.Sender = swimBytes(&r, MaxNodeIDLen)
-	p.Header.Generation = swimUvarint(&r)
-	if p.Header.Auth {
-		p.TagOffset = r.off
-		r.fixed(SwimTagSize)
-	}
-	if r.err == nil && len(p.Header.Sender) == 0 {
-		return ErrMalformed
-	}
+	p.TagOffset = tag
 	ppf := r.u8()
 	if r.err == nil && ppf&^swimPPFlagJoin != 0 {
 		return ErrBadFlags
@@ -604,4 +566,35 @@ func swimCount(r *reader, max, minSize int) int {
 		return 0
 	}
 	return int(v)
+}
+
+// decodeSwimHeader reads the header shared by datagrams and push-pull
+// payloads, and returns the offset of the HMAC tag (-1 without one).
+func decodeSwimHeader(r *reader, h *SwimHeader) (int, error) {
+	tag := -1
+	if r.u16() != SwimMagic {
+		if r.err != nil {
+			return tag, r.err
+		}
+		return tag, ErrBadMagic
+	}
+	if v := r.u8(); r.err == nil && v != ProtocolVersion {
+		return tag, ErrVersion
+	}
+	flags := r.u8()
+	if r.err == nil && flags&^swimKnownFlags != 0 {
+		return tag, ErrBadFlags
+	}
+	h.Auth = flags&SwimFlagAuth != 0
+	h.ClusterID = r.u64()
+	h.Sender = swimBytes(r, MaxNodeIDLen)
+	h.Generation = swimUvarint(r)
+	if h.Auth {
+		tag = r.off
+		r.fixed(SwimTagSize)
+	}
+	if r.err == nil && len(h.Sender) == 0 {
+		return tag, ErrMalformed
+	}
+	return tag, nil
 }
