@@ -278,7 +278,7 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 			linear = true
 			var er *wire.ErrorResponse
 			if errors.As(err, &er) && er.Epoch > route.Epoch && er.NodeID != "" && ValidateAddr(er.Addr) == nil {
-				c.cache.Put(topic, er.NodeID, er.Addr, er.Epoch)
+				c.cache.Put(topic, er.NodeID, er.Addr, er.Epoch, route.Partitions)
 				linear = false
 			}
 			if attempt == 0 || !linear {
@@ -310,7 +310,7 @@ func (c *Client) route(ctx context.Context, topic []byte, fresh bool) (router.Ro
 		return router.Route{}, fmt.Errorf("client: lookup %q: owner %q has no usable client address %q: %w",
 			topic, a.Owner, a.OwnerAddr, errNoOwnerAddr)
 	}
-	if !c.cache.Put(topic, a.Owner, a.OwnerAddr, a.Epoch) {
+	if !c.cache.Put(topic, a.Owner, a.OwnerAddr, a.Epoch, a.Partitions) {
 		// The cache knows a newer epoch than this answer.
 		if r, ok := c.cache.Get(topic); ok {
 			return r, nil
@@ -408,7 +408,7 @@ func (c *Client) lookup(ctx context.Context, topic []byte, linearizable bool) (A
 // remember caches an assignment's route when it names a usable address.
 func (c *Client) remember(a *Assignment) {
 	if a.Owner != "" && ValidateAddr(a.OwnerAddr) == nil {
-		c.cache.Put([]byte(a.Topic), a.Owner, a.OwnerAddr, a.Epoch)
+		c.cache.Put([]byte(a.Topic), a.Owner, a.OwnerAddr, a.Epoch, a.Partitions)
 	}
 }
 

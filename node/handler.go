@@ -288,7 +288,7 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 	if k == wire.KindAssignment {
 		var a wire.Assignment
 		if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
-			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch)
+			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch, a.Partitions)
 		}
 	}
 	return k, out
@@ -311,7 +311,7 @@ func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
 		return k, out, true
 	}
 	if r, ok := n.routes().Get(topic); ok && n.view.Load().alive(r.Owner) {
-		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, 0, shard, true)
+		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, r.Partitions, shard, true)
 		return k, out, true
 	}
 	return 0, nil, false
@@ -347,7 +347,7 @@ func (n *Node) clientAddrOf(id string) string {
 func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) (wire.Kind, []byte) {
 	addr := n.clientAddrOf(owner)
 	if !cached && owner != "" {
-		n.routes().Put(topic, owner, addr, epoch)
+		n.routes().Put(topic, owner, addr, epoch, partitions)
 	}
 	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
 }

@@ -12,9 +12,10 @@ import (
 // Route is where a topic lives: the node that owns it, the node's client
 // address, and the ownership epoch the route was learned at.
 type Route struct {
-	Owner string
-	Addr  string
-	Epoch uint64
+	Owner      string
+	Addr       string
+	Epoch      uint64
+	Partitions uint32
 }
 
 // CacheConfig configures NewCache.
@@ -123,7 +124,8 @@ type cacheEntry struct {
 	epoch atomic.Uint64
 	state atomic.Uint32
 	ref   atomic.Uint32 // CLOCK reference bit
-	_     [8]byte
+	parts atomic.Uint32 // the topic's partition count
+	_     [4]byte
 }
 
 // counterStripes is the number of hit/miss counter pairs, each on its own
@@ -215,7 +217,7 @@ func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 		}
 		if e.hash.Load() == h {
 			kp, kn := e.keyP.Load(), e.keyN.Load()
-			ep, epoch := e.ep.Load(), e.epoch.Load()
+			ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
 			if e.seq.Load() != s {
 				return Route{}, lookupRetry
 			}
@@ -231,7 +233,7 @@ func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 				if e.ref.Load() == 0 {
 					e.ref.Store(1)
 				}
-				return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch}, lookupHit
+				return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, lookupHit
 			}
 		}
 		i = (i + 1) & p.smask
@@ -250,13 +252,13 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 	s := e.seq.Load()
 	if s&1 == 0 && e.hash.Load() == h && e.state.Load() == slotLive {
 		kp, kn := e.keyP.Load(), e.keyN.Load()
-		ep, epoch := e.ep.Load(), e.epoch.Load()
+		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
 		if e.seq.Load() == s && unsafe.String(kp, int(kn)) == string(topic) {
 			if e.ref.Load() == 0 {
 				e.ref.Store(1)
 			}
 			c.stripe().hits.Add(1)
-			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch}, true
+			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
 		}
 	}
 	return c.getSlow(h, p, topic)
@@ -325,7 +327,7 @@ func (p *cachePart) intern(owner, addr string) *endpoint {
 // newer, and reports whether it did. The cache copies topic only when it is
 // new; Put of a present topic with an owner and address seen before
 // allocates nothing.
-func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
+func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions uint32) bool {
 	h := maphash.Bytes(hashSeed, topic)
 	p := c.part(h)
 	p.mu.Lock()
@@ -339,6 +341,7 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
 		e.seq.Add(1)
 		e.ep.Store(ep)
 		e.epoch.Store(epoch)
+		e.parts.Store(partitions)
 		e.state.Store(slotLive)
 		e.seq.Add(1)
 		p.mu.Unlock()
@@ -362,6 +365,7 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64) bool {
 	e.keyN.Store(uint64(len(key)))
 	e.ep.Store(ep)
 	e.epoch.Store(epoch)
+	e.parts.Store(partitions)
 	e.ref.Store(0)
 	e.state.Store(slotLive)
 	e.seq.Add(1)
@@ -423,6 +427,7 @@ func copySlot(dst, src *cacheEntry) {
 	dst.keyN.Store(src.keyN.Load())
 	dst.ep.Store(src.ep.Load())
 	dst.epoch.Store(src.epoch.Load())
+	dst.parts.Store(src.parts.Load())
 	dst.ref.Store(src.ref.Load())
 	dst.state.Store(src.state.Load())
 	dst.seq.Add(1)

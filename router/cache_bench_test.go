@@ -74,7 +74,7 @@ func benchCache(b *testing.B, bs [][]byte) *Cache {
 		b.Fatal(err)
 	}
 	for i, k := range bs {
-		c.Put(k, "n"+strconv.Itoa(i%7), "127.0.0.1:710"+strconv.Itoa(i%7), 1)
+		c.Put(k, "n"+strconv.Itoa(i%7), "127.0.0.1:710"+strconv.Itoa(i%7), 1, 1)
 	}
 	return c
 }
@@ -188,7 +188,7 @@ func BenchmarkPutExisting(b *testing.B) {
 		clk := startCPU()
 		defer clk.report(b)
 		for i := 0; b.Loop(); i++ {
-			c.Put(bs[i&(benchTopics-1)], "n3", "127.0.0.1:7103", 2)
+			c.Put(bs[i&(benchTopics-1)], "n3", "127.0.0.1:7103", 2, 1)
 		}
 	})
 	b.Run("impl=syncmap", func(b *testing.B) {
@@ -225,7 +225,7 @@ func BenchmarkMix95(b *testing.B) {
 			for pb.Next() {
 				k := bs[i&(benchTopics-1)]
 				if i%20 == 0 {
-					c.Put(k, "n3", "127.0.0.1:7103", uint64(i))
+					c.Put(k, "n3", "127.0.0.1:7103", uint64(i), 1)
 				} else {
 					c.Get(k)
 				}

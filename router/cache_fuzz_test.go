@@ -30,13 +30,13 @@ func FuzzCacheOps(f *testing.F) {
 			switch op {
 			case 0, 1:
 				want := m == nil || epoch >= m.epoch
-				if got := big.Put(k, owner, owner+"/addr", epoch); got != want {
+				if got := big.Put(k, owner, owner+"/addr", epoch, 1); got != want {
 					t.Fatalf("Put(%s, %d) = %v, model %v", key, epoch, got, want)
 				}
 				if want {
 					model[key] = &state{owner: owner, epoch: epoch, live: true}
 				}
-				small.Put(k, owner, owner+"/addr", epoch)
+				small.Put(k, owner, owner+"/addr", epoch, 1)
 			case 2:
 				want := m != nil && m.epoch <= epoch && !(m.epoch == epoch && !m.live)
 				if got := big.Invalidate(k, epoch); got != want {

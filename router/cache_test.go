@@ -48,23 +48,23 @@ func TestCacheEpochsOnlyGoForward(t *testing.T) {
 		applied bool
 		want    Route // zero: expect a miss
 	}{
-		{"put", "n2", 5, true, Route{"n2", "addr-n2", 5}},
-		{"put", "n1", 3, false, Route{"n2", "addr-n2", 5}},
-		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5}},
-		{"inv", "", 4, false, Route{"n3", "addr-n3", 5}}, // cached epoch is newer
+		{"put", "n2", 5, true, Route{"n2", "addr-n2", 5, 5}},
+		{"put", "n1", 3, false, Route{"n2", "addr-n2", 5, 5}},
+		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5, 5}},
+		{"inv", "", 4, false, Route{"n3", "addr-n3", 5, 5}}, // cached epoch is newer
 		{"inv", "", 5, true, Route{}},
 		{"inv", "", 5, false, Route{}},
 		{"put", "n1", 4, false, Route{}}, // below the fence
-		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5}},
+		{"put", "n3", 5, true, Route{"n3", "addr-n3", 5, 5}},
 		{"inv", "", 9, true, Route{}},
 		{"put", "n4", 8, false, Route{}},
-		{"put", "n4", 9, true, Route{"n4", "addr-n4", 9}},
-		{"put", "n5", 12, true, Route{"n5", "addr-n5", 12}},
+		{"put", "n4", 9, true, Route{"n4", "addr-n4", 9, 9}},
+		{"put", "n5", 12, true, Route{"n5", "addr-n5", 12, 12}},
 	}
 	for i, s := range steps {
 		var applied bool
 		if s.op == "put" {
-			applied = c.Put(topic, s.owner, "addr-"+s.owner, s.epoch)
+			applied = c.Put(topic, s.owner, "addr-"+s.owner, s.epoch, uint32(s.epoch))
 		} else {
 			applied = c.Invalidate(topic, s.epoch)
 		}
@@ -90,7 +90,7 @@ func TestCacheHitsAndPutsAllocateNothing(t *testing.T) {
 	topics := make([][]byte, 100)
 	for i := range topics {
 		topics[i] = []byte("orders." + strconv.Itoa(i))
-		c.Put(topics[i], "n1", "127.0.0.1:7101", 1)
+		c.Put(topics[i], "n1", "127.0.0.1:7101", 1, 1)
 	}
 	i := 0
 	if n := testing.AllocsPerRun(500, func() {
@@ -105,7 +105,7 @@ func TestCacheHitsAndPutsAllocateNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(500, func() {
 		i++
 		epoch++
-		c.Put(topics[i%100], "n2", "127.0.0.1:7102", epoch)
+		c.Put(topics[i%100], "n2", "127.0.0.1:7102", epoch, 1)
 	}); n != 0 {
 		t.Fatalf("Put of a present topic allocates %v", n)
 	}
@@ -115,7 +115,7 @@ func TestCacheStaysWithinCapacity(t *testing.T) {
 	c := mustCache(t, CacheConfig{Capacity: 256, Shards: 4})
 	const n = 5000
 	for i := range n {
-		c.Put([]byte("t"+strconv.Itoa(i)), "n1", "a", 1)
+		c.Put([]byte("t"+strconv.Itoa(i)), "n1", "a", 1, 1)
 		if l := c.Len(); l > c.Capacity() {
 			t.Fatalf("after %d puts Len %d > capacity %d", i+1, l, c.Capacity())
 		}
@@ -143,10 +143,10 @@ func TestCacheKeepsHotTopics(t *testing.T) {
 	hot := make([][]byte, 64)
 	for i := range hot {
 		hot[i] = []byte("hot." + strconv.Itoa(i))
-		c.Put(hot[i], "n1", "a", 1)
+		c.Put(hot[i], "n1", "a", 1, 1)
 	}
 	for i := range 20000 {
-		c.Put([]byte("cold."+strconv.Itoa(i)), "n2", "b", 1)
+		c.Put([]byte("cold."+strconv.Itoa(i)), "n2", "b", 1, 1)
 		c.Get(hot[i%len(hot)])
 	}
 	for _, h := range hot {
@@ -180,7 +180,7 @@ func TestCacheMatchesModel(t *testing.T) {
 				owner := "n" + strconv.Itoa(rng.IntN(5))
 				m := model[k]
 				want := m == nil || e >= m.epoch
-				if got := c.Put([]byte(k), owner, owner+":addr", e); got != want {
+				if got := c.Put([]byte(k), owner, owner+":addr", e, 1); got != want {
 					t.Fatalf("round %d op %d: Put(%s, %d) = %v, model %v", round, op, k, e, got, want)
 				}
 				if want {
@@ -242,7 +242,7 @@ func TestCacheConcurrent(t *testing.T) {
 					for _, r := range routes[w] {
 						for i, tp := range topics {
 							if i%writers == w || i%5 == 0 {
-								c.Put(tp, r.Owner, r.Addr, r.Epoch)
+								c.Put(tp, r.Owner, r.Addr, r.Epoch, r.Partitions)
 							}
 							if i%7 == 0 {
 								c.Invalidate(tp, r.Epoch-1)
