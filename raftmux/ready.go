@@ -220,10 +220,6 @@ func (w *worker) finish(items []readyItem) {
 			clear(r.readWaits[n:])
 			r.readWaits = r.readWaits[:n]
 		}
-		if r.removed {
-			w.destroy(r)
-			continue
-		}
 		if r.applied > r.compacted+cfg.CompactionOverhead {
 			idx := r.applied - cfg.CompactionKeep
 			if err := cfg.Storage.Compact(r.shard, idx); err != nil {
@@ -380,8 +376,13 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cs, index: e.GetIndex()}})
 		}
 	}
-	if !isMember(cs, w.h.cfg.NodeID) {
-		r.removed = true
+	switch member := isMember(cs, w.h.cfg.NodeID); {
+	case member:
+		r.removed = false
+	case !r.removed:
+		r.removed, r.removedTick = true, w.tickCount
+		// Stay awake, so that tick sees the grace period end.
+		w.wake(r)
 	}
 }
 
@@ -391,8 +392,9 @@ func (w *worker) destroy(r *replica) {
 	delete(w.replicas, r.shard)
 	delete(w.awake, r.shard)
 	// Stale members may still talk to us about this shard; do not let them
-	// recreate it.
-	w.tombstones[r.shard] = struct{}{}
+	// recreate it for a while. Later, a leader that adds this node back
+	// again creates it afresh, as a new learner.
+	w.tombstones[r.shard] = w.tickCount
 	if err := w.h.cfg.Storage.DeleteShard(r.shard); err != nil {
 		w.h.cfg.Logger.Error("raftmux: delete removed shard", "shard", r.shard, "err", err)
 	}

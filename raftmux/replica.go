@@ -20,7 +20,15 @@ type replica struct {
 	touched  bool
 	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
-	removed  bool
+	// removed: the last configuration this replica applied leaves it out.
+	// It is destroyed, with its data, only once it has stayed out and heard
+	// nothing for removedGraceTicks: entries it already acknowledged may add
+	// it back, and the leader counts on what it acknowledged.
+	removed     bool
+	removedTick uint64
+	heardTick   uint64 // the tick of the last message for this replica
+	// warnedBeyond: a heartbeat past the log was logged once already.
+	warnedBeyond bool
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
@@ -233,8 +241,11 @@ func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
 	if !createsReplica(t) {
 		return nil
 	}
-	if _, dead := w.tombstones[shard]; dead {
-		return nil
+	if at, dead := w.tombstones[shard]; dead {
+		if w.tickCount-at < uint64(removedGraceElections*w.h.cfg.ElectionTicks) {
+			return nil
+		}
+		delete(w.tombstones, shard)
 	}
 	r, err := w.openReplica(shard)
 	if err != nil {
@@ -252,6 +263,7 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 	if r == nil {
 		return
 	}
+	r.heardTick = w.tickCount
 	t := m.GetType()
 	if t != raftpb.MessageType_MsgHeartbeatResp && t != raftpb.MessageType_MsgAppResp {
 		w.wake(r)
@@ -267,16 +279,30 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 	if r == nil {
 		return
 	}
+	r.heardTick = w.tickCount
 	quiesce := hb.Flags&FlagQuiesce != 0
 	if !quiesce {
 		w.wake(r)
+	}
+	commit := hb.Commit
+	if last, err := r.rs.LastIndex(); err == nil && commit > last {
+		// A leader vouches for a commit index this replica does not hold:
+		// it counts on entries this replica no longer has (a peer's stale
+		// view, or data lost under it). Raft would stop the process on
+		// that; the replica instead keeps what it has, and the leader's
+		// probes or a snapshot repair it.
+		if !r.warnedBeyond {
+			r.warnedBeyond = true
+			w.h.cfg.Logger.Warn("raftmux: heartbeat commit beyond the log", "shard", shard, "from", from, "commit", commit, "last", last)
+		}
+		commit = last
 	}
 	_ = r.rn.Step(&raftpb.Message{
 		Type:   raftpb.MessageType_MsgHeartbeat.Enum(),
 		From:   new(from),
 		To:     new(w.h.cfg.NodeID),
 		Term:   new(hb.Term),
-		Commit: new(hb.Commit),
+		Commit: new(commit),
 	})
 	w.touch(r)
 	if !quiesce {

@@ -458,3 +458,57 @@ func TestHeartbeatsAreCoalesced(t *testing.T) {
 		t.Fatalf("%.1f heartbeat tuples per frame for %d groups: not coalesced per host pair", perFrame, shards)
 	}
 }
+
+// TestReplicaRemovedAndAddedBackWhileDown: a stopped replica is removed from
+// its group and added back as a learner before it returns. On its return it
+// receives both changes at once. It must not delete the data it
+// acknowledged because the first change left it out: the leader counts on
+// that data, and a replica that deleted it would later be told of a commit
+// index beyond its log.
+func TestReplicaRemovedAndAddedBackWhileDown(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	for i := range 3 {
+		if _, err := c.propose(0, fmt.Appendf(nil, "k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := uint64(3)
+	if victim == lead {
+		victim = 2
+	}
+	c.waitFor("victim to apply", 5*time.Second, func() bool { return c.stores[victim].Len(0) == 3 })
+	c.stop(victim)
+	h := c.hosts[lead]
+	change := func(what string, f func() error) {
+		c.waitFor(what, 5*time.Second, func() bool {
+			err := f()
+			if err != nil && !errors.Is(err, raftmux.ErrDropped) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			return err == nil
+		})
+	}
+	change("removal", func() error { _, err := h.RemoveReplica(ctx, 0, victim); return err })
+	change("learner", func() error { _, err := h.AddLearner(ctx, 0, victim); return err })
+	if _, err := c.propose(0, []byte("k3")); err != nil {
+		t.Fatal(err)
+	}
+	c.start(victim)
+	c.waitFor("returning learner to apply everything", 5*time.Second, func() bool {
+		inf, ok := c.infos()[victim][0]
+		return ok && c.stores[victim].Len(0) == 4 && slices.Contains(inf.Learners, victim)
+	})
+	// Long past the grace period of a removed replica, it still holds its
+	// data and follows the group.
+	time.Sleep(time.Duration(4*10) * testTick * 2)
+	if _, err := c.propose(0, []byte("k4")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("learner to apply a new entry", 5*time.Second, func() bool { return c.stores[victim].Len(0) == 5 })
+	if _, hosted := c.infos()[victim][0]; !hosted {
+		t.Fatal("the learner deleted its replica")
+	}
+}

@@ -62,7 +62,7 @@ type worker struct {
 	spare      []event
 	replicas   map[uint64]*replica
 	awake      map[uint64]*replica
-	tombstones map[uint64]struct{}
+	tombstones map[uint64]uint64 // destroyed shard → the tick it was destroyed at
 	dead       map[uint64]bool
 	touched    []*replica
 	readies    []readyItem
@@ -75,6 +75,13 @@ type worker struct {
 	flights    chan *flight
 	inflight   int
 }
+
+// removedGraceElections is how many election timeouts a replica left out
+// of its group's configuration waits, hearing nothing, before it deletes
+// itself and its data. The entries that removed it may be followed by
+// entries, already acknowledged, that add it back; the leader stops
+// talking to a replica only once it applied the removal.
+const removedGraceElections = 3
 
 // maxFlights bounds the storage batches a worker has in flight with
 // Config.PipelineWrites.
@@ -100,7 +107,7 @@ func newWorker(h *Host, idx int, seq uint64) *worker {
 		wakec:      make(chan struct{}, 1),
 		replicas:   make(map[uint64]*replica),
 		awake:      make(map[uint64]*replica),
-		tombstones: make(map[uint64]struct{}),
+		tombstones: make(map[uint64]uint64),
 		dead:       make(map[uint64]bool),
 		outbox:     make(map[uint64]*RaftBatch),
 		seq:        seq,
@@ -303,7 +310,12 @@ func (w *worker) handle(ev *event) {
 
 func (w *worker) tick() {
 	w.tickCount++
+	grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
 	for _, r := range w.awake {
+		if r.removed && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
+			w.destroy(r)
+			continue
+		}
 		if r.skipTicks > 0 {
 			r.skipTicks--
 		} else {
