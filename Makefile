@@ -14,7 +14,7 @@ PKGS        ?= ./...
 export CGO_ENABLED ?= 0
 RACE_TAGS := pebblegozstd
 
-.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke bench clean
+.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak bench clean
 
 all: build
 
@@ -57,6 +57,15 @@ fuzz-smoke:
 
 fuzz:
 	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+# A long churn of a 5-node cluster of real processes (kill -9, pause,
+# restart) under a write load, then checks that nothing acknowledged was
+# lost. make test runs the same test for 20 s. SOAKTIME sets the length;
+# a failure keeps every node's whole log under SHOAL_TEST_LOGS.
+SOAKTIME ?= 10m
+soak:
+	@d=$${SHOAL_TEST_LOGS:-$$(mktemp -d)}; echo "soak for $(SOAKTIME); node logs go to $$d"; \
+	SHOAL_TEST_LOGS=$$d $(GO) test ./tests -run TestProcessSoak -count=1 -v -soak $(SOAKTIME) -timeout 60m
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)

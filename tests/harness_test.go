@@ -191,7 +191,13 @@ func startCluster(t *testing.T, n int) *cluster {
 // start runs p's process (again, after a kill) with the same arguments.
 func (c *cluster) start(p *proc) {
 	c.t.Helper()
-	p.output = &syncBuffer{}
+	if p.output == nil {
+		p.output = &syncBuffer{}
+	} else {
+		// A restart keeps the earlier lives' log, which a failure after it
+		// often needs.
+		fmt.Fprintf(p.output, "---- %s restarted ----\n", p.id)
+	}
 	p.cmd = exec.Command(c.shoal, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	if err := p.cmd.Start(); err != nil {
@@ -253,6 +259,30 @@ func (c *cluster) stopAll() {
 	}
 	if c.t.Failed() {
 		c.showLogs()
+	}
+	c.keepLogs()
+}
+
+// keepLogs writes every node's whole log to $SHOAL_TEST_LOGS/<test>/<node>.log
+// when that variable names a directory: a failure's tail is not always
+// enough to explain it.
+func (c *cluster) keepLogs() {
+	root := os.Getenv("SHOAL_TEST_LOGS")
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(c.t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.t.Logf("keep logs: %v", err)
+		return
+	}
+	for _, p := range c.nodes {
+		if p.output == nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.id+".log"), []byte(p.output.String()), 0o644); err != nil {
+			c.t.Logf("keep logs: %v", err)
+		}
 	}
 }
 
