@@ -178,6 +178,9 @@ var (
 	ErrBadChunk = errors.New("raftmux: bad snapshot chunk")
 	// ErrInvalid: bad argument.
 	ErrInvalid = errors.New("raftmux: invalid argument")
+	// ErrCorrupt: a shard's stored state contradicts itself (an applied
+	// index beyond its log).
+	ErrCorrupt = errors.New("raftmux: stored shard state is inconsistent")
 )
 
 // NotLeaderError is returned when a request reaches a replica that does not

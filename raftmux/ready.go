@@ -180,6 +180,7 @@ func (w *worker) finish(items []readyItem) {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.term = rd.HardState.GetTerm()
 			r.persistedVote = rd.HardState.GetVote()
+			r.persistedCommit = rd.HardState.GetCommit()
 		}
 		if !items[i].early {
 			for _, m := range rd.Messages {
@@ -257,6 +258,15 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 		w.apply(it.r, ents, ab)
 		it.applied = true
 		any = true
+		if r := it.r; early && r.applied > r.persistedCommit {
+			// The applied index is written before this Ready's HardState:
+			// write a commit index that covers it with it, or a crash in
+			// between leaves an applied index above the durable commit
+			// index, which raft refuses to start from. The entries up to
+			// it are durable already.
+			ab.Append(r.shard, &raftpb.HardState{Term: new(r.term), Vote: new(r.persistedVote), Commit: new(r.applied)}, nil)
+			r.persistedCommit = r.applied
+		}
 	}
 	if !any {
 		return true

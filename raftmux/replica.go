@@ -38,9 +38,11 @@ type replica struct {
 	lead          uint64
 	term          uint64
 	persistedVote uint64
-	applied       uint64
-	compacted     uint64
-	confState     *raftpb.ConfState
+	// persistedCommit is the commit index of the HardState last written.
+	persistedCommit uint64
+	applied         uint64
+	compacted       uint64
+	confState       *raftpb.ConfState
 
 	proposals map[uint64]*request // proposal id → waiter
 	ccPending bool                // a conf change of ours is in flight
@@ -105,6 +107,22 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: initial state: %w", shard, err)
 	}
+	if applied > hs.GetCommit() {
+		// Written by a version that could persist the applied index before
+		// the commit index covering it. Entries are applied only once
+		// committed, so the commit index is at least the applied one.
+		last, err := rs.LastIndex()
+		if err != nil || applied > last {
+			return nil, fmt.Errorf("raftmux: shard %d: applied index %d beyond the log (last %d): %w", shard, applied, last, ErrCorrupt)
+		}
+		w.h.cfg.Logger.Warn("raftmux: commit index raised to the applied index", "shard", shard, "commit", hs.GetCommit(), "applied", applied)
+		b := st.NewBatch()
+		b.Append(shard, &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(applied)}, nil)
+		if err := b.Commit(true); err != nil {
+			return nil, fmt.Errorf("raftmux: shard %d: raise commit index: %w", shard, err)
+		}
+		hs.Commit = new(applied)
+	}
 	first, err := rs.FirstIndex()
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: first index: %w", shard, err)
@@ -114,16 +132,17 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
 	}
 	r := &replica{
-		shard:         shard,
-		rn:            rn,
-		rs:            rs,
-		term:          hs.GetTerm(),
-		persistedVote: hs.GetVote(),
-		applied:       applied,
-		compacted:     first - 1,
-		confState:     cs,
-		proposals:     make(map[uint64]*request),
-		reads:         make(map[uint64]*request),
+		shard:           shard,
+		rn:              rn,
+		rs:              rs,
+		term:            hs.GetTerm(),
+		persistedVote:   hs.GetVote(),
+		persistedCommit: hs.GetCommit(),
+		applied:         applied,
+		compacted:       first - 1,
+		confState:       cs,
+		proposals:       make(map[uint64]*request),
+		reads:           make(map[uint64]*request),
 	}
 	w.replicas[shard] = r
 	w.awake[shard] = r
