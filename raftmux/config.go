@@ -67,6 +67,10 @@ type Config struct {
 	PipelineWrites bool
 	// DisableQuiesce keeps every group ticking (for comparison runs).
 	DisableQuiesce bool
+	// PromoteMaxLag: Promote refuses (ErrLearnerBehind) a learner whose
+	// replicated log is more than this many entries behind the leader's
+	// commit index. Default 0: it must hold every committed entry.
+	PromoteMaxLag uint64
 	// ReadRetryTicks: a ReadIndex request without an answer after this many
 	// ticks is re-issued with a fresh request id. Default 2×ElectionTicks.
 	ReadRetryTicks int

@@ -217,7 +217,9 @@ func (h *Host) AddLearner(ctx context.Context, shard, node uint64) (*raftpb.Conf
 }
 
 // Promote makes learner node a voter, through a joint configuration that
-// raft leaves automatically.
+// raft leaves automatically. A learner that has not caught up with the
+// leader's commit index (see Config.PromoteMaxLag) is refused with a
+// *LearnerBehindError (errors.Is ErrLearnerBehind); retry later.
 func (h *Host) Promote(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
 	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
 		raftpb.ConfChangeType_ConfChangeAddNode, node)

@@ -453,6 +453,10 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
 		return
 	}
+	if err := w.learnerCaughtUp(r, req.cc); err != nil {
+		req.done <- result{err: err}
+		return
+	}
 	w.seq++
 	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.ProposeConfChange(req.cc); err != nil {
@@ -462,6 +466,35 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 	r.proposals[w.seq] = req
 	r.ccPending = true
 	w.touch(r)
+}
+
+// learnerCaughtUp refuses to promote a learner that does not yet hold the
+// leader's committed log (within Config.PromoteMaxLag entries): as a voter
+// it would count towards quorums it cannot help form until it catches up.
+// Only changes that turn a current learner into a voter are checked.
+func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
+	var learner uint64
+	for _, c := range cc.GetChanges() {
+		if c.GetType() == raftpb.ConfChangeType_ConfChangeAddNode && slices.Contains(r.confState.GetLearners(), c.GetNodeId()) {
+			learner = c.GetNodeId()
+		}
+	}
+	if learner == 0 {
+		return nil
+	}
+	commit := r.rn.BasicStatus().GetCommit()
+	var match uint64
+	var state tracker.StateType
+	found := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == learner {
+			match, state, found = pr.Match, pr.State, true
+		}
+	})
+	if found && state == tracker.StateReplicate && match+w.h.cfg.PromoteMaxLag >= commit {
+		return nil
+	}
+	return &LearnerBehindError{Shard: r.shard, Node: learner, Match: match, Commit: commit}
 }
 
 func (w *worker) read(shard uint64, req *request) {

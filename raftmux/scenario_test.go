@@ -458,3 +458,56 @@ func TestHeartbeatsAreCoalesced(t *testing.T) {
 		t.Fatalf("%.1f heartbeat tuples per frame for %d groups: not coalesced per host pair", perFrame, shards)
 	}
 }
+
+func TestPromoteRefusesLearnerThatHasNotCaughtUp(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	ctx := context.Background()
+	for _, v := range []uint64{1, 2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, 3, []uint64{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[1].Campaign(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.waitLeaders([]uint64{3}, 5*time.Second)[3]
+	for i := 0; i < 5; i++ {
+		if _, err := c.propose(3, fmt.Appendf(nil, "k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The learner is cut off before it hears anything of the group.
+	c.net.Partition([]uint64{4}, []uint64{1, 2, 3})
+	if _, err := c.hosts[lead].AddLearner(ctx, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.propose(3, []byte("k5")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.hosts[lead].Promote(ctx, 3, 4)
+	var lb *raftmux.LearnerBehindError
+	if !errors.Is(err, raftmux.ErrLearnerBehind) || !errors.As(err, &lb) || lb.Node != 4 || lb.Match >= lb.Commit {
+		t.Fatalf("Promote of a cut-off learner: %v, want a LearnerBehindError for node 4", err)
+	}
+	inf := c.infos()[lead][3]
+	if slices.Contains(inf.Voters, 4) || !slices.Contains(inf.Learners, 4) {
+		t.Fatalf("refused promotion changed the configuration: voters %v learners %v", inf.Voters, inf.Learners)
+	}
+	// Healed, the learner gets the state by snapshot and log, and once it
+	// holds the committed log the same call succeeds.
+	c.net.Heal()
+	c.waitFor("promotion of the caught-up learner", 10*time.Second, func() bool {
+		cs, err := c.hosts[lead].Promote(ctx, 3, 4)
+		if err != nil {
+			if !errors.Is(err, raftmux.ErrLearnerBehind) && !errors.Is(err, raftmux.ErrDropped) {
+				t.Fatal(err)
+			}
+			return false
+		}
+		if !slices.Contains(cs.GetVoters(), 4) {
+			t.Fatalf("voters after Promote: %v", cs.GetVoters())
+		}
+		return true
+	})
+	c.waitFor("promoted learner to apply everything", 5*time.Second, func() bool { return c.stores[4].Len(3) == 6 })
+}
