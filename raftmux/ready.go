@@ -96,6 +96,7 @@ func (w *worker) processReady() {
 			}
 			w.softState(r, rd.SoftState, term)
 		}
+		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
 		if it.early {
 			for _, m := range rd.Messages {
@@ -418,4 +419,13 @@ func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	r.compacted = idx
 	r.confState = snap.GetMetadata().GetConfState()
 	return nil
+}
+
+func hasConfChange(ents []*raftpb.Entry) bool {
+	for _, e := range ents {
+		if t := e.GetType(); t == raftpb.EntryType_EntryConfChange || t == raftpb.EntryType_EntryConfChangeV2 {
+			return true
+		}
+	}
+	return false
 }

@@ -21,6 +21,11 @@ type replica struct {
 	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
 	removed  bool
+	// confCommitting: the Ready being handled commits a configuration
+	// change, or the group is in a joint configuration; commit-only
+	// appends are then sent (a replica being removed learns its removal
+	// from them, and hears nothing once it is out).
+	confCommitting bool
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.

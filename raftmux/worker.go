@@ -6,6 +6,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 type evKind uint8
@@ -352,9 +353,35 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 	case raftpb.MessageType_MsgSnap:
 		w.sendSnapshot(r, m)
 		return
+	case raftpb.MessageType_MsgApp:
+		if len(m.Entries) == 0 && commitOnly(r, m) {
+			return
+		}
 	}
 	b := w.outbound(to)
 	b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: m})
+}
+
+// commitOnly reports whether m, an append without entries, only tells a
+// follower a newer commit index and may be left unsent: the follower has
+// acknowledged everything up to the append's position (nothing is in flight
+// that this message would help recover) and is being replicated to. It then
+// learns the commit index from its next append or heartbeat, at most a tick
+// later; a commit is complete when the leader applies it, so no proposer
+// waits for this. It halves the messages of a group with one proposal at a
+// time (append, ack, commit, ack → append, ack).
+func commitOnly(r *replica, m *raftpb.Message) bool {
+	if r.confCommitting {
+		return false
+	}
+	to, idx := m.GetTo(), m.GetIndex()
+	ok := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == to {
+			ok = pr.State == tracker.StateReplicate && pr.Match >= idx
+		}
+	})
+	return ok
 }
 
 // flush sends every non-empty outbound batch, one per node.
