@@ -71,7 +71,9 @@ func (c *cluster) start(id uint64) *raftmux.Host {
 			c.mu.Unlock()
 		},
 	}
+	// The whole suite runs on either storage path.
 	cfg.PipelineWrites = os.Getenv("RAFTMUX_PIPELINE") != ""
+	cfg.AsyncStorageWrites = os.Getenv("RAFTMUX_ASYNC") != ""
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

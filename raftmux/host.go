@@ -49,7 +49,11 @@ func NewHost(cfg Config) (*Host, error) {
 	// the ids of entries its previous life left in the logs.
 	seq := uint64(time.Now().UnixNano())
 	for i := 0; i < c.Workers; i++ {
-		h.workers = append(h.workers, newWorker(h, i, seq))
+		w := newWorker(h, i, seq)
+		if c.AsyncStorageWrites {
+			w.wr = newWriter(w)
+		}
+		h.workers = append(h.workers, w)
 	}
 	shards, err := c.Storage.Shards()
 	if err != nil {
@@ -64,6 +68,10 @@ func NewHost(cfg Config) (*Host, error) {
 	for _, w := range h.workers {
 		h.wg.Add(1)
 		go w.run()
+		if w.wr != nil {
+			h.wg.Add(1)
+			go w.wr.run()
+		}
 	}
 	h.wg.Add(1)
 	go h.clock()

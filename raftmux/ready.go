@@ -41,6 +41,10 @@ func (w *worker) completeFlights() {
 // processReady runs the persist/send/apply/advance half of a round for
 // every touched group.
 func (w *worker) processReady() {
+	if w.wr != nil {
+		w.processReadyAsync()
+		return
+	}
 	cfg := &w.h.cfg
 	pipelined := cfg.PipelineWrites
 	if pipelined && w.inflight >= maxFlights {
@@ -175,7 +179,6 @@ func (w *worker) processReady() {
 // finish runs the rest of a round once its Readies are durable: messages
 // that had to wait, applying, Advance.
 func (w *worker) finish(items []readyItem) {
-	cfg := &w.h.cfg
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		if !raft.IsEmptyHardState(rd.HardState) {
@@ -198,41 +201,13 @@ func (w *worker) finish(items []readyItem) {
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		r.rn.Advance(*rd)
-		for _, rs := range rd.ReadStates {
-			if len(rs.RequestCtx) != 8 {
-				continue
-			}
-			id := binary.LittleEndian.Uint64(rs.RequestCtx)
-			if req := r.reads[id]; req != nil {
-				delete(r.reads, id)
-				r.readWaits = append(r.readWaits, readWait{index: rs.Index, req: req})
-			}
-		}
-		if len(r.readWaits) > 0 {
-			n := 0
-			for _, rw := range r.readWaits {
-				if rw.index <= r.applied {
-					w.waiters = append(w.waiters, waiter{req: rw.req, res: result{index: rw.index}})
-				} else {
-					r.readWaits[n] = rw
-					n++
-				}
-			}
-			clear(r.readWaits[n:])
-			r.readWaits = r.readWaits[:n]
-		}
+		w.readStates(r, rd.ReadStates)
+		w.answerReads(r)
 		if r.removed {
 			w.destroy(r)
 			continue
 		}
-		if r.applied > r.compacted+cfg.CompactionOverhead {
-			idx := r.applied - cfg.CompactionKeep
-			if err := cfg.Storage.Compact(r.shard, idx); err != nil {
-				cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
-			} else {
-				r.compacted = idx
-			}
-		}
+		w.maybeCompact(r)
 		if r.rn.HasReady() {
 			w.touch(r)
 		}
@@ -240,6 +215,53 @@ func (w *worker) finish(items []readyItem) {
 	w.reply()
 	if len(w.touched) > 0 {
 		w.notify()
+	}
+}
+
+// readStates records raft's answers to read requests; they are answered
+// once the replica has applied up to their index.
+func (w *worker) readStates(r *replica, rss []raft.ReadState) {
+	for _, rs := range rss {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.LittleEndian.Uint64(rs.RequestCtx)
+		if req := r.reads[id]; req != nil {
+			delete(r.reads, id)
+			r.readWaits = append(r.readWaits, readWait{index: rs.Index, req: req})
+		}
+	}
+}
+
+// answerReads queues the answers of the reads r has applied far enough for.
+func (w *worker) answerReads(r *replica) {
+	if len(r.readWaits) == 0 {
+		return
+	}
+	n := 0
+	for _, rw := range r.readWaits {
+		if rw.index <= r.applied {
+			w.waiters = append(w.waiters, waiter{req: rw.req, res: result{index: rw.index}})
+		} else {
+			r.readWaits[n] = rw
+			n++
+		}
+	}
+	clear(r.readWaits[n:])
+	r.readWaits = r.readWaits[:n]
+}
+
+// maybeCompact trims r's log once enough applied entries piled up.
+func (w *worker) maybeCompact(r *replica) {
+	cfg := &w.h.cfg
+	if r.applied <= r.compacted+cfg.CompactionOverhead {
+		return
+	}
+	idx := r.applied - cfg.CompactionKeep
+	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
+		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
+	} else {
+		r.compacted = idx
 	}
 }
 

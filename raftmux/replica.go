@@ -26,6 +26,9 @@ type replica struct {
 	// appends are then sent (a replica being removed learns its removal
 	// from them, and hears nothing once it is out).
 	confCommitting bool
+	// writes counts its appends queued to or being written by the writer
+	// (AsyncStorageWrites); a removed replica is destroyed when none is.
+	writes int
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
@@ -82,6 +85,7 @@ func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Co
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		AsyncStorageWrites:        c.AsyncStorageWrites,
 		Logger:                    raftLogger{c.Logger},
 	}
 }
@@ -133,7 +137,9 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// A replica created empty by a peer's message (the peers
 		// bootstrapped first and already elected) may still be bootstrapped;
 		// one that holds a configuration may not.
-		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 {
+		// Nor one with state from its peers still being written (the
+		// leader then fills it by snapshot, as it would anyway).
+		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 || r.writes > 0 {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)

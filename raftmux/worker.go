@@ -25,6 +25,7 @@ const (
 	evBootstrap
 	evLiveness
 	evInfo
+	evAppended
 )
 
 type nodeState uint8
@@ -46,6 +47,7 @@ type event struct {
 	hb        Heartbeat
 	req       *request
 	chunk     *SnapshotChunk
+	jobs      []appendJob
 }
 
 // worker owns the replicas of the shards id mod W and runs their rounds.
@@ -75,6 +77,10 @@ type worker struct {
 	waiters    []waiter
 	flights    chan *flight
 	inflight   int
+	// With AsyncStorageWrites: the writer, and round buffers.
+	wr      *writer
+	jobs    []appendJob
+	applies []applyItem
 }
 
 // maxFlights bounds the storage batches a worker has in flight with
@@ -293,6 +299,8 @@ func (w *worker) handle(ev *event) {
 		ev.req.done <- result{err: w.bootstrap(ev.shard, ev.req.voters)}
 	case evLiveness:
 		w.handleLiveness(ev.from, ev.nodeState)
+	case evAppended:
+		w.appended(ev.jobs)
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
 		for _, r := range w.replicas {
