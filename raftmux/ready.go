@@ -327,30 +327,6 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 // runs, conf changes to raft), and resolves this host's waiters.
 func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
 	self := w.h.cfg.NodeID
-	cmds := w.cmds[:0]
-	var seqs []uint64
-	flush := func() {
-		if len(cmds) == 0 {
-			return
-		}
-		err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
-		if err != nil {
-			err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
-			w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
-		}
-		for i := range cmds {
-			if seqs[i] == 0 {
-				continue
-			}
-			if req := r.proposals[seqs[i]]; req != nil {
-				delete(r.proposals, seqs[i])
-				w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
-			}
-		}
-		clear(cmds)
-		cmds = cmds[:0]
-		seqs = seqs[:0]
-	}
 	for _, e := range ents {
 		switch e.GetType() {
 		case raftpb.EntryType_EntryNormal:
@@ -361,18 +337,42 @@ func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
 			if node != self {
 				seq = 0
 			}
-			cmds = append(cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
-			seqs = append(seqs, seq)
+			w.cmds = append(w.cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
+			w.seqs = append(w.seqs, seq)
 		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
-			flush()
+			w.applyCmds(r, b)
 			w.applyConf(r, e, b)
 		}
 	}
-	flush()
-	w.cmds = cmds
+	w.applyCmds(r, b)
 	last := ents[len(ents)-1].GetIndex()
 	b.SetApplied(r.shard, last)
 	r.applied = last
+}
+
+// applyCmds applies the run of commands collected in w.cmds.
+func (w *worker) applyCmds(r *replica, b Batch) {
+	cmds := w.cmds
+	if len(cmds) == 0 {
+		return
+	}
+	err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
+	if err != nil {
+		err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
+		w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
+	}
+	for i, seq := range w.seqs {
+		if seq == 0 {
+			continue
+		}
+		if req := r.proposals[seq]; req != nil {
+			delete(r.proposals, seq)
+			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
+		}
+	}
+	clear(cmds)
+	w.cmds = cmds[:0]
+	w.seqs = w.seqs[:0]
 }
 
 func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {

@@ -282,13 +282,7 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 	if !quiesce {
 		w.wake(r)
 	}
-	_ = r.rn.Step(&raftpb.Message{
-		Type:   raftpb.MessageType_MsgHeartbeat.Enum(),
-		From:   new(from),
-		To:     new(w.h.cfg.NodeID),
-		Term:   new(hb.Term),
-		Commit: new(hb.Commit),
-	})
+	_ = r.rn.Step(w.hb.message(raftpb.MessageType_MsgHeartbeat, from, w.h.cfg.NodeID, hb.Term, hb.Commit))
 	w.touch(r)
 	if !quiesce {
 		return
@@ -314,13 +308,29 @@ func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
 	if hb.Flags&FlagWake != 0 {
 		w.wake(r)
 	}
-	_ = r.rn.Step(&raftpb.Message{
-		Type: raftpb.MessageType_MsgHeartbeatResp.Enum(),
-		From: new(from),
-		To:   new(w.h.cfg.NodeID),
-		Term: new(hb.Term),
-	})
+	_ = r.rn.Step(w.hb.response(from, w.h.cfg.NodeID, hb.Term))
 	w.touch(r)
+}
+
+// hbScratch is the raft message a coalesced heartbeat tuple is stepped as,
+// reused: raft keeps neither a heartbeat (without read context) nor its
+// response, nor any of their fields, past Step.
+type hbScratch struct {
+	m                      raftpb.Message
+	typ                    raftpb.MessageType
+	from, to, term, commit uint64
+}
+
+func (s *hbScratch) message(t raftpb.MessageType, from, to, term, commit uint64) *raftpb.Message {
+	s.typ, s.from, s.to, s.term, s.commit = t, from, to, term, commit
+	s.m.Type, s.m.From, s.m.To, s.m.Term, s.m.Commit = &s.typ, &s.from, &s.to, &s.term, &s.commit
+	return &s.m
+}
+
+func (s *hbScratch) response(from, to, term uint64) *raftpb.Message {
+	m := s.message(raftpb.MessageType_MsgHeartbeatResp, from, to, term, 0)
+	m.Commit = nil
+	return m
 }
 
 // heartbeatAll sends every live follower a coalesced heartbeat with flags,

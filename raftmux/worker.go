@@ -74,6 +74,8 @@ type worker struct {
 	tickCount  uint64
 	snapID     uint64
 	cmds       []Command
+	seqs       []uint64 // proposal id of each of cmds (0: not ours)
+	hb         hbScratch
 	waiters    []waiter
 	flights    chan *flight
 	inflight   int
