@@ -250,6 +250,7 @@ func (w *worker) processReadyAsync() {
 				w.route(r, m)
 			}
 		}
+		r.hbResps = r.hbResps[:0]
 		w.readStates(r, rd.ReadStates)
 	}
 	// Leaders' appends and everything not waiting for the disk leave now.

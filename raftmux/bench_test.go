@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/shoalmq/shoal/raftmux"
 )
 
@@ -61,7 +63,7 @@ func BenchmarkProposeManyShards(b *testing.B) {
 	b.SetParallelism(32) // 64 callers on 2 cores
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0, f0, t0, m0 := cpuTime(), c.net.Frames(), c.net.HeartbeatTuples(), messages(c)
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
@@ -73,4 +75,16 @@ func BenchmarkProposeManyShards(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64(c.net.Frames()-f0)/float64(b.N), "frames/op")
+	b.ReportMetric(float64(messages(c)-m0)/float64(b.N), "msgs/op")
+	b.ReportMetric(float64(c.net.HeartbeatTuples()-t0)/float64(b.N), "hbtuples/op")
+}
+
+// messages counts the raft messages (not heartbeat tuples) sent.
+func messages(c *cluster) int64 {
+	var n int64
+	for t := range raftpb.MessageType_name {
+		n += c.net.Messages(raftpb.MessageType(t))
+	}
+	return n
 }

@@ -106,6 +106,7 @@ func (w *worker) processReady() {
 			for _, m := range rd.Messages {
 				w.route(r, m)
 			}
+			r.hbResps = r.hbResps[:0]
 		}
 	}
 
@@ -189,6 +190,7 @@ func (w *worker) finish(items []readyItem) {
 			for _, m := range rd.Messages {
 				w.route(r, m)
 			}
+			r.hbResps = r.hbResps[:0]
 		}
 	}
 	w.flush()

@@ -26,6 +26,12 @@ type replica struct {
 	// appends are then sent (a replica being removed learns its removal
 	// from them, and hears nothing once it is out).
 	confCommitting bool
+	// hbResps: followers whose heartbeat response was stepped since its
+	// last Ready was routed (an append raft sends in answer to one may be
+	// recovering a lost append, and is never left unsent).
+	hbResps []uint64
+	// appSent: the tick of the last append sent to each follower.
+	appSent []appSent
 	// writes counts its appends queued to or being written by the writer
 	// (AsyncStorageWrites); a removed replica is destroyed when none is.
 	writes int
@@ -33,6 +39,11 @@ type replica struct {
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
 	skipTicks int
+	// busyTick is the worker tick of its last proposal; a leader quiesces
+	// only after quiesceIdleTicks without one, so that a group between two
+	// proposals of a steady load does not fall asleep and wake (a round of
+	// heartbeats each way) every tick.
+	busyTick uint64
 
 	state         raft.StateType
 	lead          uint64
@@ -52,6 +63,35 @@ type replica struct {
 	inSnap      *inSnapshot
 	snapData    []byte
 	snapDataIdx uint64
+}
+
+type appSent struct{ to, tick uint64 }
+
+func (r *replica) noteHeartbeatResp(from uint64) {
+	if !slices.Contains(r.hbResps, from) {
+		r.hbResps = append(r.hbResps, from)
+	}
+}
+
+func (r *replica) noteAppend(to, tick uint64) {
+	for i := range r.appSent {
+		if r.appSent[i].to == to {
+			r.appSent[i].tick = tick
+			return
+		}
+	}
+	r.appSent = append(r.appSent, appSent{to: to, tick: tick})
+}
+
+// appendedSince reports whether an append went to follower to at tick
+// since or later.
+func (r *replica) appendedSince(to, since uint64) bool {
+	for _, a := range r.appSent {
+		if a.to == to {
+			return a.tick >= since && a.tick > 0
+		}
+	}
+	return false
 }
 
 type readWait struct {
@@ -264,6 +304,9 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 		return
 	}
 	t := m.GetType()
+	if t == raftpb.MessageType_MsgHeartbeatResp {
+		r.noteHeartbeatResp(from)
+	}
 	if t != raftpb.MessageType_MsgHeartbeatResp && t != raftpb.MessageType_MsgAppResp {
 		w.wake(r)
 	} else if r.quiesced && r.state != raft.StateLeader {
@@ -308,6 +351,7 @@ func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
 	if hb.Flags&FlagWake != 0 {
 		w.wake(r)
 	}
+	r.noteHeartbeatResp(from)
 	_ = r.rn.Step(w.hb.response(from, w.h.cfg.NodeID, hb.Term))
 	w.touch(r)
 }
@@ -347,11 +391,14 @@ func (w *worker) heartbeatAll(r *replica, flags uint8) {
 	})
 }
 
+// quiesceIdleTicks: ticks without a proposal before a leader quiesces.
+const quiesceIdleTicks = 3
+
 // maybeQuiesce puts an idle leader to sleep: nothing pending, everything
 // applied, and every follower not reported dead has the whole log.
 func (w *worker) maybeQuiesce(r *replica) {
 	if r.state != raft.StateLeader || len(r.proposals) > 0 || len(r.reads) > 0 || len(r.readWaits) > 0 ||
-		r.inSnap != nil || r.skipTicks > 0 {
+		r.inSnap != nil || r.skipTicks > 0 || w.tickCount-r.busyTick < quiesceIdleTicks {
 		return
 	}
 	st := r.rn.BasicStatus()
@@ -405,9 +452,9 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 			_ = r.rn.ForgetLeader()
 			// One deterministic candidate (see candidate) campaigns
 			// at once; the others have forgotten the leader and grant it
-			// their (pre-)votes without waiting out their leases.
+			// their votes without waiting out their leases.
 			if w.candidate(r) == self {
-				_ = r.rn.Campaign()
+				w.campaignNow(r, node)
 			}
 			w.touch(r)
 		}
@@ -420,20 +467,49 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	}
 }
 
+// campaignNow starts an election for r's shard whose leader, dead, was
+// on node: as a leadership transfer would (raft's MsgTimeoutNow), without
+// the pre-vote round, and with a vote request its peers grant even if they
+// have not yet heard of the death (their leader lease would otherwise make
+// them ignore it until their election timeout). Failover then costs one
+// vote round trip instead of two, or of an election timeout.
+func (w *worker) campaignNow(r *replica, dead uint64) {
+	st := r.rn.BasicStatus()
+	if st.RaftState != raft.StateFollower {
+		_ = r.rn.Campaign()
+		return
+	}
+	_ = r.rn.Step(&raftpb.Message{
+		Type: raftpb.MessageType_MsgTimeoutNow.Enum(),
+		From: new(dead),
+		To:   new(w.h.cfg.NodeID),
+		Term: new(st.GetTerm()),
+	})
+}
+
 // candidate picks, the same way on every host, the live voter that
 // campaigns for r's shard when its leader dies; spreading the choice by
 // shard spreads the elections' work and the new leaderships.
 func (w *worker) candidate(r *replica) uint64 {
-	var live []uint64
+	n := uint64(0)
 	for _, v := range r.confState.GetVoters() { // sorted by raft
 		if !w.dead[v] {
-			live = append(live, v)
+			n++
 		}
 	}
-	if len(live) == 0 {
+	if n == 0 {
 		return 0
 	}
-	return live[r.shard%uint64(len(live))]
+	k := r.shard % n
+	for _, v := range r.confState.GetVoters() {
+		if !w.dead[v] {
+			if k == 0 {
+				return v
+			}
+			k--
+		}
+	}
+	return 0
 }
 
 func (w *worker) propose(shard uint64, req *request) {
@@ -447,6 +523,7 @@ func (w *worker) propose(shard uint64, req *request) {
 		return
 	}
 	w.wake(r)
+	r.busyTick = w.tickCount
 	w.seq++
 	putHeader(req.data, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.Propose(req.data); err != nil {

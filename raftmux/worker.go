@@ -1,6 +1,7 @@
 package raftmux
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -350,6 +351,13 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 				// term and commit; this one would wake the follower again.
 				return
 			}
+			if r.appendedSince(to, w.tickCount-1) {
+				// An append went to this follower within the last tick: it
+				// reset the follower's election timer and its ack counts
+				// for CheckQuorum, as this heartbeat would have. A busy
+				// group sends no heartbeats.
+				return
+			}
 			b := w.outbound(to)
 			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
 			return
@@ -367,19 +375,22 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 		if len(m.Entries) == 0 && commitOnly(r, m) {
 			return
 		}
+		r.noteAppend(to, w.tickCount)
 	}
 	b := w.outbound(to)
 	b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: m})
 }
 
 // commitOnly reports whether m, an append without entries, only tells a
-// follower a newer commit index and may be left unsent: the follower has
-// acknowledged everything up to the append's position (nothing is in flight
-// that this message would help recover) and is being replicated to. It then
-// learns the commit index from its next append or heartbeat, at most a tick
-// later; a commit is complete when the leader applies it, so no proposer
-// waits for this. It halves the messages of a group with one proposal at a
-// time (append, ack, commit, ack → append, ack).
+// follower a newer commit index and may be left unsent: the follower is
+// being replicated to, and either has acknowledged everything up to the
+// append's position or has appends in flight whose acks will come (the
+// append is not raft's answer to a heartbeat response, which is how it
+// recovers appends that were lost). The follower learns the commit index
+// from its next append or heartbeat, at most a tick later; a commit is
+// complete when the leader applies it, so no proposer waits for this. It
+// halves the messages of a group with one proposal at a time (append, ack,
+// commit, ack → append, ack).
 func commitOnly(r *replica, m *raftpb.Message) bool {
 	if r.confCommitting {
 		return false
@@ -387,8 +398,8 @@ func commitOnly(r *replica, m *raftpb.Message) bool {
 	to, idx := m.GetTo(), m.GetIndex()
 	ok := false
 	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == to {
-			ok = pr.State == tracker.StateReplicate && pr.Match >= idx
+		if id == to && pr.State == tracker.StateReplicate {
+			ok = pr.Match >= idx || (pr.Next-1 > pr.Match && !slices.Contains(r.hbResps, to))
 		}
 	})
 	return ok
