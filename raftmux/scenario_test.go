@@ -516,3 +516,35 @@ func TestPromoteRefusesLearnerThatHasNotCaughtUp(t *testing.T) {
 	})
 	c.waitFor("promoted learner to apply everything", 5*time.Second, func() bool { return c.stores[4].Len(3) == 6 })
 }
+
+// A group committing one proposal at a time costs an append to each
+// follower and its ack (four messages), not also an append carrying the
+// new commit index and its ack; the followers still learn every commit.
+func TestBusyGroupSendsNoCommitOnlyAppends(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	count := func() int64 {
+		return c.net.Messages(raftpb.MessageType_MsgApp) + c.net.Messages(raftpb.MessageType_MsgAppResp)
+	}
+	const n = 50
+	m0 := count()
+	for i := 0; i < n; i++ {
+		if _, err := c.hosts[lead].Propose(context.Background(), 0, fmt.Appendf(nil, "k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Heartbeat answers may add a few appends when a tick falls mid-round.
+	if per := float64(count()-m0) / n; per > 5 {
+		t.Fatalf("%.2f append messages per commit, want about 4", per)
+	}
+	c.waitFor("followers to apply every commit", 5*time.Second, func() bool {
+		for _, id := range c.ids() {
+			if _, log := c.kvs[id].Log(0); len(log) < n {
+				return false
+			}
+		}
+		return true
+	})
+	c.checkSameLogs([]uint64{0})
+}
