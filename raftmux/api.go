@@ -176,6 +176,10 @@ var (
 	ErrShardExists = errors.New("raftmux: shard already hosted")
 	// ErrBadChunk: an undecodable snapshot chunk.
 	ErrBadChunk = errors.New("raftmux: bad snapshot chunk")
+	// ErrLearnerBehind: Promote refused a learner that does not yet hold
+	// the leader's committed log; errors.As a *LearnerBehindError for its
+	// progress. Retry once it has caught up.
+	ErrLearnerBehind = errors.New("raftmux: learner not caught up")
 	// ErrInvalid: bad argument.
 	ErrInvalid = errors.New("raftmux: invalid argument")
 	// ErrCorrupt: a shard's stored state contradicts itself (an applied
@@ -197,6 +201,26 @@ func (e *NotLeaderError) Error() string {
 
 // Is makes errors.Is(err, ErrNotLeader) true.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// LearnerBehindError is returned by Promote when the learner's replicated
+// log (Match, as the leader tracks it) is more than Config.PromoteMaxLag
+// entries behind the leader's commit index, or the leader is not streaming
+// entries to it (it is being probed or sent a snapshot). The change was not
+// proposed. It matches both ErrLearnerBehind and ErrDropped.
+type LearnerBehindError struct {
+	Shard, Node   uint64
+	Match, Commit uint64
+}
+
+func (e *LearnerBehindError) Error() string {
+	return fmt.Sprintf("raftmux: shard %d: learner %d not caught up (match %d, commit %d)", e.Shard, e.Node, e.Match, e.Commit)
+}
+
+// Is makes errors.Is(err, ErrLearnerBehind) and errors.Is(err, ErrDropped)
+// true.
+func (e *LearnerBehindError) Is(target error) bool {
+	return target == ErrLearnerBehind || target == ErrDropped
+}
 
 // LeaderChange is reported on every change of a shard's known leader.
 type LeaderChange struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ type cluster struct {
 	t      testing.TB
 	net    *raftmuxtest.Network
 	tune   func(*raftmux.Config)
+	logDir string // if set, stores write and fsync a log file there
 	hosts  map[uint64]*raftmux.Host
 	stores map[uint64]*raftmuxtest.MemStore
 	kvs    map[uint64]*raftmuxtest.KV
@@ -31,8 +33,16 @@ const testTick = 10 * time.Millisecond
 
 func newCluster(t testing.TB, n int, tune func(*raftmux.Config)) *cluster {
 	t.Helper()
+	return newClusterLogged(t, n, "", tune)
+}
+
+// newClusterLogged is newCluster whose stores fsync a log file in logDir
+// on every synced commit.
+func newClusterLogged(t testing.TB, n int, logDir string, tune func(*raftmux.Config)) *cluster {
+	t.Helper()
 	c := &cluster{
 		t:      t,
+		logDir: logDir,
 		net:    raftmuxtest.NewNetwork(),
 		tune:   tune,
 		hosts:  make(map[uint64]*raftmux.Host),
@@ -42,6 +52,11 @@ func newCluster(t testing.TB, n int, tune func(*raftmux.Config)) *cluster {
 	for id := uint64(1); id <= uint64(n); id++ {
 		c.start(id)
 	}
+	t.Cleanup(func() { // after stopAll
+		for _, st := range c.stores {
+			_ = st.Close()
+		}
+	})
 	t.Cleanup(c.stopAll)
 	return c
 }
@@ -52,7 +67,11 @@ func (c *cluster) start(id uint64) *raftmux.Host {
 	st := c.stores[id]
 	if st == nil {
 		var err error
-		if st, err = raftmuxtest.NewMemStore(""); err != nil {
+		path := ""
+		if c.logDir != "" {
+			path = filepath.Join(c.logDir, fmt.Sprintf("host%d.log", id))
+		}
+		if st, err = raftmuxtest.NewMemStore(path); err != nil {
 			c.t.Fatal(err)
 		}
 		c.stores[id] = st
@@ -71,7 +90,9 @@ func (c *cluster) start(id uint64) *raftmux.Host {
 			c.mu.Unlock()
 		},
 	}
+	// The whole suite runs on either storage path.
 	cfg.PipelineWrites = os.Getenv("RAFTMUX_PIPELINE") != ""
+	cfg.AsyncStorageWrites = os.Getenv("RAFTMUX_ASYNC") != ""
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -65,8 +65,20 @@ type Config struct {
 	// not being written (up to 4 batches in flight per worker) instead of
 	// waiting for the fsync. Default off (one synchronous batch per round).
 	PipelineWrites bool
+	// AsyncStorageWrites runs raft with its AsyncStorageWrites option: each
+	// worker hands log appends to a writer goroutine (one batch and one
+	// fsync for whatever queued up while the previous one was written) and
+	// keeps stepping, so a leader commits and applies as soon as a quorum,
+	// itself included, has the entries, without a round waiting for an
+	// fsync. Default off (the synchronous Ready path). Exclusive with
+	// PipelineWrites.
+	AsyncStorageWrites bool
 	// DisableQuiesce keeps every group ticking (for comparison runs).
 	DisableQuiesce bool
+	// PromoteMaxLag: Promote refuses (ErrLearnerBehind) a learner whose
+	// replicated log is more than this many entries behind the leader's
+	// commit index. Default 0: it must hold every committed entry.
+	PromoteMaxLag uint64
 	// ReadRetryTicks: a ReadIndex request without an answer after this many
 	// ticks is re-issued with a fresh request id. Default 2×ElectionTicks.
 	ReadRetryTicks int
@@ -119,6 +131,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, fmt.Errorf("%w: negative limit in Config", ErrInvalid)
 	case o.HeartbeatTicks >= o.ElectionTicks:
 		return o, fmt.Errorf("%w: HeartbeatTicks (%d) must be below ElectionTicks (%d)", ErrInvalid, o.HeartbeatTicks, o.ElectionTicks)
+	case o.AsyncStorageWrites && o.PipelineWrites:
+		return o, fmt.Errorf("%w: AsyncStorageWrites and PipelineWrites are exclusive", ErrInvalid)
 	case o.CompactionKeep >= o.CompactionOverhead:
 		return o, fmt.Errorf("%w: CompactionKeep must be below CompactionOverhead", ErrInvalid)
 	}

@@ -11,9 +11,20 @@
 // Advance. A round sends at most two RaftBatches to a node: what may leave
 // before the fsync, and what must follow it.
 //
-// Raft's synchronous Ready path is used (not AsyncStorageWrites); the
-// PipelineWrites option, which commits batches off the worker goroutine, was
-// measured and did not pay off (see bench/README.md).
+// Raft's synchronous Ready path is the default. Config.AsyncStorageWrites
+// switches to raft's asynchronous storage writes: appends go to a writer
+// goroutine per worker (one batch and one fsync for whatever queued while
+// the previous one was written) and the worker keeps stepping and applying;
+// it was measured against the synchronous path and has not paid off on two
+// cores (it runs many more, smaller rounds). The PipelineWrites option,
+// which commits the synchronous path's batches off the worker goroutine,
+// did not pay off either (see bench/README.md).
+//
+// A busy group costs four messages per commit: an append carrying only a
+// newer commit index is not sent to a follower that has or is being sent
+// the whole log (it learns the index from its next append or heartbeat),
+// and no coalesced heartbeat goes to a follower that was sent an append
+// within the last tick.
 //
 // Heartbeats are coalesced: raft's MsgHeartbeat and MsgHeartbeatResp without a
 // read-index context never go on the wire as messages; they travel as compact

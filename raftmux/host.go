@@ -49,7 +49,11 @@ func NewHost(cfg Config) (*Host, error) {
 	// the ids of entries its previous life left in the logs.
 	seq := uint64(time.Now().UnixNano())
 	for i := 0; i < c.Workers; i++ {
-		h.workers = append(h.workers, newWorker(h, i, seq))
+		w := newWorker(h, i, seq)
+		if c.AsyncStorageWrites {
+			w.wr = newWriter(w)
+		}
+		h.workers = append(h.workers, w)
 	}
 	shards, err := c.Storage.Shards()
 	if err != nil {
@@ -64,6 +68,10 @@ func NewHost(cfg Config) (*Host, error) {
 	for _, w := range h.workers {
 		h.wg.Add(1)
 		go w.run()
+		if w.wr != nil {
+			h.wg.Add(1)
+			go w.wr.run()
+		}
 	}
 	h.wg.Add(1)
 	go h.clock()
@@ -144,17 +152,29 @@ type request struct {
 	issued uint64 // worker tick count when (re-)issued, for reads
 }
 
+// requests recycles requests (and their done channels) whose answer was
+// received: the worker holds no reference to a request once it has
+// answered it. One abandoned by its caller (context, stop) is left to the
+// garbage collector, since the worker may still answer it.
+var requests = sync.Pool{New: func() any { return &request{done: make(chan result, 1)} }}
+
+func newRequest() *request { return requests.Get().(*request) }
+
 func (h *Host) do(ctx context.Context, shard uint64, kind evKind, req *request) (result, error) {
 	if err := ctx.Err(); err != nil {
 		return result{}, err
 	}
 	req.ctx = ctx
-	req.done = make(chan result, 1)
+	if req.done == nil {
+		req.done = make(chan result, 1)
+	}
 	if err := h.worker(shard).enqueue(event{kind: kind, shard: shard, req: req}); err != nil {
 		return result{}, err
 	}
 	select {
 	case r := <-req.done:
+		*req = request{done: req.done}
+		requests.Put(req)
 		return r, r.err
 	case <-ctx.Done():
 		return result{}, ctx.Err()
@@ -169,9 +189,10 @@ func (h *Host) do(ctx context.Context, shard uint64, kind evKind, req *request) 
 // ErrOutcomeUnknown (leadership lost after append), ErrBusy, ErrUnknownShard,
 // ErrStopped, or the context's error.
 func (h *Host) Propose(ctx context.Context, shard uint64, cmd []byte) (any, error) {
-	data := make([]byte, headerLen+len(cmd))
-	copy(data[headerLen:], cmd)
-	r, err := h.do(ctx, shard, evPropose, &request{data: data})
+	req := newRequest()
+	req.data = make([]byte, headerLen+len(cmd))
+	copy(req.data[headerLen:], cmd)
+	r, err := h.do(ctx, shard, evPropose, req)
 	return r.val, err
 }
 
@@ -179,7 +200,7 @@ func (h *Host) Propose(ctx context.Context, shard uint64, cmd []byte) (any, erro
 // call is applied here once the returned index is; it returns only after
 // the local replica has applied it, so a local read is then linearizable.
 func (h *Host) ReadIndex(ctx context.Context, shard uint64) (uint64, error) {
-	r, err := h.do(ctx, shard, evRead, &request{})
+	r, err := h.do(ctx, shard, evRead, newRequest())
 	return r.index, err
 }
 
@@ -217,7 +238,9 @@ func (h *Host) AddLearner(ctx context.Context, shard, node uint64) (*raftpb.Conf
 }
 
 // Promote makes learner node a voter, through a joint configuration that
-// raft leaves automatically.
+// raft leaves automatically. A learner that has not caught up with the
+// leader's commit index (see Config.PromoteMaxLag) is refused with a
+// *LearnerBehindError (errors.Is ErrLearnerBehind); retry later.
 func (h *Host) Promote(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
 	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
 		raftpb.ConfChangeType_ConfChangeAddNode, node)

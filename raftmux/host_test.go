@@ -99,11 +99,21 @@ func TestProposeToFollowerIsNotLeader(t *testing.T) {
 	}
 }
 
-// With PipelineWrites the worker keeps going while batches are written; the
-// outcome must be the same: everything applied everywhere, in order.
+// With PipelineWrites or AsyncStorageWrites the worker keeps going while
+// batches are written; the outcome must be the same: everything applied
+// everywhere, in order.
 func TestPipelinedWritesReplicateInOrder(t *testing.T) {
+	t.Run("PipelineWrites", func(t *testing.T) {
+		testReplicateInOrder(t, func(cfg *raftmux.Config) { cfg.PipelineWrites, cfg.AsyncStorageWrites = true, false })
+	})
+	t.Run("AsyncStorageWrites", func(t *testing.T) {
+		testReplicateInOrder(t, func(cfg *raftmux.Config) { cfg.PipelineWrites, cfg.AsyncStorageWrites = false, true })
+	})
+}
+
+func testReplicateInOrder(t *testing.T, tune func(*raftmux.Config)) {
 	const n = 32
-	c := newCluster(t, 3, func(cfg *raftmux.Config) { cfg.PipelineWrites = true })
+	c := newCluster(t, 3, tune)
 	shards := shardList(n)
 	c.bootstrap(n, []uint64{1, 2, 3})
 	c.waitLeaders(shards, 10*time.Second)

@@ -41,6 +41,10 @@ func (w *worker) completeFlights() {
 // processReady runs the persist/send/apply/advance half of a round for
 // every touched group.
 func (w *worker) processReady() {
+	if w.wr != nil {
+		w.processReadyAsync()
+		return
+	}
 	cfg := &w.h.cfg
 	pipelined := cfg.PipelineWrites
 	if pipelined && w.inflight >= maxFlights {
@@ -59,7 +63,7 @@ func (w *worker) processReady() {
 			continue
 		}
 		r.touched = false
-		if r.removed || !r.rn.HasReady() {
+		if r.destroyed || !r.rn.HasReady() {
 			continue
 		}
 		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
@@ -96,11 +100,13 @@ func (w *worker) processReady() {
 			}
 			w.softState(r, rd.SoftState, term)
 		}
+		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
 		if it.early {
 			for _, m := range rd.Messages {
 				w.route(r, m)
 			}
+			r.hbResps = r.hbResps[:0]
 		}
 	}
 
@@ -174,7 +180,6 @@ func (w *worker) processReady() {
 // finish runs the rest of a round once its Readies are durable: messages
 // that had to wait, applying, Advance.
 func (w *worker) finish(items []readyItem) {
-	cfg := &w.h.cfg
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		if !raft.IsEmptyHardState(rd.HardState) {
@@ -186,6 +191,7 @@ func (w *worker) finish(items []readyItem) {
 			for _, m := range rd.Messages {
 				w.route(r, m)
 			}
+			r.hbResps = r.hbResps[:0]
 		}
 	}
 	w.flush()
@@ -198,37 +204,9 @@ func (w *worker) finish(items []readyItem) {
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		r.rn.Advance(*rd)
-		for _, rs := range rd.ReadStates {
-			if len(rs.RequestCtx) != 8 {
-				continue
-			}
-			id := binary.LittleEndian.Uint64(rs.RequestCtx)
-			if req := r.reads[id]; req != nil {
-				delete(r.reads, id)
-				r.readWaits = append(r.readWaits, readWait{index: rs.Index, req: req})
-			}
-		}
-		if len(r.readWaits) > 0 {
-			n := 0
-			for _, rw := range r.readWaits {
-				if rw.index <= r.applied {
-					w.waiters = append(w.waiters, waiter{req: rw.req, res: result{index: rw.index}})
-				} else {
-					r.readWaits[n] = rw
-					n++
-				}
-			}
-			clear(r.readWaits[n:])
-			r.readWaits = r.readWaits[:n]
-		}
-		if r.applied > r.compacted+cfg.CompactionOverhead {
-			idx := r.applied - cfg.CompactionKeep
-			if err := cfg.Storage.Compact(r.shard, idx); err != nil {
-				cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
-			} else {
-				r.compacted = idx
-			}
-		}
+		w.readStates(r, rd.ReadStates)
+		w.answerReads(r)
+		w.maybeCompact(r)
 		if r.rn.HasReady() {
 			w.touch(r)
 		}
@@ -236,6 +214,53 @@ func (w *worker) finish(items []readyItem) {
 	w.reply()
 	if len(w.touched) > 0 {
 		w.notify()
+	}
+}
+
+// readStates records raft's answers to read requests; they are answered
+// once the replica has applied up to their index.
+func (w *worker) readStates(r *replica, rss []raft.ReadState) {
+	for _, rs := range rss {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.LittleEndian.Uint64(rs.RequestCtx)
+		if req := r.reads[id]; req != nil {
+			delete(r.reads, id)
+			r.readWaits = append(r.readWaits, readWait{index: rs.Index, req: req})
+		}
+	}
+}
+
+// answerReads queues the answers of the reads r has applied far enough for.
+func (w *worker) answerReads(r *replica) {
+	if len(r.readWaits) == 0 {
+		return
+	}
+	n := 0
+	for _, rw := range r.readWaits {
+		if rw.index <= r.applied {
+			w.waiters = append(w.waiters, waiter{req: rw.req, res: result{index: rw.index}})
+		} else {
+			r.readWaits[n] = rw
+			n++
+		}
+	}
+	clear(r.readWaits[n:])
+	r.readWaits = r.readWaits[:n]
+}
+
+// maybeCompact trims r's log once enough applied entries piled up.
+func (w *worker) maybeCompact(r *replica) {
+	cfg := &w.h.cfg
+	if r.applied <= r.compacted+cfg.CompactionOverhead {
+		return
+	}
+	idx := r.applied - cfg.CompactionKeep
+	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
+		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
+	} else {
+		r.compacted = idx
 	}
 }
 
@@ -310,30 +335,6 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 // runs, conf changes to raft), and resolves this host's waiters.
 func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
 	self := w.h.cfg.NodeID
-	cmds := w.cmds[:0]
-	var seqs []uint64
-	flush := func() {
-		if len(cmds) == 0 {
-			return
-		}
-		err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
-		if err != nil {
-			err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
-			w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
-		}
-		for i := range cmds {
-			if seqs[i] == 0 {
-				continue
-			}
-			if req := r.proposals[seqs[i]]; req != nil {
-				delete(r.proposals, seqs[i])
-				w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
-			}
-		}
-		clear(cmds)
-		cmds = cmds[:0]
-		seqs = seqs[:0]
-	}
 	for _, e := range ents {
 		switch e.GetType() {
 		case raftpb.EntryType_EntryNormal:
@@ -344,18 +345,42 @@ func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
 			if node != self {
 				seq = 0
 			}
-			cmds = append(cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
-			seqs = append(seqs, seq)
+			w.cmds = append(w.cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
+			w.seqs = append(w.seqs, seq)
 		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
-			flush()
+			w.applyCmds(r, b)
 			w.applyConf(r, e, b)
 		}
 	}
-	flush()
-	w.cmds = cmds
+	w.applyCmds(r, b)
 	last := ents[len(ents)-1].GetIndex()
 	b.SetApplied(r.shard, last)
 	r.applied = last
+}
+
+// applyCmds applies the run of commands collected in w.cmds.
+func (w *worker) applyCmds(r *replica, b Batch) {
+	cmds := w.cmds
+	if len(cmds) == 0 {
+		return
+	}
+	err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
+	if err != nil {
+		err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
+		w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
+	}
+	for i, seq := range w.seqs {
+		if seq == 0 {
+			continue
+		}
+		if req := r.proposals[seq]; req != nil {
+			delete(r.proposals, seq)
+			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
+		}
+	}
+	clear(cmds)
+	w.cmds = cmds[:0]
+	w.seqs = w.seqs[:0]
 }
 
 func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
@@ -398,6 +423,7 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 
 // destroy drops a replica removed from its group, with its data.
 func (w *worker) destroy(r *replica) {
+	r.destroyed = true
 	r.failAll(ErrRemoved)
 	delete(w.replicas, r.shard)
 	delete(w.awake, r.shard)
@@ -430,4 +456,13 @@ func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	r.compacted = idx
 	r.confState = snap.GetMetadata().GetConfState()
 	return nil
+}
+
+func hasConfChange(ents []*raftpb.Entry) bool {
+	for _, e := range ents {
+		if t := e.GetType(); t == raftpb.EntryType_EntryConfChange || t == raftpb.EntryType_EntryConfChangeV2 {
+			return true
+		}
+	}
+	return false
 }

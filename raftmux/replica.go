@@ -21,18 +21,40 @@ type replica struct {
 	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
 	// removed: the last configuration this replica applied leaves it out.
-	// It is destroyed, with its data, only once it has stayed out and heard
-	// nothing for removedGraceTicks: entries it already acknowledged may add
-	// it back, and the leader counts on what it acknowledged.
+	// It goes on handling its Readies, and is destroyed, with its data,
+	// only once it has stayed out and heard nothing for
+	// removedGraceElections election timeouts (and has no write in flight):
+	// entries it already acknowledged may add it back, and the leader
+	// counts on what it acknowledged.
 	removed     bool
+	destroyed   bool
 	removedTick uint64
 	heardTick   uint64 // the tick of the last message for this replica
 	// warnedBeyond: a heartbeat past the log was logged once already.
 	warnedBeyond bool
+	// confCommitting: the Ready being handled commits a configuration
+	// change, or the group is in a joint configuration; commit-only
+	// appends are then sent (a replica being removed learns its removal
+	// from them, and hears nothing once it is out).
+	confCommitting bool
+	// hbResps: followers whose heartbeat response was stepped since its
+	// last Ready was routed (an append raft sends in answer to one may be
+	// recovering a lost append, and is never left unsent).
+	hbResps []uint64
+	// appSent: the tick of the last append sent to each follower.
+	appSent []appSent
+	// writes counts its appends queued to or being written by the writer
+	// (AsyncStorageWrites); a removed replica is destroyed only when none is.
+	writes int
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
 	skipTicks int
+	// busyTick is the worker tick of its last proposal; a leader quiesces
+	// only after quiesceIdleTicks without one, so that a group between two
+	// proposals of a steady load does not fall asleep and wake (a round of
+	// heartbeats each way) every tick.
+	busyTick uint64
 
 	state         raft.StateType
 	lead          uint64
@@ -54,6 +76,35 @@ type replica struct {
 	inSnap      *inSnapshot
 	snapData    []byte
 	snapDataIdx uint64
+}
+
+type appSent struct{ to, tick uint64 }
+
+func (r *replica) noteHeartbeatResp(from uint64) {
+	if !slices.Contains(r.hbResps, from) {
+		r.hbResps = append(r.hbResps, from)
+	}
+}
+
+func (r *replica) noteAppend(to, tick uint64) {
+	for i := range r.appSent {
+		if r.appSent[i].to == to {
+			r.appSent[i].tick = tick
+			return
+		}
+	}
+	r.appSent = append(r.appSent, appSent{to: to, tick: tick})
+}
+
+// appendedSince reports whether an append went to follower to at tick
+// since or later.
+func (r *replica) appendedSince(to, since uint64) bool {
+	for _, a := range r.appSent {
+		if a.to == to {
+			return a.tick >= since && a.tick > 0
+		}
+	}
+	return false
 }
 
 type readWait struct {
@@ -87,6 +138,7 @@ func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Co
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		AsyncStorageWrites:        c.AsyncStorageWrites,
 		Logger:                    raftLogger{c.Logger},
 	}
 }
@@ -155,11 +207,13 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// A replica created empty by a peer's message (the peers
 		// bootstrapped first and already elected) may still be bootstrapped;
 		// one that holds a configuration may not.
-		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 {
+		// Nor one with state from its peers still being written (the
+		// leader then fills it by snapshot, as it would anyway).
+		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 || r.writes > 0 {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)
-		r.removed = true
+		r.destroyed = true
 		delete(w.replicas, shard)
 		delete(w.awake, shard)
 	}
@@ -284,6 +338,9 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 	}
 	r.heardTick = w.tickCount
 	t := m.GetType()
+	if t == raftpb.MessageType_MsgHeartbeatResp {
+		r.noteHeartbeatResp(from)
+	}
 	if t != raftpb.MessageType_MsgHeartbeatResp && t != raftpb.MessageType_MsgAppResp {
 		w.wake(r)
 	} else if r.quiesced && r.state != raft.StateLeader {
@@ -316,13 +373,7 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 		}
 		commit = last
 	}
-	_ = r.rn.Step(&raftpb.Message{
-		Type:   raftpb.MessageType_MsgHeartbeat.Enum(),
-		From:   new(from),
-		To:     new(w.h.cfg.NodeID),
-		Term:   new(hb.Term),
-		Commit: new(commit),
-	})
+	_ = r.rn.Step(w.hb.message(raftpb.MessageType_MsgHeartbeat, from, w.h.cfg.NodeID, hb.Term, commit))
 	w.touch(r)
 	if !quiesce {
 		return
@@ -348,13 +399,30 @@ func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
 	if hb.Flags&FlagWake != 0 {
 		w.wake(r)
 	}
-	_ = r.rn.Step(&raftpb.Message{
-		Type: raftpb.MessageType_MsgHeartbeatResp.Enum(),
-		From: new(from),
-		To:   new(w.h.cfg.NodeID),
-		Term: new(hb.Term),
-	})
+	r.noteHeartbeatResp(from)
+	_ = r.rn.Step(w.hb.response(from, w.h.cfg.NodeID, hb.Term))
 	w.touch(r)
+}
+
+// hbScratch is the raft message a coalesced heartbeat tuple is stepped as,
+// reused: raft keeps neither a heartbeat (without read context) nor its
+// response, nor any of their fields, past Step.
+type hbScratch struct {
+	m                      raftpb.Message
+	typ                    raftpb.MessageType
+	from, to, term, commit uint64
+}
+
+func (s *hbScratch) message(t raftpb.MessageType, from, to, term, commit uint64) *raftpb.Message {
+	s.typ, s.from, s.to, s.term, s.commit = t, from, to, term, commit
+	s.m.Type, s.m.From, s.m.To, s.m.Term, s.m.Commit = &s.typ, &s.from, &s.to, &s.term, &s.commit
+	return &s.m
+}
+
+func (s *hbScratch) response(from, to, term uint64) *raftpb.Message {
+	m := s.message(raftpb.MessageType_MsgHeartbeatResp, from, to, term, 0)
+	m.Commit = nil
+	return m
 }
 
 // heartbeatAll sends every live follower a coalesced heartbeat with flags,
@@ -371,11 +439,14 @@ func (w *worker) heartbeatAll(r *replica, flags uint8) {
 	})
 }
 
+// quiesceIdleTicks: ticks without a proposal before a leader quiesces.
+const quiesceIdleTicks = 3
+
 // maybeQuiesce puts an idle leader to sleep: nothing pending, everything
 // applied, and every follower not reported dead has the whole log.
 func (w *worker) maybeQuiesce(r *replica) {
 	if r.state != raft.StateLeader || len(r.proposals) > 0 || len(r.reads) > 0 || len(r.readWaits) > 0 ||
-		r.inSnap != nil || r.skipTicks > 0 {
+		r.inSnap != nil || r.skipTicks > 0 || w.tickCount-r.busyTick < quiesceIdleTicks {
 		return
 	}
 	st := r.rn.BasicStatus()
@@ -429,9 +500,9 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 			_ = r.rn.ForgetLeader()
 			// One deterministic candidate (see candidate) campaigns
 			// at once; the others have forgotten the leader and grant it
-			// their (pre-)votes without waiting out their leases.
+			// their votes without waiting out their leases.
 			if w.candidate(r) == self {
-				_ = r.rn.Campaign()
+				w.campaignNow(r, node)
 			}
 			w.touch(r)
 		}
@@ -444,20 +515,49 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	}
 }
 
+// campaignNow starts an election for r's shard whose leader, dead, was
+// on node: as a leadership transfer would (raft's MsgTimeoutNow), without
+// the pre-vote round, and with a vote request its peers grant even if they
+// have not yet heard of the death (their leader lease would otherwise make
+// them ignore it until their election timeout). Failover then costs one
+// vote round trip instead of two, or of an election timeout.
+func (w *worker) campaignNow(r *replica, dead uint64) {
+	st := r.rn.BasicStatus()
+	if st.RaftState != raft.StateFollower {
+		_ = r.rn.Campaign()
+		return
+	}
+	_ = r.rn.Step(&raftpb.Message{
+		Type: raftpb.MessageType_MsgTimeoutNow.Enum(),
+		From: new(dead),
+		To:   new(w.h.cfg.NodeID),
+		Term: new(st.GetTerm()),
+	})
+}
+
 // candidate picks, the same way on every host, the live voter that
 // campaigns for r's shard when its leader dies; spreading the choice by
 // shard spreads the elections' work and the new leaderships.
 func (w *worker) candidate(r *replica) uint64 {
-	var live []uint64
+	n := uint64(0)
 	for _, v := range r.confState.GetVoters() { // sorted by raft
 		if !w.dead[v] {
-			live = append(live, v)
+			n++
 		}
 	}
-	if len(live) == 0 {
+	if n == 0 {
 		return 0
 	}
-	return live[r.shard%uint64(len(live))]
+	k := r.shard % n
+	for _, v := range r.confState.GetVoters() {
+		if !w.dead[v] {
+			if k == 0 {
+				return v
+			}
+			k--
+		}
+	}
+	return 0
 }
 
 func (w *worker) propose(shard uint64, req *request) {
@@ -471,6 +571,7 @@ func (w *worker) propose(shard uint64, req *request) {
 		return
 	}
 	w.wake(r)
+	r.busyTick = w.tickCount
 	w.seq++
 	putHeader(req.data, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.Propose(req.data); err != nil {
@@ -498,6 +599,10 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
 		return
 	}
+	if err := w.learnerCaughtUp(r, req.cc); err != nil {
+		req.done <- result{err: err}
+		return
+	}
 	w.seq++
 	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.ProposeConfChange(req.cc); err != nil {
@@ -507,6 +612,35 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 	r.proposals[w.seq] = req
 	r.ccPending = true
 	w.touch(r)
+}
+
+// learnerCaughtUp refuses to promote a learner that does not yet hold the
+// leader's committed log (within Config.PromoteMaxLag entries): as a voter
+// it would count towards quorums it cannot help form until it catches up.
+// Only changes that turn a current learner into a voter are checked.
+func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
+	var learner uint64
+	for _, c := range cc.GetChanges() {
+		if c.GetType() == raftpb.ConfChangeType_ConfChangeAddNode && slices.Contains(r.confState.GetLearners(), c.GetNodeId()) {
+			learner = c.GetNodeId()
+		}
+	}
+	if learner == 0 {
+		return nil
+	}
+	commit := r.rn.BasicStatus().GetCommit()
+	var match uint64
+	var state tracker.StateType
+	found := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == learner {
+			match, state, found = pr.Match, pr.State, true
+		}
+	})
+	if found && state == tracker.StateReplicate && match+w.h.cfg.PromoteMaxLag >= commit {
+		return nil
+	}
+	return &LearnerBehindError{Shard: r.shard, Node: learner, Match: match, Commit: commit}
 }
 
 func (w *worker) read(shard uint64, req *request) {

@@ -1,11 +1,13 @@
 package raftmux
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 type evKind uint8
@@ -24,6 +26,7 @@ const (
 	evBootstrap
 	evLiveness
 	evInfo
+	evAppended
 )
 
 type nodeState uint8
@@ -45,6 +48,7 @@ type event struct {
 	hb        Heartbeat
 	req       *request
 	chunk     *SnapshotChunk
+	jobs      []appendJob
 }
 
 // worker owns the replicas of the shards id mod W and runs their rounds.
@@ -71,9 +75,15 @@ type worker struct {
 	tickCount  uint64
 	snapID     uint64
 	cmds       []Command
+	seqs       []uint64 // proposal id of each of cmds (0: not ours)
+	hb         hbScratch
 	waiters    []waiter
 	flights    chan *flight
 	inflight   int
+	// With AsyncStorageWrites: the writer, and round buffers.
+	wr      *writer
+	jobs    []appendJob
+	applies []applyItem
 }
 
 // removedGraceElections is how many election timeouts a replica left out
@@ -299,6 +309,8 @@ func (w *worker) handle(ev *event) {
 		ev.req.done <- result{err: w.bootstrap(ev.shard, ev.req.voters)}
 	case evLiveness:
 		w.handleLiveness(ev.from, ev.nodeState)
+	case evAppended:
+		w.appended(ev.jobs)
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
 		for _, r := range w.replicas {
@@ -312,7 +324,7 @@ func (w *worker) tick() {
 	w.tickCount++
 	grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
 	for _, r := range w.awake {
-		if r.removed && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
+		if r.removed && r.writes == 0 && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
 			w.destroy(r)
 			continue
 		}
@@ -351,6 +363,13 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 				// term and commit; this one would wake the follower again.
 				return
 			}
+			if r.appendedSince(to, w.tickCount-1) {
+				// An append went to this follower within the last tick: it
+				// reset the follower's election timer and its ack counts
+				// for CheckQuorum, as this heartbeat would have. A busy
+				// group sends no heartbeats.
+				return
+			}
 			b := w.outbound(to)
 			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
 			return
@@ -364,9 +383,38 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 	case raftpb.MessageType_MsgSnap:
 		w.sendSnapshot(r, m)
 		return
+	case raftpb.MessageType_MsgApp:
+		if len(m.Entries) == 0 && commitOnly(r, m) {
+			return
+		}
+		r.noteAppend(to, w.tickCount)
 	}
 	b := w.outbound(to)
 	b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: m})
+}
+
+// commitOnly reports whether m, an append without entries, only tells a
+// follower a newer commit index and may be left unsent: the follower is
+// being replicated to, and either has acknowledged everything up to the
+// append's position or has appends in flight whose acks will come (the
+// append is not raft's answer to a heartbeat response, which is how it
+// recovers appends that were lost). The follower learns the commit index
+// from its next append or heartbeat, at most a tick later; a commit is
+// complete when the leader applies it, so no proposer waits for this. It
+// halves the messages of a group with one proposal at a time (append, ack,
+// commit, ack → append, ack).
+func commitOnly(r *replica, m *raftpb.Message) bool {
+	if r.confCommitting {
+		return false
+	}
+	to, idx := m.GetTo(), m.GetIndex()
+	ok := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == to && pr.State == tracker.StateReplicate {
+			ok = pr.Match >= idx || (pr.Next-1 > pr.Match && !slices.Contains(r.hbResps, to))
+		}
+	})
+	return ok
 }
 
 // flush sends every non-empty outbound batch, one per node.

@@ -38,7 +38,7 @@ type options struct {
 	hosts, shards, payload, clients, workers, keys int
 	duration, warmup, idleWindow, settle, detect   time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
-	pipeline                                       bool
+	pipeline, async                                bool
 	dir, cpuprofile, trace, memprofile             string
 }
 
@@ -52,6 +52,7 @@ type report struct {
 	Transport string `json:"transport"`
 	Quiesce   bool   `json:"quiesce"`
 	Pipeline  bool   `json:"pipeline_writes"`
+	Async     bool   `json:"async_storage_writes"`
 
 	StartAllLeadersMs float64 `json:"start_all_leaders_ms"`
 
@@ -99,6 +100,7 @@ func main() {
 	flag.BoolVar(&o.fsync, "fsync", true, "fsync an append-only file per host on every synced commit")
 	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
 	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
+	flag.BoolVar(&o.async, "async", false, "raftmux Config.AsyncStorageWrites: raft's asynchronous storage writes, appends on a writer goroutine")
 	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
@@ -183,14 +185,15 @@ func run(o options) error {
 		}
 		defer st.Close()
 		h, err := raftmux.NewHost(raftmux.Config{
-			NodeID:         id,
-			Storage:        st,
-			Transport:      c.net.Endpoint(id),
-			StateMachine:   raftmuxtest.NewKV(st, false),
-			Workers:        o.workers,
-			OnLeaderChange: c.onLeader,
-			DisableQuiesce: o.noQuiesce,
-			PipelineWrites: o.pipeline,
+			NodeID:             id,
+			Storage:            st,
+			Transport:          c.net.Endpoint(id),
+			StateMachine:       raftmuxtest.NewKV(st, false),
+			Workers:            o.workers,
+			OnLeaderChange:     c.onLeader,
+			DisableQuiesce:     o.noQuiesce,
+			PipelineWrites:     o.pipeline,
+			AsyncStorageWrites: o.async,
 		})
 		if err != nil {
 			return err
@@ -249,6 +252,7 @@ func run(o options) error {
 		Transport:         "in-process (every message protobuf-encoded and decoded)",
 		Quiesce:           !o.noQuiesce,
 		Pipeline:          o.pipeline,
+		Async:             o.async,
 		StartAllLeadersMs: ms(time.Since(start)),
 	}
 	switch {

@@ -42,7 +42,9 @@ type MemStore struct {
 }
 
 type memShard struct {
-	ms      *raft.MemoryStorage
+	// ms is swapped whole by ApplySnapshot; raft's reads go straight to
+	// it, without the store's lock.
+	ms      atomic.Pointer[raft.MemoryStorage]
 	cs      *raftpb.ConfState
 	applied uint64
 	kv      map[string][]byte
@@ -82,7 +84,8 @@ func (s *MemStore) FsyncTime() time.Duration { return time.Duration(s.fsyncNanos
 func (s *MemStore) shard(id uint64) *memShard {
 	sh := s.shards[id]
 	if sh == nil {
-		sh = &memShard{ms: raft.NewMemoryStorage(), cs: &raftpb.ConfState{}, kv: make(map[string][]byte)}
+		sh = &memShard{cs: &raftpb.ConfState{}, kv: make(map[string][]byte)}
+		sh.ms.Store(raft.NewMemoryStorage())
 		s.shards[id] = sh
 	}
 	return sh
@@ -91,15 +94,11 @@ func (s *MemStore) shard(id uint64) *memShard {
 // memRaftStorage is the raft.Storage of one shard; it follows the shard's
 // current MemoryStorage, which ApplySnapshot replaces.
 type memRaftStorage struct {
-	s     *MemStore
-	shard uint64
+	s  *MemStore
+	sh *memShard
 }
 
-func (m memRaftStorage) ms() *raft.MemoryStorage {
-	m.s.mu.Lock()
-	defer m.s.mu.Unlock()
-	return m.s.shard(m.shard).ms
-}
+func (m memRaftStorage) ms() *raft.MemoryStorage { return m.sh.ms.Load() }
 
 // InitialState reports the ConfState of the last applied conf change, not
 // the (older) one of the last compaction snapshot.
@@ -110,7 +109,7 @@ func (m memRaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, er
 	}
 	m.s.mu.Lock()
 	defer m.s.mu.Unlock()
-	return hs, proto.CloneOf(m.s.shard(m.shard).cs), nil
+	return hs, proto.CloneOf(m.sh.cs), nil
 }
 
 func (m memRaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
@@ -125,8 +124,7 @@ func (m memRaftStorage) Snapshot() (*raftpb.Snapshot, error) { return m.ms().Sna
 func (s *MemStore) Storage(shard uint64) (raft.Storage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.shard(shard)
-	return memRaftStorage{s: s, shard: shard}, nil
+	return memRaftStorage{s: s, sh: s.shard(shard)}, nil
 }
 
 // Applied implements raftmux.Storage.
@@ -146,13 +144,13 @@ func (s *MemStore) Compact(shard, idx uint64) error {
 	if idx > sh.applied {
 		return fmt.Errorf("raftmuxtest: compact %d past applied %d", idx, sh.applied)
 	}
-	if _, err := sh.ms.CreateSnapshot(idx, proto.CloneOf(sh.cs), nil); err != nil {
+	if _, err := sh.ms.Load().CreateSnapshot(idx, proto.CloneOf(sh.cs), nil); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
 		}
 		return err
 	}
-	return sh.ms.Compact(idx)
+	return sh.ms.Load().Compact(idx)
 }
 
 // SnapshotData implements raftmux.Storage.
@@ -160,7 +158,7 @@ func (s *MemStore) SnapshotData(shard uint64) (*raftpb.SnapshotMetadata, io.Read
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.shard(shard)
-	term, err := sh.ms.Term(sh.applied)
+	term, err := sh.ms.Load().Term(sh.applied)
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftmuxtest: term of applied %d: %w", sh.applied, err)
 	}
@@ -220,7 +218,7 @@ func (s *MemStore) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Re
 	if err := ms.ApplySnapshot(snap); err != nil {
 		return err
 	}
-	hs, _, _ := sh.ms.InitialState()
+	hs, _, _ := sh.ms.Load().InitialState()
 	meta := snap.GetMetadata()
 	if err := ms.SetHardState(&raftpb.HardState{
 		Term:   new(max(hs.GetTerm(), meta.GetTerm())),
@@ -229,7 +227,7 @@ func (s *MemStore) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Re
 	}); err != nil {
 		return err
 	}
-	sh.ms = ms
+	sh.ms.Store(ms)
 	sh.cs = proto.CloneOf(meta.GetConfState())
 	sh.applied = meta.GetIndex()
 	sh.kv = kv
@@ -405,12 +403,12 @@ func (b *memBatch) Commit(sync bool) error {
 		switch o.kind {
 		case opAppend:
 			if o.hs != nil {
-				if err := sh.ms.SetHardState(o.hs); err != nil {
+				if err := sh.ms.Load().SetHardState(o.hs); err != nil {
 					return err
 				}
 			}
 			if len(o.ents) > 0 {
-				if err := sh.ms.Append(o.ents); err != nil {
+				if err := sh.ms.Load().Append(o.ents); err != nil {
 					return err
 				}
 			}

@@ -1,0 +1,292 @@
+package raftmux
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// With Config.AsyncStorageWrites raft runs with its AsyncStorageWrites
+// option: a Ready's log appends (MsgStorageAppend) go to the worker's
+// writer goroutine, which persists whatever has queued up in one batch and
+// one fsync and then delivers the responses raft attached to them (acks to
+// leaders, votes, and its own MsgStorageAppendResp). The worker meanwhile
+// goes on stepping: a leader takes its followers' acks and commits while its
+// own append is still being written, and committed entries
+// (MsgStorageApply) are applied on the worker as soon as raft hands them
+// out, which it does once they are durable here.
+
+// appendJob is one MsgStorageAppend of one replica.
+type appendJob struct {
+	r    *replica
+	m    *raftpb.Message
+	sync bool
+	// snapData is the received state of a snapshot the append installs.
+	snapData []byte
+}
+
+// writer persists a worker's appends, in order, off the worker goroutine.
+type writer struct {
+	w      *worker
+	mu     sync.Mutex
+	queue  []appendJob
+	spare  []appendJob
+	kick   chan struct{}
+	outbox map[uint64]*RaftBatch
+}
+
+func newWriter(w *worker) *writer {
+	return &writer{w: w, kick: make(chan struct{}, 1), outbox: make(map[uint64]*RaftBatch)}
+}
+
+func (wr *writer) submit(jobs []appendJob) {
+	wr.mu.Lock()
+	wr.queue = append(wr.queue, jobs...)
+	wr.mu.Unlock()
+	select {
+	case wr.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (wr *writer) run() {
+	h := wr.w.h
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-wr.kick:
+		}
+		for {
+			wr.mu.Lock()
+			jobs := wr.queue
+			wr.queue = wr.spare[:0]
+			wr.mu.Unlock()
+			if len(jobs) == 0 {
+				break
+			}
+			if !wr.write(jobs) {
+				return
+			}
+			// The jobs go to the worker with the completion; the next
+			// batch takes a fresh slice.
+			wr.spare = nil
+		}
+	}
+}
+
+// write persists jobs in one batch (split only around snapshots), sends
+// the responses meant for other nodes and hands the rest to the worker.
+func (wr *writer) write(jobs []appendJob) bool {
+	h := wr.w.h
+	st := h.cfg.Storage
+	b := st.NewBatch()
+	pending, sync := false, false
+	commit := func() bool {
+		if !pending {
+			return true
+		}
+		if err := b.Commit(sync); err != nil {
+			h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+			return false
+		}
+		b = st.NewBatch()
+		pending, sync = false, false
+		return true
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		m := j.m
+		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+			if !commit() {
+				return false
+			}
+			var data io.Reader = emptyReader{}
+			if j.snapData != nil {
+				data = bytes.NewReader(j.snapData)
+			}
+			if err := st.ApplySnapshot(j.r.shard, snap, data); err != nil {
+				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.GetMetadata().GetIndex(), err))
+				return false
+			}
+			j.snapData = nil
+		}
+		var hs *raftpb.HardState
+		if m.Term != nil {
+			hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		}
+		if hs != nil || len(m.Entries) > 0 {
+			b.Append(j.r.shard, hs, m.Entries)
+			pending = true
+			sync = sync || j.sync
+		}
+	}
+	if !commit() {
+		return false
+	}
+	self := h.cfg.NodeID
+	for i := range jobs {
+		j := &jobs[i]
+		for _, resp := range j.m.Responses {
+			if to := resp.GetTo(); to != self {
+				b := wr.outbox[to]
+				if b == nil {
+					b = &RaftBatch{}
+					wr.outbox[to] = b
+				}
+				b.Messages = append(b.Messages, ShardMessage{Shard: j.r.shard, Msg: resp})
+			}
+		}
+	}
+	for to, b := range wr.outbox {
+		if !b.Empty() {
+			// A failed send is a lost message; raft retransmits.
+			_ = h.cfg.Transport.Send(to, b)
+			b.Reset()
+		}
+	}
+	_ = wr.w.enqueueControl(event{kind: evAppended, jobs: jobs})
+	return true
+}
+
+// appended steps the local responses of persisted appends.
+func (w *worker) appended(jobs []appendJob) {
+	self := w.h.cfg.NodeID
+	for i := range jobs {
+		j := &jobs[i]
+		r := j.r
+		r.writes--
+		if w.replicas[r.shard] != r {
+			continue
+		}
+		if snap := j.m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+			idx := snap.GetMetadata().GetIndex()
+			if err := w.h.cfg.StateMachine.Restore(r.shard, idx); err != nil {
+				w.h.halt(fmt.Errorf("raftmux: shard %d: restore snapshot %d: %w", r.shard, idx, err))
+				return
+			}
+			r.applied = idx
+			r.compacted = idx
+			r.confState = snap.GetMetadata().GetConfState()
+		}
+		for _, resp := range j.m.Responses {
+			if resp.GetTo() == self {
+				_ = r.rn.Step(resp)
+			}
+		}
+		w.touch(r)
+	}
+}
+
+type applyItem struct {
+	r *replica
+	m *raftpb.Message
+}
+
+// processReadyAsync is processReady with AsyncStorageWrites.
+func (w *worker) processReadyAsync() {
+	cfg := &w.h.cfg
+	items := w.readies[:0]
+	for _, r := range w.touched {
+		r.touched = false
+		if r.destroyed || !r.rn.HasReady() {
+			continue
+		}
+		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
+	}
+	w.touched = w.touched[:0]
+	defer func() {
+		clear(items)
+		w.readies = items[:0]
+	}()
+	if len(items) == 0 {
+		w.flush()
+		return
+	}
+	jobs := w.jobs[:0]
+	applies := w.applies[:0]
+	for i := range items {
+		r, rd := items[i].r, &items[i].rd
+		term := r.term
+		if !raft.IsEmptyHardState(rd.HardState) {
+			term = rd.HardState.GetTerm()
+			if term != r.term && len(r.proposals) > 0 {
+				r.failProposals(ErrOutcomeUnknown)
+			}
+		}
+		if rd.SoftState != nil {
+			w.softState(r, rd.SoftState, term)
+		}
+		r.term = term
+		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				j := appendJob{r: r, m: m, sync: rd.MustSync}
+				if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+					j.sync = true
+					if r.snapData != nil && r.snapDataIdx == snap.GetMetadata().GetIndex() {
+						j.snapData = r.snapData
+					} else {
+						cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", snap.GetMetadata().GetIndex())
+					}
+					r.snapData = nil
+				}
+				r.writes++
+				jobs = append(jobs, j)
+			case raft.LocalApplyThread:
+				applies = append(applies, applyItem{r: r, m: m})
+			default:
+				w.route(r, m)
+			}
+		}
+		r.hbResps = r.hbResps[:0]
+		w.readStates(r, rd.ReadStates)
+	}
+	// Leaders' appends and everything not waiting for the disk leave now.
+	w.flush()
+	if len(jobs) > 0 {
+		w.wr.submit(jobs)
+		clear(jobs)
+	}
+	w.jobs = jobs[:0]
+
+	if len(applies) > 0 {
+		ab := cfg.Storage.NewBatch()
+		for _, a := range applies {
+			w.apply(a.r, a.m.Entries, ab)
+		}
+		if err := ab.Commit(false); err != nil {
+			w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
+			return
+		}
+		w.reply()
+		for _, a := range applies {
+			for _, resp := range a.m.Responses {
+				_ = a.r.rn.Step(resp)
+			}
+		}
+		clear(applies)
+	}
+	w.applies = applies[:0]
+
+	for i := range items {
+		r := items[i].r
+		w.answerReads(r)
+		if !r.removed {
+			w.maybeCompact(r)
+		}
+		if r.rn.HasReady() {
+			w.touch(r)
+		}
+	}
+	w.reply()
+	if len(w.touched) > 0 {
+		w.notify()
+	}
+}
