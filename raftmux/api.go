@@ -182,6 +182,8 @@ var (
 	ErrLearnerBehind = errors.New("raftmux: learner not caught up")
 	// ErrInvalid: bad argument.
 	ErrInvalid = errors.New("raftmux: invalid argument")
+	// ErrLeads: DropReplica of a replica that leads its group.
+	ErrLeads = errors.New("raftmux: replica leads its group")
 	// ErrCorrupt: a shard's stored state contradicts itself (an applied
 	// index beyond its log).
 	ErrCorrupt = errors.New("raftmux: stored shard state is inconsistent")

@@ -214,6 +214,18 @@ func (h *Host) TransferLeader(ctx context.Context, shard, target uint64) error {
 
 // Campaign makes this host's replica of shard start an election now (used to
 // place initial leaders without waiting an election timeout).
+// DropReplica deletes this host's replica of shard, with its data, when the
+// caller has confirmed that the group no longer counts this node (its
+// leader's configuration leaves it out) but the replica never applied its
+// removal, having been cut off. It refuses a replica that leads its group
+// (ErrLeads) and one this host does not have (ErrUnknownShard). Dropping a
+// replica that is still a member would lose what it acknowledged: the
+// caller must be sure.
+func (h *Host) DropReplica(ctx context.Context, shard uint64) error {
+	_, err := h.do(ctx, shard, evDrop, &request{})
+	return err
+}
+
 func (h *Host) Campaign(ctx context.Context, shard uint64) error {
 	_, err := h.do(ctx, shard, evCampaign, &request{})
 	return err

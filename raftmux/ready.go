@@ -421,6 +421,30 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 	}
 }
 
+// drop destroys a replica on the caller's word that its group no longer
+// counts it (DropReplica). A write of it still in flight is waited for:
+// the replica is then marked removed with its grace period already over.
+func (w *worker) drop(shard uint64) error {
+	r := w.replicas[shard]
+	if r == nil {
+		return ErrUnknownShard
+	}
+	if r.state == raft.StateLeader {
+		return ErrLeads
+	}
+	r.failAll(ErrRemoved)
+	if r.writes > 0 {
+		grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
+		r.removed = true
+		r.removedTick, r.heardTick = w.tickCount-min(grace, w.tickCount), w.tickCount-min(grace, w.tickCount)
+		w.awake[shard] = r
+		r.quiesced = false
+		return nil
+	}
+	w.destroy(r)
+	return nil
+}
+
 // destroy drops a replica removed from its group, with its data.
 func (w *worker) destroy(r *replica) {
 	r.destroyed = true

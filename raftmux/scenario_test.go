@@ -602,3 +602,49 @@ func TestBusyGroupSendsNoCommitOnlyAppends(t *testing.T) {
 	})
 	c.checkSameLogs([]uint64{0})
 }
+
+// TestDropReplicaOfAStray: a replica removed while its host was down never
+// learns of it (the group no longer talks to it). DropReplica deletes it
+// with its data; a leader and an unknown shard are refused.
+func TestDropReplicaOfAStray(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	if _, err := c.propose(0, []byte("k0")); err != nil {
+		t.Fatal(err)
+	}
+	victim := uint64(3)
+	if victim == lead {
+		victim = 2
+	}
+	c.waitFor("victim to apply", 5*time.Second, func() bool { return c.stores[victim].Len(0) == 1 })
+	c.stop(victim)
+	c.waitFor("removal", 5*time.Second, func() bool {
+		_, err := c.hosts[lead].RemoveReplica(ctx, 0, victim)
+		if err != nil && !errors.Is(err, raftmux.ErrDropped) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	h := c.start(victim)
+	if _, hosted := c.infos()[victim][0]; !hosted {
+		t.Fatal("the stray was not reopened from its store")
+	}
+	if err := c.hosts[lead].DropReplica(ctx, 0); !errors.Is(err, raftmux.ErrLeads) {
+		t.Fatalf("DropReplica on the leader: %v, want ErrLeads", err)
+	}
+	if err := h.DropReplica(ctx, 99); !errors.Is(err, raftmux.ErrUnknownShard) {
+		t.Fatalf("DropReplica of an unknown shard: %v, want ErrUnknownShard", err)
+	}
+	if err := h.DropReplica(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("stray to be deleted with its data", 5*time.Second, func() bool {
+		_, hosted := c.infos()[victim][0]
+		return !hosted && c.stores[victim].Len(0) == 0
+	})
+	if _, err := c.propose(0, []byte("k1")); err != nil {
+		t.Fatal(err)
+	}
+}

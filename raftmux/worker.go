@@ -27,6 +27,7 @@ const (
 	evLiveness
 	evInfo
 	evAppended
+	evDrop
 )
 
 type nodeState uint8
@@ -311,6 +312,8 @@ func (w *worker) handle(ev *event) {
 		w.handleLiveness(ev.from, ev.nodeState)
 	case evAppended:
 		w.appended(ev.jobs)
+	case evDrop:
+		ev.req.done <- result{err: w.drop(ev.shard)}
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
 		for _, r := range w.replicas {
