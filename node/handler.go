@@ -226,6 +226,13 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 		return wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
 			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
 			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})
+	}
+	if hops == 0 && !n.isReady() {
+		// Not synced yet (or not born): the node's view of the cluster may
+		// be older than any client's.
+		return unavailable("node starting: cluster metadata not synced yet")
+	}
+	switch kind {
 	case wire.KindProduce:
 		return n.produce(ctx, payload)
 	case wire.KindFetch:

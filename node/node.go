@@ -76,14 +76,13 @@ type Node struct {
 	events  eventQueue
 	born    atomic.Bool
 	readyc  chan struct{}
+	ready   atomic.Bool
 	readyMu sync.Once
 	bornAt  atomic.Int64
 
-	// Metadata sync: lastSync is when a pushed table was last merged;
-	// announced and lastPull belong to the event loop.
+	// Metadata sync: lastSync is when a push was last merged.
 	lastSync  atomic.Int64
-	announced uint64
-	lastPull  int64
+	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	startedAt time.Time
 	// catchingUp: nodes given a replica recently (reconcile loop only).
@@ -171,6 +170,7 @@ func New(cfg Config) (*Node, error) {
 		catchingUp: make(map[uint64]time.Time),
 	}
 	n.cache.Store(cache)
+	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
 	n.owned.init()
 	n.rpcs.init()
@@ -319,16 +319,14 @@ func (n *Node) Start(ctx context.Context) error {
 // it knows the leader of every shard (or a grace period after birth ran out).
 func (n *Node) Ready() <-chan struct{} { return n.readyc }
 
-func (n *Node) isReady() bool {
-	select {
-	case <-n.readyc:
-		return true
-	default:
-		return false
-	}
-}
+func (n *Node) isReady() bool { return n.ready.Load() }
 
-func (n *Node) markReady() { n.readyMu.Do(func() { close(n.readyc) }) }
+func (n *Node) markReady() {
+	n.readyMu.Do(func() {
+		n.ready.Store(true)
+		close(n.readyc)
+	})
+}
 
 // Addrs returns the bound client, peer and SWIM addresses (empty before
 // Start).
@@ -563,4 +561,5 @@ func (n *Node) rebuildView() {
 	v.ring = ring
 	v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	n.view.Store(v)
+	n.observeMembers(ms)
 }

@@ -64,8 +64,10 @@ type Stats struct {
 	EventQueueLen      int
 	LeadersKnown       int
 	LeaderTableVersion uint64 // local change counter of the table
-	MetadataPulls      uint64 // shard-leader table pulls sent
-	MetadataSyncs      uint64 // shard-leader tables received and merged
+	MembershipVersion  uint64 // see MetadataVersions
+	RingVersion        uint64
+	MetadataPulls      uint64 // metadata pulls sent (every kind)
+	MetadataSyncs      uint64 // metadata pushes received and merged
 }
 
 // Stats returns a snapshot of the counters.
@@ -97,6 +99,8 @@ func (n *Node) Stats() Stats {
 	s.MetadataSyncs = n.counters.metaSyncs.Load()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)
+	vs := n.MetadataVersions()
+	s.MembershipVersion, s.RingVersion = vs.Membership, vs.Ring
 	s.LeadersKnown = len(rows)
 	if n.rt != nil {
 		s.RaftFramesOut = n.rt.framesOut.Load()

@@ -64,8 +64,10 @@ var metrics = []metric{
 	{"ShardsLed", "shards_led", "Shards this node leads.", gauge, ""},
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
-	{"MetadataPulls", "shard_leader_table_pulls_total", "Shard-leader table pulls this node sent to a peer with a newer version.", counter, ""},
-	{"MetadataSyncs", "shard_leader_table_syncs_total", "Shard-leader tables received from peers and merged.", counter, ""},
+	{"MembershipVersion", "membership_version", "Version of this node's membership (rises with every change it learns).", gauge, ""},
+	{"RingVersion", "ring_version", "Version of this node's placement ring (rises when the live member set changes).", gauge, ""},
+	{"MetadataPulls", "metadata_pulls_total", "Cluster metadata pulls (membership, ring, shard-leader table) this node sent to a peer.", counter, ""},
+	{"MetadataSyncs", "metadata_syncs_total", "Cluster metadata pushes received from peers and merged.", counter, ""},
 	{"EventQueueLen", "event_queue_length", "Membership and leadership events waiting to be handled.", gauge, ""},
 
 	// Frames and requests.
