@@ -135,12 +135,14 @@ func (s *State) intern(id []byte, fresh string) string {
 }
 
 // Restore replaces the whole state with the decoded snapshot. On error the
-// state is unchanged.
+// state is unchanged. A tracking state keeps tracking, and forgets the
+// changes not drained: the caller rewrites the whole state anyway.
 func (s *State) Restore(snapshot []byte) error {
 	t, err := DecodeSnapshot(snapshot)
 	if err != nil {
 		return err
 	}
+	t.track = s.track
 	*s = *t
 	return nil
 }
