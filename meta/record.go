@@ -71,13 +71,13 @@ type recordBody struct {
 }
 
 func (rb *recordBody) read(r *reader) {
-	rb.state = TopicState(r.u8())
-	rb.epoch = r.uvarint()
-	rb.prev = r.bytes(MaxNodeIDLen)
+	rb.state = TopicState(r.U8())
+	rb.epoch = r.Uvarint()
+	rb.prev = r.Bytes(MaxNodeIDLen)
 	rb.owner, rb.partitions = nil, 0
 	if rb.state == Active {
-		rb.owner = r.bytes(MaxNodeIDLen)
-		rb.partitions = r.uvarint()
+		rb.owner = r.Bytes(MaxNodeIDLen)
+		rb.partitions = r.Uvarint()
 	}
 }
 
@@ -125,10 +125,10 @@ func (l *Loader) Add(topic, value []byte) error {
 	if l.err != nil {
 		return l.err
 	}
-	r := reader{b: value}
+	r := newReader(value)
 	var rb recordBody
 	rb.read(&r)
-	err := r.end()
+	err := r.End()
 	if err == nil {
 		err = rb.check(topic)
 	}
