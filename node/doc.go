@@ -50,8 +50,11 @@
 // routing cache while the cached owner is alive, else by the leader. The
 // cache is replaced whole every Config.MetadataSyncInterval, so a cached
 // route is never served longer than that after it was learned, and a stale
-// answer is fenced by its epoch anyway. A cached answer carries no partition
-// count (0). Produce and Fetch are served by the owner
+// answer is fenced by its epoch anyway. A cached answer carries the
+// topic's partition count as the route was learned. Such an answer (own
+// replica or cache) is given on the connection's event loop without
+// allocating; every other request runs on a goroutine of its own, bounded
+// by Config.MaxRequests. Produce and Fetch are served by the owner
 // of the topic at the epoch the request names (records appended to the
 // owner's shardstore topic log and acknowledged after fsync); anything else
 // gets NotLeaderForTopic with the newest epoch the node knows.
