@@ -81,6 +81,13 @@
 // transfer leadership to the preferred replica. Only committed raft
 // configuration changes count, so differing views cost time, not safety.
 //
+// A replica removed while its node was cut off never applies its removal
+// and lingers. Every node looks for such strays among its replicas that the
+// ring no longer places on it, and asks each shard's leader for the group's
+// voters; a stray confirmed twice is dropped when the raft host can drop a
+// replica, otherwise logged and counted (see stray.go for why the node does
+// not delete its data by itself).
+//
 // # Cluster metadata sync
 //
 // Three kinds of cluster metadata carry versions, announced through SWIM

@@ -87,6 +87,10 @@ type Node struct {
 	startedAt time.Time
 	// catchingUp: nodes given a replica recently (reconcile loop only).
 	catchingUp map[uint64]time.Time
+	// strays: replicas the ring no longer places here (reconcile loop).
+	strays     map[uint64]*strayState
+	strayRound int
+	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
@@ -168,6 +172,7 @@ func New(cfg Config) (*Node, error) {
 		rafts:   make(chan inboundFrame, 4096),
 
 		catchingUp: make(map[uint64]time.Time),
+		strays:     make(map[uint64]*strayState),
 	}
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)

@@ -147,7 +147,7 @@ func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileIn
 // more voters than the replication factor, and finally hand leadership to
 // the preferred replica.
 func (n *Node) manageShards(v *clusterView) {
-	if n.ledCount() == 0 || v.ring == nil || v.ring.Len() == 0 {
+	if v.ring == nil || v.ring.Len() == 0 {
 		return
 	}
 	// Act only on a settled view: with a member suspected, or the live set
@@ -160,6 +160,10 @@ func (n *Node) manageShards(v *clusterView) {
 	defer cancel()
 	infos, err := n.host.Shards(ctx)
 	if err != nil {
+		return
+	}
+	n.collectStrays(ctx, v, infos)
+	if n.ledCount() == 0 {
 		return
 	}
 	budget := n.cfg.MaxConfChanges

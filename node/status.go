@@ -64,6 +64,7 @@ type Stats struct {
 	EventQueueLen      int
 	LeadersKnown       int
 	LeaderTableVersion uint64 // local change counter of the table
+	StrayReplicas      int    // replicas whose group no longer counts this node
 	MembershipVersion  uint64 // see MetadataVersions
 	RingVersion        uint64
 	MetadataPulls      uint64 // metadata pulls sent (every kind)
@@ -96,6 +97,7 @@ func (n *Node) Stats() Stats {
 		RaftInboundQLen:  len(n.rafts),
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
+	s.StrayReplicas = len(n.strayShards())
 	s.MetadataSyncs = n.counters.metaSyncs.Load()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)

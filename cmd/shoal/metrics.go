@@ -64,6 +64,7 @@ var metrics = []metric{
 	{"ShardsLed", "shards_led", "Shards this node leads.", gauge, ""},
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
+	{"StrayReplicas", "stray_replicas", "Replicas hosted here whose group no longer counts this node (confirmed with the shard's leader).", gauge, ""},
 	{"MembershipVersion", "membership_version", "Version of this node's membership (rises with every change it learns).", gauge, ""},
 	{"RingVersion", "ring_version", "Version of this node's placement ring (rises when the live member set changes).", gauge, ""},
 	{"MetadataPulls", "metadata_pulls_total", "Cluster metadata pulls (membership, ring, shard-leader table) this node sent to a peer.", counter, ""},
