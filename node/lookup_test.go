@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -58,5 +59,28 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{"n2": true}})
 	if _, ok := n.appendFastLookup(nil, 10, payload); ok {
 		t.Fatal("served the route of a dead owner")
+	}
+}
+
+// The event-loop path never waits for a shard being applied: it hands the
+// lookup to the request path instead.
+func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
+	n := cachedRouteNode(t)
+	shard := uint64(router.ShardOf([]byte("orders"), n.cfg.Shards))
+	s, err := n.sm.shard(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("orders")})
+	s.mu.Lock()
+	_, ok := n.appendFastLookup(nil, 1, payload)
+	s.mu.Unlock()
+	if ok {
+		t.Fatal("answered while the shard was locked")
+	}
+	// Unlocked, the hosted replica (which has no such topic) leaves the
+	// answer (NotFound) to the request path as well.
+	if _, ok := n.appendFastLookup(nil, 2, payload); ok {
+		t.Fatal("answered a topic the hosted replica does not have")
 	}
 }

@@ -140,6 +140,25 @@ func (m *stateMachine) hosted(shard uint64, fn func(st *meta.State)) bool {
 	return true
 }
 
+// tryHosted is hosted for a caller that must not wait (an event loop):
+// busy reports that a lock was held, and then fn did not run.
+func (m *stateMachine) tryHosted(shard uint64, fn func(st *meta.State)) (hosted, busy bool) {
+	if !m.mu.TryLock() {
+		return false, true
+	}
+	s := m.shards[shard]
+	m.mu.Unlock()
+	if s == nil {
+		return false, false
+	}
+	if !s.mu.TryLock() {
+		return true, true
+	}
+	defer s.mu.Unlock()
+	fn(s.st)
+	return true, false
+}
+
 func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) error {
 	s, err := m.shard(shard)
 	if err != nil {
