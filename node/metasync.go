@@ -590,9 +590,11 @@ func (n *Node) metadataTick(v *clusterView) {
 		}
 	}
 	s.mu.Lock()
-	for id := range s.track.heard[kMembers] {
-		if v.dead[id] {
-			s.track.forget(id)
+	for k := range s.track.heard {
+		for id := range s.track.heard[k] {
+			if v.dead[id] {
+				s.track.forget(id)
+			}
 		}
 	}
 	reqs := s.track.due(time.Now(), vs, peers, rand.IntN)

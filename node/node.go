@@ -77,6 +77,7 @@ type Node struct {
 	born    atomic.Bool
 	readyc  chan struct{}
 	ready   atomic.Bool
+	readyAt atomic.Int64 // unix ns
 	readyMu sync.Once
 	bornAt  atomic.Int64
 
@@ -328,6 +329,7 @@ func (n *Node) isReady() bool { return n.ready.Load() }
 
 func (n *Node) markReady() {
 	n.readyMu.Do(func() {
+		n.readyAt.Store(time.Now().UnixNano())
 		n.ready.Store(true)
 		close(n.readyc)
 	})
