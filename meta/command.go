@@ -218,28 +218,28 @@ func DecodeCommand(b []byte, c *Command) error { return decodeCommand(b, c, nil)
 func decodeCommand(b []byte, c *Command, ids *State) error {
 	moves := c.Moves[:0]
 	*c = Command{}
-	r := reader{b: b}
-	if v := r.u8(); r.err == nil && v != commandVersion {
+	r := newReader(b)
+	if v := r.U8(); r.Err() == nil && v != commandVersion {
 		return fmt.Errorf("%w: version %d", ErrBadCommand, v)
 	}
-	c.Op = Op(r.u8())
+	c.Op = Op(r.U8())
 	switch c.Op {
 	case OpAssign:
-		c.Topic = r.bytes(MaxTopicLen)
-		c.Owner = ids.nodeID(r.bytes(MaxNodeIDLen))
+		c.Topic = r.Bytes(MaxTopicLen)
+		c.Owner = ids.nodeID(r.Bytes(MaxNodeIDLen))
 		c.Partitions = r.partitions()
 	case OpRevoke:
-		c.Topic = r.bytes(MaxTopicLen)
+		c.Topic = r.Bytes(MaxTopicLen)
 	case OpUpdatePartition:
-		c.Topic = r.bytes(MaxTopicLen)
+		c.Topic = r.Bytes(MaxTopicLen)
 		c.Partitions = r.partitions()
 	case OpReassignNode:
-		c.Node = ids.nodeID(r.bytes(MaxNodeIDLen))
-		n := r.count(MaxMoves, minMoveSize)
+		c.Node = ids.nodeID(r.Bytes(MaxNodeIDLen))
+		n := r.Count(MaxMoves, minMoveSize)
 		for range n {
-			t := r.bytes(MaxTopicLen)
-			o := r.bytes(MaxNodeIDLen)
-			if r.err != nil {
+			t := r.Bytes(MaxTopicLen)
+			o := r.Bytes(MaxNodeIDLen)
+			if r.Err() != nil {
 				break
 			}
 			moves = append(moves, Move{Topic: t, Owner: ids.nodeID(o)})
@@ -248,24 +248,17 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 			c.Moves = moves
 		}
 	case OpMarker:
-		c.Seq = r.uvarint()
+		c.Seq = r.Uvarint()
 	case OpCompact:
 	default:
-		if r.err == nil {
+		if r.Err() == nil {
 			return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 		}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrBadCommand, c.Op, err)
 	}
 	return c.Validate()
 }
 
-func (r *reader) partitions() uint32 {
-	v := r.uvarint()
-	if v > MaxPartitions {
-		r.fail(errTooLarge)
-		return 0
-	}
-	return uint32(v)
-}
+func (r *reader) partitions() uint32 { return uint32(r.UvarintMax(MaxPartitions)) }

@@ -62,8 +62,13 @@
 // then sends the RPCs listed in [Result.Effects]. A new leader re-sends
 // OpenTopic for every active topic ([State.Topics]) and CloseTopic to each
 // topic's [Assignment.Previous] owner, since its predecessor may have failed
-// before they were acknowledged. Raft snapshots carry
-// [State.AppendSnapshot]; a replica installs one with [State.Restore].
+// before they were acknowledged. A whole shard encodes with
+// [State.AppendSnapshot] and installs with [State.Restore]. A replica that
+// stores the state one record per topic calls [State.TrackChanges] once,
+// then after each run of applied commands [State.DrainChanges] and
+// [State.AppendRecord] for the topics that changed, and rebuilds the state
+// from its records with a [Loader]: applying a command costs the topics it
+// changes, not the shard's size.
 //
 // A State is not safe for concurrent use: its owner is the shard's apply
 // loop.

@@ -47,17 +47,17 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 // of b, which lives as long as any of them does: at most one snapshot's
 // worth of memory.
 func DecodeSnapshot(b []byte) (*State, error) {
-	r := reader{b: b}
-	if m := r.fixed(len(snapshotMagic)); r.err == nil && !bytes.Equal(m, snapshotMagic[:]) {
+	r := newReader(b)
+	if m := r.Fixed(len(snapshotMagic)); r.Err() == nil && !bytes.Equal(m, snapshotMagic[:]) {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrBadSnapshot, m)
 	}
-	if v := r.u8(); r.err == nil && v != snapshotVersion {
+	if v := r.U8(); r.Err() == nil && v != snapshotVersion {
 		return nil, fmt.Errorf("%w: version %d", ErrSnapshotVersion, v)
 	}
 	s := New()
-	s.floor = r.uvarint()
-	n := r.count(int(^uint(0)>>1), minRecordSize)
-	if r.err == nil {
+	s.floor = r.Uvarint()
+	n := r.Count(int(^uint(0)>>1), minRecordSize)
+	if r.Err() == nil {
 		// Three allocations carry every record: the map, one slab of
 		// records, and one copy of the input that every topic and owner
 		// string points into.
@@ -67,42 +67,42 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	slab := make([]record, n)
 	str := string(b)
 	var prev []byte
-	for i := 0; i < n && r.err == nil; i++ {
-		topic := r.bytes(MaxTopicLen)
-		topicEnd := r.off
-		state := TopicState(r.u8())
-		epoch := r.uvarint()
-		prevOwner := r.bytes(MaxNodeIDLen)
-		prevEnd := r.off
+	for i := 0; i < n && r.Err() == nil; i++ {
+		topic := r.Bytes(MaxTopicLen)
+		topicEnd := r.Offset()
+		state := TopicState(r.U8())
+		epoch := r.Uvarint()
+		prevOwner := r.Bytes(MaxNodeIDLen)
+		prevEnd := r.Offset()
 		// topicEnd, prevEnd and ownerEnd locate the strings' bytes in str.
 		var owner []byte
 		var parts uint64
 		var ownerEnd int
 		if state == Active {
-			owner = r.bytes(MaxNodeIDLen)
-			ownerEnd = r.off
-			parts = r.uvarint()
+			owner = r.Bytes(MaxNodeIDLen)
+			ownerEnd = r.Offset()
+			parts = r.Uvarint()
 		}
-		if r.err != nil {
+		if r.Err() != nil {
 			break
 		}
 		switch {
 		case len(topic) == 0:
-			r.fail(fmt.Errorf("record %d: %w", i, ErrEmptyTopic))
+			r.Fail(fmt.Errorf("record %d: %w", i, ErrEmptyTopic))
 		case i > 0 && bytes.Compare(prev, topic) >= 0:
-			r.fail(fmt.Errorf("record %d: %w", i, errNotSorted))
+			r.Fail(fmt.Errorf("record %d: %w", i, errNotSorted))
 		case state != Active && state != Revoked:
-			r.fail(fmt.Errorf("record %d: state %d: %w", i, state, errDomain))
+			r.Fail(fmt.Errorf("record %d: state %d: %w", i, state, errDomain))
 		case epoch == 0:
-			r.fail(fmt.Errorf("record %d: epoch 0: %w", i, errDomain))
+			r.Fail(fmt.Errorf("record %d: epoch 0: %w", i, errDomain))
 		case state == Active && len(owner) == 0:
-			r.fail(fmt.Errorf("record %d: %w", i, ErrBadNodeID))
+			r.Fail(fmt.Errorf("record %d: %w", i, ErrBadNodeID))
 		case state == Active && (parts == 0 || parts > MaxPartitions):
-			r.fail(fmt.Errorf("record %d: %w", i, ErrBadPartitions))
+			r.Fail(fmt.Errorf("record %d: %w", i, ErrBadPartitions))
 		case state == Active && bytes.Equal(prevOwner, owner):
-			r.fail(fmt.Errorf("record %d: previous owner is the owner: %w", i, errDomain))
+			r.Fail(fmt.Errorf("record %d: previous owner is the owner: %w", i, errDomain))
 		}
-		if r.err != nil {
+		if r.Err() != nil {
 			break
 		}
 		prev = topic
@@ -119,7 +119,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		s.topics[rec.topic] = rec
 		s.keys = append(s.keys, rec.topic)
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	return s, nil
@@ -135,12 +135,14 @@ func (s *State) intern(id []byte, fresh string) string {
 }
 
 // Restore replaces the whole state with the decoded snapshot. On error the
-// state is unchanged.
+// state is unchanged. A tracking state keeps tracking, and forgets the
+// changes not drained: the caller rewrites the whole state anyway.
 func (s *State) Restore(snapshot []byte) error {
 	t, err := DecodeSnapshot(snapshot)
 	if err != nil {
 		return err
 	}
+	t.track = s.track
 	*s = *t
 	return nil
 }

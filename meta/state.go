@@ -137,6 +137,11 @@ type State struct {
 	// entry is ApplyEntry's decoded command, kept so that its move slice
 	// is reused.
 	entry Command
+	// With track set, changed lists the topics Apply changed and
+	// floorChanged whether the floor moved, until DrainChanges.
+	track        bool
+	changed      []string
+	floorChanged bool
 }
 
 // New returns an empty shard state.
@@ -275,6 +280,7 @@ func (s *State) assign(c *Command, res *Result) {
 		r.partitions = DefaultPartitions
 	}
 	s.active++
+	s.touch(r.topic)
 	res.Changed = true
 	res.Assignment = r.assignment()
 	res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
@@ -287,6 +293,7 @@ func (s *State) move(r *record, owner string, res *Result) {
 	r.owner = s.acquire(owner)
 	r.prev = prev
 	r.epoch++
+	s.touch(r.topic)
 	res.Effects = append(res.Effects,
 		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
 		Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
@@ -303,6 +310,7 @@ func (s *State) revoke(c *Command, res *Result) {
 		r.owner = ""
 		r.prev = prev
 		r.partitions = 0
+		s.touch(r.topic)
 		res.Changed = true
 		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch})
 	}
@@ -313,6 +321,7 @@ func (s *State) updatePartitions(c *Command, res *Result) {
 	r := s.topics[string(c.Topic)]
 	if c.Partitions != r.partitions {
 		r.partitions = c.Partitions
+		s.touch(r.topic)
 		res.Changed = true
 		res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
 	}
@@ -341,8 +350,12 @@ func (s *State) compact(res *Result) {
 			kept = append(kept, k)
 			continue
 		}
-		s.floor = max(s.floor, r.epoch)
+		if r.epoch > s.floor {
+			s.floor = r.epoch
+			s.floorChanged = s.track
+		}
 		delete(s.topics, k)
+		s.touch(k)
 		res.Compacted++
 	}
 	clear(s.keys[len(kept):])

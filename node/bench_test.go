@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // latencies collects per-operation durations from parallel goroutines.
@@ -56,6 +58,7 @@ func BenchmarkAssignTopic(b *testing.B) {
 	cls := benchClients(b, c)
 	var seq, who atomic.Uint64
 	var lat latencies
+	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -77,9 +80,9 @@ func BenchmarkAssignTopic(b *testing.B) {
 }
 
 // BenchmarkLookup looks up assigned topics through all nodes: "hit" lets a
-// node answer from its routing cache (filled by an earlier lookup), "miss"
-// asks for a linearizable answer, which always goes to the shard leader
-// and waits for a raft read index.
+// node answer at once (from its replica of the shard or its routing cache,
+// on the event loop), "linearizable" always goes to the shard leader and
+// waits for a raft read index.
 func BenchmarkLookup(b *testing.B) {
 	c := startCluster(b, 3)
 	cls := benchClients(b, c)
@@ -100,10 +103,11 @@ func BenchmarkLookup(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		lin  bool
-	}{{"hit", false}, {"miss", true}} {
+	}{{"hit", false}, {"linearizable", true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			var seq, who atomic.Uint64
 			var lat latencies
+			b.ReportAllocs()
 			b.SetParallelism(16)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -123,5 +127,77 @@ func BenchmarkLookup(b *testing.B) {
 			b.StopTimer()
 			lat.report(b)
 		})
+	}
+}
+
+// BenchmarkLookupMiss: plain lookups through a node that hosts no replica
+// of the topic's shard (one replica per shard) and whose cache entry was
+// just invalidated, so every lookup is forwarded to the shard leader.
+func BenchmarkLookupMiss(b *testing.B) {
+	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Replicas = 1 })
+	cls := benchClients(b, c)
+	ctx := context.Background()
+	type target struct {
+		topic []byte
+		epoch uint64
+	}
+	// Per node, assigned topics whose shard it does not host.
+	remote := make([][]target, len(c.nodes))
+	for i := 0; len(remote[0]) < 64 || len(remote[1]) < 64 || len(remote[2]) < 64; i++ {
+		topic := fmt.Sprintf("bench-miss-%d", i)
+		a, err := cls[0].Assign(ctx, topic, client.AssignOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j, n := range c.nodes {
+			if !n.sm.hosted(a.Shard, func(*meta.State) {}) {
+				remote[j] = append(remote[j], target{[]byte(topic), a.Epoch})
+			}
+		}
+	}
+	var seq, who atomic.Uint64
+	var lat latencies
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(who.Add(1) % uint64(len(cls)))
+		cl, n, ts := cls[i], c.nodes[i], remote[i]
+		var mine []time.Duration
+		for pb.Next() {
+			t := ts[seq.Add(1)%uint64(len(ts))]
+			n.routes().Invalidate(t.topic, t.epoch)
+			t0 := time.Now()
+			if _, err := cl.Lookup(ctx, string(t.topic), false); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(t0))
+		}
+		lat.add(mine)
+	})
+	b.StopTimer()
+	lat.report(b)
+	var fwd uint64
+	for _, n := range c.nodes {
+		fwd += n.Stats().Forwarded
+	}
+	b.ReportMetric(float64(fwd)/float64(b.N), "forwards/op")
+}
+
+// BenchmarkLookupFastPath is the node's share of a cache-hit lookup: decode
+// the request, find the route, encode the answer frame. It must not
+// allocate.
+func BenchmarkLookupFastPath(b *testing.B) {
+	n := cachedRouteNode(b)
+	payload := wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("orders")})
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		var ok bool
+		if buf, ok = n.appendFastLookup(buf[:0], uint64(i), payload); !ok {
+			b.Fatal("not answered")
+		}
 	}
 }

@@ -41,6 +41,13 @@ func nodeConfig(id, dir string, join []string, expect int) Config {
 // ready.
 func startCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, size, nil)
+}
+
+// startClusterWith is startCluster with each node's config passed through
+// mut first (when not nil).
+func startClusterWith(t testing.TB, size int, mut func(*Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t}
 	root := t.TempDir()
 	for i := range size {
@@ -50,7 +57,11 @@ func startCluster(t testing.TB, size int) *testCluster {
 		if c.seed != "" {
 			join = []string{c.seed}
 		}
-		n, err := New(nodeConfig(id, dir, join, size))
+		cfg := nodeConfig(id, dir, join, size)
+		if mut != nil {
+			mut(&cfg)
+		}
+		n, err := New(cfg)
 		if err != nil {
 			t.Fatalf("New %s: %v", id, err)
 		}

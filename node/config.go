@@ -69,11 +69,17 @@ type Config struct {
 	// retries unacknowledged OpenTopic/CloseTopic. Default 500 ms ("fast":
 	// 200 ms).
 	ReconcileInterval time.Duration
-	// MetadataSyncInterval bounds the staleness of the shard-leader table:
-	// at least this often the node pulls the table from a random live peer
-	// (and at once from a peer announcing a newer version). Default 10 s
+	// MetadataSyncInterval bounds the staleness of the cluster metadata
+	// (membership, ring, shard-leader table) and of the routing cache: at
+	// least this often the node pulls every kind from a random live peer,
+	// even when no newer version was announced (announcements are gossip
+	// and may be lost), and it replaces its routing cache. Default 10 s
 	// ("fast": 2 s).
 	MetadataSyncInterval time.Duration
+	// MetadataPullTimeout is how long a pull may stay unanswered (or
+	// answered with less than the announced version) before the node asks
+	// another peer. Default 1 s ("fast": 500 ms).
+	MetadataPullTimeout time.Duration
 	// MaxConfChanges bounds the raft configuration changes this node runs
 	// at once over all the shards it leads (default 4).
 	MaxConfChanges int
@@ -146,6 +152,12 @@ func (c *Config) fill() error {
 			c.MetadataSyncInterval = 2 * time.Second
 		}
 	}
+	if c.MetadataPullTimeout == 0 {
+		c.MetadataPullTimeout = time.Second
+		if fast {
+			c.MetadataPullTimeout = 500 * time.Millisecond
+		}
+	}
 	if c.MaxConfChanges == 0 {
 		c.MaxConfChanges = 4
 	}
@@ -155,7 +167,7 @@ func (c *Config) fill() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
-	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
+	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MetadataPullTimeout < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
 		return fmt.Errorf("%w: negative interval or limit", ErrConfig)
 	}
 	if c.Logger == nil {

@@ -17,9 +17,12 @@
 //     router.LeaderTable and are announced through SWIM; SWIM's ShardLeader
 //     events (term-checked) fill the table on every node.
 //   - stateMachine applies committed meta commands to one meta.State per
-//     hosted shard. The encoded state is rewritten under one data key of
-//     the shard in the same batch as the applied index, so a restart, and a
-//     raft snapshot of the shard's data, find exactly the applied state.
+//     hosted shard. Each topic's record is stored under its own data key
+//     of the shard (and the epoch floor under another); an applied run of
+//     commands writes only the records it changed, in the same batch as the
+//     applied index, so a restart, and a raft snapshot (which streams every
+//     data key of the shard), find exactly the applied state, and an apply
+//     costs the same in a shard of ten topics or of ten thousand.
 //
 // # Birth
 //
@@ -41,13 +44,17 @@
 // named, chosen among SWIM's live members), proposes it and answers once it
 // applied. Any other node forwards the request over the peer connection to
 // the leader its table names (at most wire.MaxForwardHops hops), or answers
-// NotLeader/Unavailable with the hint it has. A plain Lookup is answered
+// NotLeader/Unavailable with the hint it has; requests forwarded by a peer
+// are served even before this node is Ready. A plain Lookup is answered
 // from the node's own replica of the shard when it hosts one, else from the
 // routing cache while the cached owner is alive, else by the leader. The
 // cache is replaced whole every Config.MetadataSyncInterval, so a cached
 // route is never served longer than that after it was learned, and a stale
-// answer is fenced by its epoch anyway. A cached answer carries no partition
-// count (0). Produce and Fetch are served by the owner
+// answer is fenced by its epoch anyway. A cached answer carries the
+// topic's partition count as the route was learned. Such an answer (own
+// replica or cache) is given on the connection's event loop without
+// allocating; every other request runs on a goroutine of its own, bounded
+// by Config.MaxRequests. Produce and Fetch are served by the owner
 // of the topic at the epoch the request names (records appended to the
 // owner's shardstore topic log and acknowledged after fsync); anything else
 // gets NotLeaderForTopic with the newest epoch the node knows.
@@ -74,14 +81,50 @@
 // transfer leadership to the preferred replica. Only committed raft
 // configuration changes count, so differing views cost time, not safety.
 //
+// A replica removed while its node was cut off never applies its removal
+// and lingers. Every node looks for such strays among its replicas that the
+// ring no longer places on it, and asks each shard's leader for the group's
+// voters; a stray confirmed twice is dropped when the raft host can drop a
+// replica, otherwise logged and counted (see stray.go for why the node does
+// not delete its data by itself).
+//
 // # Cluster metadata sync
 //
-// The shard-leader table is versioned by the sum of its terms, which only
-// grows; nodes announce it through SWIM. A node that hears of a higher
-// version, or whose last sync is older than Config.MetadataSyncInterval,
-// pulls the table from a live peer (MetadataPull/MetadataPush) and merges
-// it term-checked. A node is Ready once it knows every shard's leader (by
-// gossip or by such a pull), or at the latest a grace period after birth.
+// Three kinds of cluster metadata carry versions, announced through SWIM
+// (MetadataVersion events, one per node and kind) whenever they change:
+//
+//   - Membership: a Lamport version over the membership digest, which is
+//     xxh3 of (id, generation, incarnation, state) of every live member in
+//     id order. It rises by one whenever the digest changes on this node;
+//     after merging a peer's member list this node takes the peer's version
+//     if its digest then equals the peer's, or one above it if it knows
+//     more (so that the peer pulls in turn). A higher version thus means
+//     "has incorporated a newer change"; equal versions usually mean equal
+//     views.
+//   - Ring: the same, over the ring digest, xxh3 of (id, rack) of every
+//     live member: exactly the input of the ring's placement. Its only
+//     input is the membership, so pulling it pulls the member list.
+//   - Shard-leader table: the sum of its terms, which only grows under the
+//     term-checked merge; merging a peer's table makes it at least the
+//     peer's.
+//
+// A node that hears of a higher version than its own pulls that kind from
+// the announcing peer (MetadataPull over the peer connection, answered by
+// MetadataPush). A member list that holds anything newer than SWIM here
+// knows makes SWIM run its full-state exchange with that peer (SWIM's merge
+// rules decide; the node never edits membership itself), and the pull is
+// repeated. A pull unanswered within Config.MetadataPullTimeout goes to
+// another peer, preferably one that announced the wanted version. Every
+// Config.MetadataSyncInterval the node pulls every kind from a random live
+// peer even without announcements, which bounds staleness when gossip is
+// lost. Pulls are answered whether or not the answering node is ready.
+//
+// A starting node answers client requests Unavailable (with a retry hint)
+// until it is Ready: its cluster is born, it merged every kind from a peer
+// once (or it is alone: no live peer, either because it was given no seeds
+// or because none answered within a grace period, so a single node never
+// waits for a sync that cannot happen), and it knows every shard's leader
+// or a grace period after birth ran out.
 //
 // node contains no protocol or storage format of its own beyond the
 // adapters above; those live in wire, swim, raftmux, shardstore and meta.

@@ -10,7 +10,6 @@ import (
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // maxQueuedEvents bounds the event queue; SWIM events past it are dropped
@@ -108,6 +107,7 @@ func (n *Node) eventLoop() {
 		}
 		evs, leads := n.events.take()
 		membership := false
+		var versions []swim.Event
 		for _, e := range evs {
 			switch e.Kind {
 			case swim.EventShardLeader:
@@ -115,9 +115,7 @@ func (n *Node) eventLoop() {
 					_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
 				}
 			case swim.EventMetadataVersion:
-				if e.MetaKind == uint64(wire.MetaShardLeaders) && e.Version > n.leaderVersion() && e.Leader != n.cfg.ID {
-					n.pullLeaders(e.Leader)
-				}
+				versions = append(versions, e)
 			default:
 				membership = true
 				n.liveness(e)
@@ -131,6 +129,11 @@ func (n *Node) eventLoop() {
 		}
 		if membership || len(evs) == 0 {
 			n.rebuildView()
+		}
+		// After the view is rebuilt, so that a change this node learned by
+		// SWIM in the same round counts before comparing versions.
+		for _, e := range versions {
+			n.onVersionAnnounced(e)
 		}
 		n.metadataTick(n.view.Load())
 		n.rotateCache()
@@ -275,8 +278,12 @@ func (n *Node) maybeReady() {
 	}
 	var rows []router.ShardLeader
 	rows, _ = n.leaders.Snapshot(rows)
+	if !n.metadataSynced() {
+		return
+	}
 	if len(rows) == int(n.cfg.Shards) || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
-		n.log.Info("ready", "leaders_known", len(rows))
+		vs := n.MetadataVersions()
+		n.log.Info("ready", "leaders_known", len(rows), "membership_version", vs.Membership, "ring_version", vs.Ring, "leader_version", vs.ShardLeaders)
 		n.markReady()
 	}
 }

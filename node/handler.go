@@ -59,6 +59,9 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 			return true
 		}
 	}
+	if n.serveFast(c, h, frame) {
+		return true
+	}
 	// Everything else is a request that may block: its own goroutine,
 	// bounded by reqSem.
 	n.lifeMu.RLock()
@@ -79,6 +82,61 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 		n.serveFrame(c, h, cp)
 	}()
 	return true
+}
+
+// fastBufs holds the answer buffers of serveFast (one per event loop in
+// the steady state).
+var fastBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// serveFast answers, on the event loop and without allocating, a client's
+// plain Lookup that needs no wait: the topic is active in this node's own
+// replica of its shard, or cached with a live owner. Anything else (not
+// ready, compressed, linearizable, unknown here) takes the request path.
+func (n *Node) serveFast(c *netio.Conn, h wire.Header, frame []byte) bool {
+	if h.Kind != wire.KindLookup || h.Flags&wire.FlagCompressed != 0 || c.Role() == wire.RolePeer || !n.isReady() {
+		return false
+	}
+	bp := fastBufs.Get().(*[]byte)
+	f, ok := n.appendFastLookup((*bp)[:0], h.RequestID, frame[wire.HeaderSize:])
+	if ok {
+		n.counters.requests.Add(1)
+		_ = c.Write(f) // copies
+	}
+	*bp = f[:0]
+	fastBufs.Put(bp)
+	return ok
+}
+
+// appendFastLookup appends to dst the answer frame to a plain Lookup with
+// payload, when this node can give it at once (see serveFast).
+func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byte, bool) {
+	var m wire.Lookup
+	if wire.DecodeLookup(payload, &m) != nil || m.Linearizable || !n.born.Load() {
+		return dst, false
+	}
+	shard := uint64(router.ShardOf(m.Topic, n.cfg.Shards))
+	var a meta.Assignment
+	var found bool
+	hosted, busy := n.sm.tryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+	if busy {
+		return dst, false // a shard being applied or loaded: the request path waits
+	}
+	if hosted {
+		if !found || a.State != meta.Active {
+			return dst, false // NotFound, with its message: the request path
+		}
+	} else {
+		r, ok := n.routes().Get(m.Topic)
+		if !ok || !n.view.Load().alive(r.Owner) {
+			return dst, false
+		}
+		a = meta.Assignment{Owner: r.Owner, Epoch: r.Epoch, Partitions: r.Partitions}
+	}
+	ans := wire.Assignment{Topic: m.Topic, Owner: []byte(a.Owner), OwnerAddr: []byte(n.clientAddrOf(a.Owner)), Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard}
+	f, start := wire.BeginFrame(dst, wire.KindAssignment, reqID)
+	f = wire.AppendAssignment(f, &ans)
+	f, err := wire.EndFrame(f, start)
+	return f, err == nil
 }
 
 // raftInbound decodes raft frames and hands them to the host.
@@ -226,6 +284,13 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 		return wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
 			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
 			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})
+	}
+	if hops == 0 && !n.isReady() {
+		// Not synced yet (or not born): the node's view of the cluster may
+		// be older than any client's.
+		return unavailable("node starting: cluster metadata not synced yet")
+	}
+	switch kind {
 	case wire.KindProduce:
 		return n.produce(ctx, payload)
 	case wire.KindFetch:

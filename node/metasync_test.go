@@ -1,9 +1,14 @@
 package node
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
 )
 
 func TestLeaderTableRoundTripIsTermChecked(t *testing.T) {
@@ -44,5 +49,221 @@ func TestLeaderTableRejectsMalformedInput(t *testing.T) {
 		if err := n.mergeLeaderTable(b); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestSyncTrackerPullsNewerAtOnceAndOnlyOnce(t *testing.T) {
+	now := time.Unix(100, 0)
+	tr := newSyncTracker(time.Second, time.Hour)
+	tr.lastFull = now
+	if tr.announce(kMembers, "n2", 3, 5, now) {
+		t.Fatal("pulled an older version")
+	}
+	if !tr.announce(kMembers, "n2", 7, 5, now) {
+		t.Fatal("did not pull a newer version")
+	}
+	if tr.announce(kMembers, "n3", 8, 5, now.Add(time.Millisecond)) {
+		t.Fatal("second pull while one is in flight")
+	}
+	tr.merged(kMembers, 8)
+	if p := tr.pulls[kMembers]; p.peer != "" {
+		t.Fatalf("pull still pending after merge: %+v", p)
+	}
+}
+
+func TestSyncTrackerFallsBackToAnotherPeerAfterTimeout(t *testing.T) {
+	now := time.Unix(100, 0)
+	tr := newSyncTracker(time.Second, time.Hour)
+	for k := range numMetaKinds {
+		tr.synced[k] = true
+	}
+	tr.lastFull = now
+	peers := []string{"n2", "n3", "n4"}
+	first := func(int) int { return 0 }
+	tr.announce(kRing, "n3", 9, 1, now)
+	tr.announce(kRing, "n4", 9, 1, now)
+	if r := tr.due(now.Add(500*time.Millisecond), MetadataVersions{Ring: 1}, peers, first); len(r) != 0 {
+		t.Fatalf("pulls before the timeout: %+v", r)
+	}
+	// n3 did not answer: ask n4, which announced the version too, rather
+	// than n2, which did not.
+	r := tr.due(now.Add(1100*time.Millisecond), MetadataVersions{Ring: 1}, peers, first)
+	if len(r) != 1 || r[0] != (pullReq{kind: kRing, peer: "n4"}) {
+		t.Fatalf("fallback %+v, want n4", r)
+	}
+	// n4 is silent as well: any peer not yet asked.
+	r = tr.due(now.Add(2200*time.Millisecond), MetadataVersions{Ring: 1}, peers, first)
+	if len(r) != 1 || r[0].peer != "n2" {
+		t.Fatalf("second fallback %+v, want n2", r)
+	}
+	// Reaching the version ends the pull.
+	tr.merged(kRing, 9)
+	if r := tr.due(now.Add(5*time.Second), MetadataVersions{Ring: 9}, peers, first); len(r) != 0 {
+		t.Fatalf("pulls after the sync: %+v", r)
+	}
+}
+
+func TestSyncTrackerBoundsStalenessWithoutAnnouncements(t *testing.T) {
+	now := time.Unix(100, 0)
+	tr := newSyncTracker(time.Second, 10*time.Second)
+	peers := []string{"n2"}
+	any := func(int) int { return 0 }
+	// Before the first full sync every kind is pulled.
+	if r := tr.due(now, MetadataVersions{}, peers, any); len(r) != numMetaKinds {
+		t.Fatalf("initial pulls %+v", r)
+	}
+	for k := range numMetaKinds {
+		tr.merged(k, 0)
+	}
+	if !tr.fullySynced() {
+		t.Fatal("not synced after merging every kind")
+	}
+	if r := tr.due(now.Add(5*time.Second), MetadataVersions{}, peers, any); len(r) != 0 {
+		t.Fatalf("pulls inside the interval: %+v", r)
+	}
+	if r := tr.due(now.Add(10*time.Second), MetadataVersions{}, peers, any); len(r) != numMetaKinds {
+		t.Fatalf("periodic pulls %+v, want every kind", r)
+	}
+	if r := tr.due(now, MetadataVersions{}, nil, any); len(r) != 0 {
+		t.Fatalf("pulls with no peer: %+v", r)
+	}
+}
+
+func TestMemberListRoundTripAndDigests(t *testing.T) {
+	rs := []memberRecord{
+		{id: "n1", rack: "a", swimAddr: "127.0.0.1:1", gen: 10, inc: 2, state: swim.StateAlive},
+		{id: "n2", rack: "b", swimAddr: "127.0.0.1:2", gen: 11, inc: 0, state: swim.StateDead},
+		{id: "n3", rack: "", swimAddr: "127.0.0.1:3", gen: 12, inc: 1, state: swim.StateSuspect},
+	}
+	got, err := decodeMembers(appendMembers(nil, rs))
+	if err != nil || !slices.Equal(got, rs) {
+		t.Fatalf("round trip %+v, %v", got, err)
+	}
+	m0, r0 := digests(rs)
+	// A refutation changes the membership, not the ring.
+	rs2 := slices.Clone(rs)
+	rs2[2].inc, rs2[2].state = 2, swim.StateAlive
+	m1, r1 := digests(rs2)
+	if m1 == m0 || r1 != r0 {
+		t.Fatalf("refutation: membership %x→%x ring %x→%x", m0, m1, r0, r1)
+	}
+	// A dead member dropped from the list changes neither.
+	m2, r2 := digests([]memberRecord{rs[0], rs[2]})
+	if m2 != m0 || r2 != r0 {
+		t.Fatal("forgetting a dead member changed a digest")
+	}
+	// A live member leaving the ring changes both.
+	rs3 := slices.Clone(rs)
+	rs3[0].state = swim.StateDead
+	if m3, r3 := digests(rs3); m3 == m0 || r3 == r0 {
+		t.Fatal("a member's death left a digest unchanged")
+	}
+	good := appendMembers(nil, rs[:1])
+	for name, b := range map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)-1],
+		"trailing":  append(slices.Clone(good), 0),
+		"state":     appendMembers(nil, []memberRecord{{id: "x", state: 9}}),
+		"no id":     appendMembers(nil, []memberRecord{{state: swim.StateAlive}}),
+		"unsorted":  appendMembers(nil, []memberRecord{{id: "b", state: 1}, {id: "a", state: 1}}),
+		"count":     {0xff, 0xff, 0x03},
+	} {
+		if _, err := decodeMembers(b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestMemberRecordNewerFollowsSwimMergeRules(t *testing.T) {
+	m := swim.Member{ID: "x", Generation: 5, Incarnation: 3, State: swim.StateSuspect}
+	for _, tc := range []struct {
+		r    memberRecord
+		want bool
+	}{
+		{memberRecord{gen: 6, state: swim.StateAlive}, true},
+		{memberRecord{gen: 4, inc: 9, state: swim.StateDead}, false},
+		{memberRecord{gen: 5, inc: 4, state: swim.StateAlive}, true},
+		{memberRecord{gen: 5, inc: 3, state: swim.StateAlive}, false},
+		{memberRecord{gen: 5, inc: 3, state: swim.StateSuspect}, false},
+		{memberRecord{gen: 5, inc: 0, state: swim.StateDead}, true},
+	} {
+		if got := tc.r.newerThan(&m); got != tc.want {
+			t.Errorf("%+v newer than %+v: %v", tc.r, m, got)
+		}
+	}
+	dead := swim.Member{Generation: 5, Incarnation: 1, State: swim.StateDead}
+	if (&memberRecord{gen: 5, inc: 7, state: swim.StateAlive}).newerThan(&dead) {
+		t.Error("dead is final within a generation")
+	}
+}
+
+// A node that was born but has not synced its cluster metadata answers
+// client requests Unavailable with a retry hint; it still answers status.
+func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
+	cfg := nodeConfig("n1", t.TempDir(), nil, 1)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	n.born.Store(true)
+	for _, req := range []struct {
+		kind    wire.Kind
+		payload []byte
+	}{
+		{wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}})},
+		{wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("t")})},
+	} {
+		kind, out := n.handle(context.Background(), req.kind, req.payload, 0)
+		var e wire.Error
+		if kind != wire.KindError || wire.DecodeError(out, &e) != nil || e.Code != wire.CodeUnavailable || e.RetryAfter <= 0 {
+			t.Fatalf("%v before sync: %v %+v", req.kind, kind, e)
+		}
+	}
+	n.markReady()
+	kind, _ := n.handle(context.Background(), wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}), 0)
+	var e wire.Error
+	if kind != wire.KindError {
+		t.Fatalf("produce after sync: %v", kind)
+	}
+	_, out := n.handle(context.Background(), wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}), 0)
+	if wire.DecodeError(out, &e) != nil || e.Code != wire.CodeNotLeaderForTopic {
+		t.Fatalf("produce after sync: %+v, want NotLeaderForTopic", e)
+	}
+}
+
+// Nodes born together converge on the same membership, ring and
+// shard-leader versions, and converge again after a node joins.
+func TestMetadataVersionsConverge(t *testing.T) {
+	c := startCluster(t, 3)
+	agree := func(size int) MetadataVersions {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			vs := make([]MetadataVersions, len(c.nodes))
+			same := true
+			for i, n := range c.nodes {
+				vs[i] = n.MetadataVersions()
+				same = same && vs[i] == vs[0] && len(n.view.Load().live) == size
+			}
+			if same && vs[0].Membership > 0 && vs[0].Ring > 0 && vs[0].ShardLeaders > 0 {
+				return vs[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("versions never agreed: %+v", vs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	before := agree(3)
+	for _, n := range c.nodes {
+		if n.Stats().MetadataSyncs == 0 {
+			t.Fatalf("%s never merged a push", n.ID())
+		}
+	}
+	c.add("n4")
+	after := agree(4)
+	if after.Membership <= before.Membership || after.Ring <= before.Ring {
+		t.Fatalf("versions did not rise with a join: %+v then %+v", before, after)
 	}
 }

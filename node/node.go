@@ -76,18 +76,22 @@ type Node struct {
 	events  eventQueue
 	born    atomic.Bool
 	readyc  chan struct{}
+	ready   atomic.Bool
+	readyAt atomic.Int64 // unix ns
 	readyMu sync.Once
 	bornAt  atomic.Int64
 
-	// Metadata sync: lastSync is when a pushed table was last merged;
-	// announced and lastPull belong to the event loop.
+	// Metadata sync: lastSync is when a push was last merged.
 	lastSync  atomic.Int64
-	announced uint64
-	lastPull  int64
+	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	startedAt time.Time
 	// catchingUp: nodes given a replica recently (reconcile loop only).
 	catchingUp map[uint64]time.Time
+	// strays: replicas the ring no longer places here (reconcile loop).
+	strays     map[uint64]*strayState
+	strayRound int
+	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 	rafts  chan inboundFrame
@@ -111,7 +115,7 @@ type Node struct {
 type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected, metaPulls, metaSyncs                                atomic.Uint64
+	rejected, metaPulls, metaSyncs, straysDropped                 atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -169,8 +173,10 @@ func New(cfg Config) (*Node, error) {
 		rafts:   make(chan inboundFrame, 4096),
 
 		catchingUp: make(map[uint64]time.Time),
+		strays:     make(map[uint64]*strayState),
 	}
 	n.cache.Store(cache)
+	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
 	n.owned.init()
 	n.rpcs.init()
@@ -319,16 +325,15 @@ func (n *Node) Start(ctx context.Context) error {
 // it knows the leader of every shard (or a grace period after birth ran out).
 func (n *Node) Ready() <-chan struct{} { return n.readyc }
 
-func (n *Node) isReady() bool {
-	select {
-	case <-n.readyc:
-		return true
-	default:
-		return false
-	}
-}
+func (n *Node) isReady() bool { return n.ready.Load() }
 
-func (n *Node) markReady() { n.readyMu.Do(func() { close(n.readyc) }) }
+func (n *Node) markReady() {
+	n.readyMu.Do(func() {
+		n.readyAt.Store(time.Now().UnixNano())
+		n.ready.Store(true)
+		close(n.readyc)
+	})
+}
 
 // Addrs returns the bound client, peer and SWIM addresses (empty before
 // Start).
@@ -563,4 +568,5 @@ func (n *Node) rebuildView() {
 	v.ring = ring
 	v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	n.view.Store(v)
+	n.observeMembers(ms)
 }

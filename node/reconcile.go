@@ -27,7 +27,7 @@ func (n *Node) reconcileLoop() {
 			continue
 		}
 		v := n.view.Load()
-		knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+		knowsAll := n.knowsAllMembers()
 		gone := func(node string) bool {
 			_, known := v.byID[node]
 			return v.dead[node] || (!known && knowsAll)
@@ -72,14 +72,15 @@ func (n *Node) leaderDuty(shard uint64, v *clusterView) {
 // topics owned by members SWIM declared dead (or gone) to live members.
 //
 // An owner SWIM does not know at all counts as gone too, once this node has
-// run long enough to have heard of every member (unknownOwnerGrace): after
+// synced its membership with a peer and run long enough since to have heard
+// of every member (knowsAllMembers): after
 // a restart SWIM has forgotten members that died meanwhile, and their
 // topics must still move.
 func (n *Node) reassignDead(v *clusterView) {
 	if len(v.live) == 0 {
 		return
 	}
-	knowsAll := time.Since(n.startedAt) > n.unknownOwnerGrace()
+	knowsAll := n.knowsAllMembers()
 	gone := func(id string) bool {
 		if v.dead[id] {
 			return true
@@ -139,6 +140,16 @@ const catchUpWake = 30 * time.Second
 // unknownOwnerGrace is ten reconcile intervals (2 s "fast", 5 s "lan").
 func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileInterval }
 
+// knowsAllMembers reports whether a member SWIM does not know may be taken
+// for gone: the node is Ready (it merged a peer's membership, or is alone)
+// and has been for unknownOwnerGrace. Counting from readiness rather than
+// from the start keeps nodes of a cluster restarted one after the other
+// from taking the ones not started yet for gone.
+func (n *Node) knowsAllMembers() bool {
+	at := n.readyAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) > n.unknownOwnerGrace()
+}
+
 // manageShards compares, for every shard this node leads, the raft
 // configuration with the ring's desired replicas and starts at most one
 // change per shard, at most MaxConfChanges per round over all shards:
@@ -147,7 +158,7 @@ func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileIn
 // more voters than the replication factor, and finally hand leadership to
 // the preferred replica.
 func (n *Node) manageShards(v *clusterView) {
-	if n.ledCount() == 0 || v.ring == nil || v.ring.Len() == 0 {
+	if v.ring == nil || v.ring.Len() == 0 {
 		return
 	}
 	// Act only on a settled view: with a member suspected, or the live set
@@ -160,6 +171,10 @@ func (n *Node) manageShards(v *clusterView) {
 	defer cancel()
 	infos, err := n.host.Shards(ctx)
 	if err != nil {
+		return
+	}
+	n.collectStrays(ctx, v, infos)
+	if n.ledCount() == 0 {
 		return
 	}
 	budget := n.cfg.MaxConfChanges

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,11 +11,19 @@ import (
 	"github.com/shoalmq/shoal/shardstore"
 )
 
-// stateKey is the shard data key holding the shard's encoded meta.State.
-// The whole state is rewritten once per applied run of commands, in the
-// same batch as the applied index, so a restart and a raft snapshot both
-// find exactly the state of the applied index.
-var stateKey = []byte("meta")
+// A shard's meta.State is stored one record per topic: data key
+// recordPrefix+topic holds meta's record encoding, floorKey the shard's
+// epoch floor (uvarint). An applied run of commands writes only the records
+// it changed, into the raft round's batch that also holds the applied
+// index, so a restart and a raft snapshot (which streams every data key of
+// the shard) both find exactly the state of the applied index.
+var (
+	recordPrefix = []byte("t")
+	floorKey     = []byte("f")
+	// legacyStateKey held the whole encoded state in earlier versions; it
+	// is read when present and replaced by records at the next apply.
+	legacyStateKey = []byte("meta")
+)
 
 // applyResult is what a proposer gets back from Host.Propose.
 type applyResult struct {
@@ -27,6 +36,11 @@ type applyResult struct {
 type shardState struct {
 	mu sync.Mutex
 	st *meta.State
+	// legacy: loaded from legacyStateKey; the next apply writes every
+	// record and deletes it.
+	legacy bool
+	// key and val are Apply's encoding buffers (raftmux worker only).
+	key, val []byte
 }
 
 // stateMachine is the raftmux.StateMachine of every shard on the node: one
@@ -44,19 +58,42 @@ type stateMachine struct {
 
 var _ raftmux.StateMachine = (*stateMachine)(nil)
 
-func (m *stateMachine) load(shard uint64) (*meta.State, error) {
-	b, err := m.store.Get(shard, stateKey)
-	if err != nil {
-		return nil, fmt.Errorf("node: shard %d: load state: %w", shard, err)
+func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err error) {
+	defer func() {
+		if err == nil {
+			st.TrackChanges()
+		}
+	}()
+	if b, err := m.store.Get(shard, legacyStateKey); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load state: %w", shard, err)
+	} else if b != nil {
+		st, err := meta.DecodeSnapshot(b)
+		if err != nil {
+			return nil, false, fmt.Errorf("node: shard %d: decode state: %w", shard, err)
+		}
+		return st, true, nil
 	}
-	if b == nil {
-		return meta.New(), nil
+	l := meta.NewLoader()
+	if b, err := m.store.Get(shard, floorKey); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load floor: %w", shard, err)
+	} else if b != nil {
+		f, k := binary.Uvarint(b)
+		if k != len(b) {
+			return nil, false, fmt.Errorf("node: shard %d: %w: floor %x", shard, meta.ErrBadSnapshot, b)
+		}
+		l.SetFloor(f)
 	}
-	st, err := meta.DecodeSnapshot(b)
-	if err != nil {
-		return nil, fmt.Errorf("node: shard %d: decode state: %w", shard, err)
+	var addErr error
+	if err := m.store.Iterate(shard, recordPrefix, func(key, value []byte) bool {
+		addErr = l.Add(key[len(recordPrefix):], value)
+		return addErr == nil
+	}); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
 	}
-	return st, nil
+	if st, err = l.State(); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
+	}
+	return st, false, nil
 }
 
 // shard returns the state of a shard, loading it from the store on first use.
@@ -66,11 +103,11 @@ func (m *stateMachine) shard(shard uint64) (*shardState, error) {
 	if s := m.shards[shard]; s != nil {
 		return s, nil
 	}
-	st, err := m.load(shard)
+	st, legacy, err := m.load(shard)
 	if err != nil {
 		return nil, err
 	}
-	s := &shardState{st: st}
+	s := &shardState{st: st, legacy: legacy}
 	m.shards[shard] = s
 	return s, nil
 }
@@ -103,26 +140,41 @@ func (m *stateMachine) hosted(shard uint64, fn func(st *meta.State)) bool {
 	return true
 }
 
+// tryHosted is hosted for a caller that must not wait (an event loop):
+// busy reports that a lock was held, and then fn did not run.
+func (m *stateMachine) tryHosted(shard uint64, fn func(st *meta.State)) (hosted, busy bool) {
+	if !m.mu.TryLock() {
+		return false, true
+	}
+	s := m.shards[shard]
+	m.mu.Unlock()
+	if s == nil {
+		return false, false
+	}
+	if !s.mu.TryLock() {
+		return true, true
+	}
+	defer s.mu.Unlock()
+	fn(s.st)
+	return true, false
+}
+
 func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) error {
 	s, err := m.shard(shard)
 	if err != nil {
 		return err
 	}
 	var effs []meta.Effect
-	changed := false
 	var res meta.Result
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
 		if err == nil && res.Changed {
-			changed = true
 			effs = append(effs, res.Effects...)
 		}
 	}
-	if changed {
-		b.Put(shard, stateKey, s.st.AppendSnapshot(nil))
-	}
+	s.persist(shard, b)
 	s.mu.Unlock()
 	if len(effs) > 0 && m.effects != nil {
 		m.effects(shard, slices.Clone(effs))
@@ -130,21 +182,54 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	return nil
 }
 
+// persist writes the records the applied commands changed into b (the
+// round's batch, committed with the applied index). Under s.mu.
+func (s *shardState) persist(shard uint64, b raftmux.Batch) {
+	if s.legacy {
+		s.legacy = false
+		for a := range s.st.All() {
+			s.putRecord(shard, a.Topic, b)
+		}
+		s.putFloor(shard, b)
+		b.Delete(shard, legacyStateKey)
+		s.st.DrainChanges(func(string) {})
+		return
+	}
+	if s.st.DrainChanges(func(topic string) { s.putRecord(shard, topic, b) }) {
+		s.putFloor(shard, b)
+	}
+}
+
+func (s *shardState) putRecord(shard uint64, topic string, b raftmux.Batch) {
+	s.key = append(append(s.key[:0], recordPrefix...), topic...)
+	var ok bool
+	if s.val, ok = s.st.AppendRecord(s.val[:0], topic); ok {
+		b.Put(shard, s.key, s.val)
+	} else {
+		b.Delete(shard, s.key)
+	}
+}
+
+func (s *shardState) putFloor(shard uint64, b raftmux.Batch) {
+	s.val = binary.AppendUvarint(s.val[:0], s.st.Floor())
+	b.Put(shard, floorKey, s.val)
+}
+
 func (m *stateMachine) Restore(shard, _ uint64) error {
-	st, err := m.load(shard)
+	st, legacy, err := m.load(shard)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	s := m.shards[shard]
 	if s == nil {
-		m.shards[shard] = &shardState{st: st}
+		m.shards[shard] = &shardState{st: st, legacy: legacy}
 		m.mu.Unlock()
 		return nil
 	}
 	m.mu.Unlock()
 	s.mu.Lock()
-	s.st = st
+	s.st, s.legacy = st, legacy
 	s.mu.Unlock()
 	return nil
 }

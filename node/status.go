@@ -64,8 +64,12 @@ type Stats struct {
 	EventQueueLen      int
 	LeadersKnown       int
 	LeaderTableVersion uint64 // local change counter of the table
-	MetadataPulls      uint64 // shard-leader table pulls sent
-	MetadataSyncs      uint64 // shard-leader tables received and merged
+	StrayReplicas      int    // confirmed strays not dropped yet (a drop failed)
+	StraysDropped      uint64 // replicas dropped because their group no longer counts this node
+	MembershipVersion  uint64 // see MetadataVersions
+	RingVersion        uint64
+	MetadataPulls      uint64 // metadata pulls sent (every kind)
+	MetadataSyncs      uint64 // metadata pushes received and merged
 }
 
 // Stats returns a snapshot of the counters.
@@ -94,9 +98,13 @@ func (n *Node) Stats() Stats {
 		RaftInboundQLen:  len(n.rafts),
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
+	s.StrayReplicas = len(n.strayShards())
+	s.StraysDropped = n.counters.straysDropped.Load()
 	s.MetadataSyncs = n.counters.metaSyncs.Load()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)
+	vs := n.MetadataVersions()
+	s.MembershipVersion, s.RingVersion = vs.Membership, vs.Ring
 	s.LeadersKnown = len(rows)
 	if n.rt != nil {
 		s.RaftFramesOut = n.rt.framesOut.Load()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/shoalmq/shoal/node"
@@ -49,6 +50,7 @@ type nodeOptions struct {
 	clusterID                        uint64
 	secret                           []byte
 	swimPreset                       string
+	metadataSync                     time.Duration
 	logFormat                        string
 	logLevel                         slog.Level
 	configFile, secretFile, levelArg string
@@ -79,6 +81,10 @@ cluster:
   --cluster-id N          the cluster's id; peers and clients must name the same (default 0)
   --secret-file FILE      file holding the cluster's shared secret (optional)
   --swim-preset NAME      failure-detection timings: lan (default) or fast (one machine, tests)
+  --metadata-sync-interval D
+                          bound on the staleness of membership, ring and shard-leader
+                          table: at least this often pull them from a random peer
+                          (e.g. 10s; default 10s, 2s with --swim-preset fast)
 
 operations:
   --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
@@ -129,6 +135,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
 	fs.StringVar(&o.secretFile, "secret-file", "", "")
 	fs.StringVar(&o.swimPreset, "swim-preset", "lan", "")
+	fs.DurationVar(&o.metadataSync, "metadata-sync-interval", 0, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
 	return fs
@@ -301,6 +308,9 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.swimPreset != "lan" && o.swimPreset != "fast" {
 		return usagef("--swim-preset %q: want lan or fast", clip(o.swimPreset))
+	}
+	if o.metadataSync < 0 {
+		return usagef("--metadata-sync-interval %v: must not be negative", o.metadataSync)
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return usagef("--log-format %q: want text or json", clip(o.logFormat))

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // required are the flags every `shoal node` needs.
@@ -25,7 +26,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--rack", "r2", "--join", "127.0.0.1:7301,127.0.0.1:7302", "--join", "127.0.0.1:7303",
 		"--bootstrap-expect", "3", "--shards", "256", "--replicas", "5",
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
-		"--log-format", "json", "--log-level", "debug",
+		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,7 @@ func TestParseNodeArgs(t *testing.T) {
 		join:            []string{"127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7303"},
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
+		metadataSync: 3 * time.Second,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -77,6 +79,7 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"bootstrap", with("--bootstrap-expect", "-1"), "--bootstrap-expect -1"},
 		{"cluster id", with("--cluster-id", "x"), `--cluster-id "x": not a number`},
 		{"preset", with("--swim-preset", "wan"), `--swim-preset "wan"`},
+		{"sync interval", with("--metadata-sync-interval", "-1s"), "--metadata-sync-interval -1s"},
 		{"log format", with("--log-format", "xml"), `--log-format "xml"`},
 		{"log level", with("--log-level", "loud"), `--log-level "loud"`},
 		{"positional", with("extra"), `unexpected argument "extra"`},

@@ -64,8 +64,12 @@ var metrics = []metric{
 	{"ShardsLed", "shards_led", "Shards this node leads.", gauge, ""},
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
-	{"MetadataPulls", "shard_leader_table_pulls_total", "Shard-leader table pulls this node sent to a peer with a newer version.", counter, ""},
-	{"MetadataSyncs", "shard_leader_table_syncs_total", "Shard-leader tables received from peers and merged.", counter, ""},
+	{"StrayReplicas", "stray_replicas", "Replicas whose group no longer counts this node (confirmed with the shard's leader) that could not be dropped yet.", gauge, ""},
+	{"StraysDropped", "stray_replicas_dropped_total", "Replicas dropped with their data because their group no longer counts this node.", counter, ""},
+	{"MembershipVersion", "membership_version", "Version of this node's membership (rises with every change it learns).", gauge, ""},
+	{"RingVersion", "ring_version", "Version of this node's placement ring (rises when the live member set changes).", gauge, ""},
+	{"MetadataPulls", "metadata_pulls_total", "Cluster metadata pulls (membership, ring, shard-leader table) this node sent to a peer.", counter, ""},
+	{"MetadataSyncs", "metadata_syncs_total", "Cluster metadata pushes received from peers and merged.", counter, ""},
 	{"EventQueueLen", "event_queue_length", "Membership and leadership events waiting to be handled.", gauge, ""},
 
 	// Frames and requests.

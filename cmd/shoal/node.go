@@ -34,6 +34,8 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Secret:          o.secret,
 		SwimPreset:      o.swimPreset,
 		Logger:          logger,
+
+		MetadataSyncInterval: o.metadataSync,
 	}
 }
 

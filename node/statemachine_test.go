@@ -1,0 +1,178 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/shardstore"
+)
+
+// countingBatch counts the bytes an Apply writes.
+type countingBatch struct {
+	raftmux.Batch
+	puts, bytes int
+}
+
+func (b *countingBatch) Put(shard uint64, key, value []byte) {
+	b.puts++
+	b.bytes += len(key) + len(value)
+	b.Batch.Put(shard, key, value)
+}
+
+func openTestStore(tb testing.TB) (*shardstore.Store, *stateMachine) {
+	tb.Helper()
+	st, err := shardstore.Open(filepath.Join(tb.TempDir(), "store"), shardstore.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	return st, &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+}
+
+func assignEntry(tb testing.TB, topic, owner string) raftmux.Command {
+	tb.Helper()
+	data, err := meta.AppendCommand(nil, &meta.Command{Op: meta.OpAssign, Topic: []byte(topic), Owner: owner})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return raftmux.Command{Data: data}
+}
+
+// fill assigns n topics to shard in batches of 500, committed.
+func fill(tb testing.TB, st *shardstore.Store, sm *stateMachine, shard uint64, n int) {
+	tb.Helper()
+	for i := 0; i < n; {
+		var cmds []raftmux.Command
+		for ; i < n && len(cmds) < 500; i++ {
+			cmds = append(cmds, assignEntry(tb, fmt.Sprintf("topic-%06d", i), "n1"))
+		}
+		b := st.NewBatch()
+		if err := sm.Apply(shard, cmds, b); err != nil {
+			tb.Fatal(err)
+		}
+		if err := b.Commit(false); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// An apply writes the records it changed, not the shard: its bytes do not
+// grow with the topics the shard holds, and a reload finds the same state.
+func TestApplyWritesOnlyChangedRecords(t *testing.T) {
+	st, sm := openTestStore(t)
+	const shard = 3
+	fill(t, st, sm, shard, 2000)
+	cb := &countingBatch{Batch: st.NewBatch()}
+	cmds := []raftmux.Command{assignEntry(t, "topic-000007", "n2"), assignEntry(t, "new-topic", "n3")}
+	if err := sm.Apply(shard, cmds, cb); err != nil {
+		t.Fatal(err)
+	}
+	ents := make([]*raftpb.Entry, 100)
+	for i := range ents {
+		ents[i] = &raftpb.Entry{Index: new(uint64(i + 1)), Term: new(uint64(1))}
+	}
+	cb.Append(shard, &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(100))}, ents)
+	cb.SetApplied(shard, 100)
+	if err := cb.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if cb.puts != 2 || cb.bytes > 200 {
+		t.Fatalf("an apply of two changes wrote %d values, %d bytes", cb.puts, cb.bytes)
+	}
+	want := sm.shards[shard].st.AppendSnapshot(nil)
+	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	s, err := fresh.shard(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.st.AppendSnapshot(nil), want) {
+		t.Fatal("reloaded state differs from the applied one")
+	}
+	// A raft snapshot carries the records: restoring it elsewhere rebuilds
+	// the state.
+	sr, err := st.SnapshotData(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Close()
+	st2, sm2 := openTestStore(t)
+	snap := &raftpb.Snapshot{Metadata: sr.Meta()}
+	if err := st2.ApplySnapshot(shard, snap, sr); err != nil {
+		t.Fatal(err)
+	}
+	if err := sm2.Restore(shard, snap.GetMetadata().GetIndex()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sm2.shards[shard].st.AppendSnapshot(nil); !bytes.Equal(got, want) {
+		t.Fatal("restored snapshot differs from the applied state")
+	}
+}
+
+// A shard stored whole under the earlier single key loads, and its next
+// apply replaces that key by records.
+func TestLegacyWholeStateIsMigratedToRecords(t *testing.T) {
+	st, sm := openTestStore(t)
+	const shard = 1
+	old := meta.New()
+	for i := range 10 {
+		c := meta.Command{Op: meta.OpAssign, Topic: fmt.Appendf(nil, "t%d", i), Owner: "n1"}
+		if err := old.Apply(&c, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := st.NewBatch()
+	b.Put(shard, legacyStateKey, old.AppendSnapshot(nil))
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b = st.NewBatch()
+	if err := sm.Apply(shard, []raftmux.Command{assignEntry(t, "t10", "n2")}, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.Get(shard, legacyStateKey); v != nil {
+		t.Fatal("legacy key kept")
+	}
+	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	s, err := fresh.shard(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.st.Count() != 11 {
+		t.Fatalf("%d topics after migration, want 11", s.st.Count())
+	}
+}
+
+// BenchmarkApply: one AssignTopic applied into a shard holding 100 or
+// 10,000 topics (the batch is built, not committed): the cost must not
+// grow with the shard.
+func BenchmarkApply(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("topics=%d", n), func(b *testing.B) {
+			st, sm := openTestStore(b)
+			fill(b, st, sm, 0, n)
+			owners := []string{"n1", "n2"}
+			cmds := []raftmux.Command{{}}
+			entries := [2]raftmux.Command{assignEntry(b, "topic-000042", owners[0]), assignEntry(b, "topic-000042", owners[1])}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				// Move one topic back and forth: a real change each time.
+				cmds[0] = entries[(i+1)%2]
+				batch := st.NewBatch()
+				if err := sm.Apply(0, cmds, batch); err != nil {
+					b.Fatal(err)
+				}
+				batch.Close()
+			}
+		})
+	}
+}
