@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/shoalmq/shoal/router"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // FuzzMergeLeaderTable: any pushed table is merged or refused, never a
@@ -20,17 +19,6 @@ func FuzzMergeLeaderTable(f *testing.F) {
 			if r.Shard >= 8 || r.Leader == "" {
 				t.Fatalf("bad row %+v", r)
 			}
-		}
-	})
-}
-
-// FuzzDecodeSnapshotChunk: any chunk payload decodes or is refused.
-func FuzzDecodeSnapshotChunk(f *testing.F) {
-	f.Add(wire.AppendSnapshotChunk(nil, &wire.SnapshotChunk{Shard: 1, Index: 2, Offset: 0, Last: true, Data: []byte{0, 'x'}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeSnapshotChunk(b)
-		if err == nil && c == nil {
-			t.Fatal("nil chunk without error")
 		}
 	})
 }
