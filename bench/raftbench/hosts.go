@@ -212,7 +212,7 @@ func (c *cluster) startSwim() error {
 	for {
 		all := true
 		for _, hs := range c.hosts {
-			all = all && hs.swim.NumLive() == len(c.hosts)
+			all = all && hs.swim.NumLive() == len(c.hosts)-1 // self excluded
 		}
 		if all {
 			return nil
