@@ -46,7 +46,14 @@ type shardOp struct {
 
 // NewBatch starts a batch.
 func (s *Store) NewBatch() *Batch {
-	b, _ := s.batches.Get().(*Batch)
+	var b *Batch
+	s.freeMu.Lock()
+	if n := len(s.free); n > 0 {
+		b = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	}
+	s.freeMu.Unlock()
 	if b == nil {
 		b = &Batch{s: s, idx: make(map[uint64]int), key: make([]byte, 0, maxKeyScratch)}
 	}
@@ -281,16 +288,25 @@ func (b *Batch) Close() {
 func (b *Batch) release() {
 	_ = b.pb.Close()
 	b.pb = nil
-	for i := range b.ops {
-		b.ops[i] = shardOp{}
+	if cap(b.ops) > maxKeptOps {
+		// A round over most of a big node's shards (start-up, elections)
+		// is rare: its slices are not worth keeping.
+		b.ops, b.idx = nil, make(map[uint64]int)
+	} else {
+		clear(b.ops)
+		b.ops = b.ops[:0]
+		clear(b.idx)
 	}
-	b.ops = b.ops[:0]
-	clear(b.idx)
 	b.err = nil
 	if cap(b.val) > 1<<20 {
 		b.val = nil
 	}
-	b.s.batches.Put(b)
+	s := b.s
+	s.freeMu.Lock()
+	if len(s.free) < maxFreeBatches {
+		s.free = append(s.free, b)
+	}
+	s.freeMu.Unlock()
 }
 
 // Commit writes the batch, fsyncing the WAL when sync is set; the caches and

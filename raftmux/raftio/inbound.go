@@ -55,6 +55,7 @@ type inboundFrame struct {
 type Inbound struct {
 	cfg InboundConfig
 	q   chan inboundFrame
+	dec decoder // Run's
 }
 
 // NewInbound validates cfg and returns an Inbound; nothing runs until Run.
@@ -130,7 +131,7 @@ func (in *Inbound) handle(f *inboundFrame) {
 	}
 	from := in.cfg.RaftID(f.from)
 	if f.h.Kind == wire.KindRaftBatch {
-		rb, err := DecodeRaftBatch(payload)
+		rb, err := in.dec.decode(payload)
 		if err != nil {
 			in.cfg.Logger.Warn("raftio: bad raft batch", "from", f.from, "err", err)
 			return

@@ -186,32 +186,63 @@ func (t *Transport) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error
 // DecodeRaftBatch turns a KindRaftBatch frame's payload into a batch for
 // Host.Deliver. The messages come from a fresh decode whose memory is never
 // reused, since raft keeps pointers into what it is stepped with; their
-// byte fields alias payload, which must not be reused either.
+// byte fields alias payload, which must not be reused either. Inbound
+// decodes with a decoder instead, which amortizes the allocations.
 func DecodeRaftBatch(payload []byte) (*raftmux.RaftBatch, error) {
-	var wb wire.RaftBatch
-	if err := wire.DecodeRaftBatch(payload, &wb); err != nil {
+	var d decoder
+	rb, err := d.decode(payload)
+	if err != nil {
 		return nil, err
 	}
-	rb := &raftmux.RaftBatch{Messages: make([]raftmux.ShardMessage, len(wb.Messages))}
-	for i := range wb.Messages {
-		rb.Messages[i] = raftmux.ShardMessage{Shard: wb.Messages[i].Shard, Msg: wb.Messages[i].Owned()}
+	out := *rb
+	return &out, nil
+}
+
+// msgSlabChunk is how many raft messages a decoder allocates at once.
+const msgSlabChunk = 64
+
+// decoder decodes RaftBatch payloads for one goroutine. The batch it
+// returns, and its slices, are overwritten by the next decode: Host.Deliver
+// copies what it keeps out of them before returning. The messages the
+// batch points to are never reused (raft keeps them): they are carved from
+// chunks of msgSlabChunk, and wire.DecodeRaftBatch carves what they point
+// to from its own slabs, so a steady stream of small batches allocates a
+// fraction of an object per message.
+type decoder struct {
+	wb   wire.RaftBatch
+	rb   raftmux.RaftBatch
+	msgs []raftpb.Message
+}
+
+func (d *decoder) decode(payload []byte) (*raftmux.RaftBatch, error) {
+	if err := wire.DecodeRaftBatch(payload, &d.wb); err != nil {
+		return nil, err
 	}
-	if len(wb.Heartbeats) > 0 {
-		rb.Heartbeats = make([]raftmux.Heartbeat, 0, len(wb.Heartbeats))
-		for _, h := range wb.Heartbeats {
-			rb.Heartbeats = append(rb.Heartbeats, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: h.Flags})
+	rb := &d.rb
+	rb.Reset()
+	for i := range d.wb.Messages {
+		if len(d.msgs) == 0 {
+			d.msgs = make([]raftpb.Message, max(msgSlabChunk, len(d.wb.Messages)-i))
 		}
+		m := &d.msgs[0]
+		d.msgs = d.msgs[1:]
+		copyMsg(m, &d.wb.Messages[i].Msg)
+		rb.Messages = append(rb.Messages, raftmux.ShardMessage{Shard: d.wb.Messages[i].Shard, Msg: m})
 	}
-	if len(wb.HeartbeatResponses) > 0 {
-		rb.HeartbeatResponses = make([]raftmux.Heartbeat, 0, len(wb.HeartbeatResponses))
-		for _, h := range wb.HeartbeatResponses {
-			var fl uint8
-			if h.Flags&wire.HeartbeatQuiesce != 0 {
-				fl = raftmux.FlagWake
-			}
-			rb.HeartbeatResponses = append(rb.HeartbeatResponses, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: fl})
+	for _, h := range d.wb.Heartbeats {
+		rb.Heartbeats = append(rb.Heartbeats, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: h.Flags})
+	}
+	for _, h := range d.wb.HeartbeatResponses {
+		var fl uint8
+		if h.Flags&wire.HeartbeatQuiesce != 0 {
+			fl = raftmux.FlagWake
 		}
+		rb.HeartbeatResponses = append(rb.HeartbeatResponses, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: fl})
 	}
+	// What the wire batch's values point to is never handed out again, but
+	// its Messages array is overwritten by the next decode: drop the
+	// references now so it pins nothing meanwhile.
+	clear(d.wb.Messages)
 	return rb, nil
 }
 
