@@ -115,6 +115,9 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.Parse()
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "raftbench:", err)
 		os.Exit(1)
@@ -312,7 +315,12 @@ func startProfiles(o options) func() {
 		}
 	}
 	if o.memprofile != "" {
-		runtime.MemProfileRate = 64 << 10
+		// The profile counts from the process start: the window's own
+		// allocations are `go tool pprof -base FILE.base FILE`.
+		if f, err := os.Create(o.memprofile + ".base"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 		stops = append(stops, func() {
 			if f, err := os.Create(o.memprofile); err == nil {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
