@@ -50,8 +50,10 @@ func (r *Storage) Storage(shard uint64) (raft.Storage, error) {
 	return rs, nil
 }
 
-// NewBatch implements raftmux.Storage.
-func (r *Storage) NewBatch() raftmux.Batch { return &countedBatch{Batch: r.s.NewBatch(), r: r} }
+// NewBatch implements raftmux.Storage. The store's batch is taken at the
+// first write (or at Commit): a round that builds a batch and drops it
+// unused holds nothing of the store's.
+func (r *Storage) NewBatch() raftmux.Batch { return &batch{r: r} }
 
 // Applied implements raftmux.Storage.
 func (r *Storage) Applied(shard uint64) (uint64, error) { return r.s.Applied(shard) }
@@ -100,16 +102,40 @@ func (r *Storage) Shards() ([]uint64, error) {
 	return out, nil
 }
 
-// countedBatch counts group commits and fsyncs.
-type countedBatch struct {
-	*shardstore.Batch
+// batch is a raftmux.Batch over a shardstore.Batch taken lazily; it counts
+// group commits and fsyncs.
+type batch struct {
 	r *Storage
+	b *shardstore.Batch
 }
 
-func (b *countedBatch) Commit(sync bool) error {
+func (b *batch) sb() *shardstore.Batch {
+	if b.b == nil {
+		b.b = b.r.s.NewBatch()
+	}
+	return b.b
+}
+
+func (b *batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+	b.sb().Append(shard, hs, ents)
+}
+
+func (b *batch) SetConfState(shard uint64, cs *raftpb.ConfState) { b.sb().SetConfState(shard, cs) }
+
+func (b *batch) SetApplied(shard, idx uint64) { b.sb().SetApplied(shard, idx) }
+
+func (b *batch) Put(shard uint64, key, value []byte) { b.sb().Put(shard, key, value) }
+
+func (b *batch) Delete(shard uint64, key []byte) { b.sb().Delete(shard, key) }
+
+// Commit commits the batch; an empty synced one still makes every earlier
+// unsynced commit durable.
+func (b *batch) Commit(sync bool) error {
 	b.r.commits.Add(1)
 	if sync {
 		b.r.fsyncs.Add(1)
 	}
-	return b.Batch.Commit(sync)
+	sb := b.sb()
+	b.b = nil
+	return sb.Commit(sync)
 }
