@@ -75,7 +75,7 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		}
 		hs.mem, st = m, m
 	case "pebble":
-		s, err := shardstore.Open(filepath.Join(dir, nodeName(id)), shardstore.Config{})
+		s, err := shardstore.Open(filepath.Join(dir, nodeName(id)), shardstore.Config{MemTableBytes: uint64(o.memtableMiB) << 20})
 		if err != nil {
 			return nil, err
 		}

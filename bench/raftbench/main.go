@@ -45,6 +45,7 @@ type options struct {
 	pipeline                                       bool
 	dir, cpuprofile, trace, memprofile             string
 	storage, transport, detector                   string
+	memtableMiB                                    int
 }
 
 type report struct {
@@ -105,6 +106,7 @@ func main() {
 	flag.DurationVar(&o.suspect, "suspect-delay", 1085*time.Millisecond, "failover with -detector delay: delay before NodeSuspect (SWIM's measured first suspicion, bench/README.md)")
 	flag.DurationVar(&o.detect, "detect-delay", 2585*time.Millisecond, "failover with -detector delay: delay before NodeDead (SWIM's measured first dead, bench/README.md)")
 	flag.StringVar(&o.storage, "storage", "pebble", "pebble (shardstore, a directory per host) or mem (raftmuxtest.MemStore)")
+	flag.IntVar(&o.memtableMiB, "memtable", 0, "-storage pebble: memtable MiB (0: shardstore's default)")
 	flag.StringVar(&o.transport, "transport", "netio", "netio (peer connections on 127.0.0.1) or inproc (raftmuxtest.Network)")
 	flag.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
 	flag.BoolVar(&o.fsync, "fsync", true, "-storage mem: fsync an append-only file per host on every synced commit")
