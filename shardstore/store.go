@@ -124,8 +124,9 @@ type Store struct {
 // few per raft worker), and maxKeptOps the shards a kept batch keeps room
 // for.
 const (
-	maxFreeBatches = 8
-	maxKeptOps     = 4096
+	maxFreeBatches   = 8
+	maxKeptOps       = 4096
+	maxKeptHeldBytes = 1 << 20
 )
 
 // Open opens the store in dir, creating it if dir is missing or empty. A

@@ -36,8 +36,10 @@ type Transport struct {
 	bufs  sync.Pool
 
 	framesOut atomic.Uint64
+	chunksOut atomic.Uint64
 	bytesOut  atomic.Uint64
 	sendErrs  atomic.Uint64
+	chunkErrs atomic.Uint64
 }
 
 var _ raftmux.Transport = (*Transport)(nil)
@@ -51,14 +53,19 @@ func NewTransport(peers PeerSender, names func(raftID uint64) (string, bool)) *T
 
 // TransportStats are the counters of a Transport.
 type TransportStats struct {
-	FramesOut  uint64 // frames handed to the peer connections
-	BytesOut   uint64 // their bytes, headers included
-	SendErrors uint64 // batches and chunks not sent
+	FramesOut   uint64 // RaftBatch frames handed to the peer connections
+	ChunksOut   uint64 // SnapshotChunk frames handed to them
+	BytesOut    uint64 // the bytes of both, headers included
+	SendErrors  uint64 // batches not sent
+	ChunkErrors uint64 // snapshot chunks not sent
 }
 
 // Stats returns the counters.
 func (t *Transport) Stats() TransportStats {
-	return TransportStats{FramesOut: t.framesOut.Load(), BytesOut: t.bytesOut.Load(), SendErrors: t.sendErrs.Load()}
+	return TransportStats{
+		FramesOut: t.framesOut.Load(), ChunksOut: t.chunksOut.Load(), BytesOut: t.bytesOut.Load(),
+		SendErrors: t.sendErrs.Load(), ChunkErrors: t.chunkErrs.Load(),
+	}
 }
 
 type sendBuf struct {
@@ -153,7 +160,7 @@ func (t *Transport) Send(to uint64, b *raftmux.RaftBatch) error {
 func (t *Transport) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error {
 	name, ok := t.names(to)
 	if !ok {
-		t.sendErrs.Add(1)
+		t.chunkErrs.Add(1)
 		return fmt.Errorf("%w: %d", ErrUnknownRaftID, to)
 	}
 	var head []byte
@@ -175,10 +182,10 @@ func (t *Transport) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error
 		err = t.peers.Send(name, f)
 	}
 	if err != nil {
-		t.sendErrs.Add(1)
+		t.chunkErrs.Add(1)
 		return fmt.Errorf("raftio: snapshot chunk to %s: %w", name, err)
 	}
-	t.framesOut.Add(1)
+	t.chunksOut.Add(1)
 	t.bytesOut.Add(uint64(len(f)))
 	return nil
 }
