@@ -531,11 +531,13 @@ func (c *cluster) idle(rep *report, heap0 uint64) error {
 	rep.Quiesced = q
 	heap := float64(heapAlloc()-heap0) / float64(want)
 	rep.HeapBytesPerReplica = &heap
+	stopProf := startProfiles(o)
 	cpu0, b0 := cpuTime(), c.wireBytes()
 	t0 := time.Now()
 	time.Sleep(o.idleWindow)
 	el := time.Since(t0)
 	pct := 100 * (cpuTime() - cpu0).Seconds() / el.Seconds()
+	stopProf()
 	bps := float64(c.wireBytes()-b0) / el.Seconds()
 	rep.IdleCPUPct, rep.IdleBytesPerS = &pct, &bps
 	return nil
