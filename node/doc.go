@@ -11,9 +11,10 @@
 //     placement (router.Ring.Placement): desired replicas and preferred
 //     leader of every shard.
 //   - raftmux.Host runs the raft group of every shard the node hosts, over
-//     raftStore (shardstore: one group commit per round) and raftTransport
+//     raftio's Storage (shardstore: one group commit per round), Transport
 //     (one wire.RaftBatch frame per destination node per round; snapshot
-//     chunks ride wire.SnapshotChunk frames). Leadership changes update the
+//     chunks ride wire.SnapshotChunk frames) and Inbound (peer raft frames
+//     decoded and delivered to the host). Leadership changes update the
 //     router.LeaderTable and are announced through SWIM; SWIM's ShardLeader
 //     events (term-checked) fill the table on every node.
 //   - stateMachine applies committed meta commands to one meta.State per

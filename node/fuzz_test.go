@@ -25,17 +25,6 @@ func FuzzMergeLeaderTable(f *testing.F) {
 	})
 }
 
-// FuzzDecodeSnapshotChunk: any chunk payload decodes or is refused.
-func FuzzDecodeSnapshotChunk(f *testing.F) {
-	f.Add(wire.AppendSnapshotChunk(nil, &wire.SnapshotChunk{Shard: 1, Index: 2, Offset: 0, Last: true, Data: []byte{0, 'x'}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeSnapshotChunk(b)
-		if err == nil && c == nil {
-			t.Fatal("nil chunk without error")
-		}
-	})
-}
-
 // FuzzDecodeMembers: any pushed member list decodes or is refused; one
 // that decodes is sorted and within the limits (uvarints need not be
 // minimal, so re-encoding may only shrink).

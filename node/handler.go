@@ -15,13 +15,6 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-// inboundFrame is a copied peer frame waiting for the raft inbound loop.
-type inboundFrame struct {
-	from  string
-	h     wire.Header
-	frame []byte
-}
-
 // overloaded answers a client request the node had no room for.
 func overloaded(_ *netio.Conn, h wire.Header) []byte {
 	f, _ := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnavailable, Message: "node overloaded", RetryAfter: 50 * time.Millisecond})
@@ -45,12 +38,7 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
-			select {
-			case n.rafts <- inboundFrame{from: c.Node(), h: h, frame: append([]byte(nil), frame...)}:
-				return true
-			default:
-				return false
-			}
+			return n.in.Offer(c.Node(), h, frame)
 		case wire.KindTopicAck:
 			n.rpcs.ack(h.RequestID)
 			return true
@@ -137,41 +125,6 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 	f = wire.AppendAssignment(f, &ans)
 	f, err := wire.EndFrame(f, start)
 	return f, err == nil
-}
-
-// raftInbound decodes raft frames and hands them to the host.
-func (n *Node) raftInbound() {
-	defer n.wg.Done()
-	var buf []byte
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case f := <-n.rafts:
-			payload, b, err := wire.FramePayload(&f.h, f.frame[wire.HeaderSize:], buf)
-			buf = b
-			if err != nil {
-				n.log.Warn("node: bad raft frame", "from", f.from, "err", err)
-				continue
-			}
-			from := RaftID(f.from)
-			if f.h.Kind == wire.KindRaftBatch {
-				rb, err := decodeRaftBatch(payload)
-				if err != nil {
-					n.log.Warn("node: bad raft batch", "from", f.from, "err", err)
-					continue
-				}
-				n.host.Deliver(from, rb)
-				continue
-			}
-			c, err := decodeSnapshotChunk(payload)
-			if err != nil {
-				n.log.Warn("node: bad snapshot chunk", "from", f.from, "err", err)
-				continue
-			}
-			n.host.DeliverSnapshotChunk(from, c)
-		}
-	}
 }
 
 func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {

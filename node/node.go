@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
@@ -30,6 +31,11 @@ var (
 	// ErrIDCollision: two member ids map to the same raft id.
 	ErrIDCollision = errors.New("node: raft id collision")
 )
+
+// localShard is the store's slot for what belongs to this node rather than
+// to a raft group: the topics it was told to own and the birth marker. It
+// is never a raft shard (shard ids are below Config.Shards).
+const localShard = ^uint64(0)
 
 // bornKey, in the node's local slot, marks that this node has seen its
 // cluster born (it created its groups, or found leaders already elected):
@@ -46,11 +52,12 @@ type Node struct {
 	self uint64 // raft id
 
 	store *shardstore.Store
-	rs    *raftStore
+	rs    *raftio.Storage
 	sm    *stateMachine
 
 	net  *netio.Transport
-	rt   *raftTransport
+	rt   *raftio.Transport
+	in   *raftio.Inbound
 	host *raftmux.Host
 	swim *swim.Driver
 
@@ -94,7 +101,6 @@ type Node struct {
 	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
-	rafts  chan inboundFrame
 
 	// serving is set once Start has wired every part; requests before it
 	// are refused as overloaded (Unavailable).
@@ -164,13 +170,12 @@ func New(cfg Config) (*Node, error) {
 		gen:     gen,
 		self:    RaftID(cfg.ID),
 		store:   store,
-		rs:      &raftStore{s: store},
+		rs:      raftio.NewStorage(store, localShard),
 		leaders: router.NewLeaderTable(cfg.Shards),
 		led:     make([]atomic.Bool, cfg.Shards),
 		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
 		readyc:  make(chan struct{}),
 		reqSem:  make(chan struct{}, cfg.MaxRequests),
-		rafts:   make(chan inboundFrame, 4096),
 
 		catchingUp: make(map[uint64]time.Time),
 		strays:     make(map[uint64]*strayState),
@@ -267,7 +272,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: listen: %w", err)
 	}
 	n.net = nt
-	n.rt = &raftTransport{peers: nt, names: n.nameOf}
+	n.rt = raftio.NewTransport(nt, n.nameOf)
 	host, err := raftmux.NewHost(raftmux.Config{
 		NodeID:         n.self,
 		Storage:        n.rs,
@@ -281,6 +286,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: raft host: %w", err)
 	}
 	n.host = host
+	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
+		return fmt.Errorf("node: raft inbound: %w", err)
+	}
 	nt.OnPeerDown(func(node string) {
 		host.Unreachable(RaftID(node))
 		n.fwd.peerDown(node)
@@ -314,7 +322,10 @@ func (n *Node) Start(ctx context.Context) error {
 	n.serving.Store(true)
 	n.wg.Add(4)
 	go n.ownershipLoop()
-	go n.raftInbound()
+	go func() {
+		defer n.wg.Done()
+		n.in.Run(n.ctx)
+	}()
 	go n.eventLoop()
 	go n.reconcileLoop()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)

@@ -75,8 +75,6 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
 	s := Stats{
-		RaftCommits:      n.rs.commits.Load(),
-		RaftFsyncs:       n.rs.fsyncs.Load(),
 		Requests:         n.counters.requests.Load(),
 		Forwarded:        n.counters.forwarded.Load(),
 		ForwardsIn:       n.counters.forwardsIn.Load(),
@@ -95,7 +93,11 @@ func (n *Node) Stats() Stats {
 		LeaderTransfers:  n.counters.transfers.Load(),
 		ShardsLed:        n.ledCount(),
 		EventQueueLen:    n.events.len(),
-		RaftInboundQLen:  len(n.rafts),
+	}
+	rs := n.rs.Stats()
+	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs
+	if n.in != nil {
+		s.RaftInboundQLen = n.in.Len()
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
 	s.StrayReplicas = len(n.strayShards())
@@ -107,8 +109,8 @@ func (n *Node) Stats() Stats {
 	s.MembershipVersion, s.RingVersion = vs.Membership, vs.Ring
 	s.LeadersKnown = len(rows)
 	if n.rt != nil {
-		s.RaftFramesOut = n.rt.framesOut.Load()
-		s.RaftSendErrors = n.rt.sendErrs.Load()
+		ts := n.rt.Stats()
+		s.RaftFramesOut, s.RaftSendErrors = ts.FramesOut, ts.SendErrors
 	}
 	if n.net != nil {
 		c := n.net.Counters()

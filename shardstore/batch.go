@@ -1,8 +1,10 @@
 package shardstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
@@ -17,14 +19,31 @@ import (
 //
 // Methods that cannot proceed record the first error, which Commit returns
 // without writing anything.
+//
+// Point writes are held back and reach the Pebble batch sorted by key (a
+// range deletion, and Commit, write out what is held, so the order against
+// range deletions is kept; writes of one key keep their order). Pebble's
+// memtable inserts a batch's keys one after another, reusing the skiplist
+// position of the previous key: in key order each insert starts next to
+// where the last one ended instead of from the top of the list, which is
+// what a round touching many shards in arrival order costs otherwise.
 type Batch struct {
-	s   *Store
-	pb  *pebble.Batch
-	ops []shardOp
-	idx map[uint64]int
-	key []byte
-	val []byte
-	err error
+	s    *Store
+	pb   *pebble.Batch
+	ops  []shardOp
+	idx  map[uint64]int
+	key  []byte
+	val  []byte
+	held []heldWrite
+	buf  []byte // keys and values of held
+	err  error
+}
+
+// heldWrite is a point write waiting in Batch.held: key buf[k:v], value
+// buf[v:end] (a deletion has none).
+type heldWrite struct {
+	k, v, end int
+	del       bool
 }
 
 // shardOp is the pending change of one shard's raft state in a batch.
@@ -46,7 +65,14 @@ type shardOp struct {
 
 // NewBatch starts a batch.
 func (s *Store) NewBatch() *Batch {
-	b, _ := s.batches.Get().(*Batch)
+	var b *Batch
+	s.freeMu.Lock()
+	if n := len(s.free); n > 0 {
+		b = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	}
+	s.freeMu.Unlock()
 	if b == nil {
 		b = &Batch{s: s, idx: make(map[uint64]int), key: make([]byte, 0, maxKeyScratch)}
 	}
@@ -83,9 +109,41 @@ func (b *Batch) fail(err error) {
 }
 
 func (b *Batch) set(key, value []byte) {
-	if err := b.pb.Set(key, value, nil); err != nil {
-		b.fail(fmt.Errorf("shardstore: batch %s: %w", keyString(key), err))
+	k := len(b.buf)
+	b.buf = append(append(b.buf, key...), value...)
+	b.held = append(b.held, heldWrite{k: k, v: k + len(key), end: len(b.buf)})
+}
+
+func (b *Batch) del(key []byte) {
+	k := len(b.buf)
+	b.buf = append(b.buf, key...)
+	b.held = append(b.held, heldWrite{k: k, v: len(b.buf), end: len(b.buf), del: true})
+}
+
+// writeHeld writes the held point writes into the Pebble batch in key
+// order, those of one key in the order they were made.
+func (b *Batch) writeHeld() {
+	if len(b.held) == 0 {
+		return
 	}
+	buf := b.buf
+	slices.SortStableFunc(b.held, func(x, y heldWrite) int {
+		return bytes.Compare(buf[x.k:x.v], buf[y.k:y.v])
+	})
+	for _, h := range b.held {
+		var err error
+		if h.del {
+			err = b.pb.Delete(buf[h.k:h.v], nil)
+		} else {
+			err = b.pb.Set(buf[h.k:h.v], buf[h.v:h.end], nil)
+		}
+		if err != nil {
+			b.fail(fmt.Errorf("shardstore: batch %s: %w", keyString(buf[h.k:h.v]), err))
+			break
+		}
+	}
+	b.held = b.held[:0]
+	b.buf = b.buf[:0]
 }
 
 // Append records shard's HardState (skipped if empty) and entries. Entries
@@ -193,9 +251,7 @@ func (b *Batch) Delete(shard uint64, key []byte) {
 		return
 	}
 	b.key = appendDataKey(b.key[:0], shard, key)
-	if err := b.pb.Delete(b.key, nil); err != nil {
-		b.fail(fmt.Errorf("shardstore: batch %s: %w", keyString(b.key), err))
-	}
+	b.del(b.key)
 }
 
 // Compact truncates shard's log up to and including index, keeping index's
@@ -247,6 +303,7 @@ const maxPointDeletes = 256
 func (b *Batch) deleteLog(shard, from, to uint64) {
 	if to-from > maxPointDeletes {
 		lo, hi := logSpan(shard, from, to)
+		b.writeHeld()
 		if err := b.pb.DeleteRange(lo, hi, nil); err != nil {
 			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
 		}
@@ -254,10 +311,7 @@ func (b *Batch) deleteLog(shard, from, to uint64) {
 	}
 	for i := from; i < to; i++ {
 		b.key = appendLogKey(b.key[:0], shard, i)
-		if err := b.pb.Delete(b.key, nil); err != nil {
-			b.fail(fmt.Errorf("shardstore: shard %d: batch: %w", shard, err))
-			return
-		}
+		b.del(b.key)
 	}
 }
 
@@ -281,16 +335,30 @@ func (b *Batch) Close() {
 func (b *Batch) release() {
 	_ = b.pb.Close()
 	b.pb = nil
-	for i := range b.ops {
-		b.ops[i] = shardOp{}
+	if cap(b.ops) > maxKeptOps {
+		// A round over most of a big node's shards (start-up, elections)
+		// is rare: its slices are not worth keeping.
+		b.ops, b.idx = nil, make(map[uint64]int)
+	} else {
+		clear(b.ops)
+		b.ops = b.ops[:0]
+		clear(b.idx)
 	}
-	b.ops = b.ops[:0]
-	clear(b.idx)
 	b.err = nil
 	if cap(b.val) > 1<<20 {
 		b.val = nil
 	}
-	b.s.batches.Put(b)
+	b.held = b.held[:0]
+	b.buf = b.buf[:0]
+	if cap(b.buf) > maxKeptHeldBytes {
+		b.held, b.buf = nil, nil
+	}
+	s := b.s
+	s.freeMu.Lock()
+	if len(s.free) < maxFreeBatches {
+		s.free = append(s.free, b)
+	}
+	s.freeMu.Unlock()
 }
 
 // Commit writes the batch, fsyncing the WAL when sync is set; the caches and
@@ -319,6 +387,9 @@ func (b *Batch) Commit(sync bool) error {
 		if stale {
 			return fmt.Errorf("shardstore: shard %d: %w", r.shard, ErrConcurrentWrite)
 		}
+	}
+	if b.writeHeld(); b.err != nil {
+		return b.err
 	}
 	wo := pebble.NoSync
 	if sync {

@@ -112,8 +112,22 @@ type Store struct {
 	topicsMu sync.Mutex
 	topics   map[string]*topicLog
 
-	batches sync.Pool
+	// free holds released batches for NewBatch (at most maxFreeBatches):
+	// a batch keeps its per-shard slices and map, sized to the rounds it
+	// carried. A free list rather than a sync.Pool, which the collector
+	// empties, and under the raft layer's allocation rate it collects often.
+	freeMu sync.Mutex
+	free   []*Batch
 }
+
+// maxFreeBatches bounds the released batches a Store keeps for reuse (a
+// few per raft worker), and maxKeptOps the shards a kept batch keeps room
+// for.
+const (
+	maxFreeBatches   = 8
+	maxKeptOps       = 4096
+	maxKeptHeldBytes = 1 << 20
+)
 
 // Open opens the store in dir, creating it if dir is missing or empty. A
 // directory with files but no store marker fails with ErrNotStore, one

@@ -1,10 +1,14 @@
-// Command raftbench measures raftmux: several hosts in one process over the
-// in-process transport, storage in memory with a real fsync'd append-only
-// file per host for every synced group commit.
+// Command raftbench measures raftmux: several hosts in one process. By
+// default on the real parts (raftmux/raftio): a Pebble store per host in its
+// own directory (shardstore) and netio peer connections over 127.0.0.1;
+// `-storage mem -transport inproc` selects the stand-ins of raftmuxtest
+// (memory storage with an fsync'd append-only file per host, in-process
+// network), so both can be compared in one sitting.
 //
 //	go run ./bench/raftbench -hosts 3 -shards 1024 -payload 16 -clients 256 -duration 30s -json
 //	go run ./bench/raftbench -idle -shards 10000 -json
 //	go run ./bench/raftbench -failover -shards 1024 -json
+//	go run ./bench/raftbench -storage mem -transport inproc -shards 1024 -json
 //
 // Load shape (as the Dragonboat harness): each client has one proposal in
 // flight, round-robins over its shards (client c owns c, c+clients, ...),
@@ -20,8 +24,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -37,9 +41,12 @@ import (
 type options struct {
 	hosts, shards, payload, clients, workers, keys int
 	duration, warmup, idleWindow, settle, detect   time.Duration
+	suspect                                        time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline, async                                bool
 	dir, cpuprofile, trace, memprofile             string
+	storage, transport, detector                   string
+	memtableMiB                                    int
 }
 
 type report struct {
@@ -78,6 +85,8 @@ type report struct {
 
 	FailoverMs       *float64 `json:"failover_ms,omitempty"`
 	FailoverAffected int      `json:"failover_affected,omitempty"`
+	Detector         string   `json:"detector,omitempty"`
+	SuspectMs        float64  `json:"suspect_ms,omitempty"`
 	DetectDelayMs    float64  `json:"detect_delay_ms,omitempty"`
 }
 
@@ -95,17 +104,25 @@ func main() {
 	flag.DurationVar(&o.idleWindow, "idle-window", 20*time.Second, "idle measurement window")
 	flag.DurationVar(&o.settle, "settle", 60*time.Second, "longest wait for all groups to quiesce")
 	flag.BoolVar(&o.failover, "failover", false, "stop the host leading most shards and time re-election")
-	flag.DurationVar(&o.detect, "detect-delay", time.Second, "failover: delay before survivors are told NodeDead (stands in for SWIM detection)")
+	flag.StringVar(&o.detector, "detector", "swim", "failover: how survivors learn of the stopped host: swim (real SWIM drivers, LAN profile, on 127.0.0.1) or delay (NodeSuspect and NodeDead after -suspect-delay and -detect-delay)")
+	flag.DurationVar(&o.suspect, "suspect-delay", 1085*time.Millisecond, "failover with -detector delay: delay before NodeSuspect (SWIM's measured first suspicion, bench/README.md)")
+	flag.DurationVar(&o.detect, "detect-delay", 2585*time.Millisecond, "failover with -detector delay: delay before NodeDead (SWIM's measured first dead, bench/README.md)")
+	flag.StringVar(&o.storage, "storage", "pebble", "pebble (shardstore, a directory per host) or mem (raftmuxtest.MemStore)")
+	flag.IntVar(&o.memtableMiB, "memtable", 0, "-storage pebble: memtable MiB (0: shardstore's default)")
+	flag.StringVar(&o.transport, "transport", "netio", "netio (peer connections on 127.0.0.1) or inproc (raftmuxtest.Network)")
 	flag.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
-	flag.BoolVar(&o.fsync, "fsync", true, "fsync an append-only file per host on every synced commit")
+	flag.BoolVar(&o.fsync, "fsync", true, "-storage mem: fsync an append-only file per host on every synced commit")
 	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
 	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
 	flag.BoolVar(&o.async, "async", false, "raftmux Config.AsyncStorageWrites: raft's asynchronous storage writes, appends on a writer goroutine")
-	flag.StringVar(&o.dir, "dir", "", "directory for the fsync files (default a temp dir)")
+	flag.StringVar(&o.dir, "dir", "", "directory for the hosts' Pebble directories or fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.Parse()
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "raftbench:", err)
 		os.Exit(1)
@@ -113,12 +130,27 @@ func main() {
 }
 
 type cluster struct {
-	o      options
-	net    *raftmuxtest.Network
-	hosts  []*raftmux.Host // index = id-1
-	stores []*raftmuxtest.MemStore
+	o     options
+	net   *raftmuxtest.Network // -transport inproc
+	hosts []*host              // index = id-1
 	// leader[s] packs term<<16 | leader id, the newest reported.
 	leader []atomic.Uint64
+
+	// victim of -failover and when a survivor first heard it suspected
+	// and dead (unix nanoseconds; 0: not yet).
+	victim            atomic.Uint64
+	suspectAt, deadAt atomic.Int64
+}
+
+func (c *cluster) noteDetect(node uint64, dead bool) {
+	if node != c.victim.Load() {
+		return
+	}
+	at := &c.suspectAt
+	if dead {
+		at = &c.deadAt
+	}
+	at.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 func (c *cluster) onLeader(lc raftmux.LeaderChange) {
@@ -158,9 +190,12 @@ func run(o options) error {
 	if o.hosts < 1 || o.hosts > 1000 || o.shards < 1 || o.clients < 1 || o.payload < 1 {
 		return errors.New("hosts, shards, clients and payload must be positive")
 	}
+	if o.detector != "swim" && o.detector != "delay" {
+		return fmt.Errorf("unknown -detector %q (swim or delay)", o.detector)
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dir := o.dir
-	if dir == "" && o.fsync {
+	if dir == "" && (o.fsync || o.storage == "pebble") {
 		d, err := os.MkdirTemp("", "raftbench")
 		if err != nil {
 			return err
@@ -174,45 +209,30 @@ func run(o options) error {
 	for i := range voters {
 		voters[i] = uint64(i + 1)
 	}
-	for _, id := range voters {
-		path := ""
-		if o.fsync {
-			path = filepath.Join(dir, fmt.Sprintf("host%d.log", id))
-		}
-		st, err := raftmuxtest.NewMemStore(path)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		h, err := raftmux.NewHost(raftmux.Config{
-			NodeID:             id,
-			Storage:            st,
-			Transport:          c.net.Endpoint(id),
-			StateMachine:       raftmuxtest.NewKV(st, false),
-			Workers:            o.workers,
-			OnLeaderChange:     c.onLeader,
-			DisableQuiesce:     o.noQuiesce,
-			PipelineWrites:     o.pipeline,
-			AsyncStorageWrites: o.async,
-		})
-		if err != nil {
-			return err
-		}
-		c.net.Register(id, h)
-		c.hosts = append(c.hosts, h)
-		c.stores = append(c.stores, st)
-	}
 	defer func() {
-		for i, h := range c.hosts {
-			c.net.Unregister(uint64(i + 1))
-			h.Stop()
+		for _, hs := range c.hosts {
+			hs.stop(c)
 		}
 	}()
+	for _, id := range voters {
+		hs, err := c.newHost(id, dir)
+		if err != nil {
+			return err
+		}
+		c.hosts = append(c.hosts, hs)
+	}
+	c.connect()
+	if o.failover && o.detector == "swim" {
+		if err := c.startSwim(); err != nil {
+			return err
+		}
+	}
 	ctx := context.Background()
 	start := time.Now()
 	var bwg sync.WaitGroup
 	berr := make([]error, len(c.hosts))
-	for i, h := range c.hosts {
+	for i, hs := range c.hosts {
+		h := hs.h
 		bwg.Add(1)
 		go func() {
 			defer bwg.Done()
@@ -229,7 +249,7 @@ func run(o options) error {
 		return err
 	}
 	for s := uint64(0); s < uint64(o.shards); s++ {
-		if err := c.hosts[int(s)%o.hosts].Campaign(ctx, s); err != nil {
+		if err := c.hosts[int(s)%o.hosts].h.Campaign(ctx, s); err != nil {
 			return err
 		}
 	}
@@ -240,16 +260,23 @@ func run(o options) error {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	storage := "memstore (raft.MemoryStorage per shard), one group commit per worker round"
-	if o.fsync {
-		storage += ", written to an append-only file per host and fsynced"
-	} else {
-		storage += ", no fsync"
+	storage := "pebble (shardstore, a directory per host), one group commit per worker round, fsync on"
+	if o.storage == "mem" {
+		storage = "memstore (raft.MemoryStorage per shard), one group commit per worker round"
+		if o.fsync {
+			storage += ", written to an append-only file per host and fsynced"
+		} else {
+			storage += ", no fsync"
+		}
+	}
+	transport := "netio (one TCP peer connection per host pair on 127.0.0.1, raftio frames)"
+	if o.transport == "inproc" {
+		transport = "in-process (every message protobuf-encoded and decoded)"
 	}
 	rep := report{
 		Hosts: o.hosts, Shards: o.shards, Payload: o.payload, Workers: workers,
 		Storage:           storage,
-		Transport:         "in-process (every message protobuf-encoded and decoded)",
+		Transport:         transport,
 		Quiesce:           !o.noQuiesce,
 		Pipeline:          o.pipeline,
 		Async:             o.async,
@@ -294,7 +321,12 @@ func startProfiles(o options) func() {
 		}
 	}
 	if o.memprofile != "" {
-		runtime.MemProfileRate = 64 << 10
+		// The profile counts from the process start: the window's own
+		// allocations are `go tool pprof -base FILE.base FILE`.
+		if f, err := os.Create(o.memprofile + ".base"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 		stops = append(stops, func() {
 			if f, err := os.Create(o.memprofile); err == nil {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
@@ -371,7 +403,7 @@ func (c *cluster) load(rep *report) {
 				l := c.leaderOf(s)
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := c.hosts[l-1].Propose(ctx, s, buf)
+				_, err := c.hosts[l-1].h.Propose(ctx, s, buf)
 				cancel()
 				d := time.Since(t0)
 				if err != nil {
@@ -399,15 +431,15 @@ func (c *cluster) load(rep *report) {
 	}
 	time.Sleep(o.warmup)
 	stopProf := startProfiles(o)
-	cpu0, fs0, fr0, ft0 := cpuTime(), c.fsyncs(), c.net.Frames(), c.fsyncTime()
+	cpu0, fs0, fr0, ft0 := cpuTime(), c.fsyncs(), c.wireFrames(), c.fsyncTime()
 	t0 := time.Now()
 	measuring.Store(true)
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	el := time.Since(t0)
 	cpu := cpuTime() - cpu0
-	fs, fr, ft := c.fsyncs()-fs0, c.net.Frames()-fr0, c.fsyncTime()-ft0
-	if fs > 0 {
+	fs, fr, ft := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0
+	if fs > 0 && o.storage == "mem" {
 		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
 	}
 	stopProf()
@@ -448,24 +480,28 @@ func (c *cluster) load(rep *report) {
 
 func (c *cluster) fsyncs() int64 {
 	var n int64
-	for _, s := range c.stores {
-		n += s.Fsyncs()
+	for _, hs := range c.hosts {
+		n += hs.fsyncs()
 	}
 	return n
 }
 
+// fsyncTime is the stand-in storage's time in write+fsync (Pebble's WAL
+// fsyncs are not timed here).
 func (c *cluster) fsyncTime() time.Duration {
 	var d time.Duration
-	for _, s := range c.stores {
-		d += s.FsyncTime()
+	for _, hs := range c.hosts {
+		if hs.mem != nil {
+			d += hs.mem.FsyncTime()
+		}
 	}
 	return d
 }
 
 func (c *cluster) quiescedCount() (int, error) {
 	n := 0
-	for _, h := range c.hosts {
-		inf, err := h.Shards(context.Background())
+	for _, hs := range c.hosts {
+		inf, err := hs.h.Shards(context.Background())
 		if err != nil {
 			return 0, err
 		}
@@ -499,12 +535,19 @@ func (c *cluster) idle(rep *report, heap0 uint64) error {
 	rep.Quiesced = q
 	heap := float64(heapAlloc()-heap0) / float64(want)
 	rep.HeapBytesPerReplica = &heap
-	cpu0, b0 := cpuTime(), c.net.Bytes()
+	// Hand the start-up's freed heap back to the OS now: otherwise the
+	// runtime's background scavenger does it during the window, which then
+	// measures the allocator's clean-up after start-up (60% of the window's
+	// CPU at 10,000 shards) rather than the idle cluster.
+	debug.FreeOSMemory()
+	stopProf := startProfiles(o)
+	cpu0, b0 := cpuTime(), c.wireBytes()
 	t0 := time.Now()
 	time.Sleep(o.idleWindow)
 	el := time.Since(t0)
 	pct := 100 * (cpuTime() - cpu0).Seconds() / el.Seconds()
-	bps := float64(c.net.Bytes()-b0) / el.Seconds()
+	stopProf()
+	bps := float64(c.wireBytes()-b0) / el.Seconds()
 	rep.IdleCPUPct, rep.IdleBytesPerS = &pct, &bps
 	return nil
 }
@@ -527,16 +570,33 @@ func (c *cluster) failoverRun(rep *report) error {
 			affected = append(affected, uint64(s))
 		}
 	}
+	c.victim.Store(victim)
 	t0 := time.Now()
-	c.net.Unregister(victim)
-	c.hosts[victim-1].Stop()
-	time.AfterFunc(o.detect, func() {
-		for i, h := range c.hosts {
-			if uint64(i+1) != victim {
-				h.NodeDead(victim)
+	c.hosts[victim-1].stop(c)
+	switch o.detector {
+	case "swim":
+		rep.Detector = "swim: real SWIM drivers (LAN profile) on 127.0.0.1, events reported as the node does"
+	case "delay":
+		rep.Detector = "delay: NodeSuspect and NodeDead reported to the survivors after fixed delays (SWIM's measured detection)"
+		time.AfterFunc(o.suspect, func() {
+			c.noteDetect(victim, false)
+			for _, hs := range c.hosts {
+				if hs.id != victim {
+					hs.h.NodeSuspect(victim)
+				}
 			}
-		}
-	})
+		})
+		time.AfterFunc(o.detect, func() {
+			c.noteDetect(victim, true)
+			for _, hs := range c.hosts {
+				if hs.id != victim {
+					hs.h.NodeDead(victim)
+				}
+			}
+		})
+	default:
+		return fmt.Errorf("unknown -detector %q (swim or delay)", o.detector)
+	}
 	deadline := t0.Add(60 * time.Second)
 	for {
 		left := 0
@@ -556,6 +616,11 @@ func (c *cluster) failoverRun(rep *report) error {
 	f := ms(time.Since(t0))
 	rep.FailoverMs = &f
 	rep.FailoverAffected = len(affected)
-	rep.DetectDelayMs = ms(o.detect)
+	if at := c.suspectAt.Load(); at != 0 {
+		rep.SuspectMs = ms(time.Duration(at - t0.UnixNano()))
+	}
+	if at := c.deadAt.Load(); at != 0 {
+		rep.DetectDelayMs = ms(time.Duration(at - t0.UnixNano()))
+	}
 	return nil
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package raftio_test
+
+const raceEnabled = false
