@@ -39,8 +39,8 @@ func (t *Transport) RemovePeer(node string) {
 		return
 	}
 	p.q.mu.Lock()
-	c, n := p.q.conn, p.q.frames
-	p.removed, p.q.closed, p.q.buf, p.q.frames, p.q.conn = true, true, nil, 0, nil
+	c, n := p.q.conn, p.q.drop()
+	p.removed, p.q.closed, p.q.conn = true, true, nil
 	p.q.mu.Unlock()
 	t.dropped(node, n)
 	if c != nil {
@@ -64,7 +64,7 @@ func (t *Transport) peerOrCreate(node string) *peer {
 	p := t.peers[node]
 	if p == nil {
 		p = &peer{node: node}
-		p.q.capBytes = t.cfg.PeerSendBytes
+		p.q.capBytes, p.q.retain = t.cfg.PeerSendBytes, peerRetain
 		p.q.lastFlush.Store(nowNanos())
 		t.peers[node] = p
 	}
@@ -100,13 +100,12 @@ func (t *Transport) enqueue(p *peer, frame []byte, dial bool) error {
 	case q.conn == nil && p.addr == "":
 		q.mu.Unlock()
 		return ErrUnknownPeer
-	case len(q.buf)+len(frame) > q.capBytes:
+	case q.bytes+len(frame) > q.capBytes:
 		q.mu.Unlock()
 		t.counters.PeerSendDropped.Add(1)
 		return ErrQueueFull
 	}
-	q.buf = append(q.buf, frame...)
-	q.frames++
+	q.push(frame)
 	var wake *Conn
 	if q.conn != nil && !q.woken {
 		q.woken, wake = true, q.conn

@@ -226,8 +226,8 @@ func (t *Transport) Close() error {
 	t.peersMu.Unlock()
 	for node, p := range peers {
 		p.q.mu.Lock()
-		n := p.q.frames
-		p.q.closed, p.q.buf, p.q.frames = true, nil, 0
+		n := p.q.drop()
+		p.q.closed = true
 		p.q.mu.Unlock()
 		t.dropped(node, n)
 	}
@@ -280,7 +280,7 @@ func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.gc = gc
 	c.remote = gc.RemoteAddr().String()
 	if h.kind == kindClient {
-		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, conn: c}
+		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, retain: clientRetain, conn: c}
 	}
 	gc.SetContext(c)
 	t.register(c)
@@ -323,7 +323,8 @@ func (c *Conn) onClose(err error) {
 	switch {
 	case c.kind == kindClient && c.q != nil:
 		c.q.mu.Lock()
-		c.q.closed, c.q.buf, c.q.conn = true, nil, nil
+		c.q.drop()
+		c.q.closed, c.q.conn = true, nil
 		c.q.mu.Unlock()
 	case c.role == wire.RolePeer && c.q != nil:
 		t.peerConnClosed(c)
