@@ -112,6 +112,17 @@ func rrCase(impl string, conns, depth int, d time.Duration, profile string) (res
 	if err != nil {
 		return result{}, err
 	}
+	if profile != "" {
+		f, err := os.Create(profile + ".gen")
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	gen0 := selfCPU()
 	pid := strconv.Itoa(cmd.Process.Pid)
 	sr0, sw0 := procSyscalls(pid)
