@@ -435,7 +435,12 @@ func TestLoopAndWorkerWritesKeepOrder(t *testing.T) {
 		return true
 	}))
 	tr := startTransport(t, cfg)
-	defer func() { close(jobs); workers.Wait() }()
+	defer func() {
+		// Stop the loops before closing what their handler sends on.
+		_ = tr.Close()
+		close(jobs)
+		workers.Wait()
+	}()
 	nc := dialClient(t, tr, nil)
 
 	const n = 3000
