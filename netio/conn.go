@@ -330,35 +330,55 @@ func (c *Conn) flush(fromRead bool) gnet.Action {
 		c.t.retryFlush(c)
 		return gnet.None
 	}
-	chunks, frames := q.take(c, c.spare)
-	if chunks == nil {
-		return gnet.None
-	}
-	var err error
-	for i := 0; i < len(chunks) && err == nil; i += maxIovecs {
-		c.iov = append(c.iov[:0], chunks[i:min(i+maxIovecs, len(chunks))]...)
-		if len(c.iov) == 1 {
-			_, err = c.gc.Write(c.iov[0])
-		} else {
-			_, err = c.gc.Writev(c.iov)
+	for round := 1; ; round++ {
+		chunks, frames, more := q.take(c, c.spare, maxFlushBytes)
+		if chunks == nil {
+			break
+		}
+		var err error
+		for i := 0; i < len(chunks) && err == nil; i += maxIovecs {
+			c.iov = append(c.iov[:0], chunks[i:min(i+maxIovecs, len(chunks))]...)
+			if len(c.iov) == 1 {
+				_, err = c.gc.Write(c.iov[0])
+			} else {
+				_, err = c.gc.Writev(c.iov)
+			}
+		}
+		clear(c.iov)
+		// gnet copied whatever the socket did not take: the chunks are free.
+		q.recycle(chunks)
+		c.spare = chunks[:0]
+		if err != nil {
+			return gnet.Close
+		}
+		c.t.counters.FramesOut.Add(uint64(frames))
+		c.lastFlushAt = now
+		q.lastFlush.Store(now)
+		if !more {
+			break
+		}
+		if c.gc.OutboundBuffered() > 0 || round == maxFlushRounds {
+			// The socket is full, or this pass wrote its share: the rest
+			// stays queued (still marked as due) until shortly.
+			c.t.retryFlush(c)
+			break
 		}
 	}
-	clear(c.iov)
-	// gnet copied whatever the socket did not take: the chunks are free.
-	q.recycle(chunks)
-	c.spare = chunks[:0]
-	if err != nil {
-		return gnet.Close
-	}
-	c.t.counters.FramesOut.Add(uint64(frames))
-	c.lastFlushAt = now
-	q.lastFlush.Store(now)
 	if c.role != wire.RolePeer && c.gc.OutboundBuffered() > q.capBytes {
 		c.t.counters.SlowClientsCut.Add(1)
 		return c.fail("slow consumer: backlog over cap", nil)
 	}
 	return gnet.None
 }
+
+// maxFlushBytes is the most one writev takes from a queue: a backlog is
+// written in steps the socket can take, so that gnet need not copy a large
+// remainder into its own buffer.
+const maxFlushBytes = 1 << 20
+
+// maxFlushRounds bounds the steps of one pass, so that one connection's
+// backlog does not hold up the loop's other connections.
+const maxFlushRounds = 8
 
 // minWakeGap is the shortest time between two flushes of a connection
 // triggered by writers' wakes alone.

@@ -28,6 +28,7 @@ const maxIovecs = 1024
 type sendQueue struct {
 	mu       sync.Mutex
 	chunks   [][]byte // queued bytes in order; only the last one has room
+	ends     []int    // ends[i]: frames whose last byte is in chunks[i]
 	bytes    int      // bytes in chunks
 	frames   int      // whole frames in chunks
 	conn     *Conn    // connection whose loop drains the queue; nil when none
@@ -57,7 +58,11 @@ func (q *sendQueue) push(frame []byte) {
 			}
 		}
 		q.chunks = append(q.chunks, q.chunk())
+		q.ends = append(q.ends, 0)
 	}
+	if n := len(q.ends); n > 0 {
+		q.ends[n-1]++
+	} // else an empty frame, which checkFrame never lets through
 }
 
 // chunk returns an empty chunk: a reused one, or a new one as large as
@@ -82,26 +87,44 @@ func (q *sendQueue) chunk() []byte {
 func (q *sendQueue) drop() int {
 	n := q.frames
 	clear(q.chunks)
-	q.chunks, q.bytes, q.frames = q.chunks[:0], 0, 0
+	q.chunks, q.ends, q.bytes, q.frames = q.chunks[:0], q.ends[:0], 0, 0
 	clear(q.free)
 	q.free, q.freeCap = nil, 0
 	return n
 }
 
-// take swaps the queued chunks out for c's loop, leaving spare (emptied)
-// in their place, or returns nil when c is not (or no longer) the
-// connection draining the queue.
-func (q *sendQueue) take(c *Conn, spare [][]byte) ([][]byte, int) {
+// take hands c's loop the queued chunks, leaving spare (emptied) in their
+// place: all of them, or when more than limit bytes are queued, the oldest
+// ones holding at least limit bytes (more reports that some are left, and
+// the queue stays marked as due). It returns nil when c is not (or no
+// longer) the connection draining the queue.
+func (q *sendQueue) take(c *Conn, spare [][]byte, limit int) (chunks [][]byte, frames int, more bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.conn != c || q.bytes == 0 {
 		q.woken = false
-		q.mu.Unlock()
-		return nil, 0
+		return nil, 0, false
 	}
-	chunks, n := q.chunks, q.frames
-	q.chunks, q.bytes, q.frames, q.woken = spare[:0], 0, 0, false
-	q.mu.Unlock()
-	return chunks, n
+	if q.bytes <= limit {
+		chunks, frames = q.chunks, q.frames
+		q.chunks, q.bytes, q.frames, q.woken = spare[:0], 0, 0, false
+		q.ends = q.ends[:0]
+		return chunks, frames, false
+	}
+	var k, nb int
+	for k < len(q.chunks) && nb < limit {
+		nb += len(q.chunks[k])
+		frames += q.ends[k]
+		k++
+	}
+	chunks = append(spare[:0], q.chunks[:k]...)
+	rest := copy(q.chunks, q.chunks[k:])
+	clear(q.chunks[rest:])
+	q.chunks = q.chunks[:rest]
+	q.ends = q.ends[:copy(q.ends, q.ends[k:])]
+	q.bytes -= nb
+	q.frames -= frames
+	return chunks, frames, len(q.chunks) > 0
 }
 
 // recycle gives written chunks back, keeping up to retain bytes of them.
