@@ -71,6 +71,11 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// genMode selects the request/response load generator: "epoll" (one OS
+// thread, driveEpoll) or "goroutines" (a goroutine per connection,
+// driveConn).
+var genMode = "epoll"
+
 // rrCase runs closed-loop request/response: each connection keeps depth
 // requests in flight, writing as many new ones as answers it read.
 func rrCase(impl string, conns, depth int, d time.Duration, profile string) (result, error) {
@@ -97,14 +102,26 @@ func rrCase(impl string, conns, depth int, d time.Duration, profile string) (res
 	ops := make([]int64, conns)
 	errs := make(chan error, conns)
 	var wg sync.WaitGroup
-	for i, nc := range ncs {
+	switch genMode {
+	case "epoll":
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, n, err := driveConn(nc, depth, &measuring, &stop)
-			lat[i], ops[i] = l, n
+			l, n, err := driveEpoll(ncs, depth, &measuring, &stop)
+			copy(lat, l)
+			copy(ops, n)
 			errs <- err
 		}()
+	default:
+		for i, nc := range ncs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, n, err := driveConn(nc, depth, &measuring, &stop)
+				lat[i], ops[i] = l, n
+				errs <- err
+			}()
+		}
 	}
 	time.Sleep(warmup)
 	cpu0, err := procCPU(cmd.Process.Pid)

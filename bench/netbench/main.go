@@ -55,6 +55,7 @@ func main() {
 		serve    = flag.String("serve", "", "internal: run a server (netio|netio-async|net) and print its address")
 		only     = flag.String("impl", "netio,netio-async,net", "implementations to run")
 		cases    = flag.String("cases", "", "comma-separated case names to run (default all)")
+		gen      = flag.String("gen", "epoll", "request/response load generator: epoll (one thread) or goroutines (one per connection)")
 		profile  = flag.String("cpuprofile", "", "write each server child's CPU profile to this prefix + case + impl")
 	)
 	flag.Parse()
@@ -65,6 +66,11 @@ func main() {
 		}
 		return
 	}
+	if *gen != "epoll" && *gen != "goroutines" {
+		fmt.Fprintf(os.Stderr, "netbench: unknown -gen %q\n", *gen)
+		os.Exit(2)
+	}
+	genMode = *gen
 	impls := strings.Split(*only, ",")
 	var results []result
 	emit := func(r result) {
