@@ -61,6 +61,12 @@ func runServer(impl, profile string) error {
 			return err
 		}
 		addr, stop = tr.ClientAddr(), func() { _ = tr.Close() }
+	case "gnet-write":
+		a, st, err := runGnetWrite()
+		if err != nil {
+			return err
+		}
+		addr, stop = a, st
 	case "net":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -140,11 +146,7 @@ func netConn(nc net.Conn) error {
 	if _, _, err := readFrame(r, nil); err != nil {
 		return err
 	}
-	m := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: benchCluster, NodeID: []byte("bench")}
-	hello, start := wire.BeginFrame(nil, wire.KindHello, 0)
-	hello = wire.AppendHello(hello, &m)
-	hello, _ = wire.EndFrame(hello, start)
-	if _, err := nc.Write(hello); err != nil {
+	if _, err := nc.Write(serverHello()); err != nil {
 		return err
 	}
 	var scratch []byte
