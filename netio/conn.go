@@ -52,11 +52,13 @@ type Conn struct {
 	helloOut    []byte // our Hello payload
 	helloIn     []byte // the other side's Hello payload, kept for HelloAuth
 	q           *sendQueue
-	spare       []byte
-	retryArmed  bool  // queued on Transport.retry
-	lastFlushAt int64 // unix nanos of this loop's last write
-	wakeStreak  int   // wake-driven flushes in quick succession
-	leftover    int   // bytes of a partial frame left buffered by the last pass
+	spare       [][]byte // chunk list handed back to q at the next take
+	iov         [][]byte // writev scratch: gnet reslices the entries it is given
+	retryArmed  bool     // queued on Transport.retry
+	lastFlushAt int64    // unix nanos of this loop's last write
+	wakeStreak  int      // wake-driven flushes in quick succession
+	pending     []byte   // a partial frame carried over to the next read
+	framesIn    uint64   // frames handed over in this pass, counted once at its end
 	closed      bool
 
 	up       atomic.Bool   // handshake complete
@@ -98,16 +100,16 @@ func (c *Conn) Write(frame []byte) error {
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	if len(q.buf)+len(frame) > q.capBytes {
-		q.closed, q.buf = true, nil
+	if q.bytes+len(frame) > q.capBytes {
+		q.closed = true
+		q.drop()
 		q.mu.Unlock()
 		c.t.counters.SlowClientsCut.Add(1)
 		c.logFailure("slow consumer: outbound queue over cap", nil)
 		_ = c.gc.Close()
 		return ErrSlowConsumer
 	}
-	q.buf = append(q.buf, frame...)
-	q.frames++
+	q.push(frame)
 	wake := !q.woken
 	q.woken = true
 	q.mu.Unlock()
@@ -154,12 +156,15 @@ func (c *Conn) maxPayload() int {
 	}
 }
 
-// onTraffic frames what is buffered, hands whole frames over, leaves a
-// partial frame for the next read, then flushes the outbound queue.
+// onTraffic frames what was read, hands whole frames over, keeps a partial
+// frame for the next read, then flushes the outbound queue. Everything gnet
+// buffered is taken with one Peek and released with one Discard, so gnet's
+// own inbound buffer stays empty and the Peek is a view of its read buffer.
 func (c *Conn) onTraffic() gnet.Action {
 	gc := c.gc
-	// A Wake also lands here; only new bytes count as a sign of life.
-	fromRead := gc.InboundBuffered() > c.leftover
+	// A Wake also lands here, with nothing read.
+	n := gc.InboundBuffered()
+	fromRead := n > 0
 	if fromRead && c.kind != kindClient {
 		c.lastRead.Store(nowNanos())
 	}
@@ -167,40 +172,91 @@ func (c *Conn) onTraffic() gnet.Action {
 	if c.q != nil {
 		c.q.markFlushing(c)
 	}
-	for {
-		n := gc.InboundBuffered()
-		if n < wire.HeaderSize {
-			c.leftover = n
-			break
-		}
-		hb, err := gc.Peek(wire.HeaderSize)
+	if fromRead {
+		buf, err := gc.Peek(n)
 		if err != nil {
-			break
+			return c.fail("reading the inbound buffer", err)
 		}
-		var h wire.Header
-		if err := wire.DecodeHeader(hb, &h); err != nil {
-			return c.badHeader(err)
+		act := c.consume(buf)
+		_, _ = gc.Discard(n)
+		if c.framesIn > 0 {
+			c.t.counters.FramesIn.Add(c.framesIn)
+			c.framesIn = 0
 		}
-		if int(h.Length) > c.maxPayload() {
-			c.t.counters.BadFrames.Add(1)
-			return c.fail("frame over the limit", wire.ErrTooLarge)
-		}
-		total := wire.HeaderSize + int(h.Length)
-		if n < total {
-			c.leftover = n
-			break
-		}
-		frame, err := gc.Peek(total)
-		if err != nil {
-			break
-		}
-		act := c.handle(&h, frame)
-		_, _ = gc.Discard(total)
 		if act != gnet.None {
 			return act
 		}
 	}
 	return c.flush(fromRead)
+}
+
+// maxPending is the largest partial-frame buffer kept once its frame is
+// handled; a larger one (a big frame) is let go.
+const maxPending = 64 << 10
+
+// consume hands over every whole frame of c.pending followed by buf and
+// copies a trailing partial frame to c.pending.
+func (c *Conn) consume(buf []byte) gnet.Action {
+	var h wire.Header
+	if len(c.pending) > 0 {
+		if len(c.pending) < wire.HeaderSize {
+			k := min(wire.HeaderSize-len(c.pending), len(buf))
+			c.pending = append(c.pending, buf[:k]...)
+			buf = buf[k:]
+			if len(c.pending) < wire.HeaderSize {
+				return gnet.None
+			}
+		}
+		total, act := c.header(c.pending, &h)
+		if act != gnet.None {
+			return act
+		}
+		k := min(total-len(c.pending), len(buf))
+		c.pending = append(c.pending, buf[:k]...)
+		buf = buf[k:]
+		if len(c.pending) < total {
+			return gnet.None
+		}
+		act = c.handle(&h, c.pending)
+		if cap(c.pending) > maxPending {
+			c.pending = nil
+		} else {
+			c.pending = c.pending[:0]
+		}
+		if act != gnet.None {
+			return act
+		}
+	}
+	for len(buf) >= wire.HeaderSize {
+		total, act := c.header(buf, &h)
+		if act != gnet.None {
+			return act
+		}
+		if len(buf) < total {
+			break
+		}
+		if act := c.handle(&h, buf[:total]); act != gnet.None {
+			return act
+		}
+		buf = buf[total:]
+	}
+	if len(buf) > 0 {
+		c.pending = append(c.pending[:0], buf...)
+	}
+	return gnet.None
+}
+
+// header decodes and checks the header at the start of b and returns the
+// frame's total length.
+func (c *Conn) header(b []byte, h *wire.Header) (int, gnet.Action) {
+	if err := wire.DecodeHeader(b, h); err != nil {
+		return 0, c.badHeader(err)
+	}
+	if int(h.Length) > c.maxPayload() {
+		c.t.counters.BadFrames.Add(1)
+		return 0, c.fail("frame over the limit", wire.ErrTooLarge)
+	}
+	return wire.HeaderSize + int(h.Length), gnet.None
 }
 
 func (c *Conn) badHeader(err error) gnet.Action {
@@ -228,7 +284,7 @@ func (c *Conn) handle(h *wire.Header, frame []byte) gnet.Action {
 		t.counters.HandshakeProtocol.Add(1)
 		return c.fail("handshake frame on an open connection", nil)
 	}
-	t.counters.FramesIn.Add(1)
+	c.framesIn++
 	if t.cfg.Handler.Deliver(c, *h, frame) {
 		return gnet.None
 	}
@@ -274,28 +330,55 @@ func (c *Conn) flush(fromRead bool) gnet.Action {
 		c.t.retryFlush(c)
 		return gnet.None
 	}
-	buf, frames := q.take(c, c.spare)
-	if buf == nil {
-		return gnet.None
+	for round := 1; ; round++ {
+		chunks, frames, more := q.take(c, c.spare, maxFlushBytes)
+		if chunks == nil {
+			break
+		}
+		var err error
+		for i := 0; i < len(chunks) && err == nil; i += maxIovecs {
+			c.iov = append(c.iov[:0], chunks[i:min(i+maxIovecs, len(chunks))]...)
+			if len(c.iov) == 1 {
+				_, err = c.gc.Write(c.iov[0])
+			} else {
+				_, err = c.gc.Writev(c.iov)
+			}
+		}
+		clear(c.iov)
+		// gnet copied whatever the socket did not take: the chunks are free.
+		q.recycle(chunks)
+		c.spare = chunks[:0]
+		if err != nil {
+			return gnet.Close
+		}
+		c.t.counters.FramesOut.Add(uint64(frames))
+		c.lastFlushAt = now
+		q.lastFlush.Store(now)
+		if !more {
+			break
+		}
+		if c.gc.OutboundBuffered() > 0 || round == maxFlushRounds {
+			// The socket is full, or this pass wrote its share: the rest
+			// stays queued (still marked as due) until shortly.
+			c.t.retryFlush(c)
+			break
+		}
 	}
-	_, err := c.gc.Write(buf)
-	if cap(buf) > c.retainBytes() {
-		c.spare = nil // do not keep a burst's buffer forever
-	} else {
-		c.spare = buf[:0]
-	}
-	if err != nil {
-		return gnet.Close
-	}
-	c.t.counters.FramesOut.Add(uint64(frames))
-	c.lastFlushAt = now
-	q.lastFlush.Store(now)
 	if c.role != wire.RolePeer && c.gc.OutboundBuffered() > q.capBytes {
 		c.t.counters.SlowClientsCut.Add(1)
 		return c.fail("slow consumer: backlog over cap", nil)
 	}
 	return gnet.None
 }
+
+// maxFlushBytes is the most one writev takes from a queue: a backlog is
+// written in steps the socket can take, so that gnet need not copy a large
+// remainder into its own buffer.
+const maxFlushBytes = 1 << 20
+
+// maxFlushRounds bounds the steps of one pass, so that one connection's
+// backlog does not hold up the loop's other connections.
+const maxFlushRounds = 8
 
 // minWakeGap is the shortest time between two flushes of a connection
 // triggered by writers' wakes alone.
@@ -309,14 +392,12 @@ const maxWakeStreak = 8
 // taking frames from its queue until the socket drains.
 const peerHighWater = 1 << 20
 
-// retainBytes bounds the write buffer a connection keeps between flushes:
-// a peer connection (few, busy) keeps a large one, a client a small one.
-func (c *Conn) retainBytes() int {
-	if c.role == wire.RolePeer {
-		return 4 << 20
-	}
-	return 256 << 10
-}
+// Bytes of emptied chunks a send queue keeps for reuse: a peer's queue
+// (few, busy) keeps many, a client's a few.
+const (
+	peerRetain   = 4 << 20
+	clientRetain = 256 << 10
+)
 
 // fail logs the first failure of a connection and closes it.
 func (c *Conn) fail(reason string, err error) gnet.Action {

@@ -11,13 +11,21 @@
 //
 // Reading: a frame is delivered only when all of it is buffered. The
 // Handler gets a view of the frame (header and payload) that aliases the
-// connection's read buffer and is valid only during the call.
+// connection's read buffer and is valid only during the call. Each read is
+// framed in one pass over gnet's read buffer; only a trailing partial frame
+// is copied aside until the rest arrives.
 //
 // Writing: Conn.Write and Transport.Send copy the frame into a per-connection
-// (client) or per-peer queue with a byte cap and wake the event loop once;
-// the loop writes everything queued in one system call. A client whose
-// queue passes the cap is cut off; a peer frame that does not fit is dropped
-// and counted.
+// (client) or per-peer queue of reusable chunks with a byte cap, and wake
+// the event loop only when no flush is already due (a Handler answering
+// inside Deliver never wakes it: the loop flushes when the pass ends). The
+// loop writes everything queued with one writev, in steps of about 1 MiB
+// for a backlog. Answering with gnet's own Conn.Write from the loop would
+// cost one system call per answer. A client whose queue passes the cap is
+// cut off; a peer frame that does not fit is dropped and counted.
+//
+// UDP: ListenUDP's socket for SWIM reads one datagram per system call, or
+// with UDPConfig.ReadBatch several per recvmmsg.
 //
 // Peers: Send dials on demand with gnet's client side, reconnects with
 // exponential backoff and jitter while frames wait, and keeps idle

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"time"
@@ -32,15 +33,20 @@ func (t *Transport) SetPeerAddr(node, addr string) {
 // are reported dropped.
 func (t *Transport) RemovePeer(node string) {
 	t.peersMu.Lock()
-	p := t.peers[node]
-	delete(t.peers, node)
+	old := *t.peers.Load()
+	p := old[node]
+	if p != nil {
+		m := maps.Clone(old)
+		delete(m, node)
+		t.peers.Store(&m)
+	}
 	t.peersMu.Unlock()
 	if p == nil {
 		return
 	}
 	p.q.mu.Lock()
-	c, n := p.q.conn, p.q.frames
-	p.removed, p.q.closed, p.q.buf, p.q.frames, p.q.conn = true, true, nil, 0, nil
+	c, n := p.q.conn, p.q.drop()
+	p.removed, p.q.closed, p.q.conn = true, true, nil
 	p.q.mu.Unlock()
 	t.dropped(node, n)
 	if c != nil {
@@ -49,10 +55,7 @@ func (t *Transport) RemovePeer(node string) {
 }
 
 func (t *Transport) lookupPeer(node string) *peer {
-	t.peersMu.RLock()
-	p := t.peers[node]
-	t.peersMu.RUnlock()
-	return p
+	return (*t.peers.Load())[node]
 }
 
 func (t *Transport) peerOrCreate(node string) *peer {
@@ -61,12 +64,18 @@ func (t *Transport) peerOrCreate(node string) *peer {
 	}
 	t.peersMu.Lock()
 	defer t.peersMu.Unlock()
-	p := t.peers[node]
+	old := *t.peers.Load()
+	p := old[node]
 	if p == nil {
 		p = &peer{node: node}
-		p.q.capBytes = t.cfg.PeerSendBytes
+		p.q.capBytes, p.q.retain = t.cfg.PeerSendBytes, peerRetain
 		p.q.lastFlush.Store(nowNanos())
-		t.peers[node] = p
+		m := maps.Clone(old)
+		if m == nil {
+			m = map[string]*peer{}
+		}
+		m[node] = p
+		t.peers.Store(&m)
 	}
 	return p
 }
@@ -100,13 +109,12 @@ func (t *Transport) enqueue(p *peer, frame []byte, dial bool) error {
 	case q.conn == nil && p.addr == "":
 		q.mu.Unlock()
 		return ErrUnknownPeer
-	case len(q.buf)+len(frame) > q.capBytes:
+	case q.bytes+len(frame) > q.capBytes:
 		q.mu.Unlock()
 		t.counters.PeerSendDropped.Add(1)
 		return ErrQueueFull
 	}
-	q.buf = append(q.buf, frame...)
-	q.frames++
+	q.push(frame)
 	var wake *Conn
 	if q.conn != nil && !q.woken {
 		q.woken, wake = true, q.conn

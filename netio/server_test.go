@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -397,5 +398,89 @@ func TestWriteRejectsMalformedFrames(t *testing.T) {
 	}
 	if err := tr.Send("n3", testFrame(wire.KindRaftBatch, 0, nil)); !errors.Is(err, ErrUnknownPeer) {
 		t.Errorf("unknown peer: %v", err)
+	}
+}
+
+// TestLoopAndWorkerWritesKeepOrder answers every request twice: once from
+// the event loop inside Deliver and once from a worker goroutine. Both
+// streams must arrive whole and each in the order written, and a worker's
+// answer after the loop's answer to the same request, across chunk
+// boundaries of the send queue.
+func TestLoopAndWorkerWritesKeepOrder(t *testing.T) {
+	type job struct {
+		c     *Conn
+		reqID uint64
+		size  int
+	}
+	jobs := make(chan job, 1<<14)
+	var workers sync.WaitGroup
+	workers.Add(1)
+	go func() {
+		defer workers.Done()
+		for j := range jobs {
+			if err := j.c.Write(testFrame(wire.KindAssignment, 2*j.reqID+1, make([]byte, j.size))); err != nil {
+				t.Errorf("worker write: %v", err)
+				return
+			}
+		}
+	}()
+	cfg := testConfig("n1", HandlerFunc(func(c *Conn, h wire.Header, frame []byte) bool {
+		// Sizes vary so that frames straddle the queue's chunks. All
+		// answers to one read pass stay well under ClientSendBytes.
+		size := int(h.RequestID%7) * 150
+		if err := c.Write(testFrame(wire.KindAssignment, 2*h.RequestID, make([]byte, size))); err != nil {
+			return false
+		}
+		jobs <- job{c, h.RequestID, size}
+		return true
+	}))
+	tr := startTransport(t, cfg)
+	defer func() {
+		// Stop the loops before closing what their handler sends on.
+		_ = tr.Close()
+		close(jobs)
+		workers.Wait()
+	}()
+	nc := dialClient(t, tr, nil)
+
+	const n = 3000
+	go func() {
+		w := bufio.NewWriter(nc)
+		for i := range uint64(n) {
+			if _, err := w.Write(testFrame(wire.KindLookup, i, nil)); err != nil {
+				return
+			}
+			if i%50 == 49 {
+				_ = w.Flush()
+			}
+		}
+		_ = w.Flush()
+	}()
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(nc)
+	var nextLoop, nextWorker uint64
+	for range 2 * n {
+		h, p, err := readTestFrame(r)
+		if err != nil {
+			t.Fatalf("after %d loop and %d worker answers: %v", nextLoop, nextWorker, err)
+		}
+		id := h.RequestID / 2
+		if want := int(id%7) * 150; len(p) != want {
+			t.Fatalf("answer %d: %d payload bytes, want %d", h.RequestID, len(p), want)
+		}
+		if h.RequestID%2 == 0 {
+			if id != nextLoop {
+				t.Fatalf("loop answer for %d, want %d", id, nextLoop)
+			}
+			nextLoop++
+			continue
+		}
+		if id != nextWorker {
+			t.Fatalf("worker answer for %d, want %d", id, nextWorker)
+		}
+		if id >= nextLoop {
+			t.Fatalf("worker answer for %d before the loop's", id)
+		}
+		nextWorker++
 	}
 }

@@ -33,12 +33,14 @@ type Transport struct {
 	dialClient           *gnet.Client
 	engines              sync.WaitGroup // gnet.Run goroutines
 
-	mu      sync.Mutex
-	closed  bool
-	conns   map[uint64]*Conn
-	nextID  uint64
-	peersMu sync.RWMutex
-	peers   map[string]*peer
+	mu     sync.Mutex
+	closed bool
+	conns  map[uint64]*Conn
+	nextID uint64
+	// peers is replaced, never changed in place, under peersMu, so that
+	// Send looks a peer up without a lock.
+	peersMu sync.Mutex
+	peers   atomic.Pointer[map[string]*peer]
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -63,10 +65,10 @@ func New(cfg Config) (*Transport, error) {
 		log:    cfg.Logger,
 		conns:  make(map[uint64]*Conn),
 		retry:  make(chan *Conn, 1024),
-		peers:  make(map[string]*peer),
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	t.peers.Store(&map[string]*peer{})
 	if err := t.start(); err != nil {
 		_ = t.Close()
 		return nil, err
@@ -221,13 +223,12 @@ func (t *Transport) Close() error {
 		err = t.dialClient.Stop()
 	}
 	t.peersMu.Lock()
-	peers := t.peers
-	t.peers = map[string]*peer{}
+	peers := *t.peers.Swap(&map[string]*peer{})
 	t.peersMu.Unlock()
 	for node, p := range peers {
 		p.q.mu.Lock()
-		n := p.q.frames
-		p.q.closed, p.q.buf, p.q.frames = true, nil, 0
+		n := p.q.drop()
+		p.q.closed = true
 		p.q.mu.Unlock()
 		t.dropped(node, n)
 	}
@@ -280,7 +281,7 @@ func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.gc = gc
 	c.remote = gc.RemoteAddr().String()
 	if h.kind == kindClient {
-		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, conn: c}
+		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, retain: clientRetain, conn: c}
 	}
 	gc.SetContext(c)
 	t.register(c)
@@ -323,7 +324,8 @@ func (c *Conn) onClose(err error) {
 	switch {
 	case c.kind == kindClient && c.q != nil:
 		c.q.mu.Lock()
-		c.q.closed, c.q.buf, c.q.conn = true, nil, nil
+		c.q.drop()
+		c.q.closed, c.q.conn = true, nil
 		c.q.mu.Unlock()
 	case c.role == wire.RolePeer && c.q != nil:
 		t.peerConnClosed(c)
@@ -363,11 +365,9 @@ func (t *Transport) maintain() {
 			}
 		}
 		peers = peers[:0]
-		t.peersMu.RLock()
-		for _, p := range t.peers {
+		for _, p := range *t.peers.Load() {
 			peers = append(peers, p)
 		}
-		t.peersMu.RUnlock()
 		for _, p := range peers {
 			t.keepalive(p, now)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +25,10 @@ type UDPConfig struct {
 	// ReuseAddr sets SO_REUSEADDR, so a restarted node rebinds its port
 	// at once (false).
 	ReuseAddr bool
+	// ReadBatch is how many datagrams one receive system call may take
+	// (recvmmsg); ReadFrom then returns them one by one without further
+	// calls. 1 reads one datagram per call (recvfrom). Default 1.
+	ReadBatch int
 }
 
 func (c UDPConfig) withDefaults() UDPConfig {
@@ -33,6 +38,9 @@ func (c UDPConfig) withDefaults() UDPConfig {
 	if c.SendBuffer == 0 {
 		c.SendBuffer = 1 << 20
 	}
+	if c.ReadBatch == 0 {
+		c.ReadBatch = 1
+	}
 	return c
 }
 
@@ -41,6 +49,9 @@ func (c UDPConfig) withDefaults() UDPConfig {
 type UDPConn struct {
 	c     *net.UDPConn
 	local netip.AddrPort
+
+	rmu   sync.Mutex
+	batch *recvBatch // nil: one datagram per read
 }
 
 // ErrUDP wraps the socket errors of ListenUDP.
@@ -49,6 +60,9 @@ var ErrUDP = errors.New("netio: udp")
 // ListenUDP binds a UDP socket at addr ("127.0.0.1:0" picks a port).
 func ListenUDP(addr string, cfg UDPConfig) (*UDPConn, error) {
 	cfg = cfg.withDefaults()
+	if cfg.RecvBuffer < 0 || cfg.SendBuffer < 0 || cfg.ReadBatch < 0 || cfg.ReadBatch > maxReadBatch {
+		return nil, fmt.Errorf("%w: config: negative buffer size or ReadBatch outside [0, %d]", ErrUDP, maxReadBatch)
+	}
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
@@ -72,15 +86,41 @@ func ListenUDP(addr string, cfg UDPConfig) (*UDPConn, error) {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrUDP, addr, err)
 	}
 	c := pc.(*net.UDPConn)
-	return &UDPConn{c: c, local: c.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
+	u := &UDPConn{c: c, local: c.LocalAddr().(*net.UDPAddr).AddrPort()}
+	if cfg.ReadBatch > 1 {
+		rc, err := c.SyscallConn()
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%w: listen %s: %w", ErrUDP, addr, err)
+		}
+		u.batch = newRecvBatch(rc, cfg.ReadBatch)
+	}
+	return u, nil
 }
+
+// maxReadBatch bounds UDPConfig.ReadBatch (each slot holds a datagram of
+// up to wire.MaxDatagram bytes).
+const maxReadBatch = 256
 
 // LocalAddr is the bound address.
 func (u *UDPConn) LocalAddr() netip.AddrPort { return u.local }
 
-// ReadFrom reads one datagram into b.
+// ReadFrom reads one datagram into b (a longer datagram is cut to
+// len(b)). With ReadBatch above 1 it returns the datagrams left from the
+// last receive call before making another.
 func (u *UDPConn) ReadFrom(b []byte) (int, netip.AddrPort, error) {
-	return u.c.ReadFromUDPAddrPort(b)
+	if u.batch == nil {
+		return u.c.ReadFromUDPAddrPort(b)
+	}
+	u.rmu.Lock()
+	defer u.rmu.Unlock()
+	for u.batch.next == u.batch.n {
+		if err := u.batch.fill(); err != nil {
+			return 0, netip.AddrPort{}, err
+		}
+	}
+	n, from := u.batch.take(b)
+	return n, from, nil
 }
 
 // WriteTo sends b as one datagram to addr.

@@ -4,16 +4,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/shoalmq/shoal/wire"
 )
 
 func TestUDPRoundTripAndBuffers(t *testing.T) {
-	a, err := ListenUDP("127.0.0.1:0", UDPConfig{RecvBuffer: 1 << 20, ReuseAddr: true})
+	for _, batch := range []int{1, 16} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { testUDPRoundTrip(t, batch) })
+	}
+}
+
+func testUDPRoundTrip(t *testing.T, batch int) {
+	a, err := ListenUDP("127.0.0.1:0", UDPConfig{RecvBuffer: 1 << 20, ReuseAddr: true, ReadBatch: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +57,68 @@ func TestUDPRoundTripAndBuffers(t *testing.T) {
 	}
 	if _, err := ListenUDP("256.0.0.1:0", UDPConfig{}); !errors.Is(err, ErrUDP) {
 		t.Fatalf("bad address: %v", err)
+	}
+}
+
+// TestUDPBatchReceive sends more datagrams than one batch holds from two
+// sockets, of every size up to the largest, and reads them back whole, in
+// each sender's order, with the right source address.
+func TestUDPBatchReceive(t *testing.T) {
+	rx, err := ListenUDP("127.0.0.1:0", UDPConfig{ReadBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	var tx [2]*UDPConn
+	for i := range tx {
+		if tx[i], err = ListenUDP("127.0.0.1:0", UDPConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		defer tx[i].Close()
+	}
+	sizes := []int{0, 1, 100, 1400, 9000, wire.MaxDatagram}
+	const rounds = 3
+	for r := range rounds {
+		for i, s := range sizes {
+			for k, c := range tx {
+				msg := bytes.Repeat([]byte{byte(r*len(sizes) + i), byte(k)}, s/2+1)[:s]
+				if err := c.WriteTo(msg, rx.LocalAddr()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	next := [2]int{}
+	buf := make([]byte, wire.MaxDatagram)
+	_ = rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for range 2 * rounds * len(sizes) {
+		n, from, err := rx.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		k := 0
+		if from == tx[1].LocalAddr() {
+			k = 1
+		} else if from != tx[0].LocalAddr() {
+			t.Fatalf("datagram from %v", from)
+		}
+		seq := next[k]
+		next[k]++
+		want := bytes.Repeat([]byte{byte(seq), byte(k)}, sizes[seq%len(sizes)]/2+1)[:sizes[seq%len(sizes)]]
+		if !bytes.Equal(buf[:n], want) {
+			t.Fatalf("sender %d datagram %d: %d bytes, want %d", k, seq, n, len(want))
+		}
+	}
+	// A short buffer takes the datagram's head, as a plain read does.
+	if err := tx[0].WriteTo([]byte("0123456789"), rx.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	short := make([]byte, 4)
+	if n, _, err := rx.ReadFrom(short); err != nil || string(short[:n]) != "0123" {
+		t.Fatalf("short read %q: %v", short[:n], err)
+	}
+	if _, err := ListenUDP("127.0.0.1:0", UDPConfig{ReadBatch: maxReadBatch + 1}); !errors.Is(err, ErrUDP) {
+		t.Fatalf("oversized batch: %v", err)
 	}
 }
 

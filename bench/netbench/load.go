@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,23 +42,49 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
+// procSyscalls is the number of read and write system calls pid made
+// (syscr and syscw of /proc/pid/io).
+func procSyscalls(pid string) (r, w int64) {
+	b, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			r = n
+		case "syscw":
+			w = n
+		}
+	}
+	return r, w
+}
+
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// genMode selects the request/response load generator: "epoll" (one OS
+// thread, driveEpoll) or "goroutines" (a goroutine per connection,
+// driveConn).
+var genMode = "epoll"
+
 // rrCase runs closed-loop request/response: each connection keeps depth
 // requests in flight, writing as many new ones as answers it read.
-func rrCase(impl string, conns, depth int, d time.Duration) (result, error) {
-	cmd, addr, err := startServer(impl)
+func rrCase(impl string, conns, depth int, d time.Duration, profile string) (result, error) {
+	srv, addr, err := startServer(impl, profile)
 	if err != nil {
 		return result{}, err
 	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
+	defer srv.stop()
+	cmd := srv.cmd
 	ncs := make([]net.Conn, conns)
 	for i := range ncs {
 		nc, err := net.Dial("tcp", addr)
@@ -76,26 +102,57 @@ func rrCase(impl string, conns, depth int, d time.Duration) (result, error) {
 	ops := make([]int64, conns)
 	errs := make(chan error, conns)
 	var wg sync.WaitGroup
-	for i, nc := range ncs {
+	switch genMode {
+	case "epoll":
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, n, err := driveConn(nc, depth, &measuring, &stop)
-			lat[i], ops[i] = l, n
+			l, n, err := driveEpoll(ncs, depth, &measuring, &stop)
+			copy(lat, l)
+			copy(ops, n)
 			errs <- err
 		}()
+	default:
+		for i, nc := range ncs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, n, err := driveConn(nc, depth, &measuring, &stop)
+				lat[i], ops[i] = l, n
+				errs <- err
+			}()
+		}
 	}
 	time.Sleep(warmup)
 	cpu0, err := procCPU(cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
 	}
+	if profile != "" {
+		f, err := os.Create(profile + ".gen")
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	gen0 := selfCPU()
+	pid := strconv.Itoa(cmd.Process.Pid)
+	sr0, sw0 := procSyscalls(pid)
+	gr0, gw0 := procSyscalls("self")
 	t0 := time.Now()
 	measuring.Store(true)
 	time.Sleep(d)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	cpu1, _ := procCPU(cmd.Process.Pid)
+	gen1 := selfCPU()
+	sr1, sw1 := procSyscalls(pid)
+	gr1, gw1 := procSyscalls("self")
+	load := loadAvg()
 	stop.Store(true)
 	wg.Wait()
 	close(errs)
@@ -116,9 +173,15 @@ func rrCase(impl string, conns, depth int, d time.Duration) (result, error) {
 		P99us:     percentile(sorted, 0.99),
 		CPUScope:  "server process",
 		DurationS: elapsed.Seconds(), PayloadSize: payloadSize,
+		LoadAvg: load,
 	}
 	if total > 0 {
 		r.CPUusPerOp = float64((cpu1 - cpu0).Microseconds()) / float64(total)
+		r.ClientCPUusPerOp = float64((gen1 - gen0).Microseconds()) / float64(total)
+		r.ServerReadsPerOp = float64(sr1-sr0) / float64(total)
+		r.ServerWritesPerOp = float64(sw1-sw0) / float64(total)
+		r.GenReadsPerOp = float64(gr1-gr0) / float64(total)
+		r.GenWritesPerOp = float64(gw1-gw0) / float64(total)
 	}
 	return r, nil
 }
@@ -188,7 +251,7 @@ const peerPayload = 100
 // peerCase sends 100-byte frames one way as fast as the sender can and
 // counts what the receiver gets; every 64th frame carries its send time
 // for the one-way latency.
-func peerCase(impl string, d time.Duration) (result, error) {
+func peerCase(impl string, d time.Duration, profile string) (result, error) {
 	var received atomic.Int64
 	var measuring, stop atomic.Bool
 	var latMu sync.Mutex
@@ -243,8 +306,10 @@ func peerCase(impl string, d time.Duration) (result, error) {
 				switch err := send.Send("b", frame(buf)); {
 				case err == nil:
 				case errors.Is(err, netio.ErrQueueFull):
+					// Wait for room without spinning, as the net
+					// sender does, blocked in write.
 					dropped.Add(1)
-					runtime.Gosched()
+					time.Sleep(50 * time.Microsecond)
 				default:
 					return err
 				}
@@ -294,6 +359,17 @@ func peerCase(impl string, d time.Duration) (result, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- sender() }()
 	time.Sleep(warmup)
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpu0 := selfCPU()
 	t0 := time.Now()
 	measuring.Store(true)
@@ -301,6 +377,7 @@ func peerCase(impl string, d time.Duration) (result, error) {
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	cpu1 := selfCPU()
+	load := loadAvg()
 	stop.Store(true)
 	if err := <-errc; err != nil {
 		return result{}, err
@@ -316,6 +393,7 @@ func peerCase(impl string, d time.Duration) (result, error) {
 		P99us:     percentile(sorted, 0.99),
 		CPUScope:  "whole process (sender and receiver)",
 		DurationS: elapsed.Seconds(), Dropped: dropped.Load(), PayloadSize: peerPayload,
+		LoadAvg: load,
 	}
 	if n > 0 {
 		r.CPUusPerOp = float64((cpu1 - cpu0).Microseconds()) / float64(n)

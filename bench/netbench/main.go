@@ -24,19 +24,28 @@ import (
 )
 
 type result struct {
-	Case        string  `json:"case"`
-	Impl        string  `json:"impl"`
-	Conns       int     `json:"conns,omitempty"`
-	Depth       int     `json:"depth,omitempty"`
-	Ops         int64   `json:"ops"`
-	OpsPerS     float64 `json:"ops_per_s"`
-	P50us       float64 `json:"p50_us"`
-	P99us       float64 `json:"p99_us"`
-	CPUusPerOp  float64 `json:"cpu_us_per_op"`
-	CPUScope    string  `json:"cpu_scope"`
-	DurationS   float64 `json:"duration_s"`
-	Dropped     int64   `json:"dropped,omitempty"`
-	PayloadSize int     `json:"payload_bytes"`
+	Case       string  `json:"case"`
+	Impl       string  `json:"impl"`
+	Conns      int     `json:"conns,omitempty"`
+	Depth      int     `json:"depth,omitempty"`
+	Ops        int64   `json:"ops"`
+	OpsPerS    float64 `json:"ops_per_s"`
+	P50us      float64 `json:"p50_us"`
+	P99us      float64 `json:"p99_us"`
+	CPUusPerOp float64 `json:"cpu_us_per_op"`
+	CPUScope   string  `json:"cpu_scope"`
+	// ClientCPUusPerOp is the load generator's CPU per operation, to show
+	// whether the generator rather than the server limits a case.
+	ClientCPUusPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
+	LoadAvg          string  `json:"loadavg,omitempty"`
+	// Read and write system calls per operation, server and generator.
+	ServerReadsPerOp  float64 `json:"server_reads_per_op,omitempty"`
+	ServerWritesPerOp float64 `json:"server_writes_per_op,omitempty"`
+	GenReadsPerOp     float64 `json:"gen_reads_per_op,omitempty"`
+	GenWritesPerOp    float64 `json:"gen_writes_per_op,omitempty"`
+	DurationS         float64 `json:"duration_s"`
+	Dropped           int64   `json:"dropped,omitempty"`
+	PayloadSize       int     `json:"payload_bytes"`
 }
 
 func main() {
@@ -45,15 +54,23 @@ func main() {
 		duration = flag.Duration("duration", 2*time.Second, "measured time per case")
 		serve    = flag.String("serve", "", "internal: run a server (netio|netio-async|net) and print its address")
 		only     = flag.String("impl", "netio,netio-async,net", "implementations to run")
+		cases    = flag.String("cases", "", "comma-separated case names to run (default all)")
+		gen      = flag.String("gen", "epoll", "request/response load generator: epoll (one thread) or goroutines (one per connection)")
+		profile  = flag.String("cpuprofile", "", "write each server child's CPU profile to this prefix + case + impl")
 	)
 	flag.Parse()
 	if *serve != "" {
-		if err := runServer(*serve); err != nil {
+		if err := runServer(*serve, *profile); err != nil {
 			fmt.Fprintln(os.Stderr, "netbench:", err)
 			os.Exit(1)
 		}
 		return
 	}
+	if *gen != "epoll" && *gen != "goroutines" {
+		fmt.Fprintf(os.Stderr, "netbench: unknown -gen %q\n", *gen)
+		os.Exit(2)
+	}
+	genMode = *gen
 	impls := strings.Split(*only, ",")
 	var results []result
 	emit := func(r result) {
@@ -71,9 +88,19 @@ func main() {
 		{"rr_1conn_depth64", 1, 64},
 		{"rr_64conns_depth16", 64, 16},
 	}
+	want := func(name string) bool {
+		return *cases == "" || slices.Contains(strings.Split(*cases, ","), name)
+	}
 	for _, s := range shapes {
+		if !want(s.name) {
+			continue
+		}
 		for _, impl := range impls {
-			r, err := rrCase(impl, s.conns, s.depth, *duration)
+			prof := ""
+			if *profile != "" {
+				prof = *profile + s.name + "." + impl
+			}
+			r, err := rrCase(impl, s.conns, s.depth, *duration, prof)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "netbench: %s %s: %v\n", s.name, impl, err)
 				os.Exit(1)
@@ -83,7 +110,14 @@ func main() {
 		}
 	}
 	for _, impl := range []string{"netio", "net"} {
-		r, err := peerCase(impl, *duration)
+		if !want("peer_oneway_100B") {
+			break
+		}
+		prof := ""
+		if *profile != "" {
+			prof = *profile + "peer_oneway_100B." + impl
+		}
+		r, err := peerCase(impl, *duration, prof)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "netbench: peer %s: %v\n", impl, err)
 			os.Exit(1)
@@ -96,19 +130,40 @@ func main() {
 }
 
 func printTable(w io.Writer, rs []result) {
-	fmt.Fprintf(w, "%-20s %-12s %12s %9s %9s %12s\n", "case", "impl", "ops/s", "p50 µs", "p99 µs", "cpu µs/op")
+	fmt.Fprintf(w, "%-20s %-12s %12s %9s %9s %10s %10s %11s %11s  %s\n", "case", "impl", "ops/s", "p50 µs", "p99 µs", "cpu µs/op", "gen µs/op", "srv r/w/op", "gen r/w/op", "loadavg")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-20s %-12s %12.0f %9.1f %9.1f %12.2f\n", r.Case, r.Impl, r.OpsPerS, r.P50us, r.P99us, r.CPUusPerOp)
+		fmt.Fprintf(w, "%-20s %-12s %12.0f %9.1f %9.1f %10.2f %10.2f %5.3f/%5.3f %5.3f/%5.3f  %s\n", r.Case, r.Impl, r.OpsPerS, r.P50us, r.P99us, r.CPUusPerOp, r.ClientCPUusPerOp,
+			r.ServerReadsPerOp, r.ServerWritesPerOp, r.GenReadsPerOp, r.GenWritesPerOp, r.LoadAvg)
+	}
+}
+
+// server is a running server child.
+type server struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+}
+
+// stop closes the child's stdin, which makes it stop (writing its profile),
+// and kills it if it has not exited within a few seconds.
+func (s *server) stop() {
+	_ = s.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
 	}
 }
 
 // startServer runs this binary as a server child and returns its address.
-func startServer(impl string) (*exec.Cmd, string, error) {
+func startServer(impl, profile string) (*server, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(self, "-serve", impl)
+	cmd := exec.Command(self, "-serve", impl, "-cpuprofile", profile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -118,7 +173,6 @@ func startServer(impl string) (*exec.Cmd, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	_ = stdin // closed when the parent stops the child
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
@@ -128,7 +182,7 @@ func startServer(impl string) (*exec.Cmd, string, error) {
 		_ = cmd.Wait()
 		return nil, "", fmt.Errorf("server did not start: %w", err)
 	}
-	return cmd, strings.TrimSpace(line), nil
+	return &server{cmd: cmd, stdin: stdin}, strings.TrimSpace(line), nil
 }
 
 // percentile of sorted nanosecond samples, in microseconds.
@@ -154,3 +208,16 @@ func sortedLatencies(all [][]int64) []int64 {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// loadAvg is the 1-minute load average from /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}

@@ -7,6 +7,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/wire"
@@ -28,16 +31,42 @@ func response(dst []byte, reqID uint64) []byte {
 }
 
 // runServer serves until stdin closes.
-func runServer(impl string) error {
+func runServer(impl, profile string) error {
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var addr string
 	var stop func()
-	switch impl {
+	name, loops := impl, 0
+	if base, n, ok := strings.Cut(impl, ":loops="); ok {
+		// A variant with a set number of event loops, e.g. netio:loops=1.
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("bad server %q", impl)
+		}
+		name, loops = base, v
+	}
+	switch name {
 	case "netio", "netio-async":
-		tr, err := netioServer(impl == "netio-async")
+		tr, err := netioServer(name == "netio-async", loops)
 		if err != nil {
 			return err
 		}
 		addr, stop = tr.ClientAddr(), func() { _ = tr.Close() }
+	case "gnet-write":
+		a, st, err := runGnetWrite()
+		if err != nil {
+			return err
+		}
+		addr, stop = a, st
 	case "net":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -61,7 +90,7 @@ type reply struct {
 
 // netioServer answers inline on the event loop, or (async) from worker
 // goroutines fed by a bounded queue as the node does.
-func netioServer(async bool) (*netio.Transport, error) {
+func netioServer(async bool, loops int) (*netio.Transport, error) {
 	var h netio.HandlerFunc = func(c *netio.Conn, h wire.Header, _ []byte) bool {
 		var buf [wire.HeaderSize + payloadSize]byte
 		return c.Write(response(buf[:0], h.RequestID)) == nil
@@ -86,11 +115,12 @@ func netioServer(async bool) (*netio.Transport, error) {
 		}
 	}
 	return netio.New(netio.Config{
-		ClusterID:  benchCluster,
-		NodeID:     "bench",
-		ClientAddr: "127.0.0.1:0",
-		Handler:    h,
-		Logger:     quiet(),
+		ClusterID:   benchCluster,
+		NodeID:      "bench",
+		ClientAddr:  "127.0.0.1:0",
+		Handler:     h,
+		Logger:      quiet(),
+		ClientLoops: loops,
 	})
 }
 
@@ -116,11 +146,7 @@ func netConn(nc net.Conn) error {
 	if _, _, err := readFrame(r, nil); err != nil {
 		return err
 	}
-	m := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: benchCluster, NodeID: []byte("bench")}
-	hello, start := wire.BeginFrame(nil, wire.KindHello, 0)
-	hello = wire.AppendHello(hello, &m)
-	hello, _ = wire.EndFrame(hello, start)
-	if _, err := nc.Write(hello); err != nil {
+	if _, err := nc.Write(serverHello()); err != nil {
 		return err
 	}
 	var scratch []byte
