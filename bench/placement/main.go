@@ -29,6 +29,7 @@ import (
 type params struct {
 	nodes, shards, rf, racks, vnodes, trials int
 	walk                                     router.Walk
+	slack                                    float64
 }
 
 // result is the JSON output; every ratio is max over nodes divided by the
@@ -41,12 +42,14 @@ type result struct {
 	Walk   string `json:"walk"`
 	VNodes int    `json:"vnodes"`
 	Trials int    `json:"trials"`
+	// The ring's ReplicaSlack: 0 is the plain walk.
+	ReplicaSlack float64 `json:"replica_slack"`
 
 	ReplicasMaxOverMean float64 `json:"replicas_max_over_mean"`
 	// The least replicas max/mean any placement can reach while every shard
 	// spans min(rf, racks) racks: with unequal racks the nodes of the
 	// smaller racks must carry more.
-	ReplicasBoundMaxOverMean float64 `json:"replicas_bound_max_over_mean"`
+	ReplicasFloorMaxOverMean float64 `json:"replicas_floor_max_over_mean"`
 	// Max over nodes of replicas held / that node's share in the best
 	// rack-respecting placement.
 	ReplicasMaxOverIdeal float64 `json:"replicas_max_over_ideal"`
@@ -92,6 +95,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&p.vnodes, "vnodes", router.DefaultVNodes, "ring tokens per node (-walk tokens)")
 	walk := fs.String("walk", "rendezvous", "replica walk: rendezvous or tokens")
 	fs.IntVar(&p.trials, "trials", 1, "member sets to try (worst figure reported)")
+	fs.Float64Var(&p.slack, "slack", 0, "replica load slack (router.RingConfig.ReplicaSlack); 0: the plain walk")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	sweep := fs.String("sweep", "", "comma-separated token counts: print one line per count (implies -walk tokens)")
 	if err := fs.Parse(args); err != nil {
@@ -107,6 +111,9 @@ func run(args []string, w io.Writer) error {
 	}
 	if p.nodes < 2 || p.shards < 1 || p.rf < 1 || p.racks < 1 || p.trials < 1 || p.shards > 1<<24 {
 		return fmt.Errorf("need nodes >= 2, shards in [1, 2^24], rf, racks, trials >= 1")
+	}
+	if !(p.slack >= 0 && p.slack <= router.MaxReplicaSlack) {
+		return fmt.Errorf("need slack in [0, %d]", router.MaxReplicaSlack)
 	}
 	if *sweep != "" {
 		for _, f := range strings.Split(*sweep, ",") {
@@ -137,9 +144,9 @@ func run(args []string, w io.Writer) error {
 }
 
 func human(w io.Writer, r result) {
-	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d trials=%d: replicas max/mean %.3f (bound %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
-		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.Trials,
-		r.ReplicasMaxOverMean, r.ReplicasBoundMaxOverMean, r.ReplicasMaxOverIdeal,
+	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d slack=%g trials=%d: replicas max/mean %.3f (floor %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
+		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.ReplicaSlack, r.Trials,
+		r.ReplicasMaxOverMean, r.ReplicasFloorMaxOverMean, r.ReplicasMaxOverIdeal,
 		r.LeadersMaxOverMean, r.MinRacksPerShard, r.WantRacksPerShard,
 		r.JoinMovedFraction, r.JoinMinFraction, r.JoinMovedOverMin,
 		r.LeaveMovedFraction, r.LeaveMinFraction, r.LeaveMovedNotHolding,
@@ -191,7 +198,7 @@ func measure(p params) (result, error) {
 
 func measureOne(p params, prefix string) (result, error) {
 	ms := members(prefix, p.nodes, p.racks)
-	cfg := router.RingConfig{Walk: p.walk, VNodes: p.vnodes}
+	cfg := router.RingConfig{Walk: p.walk, VNodes: p.vnodes, ReplicaSlack: p.slack}
 	start := time.Now()
 	ring, err := router.NewRing(ms, cfg)
 	if err != nil {
@@ -204,7 +211,7 @@ func measureOne(p params, prefix string) (result, error) {
 	place := time.Since(start)
 
 	res := result{
-		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(),
+		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(), ReplicaSlack: p.slack,
 		WantRacksPerShard: min(p.rf, ring.Racks()),
 		MinRacksPerShard:  p.racks,
 		BuildMicros:       float64(build.Nanoseconds()) / 1e3,
@@ -234,7 +241,7 @@ func measureOne(p params, prefix string) (result, error) {
 	ideal := idealLoads(ms, p.shards, rf)
 	for _, m := range ms {
 		res.ReplicasMaxOverMean = max(res.ReplicasMaxOverMean, float64(replicas[m.ID])/meanReplicas)
-		res.ReplicasBoundMaxOverMean = max(res.ReplicasBoundMaxOverMean, ideal[m.ID]/meanReplicas)
+		res.ReplicasFloorMaxOverMean = max(res.ReplicasFloorMaxOverMean, ideal[m.ID]/meanReplicas)
 		res.ReplicasMaxOverIdeal = max(res.ReplicasMaxOverIdeal, float64(replicas[m.ID])/ideal[m.ID])
 		res.LeadersMaxOverMean = max(res.LeadersMaxOverMean, float64(leaders[m.ID])/meanLeaders)
 	}
