@@ -84,73 +84,50 @@ func topicsOf(n int) *benchTopics {
 	return t
 }
 
-type benchImpl uint8
-
-const (
-	implCache benchImpl = iota
-	implSyncMap
-	implRWMap
-)
-
-var benchImplNames = [...]string{"cache", "syncmap", "rwmap"}
-
-// workload is one implementation filled with one working set. Its get and
-// put pick the implementation by a branch every benchmark pays alike, so
-// the loops are written once.
+// workload is one implementation, filled with one working set. Each
+// measured loop switches on the implementation once, outside the loop, so
+// that every implementation's call in it is direct: a wrapper or an
+// indirect call per operation would cost each a few nanoseconds the same,
+// which the absolute figures should not carry.
 type workload struct {
-	impl  benchImpl
 	cache *Cache
 	sm    *syncMapCache
 	rw    *rwMapCache
-	t     *benchTopics
+	b     [][]byte // topics in read order
+	s     []string
 	mask  int
 }
 
-func newWorkload(b *testing.B, impl benchImpl, t *benchTopics) *workload {
-	w := &workload{impl: impl, t: t, mask: len(t.fillB) - 1}
+var benchImplNames = []string{"cache", "syncmap", "rwmap"}
+
+// newWorkload fills implementation impl with ts in topic-number order,
+// owners n0..n6.
+func newWorkload(b *testing.B, impl string, ts *benchTopics) *workload {
+	w := &workload{b: ts.readB, s: ts.readS, mask: len(ts.readB) - 1}
 	switch impl {
-	case implCache:
-		c, err := NewCache(CacheConfig{Capacity: 2 * len(t.fillB)})
+	case "cache":
+		c, err := NewCache(CacheConfig{Capacity: 2 * len(ts.fillB)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		w.cache = c
-	case implSyncMap:
+	case "syncmap":
 		w.sm = &syncMapCache{}
-	case implRWMap:
-		w.rw = &rwMapCache{m: make(map[string]Route, len(t.fillB))}
+	default:
+		w.rw = &rwMapCache{m: make(map[string]Route, len(ts.fillB))}
 	}
-	for i := range t.fillB {
-		owner := "n" + strconv.Itoa(i%7)
-		w.put(i, owner, "127.0.0.1:710"+strconv.Itoa(i%7), 1, true)
+	for i, k := range ts.fillB {
+		owner, addr := "n"+strconv.Itoa(i%7), "127.0.0.1:710"+strconv.Itoa(i%7)
+		switch {
+		case w.cache != nil:
+			w.cache.Put(k, owner, addr, 1, 1)
+		case w.sm != nil:
+			w.sm.put(ts.fillS[i], Route{Owner: owner, Addr: addr, Epoch: 1, Partitions: 1})
+		default:
+			w.rw.put(k, Route{Owner: owner, Addr: addr, Epoch: 1, Partitions: 1})
+		}
 	}
 	return w
-}
-
-func (w *workload) get(i int) (Route, bool) {
-	switch w.impl {
-	case implCache:
-		return w.cache.Get(w.t.readB[i&w.mask])
-	case implSyncMap:
-		return w.sm.get(w.t.readS[i&w.mask])
-	default:
-		return w.rw.get(w.t.readB[i&w.mask])
-	}
-}
-
-func (w *workload) put(i int, owner, addr string, epoch uint64, fill bool) {
-	kb, ks := w.t.readB, w.t.readS
-	if fill {
-		kb, ks = w.t.fillB, w.t.fillS
-	}
-	switch w.impl {
-	case implCache:
-		w.cache.Put(kb[i&w.mask], owner, addr, epoch, 1)
-	case implSyncMap:
-		w.sm.put(ks[i&w.mask], Route{Owner: owner, Addr: addr, Epoch: epoch, Partitions: 1})
-	default:
-		w.rw.put(kb[i&w.mask], Route{Owner: owner, Addr: addr, Epoch: epoch, Partitions: 1})
-	}
 }
 
 // benchWorkloads runs body as sub-benchmarks topics=N/impl=X for every
@@ -158,11 +135,12 @@ func (w *workload) put(i int, owner, addr string, epoch uint64, fill bool) {
 // and CPU time per operation reported.
 func benchWorkloads(b *testing.B, body func(b *testing.B, w *workload)) {
 	for _, n := range benchSizes {
-		t := topicsOf(n)
-		for impl, name := range benchImplNames {
+		ts := topicsOf(n)
+		for _, name := range benchImplNames {
 			b.Run("topics="+strconv.Itoa(n)+"/impl="+name, func(b *testing.B) {
-				w := newWorkload(b, benchImpl(impl), t)
+				w := newWorkload(b, name, ts)
 				b.ReportAllocs()
+				b.ResetTimer()
 				clk := startCPU()
 				defer clk.report(b)
 				body(b, w)
@@ -179,8 +157,19 @@ var seed atomic.Uint64
 func BenchmarkGetHit(b *testing.B) {
 	benchWorkloads(b, func(b *testing.B, w *workload) {
 		var r Route
-		for i := 0; b.Loop(); i++ {
-			r, _ = w.get(i)
+		switch {
+		case w.cache != nil:
+			for i := 0; b.Loop(); i++ {
+				r, _ = w.cache.Get(w.b[i&w.mask])
+			}
+		case w.sm != nil:
+			for i := 0; b.Loop(); i++ {
+				r, _ = w.sm.get(w.s[i&w.mask])
+			}
+		default:
+			for i := 0; b.Loop(); i++ {
+				r, _ = w.rw.get(w.b[i&w.mask])
+			}
 		}
 		sinkRoute = r
 	})
@@ -190,18 +179,41 @@ func BenchmarkGetHitParallel(b *testing.B) {
 	benchWorkloads(b, func(b *testing.B, w *workload) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
-			for pb.Next() {
-				w.get(i)
-				i++
+			switch {
+			case w.cache != nil:
+				for ; pb.Next(); i++ {
+					w.cache.Get(w.b[i&w.mask])
+				}
+			case w.sm != nil:
+				for ; pb.Next(); i++ {
+					w.sm.get(w.s[i&w.mask])
+				}
+			default:
+				for ; pb.Next(); i++ {
+					w.rw.get(w.b[i&w.mask])
+				}
 			}
 		})
 	})
 }
 
+// BenchmarkPutExisting puts present topics with rising epochs.
 func BenchmarkPutExisting(b *testing.B) {
+	const owner, addr = "n3", "127.0.0.1:7103"
 	benchWorkloads(b, func(b *testing.B, w *workload) {
-		for i := 0; b.Loop(); i++ {
-			w.put(i, "n3", "127.0.0.1:7103", 2+uint64(i), false)
+		switch {
+		case w.cache != nil:
+			for i := 0; b.Loop(); i++ {
+				w.cache.Put(w.b[i&w.mask], owner, addr, 2+uint64(i), 1)
+			}
+		case w.sm != nil:
+			for i := 0; b.Loop(); i++ {
+				w.sm.put(w.s[i&w.mask], Route{Owner: owner, Addr: addr, Epoch: 2 + uint64(i), Partitions: 1})
+			}
+		default:
+			for i := 0; b.Loop(); i++ {
+				w.rw.put(w.b[i&w.mask], Route{Owner: owner, Addr: addr, Epoch: 2 + uint64(i), Partitions: 1})
+			}
 		}
 	})
 }
@@ -209,16 +221,35 @@ func BenchmarkPutExisting(b *testing.B) {
 // BenchmarkMix95 is 95% Get hits and 5% Puts of present topics with rising
 // epochs, from every P at once.
 func BenchmarkMix95(b *testing.B) {
+	const owner, addr = "n3", "127.0.0.1:7103"
 	benchWorkloads(b, func(b *testing.B, w *workload) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seed.Add(7919))
-			for pb.Next() {
-				if i%20 == 0 {
-					w.put(i, "n3", "127.0.0.1:7103", uint64(i), false)
-				} else {
-					w.get(i)
+			switch {
+			case w.cache != nil:
+				for ; pb.Next(); i++ {
+					if k := w.b[i&w.mask]; i%20 == 0 {
+						w.cache.Put(k, owner, addr, uint64(i), 1)
+					} else {
+						w.cache.Get(k)
+					}
 				}
-				i++
+			case w.sm != nil:
+				for ; pb.Next(); i++ {
+					if k := w.s[i&w.mask]; i%20 == 0 {
+						w.sm.put(k, Route{Owner: owner, Addr: addr, Epoch: uint64(i), Partitions: 1})
+					} else {
+						w.sm.get(k)
+					}
+				}
+			default:
+				for ; pb.Next(); i++ {
+					if k := w.b[i&w.mask]; i%20 == 0 {
+						w.rw.put(k, Route{Owner: owner, Addr: addr, Epoch: uint64(i), Partitions: 1})
+					} else {
+						w.rw.get(k)
+					}
+				}
 			}
 		})
 	})

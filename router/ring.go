@@ -535,19 +535,30 @@ type boundedLoads struct {
 
 func (r *Ring) newBoundedLoads(shards uint32, width int) *boundedLoads {
 	b := &boundedLoads{r: r, held: make([]int, len(r.nodes)), limit: make([]int, len(r.nodes))}
-	for n, share := range r.fairShares(float64(shards), width) {
+	for n, share := range r.FairShares(shards, width) {
 		b.limit[n] = int(math.Ceil((1 + r.slack) * share))
 	}
 	return b
 }
 
-// fairShares returns each node's replica count in the most even placement
-// of shards×rf replicas over distinct nodes in which every shard spans
-// min(rf, racks) racks: a common per-node load t, water-filled, a rack's
-// load being its node count × t clamped to what the rack rule allows (at
-// most one replica of a shard per rack when racks ≥ rf, at least one when
-// racks ≤ rf, never more than its nodes).
-func (r *Ring) fairShares(shards float64, rf int) []float64 {
+// FairShares returns each member's replica count, indexed as Member, in the
+// most even placement of shards × rf replicas (rf clamped as in Replicas)
+// over distinct nodes in which every shard spans min(rf, racks) racks: a
+// common per-node load t, water-filled, a rack's load being its node count
+// × t clamped to what the rack rule allows (at most one replica of a shard
+// per rack when racks ≥ rf, at least one when racks ≤ rf). With racks of
+// unequal size the nodes of the smaller racks get more; the largest share
+// over the mean is the floor of any rack-respecting placement's max/mean.
+func (r *Ring) FairShares(shards uint32, rf int) []float64 {
+	rf = min(max(rf, 0), len(r.nodes), MaxReplicas)
+	out := make([]float64, len(r.nodes))
+	if rf == 0 {
+		return out
+	}
+	return r.fairShares(float64(shards), rf, out)
+}
+
+func (r *Ring) fairShares(shards float64, rf int, out []float64) []float64 {
 	size := make([]int, len(r.racks))
 	for _, rk := range r.rackOf {
 		size[rk]++
@@ -578,7 +589,6 @@ func (r *Ring) fairShares(shards float64, rf int) []float64 {
 			hi = mid
 		}
 	}
-	out := make([]float64, len(r.nodes))
 	for n, rk := range r.rackOf {
 		out[n] = rackLoad(size[rk], hi) / float64(size[rk])
 	}

@@ -490,7 +490,7 @@ func TestBoundedReplicaLoads(t *testing.T) {
 				held[id]++
 			}
 		}
-		share := r.fairShares(shards, 3)
+		share := r.FairShares(shards, 3)
 		for i, m := range r.Members() {
 			if limit := math.Ceil((1 + slack) * share[i]); float64(held[m.ID]) > limit {
 				t.Errorf("%+v: %s holds %d replicas, limit %.0f", c, m.ID, held[m.ID], limit)
@@ -525,7 +525,7 @@ func TestFairShares(t *testing.T) {
 			}
 		}
 		r := mustRing(t, ms, 0)
-		got := r.fairShares(1200, c.rf)
+		got := r.FairShares(1200, c.rf)
 		sum := 0.0
 		for i, m := range r.Members() {
 			var rk int

@@ -238,7 +238,7 @@ func measureOne(p params, prefix string) (result, error) {
 	rf := min(p.rf, p.nodes)
 	meanReplicas := float64(p.shards*rf) / float64(p.nodes)
 	meanLeaders := float64(p.shards) / float64(p.nodes)
-	ideal := idealLoads(ms, p.shards, rf)
+	ideal := idealLoads(ring, p.shards, rf)
 	for _, m := range ms {
 		res.ReplicasMaxOverMean = max(res.ReplicasMaxOverMean, float64(replicas[m.ID])/meanReplicas)
 		res.ReplicasFloorMaxOverMean = max(res.ReplicasFloorMaxOverMean, ideal[m.ID]/meanReplicas)
@@ -265,7 +265,7 @@ func measureOne(p params, prefix string) (result, error) {
 		}
 	}
 	res.JoinMovedFraction = float64(moved) / float64(p.shards)
-	res.JoinMinFraction = idealLoads(joined, p.shards, min(p.rf, len(joined)))[joiner.ID] / float64(p.shards)
+	res.JoinMinFraction = idealLoads(jr, p.shards, p.rf)[joiner.ID] / float64(p.shards)
 	res.JoinMovedOverMin = res.JoinMovedFraction / res.JoinMinFraction
 
 	// One node leaves.
@@ -324,47 +324,13 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// idealLoads returns each node's replica count in the most even placement of
-// shards*rf replicas in which every shard spans min(rf, racks) racks and
-// holds distinct nodes: per-node load t is water-filled, a rack's load
-// being n_r*t clamped to what the rack constraint allows (at most one
-// replica per shard per rack when racks >= rf; at least one when racks <= rf).
-func idealLoads(ms []router.Member, shards, rf int) map[string]float64 {
-	size := map[string]int{}
-	for _, m := range ms {
-		size[m.Rack]++
-	}
-	k := len(size)
-	s := float64(shards)
-	rackLoad := func(n int, t float64) float64 {
-		lo, hi := 0.0, float64(min(n, rf))*s
-		if k >= rf {
-			hi = s
-		}
-		if k <= rf {
-			lo = s
-			hi = float64(min(n, rf-k+1)) * s
-		}
-		return min(max(float64(n)*t, lo), hi)
-	}
-	total := s * float64(rf)
-	lo, hi := 0.0, s
-	for range 200 {
-		mid := (lo + hi) / 2
-		sum := 0.0
-		for _, n := range size {
-			sum += rackLoad(n, mid)
-		}
-		if sum < total {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
+// idealLoads returns each node's replica count in the most even placement
+// that respects the rack rule (router's Ring.FairShares), by node id.
+func idealLoads(r *router.Ring, shards, rf int) map[string]float64 {
 	out := map[string]float64{}
-	for _, m := range ms {
-		n := size[m.Rack]
-		out[m.ID] = rackLoad(n, hi) / float64(n)
+	for i, share := range r.FairShares(uint32(shards), rf) {
+		m, _ := r.Member(i)
+		out[m.ID] = share
 	}
 	return out
 }
