@@ -346,17 +346,27 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 	h, w0, w1, w2 := keyHash(topic)
 	meta, tag := slotLive|uint32(len(topic))<<metaLenShift, uint32(h>>32)
 	p := &c.parts[h&c.mask]
-	// The common case, a hit in the topic's home slot, is inlined here with
-	// the key in registers. A hit needs no part-level check: the slot's
-	// snapshot is whole and holds the topic. Anything else goes to getSlow.
-	e := &p.slots[p.home(tag)]
-	s := e.seq.Load()
-	if m := e.meta.Load(); s&1 == 0 && m&^refBit == meta && e.tag.Load() == tag {
+	// The probe for a hit, with the key in registers and no lock. A hit
+	// anywhere on the probe run is certain without a part-level check: the
+	// slot's snapshot is whole and holds the topic. What else ends the
+	// probe (an empty slot, a slot a writer holds) may be a miss or an
+	// entry moving, which getSlow settles.
+	for i, n := p.home(tag), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
+		e := &p.slots[i]
+		s, m := e.seq.Load(), e.meta.Load()
+		if s&1 != 0 || m&stateMask == slotEmpty {
+			break
+		}
+		if m&^refBit != meta || e.tag.Load() != tag {
+			continue
+		}
 		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
 		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+		if e.seq.Load() != s {
+			break
+		}
 		// A long topic's bytes are immutable once the snapshot is whole.
-		if e.seq.Load() == s && k0 == w0 && k1 == w1 && k2 == w2 &&
-			(lp == nil || unsafe.String(lp, len(topic)) == string(topic)) {
+		if k0 == w0 && k1 == w1 && k2 == w2 && (lp == nil || unsafe.String(lp, len(topic)) == string(topic)) {
 			if m&refBit == 0 {
 				e.meta.Or(refBit)
 			}
