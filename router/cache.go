@@ -51,7 +51,11 @@ const (
 	maxInternedOwners = 1024
 )
 
-// CacheStats are the cache's counters since it was made.
+// CacheStats are the cache's counters since it was made. Evictions and Len
+// are exact. Hits and Misses are exact while Gets do not overlap; Gets from
+// several goroutines at once are counted without locked instructions and
+// can lose a count now and then, when two goroutines that share one of the
+// 64 counter stripes count at the same instant.
 type CacheStats struct {
 	Hits      uint64
 	Misses    uint64
@@ -152,21 +156,25 @@ type cacheEntry struct {
 // between cores on every read and cost more than the lookup itself.
 const counterStripes = 64
 
+// counterStripe is one pair of hit and miss counts, incremented by count
+// (counter.go, counter_race.go) and read atomically by Stats.
 type counterStripe struct {
-	hits   atomic.Uint64
-	misses atomic.Uint64
+	hits   uint64
+	misses uint64
 	_      [48]byte
 }
 
 // stripe picks the counters for the calling goroutine by the address of a
 // slot on its stack: goroutine stacks are disjoint, so concurrent readers
-// mostly count on lines of their own. The choice affects speed only; every
-// count is atomic wherever it lands.
+// mostly count on lines of their own.
 func (c *Cache) stripe() *counterStripe {
 	var probe byte
 	a := uint64(uintptr(unsafe.Pointer(&probe))) >> 11
 	return &c.counters[(a*0x9e3779b97f4a7c15)>>(64-6)]
 }
+
+func (c *Cache) countHit()  { count(&c.stripe().hits) }
+func (c *Cache) countMiss() { count(&c.stripe().misses) }
 
 // NewCache returns an empty cache.
 func NewCache(cfg CacheConfig) (*Cache, error) {
@@ -340,7 +348,7 @@ func (p *cachePart) lookup(k *topicKey) (Route, lookupResult) {
 // Get returns the cached route of topic. A hit allocates nothing.
 func (c *Cache) Get(topic []byte) (Route, bool) {
 	if len(topic) > MaxCacheTopicLen {
-		c.stripe().misses.Add(1)
+		c.countMiss()
 		return Route{}, false
 	}
 	h, w0, w1, w2 := keyHash(topic)
@@ -370,7 +378,7 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 			if m&refBit == 0 {
 				e.meta.Or(refBit)
 			}
-			c.stripe().hits.Add(1)
+			c.countHit()
 			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
 		}
 	}
@@ -386,11 +394,11 @@ func (c *Cache) getSlow(k *topicKey, p *cachePart) (Route, bool) {
 		}
 		r, res := p.lookup(k)
 		if res == lookupHit {
-			c.stripe().hits.Add(1)
+			c.countHit()
 			return r, true
 		}
 		if res == lookupMiss && p.ver.Load() == v {
-			c.stripe().misses.Add(1)
+			c.countMiss()
 			return Route{}, false
 		}
 	}
@@ -400,10 +408,10 @@ func (c *Cache) getSlow(k *topicKey, p *cachePart) (Route, bool) {
 	r, res := p.lookup(k)
 	p.mu.Unlock()
 	if res == lookupHit {
-		c.stripe().hits.Add(1)
+		c.countHit()
 		return r, true
 	}
-	c.stripe().misses.Add(1)
+	c.countMiss()
 	return Route{}, false
 }
 
@@ -649,8 +657,8 @@ func (p *cachePart) remove(i uint64) {
 func (c *Cache) Stats() CacheStats {
 	var s CacheStats
 	for i := range c.counters {
-		s.Hits += c.counters[i].hits.Load()
-		s.Misses += c.counters[i].misses.Load()
+		s.Hits += atomic.LoadUint64(&c.counters[i].hits)
+		s.Misses += atomic.LoadUint64(&c.counters[i].misses)
 	}
 	for i := range c.parts {
 		p := &c.parts[i]

@@ -96,6 +96,7 @@ type workload struct {
 	b     [][]byte // topics in read order
 	s     []string
 	mask  int
+	gets  atomic.Uint64 // Gets made by a parallel loop on the cache
 }
 
 var benchImplNames = []string{"cache", "syncmap", "rwmap"}
@@ -143,7 +144,18 @@ func benchWorkloads(b *testing.B, body func(b *testing.B, w *workload)) {
 				b.ResetTimer()
 				clk := startCPU()
 				defer clk.report(b)
+				before := uint64(0)
+				if w.cache != nil {
+					st := w.cache.Stats()
+					before = st.Hits + st.Misses
+				}
 				body(b, w)
+				if n := w.gets.Load(); n > 0 {
+					// Counts the cache's Stats lost to concurrent
+					// increments (CacheStats), per million Gets.
+					st := w.cache.Stats()
+					b.ReportMetric(float64(n-(st.Hits+st.Misses-before))/float64(n)*1e6, "lost-counts/Mget")
+				}
 			})
 		}
 	}
@@ -227,13 +239,16 @@ func BenchmarkMix95(b *testing.B) {
 			i := int(seed.Add(7919))
 			switch {
 			case w.cache != nil:
+				gets := uint64(0)
 				for ; pb.Next(); i++ {
 					if k := w.b[i&w.mask]; i%20 == 0 {
 						w.cache.Put(k, owner, addr, uint64(i), 1)
 					} else {
 						w.cache.Get(k)
+						gets++
 					}
 				}
+				w.gets.Add(gets)
 			case w.sm != nil:
 				for ; pb.Next(); i++ {
 					if k := w.s[i&w.mask]; i%20 == 0 {
