@@ -6,7 +6,7 @@ package router
 //
 // An atomic add is a locked instruction, a full barrier on amd64 that keeps
 // the next lookup's loads from starting until it completes; on the
-// benchmark machine it cost a cache hit about a third of its time
+// benchmark machine it cost a cache hit a fifth to a third of its time
 // (bench/README.md, "Routing cache"). Counting per goroutine stripe
 // without it, the counts are exact while one goroutine uses a stripe at a
 // time, and can miss an increment when two goroutines that share a stripe
