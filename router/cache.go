@@ -1,9 +1,11 @@
 package router
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -30,13 +32,17 @@ type CacheConfig struct {
 	Shards int
 }
 
-// Defaults and limits of CacheConfig.
+// Defaults and limits of CacheConfig and of the topics a Cache takes.
 const (
 	DefaultCacheCapacity = 65536
 	DefaultCacheShards   = 64
 	MaxCacheCapacity     = 1 << 26
 	MaxCacheShards       = 1 << 12
-	minEntriesPerShard   = 16
+	// MaxCacheTopicLen is the longest topic the cache holds; Put of a longer
+	// one is ignored and Get of it misses. Topic names are far shorter
+	// (meta.MaxTopicLen).
+	MaxCacheTopicLen   = 1<<(32-metaLenShift) - 1
+	minEntriesPerShard = 16
 	// A lock-free read that keeps racing with writers of its part gives up
 	// after this many tries and reads under the part's lock.
 	maxReadTries = 4
@@ -45,7 +51,11 @@ const (
 	maxInternedOwners = 1024
 )
 
-// CacheStats are the cache's counters since it was made.
+// CacheStats are the cache's counters since it was made. Evictions and Len
+// are exact. Hits and Misses are exact while Gets do not overlap; Gets from
+// several goroutines at once are counted without locked instructions and
+// can lose a count now and then, when two goroutines that share one of the
+// 64 counter stripes count at the same instant.
 type CacheStats struct {
 	Hits      uint64
 	Misses    uint64
@@ -67,18 +77,21 @@ type CacheStats struct {
 // what keeps a stale route from being used.
 //
 // Safe for concurrent use. The cache is split into parts by topic hash, each
-// an open-addressing table of entries (linear probing, deletion by backward
-// shift, at most two thirds full) so that a hit touches one entry's cache
-// line and the topic's bytes. Reads take no lock: every entry is guarded by
-// a sequence counter that writers make odd while they change it, and every
-// part by one that writers make odd while entries move; a reader retries
-// when either changed under it, so it never returns a torn route nor misses
-// a topic that was resident throughout. Writers lock their part. All shared
-// words are accessed atomically.
+// an open-addressing table of 64-byte entries (linear probing, deletion by
+// backward shift, at most two thirds full). A topic of up to 24 bytes is
+// held inside its entry, so a hit reads one cache line besides the caller's
+// topic; a longer topic is held in a copy the entry points to. Reads take no
+// lock: every entry is guarded by a sequence counter that writers make odd
+// while they change more than one of its words, and every part by one that
+// writers make odd while entries move; a reader retries when either changed
+// under it, so it never returns a torn route nor misses a topic that was
+// resident throughout. Writers lock their part. All shared words are
+// accessed atomically.
 //
 // Get on a hit allocates nothing, nor does Put of a present topic once its
 // (owner, address) pair has been seen: pairs are kept once per owner in
-// each part, and routes hand back the strings given to Put.
+// each part, and routes hand back the strings given to Put. Put of a new
+// topic of up to 24 bytes copies nothing either.
 type Cache struct {
 	counters [counterStripes]counterStripe
 	parts    []cachePart
@@ -86,12 +99,14 @@ type Cache struct {
 	capacity int
 }
 
+// cachePart is one independently locked table, 128 bytes, its read-mostly
+// words on one cache line and its writers' words on the other.
 type cachePart struct {
 	// Read by every Get.
 	ver   atomic.Uint64 // odd while entries move
 	slots []cacheEntry
 	smask uint64
-	_     [64]byte
+	_     [24]byte
 	// Writers only, under mu.
 	mu        sync.Mutex
 	limit     int // entries this part may hold
@@ -99,7 +114,7 @@ type cachePart struct {
 	owners    map[string]*endpoint
 	used      atomic.Int64
 	evictions atomic.Uint64
-	_         [64]byte
+	_         [16]byte
 }
 
 // endpoint is an owner and its address, immutable once published; entries
@@ -108,24 +123,32 @@ type endpoint struct {
 	owner, addr string
 }
 
+// An entry's meta word: its state in the low bits, the CLOCK reference bit,
+// and the topic's length. Readers set the reference bit outside the
+// sequence protocol, so every other use of meta masks it.
 const (
-	slotEmpty uint32 = iota
-	slotLive
-	slotFenced // invalidated; kept for its epoch
+	slotEmpty  uint32 = 0
+	slotLive   uint32 = 1
+	slotFenced uint32 = 2 // invalidated; kept for its epoch
+	stateMask  uint32 = 3
+	refBit     uint32 = 4
+
+	metaLenShift = 8
+	// inlineKeyLen is the longest topic held in the entry itself, as the
+	// three words of keyWords.
+	inlineKeyLen = 24
 )
 
 // cacheEntry is one table slot, 64 bytes.
 type cacheEntry struct {
-	seq   atomic.Uint64 // odd while a writer changes the slot
-	hash  atomic.Uint64
-	keyP  atomic.Pointer[byte]
-	keyN  atomic.Uint64
+	seq   atomic.Uint32 // odd while a writer changes the slot
+	tag   atomic.Uint32 // the topic hash's upper half
+	meta  atomic.Uint32 // state | refBit | length << metaLenShift
+	parts atomic.Uint32 // the topic's partition count
 	ep    atomic.Pointer[endpoint]
 	epoch atomic.Uint64
-	state atomic.Uint32
-	ref   atomic.Uint32 // CLOCK reference bit
-	parts atomic.Uint32 // the topic's partition count
-	_     [4]byte
+	long  atomic.Pointer[byte] // a topic longer than inlineKeyLen; else nil
+	key   [3]atomic.Uint64     // keyWords of a topic up to inlineKeyLen; else 0
 }
 
 // counterStripes is the number of hit/miss counter pairs, each on its own
@@ -133,21 +156,25 @@ type cacheEntry struct {
 // between cores on every read and cost more than the lookup itself.
 const counterStripes = 64
 
+// counterStripe is one pair of hit and miss counts, incremented by count
+// (counter.go, counter_race.go) and read atomically by Stats.
 type counterStripe struct {
-	hits   atomic.Uint64
-	misses atomic.Uint64
+	hits   uint64
+	misses uint64
 	_      [48]byte
 }
 
 // stripe picks the counters for the calling goroutine by the address of a
 // slot on its stack: goroutine stacks are disjoint, so concurrent readers
-// mostly count on lines of their own. The choice affects speed only; every
-// count is atomic wherever it lands.
+// mostly count on lines of their own.
 func (c *Cache) stripe() *counterStripe {
 	var probe byte
 	a := uint64(uintptr(unsafe.Pointer(&probe))) >> 11
 	return &c.counters[(a*0x9e3779b97f4a7c15)>>(64-6)]
 }
+
+func (c *Cache) countHit()  { count(&c.stripe().hits) }
+func (c *Cache) countMiss() { count(&c.stripe().misses) }
 
 // NewCache returns an empty cache.
 func NewCache(cfg CacheConfig) (*Cache, error) {
@@ -184,11 +211,71 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 // Capacity returns the most entries the cache holds.
 func (c *Cache) Capacity() int { return c.capacity }
 
-func (c *Cache) part(h uint64) *cachePart { return &c.parts[h&c.mask] }
+// topicKey is a topic as the table compares it: its hash, the meta word of
+// a live entry holding it, and its words if it is held inline.
+type topicKey struct {
+	b    []byte
+	h    uint64
+	meta uint32 // slotLive | len << metaLenShift
+	w    [3]uint64
+}
+
+// keySeed seeds the topic hash. The cache is local to a process, so the
+// hash need not agree across processes; a random seed keeps a client from
+// choosing topics that collide.
+var keySeed = [4]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()}
+
+// longSeed seeds the hash of topics longer than inlineKeyLen.
+var longSeed = maphash.MakeSeed()
+
+// mum is the 128-bit product of a and b folded to 64 bits, the mixing step
+// of wyhash.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// keyHash returns the hash of a topic and, for a topic of up to
+// inlineKeyLen bytes, its words: three zero-padded words read at the start,
+// the middle and the end (from 8 bytes on they may overlap, so they are not
+// the bytes in order, but with the length they determine the topic: two
+// topics of equal length have equal words only if they are equal). Such a
+// topic is hashed from its words with three multiplications, which is
+// faster than maphash.Bytes and xxh3 on 10–24-byte topics and leaves the
+// words, which are what an entry compares, in registers. A longer topic is
+// hashed by maphash and has zero words.
+func keyHash(b []byte) (h, w0, w1, w2 uint64) {
+	n := len(b)
+	switch {
+	case n > inlineKeyLen:
+		return maphash.Bytes(longSeed, b), 0, 0, 0
+	case n >= 8:
+		w0 = binary.LittleEndian.Uint64(b)
+		w1 = binary.LittleEndian.Uint64(b[n/2-4:])
+		w2 = binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		w0 = uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32
+	case n > 0:
+		w0 = uint64(b[0]) | uint64(b[n>>1])<<8 | uint64(b[n-1])<<16
+	}
+	x := mum(w0^keySeed[0], w1^keySeed[1])
+	y := mum(w2^keySeed[2], uint64(n)^keySeed[3])
+	return mum(x^keySeed[1], y^keySeed[0]), w0, w1, w2
+}
+
+// makeKey returns the key of topic.
+func makeKey(topic []byte) topicKey {
+	h, w0, w1, w2 := keyHash(topic)
+	return topicKey{b: topic, h: h, meta: slotLive | uint32(len(topic))<<metaLenShift, w: [3]uint64{w0, w1, w2}}
+}
+
+func (c *Cache) part(k *topicKey) *cachePart { return &c.parts[k.h&c.mask] }
 
 // home is a topic's first slot; it uses the hash bits the part choice does
-// not.
-func (p *cachePart) home(h uint64) uint64 { return (h >> 32) & p.smask }
+// not, the ones an entry keeps as its tag.
+func (p *cachePart) home(tag uint32) uint64 { return uint64(tag) & p.smask }
+
+func (k *topicKey) tag() uint32 { return uint32(k.h >> 32) }
 
 type lookupResult uint8
 
@@ -198,43 +285,60 @@ const (
 	lookupRetry
 )
 
-// lookup probes for topic without a lock. A miss is only certain if the
-// part's ver did not change meanwhile; the caller checks.
-func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
-	i := p.home(h)
+// read is a lock-free read of slot e for k: lookupHit with the route if e
+// holds k live, lookupRetry if a writer changed e meanwhile, and lookupMiss
+// otherwise, with empty reporting an empty slot (the end of a probe run)
+// and fenced an invalidated entry for k.
+func (e *cacheEntry) read(k *topicKey) (r Route, res lookupResult, empty, fenced bool) {
+	s := e.seq.Load()
+	if s&1 != 0 {
+		return Route{}, lookupRetry, false, false
+	}
+	m := e.meta.Load() &^ refBit
+	if m == slotEmpty {
+		if e.seq.Load() != s {
+			return Route{}, lookupRetry, false, false
+		}
+		return Route{}, lookupMiss, true, false
+	}
+	if e.tag.Load() != k.tag() || m>>metaLenShift != k.meta>>metaLenShift {
+		return Route{}, lookupMiss, false, false
+	}
+	w0, w1, w2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+	ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+	if e.seq.Load() != s {
+		return Route{}, lookupRetry, false, false
+	}
+	// The snapshot is whole; a long topic's bytes are immutable, so they
+	// can be read now.
+	if w0 != k.w[0] || w1 != k.w[1] || w2 != k.w[2] || lp != nil && unsafe.String(lp, len(k.b)) != string(k.b) {
+		return Route{}, lookupMiss, false, false
+	}
+	if m&stateMask != slotLive {
+		return Route{}, lookupMiss, false, true
+	}
+	e.touch()
+	return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, lookupHit, false, false
+}
+
+// touch sets e's reference bit. The bit is a hint outside the sequence
+// protocol: setting it on a slot a writer just reused only spares that
+// entry one sweep. A hot entry's bit is already set, so reads of it write
+// nothing.
+func (e *cacheEntry) touch() {
+	if e.meta.Load()&refBit == 0 {
+		e.meta.Or(refBit)
+	}
+}
+
+// lookup probes for k without a lock. A miss is only certain if the part's
+// ver did not change meanwhile; the caller checks.
+func (p *cachePart) lookup(k *topicKey) (Route, lookupResult) {
+	i := p.home(k.tag())
 	for range len(p.slots) {
-		e := &p.slots[i]
-		s := e.seq.Load()
-		if s&1 != 0 {
-			return Route{}, lookupRetry
-		}
-		state := e.state.Load()
-		if state == slotEmpty {
-			if e.seq.Load() != s {
-				return Route{}, lookupRetry
-			}
-			return Route{}, lookupMiss
-		}
-		if e.hash.Load() == h {
-			kp, kn := e.keyP.Load(), e.keyN.Load()
-			ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
-			if e.seq.Load() != s {
-				return Route{}, lookupRetry
-			}
-			// The snapshot is whole; the key bytes and the endpoint are
-			// immutable, so they can be read now.
-			if unsafe.String(kp, int(kn)) == string(topic) {
-				if state != slotLive {
-					return Route{}, lookupMiss
-				}
-				// The reference bit is a hint outside the sequence
-				// protocol: setting it on a slot a writer just reused
-				// only spares that entry one sweep.
-				if e.ref.Load() == 0 {
-					e.ref.Store(1)
-				}
-				return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, lookupHit
-			}
+		r, res, empty, fenced := p.slots[i].read(k)
+		if res != lookupMiss || empty || fenced {
+			return r, res
 		}
 		i = (i + 1) & p.smask
 	}
@@ -243,66 +347,96 @@ func (p *cachePart) lookup(h uint64, topic []byte) (Route, lookupResult) {
 
 // Get returns the cached route of topic. A hit allocates nothing.
 func (c *Cache) Get(topic []byte) (Route, bool) {
-	h := maphash.Bytes(hashSeed, topic)
+	if len(topic) > MaxCacheTopicLen {
+		c.countMiss()
+		return Route{}, false
+	}
+	h, w0, w1, w2 := keyHash(topic)
+	meta, tag := slotLive|uint32(len(topic))<<metaLenShift, uint32(h>>32)
 	p := &c.parts[h&c.mask]
-	// The common case, a hit in the topic's home slot, is inlined here. A
-	// hit needs no part-level check: the slot's snapshot is whole and holds
-	// the topic. Anything else goes to getSlow.
-	e := &p.slots[p.home(h)]
-	s := e.seq.Load()
-	if s&1 == 0 && e.hash.Load() == h && e.state.Load() == slotLive {
-		kp, kn := e.keyP.Load(), e.keyN.Load()
+	// The probe for a hit, with the key in registers and no lock. A hit
+	// anywhere on the probe run is certain without a part-level check: the
+	// slot's snapshot is whole and holds the topic. What else ends the
+	// probe (an empty slot, a slot a writer holds) may be a miss or an
+	// entry moving, which getSlow settles.
+	for i, n := p.home(tag), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
+		e := &p.slots[i]
+		s, m := e.seq.Load(), e.meta.Load()
+		if s&1 != 0 || m&stateMask == slotEmpty {
+			break
+		}
+		if m&^refBit != meta || e.tag.Load() != tag {
+			continue
+		}
+		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
 		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
-		if e.seq.Load() == s && unsafe.String(kp, int(kn)) == string(topic) {
-			if e.ref.Load() == 0 {
-				e.ref.Store(1)
+		if e.seq.Load() != s {
+			break
+		}
+		// A long topic's bytes are immutable once the snapshot is whole.
+		if k0 == w0 && k1 == w1 && k2 == w2 && (lp == nil || unsafe.String(lp, len(topic)) == string(topic)) {
+			if m&refBit == 0 {
+				e.meta.Or(refBit)
 			}
-			c.stripe().hits.Add(1)
+			c.countHit()
 			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
 		}
 	}
-	return c.getSlow(h, p, topic)
+	return c.getSlow(&topicKey{b: topic, h: h, meta: meta, w: [3]uint64{w0, w1, w2}}, p)
 }
 
-// getSlow is Get past the home slot: the probe with its retries.
-func (c *Cache) getSlow(h uint64, p *cachePart, topic []byte) (Route, bool) {
+// getSlow is Get past the fast path: the probe with its retries.
+func (c *Cache) getSlow(k *topicKey, p *cachePart) (Route, bool) {
 	for range maxReadTries {
 		v := p.ver.Load()
 		if v&1 != 0 {
 			continue
 		}
-		r, res := p.lookup(h, topic)
+		r, res := p.lookup(k)
 		if res == lookupHit {
-			c.stripe().hits.Add(1)
+			c.countHit()
 			return r, true
 		}
 		if res == lookupMiss && p.ver.Load() == v {
-			c.stripe().misses.Add(1)
+			c.countMiss()
 			return Route{}, false
 		}
 	}
 	// Writers kept changing this part under the reader: read under the lock,
 	// where nothing moves.
 	p.mu.Lock()
-	r, res := p.lookup(h, topic)
+	r, res := p.lookup(k)
 	p.mu.Unlock()
 	if res == lookupHit {
-		c.stripe().hits.Add(1)
+		c.countHit()
 		return r, true
 	}
-	c.stripe().misses.Add(1)
+	c.countMiss()
 	return Route{}, false
 }
 
-// find returns the slot holding topic, or -1. Caller holds p.mu.
-func (p *cachePart) find(h uint64, topic []byte) int {
-	i := p.home(h)
+// holds reports whether e holds k, live or fenced. Caller holds the part's
+// lock, so e does not change.
+func (e *cacheEntry) holds(k *topicKey) bool {
+	m := e.meta.Load()
+	if m&stateMask == slotEmpty || e.tag.Load() != k.tag() || m>>metaLenShift != k.meta>>metaLenShift {
+		return false
+	}
+	if lp := e.long.Load(); lp != nil {
+		return unsafe.String(lp, len(k.b)) == string(k.b)
+	}
+	return e.key[0].Load() == k.w[0] && e.key[1].Load() == k.w[1] && e.key[2].Load() == k.w[2]
+}
+
+// find returns the slot holding k, or -1. Caller holds p.mu.
+func (p *cachePart) find(k *topicKey) int {
+	i := p.home(k.tag())
 	for range len(p.slots) {
 		e := &p.slots[i]
-		if e.state.Load() == slotEmpty {
+		if e.meta.Load()&stateMask == slotEmpty {
 			return -1
 		}
-		if e.hash.Load() == h && unsafe.String(e.keyP.Load(), int(e.keyN.Load())) == string(topic) {
+		if e.holds(k) {
 			return int(i)
 		}
 		i = (i + 1) & p.smask
@@ -324,78 +458,127 @@ func (p *cachePart) intern(owner, addr string) *endpoint {
 }
 
 // Put caches route (owner, addr, epoch) for topic unless the cached epoch is
-// newer, and reports whether it did. The cache copies topic only when it is
-// new; Put of a present topic with an owner and address seen before
-// allocates nothing.
+// newer, and reports whether it did. A topic longer than MaxCacheTopicLen is
+// not cached. Put of a present topic with an owner and address seen before
+// allocates nothing; the cache copies a new topic only if it is longer than
+// 24 bytes.
 func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions uint32) bool {
-	h := maphash.Bytes(hashSeed, topic)
-	p := c.part(h)
+	if len(topic) > MaxCacheTopicLen {
+		return false
+	}
+	k := makeKey(topic)
+	p := c.part(&k)
 	p.mu.Lock()
-	if i := p.find(h, topic); i >= 0 {
-		e := &p.slots[i]
-		if epoch < e.epoch.Load() {
-			p.mu.Unlock()
-			return false
-		}
-		ep := p.intern(owner, addr)
-		e.seq.Add(1)
-		e.ep.Store(ep)
-		e.epoch.Store(epoch)
-		e.parts.Store(partitions)
-		e.state.Store(slotLive)
-		e.seq.Add(1)
+	if i := p.find(&k); i >= 0 {
+		ok := p.update(&p.slots[i], owner, addr, epoch, partitions)
 		p.mu.Unlock()
-		return true
+		return ok
 	}
 	if int(p.used.Load()) >= p.limit {
 		p.evict()
 	}
-	key := string(topic)
 	ep := p.intern(owner, addr)
-	i := p.home(h)
-	for p.slots[i].state.Load() != slotEmpty {
+	i := p.home(k.tag())
+	for p.slots[i].meta.Load()&stateMask != slotEmpty {
 		i = (i + 1) & p.smask
 	}
 	// Filling an empty slot moves nothing: a reader sees the topic or not,
 	// and either is right for a Put still in progress.
 	e := &p.slots[i]
-	e.seq.Add(1)
-	e.hash.Store(h)
-	e.keyP.Store(unsafe.StringData(key))
-	e.keyN.Store(uint64(len(key)))
+	s := e.seq.Load()
+	e.seq.Store(s + 1)
+	e.tag.Store(k.tag())
+	if len(topic) > inlineKeyLen {
+		key := string(topic)
+		e.long.Store(unsafe.StringData(key))
+	} else {
+		for j := range e.key {
+			e.key[j].Store(k.w[j])
+		}
+	}
 	e.ep.Store(ep)
 	e.epoch.Store(epoch)
 	e.parts.Store(partitions)
-	e.ref.Store(0)
-	e.state.Store(slotLive)
-	e.seq.Add(1)
+	e.meta.Store(k.meta)
+	e.seq.Store(s + 2)
 	p.used.Add(1)
 	p.mu.Unlock()
 	return true
+}
+
+// update applies a Put to e, which holds the topic. Caller holds p.mu.
+//
+// Only the words that change are written, and a change of one word needs
+// no sequence bump: a reader sees the old word or the new one with the
+// rest, and both are whole routes. A Put that only raises the epoch, the
+// common case, is then one store.
+func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, partitions uint32) bool {
+	cur := e.epoch.Load()
+	if epoch < cur {
+		return false
+	}
+	ep := e.ep.Load()
+	if ep.owner != owner || ep.addr != addr {
+		ep = p.intern(owner, addr)
+	}
+	m := e.meta.Load()
+	newMeta := m&^stateMask | slotLive
+	setEp, setEpoch, setParts, setMeta := ep != e.ep.Load(), epoch != cur, partitions != e.parts.Load(), m&stateMask != slotLive
+	n := b2i(setEp) + b2i(setEpoch) + b2i(setParts) + b2i(setMeta)
+	s := e.seq.Load()
+	if n > 1 {
+		e.seq.Store(s + 1)
+	}
+	if setEp {
+		e.ep.Store(ep)
+	}
+	if setEpoch {
+		e.epoch.Store(epoch)
+	}
+	if setParts {
+		e.parts.Store(partitions)
+	}
+	if setMeta {
+		e.meta.Store(newMeta)
+	}
+	if n > 1 {
+		e.seq.Store(s + 2)
+	}
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Invalidate hides topic's route if its epoch is not newer than epoch, and
 // reports whether it did. The entry stays as a fence at epoch max(cached,
 // epoch) until evicted: Puts below the fence are ignored.
 func (c *Cache) Invalidate(topic []byte, epoch uint64) bool {
-	h := maphash.Bytes(hashSeed, topic)
-	p := c.part(h)
+	if len(topic) > MaxCacheTopicLen {
+		return false
+	}
+	k := makeKey(topic)
+	p := c.part(&k)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i := p.find(h, topic)
+	i := p.find(&k)
 	if i < 0 {
 		return false
 	}
 	e := &p.slots[i]
-	cur, state := e.epoch.Load(), e.state.Load()
-	if cur > epoch || state == slotFenced && cur == epoch {
+	cur, m := e.epoch.Load(), e.meta.Load()
+	if cur > epoch || m&stateMask == slotFenced && cur == epoch {
 		return false
 	}
-	e.seq.Add(1)
+	s := e.seq.Load()
+	e.seq.Store(s + 1)
 	e.epoch.Store(max(cur, epoch))
-	e.state.Store(slotFenced)
-	e.ref.Store(0)
-	e.seq.Add(1)
+	e.meta.Store(m&^(stateMask|refBit) | slotFenced)
+	e.seq.Store(s + 2)
 	return true
 }
 
@@ -406,11 +589,12 @@ func (p *cachePart) evict() {
 		i := p.hand
 		p.hand = (p.hand + 1) & p.smask
 		e := &p.slots[i]
-		if e.state.Load() == slotEmpty {
+		m := e.meta.Load()
+		if m&stateMask == slotEmpty {
 			continue
 		}
-		if e.ref.Load() != 0 {
-			e.ref.Store(0)
+		if m&refBit != 0 {
+			e.meta.And(^refBit)
 			continue
 		}
 		p.remove(i)
@@ -421,16 +605,18 @@ func (p *cachePart) evict() {
 
 // copySlot publishes a copy of src in dst under dst's sequence counter.
 func copySlot(dst, src *cacheEntry) {
-	dst.seq.Add(1)
-	dst.hash.Store(src.hash.Load())
-	dst.keyP.Store(src.keyP.Load())
-	dst.keyN.Store(src.keyN.Load())
+	s := dst.seq.Load()
+	dst.seq.Store(s + 1)
+	dst.tag.Store(src.tag.Load())
+	dst.long.Store(src.long.Load())
+	for j := range dst.key {
+		dst.key[j].Store(src.key[j].Load())
+	}
 	dst.ep.Store(src.ep.Load())
 	dst.epoch.Store(src.epoch.Load())
 	dst.parts.Store(src.parts.Load())
-	dst.ref.Store(src.ref.Load())
-	dst.state.Store(src.state.Load())
-	dst.seq.Add(1)
+	dst.meta.Store(src.meta.Load())
+	dst.seq.Store(s + 2)
 }
 
 // remove empties slot i by backward shift: later entries of the probe run
@@ -441,10 +627,10 @@ func (p *cachePart) remove(i uint64) {
 	hole := i
 	for k := (i + 1) & p.smask; ; k = (k + 1) & p.smask {
 		e := &p.slots[k]
-		if e.state.Load() == slotEmpty {
+		if e.meta.Load()&stateMask == slotEmpty {
 			break
 		}
-		home := p.home(e.hash.Load())
+		home := p.home(e.tag.Load())
 		// The entry at k may fill the hole if the hole lies on its probe
 		// path: no nearer to k than its home slot.
 		if (k-home)&p.smask >= (k-hole)&p.smask {
@@ -453,14 +639,16 @@ func (p *cachePart) remove(i uint64) {
 		}
 	}
 	e := &p.slots[hole]
-	e.seq.Add(1)
-	e.state.Store(slotEmpty)
-	e.hash.Store(0)
-	e.keyP.Store(nil)
-	e.keyN.Store(0)
+	s := e.seq.Load()
+	e.seq.Store(s + 1)
+	e.meta.Store(slotEmpty)
+	e.tag.Store(0)
+	e.long.Store(nil)
+	for j := range e.key {
+		e.key[j].Store(0)
+	}
 	e.ep.Store(nil)
-	e.ref.Store(0)
-	e.seq.Add(1)
+	e.seq.Store(s + 2)
 	p.ver.Add(1)
 	p.used.Add(-1)
 }
@@ -469,8 +657,8 @@ func (p *cachePart) remove(i uint64) {
 func (c *Cache) Stats() CacheStats {
 	var s CacheStats
 	for i := range c.counters {
-		s.Hits += c.counters[i].hits.Load()
-		s.Misses += c.counters[i].misses.Load()
+		s.Hits += atomic.LoadUint64(&c.counters[i].hits)
+		s.Misses += atomic.LoadUint64(&c.counters[i].misses)
 	}
 	for i := range c.parts {
 		p := &c.parts[i]
@@ -482,8 +670,3 @@ func (c *Cache) Stats() CacheStats {
 
 // Len returns the number of entries resident.
 func (c *Cache) Len() int { return c.Stats().Len }
-
-// hashSeed seeds the cache's topic hash. The cache is local to a process,
-// so the hash need not agree across nodes; maphash (the runtime's own map
-// hash) is the fastest on short keys.
-var hashSeed = maphash.MakeSeed()

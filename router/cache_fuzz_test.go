@@ -2,6 +2,7 @@ package router
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -22,7 +23,10 @@ func FuzzCacheOps(f *testing.F) {
 		}
 		model := map[string]*state{}
 		for len(ops) >= 3 {
-			op, key, epoch := ops[0]&3, "t"+strconv.Itoa(int(ops[0]>>2)), uint64(ops[1])
+			// Keys of 2 to 31 bytes, on both sides of what an entry holds
+			// inline.
+			id := int(ops[0] >> 2)
+			op, key, epoch := ops[0]&3, "t"+strconv.Itoa(id)+strings.Repeat("-", id%5*7), uint64(ops[1])
 			owner := "n" + strconv.Itoa(int(ops[2])) + "@" + strconv.Itoa(int(epoch))
 			ops = ops[3:]
 			k := []byte(key)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -307,5 +308,66 @@ func TestCacheConcurrent(t *testing.T) {
 func TestCacheEntryIsOneCacheLine(t *testing.T) {
 	if n := unsafe.Sizeof(cacheEntry{}); n != 64 {
 		t.Fatalf("cacheEntry is %d bytes, want 64", n)
+	}
+}
+
+func TestCachePartIsTwoCacheLines(t *testing.T) {
+	if n := unsafe.Sizeof(cachePart{}); n != 128 {
+		t.Fatalf("cachePart is %d bytes, want 128", n)
+	}
+}
+
+// Topics of every length around the 24 bytes an entry holds inline, and
+// topics that differ from each other in a single byte at any position, are
+// told apart: the words an entry compares determine the topic.
+func TestCacheTopicsOfEveryLength(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 4096, Shards: 4})
+	var topics [][]byte
+	for n := range 41 {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = byte('a' + i%26)
+		}
+		topics = append(topics, base)
+		for i := range n {
+			v := slices.Clone(base)
+			v[i] ^= 0x20
+			topics = append(topics, v)
+		}
+	}
+	for i, tp := range topics {
+		if !c.Put(tp, "n"+strconv.Itoa(i), "a"+strconv.Itoa(i), uint64(i), uint32(len(tp))) {
+			t.Fatalf("Put(%q) ignored", tp)
+		}
+	}
+	for i, tp := range topics {
+		r, ok := c.Get(tp)
+		if !ok || r.Owner != "n"+strconv.Itoa(i) || r.Epoch != uint64(i) || r.Partitions != uint32(len(tp)) {
+			t.Fatalf("Get(%q) = %+v %v, want owner n%d", tp, r, ok, i)
+		}
+	}
+	if st := c.Stats(); st.Len != len(topics) || st.Evictions != 0 {
+		t.Fatalf("stats %+v, want %d entries", st, len(topics))
+	}
+}
+
+func TestCacheIgnoresOverlongTopics(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 64})
+	long := make([]byte, MaxCacheTopicLen+1)
+	if c.Put(long, "n1", "a", 1, 1) {
+		t.Fatal("Put of an overlong topic applied")
+	}
+	if _, ok := c.Get(long); ok {
+		t.Fatal("Get of an overlong topic hit")
+	}
+	if c.Invalidate(long, 1) {
+		t.Fatal("Invalidate of an overlong topic applied")
+	}
+	longest := long[:MaxCacheTopicLen]
+	if !c.Put(longest, "n1", "a", 1, 1) {
+		t.Fatal("Put of the longest topic ignored")
+	}
+	if r, ok := c.Get(longest); !ok || r.Owner != "n1" {
+		t.Fatalf("Get of the longest topic = %+v %v", r, ok)
 	}
 }

@@ -68,7 +68,20 @@ type RingConfig struct {
 	// MaxVNodes. Used by WalkTokens only. Every node of a cluster must use
 	// the same value.
 	VNodes int
+	// ReplicaSlack, when positive, makes Placement bound replica loads: a
+	// shard's walk skips a node that already holds more than
+	// (1+ReplicaSlack) times its fair share of replicas (given its rack's
+	// size) while another node its rack rule allows remains. Default 0:
+	// off, the walk alone places replicas. Bounded loads even out replica
+	// counts but break minimal movement (a join or leave shifts the
+	// counts, and with them the choices of every later shard); see
+	// bench/README.md, "Placement". At most MaxReplicaSlack. Every node of
+	// a cluster must use the same value.
+	ReplicaSlack float64
 }
+
+// MaxReplicaSlack bounds RingConfig.ReplicaSlack.
+const MaxReplicaSlack = 10
 
 // Ring is the immutable placement function of one member set: the walk
 // (rendezvous by default, or a token ring of virtual nodes) and the rack of
@@ -85,6 +98,7 @@ type Ring struct {
 
 	kind     Walk
 	nodeHash []uint64 // xxh3(id), the rendezvous seeds
+	slack    float64  // RingConfig.ReplicaSlack
 }
 
 type token struct {
@@ -106,6 +120,9 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 	if cfg.Walk > WalkTokens {
 		return nil, fmt.Errorf("router: %v: %w", cfg.Walk, ErrConfig)
 	}
+	if !(cfg.ReplicaSlack >= 0 && cfg.ReplicaSlack <= MaxReplicaSlack) {
+		return nil, fmt.Errorf("router: replica slack %v not in [0, %d]: %w", cfg.ReplicaSlack, MaxReplicaSlack, ErrConfig)
+	}
 	nodes := slices.Clone(members)
 	slices.SortFunc(nodes, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	for i, m := range nodes {
@@ -116,7 +133,7 @@ func NewRing(members []Member, cfg RingConfig) (*Ring, error) {
 			return nil, fmt.Errorf("router: member %q: %w", m.ID, ErrDuplicateMember)
 		}
 	}
-	r := &Ring{nodes: nodes, vnodes: v, kind: cfg.Walk, rackOf: make([]uint32, len(nodes))}
+	r := &Ring{nodes: nodes, vnodes: v, kind: cfg.Walk, rackOf: make([]uint32, len(nodes)), slack: cfg.ReplicaSlack}
 	for _, m := range nodes {
 		r.racks = append(r.racks, m.Rack)
 	}
@@ -169,7 +186,7 @@ func (r *Ring) setTokens(toks []token) {
 func (r *Ring) Len() int { return len(r.nodes) }
 
 // Fingerprint is a hash of what determines the placement: the walk, the
-// token count and every member's id and rack in id order. Two rings with
+// token count, the replica slack and every member's id and rack in id order. Two rings with
 // equal fingerprints place every shard alike; nodes can compare views of
 // the membership by it.
 func (r *Ring) Fingerprint() uint64 {
@@ -178,6 +195,10 @@ func (r *Ring) Fingerprint() uint64 {
 	binary.BigEndian.PutUint32(b[:4], uint32(r.kind))
 	binary.BigEndian.PutUint32(b[4:], uint32(r.vnodes))
 	h.Write(b[:])
+	if r.slack > 0 {
+		binary.BigEndian.PutUint64(b[:], math.Float64bits(r.slack))
+		h.Write(b[:])
+	}
 	for _, m := range r.nodes {
 		// Length-prefixed, so ("ab","c") and ("a","bc") differ.
 		binary.BigEndian.PutUint32(b[:4], uint32(len(m.ID)))
@@ -443,8 +464,16 @@ func (r *Ring) Placement(shards uint32, rf int) *Placement {
 	bound := int(math.Ceil((1 + LeaderSlack) * float64(shards) / float64(len(r.nodes))))
 	led := make([]int, len(r.nodes))
 	var out [MaxReplicas]uint32
+	var bl *boundedLoads
+	if r.slack > 0 {
+		bl = r.newBoundedLoads(shards, width)
+	}
 	for s := range shards {
-		r.walk(s, width, &out)
+		if bl != nil {
+			bl.walk(s, width, &out)
+		} else {
+			r.walk(s, width, &out)
+		}
 		lead := -1
 		for i, n := range out[:width] {
 			if led[n] < bound {
@@ -492,4 +521,146 @@ func (p *Placement) Leader(shard uint32) string {
 		return ""
 	}
 	return p.ring.nodes[p.rows[int(shard)*p.width]].ID
+}
+
+// boundedLoads is the state of a Placement with RingConfig.ReplicaSlack:
+// replicas held so far and the most each node may hold.
+type boundedLoads struct {
+	r      *Ring
+	held   []int
+	limit  []int
+	order  []uint32 // scratch: the nodes in one shard's walk order
+	scores []uint64 // scratch, rendezvous
+}
+
+func (r *Ring) newBoundedLoads(shards uint32, width int) *boundedLoads {
+	b := &boundedLoads{r: r, held: make([]int, len(r.nodes)), limit: make([]int, len(r.nodes))}
+	for n, share := range r.FairShares(shards, width) {
+		b.limit[n] = int(math.Ceil((1 + r.slack) * share))
+	}
+	return b
+}
+
+// FairShares returns each member's replica count, indexed as Member, in the
+// most even placement of shards × rf replicas (rf clamped as in Replicas)
+// over distinct nodes in which every shard spans min(rf, racks) racks: a
+// common per-node load t, water-filled, a rack's load being its node count
+// × t clamped to what the rack rule allows (at most one replica of a shard
+// per rack when racks ≥ rf, at least one when racks ≤ rf). With racks of
+// unequal size the nodes of the smaller racks get more; the largest share
+// over the mean is the floor of any rack-respecting placement's max/mean.
+func (r *Ring) FairShares(shards uint32, rf int) []float64 {
+	rf = min(max(rf, 0), len(r.nodes), MaxReplicas)
+	out := make([]float64, len(r.nodes))
+	if rf == 0 {
+		return out
+	}
+	return r.fairShares(float64(shards), rf, out)
+}
+
+func (r *Ring) fairShares(shards float64, rf int, out []float64) []float64 {
+	size := make([]int, len(r.racks))
+	for _, rk := range r.rackOf {
+		size[rk]++
+	}
+	k := len(r.racks)
+	rackLoad := func(n int, t float64) float64 {
+		lo, hi := 0.0, float64(min(n, rf))*shards
+		if k >= rf {
+			hi = shards
+		}
+		if k <= rf {
+			lo = shards
+			hi = float64(min(n, rf-k+1)) * shards
+		}
+		return min(max(float64(n)*t, lo), hi)
+	}
+	total := shards * float64(rf)
+	lo, hi := 0.0, shards
+	for range 100 {
+		mid := (lo + hi) / 2
+		sum := 0.0
+		for _, n := range size {
+			sum += rackLoad(n, mid)
+		}
+		if sum < total {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	for n, rk := range r.rackOf {
+		out[n] = rackLoad(size[rk], hi) / float64(size[rk])
+	}
+	return out
+}
+
+// walk is the shard's walk with bounded loads: each pick is the first node
+// in walk order that the rack rule allows and that is under its limit, or,
+// if every node the rack rule allows is at its limit, the first of those.
+func (b *boundedLoads) walk(shard uint32, width int, out *[MaxReplicas]uint32) {
+	r := b.r
+	b.order = r.order(shard, b.order[:0], &b.scores)
+	k := min(width, len(r.racks))
+	got, usedRacks := 0, 0
+	for got < width {
+		pick := -1
+		for _, n := range b.order {
+			taken, rackTaken := false, false
+			for _, c := range out[:got] {
+				taken = taken || c == n
+				rackTaken = rackTaken || r.rackOf[c] == r.rackOf[n]
+			}
+			if taken || rackTaken && usedRacks < k {
+				continue
+			}
+			if pick < 0 {
+				pick = int(n)
+			}
+			if b.held[n] < b.limit[n] {
+				pick = int(n)
+				break
+			}
+		}
+		rackTaken := false
+		for _, c := range out[:got] {
+			rackTaken = rackTaken || r.rackOf[c] == r.rackOf[pick]
+		}
+		if !rackTaken {
+			usedRacks++
+		}
+		out[got] = uint32(pick)
+		b.held[pick]++
+		got++
+	}
+}
+
+// order appends every node in the shard's walk order, the rack rule not
+// applied, to dst: by descending rendezvous score, or clockwise on the
+// token ring from the shard's token, each node where its first token is.
+func (r *Ring) order(shard uint32, dst []uint32, scores *[]uint64) []uint32 {
+	t := ShardToken(shard)
+	if r.kind == WalkRendezvous {
+		*scores = (*scores)[:0]
+		for n := range uint32(len(r.nodes)) {
+			dst = append(dst, n)
+			*scores = append(*scores, mix64(r.nodeHash[n]^t))
+		}
+		sc := *scores
+		slices.SortFunc(dst, func(a, b uint32) int {
+			if c := cmp.Compare(sc[b], sc[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		return dst
+	}
+	n := len(r.tokens)
+	i := sort.Search(n, func(k int) bool { return r.tokens[k] >= t })
+	for step := 0; step < n && len(dst) < len(r.nodes); step++ {
+		if node := r.owner[(i+step)%n]; !slices.Contains(dst, node) {
+			dst = append(dst, node)
+		}
+	}
+	return dst
 }

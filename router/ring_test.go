@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -443,5 +444,99 @@ func TestFingerprint(t *testing.T) {
 	}
 	if mustRing(t, ms, 64).Fingerprint() == mustRing(t, ms, 65).Fingerprint() {
 		t.Error("token count not in the fingerprint")
+	}
+}
+
+// With ReplicaSlack, Placement keeps the rack rule and determinism, and no
+// node holds more than (1+slack) × its fair share when the walk alone would
+// put more on it.
+func TestBoundedReplicaLoads(t *testing.T) {
+	const shards, slack = 2048, 0.02
+	for _, c := range []struct {
+		nodes, racks int
+		walk         Walk
+	}{{10, 3, WalkRendezvous}, {9, 3, WalkRendezvous}, {10, 1, WalkRendezvous}, {12, 4, WalkTokens}} {
+		ms := testMembers(c.nodes, c.racks)
+		cfg := RingConfig{Walk: c.walk, VNodes: 64, ReplicaSlack: slack}
+		r, err := NewRing(ms, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := r.Placement(shards, 3)
+		shuffled := slices.Clone(ms)
+		slices.Reverse(shuffled)
+		rs, err := NewRing(shuffled, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := rs.Placement(shards, 3)
+		plain, err := NewRing(ms, RingConfig{Walk: c.walk, VNodes: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain.Fingerprint() == r.Fingerprint() {
+			t.Fatalf("%+v: slack does not change the fingerprint", c)
+		}
+		held := map[string]int{}
+		for s := range uint32(shards) {
+			reps := p.Replicas(s, nil)
+			if !slices.Equal(reps, ps.Replicas(s, nil)) {
+				t.Fatalf("%+v shard %d: %v, %v with members reversed", c, s, reps, ps.Replicas(s, nil))
+			}
+			if got, want := racksOf(ms, reps), min(3, c.racks); got != want || len(reps) != 3 {
+				t.Fatalf("%+v shard %d: %v spans %d racks, want %d", c, s, reps, got, want)
+			}
+			for _, id := range reps {
+				held[id]++
+			}
+		}
+		share := r.FairShares(shards, 3)
+		for i, m := range r.Members() {
+			if limit := math.Ceil((1 + slack) * share[i]); float64(held[m.ID]) > limit {
+				t.Errorf("%+v: %s holds %d replicas, limit %.0f", c, m.ID, held[m.ID], limit)
+			}
+		}
+	}
+	for _, bad := range []float64{-0.1, MaxReplicaSlack + 1, math.NaN()} {
+		if _, err := NewRing(testMembers(3, 1), RingConfig{ReplicaSlack: bad}); !errors.Is(err, ErrConfig) {
+			t.Errorf("slack %v: err = %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+// The fair shares are even when racks are equal and favour the nodes of
+// small racks otherwise, summing to shards × rf.
+func TestFairShares(t *testing.T) {
+	for _, c := range []struct {
+		sizes []int
+		rf    int
+		want  []float64 // per rack, for 1200 shards
+	}{
+		{[]int{3, 3, 3}, 3, []float64{400, 400, 400}},
+		{[]int{4, 3, 3}, 3, []float64{300, 400, 400}},
+		{[]int{1, 5}, 2, []float64{1200, 240}},
+		{[]int{10}, 3, []float64{360}},
+		{[]int{2, 2, 2, 2, 2}, 3, []float64{360, 360, 360, 360, 360}},
+	} {
+		var ms []Member
+		for rk, n := range c.sizes {
+			for i := range n {
+				ms = append(ms, Member{ID: fmt.Sprintf("r%d-n%d", rk, i), Rack: fmt.Sprintf("r%d", rk)})
+			}
+		}
+		r := mustRing(t, ms, 0)
+		got := r.FairShares(1200, c.rf)
+		sum := 0.0
+		for i, m := range r.Members() {
+			var rk int
+			fmt.Sscanf(m.Rack, "r%d", &rk)
+			if math.Abs(got[i]-c.want[rk]) > 1e-6 {
+				t.Errorf("sizes %v: %s share %.3f, want %.3f", c.sizes, m.ID, got[i], c.want[rk])
+			}
+			sum += got[i]
+		}
+		if math.Abs(sum-1200*float64(c.rf)) > 1e-6 {
+			t.Errorf("sizes %v: shares sum to %.3f", c.sizes, sum)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 type params struct {
 	nodes, shards, rf, racks, vnodes, trials int
 	walk                                     router.Walk
+	slack                                    float64
 }
 
 // result is the JSON output; every ratio is max over nodes divided by the
@@ -41,12 +42,14 @@ type result struct {
 	Walk   string `json:"walk"`
 	VNodes int    `json:"vnodes"`
 	Trials int    `json:"trials"`
+	// The ring's ReplicaSlack: 0 is the plain walk.
+	ReplicaSlack float64 `json:"replica_slack"`
 
 	ReplicasMaxOverMean float64 `json:"replicas_max_over_mean"`
 	// The least replicas max/mean any placement can reach while every shard
 	// spans min(rf, racks) racks: with unequal racks the nodes of the
 	// smaller racks must carry more.
-	ReplicasBoundMaxOverMean float64 `json:"replicas_bound_max_over_mean"`
+	ReplicasFloorMaxOverMean float64 `json:"replicas_floor_max_over_mean"`
 	// Max over nodes of replicas held / that node's share in the best
 	// rack-respecting placement.
 	ReplicasMaxOverIdeal float64 `json:"replicas_max_over_ideal"`
@@ -92,6 +95,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&p.vnodes, "vnodes", router.DefaultVNodes, "ring tokens per node (-walk tokens)")
 	walk := fs.String("walk", "rendezvous", "replica walk: rendezvous or tokens")
 	fs.IntVar(&p.trials, "trials", 1, "member sets to try (worst figure reported)")
+	fs.Float64Var(&p.slack, "slack", 0, "replica load slack (router.RingConfig.ReplicaSlack); 0: the plain walk")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	sweep := fs.String("sweep", "", "comma-separated token counts: print one line per count (implies -walk tokens)")
 	if err := fs.Parse(args); err != nil {
@@ -107,6 +111,9 @@ func run(args []string, w io.Writer) error {
 	}
 	if p.nodes < 2 || p.shards < 1 || p.rf < 1 || p.racks < 1 || p.trials < 1 || p.shards > 1<<24 {
 		return fmt.Errorf("need nodes >= 2, shards in [1, 2^24], rf, racks, trials >= 1")
+	}
+	if !(p.slack >= 0 && p.slack <= router.MaxReplicaSlack) {
+		return fmt.Errorf("need slack in [0, %d]", router.MaxReplicaSlack)
 	}
 	if *sweep != "" {
 		for _, f := range strings.Split(*sweep, ",") {
@@ -137,9 +144,9 @@ func run(args []string, w io.Writer) error {
 }
 
 func human(w io.Writer, r result) {
-	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d trials=%d: replicas max/mean %.3f (bound %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
-		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.Trials,
-		r.ReplicasMaxOverMean, r.ReplicasBoundMaxOverMean, r.ReplicasMaxOverIdeal,
+	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d slack=%g trials=%d: replicas max/mean %.3f (floor %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
+		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.ReplicaSlack, r.Trials,
+		r.ReplicasMaxOverMean, r.ReplicasFloorMaxOverMean, r.ReplicasMaxOverIdeal,
 		r.LeadersMaxOverMean, r.MinRacksPerShard, r.WantRacksPerShard,
 		r.JoinMovedFraction, r.JoinMinFraction, r.JoinMovedOverMin,
 		r.LeaveMovedFraction, r.LeaveMinFraction, r.LeaveMovedNotHolding,
@@ -191,7 +198,7 @@ func measure(p params) (result, error) {
 
 func measureOne(p params, prefix string) (result, error) {
 	ms := members(prefix, p.nodes, p.racks)
-	cfg := router.RingConfig{Walk: p.walk, VNodes: p.vnodes}
+	cfg := router.RingConfig{Walk: p.walk, VNodes: p.vnodes, ReplicaSlack: p.slack}
 	start := time.Now()
 	ring, err := router.NewRing(ms, cfg)
 	if err != nil {
@@ -204,7 +211,7 @@ func measureOne(p params, prefix string) (result, error) {
 	place := time.Since(start)
 
 	res := result{
-		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(),
+		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(), ReplicaSlack: p.slack,
 		WantRacksPerShard: min(p.rf, ring.Racks()),
 		MinRacksPerShard:  p.racks,
 		BuildMicros:       float64(build.Nanoseconds()) / 1e3,
@@ -231,10 +238,10 @@ func measureOne(p params, prefix string) (result, error) {
 	rf := min(p.rf, p.nodes)
 	meanReplicas := float64(p.shards*rf) / float64(p.nodes)
 	meanLeaders := float64(p.shards) / float64(p.nodes)
-	ideal := idealLoads(ms, p.shards, rf)
+	ideal := idealLoads(ring, p.shards, rf)
 	for _, m := range ms {
 		res.ReplicasMaxOverMean = max(res.ReplicasMaxOverMean, float64(replicas[m.ID])/meanReplicas)
-		res.ReplicasBoundMaxOverMean = max(res.ReplicasBoundMaxOverMean, ideal[m.ID]/meanReplicas)
+		res.ReplicasFloorMaxOverMean = max(res.ReplicasFloorMaxOverMean, ideal[m.ID]/meanReplicas)
 		res.ReplicasMaxOverIdeal = max(res.ReplicasMaxOverIdeal, float64(replicas[m.ID])/ideal[m.ID])
 		res.LeadersMaxOverMean = max(res.LeadersMaxOverMean, float64(leaders[m.ID])/meanLeaders)
 	}
@@ -258,7 +265,7 @@ func measureOne(p params, prefix string) (result, error) {
 		}
 	}
 	res.JoinMovedFraction = float64(moved) / float64(p.shards)
-	res.JoinMinFraction = idealLoads(joined, p.shards, min(p.rf, len(joined)))[joiner.ID] / float64(p.shards)
+	res.JoinMinFraction = idealLoads(jr, p.shards, p.rf)[joiner.ID] / float64(p.shards)
 	res.JoinMovedOverMin = res.JoinMovedFraction / res.JoinMinFraction
 
 	// One node leaves.
@@ -317,47 +324,13 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// idealLoads returns each node's replica count in the most even placement of
-// shards*rf replicas in which every shard spans min(rf, racks) racks and
-// holds distinct nodes: per-node load t is water-filled, a rack's load
-// being n_r*t clamped to what the rack constraint allows (at most one
-// replica per shard per rack when racks >= rf; at least one when racks <= rf).
-func idealLoads(ms []router.Member, shards, rf int) map[string]float64 {
-	size := map[string]int{}
-	for _, m := range ms {
-		size[m.Rack]++
-	}
-	k := len(size)
-	s := float64(shards)
-	rackLoad := func(n int, t float64) float64 {
-		lo, hi := 0.0, float64(min(n, rf))*s
-		if k >= rf {
-			hi = s
-		}
-		if k <= rf {
-			lo = s
-			hi = float64(min(n, rf-k+1)) * s
-		}
-		return min(max(float64(n)*t, lo), hi)
-	}
-	total := s * float64(rf)
-	lo, hi := 0.0, s
-	for range 200 {
-		mid := (lo + hi) / 2
-		sum := 0.0
-		for _, n := range size {
-			sum += rackLoad(n, mid)
-		}
-		if sum < total {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
+// idealLoads returns each node's replica count in the most even placement
+// that respects the rack rule (router's Ring.FairShares), by node id.
+func idealLoads(r *router.Ring, shards, rf int) map[string]float64 {
 	out := map[string]float64{}
-	for _, m := range ms {
-		n := size[m.Rack]
-		out[m.ID] = rackLoad(n, hi) / float64(n)
+	for i, share := range r.FairShares(uint32(shards), rf) {
+		m, _ := r.Member(i)
+		out[m.ID] = share
 	}
 	return out
 }
