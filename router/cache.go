@@ -51,11 +51,10 @@ const (
 	maxInternedOwners = 1024
 )
 
-// CacheStats are the cache's counters since it was made. Evictions and Len
-// are exact. Hits and Misses are exact while Gets do not overlap; Gets from
-// several goroutines at once are counted without locked instructions and
-// can lose a count now and then, when two goroutines that share one of the
-// 64 counter stripes count at the same instant.
+// CacheStats are the cache's counters since it was made, exact: hits and
+// misses are added atomically on 64 counter stripes, chosen by the calling
+// goroutine's stack, so concurrent readers mostly count on lines of their
+// own.
 type CacheStats struct {
 	Hits      uint64
 	Misses    uint64
@@ -156,11 +155,10 @@ type cacheEntry struct {
 // between cores on every read and cost more than the lookup itself.
 const counterStripes = 64
 
-// counterStripe is one pair of hit and miss counts, incremented by count
-// (counter.go, counter_race.go) and read atomically by Stats.
+// counterStripe is one pair of hit and miss counts.
 type counterStripe struct {
-	hits   uint64
-	misses uint64
+	hits   atomic.Uint64
+	misses atomic.Uint64
 	_      [48]byte
 }
 
@@ -173,8 +171,8 @@ func (c *Cache) stripe() *counterStripe {
 	return &c.counters[(a*0x9e3779b97f4a7c15)>>(64-6)]
 }
 
-func (c *Cache) countHit()  { count(&c.stripe().hits) }
-func (c *Cache) countMiss() { count(&c.stripe().misses) }
+func (c *Cache) countHit()  { c.stripe().hits.Add(1) }
+func (c *Cache) countMiss() { c.stripe().misses.Add(1) }
 
 // NewCache returns an empty cache.
 func NewCache(cfg CacheConfig) (*Cache, error) {
@@ -657,8 +655,8 @@ func (p *cachePart) remove(i uint64) {
 func (c *Cache) Stats() CacheStats {
 	var s CacheStats
 	for i := range c.counters {
-		s.Hits += atomic.LoadUint64(&c.counters[i].hits)
-		s.Misses += atomic.LoadUint64(&c.counters[i].misses)
+		s.Hits += c.counters[i].hits.Load()
+		s.Misses += c.counters[i].misses.Load()
 	}
 	for i := range c.parts {
 		p := &c.parts[i]
