@@ -316,12 +316,20 @@ func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops 
 // leader: from this node's replica of the shard when it hosts one (behind
 // the leader by the replication lag at most), else from the routing cache
 // while the cached owner is alive. A stale answer is fenced by its epoch.
+// Only the leader answers that a topic is not assigned.
 func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
 	shard := uint64(router.ShardOf(topic, n.cfg.Shards))
 	var a meta.Assignment
 	var found bool
 	if n.sm.hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
 		if !found || a.State != meta.Active {
+			if !n.led[shard].Load() {
+				// A follower may not have applied an assignment its leader
+				// already acknowledged: "not assigned" is the leader's to
+				// say, or a client that assigned a topic and then looks it
+				// up is told it does not exist.
+				return 0, nil, false
+			}
 			k, out := errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
 			return k, out, true
 		}

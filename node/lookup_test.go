@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -82,5 +85,30 @@ func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
 	// answer (NotFound) to the request path as well.
 	if _, ok := n.appendFastLookup(nil, 2, payload); ok {
 		t.Fatal("answered a topic the hosted replica does not have")
+	}
+}
+
+// TestLookupAfterAssignIsNeverNotFound: a topic assigned through one node
+// and looked up at once through another (plain lookup) is found there.
+// That node may host a follower replica of the shard that has not applied
+// the assignment yet; only the leader may answer "not assigned".
+func TestLookupAfterAssignIsNeverNotFound(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clients := make([]*client.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = clientOf(t, n)
+	}
+	for i := range 60 {
+		topic := fmt.Sprintf("ryw-%d", i)
+		if _, err := clients[i%3].Assign(ctx, topic, client.AssignOptions{}); err != nil {
+			t.Fatalf("assign %s: %v", topic, err)
+		}
+		for j := 1; j <= 2; j++ {
+			if _, err := clients[(i+j)%3].Lookup(ctx, topic, false); err != nil {
+				t.Fatalf("lookup %s through %s right after its assignment: %v", topic, c.nodes[(i+j)%3].ID(), err)
+			}
+		}
 	}
 }
