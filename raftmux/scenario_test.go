@@ -64,14 +64,7 @@ func TestStoppedHostsShardsFailOverAndRestartedHostCatchesUp(t *testing.T) {
 	c.checkSameLogs(shards)
 }
 
-func quiesced(c *cluster, shard uint64) bool {
-	for _, m := range c.infos() {
-		if i, ok := m[shard]; !ok || !i.Quiesced {
-			return false
-		}
-	}
-	return true
-}
+func quiesced(c *cluster, shard uint64) bool { return c.obs().Quiesced(shard) }
 
 func TestIdleGroupQuiescesAndWakes(t *testing.T) {
 	c := newCluster(t, 3, nil)

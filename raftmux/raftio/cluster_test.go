@@ -316,106 +316,29 @@ func (c *cluster) bootstrap(n int, voters []uint64) {
 	}
 }
 
-// infos returns every running host's view of every shard it hosts.
-func (c *cluster) infos() map[uint64]map[uint64]raftmux.Info {
-	c.t.Helper()
-	out := make(map[uint64]map[uint64]raftmux.Info)
-	for _, id := range c.ids() {
-		inf, err := c.host(id).h.Shards(context.Background())
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		m := make(map[uint64]raftmux.Info, len(inf))
-		for _, i := range inf {
-			m[i.Shard] = i
-		}
-		out[id] = m
-	}
-	return out
+// obs is the cluster as raftmuxtest observes it.
+func (c *cluster) obs() raftmuxtest.Hosts {
+	return raftmuxtest.Hosts{TB: c.t, IDs: c.ids, Host: func(id uint64) *raftmux.Host { return c.raftHost(id) }, KV: func(id uint64) *raftmuxtest.KV { return c.kvOf(id) }}
 }
 
-// leaders returns, for each shard in shards, the running host that claims
-// to lead it and whose claim every running replica agrees with; ok is false
-// while some shard has none.
-func (c *cluster) leaders(shards []uint64) (map[uint64]uint64, bool) {
-	inf := c.infos()
-	out := make(map[uint64]uint64)
-	for _, s := range shards {
-		var lead uint64
-		for id, m := range inf {
-			if i, ok := m[s]; ok && i.Leader == id {
-				lead = id
-			}
-		}
-		if lead == 0 {
-			return out, false
-		}
-		for _, m := range inf {
-			if i, ok := m[s]; ok && i.Leader != lead {
-				return out, false
-			}
-		}
-		out[s] = lead
-	}
-	return out, true
-}
+// infos returns every running host's view of every shard it hosts.
+func (c *cluster) infos() map[uint64]map[uint64]raftmux.Info { return c.obs().Infos() }
+
+func (c *cluster) leaders(shards []uint64) (map[uint64]uint64, bool) { return c.obs().Leaders(shards) }
 
 func (c *cluster) waitLeaders(shards []uint64, timeout time.Duration) map[uint64]uint64 {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		l, ok := c.leaders(shards)
-		if ok {
-			return l
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("only %d of %d shards have an agreed leader after %v", len(l), len(shards), timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return c.obs().WaitLeaders(shards, timeout)
 }
 
 func (c *cluster) waitFor(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	raftmuxtest.WaitFor(c.t, what, timeout, cond)
 }
 
 // propose sends cmd to shard's leader, following NotLeader hints.
 func (c *cluster) propose(shard uint64, cmd []byte) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	ids := c.ids()
-	target := ids[0]
-	for i := 0; ; i++ {
-		hs := c.host(target)
-		if hs == nil {
-			target = ids[i%len(ids)]
-			continue
-		}
-		res, err := hs.h.Propose(ctx, shard, cmd)
-		if err == nil {
-			return res.(uint64), nil
-		}
-		var nl *raftmux.NotLeaderError
-		switch {
-		case errors.As(err, &nl) && nl.Leader != 0 && c.host(nl.Leader) != nil && !errors.Is(err, raftmux.ErrOutcomeUnknown):
-			target = nl.Leader
-		case errors.Is(err, raftmux.ErrNotLeader), errors.Is(err, raftmux.ErrDropped), errors.Is(err, raftmux.ErrUnknownShard), errors.Is(err, raftmux.ErrBusy):
-			target = ids[i%len(ids)]
-			time.Sleep(5 * time.Millisecond)
-		default:
-			return 0, err
-		}
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("propose shard %d: %w", shard, ctx.Err())
-		}
-	}
+	return c.obs().Propose(shard, cmd, 15*time.Second)
 }
 
 // proposeAll proposes cmd(s) to every shard in shards, 32 at a time.
@@ -455,54 +378,25 @@ func (c *cluster) value(id, shard uint64, key string) string {
 	return string(v)
 }
 
-// checkSameLogs verifies that every running replica of each shard applied
-// the same commands at the same indexes (over the indexes both applied),
-// each in increasing index order after its snapshot base.
 func (c *cluster) checkSameLogs(shards []uint64) {
 	c.t.Helper()
-	for _, s := range shards {
-		var ref map[uint64]string
-		var refID uint64
-		for _, id := range c.ids() {
-			base, log := c.host(id).kv.Log(s)
-			m := make(map[uint64]string, len(log))
-			prev := base
-			for _, a := range log {
-				if a.Index <= prev {
-					c.t.Fatalf("shard %d host %d: index %d applied after %d", s, id, a.Index, prev)
-				}
-				prev = a.Index
-				m[a.Index] = a.Data
-			}
-			if ref == nil {
-				ref, refID = m, id
-				continue
-			}
-			for idx, d := range m {
-				if rd, ok := ref[idx]; ok && rd != d {
-					c.t.Fatalf("shard %d index %d: host %d applied %q, host %d applied %q", s, idx, refID, rd, id, d)
-				}
-			}
-		}
-	}
+	c.obs().CheckSameLogs(shards)
 }
 
-func shardList(n int) []uint64 {
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = uint64(i)
-	}
-	return out
-}
+func shardList(n int) []uint64 { return raftmuxtest.ShardList(n) }
 
-func quiesced(c *cluster, shard uint64) bool {
-	for _, m := range c.infos() {
-		if i, ok := m[shard]; !ok || !i.Quiesced {
-			return false
-		}
-	}
-	return true
-}
+func quiesced(c *cluster, shard uint64) bool { return c.obs().Quiesced(shard) }
 
 // cmd is a command whose KV key is the whole command: 8 bytes.
 func cmd(tag byte, n uint64) []byte { return fmt.Appendf(nil, "%c%07d", tag, n) }
+
+// raftHost returns host id's raft host, or nil when it is not running.
+func (c *cluster) raftHost(id uint64) *raftmux.Host {
+	if hs := c.host(id); hs != nil {
+		return hs.h
+	}
+	return nil
+}
+
+// kvOf returns running host id's state machine.
+func (c *cluster) kvOf(id uint64) *raftmuxtest.KV { return c.host(id).kv }
