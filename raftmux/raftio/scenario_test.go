@@ -161,6 +161,9 @@ func TestRealPartsLearnerPromotedGetsSnapshot(t *testing.T) {
 	// The learner is created empty by the leader's first message and filled
 	// by a snapshot streamed over the peer connection.
 	c.waitFor("learner snapshot", 10*time.Second, func() bool { return c.keys(4, shard) == 5 })
+	// The store holds the data before the state machine is told of the
+	// snapshot; the learner's worker answers Shards only after both.
+	c.waitFor("learner to report its applied index", 5*time.Second, func() bool { return c.infos()[4][shard].Applied > 0 })
 	if base, _ := c.host(4).kv.Log(shard); base == 0 {
 		t.Fatal("the learner was filled from the log, not by a snapshot")
 	}
