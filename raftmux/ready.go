@@ -434,9 +434,10 @@ func (w *worker) drop(shard uint64) error {
 	}
 	r.failAll(ErrRemoved)
 	if r.writes > 0 {
-		grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
-		r.removed = true
-		r.removedTick, r.heardTick = w.tickCount-min(grace, w.tickCount), w.tickCount-min(grace, w.tickCount)
+		// Backdate the removal and the last message by the grace period,
+		// so that tick destroys it as soon as its writes are done.
+		past := w.tickCount - min(uint64(removedGraceElections*w.h.cfg.ElectionTicks), w.tickCount)
+		r.removed, r.removedTick, r.heardTick = true, past, past
 		w.awake[shard] = r
 		r.quiesced = false
 		return nil
