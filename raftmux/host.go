@@ -282,8 +282,11 @@ func (h *Host) changeConf(ctx context.Context, shard uint64, tr raftpb.ConfChang
 	return cs, nil
 }
 
-// NodeSuspect reports that the membership layer suspects node: quiesced
-// groups it leads wake, so ordinary raft failure detection runs for them.
+// NodeSuspect reports that the membership layer suspects node: followers
+// of the groups it leads wake and ask it to answer; for every group it
+// leaves unanswered for three ticks, one deterministic candidate among the
+// other voters campaigns at once, as after NodeDead. A false suspicion of
+// a live leader costs a wake-up heartbeat, or at worst an election.
 func (h *Host) NodeSuspect(node uint64) { h.liveness(node, nodeSuspect) }
 
 // NodeDead reports node dead: followers of groups it led forget it and elect

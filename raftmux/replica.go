@@ -30,6 +30,11 @@ type replica struct {
 	destroyed   bool
 	removedTick uint64
 	heardTick   uint64 // the tick of the last message for this replica
+	// suspect is the leader the membership layer reported suspect while
+	// this replica followed it, and suspectTick when; a message from it
+	// clears the suspicion (see suspectCampaign).
+	suspect     uint64
+	suspectTick uint64
 	// warnedBeyond: a heartbeat past the log was logged once already.
 	warnedBeyond bool
 	// confCommitting: the Ready being handled commits a configuration
@@ -337,6 +342,9 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 		return
 	}
 	r.heardTick = w.tickCount
+	if from == r.suspect {
+		r.suspect = 0
+	}
 	t := m.GetType()
 	if t == raftpb.MessageType_MsgHeartbeatResp {
 		r.noteHeartbeatResp(from)
@@ -356,6 +364,9 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 		return
 	}
 	r.heardTick = w.tickCount
+	if from == r.suspect {
+		r.suspect = 0
+	}
 	quiesce := hb.Flags&FlagQuiesce != 0
 	if !quiesce {
 		w.wake(r)
@@ -476,14 +487,24 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	case nodeAlive:
 		delete(w.dead, node)
 		for _, r := range w.replicas {
+			if r.suspect == node {
+				r.suspect = 0
+			}
 			if r.state == raft.StateLeader && r.quiesced && isMember(r.confState, node) {
 				w.wake(r)
 				w.touch(r)
 			}
 		}
 	case nodeSuspect:
+		// Followers of the suspect wake and ask it to answer; those it
+		// leaves unanswered for suspectGraceTicks elect a new leader
+		// (suspectCampaign) without waiting for the death to be confirmed.
 		for _, r := range w.replicas {
-			if r.lead == node && r.quiesced {
+			if r.lead != node || r.state == raft.StateLeader {
+				continue
+			}
+			r.suspect, r.suspectTick = node, w.tickCount
+			if r.quiesced {
 				w.wake(r)
 				b := w.outbound(node)
 				b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: r.shard, Term: r.term, Flags: FlagWake})
@@ -535,13 +556,45 @@ func (w *worker) campaignNow(r *replica, dead uint64) {
 	})
 }
 
+// suspectGraceTicks: how long the followers of a leader reported suspect
+// wait for it to answer their wake-up before one of them campaigns. An
+// alive leader, woken, heartbeats within a tick; SWIM has already waited
+// out a probe timeout and the indirect probes before suspecting it.
+const suspectGraceTicks = 3
+
+// suspectCampaign runs every tick for an awake follower whose leader was
+// reported suspect: a message from the leader (handleMsg, handleHeartbeat)
+// or a new leader clears the suspicion; one silent for suspectGraceTicks is voted out by the one
+// deterministic candidate among the others, as campaignNow does for a dead
+// one. Raft's safety does not depend on the suspicion being right: a wrong
+// one costs an election, and the suspect, if alive, rejoins as a follower.
+func (w *worker) suspectCampaign(r *replica) {
+	if r.suspect == 0 {
+		return
+	}
+	if r.lead != r.suspect || r.state == raft.StateLeader {
+		r.suspect = 0
+		return
+	}
+	if w.tickCount-r.suspectTick < suspectGraceTicks {
+		return
+	}
+	if w.candidateWithout(r, r.suspect) == w.h.cfg.NodeID {
+		w.campaignNow(r, r.suspect)
+	}
+	r.suspect = 0
+}
+
 // candidate picks, the same way on every host, the live voter that
 // campaigns for r's shard when its leader dies; spreading the choice by
 // shard spreads the elections' work and the new leaderships.
-func (w *worker) candidate(r *replica) uint64 {
+func (w *worker) candidate(r *replica) uint64 { return w.candidateWithout(r, 0) }
+
+// candidateWithout is candidate with node also left out.
+func (w *worker) candidateWithout(r *replica, node uint64) uint64 {
 	n := uint64(0)
 	for _, v := range r.confState.GetVoters() { // sorted by raft
-		if !w.dead[v] {
+		if !w.dead[v] && v != node {
 			n++
 		}
 	}
@@ -550,7 +603,7 @@ func (w *worker) candidate(r *replica) uint64 {
 	}
 	k := r.shard % n
 	for _, v := range r.confState.GetVoters() {
-		if !w.dead[v] {
+		if !w.dead[v] && v != node {
 			if k == 0 {
 				return v
 			}

@@ -177,6 +177,54 @@ func TestSuspectedLeaderOfQuiescedGroupIsPinged(t *testing.T) {
 	}
 }
 
+func TestSilentSuspectedLeaderIsVotedOut(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	const n = 30
+	shards := make([]uint64, n)
+	for i := range shards {
+		shards[i] = uint64(i)
+	}
+	c.bootstrap(n, []uint64{1, 2, 3})
+	c.waitLeaders(shards, 10*time.Second)
+	c.waitFor("quiescence", 10*time.Second, func() bool {
+		for _, s := range shards {
+			if !quiesced(c, s) {
+				return false
+			}
+		}
+		return true
+	})
+	before, _ := c.leaders(shards)
+	var led []uint64
+	for _, s := range shards {
+		if before[s] == 1 {
+			led = append(led, s)
+		}
+	}
+	if len(led) == 0 {
+		t.Fatal("host 1 leads no shard")
+	}
+	// Host 1 stops; the others only suspect it, and never hear it is dead.
+	c.stop(1)
+	for _, id := range c.ids() {
+		c.hosts[id].NodeSuspect(1)
+	}
+	after := c.waitLeaders(led, 10*time.Second)
+	for _, s := range led {
+		// The one deterministic candidate among the voters left, [2 3],
+		// campaigned; an ordinary election timeout would have picked
+		// either at random.
+		if want := []uint64{2, 3}[s%2]; after[s] != want {
+			t.Errorf("shard %d: new leader %d, want the suspicion's candidate %d", s, after[s], want)
+		}
+	}
+	for _, s := range led {
+		if _, err := c.propose(s, []byte("after")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
 	c := newCluster(t, 4, nil)
 	ctx := context.Background()

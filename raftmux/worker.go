@@ -336,6 +336,7 @@ func (w *worker) tick() {
 		} else {
 			r.rn.Tick()
 		}
+		w.suspectCampaign(r)
 		w.retryReads(r)
 		w.touch(r)
 		if !w.h.cfg.DisableQuiesce {
