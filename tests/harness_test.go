@@ -19,18 +19,6 @@ import (
 	"time"
 )
 
-// skipShort skips a process test under -short: building the binaries and
-// running a cluster takes tens of seconds.
-func skipShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		// Why: -short asks for the quick unit tests only; these build both
-		// binaries and run real node processes for tens of seconds. make test
-		// runs without -short, so every process test runs there and in CI.
-		t.Skip("process test: builds the binaries and runs real nodes for tens of seconds; run without -short (make test does)")
-	}
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {

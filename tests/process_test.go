@@ -28,7 +28,6 @@ const failoverDeadline = 45 * time.Second
 // generation; stop a node with SIGTERM and see it leave with exit 0 and no
 // topic left without a live owner.
 func TestProcessCluster(t *testing.T) {
-	skipShort(t)
 	c := startCluster(t, 3)
 	all := c.servers()
 
@@ -159,7 +158,6 @@ func TestProcessCluster(t *testing.T) {
 // shoalctl, fail with one clear line and a non-zero exit, and that a node
 // that cannot start says why.
 func TestProcessBadInput(t *testing.T) {
-	skipShort(t)
 	shoal, shoalctl := binaries(t)
 	dir := t.TempDir()
 	node := []string{"node", "--id", "n1", "--data", filepath.Join(dir, "n1"),
@@ -355,7 +353,6 @@ func (d *devRun) interrupt(t *testing.T) []string {
 // cluster with shoalctl, and stops it with SIGINT: exit 0 and the
 // temporary data directory removed.
 func TestProcessDev(t *testing.T) {
-	skipShort(t)
 	shoal, shoalctl := binaries(t)
 	d := startDev(t, shoal, "--nodes", "3")
 	servers := d.servers(t, 3)
@@ -383,7 +380,6 @@ func TestProcessDev(t *testing.T) {
 // death reported, then stops the rest with SIGINT: exit 0, no node process
 // left behind, the temporary directory removed.
 func TestProcessDevProcesses(t *testing.T) {
-	skipShort(t)
 	shoal, shoalctl := binaries(t)
 	d := startDev(t, shoal, "--nodes", "3", "--processes")
 	servers := d.servers(t, 3)
@@ -444,7 +440,6 @@ func prepend(first string, in <-chan string) chan string {
 // nothing acknowledged was lost: every assignment, with its owner, and
 // every produced record at its offset.
 func TestProcessCrashKeepsAcknowledged(t *testing.T) {
-	skipShort(t)
 	c := startCluster(t, 3)
 	const perTopic = 5
 	topics := map[string]string{"topic-a": "n1", "topic-b": "n2", "topic-c": "n3"}

@@ -61,7 +61,6 @@ const inFlightFor = 15 * time.Second
 //     epoch), and a revoked one reads back as not found;
 //   - every node answers the same, and every owner is alive.
 func TestProcessSoak(t *testing.T) {
-	skipShort(t)
 	seed := *soakSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
