@@ -20,7 +20,9 @@ type epollConn struct {
 	have        int
 	out         []byte
 	sent        []int64 // send time of request id%depth
-	next        uint64
+	next        uint64  // id of the next request
+	stamped     uint64  // requests below this id have their send time
+	answered    uint64  // id of the next answer expected (answers come in order)
 	outstanding int
 	lat         []int64
 	ops         int64
@@ -138,7 +140,6 @@ func takeFD(nc net.Conn) (int, error) {
 }
 
 func (c *epollConn) request() {
-	c.sent[c.next%uint64(len(c.sent))] = nanotime()
 	b, start := wire.BeginFrame(c.out, wire.KindLookup, c.next)
 	b = append(b, make([]byte, payloadSize)...)
 	c.out, _ = wire.EndFrame(b, start)
@@ -147,7 +148,8 @@ func (c *epollConn) request() {
 }
 
 // read reads once and answers every whole answer with a new request
-// (none once stopping).
+// (none once stopping). Every answer in the bytes of one read arrived by
+// the time that read returned, so one clock reading times them all.
 func (c *epollConn) read(depth int, measuring, stopping bool) error {
 	n, err := unix.Read(c.fd, c.in[c.have:])
 	if err != nil {
@@ -156,6 +158,7 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 		}
 		return err
 	}
+	now := nanotime()
 	if n == 0 {
 		return errors.New("server closed the connection")
 	}
@@ -173,13 +176,14 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 		if len(buf) < total {
 			break
 		}
-		if h.Kind != wire.KindAssignment {
-			return fmt.Errorf("answer %v", h.Kind)
+		if h.Kind != wire.KindAssignment || h.RequestID != c.answered || h.Length != payloadSize {
+			return fmt.Errorf("answer %v id %d (want %d) length %d", h.Kind, h.RequestID, c.answered, h.Length)
 		}
+		c.answered++
 		buf = buf[total:]
 		c.outstanding--
 		if measuring {
-			c.lat = append(c.lat, nanotime()-c.sent[h.RequestID%uint64(depth)])
+			c.lat = append(c.lat, now-c.sent[h.RequestID%uint64(depth)])
 			c.ops++
 		}
 		if !stopping {
@@ -191,8 +195,16 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 }
 
 // flush writes every queued request (a few KiB at most, which the socket
-// takes at once).
+// takes at once). The requests go out in this one write, so they share
+// its send time, read just before it.
 func (c *epollConn) flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	now := nanotime()
+	for ; c.stamped < c.next; c.stamped++ {
+		c.sent[c.stamped%uint64(len(c.sent))] = now
+	}
 	for off := 0; off < len(c.out); {
 		n, err := unix.Write(c.fd, c.out[off:])
 		if err != nil {
