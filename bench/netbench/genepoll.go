@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -21,13 +22,68 @@ type epollConn struct {
 	in          []byte // read buffer; in[:have] holds unparsed bytes
 	have        int
 	out         []byte
-	sent        []int64 // send time of request id%depth
-	next        uint64  // id of the next request
-	stamped     uint64  // requests below this id have their send time
-	answered    uint64  // id of the next answer expected (answers come in order)
+	reqs        *inflight
 	outstanding int
 	lat         []int64
 	ops         int64
+}
+
+// inflight is one connection's outstanding requests. Each has a slot
+// (0..depth-1) carried in the low bits of its id, so that an answer finds
+// its request in whatever order the server answers (netio-async's workers
+// race each other), and an answer to no outstanding request is caught.
+type inflight struct {
+	bits      uint     // low id bits holding the slot
+	seq       uint64   // requests made, the id's high bits
+	id        []uint64 // id of the request in each slot
+	sent      []int64  // its send time
+	busy      []bool   // the slot holds an outstanding request
+	free      []int    // slots that do not
+	unstamped []int    // slots of requests made since the last stamp
+}
+
+func newInflight(depth int) *inflight {
+	f := &inflight{
+		bits: uint(bits.Len(uint(depth - 1))),
+		id:   make([]uint64, depth), sent: make([]int64, depth), busy: make([]bool, depth),
+		free: make([]int, depth), unstamped: make([]int, 0, depth),
+	}
+	for i := range f.free {
+		f.free[i] = depth - 1 - i
+	}
+	return f
+}
+
+// add takes a slot for a new request and returns the request's id; the
+// caller keeps at most depth outstanding.
+func (f *inflight) add() uint64 {
+	slot := f.free[len(f.free)-1]
+	f.free = f.free[:len(f.free)-1]
+	id := f.seq<<f.bits | uint64(slot)
+	f.seq++
+	f.id[slot], f.busy[slot] = id, true
+	f.unstamped = append(f.unstamped, slot)
+	return id
+}
+
+// stamp sets the send time of the requests added since the last stamp.
+func (f *inflight) stamp(now int64) {
+	for _, slot := range f.unstamped {
+		f.sent[slot] = now
+	}
+	f.unstamped = f.unstamped[:0]
+}
+
+// done ends request id and returns its send time; ok is false when id is
+// not outstanding.
+func (f *inflight) done(id uint64) (sent int64, ok bool) {
+	slot := int(id & (1<<f.bits - 1))
+	if slot >= len(f.busy) || !f.busy[slot] || f.id[slot] != id {
+		return 0, false
+	}
+	f.busy[slot] = false
+	f.free = append(f.free, slot)
+	return f.sent[slot], true
 }
 
 // driveEpoll is the load generator with one OS thread: every connection
@@ -57,7 +113,7 @@ func driveEpoll(ncs []net.Conn, depth int, measuring, stop *atomic.Bool) ([][]in
 		if err != nil {
 			return nil, nil, err
 		}
-		c := &epollConn{fd: fd, in: make([]byte, 64<<10), sent: make([]int64, depth), lat: make([]int64, 0, 1<<16)}
+		c := &epollConn{fd: fd, in: make([]byte, 64<<10), reqs: newInflight(depth), lat: make([]int64, 0, 1<<16)}
 		cs[i] = c
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -98,7 +154,7 @@ func driveEpoll(ncs []net.Conn, depth int, measuring, stop *atomic.Bool) ([][]in
 		m := measuring.Load()
 		for _, ev := range events[:n] {
 			c := cs[ev.Fd]
-			if err := c.read(depth, m, stopping); err != nil {
+			if err := c.read(m, stopping); err != nil {
 				return nil, nil, err
 			}
 			if err := c.flush(); err != nil {
@@ -153,15 +209,14 @@ var requestFrame = func() []byte {
 func (c *epollConn) request() {
 	n := len(c.out)
 	c.out = append(c.out, requestFrame...)
-	binary.LittleEndian.PutUint64(c.out[n+8:], c.next)
-	c.next++
+	binary.LittleEndian.PutUint64(c.out[n+8:], c.reqs.add())
 	c.outstanding++
 }
 
 // read reads once and answers every whole answer with a new request
 // (none once stopping). Every answer in the bytes of one read arrived by
 // the time that read returned, so one clock reading times them all.
-func (c *epollConn) read(depth int, measuring, stopping bool) error {
+func (c *epollConn) read(measuring, stopping bool) error {
 	n, err := sysRead(c.fd, c.in[c.have:])
 	if err != nil {
 		if errors.Is(err, unix.EAGAIN) {
@@ -187,14 +242,17 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 		if len(buf) < total {
 			break
 		}
-		if h.Kind != wire.KindAssignment || h.RequestID != c.answered || h.Length != payloadSize {
-			return fmt.Errorf("answer %v id %d (want %d) length %d", h.Kind, h.RequestID, c.answered, h.Length)
+		if h.Kind != wire.KindAssignment || h.Length != payloadSize {
+			return fmt.Errorf("answer %v with %d payload bytes", h.Kind, h.Length)
 		}
-		c.answered++
+		sent, ok := c.reqs.done(h.RequestID)
+		if !ok {
+			return fmt.Errorf("answer id %d: not an answer to an outstanding request", h.RequestID)
+		}
 		buf = buf[total:]
 		c.outstanding--
 		if measuring {
-			c.lat = append(c.lat, now-c.sent[h.RequestID%uint64(depth)])
+			c.lat = append(c.lat, now-sent)
 			c.ops++
 		}
 		if !stopping {
@@ -212,10 +270,7 @@ func (c *epollConn) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	now := nanotime()
-	for ; c.stamped < c.next; c.stamped++ {
-		c.sent[c.stamped%uint64(len(c.sent))] = now
-	}
+	c.reqs.stamp(nanotime())
 	for off := 0; off < len(c.out); {
 		n, err := sysWrite(c.fd, c.out[off:])
 		if err != nil {
