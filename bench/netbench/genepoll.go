@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -19,11 +22,68 @@ type epollConn struct {
 	in          []byte // read buffer; in[:have] holds unparsed bytes
 	have        int
 	out         []byte
-	sent        []int64 // send time of request id%depth
-	next        uint64
+	reqs        *inflight
 	outstanding int
 	lat         []int64
 	ops         int64
+}
+
+// inflight is one connection's outstanding requests. Each has a slot
+// (0..depth-1) carried in the low bits of its id, so that an answer finds
+// its request in whatever order the server answers (netio-async's workers
+// race each other), and an answer to no outstanding request is caught.
+type inflight struct {
+	bits      uint     // low id bits holding the slot
+	seq       uint64   // requests made, the id's high bits
+	id        []uint64 // id of the request in each slot
+	sent      []int64  // its send time
+	busy      []bool   // the slot holds an outstanding request
+	free      []int    // slots that do not
+	unstamped []int    // slots of requests made since the last stamp
+}
+
+func newInflight(depth int) *inflight {
+	f := &inflight{
+		bits: uint(bits.Len(uint(depth - 1))),
+		id:   make([]uint64, depth), sent: make([]int64, depth), busy: make([]bool, depth),
+		free: make([]int, depth), unstamped: make([]int, 0, depth),
+	}
+	for i := range f.free {
+		f.free[i] = depth - 1 - i
+	}
+	return f
+}
+
+// add takes a slot for a new request and returns the request's id; the
+// caller keeps at most depth outstanding.
+func (f *inflight) add() uint64 {
+	slot := f.free[len(f.free)-1]
+	f.free = f.free[:len(f.free)-1]
+	id := f.seq<<f.bits | uint64(slot)
+	f.seq++
+	f.id[slot], f.busy[slot] = id, true
+	f.unstamped = append(f.unstamped, slot)
+	return id
+}
+
+// stamp sets the send time of the requests added since the last stamp.
+func (f *inflight) stamp(now int64) {
+	for _, slot := range f.unstamped {
+		f.sent[slot] = now
+	}
+	f.unstamped = f.unstamped[:0]
+}
+
+// done ends request id and returns its send time; ok is false when id is
+// not outstanding.
+func (f *inflight) done(id uint64) (sent int64, ok bool) {
+	slot := int(id & (1<<f.bits - 1))
+	if slot >= len(f.busy) || !f.busy[slot] || f.id[slot] != id {
+		return 0, false
+	}
+	f.busy[slot] = false
+	f.free = append(f.free, slot)
+	return f.sent[slot], true
 }
 
 // driveEpoll is the load generator with one OS thread: every connection
@@ -53,7 +113,7 @@ func driveEpoll(ncs []net.Conn, depth int, measuring, stop *atomic.Bool) ([][]in
 		if err != nil {
 			return nil, nil, err
 		}
-		c := &epollConn{fd: fd, in: make([]byte, 64<<10), sent: make([]int64, depth), lat: make([]int64, 0, 1<<16)}
+		c := &epollConn{fd: fd, in: make([]byte, 64<<10), reqs: newInflight(depth), lat: make([]int64, 0, 1<<16)}
 		cs[i] = c
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -94,7 +154,7 @@ func driveEpoll(ncs []net.Conn, depth int, measuring, stop *atomic.Bool) ([][]in
 		m := measuring.Load()
 		for _, ev := range events[:n] {
 			c := cs[ev.Fd]
-			if err := c.read(depth, m, stopping); err != nil {
+			if err := c.read(m, stopping); err != nil {
 				return nil, nil, err
 			}
 			if err := c.flush(); err != nil {
@@ -137,25 +197,34 @@ func takeFD(nc net.Conn) (int, error) {
 	return fd, nil
 }
 
-func (c *epollConn) request() {
-	c.sent[c.next%uint64(len(c.sent))] = nanotime()
-	b, start := wire.BeginFrame(c.out, wire.KindLookup, c.next)
+// requestFrame is a Lookup request with a zero payload and request id 0;
+// request copies it and sets the id (header bytes 8–15).
+var requestFrame = func() []byte {
+	b, start := wire.BeginFrame(nil, wire.KindLookup, 0)
 	b = append(b, make([]byte, payloadSize)...)
-	c.out, _ = wire.EndFrame(b, start)
-	c.next++
+	b, _ = wire.EndFrame(b, start)
+	return b
+}()
+
+func (c *epollConn) request() {
+	n := len(c.out)
+	c.out = append(c.out, requestFrame...)
+	binary.LittleEndian.PutUint64(c.out[n+8:], c.reqs.add())
 	c.outstanding++
 }
 
 // read reads once and answers every whole answer with a new request
-// (none once stopping).
-func (c *epollConn) read(depth int, measuring, stopping bool) error {
-	n, err := unix.Read(c.fd, c.in[c.have:])
+// (none once stopping). Every answer in the bytes of one read arrived by
+// the time that read returned, so one clock reading times them all.
+func (c *epollConn) read(measuring, stopping bool) error {
+	n, err := sysRead(c.fd, c.in[c.have:])
 	if err != nil {
 		if errors.Is(err, unix.EAGAIN) {
 			return nil
 		}
 		return err
 	}
+	now := nanotime()
 	if n == 0 {
 		return errors.New("server closed the connection")
 	}
@@ -173,13 +242,17 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 		if len(buf) < total {
 			break
 		}
-		if h.Kind != wire.KindAssignment {
-			return fmt.Errorf("answer %v", h.Kind)
+		if h.Kind != wire.KindAssignment || h.Length != payloadSize {
+			return fmt.Errorf("answer %v with %d payload bytes", h.Kind, h.Length)
+		}
+		sent, ok := c.reqs.done(h.RequestID)
+		if !ok {
+			return fmt.Errorf("answer id %d: not an answer to an outstanding request", h.RequestID)
 		}
 		buf = buf[total:]
 		c.outstanding--
 		if measuring {
-			c.lat = append(c.lat, nanotime()-c.sent[h.RequestID%uint64(depth)])
+			c.lat = append(c.lat, now-sent)
 			c.ops++
 		}
 		if !stopping {
@@ -191,10 +264,15 @@ func (c *epollConn) read(depth int, measuring, stopping bool) error {
 }
 
 // flush writes every queued request (a few KiB at most, which the socket
-// takes at once).
+// takes at once). The requests go out in this one write, so they share
+// its send time, read just before it.
 func (c *epollConn) flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	c.reqs.stamp(nanotime())
 	for off := 0; off < len(c.out); {
-		n, err := unix.Write(c.fd, c.out[off:])
+		n, err := sysWrite(c.fd, c.out[off:])
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				continue
@@ -205,4 +283,23 @@ func (c *epollConn) flush() error {
 	}
 	c.out = c.out[:0]
 	return nil
+}
+
+// sysRead and sysWrite make the read and write system calls without telling
+// the Go scheduler (entersyscall, exitsyscall): the sockets are non-blocking
+// and driveEpoll holds its own OS thread, so a call never blocks anyone.
+func sysRead(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func sysWrite(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }

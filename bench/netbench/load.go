@@ -189,15 +189,13 @@ func rrCase(impl string, conns, depth int, d time.Duration, profile string) (res
 func driveConn(nc net.Conn, depth int, measuring, stop *atomic.Bool) ([]int64, int64, error) {
 	r := bufio.NewReaderSize(nc, 64<<10)
 	w := bufio.NewWriterSize(nc, 64<<10)
-	sent := make([]int64, depth)
-	var next uint64
+	reqs := newInflight(depth)
 	var req [wire.HeaderSize + payloadSize]byte
 	send := func() error {
-		sent[next%uint64(depth)] = nanotime()
-		b, start := wire.BeginFrame(req[:0], wire.KindLookup, next)
+		b, start := wire.BeginFrame(req[:0], wire.KindLookup, reqs.add())
+		reqs.stamp(nanotime())
 		b = append(b, make([]byte, payloadSize)...)
 		b, _ = wire.EndFrame(b, start)
-		next++
 		_, err := w.Write(b)
 		return err
 	}
@@ -220,11 +218,15 @@ func driveConn(nc net.Conn, depth int, measuring, stop *atomic.Bool) ([]int64, i
 		}
 		scratch = s
 		outstanding--
-		if h.Kind != wire.KindAssignment {
-			return nil, 0, fmt.Errorf("answer %v", h.Kind)
+		if h.Kind != wire.KindAssignment || h.Length != payloadSize {
+			return nil, 0, fmt.Errorf("answer %v with %d payload bytes", h.Kind, h.Length)
+		}
+		sent, ok := reqs.done(h.RequestID)
+		if !ok {
+			return nil, 0, fmt.Errorf("answer id %d: not an answer to an outstanding request", h.RequestID)
 		}
 		if measuring.Load() {
-			lat = append(lat, nanotime()-sent[h.RequestID%uint64(depth)])
+			lat = append(lat, nanotime()-sent)
 			ops++
 		}
 		if stop.Load() {

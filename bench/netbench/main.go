@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,6 +27,7 @@ import (
 type result struct {
 	Case       string  `json:"case"`
 	Impl       string  `json:"impl"`
+	Run        int     `json:"run,omitempty"` // repetition, from 1, with -runs above 1
 	Conns      int     `json:"conns,omitempty"`
 	Depth      int     `json:"depth,omitempty"`
 	Ops        int64   `json:"ops"`
@@ -56,6 +58,7 @@ func main() {
 		only     = flag.String("impl", "netio,netio-async,net", "implementations to run")
 		cases    = flag.String("cases", "", "comma-separated case names to run (default all)")
 		gen      = flag.String("gen", "epoll", "request/response load generator: epoll (one thread) or goroutines (one per connection)")
+		runs     = flag.Int("runs", 1, "repetitions of each case, the implementations taking turns within each")
 		profile  = flag.String("cpuprofile", "", "write each server child's CPU profile to this prefix + case + impl")
 	)
 	flag.Parse()
@@ -71,6 +74,10 @@ func main() {
 		os.Exit(2)
 	}
 	genMode = *gen
+	if *runs < 1 {
+		fmt.Fprintf(os.Stderr, "netbench: -runs %d\n", *runs)
+		os.Exit(2)
+	}
 	impls := strings.Split(*only, ",")
 	var results []result
 	emit := func(r result) {
@@ -95,38 +102,108 @@ func main() {
 		if !want(s.name) {
 			continue
 		}
-		for _, impl := range impls {
+		for run := 1; run <= *runs; run++ {
+			for _, impl := range impls {
+				prof := ""
+				if *profile != "" {
+					prof = *profile + s.name + "." + impl + runSuffix(run, *runs)
+				}
+				r, err := rrCase(impl, s.conns, s.depth, *duration, prof)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "netbench: %s %s: %v\n", s.name, impl, err)
+					os.Exit(1)
+				}
+				r.Case = s.name
+				if *runs > 1 {
+					r.Run = run
+				}
+				emit(r)
+			}
+		}
+	}
+	for run := 1; run <= *runs && want("peer_oneway_100B"); run++ {
+		for _, impl := range []string{"netio", "net"} {
 			prof := ""
 			if *profile != "" {
-				prof = *profile + s.name + "." + impl
+				prof = *profile + "peer_oneway_100B." + impl + runSuffix(run, *runs)
 			}
-			r, err := rrCase(impl, s.conns, s.depth, *duration, prof)
+			r, err := peerCase(impl, *duration, prof)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "netbench: %s %s: %v\n", s.name, impl, err)
+				fmt.Fprintf(os.Stderr, "netbench: peer %s: %v\n", impl, err)
 				os.Exit(1)
 			}
-			r.Case = s.name
+			if *runs > 1 {
+				r.Run = run
+			}
 			emit(r)
 		}
 	}
-	for _, impl := range []string{"netio", "net"} {
-		if !want("peer_oneway_100B") {
-			break
-		}
-		prof := ""
-		if *profile != "" {
-			prof = *profile + "peer_oneway_100B." + impl
-		}
-		r, err := peerCase(impl, *duration, prof)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "netbench: peer %s: %v\n", impl, err)
-			os.Exit(1)
-		}
-		emit(r)
-	}
 	if !*asJSON {
 		printTable(os.Stdout, results)
+		printRatios(os.Stdout, results)
 	}
+}
+
+func runSuffix(run, runs int) string {
+	if runs == 1 {
+		return ""
+	}
+	return "." + strconv.Itoa(run)
+}
+
+// printRatios prints, for each case and each implementation other than
+// net, its ops/s over net's in each repetition and their median, and in how
+// many repetitions its p99 was at most net's.
+func printRatios(w io.Writer, rs []result) {
+	type key struct{ c, impl string }
+	byRun := make(map[key]map[int]result)
+	var order []key
+	for _, r := range rs {
+		k := key{r.Case, r.Impl}
+		if byRun[k] == nil {
+			byRun[k] = make(map[int]result)
+			order = append(order, k)
+		}
+		byRun[k][r.Run] = r
+	}
+	for _, k := range order {
+		base := byRun[key{k.c, "net"}]
+		if k.impl == "net" || base == nil {
+			continue
+		}
+		var ratios []float64
+		var line strings.Builder
+		p99ok, n := 0, 0
+		for run := 0; run <= len(byRun[k]); run++ {
+			r, ok1 := byRun[k][run]
+			b, ok2 := base[run]
+			if !ok1 || !ok2 || b.OpsPerS == 0 {
+				continue
+			}
+			x := r.OpsPerS / b.OpsPerS
+			ratios = append(ratios, x)
+			fmt.Fprintf(&line, " %.2f", x)
+			n++
+			if r.P99us <= b.P99us {
+				p99ok++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		slices.Sort(ratios)
+		fmt.Fprintf(w, "%-20s %s/net ops/s:%s (median %.2f); p99 at most net's in %d of %d\n",
+			k.c, k.impl, line.String(), median(ratios), p99ok, n)
+	}
+}
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func printTable(w io.Writer, rs []result) {
