@@ -52,9 +52,8 @@ const (
 )
 
 // CacheStats are the cache's counters since it was made, exact: hits and
-// misses are added atomically on 64 counter stripes, chosen by the calling
-// goroutine's stack, so concurrent readers mostly count on lines of their
-// own.
+// misses are counted per P, each P on a cache line of its own, so
+// concurrent readers do not share the lines they count on.
 type CacheStats struct {
 	Hits      uint64
 	Misses    uint64
@@ -195,7 +194,11 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	}
 	per := (capacity + shards - 1) / shards
 	slots := 1 << bits.Len(uint(per+per/2)) // more than 1.5 slots per entry
-	c := &Cache{parts: make([]cachePart, shards), mask: uint64(shards - 1), capacity: per * shards}
+	c := &Cache{
+		parts:    make([]cachePart, shards),
+		mask:     uint64(shards - 1),
+		capacity: per * shards,
+	}
 	for i := range c.parts {
 		p := &c.parts[i]
 		p.slots = make([]cacheEntry, slots)
@@ -243,10 +246,16 @@ func mum(a, b uint64) uint64 {
 // words, which are what an entry compares, in registers. A longer topic is
 // hashed by maphash and has zero words.
 func keyHash(b []byte) (h, w0, w1, w2 uint64) {
+	if len(b) > inlineKeyLen {
+		return maphash.Bytes(longSeed, b), 0, 0, 0
+	}
+	return shortKeyHash(b)
+}
+
+// shortKeyHash is keyHash of a topic of up to inlineKeyLen bytes.
+func shortKeyHash(b []byte) (h, w0, w1, w2 uint64) {
 	n := len(b)
 	switch {
-	case n > inlineKeyLen:
-		return maphash.Bytes(longSeed, b), 0, 0, 0
 	case n >= 8:
 		w0 = binary.LittleEndian.Uint64(b)
 		w1 = binary.LittleEndian.Uint64(b[n/2-4:])
@@ -344,21 +353,27 @@ func (p *cachePart) lookup(k *topicKey) (Route, lookupResult) {
 }
 
 // Get returns the cached route of topic. A hit allocates nothing.
+//
+// The probe for a hit takes no lock and, with the key in registers, reads
+// the entry's line and nothing else. A hit anywhere on the probe run is
+// certain without a part-level check: the slot's snapshot is whole and
+// holds the topic. What else ends the probe (an empty slot, a slot a
+// writer holds) may be a miss or an entry moving, which getSlow settles.
+// Topics held inline and longer ones take separate paths, chosen by the
+// length, which is at hand before the entry arrives from memory: a branch
+// on what the entry holds would be mispredicted for every long topic after
+// a short one, discarding the work the processor had begun on the caller's
+// next lookup.
 func (c *Cache) Get(topic []byte) (Route, bool) {
-	if len(topic) > MaxCacheTopicLen {
-		c.countMiss()
-		return Route{}, false
+	if len(topic) > inlineKeyLen {
+		return c.getLong(topic)
 	}
-	h, w0, w1, w2 := keyHash(topic)
-	meta, tag := slotLive|uint32(len(topic))<<metaLenShift, uint32(h>>32)
+	h, w0, w1, w2 := shortKeyHash(topic)
+	tag, meta := uint32(h>>32), slotLive|uint32(len(topic))<<metaLenShift
 	p := &c.parts[h&c.mask]
-	// The probe for a hit, with the key in registers and no lock. A hit
-	// anywhere on the probe run is certain without a part-level check: the
-	// slot's snapshot is whole and holds the topic. What else ends the
-	// probe (an empty slot, a slot a writer holds) may be a miss or an
-	// entry moving, which getSlow settles.
-	for i, n := p.home(tag), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
-		e := &p.slots[i]
+	slots, smask := p.slots, p.smask
+	for i, n := uint64(tag)&smask, 0; n < len(slots); i, n = (i+1)&smask, n+1 {
+		e := &slots[i]
 		s, m := e.seq.Load(), e.meta.Load()
 		if s&1 != 0 || m&stateMask == slotEmpty {
 			break
@@ -366,25 +381,64 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 		if m&^refBit != meta || e.tag.Load() != tag {
 			continue
 		}
-		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+		k0, k1, k2 := e.key[0].Load(), e.key[1].Load(), e.key[2].Load()
 		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
 		if e.seq.Load() != s {
 			break
 		}
-		// A long topic's bytes are immutable once the snapshot is whole.
-		if k0 == w0 && k1 == w1 && k2 == w2 && (lp == nil || unsafe.String(lp, len(topic)) == string(topic)) {
-			if m&refBit == 0 {
-				e.meta.Or(refBit)
-			}
-			c.countHit()
-			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
+		if k0 != w0 || k1 != w1 || k2 != w2 {
+			continue
 		}
+		if m&refBit == 0 {
+			e.meta.Or(refBit)
+		}
+		c.countHit()
+		return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
 	}
-	return c.getSlow(&topicKey{b: topic, h: h, meta: meta, w: [3]uint64{w0, w1, w2}}, p)
+	return c.getSlow(topic, p)
+}
+
+// getLong is Get of a topic longer than inlineKeyLen: the entry points to
+// the topic's bytes, immutable once the entry's snapshot is whole.
+func (c *Cache) getLong(topic []byte) (Route, bool) {
+	if len(topic) > MaxCacheTopicLen {
+		c.countMiss()
+		return Route{}, false
+	}
+	h := maphash.Bytes(longSeed, topic)
+	tag, meta := uint32(h>>32), slotLive|uint32(len(topic))<<metaLenShift
+	p := &c.parts[h&c.mask]
+	slots, smask := p.slots, p.smask
+	for i, n := uint64(tag)&smask, 0; n < len(slots); i, n = (i+1)&smask, n+1 {
+		e := &slots[i]
+		s, m := e.seq.Load(), e.meta.Load()
+		if s&1 != 0 || m&stateMask == slotEmpty {
+			break
+		}
+		if m&^refBit != meta || e.tag.Load() != tag {
+			continue
+		}
+		lp := e.long.Load()
+		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+		if e.seq.Load() != s {
+			break
+		}
+		if lp == nil || unsafe.String(lp, len(topic)) != string(topic) {
+			continue
+		}
+		if m&refBit == 0 {
+			e.meta.Or(refBit)
+		}
+		c.countHit()
+		return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
+	}
+	return c.getSlow(topic, p)
 }
 
 // getSlow is Get past the fast path: the probe with its retries.
-func (c *Cache) getSlow(k *topicKey, p *cachePart) (Route, bool) {
+func (c *Cache) getSlow(topic []byte, p *cachePart) (Route, bool) {
+	key := makeKey(topic)
+	k := &key
 	for range maxReadTries {
 		v := p.ver.Load()
 		if v&1 != 0 {
@@ -466,6 +520,9 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	}
 	k := makeKey(topic)
 	p := c.part(&k)
+	if applied, settled := p.putUnchanged(&k, owner, addr, epoch, partitions); settled {
+		return applied
+	}
 	p.mu.Lock()
 	if i := p.find(&k); i >= 0 {
 		ok := p.update(&p.slots[i], owner, addr, epoch, partitions)
@@ -502,6 +559,43 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	p.used.Add(1)
 	p.mu.Unlock()
 	return true
+}
+
+// putUnchanged settles without a lock, and without writing, a Put that
+// would change nothing: one older than the cached epoch (ignored, false),
+// or one of the cached route itself (applied, true), which a router sees
+// whenever a route it holds is confirmed again. It reads the topic's entry
+// as Get does; what it decides held at the moment the entry's snapshot was
+// whole, when a locked Put would have decided the same. Anything else, or
+// an entry not found or under a writer, is left to the locked path
+// (settled false).
+func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, partitions uint32) (applied, settled bool) {
+	for i, n := p.home(k.tag()), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
+		e := &p.slots[i]
+		s, m := e.seq.Load(), e.meta.Load()
+		if s&1 != 0 || m&stateMask == slotEmpty {
+			return false, false
+		}
+		if m>>metaLenShift != k.meta>>metaLenShift || e.tag.Load() != k.tag() {
+			continue
+		}
+		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+		ep, cur, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+		if e.seq.Load() != s {
+			return false, false
+		}
+		if k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] || lp != nil && unsafe.String(lp, len(k.b)) != string(k.b) {
+			continue
+		}
+		switch {
+		case epoch < cur:
+			return false, true
+		case epoch == cur && m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr:
+			return true, true
+		}
+		return false, false
+	}
+	return false, false
 }
 
 // update applies a Put to e, which holds the topic. Caller holds p.mu.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -369,5 +370,69 @@ func TestCacheIgnoresOverlongTopics(t *testing.T) {
 	}
 	if r, ok := c.Get(longest); !ok || r.Owner != "n1" {
 		t.Fatalf("Get of the longest topic = %+v %v", r, ok)
+	}
+}
+
+// A Put that would change nothing (older than the cached epoch, or the
+// cached route itself) is settled without the part's lock and writes
+// nothing; a Put that changes any field of the route, or revives an
+// invalidated entry at its epoch, is applied.
+func TestCachePutOfUnchangedRoute(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		topic := []byte("orders.eu-west.17")
+		if long {
+			topic = []byte("payments.settled.ap-south-1.17")
+		}
+		c := mustCache(t, CacheConfig{Capacity: 64, Shards: 1})
+		c.Put(topic, "n1", "a1", 5, 3)
+		k := makeKey(topic)
+		e := &c.parts[0].slots[c.parts[0].find(&k)]
+		// Under the part's lock only the lock-free path can answer.
+		c.parts[0].mu.Lock()
+		done := make(chan [2]bool)
+		seq := e.seq.Load()
+		go func() {
+			done <- [2]bool{c.Put(topic, "n1", "a1", 5, 3), c.Put(topic, "n9", "a9", 4, 3)}
+		}()
+		select {
+		case got := <-done:
+			if got != [2]bool{true, false} {
+				t.Fatalf("long %v: Put of the cached route, of an older one = %v, want true, false", long, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("long %v: Put of an unchanged route waits for the part's lock", long)
+		}
+		c.parts[0].mu.Unlock()
+		if e.seq.Load() != seq || e.epoch.Load() != 5 {
+			t.Fatalf("long %v: an unchanged Put wrote the entry", long)
+		}
+		for i, s := range []struct {
+			op          string
+			owner, addr string
+			epoch       uint64
+			parts       uint32
+			applied     bool
+			want        Route
+		}{
+			{"put", "n1", "a1", 5, 4, true, Route{"n1", "a1", 5, 4}},
+			{"put", "n1", "a2", 5, 4, true, Route{"n1", "a2", 5, 4}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"inv", "", "", 5, 0, true, Route{}},
+			{"put", "n2", "a2", 4, 4, false, Route{}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"put", "n2", "a2", 6, 4, true, Route{"n2", "a2", 6, 4}},
+		} {
+			var applied bool
+			if s.op == "put" {
+				applied = c.Put(topic, s.owner, s.addr, s.epoch, s.parts)
+			} else {
+				applied = c.Invalidate(topic, s.epoch)
+			}
+			got, ok := c.Get(topic)
+			if applied != s.applied || ok != (s.want != Route{}) || got != s.want {
+				t.Fatalf("long %v step %d: applied %v, Get = %+v %v; want %v, %+v", long, i, applied, got, ok, s.applied, s.want)
+			}
+		}
 	}
 }
