@@ -520,11 +520,17 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	}
 	k := makeKey(topic)
 	p := c.part(&k)
-	if applied, settled := p.putUnchanged(&k, owner, addr, epoch, partitions); settled {
+	applied, settled, i, seq := p.putUnchanged(&k, owner, addr, epoch, partitions)
+	if settled {
 		return applied
 	}
 	p.mu.Lock()
-	if i := p.find(&k); i >= 0 {
+	// The slot the probe found still holds the topic if its sequence is
+	// unchanged: every change of what a slot holds bumps it.
+	if i < 0 || p.slots[i].seq.Load() != seq {
+		i = p.find(&k)
+	}
+	if i >= 0 {
 		ok := p.update(&p.slots[i], owner, addr, epoch, partitions)
 		p.mu.Unlock()
 		return ok
@@ -533,13 +539,13 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 		p.evict()
 	}
 	ep := p.intern(owner, addr)
-	i := p.home(k.tag())
-	for p.slots[i].meta.Load()&stateMask != slotEmpty {
-		i = (i + 1) & p.smask
+	j := p.home(k.tag())
+	for p.slots[j].meta.Load()&stateMask != slotEmpty {
+		j = (j + 1) & p.smask
 	}
 	// Filling an empty slot moves nothing: a reader sees the topic or not,
 	// and either is right for a Put still in progress.
-	e := &p.slots[i]
+	e := &p.slots[j]
 	s := e.seq.Load()
 	e.seq.Store(s + 1)
 	e.tag.Store(k.tag())
@@ -564,38 +570,32 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 // putUnchanged settles without a lock, and without writing, a Put that
 // would change nothing: one older than the cached epoch (ignored, false),
 // or one of the cached route itself (applied, true), which a router sees
-// whenever a route it holds is confirmed again. It reads the topic's entry
-// as Get does; what it decides held at the moment the entry's snapshot was
-// whole, when a locked Put would have decided the same. Anything else, or
-// an entry not found or under a writer, is left to the locked path
-// (settled false).
-func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, partitions uint32) (applied, settled bool) {
-	for i, n := p.home(k.tag()), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
-		e := &p.slots[i]
-		s, m := e.seq.Load(), e.meta.Load()
-		if s&1 != 0 || m&stateMask == slotEmpty {
-			return false, false
-		}
-		if m>>metaLenShift != k.meta>>metaLenShift || e.tag.Load() != k.tag() {
-			continue
-		}
-		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
-		ep, cur, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
-		if e.seq.Load() != s {
-			return false, false
-		}
-		if k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] || lp != nil && unsafe.String(lp, len(k.b)) != string(k.b) {
-			continue
-		}
-		switch {
-		case epoch < cur:
-			return false, true
-		case epoch == cur && m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr:
-			return true, true
-		}
-		return false, false
+// whenever a route it holds is confirmed again. It reads the topic's home
+// slot as Get does, where most topics are; what it decides held at the
+// moment the slot's snapshot was whole, when a locked Put would have
+// decided the same. Anything else, or a topic not in its home slot, is
+// left to the locked path (settled false), with the home slot and its
+// sequence number if it held the topic, else slot -1.
+func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, partitions uint32) (applied, settled bool, slot int, seq uint32) {
+	i := p.home(k.tag())
+	e := &p.slots[i]
+	s, m := e.seq.Load(), e.meta.Load()
+	if s&1 != 0 || m&^(refBit|stateMask) != k.meta&^stateMask || m&stateMask == slotEmpty || e.tag.Load() != k.tag() {
+		return false, false, -1, 0
 	}
-	return false, false
+	k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+	ep, cur, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+	if e.seq.Load() != s || k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] ||
+		len(k.b) > inlineKeyLen && (lp == nil || unsafe.String(lp, len(k.b)) != string(k.b)) {
+		return false, false, -1, 0
+	}
+	if epoch < cur {
+		return false, true, int(i), s
+	}
+	if epoch == cur && m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr {
+		return true, true, int(i), s
+	}
+	return false, false, int(i), s
 }
 
 // update applies a Put to e, which holds the topic. Caller holds p.mu.
