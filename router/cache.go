@@ -574,8 +574,10 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 // slot as Get does, where most topics are; what it decides held at the
 // moment the slot's snapshot was whole, when a locked Put would have
 // decided the same. Anything else, or a topic not in its home slot, is
-// left to the locked path (settled false), with the home slot and its
-// sequence number if it held the topic, else slot -1.
+// left to the locked path (settled false), with the home slot and the
+// sequence number it was read at if the topic seemed to be there, else
+// slot -1; the locked path trusts the slot only if that sequence number is
+// unchanged.
 func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, partitions uint32) (applied, settled bool, slot int, seq uint32) {
 	i := p.home(k.tag())
 	e := &p.slots[i]
@@ -584,15 +586,29 @@ func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, 
 		return false, false, -1, 0
 	}
 	k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
-	ep, cur, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
-	if e.seq.Load() != s || k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] ||
-		len(k.b) > inlineKeyLen && (lp == nil || unsafe.String(lp, len(k.b)) != string(k.b)) {
+	cur := e.epoch.Load()
+	if len(k.b) > inlineKeyLen {
+		// A long topic's bytes may be read only from a whole snapshot.
+		if e.seq.Load() != s || lp == nil || unsafe.String(lp, len(k.b)) != string(k.b) {
+			return false, false, -1, 0
+		}
+	} else if k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] {
+		return false, false, -1, 0
+	}
+	if epoch > cur {
+		// A change, the common case of a Put of a present topic. The slot
+		// is handed on without checking the snapshot: the locked path uses
+		// it only if its sequence is still s, when what was read was whole.
+		return false, false, int(i), s
+	}
+	ep, parts := e.ep.Load(), e.parts.Load()
+	if e.seq.Load() != s {
 		return false, false, -1, 0
 	}
 	if epoch < cur {
 		return false, true, int(i), s
 	}
-	if epoch == cur && m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr {
+	if m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr {
 		return true, true, int(i), s
 	}
 	return false, false, int(i), s
