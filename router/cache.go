@@ -524,11 +524,17 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	if settled {
 		return applied
 	}
+	return p.putLocked(&k, owner, addr, epoch, partitions, i, seq)
+}
+
+// putLocked is Put under the part's lock. Slot i, read at sequence number
+// seq, is where the lock-free look saw the topic (or -1): it still holds
+// the topic if its sequence is unchanged, since every change of what a
+// slot holds bumps it; otherwise the topic is looked for again.
+func (p *cachePart) putLocked(k *topicKey, owner, addr string, epoch uint64, partitions uint32, i int, seq uint32) bool {
 	p.mu.Lock()
-	// The slot the probe found still holds the topic if its sequence is
-	// unchanged: every change of what a slot holds bumps it.
 	if i < 0 || p.slots[i].seq.Load() != seq {
-		i = p.find(&k)
+		i = p.find(k)
 	}
 	if i >= 0 {
 		ok := p.update(&p.slots[i], owner, addr, epoch, partitions)
@@ -539,18 +545,18 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 		p.evict()
 	}
 	ep := p.intern(owner, addr)
-	j := p.home(k.tag())
-	for p.slots[j].meta.Load()&stateMask != slotEmpty {
-		j = (j + 1) & p.smask
+	free := p.home(k.tag())
+	for p.slots[free].meta.Load()&stateMask != slotEmpty {
+		free = (free + 1) & p.smask
 	}
 	// Filling an empty slot moves nothing: a reader sees the topic or not,
 	// and either is right for a Put still in progress.
-	e := &p.slots[j]
+	e := &p.slots[free]
 	s := e.seq.Load()
 	e.seq.Store(s + 1)
 	e.tag.Store(k.tag())
-	if len(topic) > inlineKeyLen {
-		key := string(topic)
+	if len(k.b) > inlineKeyLen {
+		key := string(k.b)
 		e.long.Store(unsafe.StringData(key))
 	} else {
 		for j := range e.key {

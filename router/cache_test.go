@@ -436,3 +436,41 @@ func TestCachePutOfUnchangedRoute(t *testing.T) {
 		}
 	}
 }
+
+// The locked path of a Put trusts the slot the lock-free look found only
+// while the slot's sequence number is unchanged: when the topic was evicted
+// meanwhile and another took its slot, the Put inserts its topic afresh
+// and leaves the other's route alone.
+func TestCachePutRechecksTheSlotItWasHanded(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 16, Shards: 1})
+	p := &c.parts[0]
+	a := []byte("orders.eu-west.1")
+	ka := makeKey(a)
+	// Another topic with the same home slot.
+	var b []byte
+	for i := 0; b == nil; i++ {
+		cand := []byte("clicks." + strconv.Itoa(i))
+		if kb := makeKey(cand); p.home(kb.tag()) == p.home(ka.tag()) && string(cand) != string(a) {
+			b = cand
+		}
+	}
+	c.Put(a, "n1", "a1", 1, 1)
+	applied, settled, slot, seq := p.putUnchanged(&ka, "n2", "a2", 2, 1)
+	if applied || settled || slot != int(p.home(ka.tag())) {
+		t.Fatalf("look at a newer route = %v %v slot %d, want unsettled at the home slot %d", applied, settled, slot, p.home(ka.tag()))
+	}
+	// Between the look and the lock, a is evicted and b takes its slot.
+	p.mu.Lock()
+	p.remove(uint64(slot))
+	p.mu.Unlock()
+	c.Put(b, "n3", "a3", 7, 1)
+	if !p.putLocked(&ka, "n2", "a2", 2, 1, slot, seq) {
+		t.Fatal("Put of an evicted topic ignored")
+	}
+	if r, ok := c.Get(b); !ok || r != (Route{"n3", "a3", 7, 1}) {
+		t.Fatalf("the other topic's route became %+v %v", r, ok)
+	}
+	if r, ok := c.Get(a); !ok || r != (Route{"n2", "a2", 2, 1}) {
+		t.Fatalf("Get(a) = %+v %v after the Put", r, ok)
+	}
+}
