@@ -52,8 +52,9 @@ const (
 )
 
 // CacheStats are the cache's counters since it was made, exact: hits and
-// misses are counted per P, each P on a cache line of its own, so
-// concurrent readers do not share the lines they count on.
+// misses are added atomically on 64 counter stripes, chosen by the calling
+// goroutine's stack, so concurrent readers mostly count on lines of their
+// own.
 type CacheStats struct {
 	Hits      uint64
 	Misses    uint64
@@ -80,11 +81,11 @@ type CacheStats struct {
 // held inside its entry, so a hit reads one cache line besides the caller's
 // topic; a longer topic is held in a copy the entry points to. Reads take no
 // lock: every entry is guarded by a sequence counter that writers make odd
-// while they change more than one of its words, and every part by one that
-// writers make odd while entries move; a reader retries when either changed
-// under it, so it never returns a torn route nor misses a topic that was
-// resident throughout. Writers lock their part. All shared words are
-// accessed atomically.
+// while they change anything but its epoch alone, and every part by one
+// that writers make odd while entries move; a reader retries when either
+// changed under it, so it never returns a torn route nor misses a topic
+// that was resident throughout. Writers lock their part, except a Put that
+// would change nothing. All shared words are accessed atomically.
 //
 // Get on a hit allocates nothing, nor does Put of a present topic once its
 // (owner, address) pair has been seen: pairs are kept once per owner in
@@ -194,11 +195,7 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	}
 	per := (capacity + shards - 1) / shards
 	slots := 1 << bits.Len(uint(per+per/2)) // more than 1.5 slots per entry
-	c := &Cache{
-		parts:    make([]cachePart, shards),
-		mask:     uint64(shards - 1),
-		capacity: per * shards,
-	}
+	c := &Cache{parts: make([]cachePart, shards), mask: uint64(shards - 1), capacity: per * shards}
 	for i := range c.parts {
 		p := &c.parts[i]
 		p.slots = make([]cacheEntry, slots)
@@ -622,10 +619,15 @@ func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, 
 
 // update applies a Put to e, which holds the topic. Caller holds p.mu.
 //
-// Only the words that change are written, and a change of one word needs
-// no sequence bump: a reader sees the old word or the new one with the
-// rest, and both are whole routes. A Put that only raises the epoch, the
-// common case, is then one store.
+// Only the words that change are written, and a change of the epoch alone,
+// the common case, is one store without a sequence bump: a reader sees the
+// old epoch or the new one with the rest, and both are whole routes. Any
+// other change bumps the sequence, even of a single word: a reader loads
+// the owner before the epoch, so two successive single-word changes (the
+// owner, then the epoch) could otherwise be seen as the old owner with the
+// new epoch, a route never put. With only the epoch changing unbumped, the
+// other words a reader saw held throughout its read, at every epoch it
+// could have read.
 func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, partitions uint32) bool {
 	cur := e.epoch.Load()
 	if epoch < cur {
@@ -638,9 +640,9 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 	m := e.meta.Load()
 	newMeta := m&^stateMask | slotLive
 	setEp, setEpoch, setParts, setMeta := ep != e.ep.Load(), epoch != cur, partitions != e.parts.Load(), m&stateMask != slotLive
-	n := b2i(setEp) + b2i(setEpoch) + b2i(setParts) + b2i(setMeta)
+	bump := setEp || setParts || setMeta
 	s := e.seq.Load()
-	if n > 1 {
+	if bump {
 		e.seq.Store(s + 1)
 	}
 	if setEp {
@@ -655,17 +657,10 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 	if setMeta {
 		e.meta.Store(newMeta)
 	}
-	if n > 1 {
+	if bump {
 		e.seq.Store(s + 2)
 	}
 	return true
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Invalidate hides topic's route if its epoch is not newer than epoch, and

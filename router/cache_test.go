@@ -474,3 +474,45 @@ func TestCachePutRechecksTheSlotItWasHanded(t *testing.T) {
 		t.Fatalf("Get(a) = %+v %v after the Put", r, ok)
 	}
 }
+
+// Of a Put's changes to a present topic, only one of the epoch alone is
+// made without a sequence bump. A reader loads the owner before the epoch:
+// had an owner-only change not bumped, the owner before it and an epoch
+// raised after it could be read together, a route never put.
+func TestCacheOnlyAnEpochAloneChangesWithoutSequenceBump(t *testing.T) {
+	topic := []byte("orders.eu-west.3")
+	k := makeKey(topic)
+	for _, tc := range []struct {
+		name        string
+		owner, addr string
+		epoch       uint64
+		parts       uint32
+		invalidate  bool
+		bumped      bool
+	}{
+		{"epoch", "n1", "a1", 6, 1, false, false},
+		{"nothing", "n1", "a1", 5, 1, false, false},
+		{"owner", "n2", "a2", 5, 1, false, true},
+		{"address", "n1", "a9", 5, 1, false, true},
+		{"partitions", "n1", "a1", 5, 4, false, true},
+		{"revival", "n1", "a1", 5, 1, true, true},
+		{"owner and epoch", "n2", "a2", 6, 1, false, true},
+	} {
+		c := mustCache(t, CacheConfig{Capacity: 64, Shards: 1})
+		c.Put(topic, "n1", "a1", 5, 1)
+		if tc.invalidate {
+			c.Invalidate(topic, 5)
+		}
+		e := &c.parts[0].slots[c.parts[0].find(&k)]
+		seq := e.seq.Load()
+		if !c.Put(topic, tc.owner, tc.addr, tc.epoch, tc.parts) {
+			t.Fatalf("%s: Put ignored", tc.name)
+		}
+		if bumped := e.seq.Load() != seq; bumped != tc.bumped {
+			t.Errorf("%s: sequence bumped %v, want %v", tc.name, bumped, tc.bumped)
+		}
+		if r, ok := c.Get(topic); !ok || r != (Route{tc.owner, tc.addr, tc.epoch, tc.parts}) {
+			t.Errorf("%s: Get = %+v %v", tc.name, r, ok)
+		}
+	}
+}
