@@ -81,11 +81,11 @@ type CacheStats struct {
 // held inside its entry, so a hit reads one cache line besides the caller's
 // topic; a longer topic is held in a copy the entry points to. Reads take no
 // lock: every entry is guarded by a sequence counter that writers make odd
-// while they change more than one of its words, and every part by one that
-// writers make odd while entries move; a reader retries when either changed
-// under it, so it never returns a torn route nor misses a topic that was
-// resident throughout. Writers lock their part. All shared words are
-// accessed atomically.
+// while they change anything but its epoch alone, and every part by one
+// that writers make odd while entries move; a reader retries when either
+// changed under it, so it never returns a torn route nor misses a topic
+// that was resident throughout. Writers lock their part, except a Put that
+// would change nothing. All shared words are accessed atomically.
 //
 // Get on a hit allocates nothing, nor does Put of a present topic once its
 // (owner, address) pair has been seen: pairs are kept once per owner in
@@ -243,10 +243,16 @@ func mum(a, b uint64) uint64 {
 // words, which are what an entry compares, in registers. A longer topic is
 // hashed by maphash and has zero words.
 func keyHash(b []byte) (h, w0, w1, w2 uint64) {
+	if len(b) > inlineKeyLen {
+		return maphash.Bytes(longSeed, b), 0, 0, 0
+	}
+	return shortKeyHash(b)
+}
+
+// shortKeyHash is keyHash of a topic of up to inlineKeyLen bytes.
+func shortKeyHash(b []byte) (h, w0, w1, w2 uint64) {
 	n := len(b)
 	switch {
-	case n > inlineKeyLen:
-		return maphash.Bytes(longSeed, b), 0, 0, 0
 	case n >= 8:
 		w0 = binary.LittleEndian.Uint64(b)
 		w1 = binary.LittleEndian.Uint64(b[n/2-4:])
@@ -344,21 +350,27 @@ func (p *cachePart) lookup(k *topicKey) (Route, lookupResult) {
 }
 
 // Get returns the cached route of topic. A hit allocates nothing.
+//
+// The probe for a hit takes no lock and, with the key in registers, reads
+// the entry's line and nothing else. A hit anywhere on the probe run is
+// certain without a part-level check: the slot's snapshot is whole and
+// holds the topic. What else ends the probe (an empty slot, a slot a
+// writer holds) may be a miss or an entry moving, which getSlow settles.
+// Topics held inline and longer ones take separate paths, chosen by the
+// length, which is at hand before the entry arrives from memory: a branch
+// on what the entry holds would be mispredicted for every long topic after
+// a short one, discarding the work the processor had begun on the caller's
+// next lookup.
 func (c *Cache) Get(topic []byte) (Route, bool) {
-	if len(topic) > MaxCacheTopicLen {
-		c.countMiss()
-		return Route{}, false
+	if len(topic) > inlineKeyLen {
+		return c.getLong(topic)
 	}
-	h, w0, w1, w2 := keyHash(topic)
-	meta, tag := slotLive|uint32(len(topic))<<metaLenShift, uint32(h>>32)
+	h, w0, w1, w2 := shortKeyHash(topic)
+	tag, meta := uint32(h>>32), slotLive|uint32(len(topic))<<metaLenShift
 	p := &c.parts[h&c.mask]
-	// The probe for a hit, with the key in registers and no lock. A hit
-	// anywhere on the probe run is certain without a part-level check: the
-	// slot's snapshot is whole and holds the topic. What else ends the
-	// probe (an empty slot, a slot a writer holds) may be a miss or an
-	// entry moving, which getSlow settles.
-	for i, n := p.home(tag), 0; n < len(p.slots); i, n = (i+1)&p.smask, n+1 {
-		e := &p.slots[i]
+	slots, smask := p.slots, p.smask
+	for i, n := uint64(tag)&smask, 0; n < len(slots); i, n = (i+1)&smask, n+1 {
+		e := &slots[i]
 		s, m := e.seq.Load(), e.meta.Load()
 		if s&1 != 0 || m&stateMask == slotEmpty {
 			break
@@ -366,25 +378,64 @@ func (c *Cache) Get(topic []byte) (Route, bool) {
 		if m&^refBit != meta || e.tag.Load() != tag {
 			continue
 		}
-		k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+		k0, k1, k2 := e.key[0].Load(), e.key[1].Load(), e.key[2].Load()
 		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
 		if e.seq.Load() != s {
 			break
 		}
-		// A long topic's bytes are immutable once the snapshot is whole.
-		if k0 == w0 && k1 == w1 && k2 == w2 && (lp == nil || unsafe.String(lp, len(topic)) == string(topic)) {
-			if m&refBit == 0 {
-				e.meta.Or(refBit)
-			}
-			c.countHit()
-			return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
+		if k0 != w0 || k1 != w1 || k2 != w2 {
+			continue
 		}
+		if m&refBit == 0 {
+			e.meta.Or(refBit)
+		}
+		c.countHit()
+		return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
 	}
-	return c.getSlow(&topicKey{b: topic, h: h, meta: meta, w: [3]uint64{w0, w1, w2}}, p)
+	return c.getSlow(topic, p)
+}
+
+// getLong is Get of a topic longer than inlineKeyLen: the entry points to
+// the topic's bytes, immutable once the entry's snapshot is whole.
+func (c *Cache) getLong(topic []byte) (Route, bool) {
+	if len(topic) > MaxCacheTopicLen {
+		c.countMiss()
+		return Route{}, false
+	}
+	h := maphash.Bytes(longSeed, topic)
+	tag, meta := uint32(h>>32), slotLive|uint32(len(topic))<<metaLenShift
+	p := &c.parts[h&c.mask]
+	slots, smask := p.slots, p.smask
+	for i, n := uint64(tag)&smask, 0; n < len(slots); i, n = (i+1)&smask, n+1 {
+		e := &slots[i]
+		s, m := e.seq.Load(), e.meta.Load()
+		if s&1 != 0 || m&stateMask == slotEmpty {
+			break
+		}
+		if m&^refBit != meta || e.tag.Load() != tag {
+			continue
+		}
+		lp := e.long.Load()
+		ep, epoch, parts := e.ep.Load(), e.epoch.Load(), e.parts.Load()
+		if e.seq.Load() != s {
+			break
+		}
+		if lp == nil || unsafe.String(lp, len(topic)) != string(topic) {
+			continue
+		}
+		if m&refBit == 0 {
+			e.meta.Or(refBit)
+		}
+		c.countHit()
+		return Route{Owner: ep.owner, Addr: ep.addr, Epoch: epoch, Partitions: parts}, true
+	}
+	return c.getSlow(topic, p)
 }
 
 // getSlow is Get past the fast path: the probe with its retries.
-func (c *Cache) getSlow(k *topicKey, p *cachePart) (Route, bool) {
+func (c *Cache) getSlow(topic []byte, p *cachePart) (Route, bool) {
+	key := makeKey(topic)
+	k := &key
 	for range maxReadTries {
 		v := p.ver.Load()
 		if v&1 != 0 {
@@ -466,8 +517,23 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	}
 	k := makeKey(topic)
 	p := c.part(&k)
+	applied, settled, i, seq := p.putUnchanged(&k, owner, addr, epoch, partitions)
+	if settled {
+		return applied
+	}
+	return p.putLocked(&k, owner, addr, epoch, partitions, i, seq)
+}
+
+// putLocked is Put under the part's lock. Slot i, read at sequence number
+// seq, is where the lock-free look saw the topic (or -1): it still holds
+// the topic if its sequence is unchanged, since every change of what a
+// slot holds bumps it; otherwise the topic is looked for again.
+func (p *cachePart) putLocked(k *topicKey, owner, addr string, epoch uint64, partitions uint32, i int, seq uint32) bool {
 	p.mu.Lock()
-	if i := p.find(&k); i >= 0 {
+	if i < 0 || p.slots[i].seq.Load() != seq {
+		i = p.find(k)
+	}
+	if i >= 0 {
 		ok := p.update(&p.slots[i], owner, addr, epoch, partitions)
 		p.mu.Unlock()
 		return ok
@@ -476,18 +542,18 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 		p.evict()
 	}
 	ep := p.intern(owner, addr)
-	i := p.home(k.tag())
-	for p.slots[i].meta.Load()&stateMask != slotEmpty {
-		i = (i + 1) & p.smask
+	free := p.home(k.tag())
+	for p.slots[free].meta.Load()&stateMask != slotEmpty {
+		free = (free + 1) & p.smask
 	}
 	// Filling an empty slot moves nothing: a reader sees the topic or not,
 	// and either is right for a Put still in progress.
-	e := &p.slots[i]
+	e := &p.slots[free]
 	s := e.seq.Load()
 	e.seq.Store(s + 1)
 	e.tag.Store(k.tag())
-	if len(topic) > inlineKeyLen {
-		key := string(topic)
+	if len(k.b) > inlineKeyLen {
+		key := string(k.b)
 		e.long.Store(unsafe.StringData(key))
 	} else {
 		for j := range e.key {
@@ -504,12 +570,64 @@ func (c *Cache) Put(topic []byte, owner, addr string, epoch uint64, partitions u
 	return true
 }
 
+// putUnchanged settles without a lock, and without writing, a Put that
+// would change nothing: one older than the cached epoch (ignored, false),
+// or one of the cached route itself (applied, true), which a router sees
+// whenever a route it holds is confirmed again. It reads the topic's home
+// slot as Get does, where most topics are; what it decides held at the
+// moment the slot's snapshot was whole, when a locked Put would have
+// decided the same. Anything else, or a topic not in its home slot, is
+// left to the locked path (settled false), with the home slot and the
+// sequence number it was read at if the topic seemed to be there, else
+// slot -1; the locked path trusts the slot only if that sequence number is
+// unchanged.
+func (p *cachePart) putUnchanged(k *topicKey, owner, addr string, epoch uint64, partitions uint32) (applied, settled bool, slot int, seq uint32) {
+	i := p.home(k.tag())
+	e := &p.slots[i]
+	s, m := e.seq.Load(), e.meta.Load()
+	if s&1 != 0 || m&^(refBit|stateMask) != k.meta&^stateMask || m&stateMask == slotEmpty || e.tag.Load() != k.tag() {
+		return false, false, -1, 0
+	}
+	k0, k1, k2, lp := e.key[0].Load(), e.key[1].Load(), e.key[2].Load(), e.long.Load()
+	cur := e.epoch.Load()
+	if len(k.b) > inlineKeyLen {
+		// A long topic's bytes may be read only from a whole snapshot.
+		if e.seq.Load() != s || lp == nil || unsafe.String(lp, len(k.b)) != string(k.b) {
+			return false, false, -1, 0
+		}
+	} else if k0 != k.w[0] || k1 != k.w[1] || k2 != k.w[2] {
+		return false, false, -1, 0
+	}
+	if epoch > cur {
+		// A change, the common case of a Put of a present topic. The slot
+		// is handed on without checking the snapshot: the locked path uses
+		// it only if its sequence is still s, when what was read was whole.
+		return false, false, int(i), s
+	}
+	ep, parts := e.ep.Load(), e.parts.Load()
+	if e.seq.Load() != s {
+		return false, false, -1, 0
+	}
+	if epoch < cur {
+		return false, true, int(i), s
+	}
+	if m&stateMask == slotLive && parts == partitions && ep.owner == owner && ep.addr == addr {
+		return true, true, int(i), s
+	}
+	return false, false, int(i), s
+}
+
 // update applies a Put to e, which holds the topic. Caller holds p.mu.
 //
-// Only the words that change are written, and a change of one word needs
-// no sequence bump: a reader sees the old word or the new one with the
-// rest, and both are whole routes. A Put that only raises the epoch, the
-// common case, is then one store.
+// Only the words that change are written, and a change of the epoch alone,
+// the common case, is one store without a sequence bump: a reader sees the
+// old epoch or the new one with the rest, and both are whole routes. Any
+// other change bumps the sequence, even of a single word: a reader loads
+// the owner before the epoch, so two successive single-word changes (the
+// owner, then the epoch) could otherwise be seen as the old owner with the
+// new epoch, a route never put. With only the epoch changing unbumped, the
+// other words a reader saw held throughout its read, at every epoch it
+// could have read.
 func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, partitions uint32) bool {
 	cur := e.epoch.Load()
 	if epoch < cur {
@@ -522,9 +640,9 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 	m := e.meta.Load()
 	newMeta := m&^stateMask | slotLive
 	setEp, setEpoch, setParts, setMeta := ep != e.ep.Load(), epoch != cur, partitions != e.parts.Load(), m&stateMask != slotLive
-	n := b2i(setEp) + b2i(setEpoch) + b2i(setParts) + b2i(setMeta)
+	bump := setEp || setParts || setMeta
 	s := e.seq.Load()
-	if n > 1 {
+	if bump {
 		e.seq.Store(s + 1)
 	}
 	if setEp {
@@ -539,17 +657,10 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 	if setMeta {
 		e.meta.Store(newMeta)
 	}
-	if n > 1 {
+	if bump {
 		e.seq.Store(s + 2)
 	}
 	return true
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Invalidate hides topic's route if its epoch is not newer than epoch, and

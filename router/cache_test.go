@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -369,5 +370,149 @@ func TestCacheIgnoresOverlongTopics(t *testing.T) {
 	}
 	if r, ok := c.Get(longest); !ok || r.Owner != "n1" {
 		t.Fatalf("Get of the longest topic = %+v %v", r, ok)
+	}
+}
+
+// A Put that would change nothing (older than the cached epoch, or the
+// cached route itself) is settled without the part's lock and writes
+// nothing; a Put that changes any field of the route, or revives an
+// invalidated entry at its epoch, is applied.
+func TestCachePutOfUnchangedRoute(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		topic := []byte("orders.eu-west.17")
+		if long {
+			topic = []byte("payments.settled.ap-south-1.17")
+		}
+		c := mustCache(t, CacheConfig{Capacity: 64, Shards: 1})
+		c.Put(topic, "n1", "a1", 5, 3)
+		k := makeKey(topic)
+		e := &c.parts[0].slots[c.parts[0].find(&k)]
+		// Under the part's lock only the lock-free path can answer.
+		c.parts[0].mu.Lock()
+		done := make(chan [2]bool)
+		seq := e.seq.Load()
+		go func() {
+			done <- [2]bool{c.Put(topic, "n1", "a1", 5, 3), c.Put(topic, "n9", "a9", 4, 3)}
+		}()
+		select {
+		case got := <-done:
+			if got != [2]bool{true, false} {
+				t.Fatalf("long %v: Put of the cached route, of an older one = %v, want true, false", long, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("long %v: Put of an unchanged route waits for the part's lock", long)
+		}
+		c.parts[0].mu.Unlock()
+		if e.seq.Load() != seq || e.epoch.Load() != 5 {
+			t.Fatalf("long %v: an unchanged Put wrote the entry", long)
+		}
+		for i, s := range []struct {
+			op          string
+			owner, addr string
+			epoch       uint64
+			parts       uint32
+			applied     bool
+			want        Route
+		}{
+			{"put", "n1", "a1", 5, 4, true, Route{"n1", "a1", 5, 4}},
+			{"put", "n1", "a2", 5, 4, true, Route{"n1", "a2", 5, 4}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"inv", "", "", 5, 0, true, Route{}},
+			{"put", "n2", "a2", 4, 4, false, Route{}},
+			{"put", "n2", "a2", 5, 4, true, Route{"n2", "a2", 5, 4}},
+			{"put", "n2", "a2", 6, 4, true, Route{"n2", "a2", 6, 4}},
+		} {
+			var applied bool
+			if s.op == "put" {
+				applied = c.Put(topic, s.owner, s.addr, s.epoch, s.parts)
+			} else {
+				applied = c.Invalidate(topic, s.epoch)
+			}
+			got, ok := c.Get(topic)
+			if applied != s.applied || ok != (s.want != Route{}) || got != s.want {
+				t.Fatalf("long %v step %d: applied %v, Get = %+v %v; want %v, %+v", long, i, applied, got, ok, s.applied, s.want)
+			}
+		}
+	}
+}
+
+// The locked path of a Put trusts the slot the lock-free look found only
+// while the slot's sequence number is unchanged: when the topic was evicted
+// meanwhile and another took its slot, the Put inserts its topic afresh
+// and leaves the other's route alone.
+func TestCachePutRechecksTheSlotItWasHanded(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 16, Shards: 1})
+	p := &c.parts[0]
+	a := []byte("orders.eu-west.1")
+	ka := makeKey(a)
+	// Another topic with the same home slot.
+	var b []byte
+	for i := 0; b == nil; i++ {
+		cand := []byte("clicks." + strconv.Itoa(i))
+		if kb := makeKey(cand); p.home(kb.tag()) == p.home(ka.tag()) && string(cand) != string(a) {
+			b = cand
+		}
+	}
+	c.Put(a, "n1", "a1", 1, 1)
+	applied, settled, slot, seq := p.putUnchanged(&ka, "n2", "a2", 2, 1)
+	if applied || settled || slot != int(p.home(ka.tag())) {
+		t.Fatalf("look at a newer route = %v %v slot %d, want unsettled at the home slot %d", applied, settled, slot, p.home(ka.tag()))
+	}
+	// Between the look and the lock, a is evicted and b takes its slot.
+	p.mu.Lock()
+	p.remove(uint64(slot))
+	p.mu.Unlock()
+	c.Put(b, "n3", "a3", 7, 1)
+	if !p.putLocked(&ka, "n2", "a2", 2, 1, slot, seq) {
+		t.Fatal("Put of an evicted topic ignored")
+	}
+	if r, ok := c.Get(b); !ok || r != (Route{"n3", "a3", 7, 1}) {
+		t.Fatalf("the other topic's route became %+v %v", r, ok)
+	}
+	if r, ok := c.Get(a); !ok || r != (Route{"n2", "a2", 2, 1}) {
+		t.Fatalf("Get(a) = %+v %v after the Put", r, ok)
+	}
+}
+
+// Of a Put's changes to a present topic, only one of the epoch alone is
+// made without a sequence bump. A reader loads the owner before the epoch:
+// had an owner-only change not bumped, the owner before it and an epoch
+// raised after it could be read together, a route never put.
+func TestCacheOnlyAnEpochAloneChangesWithoutSequenceBump(t *testing.T) {
+	topic := []byte("orders.eu-west.3")
+	k := makeKey(topic)
+	for _, tc := range []struct {
+		name        string
+		owner, addr string
+		epoch       uint64
+		parts       uint32
+		invalidate  bool
+		bumped      bool
+	}{
+		{"epoch", "n1", "a1", 6, 1, false, false},
+		{"nothing", "n1", "a1", 5, 1, false, false},
+		{"owner", "n2", "a2", 5, 1, false, true},
+		{"address", "n1", "a9", 5, 1, false, true},
+		{"partitions", "n1", "a1", 5, 4, false, true},
+		{"revival", "n1", "a1", 5, 1, true, true},
+		{"owner and epoch", "n2", "a2", 6, 1, false, true},
+	} {
+		c := mustCache(t, CacheConfig{Capacity: 64, Shards: 1})
+		c.Put(topic, "n1", "a1", 5, 1)
+		if tc.invalidate {
+			c.Invalidate(topic, 5)
+		}
+		e := &c.parts[0].slots[c.parts[0].find(&k)]
+		seq := e.seq.Load()
+		if !c.Put(topic, tc.owner, tc.addr, tc.epoch, tc.parts) {
+			t.Fatalf("%s: Put ignored", tc.name)
+		}
+		if bumped := e.seq.Load() != seq; bumped != tc.bumped {
+			t.Errorf("%s: sequence bumped %v, want %v", tc.name, bumped, tc.bumped)
+		}
+		if r, ok := c.Get(topic); !ok || r != (Route{tc.owner, tc.addr, tc.epoch, tc.parts}) {
+			t.Errorf("%s: Get = %+v %v", tc.name, r, ok)
+		}
 	}
 }
