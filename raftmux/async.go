@@ -19,6 +19,17 @@ import (
 // own append is still being written, and committed entries
 // (MsgStorageApply) are applied on the worker as soon as raft hands them
 // out, which it does once they are durable here.
+//
+// The store lets one goroutine at a time write a shard (shardstore: "the
+// raft layer owns each shard from one goroutine at a time"): a batch takes
+// a view of the shard's log bounds when it first touches the shard and puts
+// them back when it commits. An apply batch (SetApplied) or a compaction
+// committed on the worker while the writer commits an append of the same
+// shard would put back bounds from before the append, and raft would then
+// read entries at the wrong indexes. So the writer's batches and the
+// worker's storage writes take turns under writer.storeMu, and the worker
+// records applied indexes only under it, just before its commit (the state
+// machine's own writes are built outside it).
 
 // appendJob is one MsgStorageAppend of one replica.
 type appendJob struct {
@@ -37,6 +48,11 @@ type writer struct {
 	spare  []appendJob
 	kick   chan struct{}
 	outbox map[uint64]*RaftBatch
+	// storeMu serialises the storage writes of the worker's shards: held by
+	// the writer around each batch it builds and commits, by the worker
+	// around recording applied indexes and committing, and around
+	// compactions.
+	storeMu sync.Mutex
 }
 
 func newWriter(w *worker) *writer {
@@ -83,6 +99,18 @@ func (wr *writer) run() {
 // write persists jobs in one batch (split only around snapshots), sends
 // the responses meant for other nodes and hands the rest to the worker.
 func (wr *writer) write(jobs []appendJob) bool {
+	wr.storeMu.Lock()
+	ok := wr.persist(jobs)
+	wr.storeMu.Unlock()
+	if !ok {
+		return false
+	}
+	wr.respond(jobs)
+	return true
+}
+
+// persist writes jobs to the store, under storeMu.
+func (wr *writer) persist(jobs []appendJob) bool {
 	h := wr.w.h
 	st := h.cfg.Storage
 	b := st.NewBatch()
@@ -126,9 +154,13 @@ func (wr *writer) write(jobs []appendJob) bool {
 			sync = sync || j.sync
 		}
 	}
-	if !commit() {
-		return false
-	}
+	return commit()
+}
+
+// respond sends the responses of persisted jobs meant for other nodes and
+// hands the rest to the worker.
+func (wr *writer) respond(jobs []appendJob) {
+	h := wr.w.h
 	self := h.cfg.NodeID
 	for i := range jobs {
 		j := &jobs[i]
@@ -151,7 +183,34 @@ func (wr *writer) write(jobs []appendJob) bool {
 		}
 	}
 	_ = wr.w.enqueueControl(event{kind: evAppended, jobs: jobs})
-	return true
+}
+
+// deferredApplied is the worker's apply batch with AsyncStorageWrites: the
+// state machine writes into it freely, but the applied indexes are recorded
+// only under writer.storeMu, right before the commit (see above).
+type deferredApplied struct {
+	Batch
+	marks []appliedMark
+}
+
+type appliedMark struct{ shard, index uint64 }
+
+// SetApplied implements Batch: it is recorded for commit.
+func (d *deferredApplied) SetApplied(shard, idx uint64) {
+	d.marks = append(d.marks, appliedMark{shard: shard, index: idx})
+}
+
+// commit records the applied indexes and commits (unsynced), under storeMu.
+func (d *deferredApplied) commit(wr *writer) error {
+	wr.storeMu.Lock()
+	for _, m := range d.marks {
+		d.Batch.SetApplied(m.shard, m.index)
+	}
+	err := d.Batch.Commit(false)
+	wr.storeMu.Unlock()
+	d.Batch = nil
+	d.marks = d.marks[:0]
+	return err
 }
 
 // appended steps the local responses of persisted appends.
@@ -257,11 +316,12 @@ func (w *worker) processReadyAsync() {
 	w.jobs = jobs[:0]
 
 	if len(applies) > 0 {
-		ab := cfg.Storage.NewBatch()
+		ab := &w.deferred
+		ab.Batch = cfg.Storage.NewBatch()
 		for _, a := range applies {
 			w.apply(a.r, a.m.Entries, ab)
 		}
-		if err := ab.Commit(false); err != nil {
+		if err := ab.commit(w.wr); err != nil {
 			w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
 			return
 		}

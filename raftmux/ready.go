@@ -257,6 +257,11 @@ func (w *worker) maybeCompact(r *replica) {
 		return
 	}
 	idx := r.applied - cfg.CompactionKeep
+	if w.wr != nil {
+		// The writer may be appending to this shard (see storeMu).
+		w.wr.storeMu.Lock()
+		defer w.wr.storeMu.Unlock()
+	}
 	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
 		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
 	} else {

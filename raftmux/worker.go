@@ -82,9 +82,10 @@ type worker struct {
 	flights    chan *flight
 	inflight   int
 	// With AsyncStorageWrites: the writer, and round buffers.
-	wr      *writer
-	jobs    []appendJob
-	applies []applyItem
+	wr       *writer
+	jobs     []appendJob
+	applies  []applyItem
+	deferred deferredApplied
 }
 
 // removedGraceElections is how many election timeouts a replica left out
