@@ -29,7 +29,8 @@ import (
 // read entries at the wrong indexes. So the writer's batches and the
 // worker's storage writes take turns under writer.storeMu, and the worker
 // records applied indexes only under it, just before its commit (the state
-// machine's own writes are built outside it).
+// machine's own writes are built outside it). The writer holds it for its
+// unsynced commit only, not for the fsync that follows.
 
 // appendJob is one MsgStorageAppend of one replica.
 type appendJob struct {
@@ -49,7 +50,7 @@ type writer struct {
 	kick   chan struct{}
 	outbox map[uint64]*RaftBatch
 	// storeMu serialises the storage writes of the worker's shards: held by
-	// the writer around each batch it builds and commits, by the worker
+	// the writer around each batch it builds and commits unsynced, by the worker
 	// around recording applied indexes and committing, and around
 	// compactions.
 	storeMu sync.Mutex
@@ -98,33 +99,45 @@ func (wr *writer) run() {
 
 // write persists jobs in one batch (split only around snapshots), sends
 // the responses meant for other nodes and hands the rest to the worker.
+//
+// The batch is committed without a sync under storeMu, and made durable by
+// an empty synced commit after it (a synced commit makes every earlier
+// commit durable): the worker's own storage writes wait for the short
+// commit only, never for the fsync.
 func (wr *writer) write(jobs []appendJob) bool {
 	wr.storeMu.Lock()
-	ok := wr.persist(jobs)
+	sync, ok := wr.persist(jobs)
 	wr.storeMu.Unlock()
 	if !ok {
 		return false
+	}
+	if sync {
+		if err := wr.w.h.cfg.Storage.NewBatch().Commit(true); err != nil {
+			wr.w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+			return false
+		}
 	}
 	wr.respond(jobs)
 	return true
 }
 
-// persist writes jobs to the store, under storeMu.
-func (wr *writer) persist(jobs []appendJob) bool {
+// persist writes jobs to the store unsynced, under storeMu, and reports
+// whether they must be synced.
+func (wr *writer) persist(jobs []appendJob) (mustSync, ok bool) {
 	h := wr.w.h
 	st := h.cfg.Storage
 	b := st.NewBatch()
-	pending, sync := false, false
+	pending := false
 	commit := func() bool {
 		if !pending {
 			return true
 		}
-		if err := b.Commit(sync); err != nil {
+		if err := b.Commit(false); err != nil {
 			h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
 			return false
 		}
 		b = st.NewBatch()
-		pending, sync = false, false
+		pending = false
 		return true
 	}
 	for i := range jobs {
@@ -132,15 +145,16 @@ func (wr *writer) persist(jobs []appendJob) bool {
 		m := j.m
 		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
 			if !commit() {
-				return false
+				return false, false
 			}
 			var data io.Reader = emptyReader{}
 			if j.snapData != nil {
 				data = bytes.NewReader(j.snapData)
 			}
+			// Synced by the store, with everything committed before it.
 			if err := st.ApplySnapshot(j.r.shard, snap, data); err != nil {
 				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.GetMetadata().GetIndex(), err))
-				return false
+				return false, false
 			}
 			j.snapData = nil
 		}
@@ -151,10 +165,10 @@ func (wr *writer) persist(jobs []appendJob) bool {
 		if hs != nil || len(m.Entries) > 0 {
 			b.Append(j.r.shard, hs, m.Entries)
 			pending = true
-			sync = sync || j.sync
+			mustSync = mustSync || j.sync
 		}
 	}
-	return commit()
+	return mustSync, commit()
 }
 
 // respond sends the responses of persisted jobs meant for other nodes and
