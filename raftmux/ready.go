@@ -102,6 +102,13 @@ func (w *worker) processReady() {
 		}
 		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
+		if it.early && len(rd.Entries) > 0 && !pipelined && cfg.AckWait > 0 && len(r.confState.GetVoters()) > 1 {
+			// Before the appends leave: an ack may beat this round's fsync.
+			w.awaitAcks = true
+			w.mu.Lock()
+			w.awaited[r.shard] = rd.Entries[len(rd.Entries)-1].GetIndex()
+			w.mu.Unlock()
+		}
 		if it.early {
 			for _, m := range rd.Messages {
 				w.route(r, m)

@@ -127,13 +127,14 @@ func (c *storeCluster) obs() raftmuxtest.Hosts {
 // indexes (raft then stops the process).
 func TestLoadOnPebbleAppliesTheSameEntriesEverywhere(t *testing.T) {
 	for _, mode := range []struct {
-		name  string
-		async bool
-		pipe  bool
-	}{{"Sync", false, false}, {"PipelineWrites", false, true}, {"AsyncStorageWrites", true, false}} {
+		name    string
+		async   bool
+		pipe    bool
+		ackWait time.Duration
+	}{{"Sync", false, false, 0}, {"SyncWithoutAckWait", false, false, -1}, {"PipelineWrites", false, true, 0}, {"AsyncStorageWrites", true, false, 0}} {
 		t.Run(mode.name, func(t *testing.T) {
 			c := newStoreCluster(t, 3, func(cfg *raftmux.Config) {
-				cfg.AsyncStorageWrites, cfg.PipelineWrites = mode.async, mode.pipe
+				cfg.AsyncStorageWrites, cfg.PipelineWrites, cfg.AckWait = mode.async, mode.pipe, mode.ackWait
 				cfg.CompactionOverhead, cfg.CompactionKeep = 64, 8
 				// Elections under a load of fsyncs on a shared machine
 				// are not what this test is about.
