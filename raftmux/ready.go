@@ -143,15 +143,18 @@ func (w *worker) processReady() {
 	b := cfg.Storage.NewBatch()
 	write, sync := false, false
 	for i := range items {
-		rd := &items[i].rd
-		if raft.IsEmptyHardState(rd.HardState) && len(rd.Entries) == 0 {
-			continue
-		}
+		r, rd := items[i].r, &items[i].rd
 		hs := rd.HardState
-		if raft.IsEmptyHardState(hs) {
+		if raft.IsEmptyHardState(hs) || (hs.GetTerm() == r.term && hs.GetVote() == r.persistedVote && hs.GetCommit() <= r.persistedCommit) {
+			// Empty, or already written: the early apply wrote the
+			// HardState covering its entries, which on a leader is this
+			// one (the commit index its acks raised).
 			hs = nil
 		}
-		b.Append(items[i].r.shard, hs, rd.Entries)
+		if hs == nil && len(rd.Entries) == 0 {
+			continue
+		}
+		b.Append(r.shard, hs, rd.Entries)
 		write = true
 		sync = sync || rd.MustSync
 	}
@@ -192,7 +195,7 @@ func (w *worker) finish(items []readyItem) {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.term = rd.HardState.GetTerm()
 			r.persistedVote = rd.HardState.GetVote()
-			r.persistedCommit = rd.HardState.GetCommit()
+			r.persistedCommit = max(r.persistedCommit, rd.HardState.GetCommit())
 		}
 		if !items[i].early {
 			for _, m := range rd.Messages {
