@@ -19,6 +19,18 @@ import (
 // own append is still being written, and committed entries
 // (MsgStorageApply) are applied on the worker as soon as raft hands them
 // out, which it does once they are durable here.
+//
+// The store lets one goroutine at a time write a shard (shardstore: "the
+// raft layer owns each shard from one goroutine at a time"): a batch takes
+// a view of the shard's log bounds when it first touches the shard and puts
+// them back when it commits. An apply batch (SetApplied) or a compaction
+// committed on the worker while the writer commits an append of the same
+// shard would put back bounds from before the append, and raft would then
+// read entries at the wrong indexes. So the writer's batches and the
+// worker's storage writes take turns under writer.storeMu, and the worker
+// records applied indexes only under it, just before its commit (the state
+// machine's own writes are built outside it). The writer holds it for its
+// unsynced commit only, not for the fsync that follows.
 
 // appendJob is one MsgStorageAppend of one replica.
 type appendJob struct {
@@ -37,6 +49,11 @@ type writer struct {
 	spare  []appendJob
 	kick   chan struct{}
 	outbox map[uint64]*RaftBatch
+	// storeMu serialises the storage writes of the worker's shards: held by
+	// the writer around each batch it builds and commits unsynced, by the worker
+	// around recording applied indexes and committing, and around
+	// compactions.
+	storeMu sync.Mutex
 }
 
 func newWriter(w *worker) *writer {
@@ -82,21 +99,45 @@ func (wr *writer) run() {
 
 // write persists jobs in one batch (split only around snapshots), sends
 // the responses meant for other nodes and hands the rest to the worker.
+//
+// The batch is committed without a sync under storeMu, and made durable by
+// an empty synced commit after it (a synced commit makes every earlier
+// commit durable): the worker's own storage writes wait for the short
+// commit only, never for the fsync.
 func (wr *writer) write(jobs []appendJob) bool {
+	wr.storeMu.Lock()
+	sync, ok := wr.persist(jobs)
+	wr.storeMu.Unlock()
+	if !ok {
+		return false
+	}
+	if sync {
+		if err := wr.w.h.cfg.Storage.NewBatch().Commit(true); err != nil {
+			wr.w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+			return false
+		}
+	}
+	wr.respond(jobs)
+	return true
+}
+
+// persist writes jobs to the store unsynced, under storeMu, and reports
+// whether they must be synced.
+func (wr *writer) persist(jobs []appendJob) (mustSync, ok bool) {
 	h := wr.w.h
 	st := h.cfg.Storage
 	b := st.NewBatch()
-	pending, sync := false, false
+	pending := false
 	commit := func() bool {
 		if !pending {
 			return true
 		}
-		if err := b.Commit(sync); err != nil {
+		if err := b.Commit(false); err != nil {
 			h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
 			return false
 		}
 		b = st.NewBatch()
-		pending, sync = false, false
+		pending = false
 		return true
 	}
 	for i := range jobs {
@@ -104,15 +145,16 @@ func (wr *writer) write(jobs []appendJob) bool {
 		m := j.m
 		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
 			if !commit() {
-				return false
+				return false, false
 			}
 			var data io.Reader = emptyReader{}
 			if j.snapData != nil {
 				data = bytes.NewReader(j.snapData)
 			}
+			// Synced by the store, with everything committed before it.
 			if err := st.ApplySnapshot(j.r.shard, snap, data); err != nil {
 				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.GetMetadata().GetIndex(), err))
-				return false
+				return false, false
 			}
 			j.snapData = nil
 		}
@@ -123,12 +165,16 @@ func (wr *writer) write(jobs []appendJob) bool {
 		if hs != nil || len(m.Entries) > 0 {
 			b.Append(j.r.shard, hs, m.Entries)
 			pending = true
-			sync = sync || j.sync
+			mustSync = mustSync || j.sync
 		}
 	}
-	if !commit() {
-		return false
-	}
+	return mustSync, commit()
+}
+
+// respond sends the responses of persisted jobs meant for other nodes and
+// hands the rest to the worker.
+func (wr *writer) respond(jobs []appendJob) {
+	h := wr.w.h
 	self := h.cfg.NodeID
 	for i := range jobs {
 		j := &jobs[i]
@@ -151,7 +197,34 @@ func (wr *writer) write(jobs []appendJob) bool {
 		}
 	}
 	_ = wr.w.enqueueControl(event{kind: evAppended, jobs: jobs})
-	return true
+}
+
+// deferredApplied is the worker's apply batch with AsyncStorageWrites: the
+// state machine writes into it freely, but the applied indexes are recorded
+// only under writer.storeMu, right before the commit (see above).
+type deferredApplied struct {
+	Batch
+	marks []appliedMark
+}
+
+type appliedMark struct{ shard, index uint64 }
+
+// SetApplied implements Batch: it is recorded for commit.
+func (d *deferredApplied) SetApplied(shard, idx uint64) {
+	d.marks = append(d.marks, appliedMark{shard: shard, index: idx})
+}
+
+// commit records the applied indexes and commits (unsynced), under storeMu.
+func (d *deferredApplied) commit(wr *writer) error {
+	wr.storeMu.Lock()
+	for _, m := range d.marks {
+		d.Batch.SetApplied(m.shard, m.index)
+	}
+	err := d.Batch.Commit(false)
+	wr.storeMu.Unlock()
+	d.Batch = nil
+	d.marks = d.marks[:0]
+	return err
 }
 
 // appended steps the local responses of persisted appends.
@@ -257,11 +330,12 @@ func (w *worker) processReadyAsync() {
 	w.jobs = jobs[:0]
 
 	if len(applies) > 0 {
-		ab := cfg.Storage.NewBatch()
+		ab := &w.deferred
+		ab.Batch = cfg.Storage.NewBatch()
 		for _, a := range applies {
 			w.apply(a.r, a.m.Entries, ab)
 		}
-		if err := ab.Commit(false); err != nil {
+		if err := ab.commit(w.wr); err != nil {
 			w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
 			return
 		}

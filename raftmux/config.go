@@ -73,6 +73,14 @@ type Config struct {
 	// fsync. Default off (the synchronous Ready path). Exclusive with
 	// PipelineWrites.
 	AsyncStorageWrites bool
+	// AckWait: after a round in which leaders here sent appends before
+	// their own fsync, the worker holds its next round back until a
+	// follower's ack is in, for at most this long after the round ended, so
+	// that the round steps the ack and answers the proposals instead of
+	// leaving the ack waiting through another fsync. Events arriving
+	// meanwhile join that round. Default 500 µs; negative turns it off.
+	// Not used with PipelineWrites or AsyncStorageWrites.
+	AckWait time.Duration
 	// DisableQuiesce keeps every group ticking (for comparison runs).
 	DisableQuiesce bool
 	// PromoteMaxLag: Promote refuses (ErrLearnerBehind) a learner whose
@@ -105,6 +113,9 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&o.Workers, runtime.GOMAXPROCS(0))
+	if o.AckWait == 0 {
+		o.AckWait = 500 * time.Microsecond
+	}
 	if o.TickInterval == 0 {
 		o.TickInterval = 100 * time.Millisecond
 	}

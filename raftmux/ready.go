@@ -102,6 +102,13 @@ func (w *worker) processReady() {
 		}
 		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
+		if it.early && len(rd.Entries) > 0 && !pipelined && cfg.AckWait > 0 && len(r.confState.GetVoters()) > 1 {
+			// Before the appends leave: an ack may beat this round's fsync.
+			w.awaitAcks = true
+			w.mu.Lock()
+			w.awaited[r.shard] = rd.Entries[len(rd.Entries)-1].GetIndex()
+			w.mu.Unlock()
+		}
 		if it.early {
 			for _, m := range rd.Messages {
 				w.route(r, m)
@@ -136,15 +143,18 @@ func (w *worker) processReady() {
 	b := cfg.Storage.NewBatch()
 	write, sync := false, false
 	for i := range items {
-		rd := &items[i].rd
-		if raft.IsEmptyHardState(rd.HardState) && len(rd.Entries) == 0 {
-			continue
-		}
+		r, rd := items[i].r, &items[i].rd
 		hs := rd.HardState
-		if raft.IsEmptyHardState(hs) {
+		if raft.IsEmptyHardState(hs) || (hs.GetTerm() == r.term && hs.GetVote() == r.persistedVote && hs.GetCommit() <= r.persistedCommit) {
+			// Empty, or already written: the early apply wrote the
+			// HardState covering its entries, which on a leader is this
+			// one (the commit index its acks raised).
 			hs = nil
 		}
-		b.Append(items[i].r.shard, hs, rd.Entries)
+		if hs == nil && len(rd.Entries) == 0 {
+			continue
+		}
+		b.Append(r.shard, hs, rd.Entries)
 		write = true
 		sync = sync || rd.MustSync
 	}
@@ -185,7 +195,7 @@ func (w *worker) finish(items []readyItem) {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.term = rd.HardState.GetTerm()
 			r.persistedVote = rd.HardState.GetVote()
-			r.persistedCommit = rd.HardState.GetCommit()
+			r.persistedCommit = max(r.persistedCommit, rd.HardState.GetCommit())
 		}
 		if !items[i].early {
 			for _, m := range rd.Messages {
@@ -257,6 +267,11 @@ func (w *worker) maybeCompact(r *replica) {
 		return
 	}
 	idx := r.applied - cfg.CompactionKeep
+	if w.wr != nil {
+		// The writer may be appending to this shard (see storeMu).
+		w.wr.storeMu.Lock()
+		defer w.wr.storeMu.Unlock()
+	}
 	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
 		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
 	} else {

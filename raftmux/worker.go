@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -57,8 +58,12 @@ type worker struct {
 	h   *Host
 	idx int
 
-	mu      sync.Mutex
-	inbox   []event
+	mu    sync.Mutex
+	inbox []event
+	// awaited: shard → the last index its leader here appended in the last
+	// round (see holdForAcks); acksIn counts inbox acks reaching it.
+	awaited map[uint64]uint64
+	acksIn  int
 	stopped bool
 	wakec   chan struct{}
 	ticks   atomic.Int64
@@ -81,10 +86,17 @@ type worker struct {
 	waiters    []waiter
 	flights    chan *flight
 	inflight   int
+	// awaitAcks: the last round persisted appends that leaders here sent
+	// their followers before the fsync; the next round is held back (see
+	// Config.AckWait) until an ack is in or ackDeadline passes.
+	awaitAcks   bool
+	ackDeadline time.Time
+	ackTimer    *time.Timer
 	// With AsyncStorageWrites: the writer, and round buffers.
-	wr      *writer
-	jobs    []appendJob
-	applies []applyItem
+	wr       *writer
+	jobs     []appendJob
+	applies  []applyItem
+	deferred deferredApplied
 }
 
 // removedGraceElections is how many election timeouts a replica left out
@@ -121,6 +133,7 @@ func newWorker(h *Host, idx int, seq uint64) *worker {
 		tombstones: make(map[uint64]uint64),
 		dead:       make(map[uint64]bool),
 		outbox:     make(map[uint64]*RaftBatch),
+		awaited:    make(map[uint64]uint64),
 		seq:        seq,
 		flights:    make(chan *flight, maxFlights),
 	}
@@ -183,6 +196,11 @@ func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 		m := &b.Messages[i]
 		if m.Shard%n == idx && len(w.inbox) < max {
 			w.inbox = append(w.inbox, event{kind: evMsg, shard: m.Shard, from: from, msg: m.Msg})
+			if len(w.awaited) > 0 && m.Msg.GetType() == raftpb.MessageType_MsgAppResp && !m.Msg.GetReject() {
+				if idx, ok := w.awaited[m.Shard]; ok && m.Msg.GetIndex() >= idx {
+					w.acksIn++
+				}
+			}
 			added = true
 		}
 	}
@@ -212,7 +230,52 @@ func (w *worker) run() {
 			return
 		case <-w.wakec:
 		}
+		if w.awaitAcks && !w.holdForAcks() {
+			return
+		}
 		w.round()
+		if w.awaitAcks {
+			w.ackDeadline = time.Now().Add(w.h.cfg.AckWait)
+		}
+	}
+}
+
+// holdForAcks waits, after a round whose leaders sent appends before their
+// fsync, until a follower's ack of all of one group's appends is in the
+// inbox or Config.AckWait has passed since the round ended. A follower's fsync of those appends started
+// when the leader's did, so its ack is due a network round trip after the
+// leader's fsync ended; the round that steps it commits and answers the
+// appends (they are durable here), where a round started at once, for a
+// proposal that came in meanwhile, would leave the ack waiting through its
+// whole fsync. Acks of earlier appends do not count: one is in the inbox
+// after most rounds of a busy group, and a round started on it leaves the
+// new appends' acks to wait through its fsync. Whatever comes in meanwhile
+// waits for the same round, which then carries more proposals in one
+// fsync. It returns false if the host stops.
+func (w *worker) holdForAcks() bool {
+	w.awaitAcks = false
+	for {
+		w.mu.Lock()
+		acks := w.acksIn
+		w.mu.Unlock()
+		wait := time.Until(w.ackDeadline)
+		if acks > 0 || wait <= 0 {
+			return true
+		}
+		if w.ackTimer == nil {
+			w.ackTimer = time.NewTimer(wait)
+		} else {
+			w.ackTimer.Reset(wait)
+		}
+		select {
+		case <-w.h.stopc:
+			w.ackTimer.Stop()
+			return false
+		case <-w.wakec:
+			w.ackTimer.Stop()
+		case <-w.ackTimer.C:
+			return true
+		}
 	}
 }
 
@@ -237,6 +300,8 @@ func (w *worker) round() {
 	w.mu.Lock()
 	evs := w.inbox
 	w.inbox = w.spare[:0]
+	w.acksIn = 0
+	clear(w.awaited)
 	w.mu.Unlock()
 	for i := range evs {
 		w.handle(&evs[i])

@@ -126,6 +126,7 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		DisableQuiesce:     o.noQuiesce,
 		PipelineWrites:     o.pipeline,
 		AsyncStorageWrites: o.async,
+		AckWait:            o.ackWait,
 	})
 	if err != nil {
 		if hs.net != nil {

@@ -41,7 +41,7 @@ import (
 type options struct {
 	hosts, shards, payload, clients, workers, keys int
 	duration, warmup, idleWindow, settle, detect   time.Duration
-	suspect                                        time.Duration
+	suspect, ackWait                               time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline, async                                bool
 	dir, cpuprofile, trace, memprofile             string
@@ -114,6 +114,7 @@ func main() {
 	flag.BoolVar(&o.fsync, "fsync", true, "-storage mem: fsync an append-only file per host on every synced commit")
 	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
 	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
+	flag.DurationVar(&o.ackWait, "ackwait", 0, "raftmux Config.AckWait: how long a worker holds its next round back for followers' acks (0: default, negative: off)")
 	flag.BoolVar(&o.async, "async", false, "raftmux Config.AsyncStorageWrites: raft's asynchronous storage writes, appends on a writer goroutine")
 	flag.StringVar(&o.dir, "dir", "", "directory for the hosts' Pebble directories or fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
