@@ -197,7 +197,7 @@ func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 		if m.Shard%n == idx && len(w.inbox) < max {
 			w.inbox = append(w.inbox, event{kind: evMsg, shard: m.Shard, from: from, msg: m.Msg})
 			if len(w.awaited) > 0 && m.Msg.GetType() == raftpb.MessageType_MsgAppResp && !m.Msg.GetReject() {
-				if idx, ok := w.awaited[m.Shard]; ok && m.Msg.GetIndex() >= idx {
+				if last, ok := w.awaited[m.Shard]; ok && m.Msg.GetIndex() >= last {
 					w.acksIn++
 				}
 			}
@@ -242,9 +242,9 @@ func (w *worker) run() {
 
 // holdForAcks waits, after a round whose leaders sent appends before their
 // fsync, until a follower's ack of all of one group's appends is in the
-// inbox or Config.AckWait has passed since the round ended. A follower's fsync of those appends started
-// when the leader's did, so its ack is due a network round trip after the
-// leader's fsync ended; the round that steps it commits and answers the
+// inbox or Config.AckWait has passed since the round ended. A follower's
+// fsync of those appends started when the leader's did, so its ack is due a
+// network round trip after the leader's fsync ended; the round that steps it commits and answers the
 // appends (they are durable here), where a round started at once, for a
 // proposal that came in meanwhile, would leave the ack waiting through its
 // whole fsync. Acks of earlier appends do not count: one is in the inbox
