@@ -116,11 +116,15 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		hs.closeStorage()
 		return nil, fmt.Errorf("unknown -transport %q (netio or inproc)", o.transport)
 	}
+	var sm raftmux.StateMachine = raftmuxtest.NewKV(hs.mem, false)
+	if o.sm == "memory" {
+		sm = newMemSM()
+	}
 	h, err := raftmux.NewHost(raftmux.Config{
 		NodeID:             id,
 		Storage:            st,
 		Transport:          tr,
-		StateMachine:       raftmuxtest.NewKV(hs.mem, false),
+		StateMachine:       sm,
 		Workers:            o.workers,
 		OnLeaderChange:     c.onLeader,
 		DisableQuiesce:     o.noQuiesce,

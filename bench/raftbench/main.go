@@ -45,7 +45,7 @@ type options struct {
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline, async                                bool
 	dir, cpuprofile, trace, memprofile             string
-	storage, transport, detector                   string
+	storage, transport, detector, sm               string
 	memtableMiB                                    int
 }
 
@@ -56,6 +56,7 @@ type report struct {
 	Clients   int    `json:"clients,omitempty"`
 	Workers   int    `json:"workers_per_host"`
 	Storage   string `json:"storage"`
+	SM        string `json:"state_machine"`
 	Transport string `json:"transport"`
 	Quiesce   bool   `json:"quiesce"`
 	Pipeline  bool   `json:"pipeline_writes"`
@@ -107,6 +108,7 @@ func main() {
 	flag.StringVar(&o.detector, "detector", "swim", "failover: how survivors learn of the stopped host: swim (real SWIM drivers, LAN profile, on 127.0.0.1) or delay (NodeSuspect and NodeDead after -suspect-delay and -detect-delay)")
 	flag.DurationVar(&o.suspect, "suspect-delay", 1085*time.Millisecond, "failover with -detector delay: delay before NodeSuspect (SWIM's measured first suspicion, bench/README.md)")
 	flag.DurationVar(&o.detect, "detect-delay", 2585*time.Millisecond, "failover with -detector delay: delay before NodeDead (SWIM's measured first dead, bench/README.md)")
+	flag.StringVar(&o.sm, "sm", "store", "state machine: store (each command's key written into the round's storage batch) or memory (a map per shard, as the Dragonboat harness's in-memory KV)")
 	flag.StringVar(&o.storage, "storage", "pebble", "pebble (shardstore, a directory per host) or mem (raftmuxtest.MemStore)")
 	flag.IntVar(&o.memtableMiB, "memtable", 0, "-storage pebble: memtable MiB (0: shardstore's default)")
 	flag.StringVar(&o.transport, "transport", "netio", "netio (peer connections on 127.0.0.1) or inproc (raftmuxtest.Network)")
@@ -194,6 +196,9 @@ func run(o options) error {
 	if o.detector != "swim" && o.detector != "delay" {
 		return fmt.Errorf("unknown -detector %q (swim or delay)", o.detector)
 	}
+	if o.sm != "store" && o.sm != "memory" {
+		return fmt.Errorf("unknown -sm %q (store or memory)", o.sm)
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dir := o.dir
 	if dir == "" && (o.fsync || o.storage == "pebble") {
@@ -277,6 +282,7 @@ func run(o options) error {
 	rep := report{
 		Hosts: o.hosts, Shards: o.shards, Payload: o.payload, Workers: workers,
 		Storage:           storage,
+		SM:                o.sm,
 		Transport:         transport,
 		Quiesce:           !o.noQuiesce,
 		Pipeline:          o.pipeline,
