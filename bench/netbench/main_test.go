@@ -44,6 +44,41 @@ func runEpoll(ncs []net.Conn, depth int) ([][]int64, []int64, error) {
 	return driveEpoll(ncs, depth, &measuring, &stop)
 }
 
+// scriptedServer listens on loopback and serves one connection: it takes
+// the client's hello, answers it, then hands the connection to serve. The
+// returned address is the listener's; the server is stopped and waited for
+// when the test ends.
+func scriptedServer(t *testing.T, serve func(nc net.Conn, r *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		r := bufio.NewReader(nc)
+		if _, _, err := readFrame(r, nil); err != nil {
+			return
+		}
+		if _, err := nc.Write(serverHello()); err != nil {
+			return
+		}
+		serve(nc, r)
+	}()
+	return ln.Addr().String()
+}
+
 func TestEpollGeneratorAgainstNetServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,28 +107,7 @@ func TestEpollGeneratorAgainstNetServer(t *testing.T) {
 // of requests in reverse order (as workers racing each other may) is
 // measured like any other.
 func TestEpollGeneratorTakesAnswersInAnyOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		r := bufio.NewReader(nc)
-		if _, _, err := readFrame(r, nil); err != nil {
-			return
-		}
-		if _, err := nc.Write(serverHello()); err != nil {
-			return
-		}
+	addr := scriptedServer(t, func(nc net.Conn, r *bufio.Reader) {
 		for {
 			a, _, err := readFrame(r, nil)
 			if err != nil {
@@ -107,8 +121,8 @@ func TestEpollGeneratorTakesAnswersInAnyOrder(t *testing.T) {
 				return
 			}
 		}
-	}()
-	lat, ops, err := runEpoll(dialBench(t, ln.Addr().String(), 1), 2)
+	})
+	lat, ops, err := runEpoll(dialBench(t, addr, 1), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,28 +154,7 @@ func TestEpollGeneratorRejectsWrongAnswers(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nc, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				if _, _, err := readFrame(r, nil); err != nil {
-					return
-				}
-				if _, err := nc.Write(serverHello()); err != nil {
-					return
-				}
+			addr := scriptedServer(t, func(nc net.Conn, r *bufio.Reader) {
 				h, _, err := readFrame(r, nil)
 				if err != nil {
 					return
@@ -169,8 +162,8 @@ func TestEpollGeneratorRejectsWrongAnswers(t *testing.T) {
 				_, _ = nc.Write(tc.answer(h.RequestID))
 				_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
 				_, _, _ = readFrame(r, nil) // until the generator closes
-			}()
-			_, _, err = runEpoll(dialBench(t, ln.Addr().String(), 1), 2)
+			})
+			_, _, err := runEpoll(dialBench(t, addr, 1), 2)
 			if err == nil || !strings.Contains(err.Error(), "not an answer") && !strings.Contains(err.Error(), "payload bytes") {
 				t.Fatalf("err = %v, want a bad-answer error", err)
 			}
