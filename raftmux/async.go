@@ -350,17 +350,7 @@ func (w *worker) processReadyAsync() {
 	w.applies = applies[:0]
 
 	for i := range items {
-		r := items[i].r
-		w.answerReads(r)
-		if !r.removed {
-			w.maybeCompact(r)
-		}
-		if r.rn.HasReady() {
-			w.touch(r)
-		}
+		w.settle(items[i].r, !items[i].r.removed)
 	}
-	w.reply()
-	if len(w.touched) > 0 {
-		w.notify()
-	}
+	w.endRound()
 }

@@ -215,12 +215,27 @@ func (w *worker) finish(items []readyItem) {
 		r, rd := items[i].r, &items[i].rd
 		r.rn.Advance(*rd)
 		w.readStates(r, rd.ReadStates)
-		w.answerReads(r)
-		w.maybeCompact(r)
-		if r.rn.HasReady() {
-			w.touch(r)
-		}
+		w.settle(r, true)
 	}
+	w.endRound()
+}
+
+// settle follows a replica's applied Ready: reads now answerable are
+// answered, the log is compacted when compact, and a replica with more to
+// do is touched for the next round.
+func (w *worker) settle(r *replica, compact bool) {
+	w.answerReads(r)
+	if compact {
+		w.maybeCompact(r)
+	}
+	if r.rn.HasReady() {
+		w.touch(r)
+	}
+}
+
+// endRound answers the round's waiters and wakes the worker again if any
+// replica was touched.
+func (w *worker) endRound() {
 	w.reply()
 	if len(w.touched) > 0 {
 		w.notify()

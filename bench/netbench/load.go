@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,15 +128,11 @@ func rrCase(impl string, conns, depth int, d time.Duration, profile string) (res
 		return result{}, err
 	}
 	if profile != "" {
-		f, err := os.Create(profile + ".gen")
+		stop, err := startProfile(profile + ".gen")
 		if err != nil {
 			return result{}, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return result{}, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	gen0 := selfCPU()
 	pid := strconv.Itoa(cmd.Process.Pid)
@@ -362,15 +357,11 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 	go func() { errc <- sender() }()
 	time.Sleep(warmup)
 	if profile != "" {
-		f, err := os.Create(profile)
+		stop, err := startProfile(profile)
 		if err != nil {
 			return result{}, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return result{}, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	cpu0 := selfCPU()
 	t0 := time.Now()

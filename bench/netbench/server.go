@@ -33,15 +33,11 @@ func response(dst []byte, reqID uint64) []byte {
 // runServer serves until stdin closes.
 func runServer(impl, profile string) error {
 	if profile != "" {
-		f, err := os.Create(profile)
+		stop, err := startProfile(profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var addr string
 	var stop func()
@@ -184,4 +180,21 @@ func readFrame(r *bufio.Reader, scratch []byte) (wire.Header, []byte, error) {
 	scratch = scratch[:h.Length]
 	_, err := io.ReadFull(r, scratch)
 	return h, scratch, err
+}
+
+// startProfile writes a CPU profile of this process to path until the
+// returned stop is called.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
