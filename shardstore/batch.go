@@ -57,8 +57,9 @@ type shardOp struct {
 	truncTerm uint64
 	firstNew  uint64          // index of ents[0]; 0 if no entries
 	ents      []*raftpb.Entry // new log suffix [firstNew, last]
-	hs        hardState
-	hasHS     bool
+	hs        hardState       // the HardState as written: its commit moves only with its term or vote
+	hasHS     bool            // hs is written by this batch
+	commit    uint64          // the highest commit index Append was given
 	applied   uint64
 	hasApply  bool
 }
@@ -150,6 +151,13 @@ func (b *Batch) writeHeld() {
 // at indexes already in the log replace them and every later entry is
 // removed, as raft requires; entries already compacted are skipped. The
 // entries are kept by the cache after Commit and must not be mutated.
+//
+// The HardState is written only when its term or vote differs from the one
+// recorded. A change of the commit index alone, which most rounds of a
+// busy shard make, is not written: the commit index is volatile state in
+// Raft, and InitialState reports it as the recorded one or the applied
+// index, whichever is higher, which is all a restarted replica needs (the
+// package doc says why that is safe). It saves a key per shard and round.
 func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
 	if b.err != nil {
 		return
@@ -161,13 +169,18 @@ func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry)
 	if len(ents) > 0 {
 		b.appendEntries(shard, op, ents)
 	}
-	if !raft.IsEmptyHardState(hs) && b.err == nil {
-		op.hs = hardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit()}
-		op.hasHS = true
-		b.key = appendStateKey(b.key[:0], shard, stateHardState)
-		b.val = appendHardState(b.val[:0], hs)
-		b.set(b.key, b.val)
+	if raft.IsEmptyHardState(hs) || b.err != nil {
+		return
 	}
+	op.commit = max(op.commit, hs.GetCommit())
+	if hs.GetTerm() == op.hs.term && hs.GetVote() == op.hs.vote {
+		return
+	}
+	op.hs = hardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit()}
+	op.hasHS = true
+	b.key = appendStateKey(b.key[:0], shard, stateHardState)
+	b.val = appendHardState(b.val[:0], hs)
+	b.set(b.key, b.val)
 }
 
 func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
@@ -373,8 +386,8 @@ func (b *Batch) Commit(sync bool) error {
 	}
 	for i := range b.ops {
 		op := &b.ops[i]
-		if op.hasHS && op.hs.commit > op.last {
-			return fmt.Errorf("shardstore: shard %d: commit %d beyond last index %d: %w", op.r.shard, op.hs.commit, op.last, ErrInvalid)
+		if op.commit > op.last {
+			return fmt.Errorf("shardstore: shard %d: commit %d beyond last index %d: %w", op.r.shard, op.commit, op.last, ErrInvalid)
 		}
 		r := op.r
 		r.mu.Lock()

@@ -42,6 +42,14 @@
 // and log agree. Compact and unsynced commits ride on the next sync;
 // ApplySnapshot, DeleteShard and TrimTopic sync themselves.
 //
+// A HardState is written when its term or vote changes, not when only its
+// commit index moves (most rounds of a busy shard), and InitialState reports
+// the commit index as written or the applied index, whichever is higher.
+// That is safe: the commit index is volatile state in Raft, which a replica
+// relearns from its leader, and every index up to the applied one is
+// committed and in the log, since an applied index is written in the batch
+// of its entries or a later one, and batches are recovered in order.
+//
 // # Memory
 //
 // A loaded shard costs about 260 bytes of bookkeeping (its log bounds,

@@ -52,11 +52,16 @@ func (r *RaftStorage) check() error {
 	return nil
 }
 
-// InitialState returns the saved HardState (nil if none) and ConfState.
+// InitialState returns the saved HardState (nil if none) and ConfState. Its
+// commit index is the one written with the term and vote or the applied
+// index, whichever is higher (see Batch.Append).
 func (r *RaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	r.mu.Lock()
 	err := r.check()
 	hs := r.hs
+	if hs != (hardState{}) {
+		hs.commit = max(hs.commit, r.applied)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return nil, nil, err

@@ -19,8 +19,11 @@ import (
 )
 
 // FormatVersion is the on-disk format this build writes and the newest it
-// reads.
-const FormatVersion = 1
+// reads. Version 2 stopped writing the HardState when only its commit index
+// moved (see Batch.Append); a build that reads only version 1 would start
+// raft from a commit index below the applied one, so a version-1 store is
+// marked version 2 when this build opens it.
+const FormatVersion = 2
 
 // formatFile names the file beside the Pebble files that marks a directory as
 // a Shoal store and records its format version.
@@ -165,8 +168,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 }
 
 // prepareDir checks that dir is empty, missing or a store of a format this
-// build reads, and marks a new store. Nothing is written unless the
-// directory is new.
+// build reads, marks a new store and marks an older one with this build's
+// version. Nothing is written unless the directory is new or older.
 func prepareDir(fsys vfs.FS, dir string) error {
 	names, err := fsys.List(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -176,11 +179,20 @@ func prepareDir(fsys vfs.FS, dir string) error {
 		if !slices.Contains(names, formatFile) {
 			return fmt.Errorf("shardstore: open %s: %w: %d files but no %s marker", dir, ErrNotStore, len(names), formatFile)
 		}
-		return checkFormat(fsys, dir)
+		v, err := checkFormat(fsys, dir)
+		if err != nil || v == FormatVersion {
+			return err
+		}
+		return writeMarker(fsys, dir)
 	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("shardstore: create %s: %w", dir, err)
 	}
+	return writeMarker(fsys, dir)
+}
+
+// writeMarker writes the format marker of this build into dir, atomically.
+func writeMarker(fsys vfs.FS, dir string) error {
 	tmp := fsys.PathJoin(dir, formatFile+".tmp")
 	f, err := fsys.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -217,29 +229,31 @@ func syncDir(fsys vfs.FS, dir string) error {
 	return err
 }
 
-func checkFormat(fsys vfs.FS, dir string) error {
+// checkFormat returns the format version of the store in dir, an error if
+// this build cannot read it.
+func checkFormat(fsys vfs.FS, dir string) (uint64, error) {
 	name := fsys.PathJoin(dir, formatFile)
 	f, err := fsys.Open(name)
 	if err != nil {
-		return fmt.Errorf("shardstore: open %s: %w", name, err)
+		return 0, fmt.Errorf("shardstore: open %s: %w", name, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {
-		return fmt.Errorf("shardstore: read %s: %w", name, err)
+		return 0, fmt.Errorf("shardstore: read %s: %w", name, err)
 	}
 	magic, ver, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
 	if !ok || magic != formatMagic {
-		return fmt.Errorf("shardstore: %s: %w: bad marker %q", name, ErrNotStore, bytes.TrimSpace(b))
+		return 0, fmt.Errorf("shardstore: %s: %w: bad marker %q", name, ErrNotStore, bytes.TrimSpace(b))
 	}
 	v, err := strconv.ParseUint(ver, 10, 32)
 	if err != nil || v == 0 {
-		return fmt.Errorf("shardstore: %s: %w: bad format version %q", name, ErrNotStore, ver)
+		return 0, fmt.Errorf("shardstore: %s: %w: bad format version %q", name, ErrNotStore, ver)
 	}
 	if v > FormatVersion {
-		return fmt.Errorf("shardstore: %s: %w: version %d, this build reads up to %d", name, ErrNewerFormat, v, FormatVersion)
+		return 0, fmt.Errorf("shardstore: %s: %w: version %d, this build reads up to %d", name, ErrNewerFormat, v, FormatVersion)
 	}
-	return nil
+	return v, nil
 }
 
 // Close flushes the memtable and releases the database. Every user of the
@@ -367,8 +381,8 @@ func (s *Store) loadShard(shard uint64) (*RaftStorage, error) {
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("shardstore: shard %d: %w", shard, err)
 	}
-	if r.hs.commit > r.last {
-		return nil, fmt.Errorf("shardstore: shard %d: %w: commit %d beyond last index %d", shard, ErrCorrupt, r.hs.commit, r.last)
+	if c := max(r.hs.commit, r.applied); c > r.last {
+		return nil, fmt.Errorf("shardstore: shard %d: %w: commit %d (applied %d) beyond last index %d", shard, ErrCorrupt, r.hs.commit, r.applied, r.last)
 	}
 	return r, nil
 }

@@ -775,3 +775,119 @@ func TestSnapshotDataIsPointInTime(t *testing.T) {
 		t.Fatalf("snapshot carried %v, want [a=old]", got)
 	}
 }
+
+func TestOpenMarksAnOlderStoreWithThisVersion(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.Append(7, &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(1))}, []*raftpb.Entry{newEntry(1, 1, []byte("a"))})
+	commit(t, b, true)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, formatFile)
+	if err := os.WriteFile(marker, []byte("shoal-store 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("open a version-1 store: %v", err)
+	}
+	defer s.Close()
+	if got, _ := os.ReadFile(marker); string(got) != fmt.Sprintf("shoal-store %d\n", FormatVersion) {
+		t.Fatalf("marker after open = %q, want version %d", got, FormatVersion)
+	}
+	r, err := s.Storage(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := r.LastIndex(); last != 1 {
+		t.Fatalf("last index after the upgrade = %d, want 1", last)
+	}
+}
+
+// writtenHardState reads shard's HardState as it is on disk.
+func writtenHardState(t *testing.T, s *Store, shard uint64) hardState {
+	t.Helper()
+	var hs hardState
+	err := s.getValue(appendStateKey(nil, shard, stateHardState), func(k, v []byte) (err error) {
+		hs, err = decodeHardState(k, v)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// TestCommitAloneIsNotWritten: a HardState whose term and vote are the
+// recorded ones is not written; InitialState reports the commit index as
+// written or the applied index, whichever is higher, before and after a
+// reopen; a new term is written with its commit index.
+func TestCommitAloneIsNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := func(term, vote, commit uint64) *raftpb.HardState {
+		return &raftpb.HardState{Term: new(term), Vote: new(vote), Commit: new(commit)}
+	}
+	ents := make([]*raftpb.Entry, 6)
+	for i := range ents {
+		ents[i] = newEntry(uint64(i+1), 1, []byte("x"))
+	}
+	b := s.NewBatch()
+	b.Append(1, hs(1, 3, 1), ents)
+	commit(t, b, true)
+	b = s.NewBatch()
+	b.Append(1, hs(1, 3, 5), nil)
+	commit(t, b, true)
+	if got := writtenHardState(t, s, 1); got != (hardState{term: 1, vote: 3, commit: 1}) {
+		t.Fatalf("written after a commit-only change: %+v, want term 1 vote 3 commit 1", got)
+	}
+	b = s.NewBatch()
+	b.Append(1, hs(1, 3, 6), nil)
+	b.SetApplied(1, 4)
+	commit(t, b, true)
+
+	check := func(when string, want uint64) {
+		t.Helper()
+		r, err := s.Storage(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := r.InitialState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GetTerm() != 1 || got.GetVote() != 3 || got.GetCommit() != want {
+			t.Fatalf("%s: InitialState = %v, want term 1 vote 3 commit %d", when, got, want)
+		}
+	}
+	check("before reopen", 4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("after reopen", 4)
+
+	b = s.NewBatch()
+	b.Append(1, hs(2, 2, 6), nil)
+	commit(t, b, true)
+	if got := writtenHardState(t, s, 1); got != (hardState{term: 2, vote: 2, commit: 6}) {
+		t.Fatalf("written after a new term: %+v, want term 2 vote 2 commit 6", got)
+	}
+	b = s.NewBatch()
+	b.Append(1, hs(2, 2, 7), nil)
+	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("commit beyond the last index: got %v, want ErrInvalid", err)
+	}
+}

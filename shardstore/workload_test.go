@@ -15,7 +15,8 @@ import (
 type modelShard struct {
 	trunc, truncTerm uint64
 	ents             []*raftpb.Entry // trunc+1 .. last
-	hs               hardState
+	hs               hardState       // as raft last gave it
+	hsWritten        hardState       // as the store last wrote it: on a change of term or vote
 	applied          uint64
 	data             map[string]string
 }
@@ -79,6 +80,9 @@ func (w *workload) step(b *Batch) {
 		m.hs.term = term
 		m.hs.vote = 1 + sh%3
 		m.hs.commit = max(m.hs.commit, m.hs.commit+w.rng.Uint64N(m.last()-m.hs.commit+1))
+		if m.hs.term != m.hsWritten.term || m.hs.vote != m.hsWritten.vote {
+			m.hsWritten = m.hs
+		}
 		b.Append(sh, m.hs.proto(), ents)
 		if m.applied < m.hs.commit && w.rng.IntN(2) == 0 {
 			m.applied = m.hs.commit
@@ -107,7 +111,11 @@ func (w *workload) digest() string {
 	var sb strings.Builder
 	for _, sh := range w.shards {
 		m := w.model[sh]
-		fmt.Fprintf(&sb, "shard %d hs=%v applied=%d trunc=%d/%d last=%d\n", sh, m.hs, m.applied, m.trunc, m.truncTerm, m.last())
+		// What InitialState reports: the commit index as last written, or
+		// the applied index if higher.
+		hs := m.hsWritten
+		hs.commit = max(hs.commit, m.applied)
+		fmt.Fprintf(&sb, "shard %d hs=%v applied=%d trunc=%d/%d last=%d\n", sh, hs, m.applied, m.trunc, m.truncTerm, m.last())
 		for _, e := range m.ents {
 			fmt.Fprintf(&sb, " %d/%d %q\n", e.GetIndex(), e.GetTerm(), e.GetData())
 		}

@@ -78,6 +78,10 @@ type report struct {
 	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
 	FramesPerS  float64 `json:"frames_per_s,omitempty"`
 	FsyncAvgMs  float64 `json:"fsync_avg_ms,omitempty"`
+	// WALBytesPerCommit is what all hosts' Pebble write-ahead logs took in
+	// per commit: every key and value written for the raft logs, HardStates,
+	// applied indexes and state machines (-storage pebble only).
+	WALBytesPerCommit float64 `json:"wal_bytes_per_commit,omitempty"`
 
 	IdleCPUPct          *float64 `json:"idle_cpu_pct,omitempty"`
 	IdleBytesPerS       *float64 `json:"idle_bytes_per_s,omitempty"`
@@ -438,14 +442,14 @@ func (c *cluster) load(rep *report) {
 	}
 	time.Sleep(o.warmup)
 	stopProf := startProfiles(o)
-	cpu0, fs0, fr0, ft0 := cpuTime(), c.fsyncs(), c.wireFrames(), c.fsyncTime()
+	cpu0, fs0, fr0, ft0, wal0 := cpuTime(), c.fsyncs(), c.wireFrames(), c.fsyncTime(), c.walBytes()
 	t0 := time.Now()
 	measuring.Store(true)
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	el := time.Since(t0)
 	cpu := cpuTime() - cpu0
-	fs, fr, ft := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0
+	fs, fr, ft, wal := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0, c.walBytes()-wal0
 	if fs > 0 && o.storage == "mem" {
 		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
 	}
@@ -478,11 +482,23 @@ func (c *cluster) load(rep *report) {
 	if n > 0 {
 		rep.MaxMs = ms(all[n-1])
 		rep.CPUPer1000 = cpu.Seconds() / (float64(n) / 1000)
+		rep.WALBytesPerCommit = float64(wal) / float64(n)
 	}
 	rep.Errors = errs.Load()
 	rep.ErrNotLead, rep.ErrTimeout = errNL.Load(), errTO.Load()
 	rep.FsyncsPerS = float64(fs) / el.Seconds()
 	rep.FramesPerS = float64(fr) / el.Seconds()
+}
+
+// walBytes is the bytes all hosts' Pebble WALs took in (0 with -storage mem).
+func (c *cluster) walBytes() uint64 {
+	var n uint64
+	for _, hs := range c.hosts {
+		if hs.store != nil {
+			n += hs.store.Metrics().WAL.BytesIn
+		}
+	}
+	return n
 }
 
 func (c *cluster) fsyncs() int64 {
