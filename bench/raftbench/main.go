@@ -450,7 +450,7 @@ func (c *cluster) load(rep *report) {
 	el := time.Since(t0)
 	cpu := cpuTime() - cpu0
 	fs, fr, ft, wal := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0, c.walBytes()-wal0
-	if fs > 0 && o.storage == "mem" {
+	if fs > 0 {
 		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
 	}
 	stopProf()
@@ -509,13 +509,15 @@ func (c *cluster) fsyncs() int64 {
 	return n
 }
 
-// fsyncTime is the stand-in storage's time in write+fsync (Pebble's WAL
-// fsyncs are not timed here).
+// fsyncTime is the hosts' time in synced commits: the stand-in storage's
+// write and fsync, or a Pebble commit with its WAL fsync.
 func (c *cluster) fsyncTime() time.Duration {
 	var d time.Duration
 	for _, hs := range c.hosts {
 		if hs.mem != nil {
 			d += hs.mem.FsyncTime()
+		} else if hs.storage != nil {
+			d += hs.storage.Stats().SyncTime
 		}
 	}
 	return d

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -17,8 +18,9 @@ import (
 type Storage struct {
 	s       *shardstore.Store
 	notRaft []uint64
-	commits atomic.Uint64
-	fsyncs  atomic.Uint64
+	commits   atomic.Uint64
+	fsyncs    atomic.Uint64
+	syncNanos atomic.Int64
 }
 
 var _ raftmux.Storage = (*Storage)(nil)
@@ -32,13 +34,14 @@ func NewStorage(s *shardstore.Store, notRaft ...uint64) *Storage {
 
 // StorageStats are the counters of a Storage.
 type StorageStats struct {
-	Commits uint64 // batches committed
-	Fsyncs  uint64 // of which synced
+	Commits  uint64        // batches committed
+	Fsyncs   uint64        // of which synced
+	SyncTime time.Duration // spent in synced commits: the write, the WAL's fsync and the wait for it
 }
 
 // Stats returns the counters.
 func (r *Storage) Stats() StorageStats {
-	return StorageStats{Commits: r.commits.Load(), Fsyncs: r.fsyncs.Load()}
+	return StorageStats{Commits: r.commits.Load(), Fsyncs: r.fsyncs.Load(), SyncTime: time.Duration(r.syncNanos.Load())}
 }
 
 // Storage implements raftmux.Storage.
@@ -132,10 +135,14 @@ func (b *batch) Delete(shard uint64, key []byte) { b.sb().Delete(shard, key) }
 // unsynced commit durable.
 func (b *batch) Commit(sync bool) error {
 	b.r.commits.Add(1)
-	if sync {
-		b.r.fsyncs.Add(1)
-	}
 	sb := b.sb()
 	b.b = nil
-	return sb.Commit(sync)
+	if !sync {
+		return sb.Commit(false)
+	}
+	b.r.fsyncs.Add(1)
+	t0 := time.Now()
+	err := sb.Commit(true)
+	b.r.syncNanos.Add(int64(time.Since(t0)))
+	return err
 }
