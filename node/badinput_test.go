@@ -56,6 +56,7 @@ func TestConfigValidation(t *testing.T) {
 		"shards":        func(c *Config) { c.Shards = MaxShards + 1 },
 		"bootstrap":     func(c *Config) { c.BootstrapExpect = -2 },
 		"negative tick": func(c *Config) { c.RaftTickInterval = -1 },
+		"tiny memtable": func(c *Config) { c.StoreMemTableBytes = 512 << 10 },
 	} {
 		cfg := base()
 		mut(&cfg)
@@ -65,6 +66,7 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 	cfg := base()
+	cfg.StoreMemTableBytes = 4 << 20
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

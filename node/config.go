@@ -32,6 +32,10 @@ type Config struct {
 	// DataDir holds the store (DataDir/store) and the generation file
 	// (required).
 	DataDir string
+	// StoreMemTableBytes is the store's Pebble memtable size; 0 means
+	// shardstore.DefaultMemTableBytes. Smaller makes each write cheaper,
+	// larger flushes less often (bench/README.md has the figures).
+	StoreMemTableBytes uint64
 
 	// ClientAddr, PeerAddr and SwimAddr are host:port; port 0 picks a free
 	// port (read it back with Addrs).

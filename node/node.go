@@ -155,7 +155,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{Logger: cfg.Logger})
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -51,6 +52,7 @@ type nodeOptions struct {
 	secret                           []byte
 	swimPreset                       string
 	metadataSync                     time.Duration
+	memtableMiB                      int
 	logFormat                        string
 	logLevel                         slog.Level
 	configFile, secretFile, levelArg string
@@ -85,6 +87,12 @@ cluster:
                           bound on the staleness of membership, ring and shard-leader
                           table: at least this often pull them from a random peer
                           (e.g. 10s; default 10s, 2s with --swim-preset fast)
+
+storage:
+  --store-memtable-mib N  Pebble memtable size in MiB, 1 to 1024 (default 32): smaller
+                          makes each write cheaper and suits a node whose writes go to
+                          few shards; larger flushes less often and keeps a node with
+                          many busy shards steadier
 
 operations:
   --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
@@ -136,6 +144,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.secretFile, "secret-file", "", "")
 	fs.StringVar(&o.swimPreset, "swim-preset", "lan", "")
 	fs.DurationVar(&o.metadataSync, "metadata-sync-interval", 0, "")
+	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
 	return fs
@@ -311,6 +320,9 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.metadataSync < 0 {
 		return usagef("--metadata-sync-interval %v: must not be negative", o.metadataSync)
+	}
+	if o.memtableMiB < 1 || o.memtableMiB > 1024 {
+		return usagef("--store-memtable-mib %d: must be 1 to 1024", o.memtableMiB)
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return usagef("--log-format %q: want text or json", clip(o.logFormat))

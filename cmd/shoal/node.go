@@ -36,6 +36,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Logger:          logger,
 
 		MetadataSyncInterval: o.metadataSync,
+		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,
 	}
 }
 
