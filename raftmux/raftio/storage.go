@@ -16,8 +16,8 @@ import (
 
 // Storage adapts a shardstore.Store to raftmux.Storage.
 type Storage struct {
-	s       *shardstore.Store
-	notRaft []uint64
+	s         *shardstore.Store
+	notRaft   []uint64
 	commits   atomic.Uint64
 	fsyncs    atomic.Uint64
 	syncNanos atomic.Int64
