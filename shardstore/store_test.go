@@ -840,16 +840,22 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 	for i := range ents {
 		ents[i] = newEntry(uint64(i+1), 1, []byte("x"))
 	}
-	b := s.NewBatch()
-	b.Append(1, hs(1, 3, 1), ents)
-	commit(t, b, true)
-	b = s.NewBatch()
-	b.Append(1, hs(1, 3, 5), nil)
-	commit(t, b, true)
-	if got := writtenHardState(t, s, 1); got != (hardState{term: 1, vote: 3, commit: 1}) {
-		t.Fatalf("written after a commit-only change: %+v, want term 1 vote 3 commit 1", got)
+	appendHS := func(h *raftpb.HardState, ents []*raftpb.Entry) {
+		t.Helper()
+		b := s.NewBatch()
+		b.Append(1, h, ents)
+		commit(t, b, true)
 	}
-	b = s.NewBatch()
+	wantWritten := func(when string, want hardState) {
+		t.Helper()
+		if got := writtenHardState(t, s, 1); got != want {
+			t.Fatalf("written after %s: %+v, want %+v", when, got, want)
+		}
+	}
+	appendHS(hs(1, 3, 1), ents)
+	appendHS(hs(1, 3, 5), nil)
+	wantWritten("a commit-only change", hardState{term: 1, vote: 3, commit: 1})
+	b := s.NewBatch()
 	b.Append(1, hs(1, 3, 6), nil)
 	b.SetApplied(1, 4)
 	commit(t, b, true)
@@ -879,12 +885,8 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 	defer s.Close()
 	check("after reopen", 4)
 
-	b = s.NewBatch()
-	b.Append(1, hs(2, 2, 6), nil)
-	commit(t, b, true)
-	if got := writtenHardState(t, s, 1); got != (hardState{term: 2, vote: 2, commit: 6}) {
-		t.Fatalf("written after a new term: %+v, want term 2 vote 2 commit 6", got)
-	}
+	appendHS(hs(2, 2, 6), nil)
+	wantWritten("a new term", hardState{term: 2, vote: 2, commit: 6})
 	b = s.NewBatch()
 	b.Append(1, hs(2, 2, 7), nil)
 	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
