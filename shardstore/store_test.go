@@ -85,6 +85,21 @@ func TestOpenRefusesNewerFormatBeforeWriting(t *testing.T) {
 	}
 }
 
+// reopen closes s and opens the store in dir again, closed when the test
+// ends.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 func dirListing(t *testing.T, dir string) string {
 	t.Helper()
 	var sb strings.Builder
@@ -129,14 +144,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if got := storeDigest(t, s, w.shards); got != want {
 		t.Fatalf("before reopen:\n%s\nwant\n%s", got, want)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopen(t, s, dir)
 	if got := storeDigest(t, s, w.shards); got != want {
 		t.Fatalf("after reopen:\n%s\nwant\n%s", got, want)
 	}
@@ -875,14 +883,7 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 		}
 	}
 	check("before reopen", 4)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = reopen(t, s, dir)
 	check("after reopen", 4)
 
 	appendHS(hs(2, 2, 6), nil)
