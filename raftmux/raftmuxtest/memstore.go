@@ -358,42 +358,48 @@ func (b *memBatch) Delete(shard uint64, key []byte) {
 	b.ops = append(b.ops, op{kind: opDelete, shard: shard, key: string(key)})
 }
 
-// Commit applies the batch; a synced one is first written to the log file
-// and fsynced, once for all its shards.
+// Commit applies the batch. With a log file, its appends are written to
+// the file first, as a WAL write; a synced commit then fsyncs the file, once
+// for every commit written before it, synced or not.
 func (b *memBatch) Commit(sync bool) error {
 	s := b.s
 	s.commits.Add(1)
-	if sync {
-		if s.file == nil {
+	if s.file == nil {
+		if sync {
 			s.fsyncs.Add(1)
-		} else {
-			t0 := time.Now()
-			s.fileMu.Lock()
-			buf := s.buf[:0]
-			for _, o := range b.ops {
-				if o.kind != opAppend {
-					continue
-				}
-				buf = binary.LittleEndian.AppendUint64(buf, o.shard)
-				if o.hs != nil {
-					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.hs)
-				}
-				for _, e := range o.ents {
-					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, e)
-				}
+		}
+	} else {
+		t0 := time.Now()
+		s.fileMu.Lock()
+		buf := s.buf[:0]
+		for _, o := range b.ops {
+			if o.kind != opAppend {
+				continue
 			}
-			s.buf = buf
-			_, err := s.file.Write(buf)
+			buf = binary.LittleEndian.AppendUint64(buf, o.shard)
+			if o.hs != nil {
+				buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.hs)
+			}
+			for _, e := range o.ents {
+				buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, e)
+			}
+		}
+		s.buf = buf
+		var err error
+		if len(buf) > 0 {
+			_, err = s.file.Write(buf)
 			s.written += int64(len(buf))
-			mine := s.written
-			s.fileMu.Unlock()
-			if err == nil {
-				err = s.syncTo(mine)
-			}
+		}
+		mine := s.written
+		s.fileMu.Unlock()
+		if err == nil && sync {
+			err = s.syncTo(mine)
+		}
+		if sync {
 			s.fsyncNanos.Add(int64(time.Since(t0)))
-			if err != nil {
-				return fmt.Errorf("raftmuxtest: group commit: %w", err)
-			}
+		}
+		if err != nil {
+			return fmt.Errorf("raftmuxtest: group commit: %w", err)
 		}
 	}
 	s.mu.Lock()
