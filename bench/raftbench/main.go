@@ -44,7 +44,7 @@ type options struct {
 	suspect, ackWait                               time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
 	pipeline, async                                bool
-	dir, cpuprofile, trace, memprofile             string
+	dir, cpuprofile, trace, memprofile, timeline   string
 	storage, transport, detector, sm               string
 	memtableMiB                                    int
 }
@@ -126,6 +126,7 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
+	flag.StringVar(&o.timeline, "timeline", "", "write the measured window as rows of 100 ms: commits, p50/p99/max latency, GC cycles, Pebble flushes and compactions")
 	flag.Parse()
 	if o.memprofile != "" {
 		runtime.MemProfileRate = 64 << 10
@@ -383,7 +384,11 @@ func (c *cluster) load(rep *report) {
 		errTO     atomic.Int64
 		wg        sync.WaitGroup
 		lats      = make([][]time.Duration, o.clients)
+		tl        *timeline
 	)
+	if o.timeline != "" {
+		tl = newTimeline(c, o.clients)
+	}
 	for cl := 0; cl < o.clients; cl++ {
 		// Client c owns shards c, c+clients, ...; with fewer shards than
 		// clients, several clients share shard c mod shards.
@@ -436,6 +441,9 @@ func (c *cluster) load(rep *report) {
 				}
 				if measuring.Load() {
 					lats[cl] = append(lats[cl], d)
+					if tl != nil {
+						tl.record(cl, t0.Add(d), d)
+					}
 				}
 			}
 		}(cl, mine)
@@ -444,10 +452,16 @@ func (c *cluster) load(rep *report) {
 	stopProf := startProfiles(o)
 	cpu0, fs0, fr0, ft0, wal0 := cpuTime(), c.fsyncs(), c.wireFrames(), c.fsyncTime(), c.walBytes()
 	t0 := time.Now()
+	if tl != nil {
+		tl.begin()
+	}
 	measuring.Store(true)
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	el := time.Since(t0)
+	if tl != nil {
+		tl.end()
+	}
 	cpu := cpuTime() - cpu0
 	fs, fr, ft, wal := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0, c.walBytes()-wal0
 	if fs > 0 {
@@ -456,6 +470,11 @@ func (c *cluster) load(rep *report) {
 	stopProf()
 	stop.Store(true)
 	wg.Wait()
+	if tl != nil {
+		if err := tl.write(o.timeline, el); err != nil {
+			fmt.Fprintln(os.Stderr, "raftbench: timeline:", err)
+		}
+	}
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)
