@@ -44,6 +44,7 @@ type host struct {
 	mem *raftmuxtest.MemStore // -storage mem
 
 	store   *shardstore.Store // -storage pebble
+	walFS   *walFS            // -storage pebble: its WAL fsyncs, timed
 	storage *raftio.Storage
 
 	net    *netio.Transport // -transport netio
@@ -75,7 +76,8 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		}
 		hs.mem, st = m, m
 	case "pebble":
-		s, err := shardstore.Open(filepath.Join(dir, nodeName(id)), shardstore.Config{MemTableBytes: uint64(o.memtableMiB) << 20})
+		hs.walFS = newWALFS()
+		s, err := shardstore.Open(filepath.Join(dir, nodeName(id)), shardstore.Config{MemTableBytes: uint64(o.memtableMiB) << 20, FS: hs.walFS})
 		if err != nil {
 			return nil, err
 		}

@@ -78,6 +78,12 @@ type report struct {
 	FsyncsPerS  float64 `json:"fsyncs_per_s,omitempty"`
 	FramesPerS  float64 `json:"frames_per_s,omitempty"`
 	FsyncAvgMs  float64 `json:"fsync_avg_ms,omitempty"`
+	// WALFsyncsPerS and WALFsyncAvgMs are the fsync calls on Pebble's
+	// write-ahead logs and their own time (-storage pebble only):
+	// fsync_avg_ms above is the synced commit, which also waits for an
+	// fsync already under way and for earlier batches.
+	WALFsyncsPerS float64 `json:"wal_fsyncs_per_s,omitempty"`
+	WALFsyncAvgMs float64 `json:"wal_fsync_avg_ms,omitempty"`
 	// WALBytesPerCommit is what all hosts' Pebble write-ahead logs took in
 	// per commit: every key and value written for the raft logs, HardStates,
 	// applied indexes and state machines (-storage pebble only).
@@ -451,6 +457,7 @@ func (c *cluster) load(rep *report) {
 	time.Sleep(o.warmup)
 	stopProf := startProfiles(o)
 	cpu0, fs0, fr0, ft0, wal0 := cpuTime(), c.fsyncs(), c.wireFrames(), c.fsyncTime(), c.walBytes()
+	ws0, wt0 := c.walSyncs()
 	t0 := time.Now()
 	if tl != nil {
 		tl.begin()
@@ -466,6 +473,10 @@ func (c *cluster) load(rep *report) {
 	fs, fr, ft, wal := c.fsyncs()-fs0, c.wireFrames()-fr0, c.fsyncTime()-ft0, c.walBytes()-wal0
 	if fs > 0 {
 		rep.FsyncAvgMs = ms(ft / time.Duration(fs))
+	}
+	if ws, wt := c.walSyncs(); ws > ws0 {
+		rep.WALFsyncsPerS = float64(ws-ws0) / el.Seconds()
+		rep.WALFsyncAvgMs = ms((wt - wt0) / time.Duration(ws-ws0))
 	}
 	stopProf()
 	stop.Store(true)
@@ -507,6 +518,17 @@ func (c *cluster) load(rep *report) {
 	rep.ErrNotLead, rep.ErrTimeout = errNL.Load(), errTO.Load()
 	rep.FsyncsPerS = float64(fs) / el.Seconds()
 	rep.FramesPerS = float64(fr) / el.Seconds()
+}
+
+// walSyncs is the fsyncs of all hosts' Pebble WALs and their total time.
+func (c *cluster) walSyncs() (n int64, d time.Duration) {
+	for _, hs := range c.hosts {
+		if hs.walFS != nil {
+			n += hs.walFS.syncs.Load()
+			d += time.Duration(hs.walFS.nanos.Load())
+		}
+	}
+	return n, d
 }
 
 // walBytes is the bytes all hosts' Pebble WALs took in (0 with -storage mem).
