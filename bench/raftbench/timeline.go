@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime/metrics"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -27,8 +26,7 @@ type timeline struct {
 	ends  [][]int64    // per client: completion offsets from start, ns
 	lats  [][]int64    // per client: latencies, ns, beside ends
 
-	mu      sync.Mutex
-	samples []timelineSample
+	samples []timelineSample // the sampler's, read once it has stopped
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -76,9 +74,7 @@ func (t *timeline) sample() {
 				s.compcs += uint64(m.Compact.Count)
 			}
 		}
-		t.mu.Lock()
 		t.samples = append(t.samples, s)
-		t.mu.Unlock()
 		select {
 		case <-t.stop:
 			return
