@@ -281,17 +281,27 @@ func (s *MemStore) syncLog(b []byte) error {
 		return nil
 	}
 	s.fileMu.Lock()
-	if _, err := s.file.Write(b); err != nil {
-		s.fileMu.Unlock()
-		return fmt.Errorf("raftmuxtest: write log: %w", err)
-	}
-	s.written += int64(len(b))
-	mine := s.written
+	end, err := s.writeLocked(b)
 	s.fileMu.Unlock()
-	if err := s.syncTo(mine); err != nil {
+	if err != nil {
+		return err
+	}
+	if err := s.syncTo(end); err != nil {
 		return fmt.Errorf("raftmuxtest: fsync log: %w", err)
 	}
 	return nil
+}
+
+// writeLocked appends b to the log file, unsynced, and returns the file's
+// end. The caller holds fileMu.
+func (s *MemStore) writeLocked(b []byte) (int64, error) {
+	if len(b) > 0 {
+		if _, err := s.file.Write(b); err != nil {
+			return 0, fmt.Errorf("raftmuxtest: write log: %w", err)
+		}
+		s.written += int64(len(b))
+	}
+	return s.written, nil
 }
 
 // syncTo makes the log durable at least up to offset upTo: one fsync
@@ -385,12 +395,7 @@ func (b *memBatch) Commit(sync bool) error {
 			}
 		}
 		s.buf = buf
-		var err error
-		if len(buf) > 0 {
-			_, err = s.file.Write(buf)
-			s.written += int64(len(buf))
-		}
-		mine := s.written
+		mine, err := s.writeLocked(buf)
 		s.fileMu.Unlock()
 		if err == nil && sync {
 			err = s.syncTo(mine)
