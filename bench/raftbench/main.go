@@ -47,7 +47,8 @@ type options struct {
 	dir, cpuprofile, trace, memprofile, timeline   string
 	storage, transport, detector, sm               string
 	memtableMiB                                    int
-	slow                                           time.Duration
+	slow, tick                                     time.Duration
+	heartbeatTicks                                 int
 }
 
 type report struct {
@@ -62,6 +63,10 @@ type report struct {
 	Quiesce   bool   `json:"quiesce"`
 	Pipeline  bool   `json:"pipeline_writes"`
 	Async     bool   `json:"async_storage_writes"`
+	// TickMs and HeartbeatTicks are set only when -tick or
+	// -heartbeat-ticks changed raftmux's defaults.
+	TickMs         float64 `json:"tick_ms,omitempty"`
+	HeartbeatTicks int     `json:"heartbeat_ticks,omitempty"`
 
 	StartAllLeadersMs float64 `json:"start_all_leaders_ms"`
 
@@ -139,6 +144,8 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.StringVar(&o.timeline, "timeline", "", "write the measured window as rows of 100 ms: commits, p50/p99/max latency, GC cycles, Pebble flushes and compactions")
+	flag.DurationVar(&o.tick, "tick", 0, "raftmux Config.TickInterval (0: its default, 100 ms)")
+	flag.IntVar(&o.heartbeatTicks, "heartbeat-ticks", 0, "raftmux Config.HeartbeatTicks (0: its default, 1)")
 	flag.DurationVar(&o.slow, "slow", 0, "also report the share of proposals slower than this, overall and per leader host and worker (0: off)")
 	flag.Parse()
 	if o.memprofile != "" {
@@ -305,6 +312,8 @@ func run(o options) error {
 		Quiesce:           !o.noQuiesce,
 		Pipeline:          o.pipeline,
 		Async:             o.async,
+		TickMs:            ms(o.tick),
+		HeartbeatTicks:    o.heartbeatTicks,
 		StartAllLeadersMs: ms(time.Since(start)),
 	}
 	switch {
