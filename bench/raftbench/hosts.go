@@ -133,6 +133,8 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		PipelineWrites:     o.pipeline,
 		AsyncStorageWrites: o.async,
 		AckWait:            o.ackWait,
+		TickInterval:       o.tick,
+		HeartbeatTicks:     o.heartbeatTicks,
 	})
 	if err != nil {
 		if hs.net != nil {

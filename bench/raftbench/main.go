@@ -47,6 +47,8 @@ type options struct {
 	dir, cpuprofile, trace, memprofile, timeline   string
 	storage, transport, detector, sm               string
 	memtableMiB                                    int
+	slow, tick                                     time.Duration
+	heartbeatTicks                                 int
 }
 
 type report struct {
@@ -61,6 +63,10 @@ type report struct {
 	Quiesce   bool   `json:"quiesce"`
 	Pipeline  bool   `json:"pipeline_writes"`
 	Async     bool   `json:"async_storage_writes"`
+	// TickMs and HeartbeatTicks are set only when -tick or
+	// -heartbeat-ticks changed raftmux's defaults.
+	TickMs         float64 `json:"tick_ms,omitempty"`
+	HeartbeatTicks int     `json:"heartbeat_ticks,omitempty"`
 
 	StartAllLeadersMs float64 `json:"start_all_leaders_ms"`
 
@@ -88,6 +94,11 @@ type report struct {
 	// per commit: every key and value written for the raft logs, HardStates,
 	// applied indexes and state machines (-storage pebble only).
 	WALBytesPerCommit float64 `json:"wal_bytes_per_commit,omitempty"`
+	// SlowPct is the share of proposals slower than -slow, overall and per
+	// group of shards with the same leader host and worker ("h1/w0").
+	SlowMs      float64            `json:"slow_ms,omitempty"`
+	SlowPct     *float64           `json:"slow_pct,omitempty"`
+	SlowByGroup map[string]float64 `json:"slow_pct_by_leader_worker,omitempty"`
 
 	IdleCPUPct          *float64 `json:"idle_cpu_pct,omitempty"`
 	IdleBytesPerS       *float64 `json:"idle_bytes_per_s,omitempty"`
@@ -133,6 +144,9 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile at the end of the measured window")
 	flag.StringVar(&o.timeline, "timeline", "", "write the measured window as rows of 100 ms: commits, p50/p99/max latency, GC cycles, Pebble flushes and compactions")
+	flag.DurationVar(&o.tick, "tick", 0, "raftmux Config.TickInterval (0: its default, 100 ms)")
+	flag.IntVar(&o.heartbeatTicks, "heartbeat-ticks", 0, "raftmux Config.HeartbeatTicks (0: its default, 1)")
+	flag.DurationVar(&o.slow, "slow", 0, "also report the share of proposals slower than this, overall and per leader host and worker (0: off)")
 	flag.Parse()
 	if o.memprofile != "" {
 		runtime.MemProfileRate = 64 << 10
@@ -298,6 +312,8 @@ func run(o options) error {
 		Quiesce:           !o.noQuiesce,
 		Pipeline:          o.pipeline,
 		Async:             o.async,
+		TickMs:            ms(o.tick),
+		HeartbeatTicks:    o.heartbeatTicks,
 		StartAllLeadersMs: ms(time.Since(start)),
 	}
 	switch {
@@ -395,6 +411,10 @@ func (c *cluster) load(rep *report) {
 	if o.timeline != "" {
 		tl = newTimeline(c, o.clients)
 	}
+	var spread *slowSpread
+	if o.slow > 0 {
+		spread = newSlowSpread(o.slow, o.shards, o.hosts, rep.Workers)
+	}
 	for cl := 0; cl < o.clients; cl++ {
 		// Client c owns shards c, c+clients, ...; with fewer shards than
 		// clients, several clients share shard c mod shards.
@@ -449,6 +469,9 @@ func (c *cluster) load(rep *report) {
 					lats[cl] = append(lats[cl], d)
 					if tl != nil {
 						tl.record(cl, t0.Add(d), d)
+					}
+					if spread != nil {
+						spread.record(s, l, d)
 					}
 				}
 			}
@@ -518,6 +541,10 @@ func (c *cluster) load(rep *report) {
 	rep.ErrNotLead, rep.ErrTimeout = errNL.Load(), errTO.Load()
 	rep.FsyncsPerS = float64(fs) / el.Seconds()
 	rep.FramesPerS = float64(fr) / el.Seconds()
+	if spread != nil {
+		all, groups := spread.report()
+		rep.SlowMs, rep.SlowPct, rep.SlowByGroup = ms(o.slow), &all, groups
+	}
 }
 
 // walSyncs is the fsyncs of all hosts' Pebble WALs and their total time.
