@@ -413,7 +413,7 @@ func (c *cluster) load(rep *report) {
 	}
 	var spread *slowSpread
 	if o.slow > 0 {
-		spread = newSlowSpread(o.slow, o.shards, o.hosts, rep.Workers)
+		spread = newSlowSpread(o.slow, o.shards, rep.Workers)
 	}
 	for cl := 0; cl < o.clients; cl++ {
 		// Client c owns shards c, c+clients, ...; with fewer shards than

@@ -11,18 +11,17 @@ import (
 // (stalls of the whole process: GC, a full CPU) from one that some groups
 // of shards cause (a busy worker, one host's disk).
 type slowSpread struct {
-	over      time.Duration
-	total     []atomic.Int64
-	slow      []atomic.Int64
-	leader    []atomic.Uint64 // the host the shard's last measured proposal went to
-	workers   int
-	hostCount int
+	over    time.Duration
+	total   []atomic.Int64
+	slow    []atomic.Int64
+	leader  []atomic.Uint64 // the host the shard's last measured proposal went to
+	workers int
 }
 
-func newSlowSpread(over time.Duration, shards, hosts, workers int) *slowSpread {
+func newSlowSpread(over time.Duration, shards, workers int) *slowSpread {
 	return &slowSpread{
 		over: over, total: make([]atomic.Int64, shards), slow: make([]atomic.Int64, shards),
-		leader: make([]atomic.Uint64, shards), workers: workers, hostCount: hosts,
+		leader: make([]atomic.Uint64, shards), workers: workers,
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 func TestSlowSpreadGroups(t *testing.T) {
-	s := newSlowSpread(20*time.Millisecond, 4, 2, 2)
+	s := newSlowSpread(20*time.Millisecond, 4, 2)
 	ms := time.Millisecond
 	// Shard 0 (worker 0) led by host 1: one slow of two.
 	s.record(0, 1, 5*ms)
