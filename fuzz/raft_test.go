@@ -2,11 +2,11 @@ package fuzz
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shoalmq/shoal/wire"
 )
@@ -15,14 +15,14 @@ func seedRaftBatch() *wire.RaftBatch {
 	m := &wire.RaftBatch{}
 	m.Messages = append(m.Messages, wire.ShardMessage{Shard: 3}, wire.ShardMessage{Shard: 4})
 	app := &m.Messages[0].Msg
-	app.Type, app.To, app.From, app.Term, app.LogTerm, app.Index, app.Commit = raftpb.MsgApp.Enum(), new(uint64(2)), new(uint64(1)), new(uint64(5)), new(uint64(5)), new(uint64(10)), new(uint64(9))
-	app.Entries = []*raftpb.Entry{{Term: new(uint64(5)), Index: new(uint64(11)), Type: raftpb.EntryNormal.Enum(), Data: []byte("put k v")}, {Data: []byte{}}}
+	app.Type, app.To, app.From, app.Term, app.LogTerm, app.Index, app.Commit = raftpb.MsgApp, 2, 1, 5, 5, 10, 9
+	app.Entries = []raftpb.Entry{{Term: uint64(5), Index: uint64(11), Type: raftpb.EntryNormal, Data: []byte("put k v")}, {Data: []byte{}}}
 	app.Context = []byte("ctx")
-	app.Responses = []*raftpb.Message{{Type: raftpb.MsgAppResp.Enum(), Reject: new(true), RejectHint: new(uint64(3))}}
+	app.Responses = []raftpb.Message{{Type: raftpb.MsgAppResp, Reject: true, RejectHint: uint64(3)}}
 	snap := &m.Messages[1].Msg
-	snap.Type, snap.Vote = raftpb.MsgSnap.Enum(), new(uint64(0))
-	snap.Snapshot = &raftpb.Snapshot{Data: []byte("state"), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(5)),
-		ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{3}, VotersOutgoing: []uint64{1}, LearnersNext: []uint64{4}, AutoLeave: new(true)}}}
+	snap.Type, snap.Vote = raftpb.MsgSnap, 7
+	snap.Snapshot = &raftpb.Snapshot{Data: []byte("state"), Metadata: raftpb.SnapshotMetadata{Index: uint64(10), Term: uint64(5),
+		ConfState: raftpb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{3}, VotersOutgoing: []uint64{1}, LearnersNext: []uint64{4}, AutoLeave: true}}}
 	m.Heartbeats = []wire.Heartbeat{{Shard: 1, Term: 2, Commit: 3, Flags: wire.HeartbeatQuiesce}}
 	m.HeartbeatResponses = []wire.Heartbeat{{Shard: 1, Term: 2, Commit: 3}}
 	return m
@@ -34,7 +34,7 @@ func equalBatches(t *testing.T, a, b *wire.RaftBatch) {
 		t.Fatal("lengths differ")
 	}
 	for i := range a.Messages {
-		if a.Messages[i].Shard != b.Messages[i].Shard || !proto.Equal(&a.Messages[i].Msg, &b.Messages[i].Msg) {
+		if a.Messages[i].Shard != b.Messages[i].Shard || !reflect.DeepEqual(a.Messages[i].Msg, b.Messages[i].Msg) {
 			t.Fatalf("message %d differs:\n%v\n%v", i, &a.Messages[i].Msg, &b.Messages[i].Msg)
 		}
 	}

@@ -73,11 +73,11 @@ func TestApplyWritesOnlyChangedRecords(t *testing.T) {
 	if err := sm.Apply(shard, cmds, cb); err != nil {
 		t.Fatal(err)
 	}
-	ents := make([]*raftpb.Entry, 100)
+	ents := make([]raftpb.Entry, 100)
 	for i := range ents {
-		ents[i] = &raftpb.Entry{Index: new(uint64(i + 1)), Term: new(uint64(1))}
+		ents[i] = raftpb.Entry{Index: uint64(i + 1), Term: 1}
 	}
-	cb.Append(shard, &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(100))}, ents)
+	cb.Append(shard, &raftpb.HardState{Term: 1, Commit: 100}, ents)
 	cb.SetApplied(shard, 100)
 	if err := cb.Commit(false); err != nil {
 		t.Fatal(err)
@@ -102,11 +102,11 @@ func TestApplyWritesOnlyChangedRecords(t *testing.T) {
 	}
 	defer sr.Close()
 	st2, sm2 := openTestStore(t)
-	snap := &raftpb.Snapshot{Metadata: sr.Meta()}
+	snap := &raftpb.Snapshot{Metadata: *sr.Meta()}
 	if err := st2.ApplySnapshot(shard, snap, sr); err != nil {
 		t.Fatal(err)
 	}
-	if err := sm2.Restore(shard, snap.GetMetadata().GetIndex()); err != nil {
+	if err := sm2.Restore(shard, snap.Metadata.Index); err != nil {
 		t.Fatal(err)
 	}
 	if got := sm2.shards[shard].st.AppendSnapshot(nil); !bytes.Equal(got, want) {

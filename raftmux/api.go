@@ -41,7 +41,7 @@ type Storage interface {
 type Batch interface {
 	// Append stores hs (when non-nil) and ents (truncating any conflicting
 	// suffix of the shard's log).
-	Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry)
+	Append(shard uint64, hs *raftpb.HardState, ents []raftpb.Entry)
 	// SetConfState records the shard's configuration after a conf change.
 	SetConfState(shard uint64, cs *raftpb.ConfState)
 	// SetApplied records the shard's applied index.

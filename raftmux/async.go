@@ -143,7 +143,7 @@ func (wr *writer) persist(jobs []appendJob) (mustSync, ok bool) {
 	for i := range jobs {
 		j := &jobs[i]
 		m := j.m
-		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+		if snap := m.Snapshot; snap != nil && !raft.IsEmptySnap(*snap) {
 			if !commit() {
 				return false, false
 			}
@@ -153,13 +153,13 @@ func (wr *writer) persist(jobs []appendJob) (mustSync, ok bool) {
 			}
 			// Synced by the store, with everything committed before it.
 			if err := st.ApplySnapshot(j.r.shard, snap, data); err != nil {
-				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.GetMetadata().GetIndex(), err))
+				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.Metadata.Index, err))
 				return false, false
 			}
 			j.snapData = nil
 		}
 		var hs *raftpb.HardState
-		if m.Term != nil {
+		if m.Term != 0 || m.Vote != 0 || m.Commit != 0 {
 			hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
 		}
 		if hs != nil || len(m.Entries) > 0 {
@@ -178,8 +178,9 @@ func (wr *writer) respond(jobs []appendJob) {
 	self := h.cfg.NodeID
 	for i := range jobs {
 		j := &jobs[i]
-		for _, resp := range j.m.Responses {
-			if to := resp.GetTo(); to != self {
+		for k := range j.m.Responses {
+			resp := &j.m.Responses[k]
+			if to := resp.To; to != self {
 				b := wr.outbox[to]
 				if b == nil {
 					b = &RaftBatch{}
@@ -237,18 +238,19 @@ func (w *worker) appended(jobs []appendJob) {
 		if w.replicas[r.shard] != r {
 			continue
 		}
-		if snap := j.m.GetSnapshot(); !raft.IsEmptySnap(snap) {
-			idx := snap.GetMetadata().GetIndex()
+		if snap := j.m.Snapshot; snap != nil && !raft.IsEmptySnap(*snap) {
+			idx := snap.Metadata.Index
 			if err := w.h.cfg.StateMachine.Restore(r.shard, idx); err != nil {
 				w.h.halt(fmt.Errorf("raftmux: shard %d: restore snapshot %d: %w", r.shard, idx, err))
 				return
 			}
 			r.applied = idx
 			r.compacted = idx
-			r.confState = snap.GetMetadata().GetConfState()
+			cs := snap.Metadata.ConfState
+			r.confState = &cs
 		}
 		for _, resp := range j.m.Responses {
-			if resp.GetTo() == self {
+			if resp.To == self {
 				_ = r.rn.Step(resp)
 			}
 		}
@@ -287,7 +289,7 @@ func (w *worker) processReadyAsync() {
 		r, rd := items[i].r, &items[i].rd
 		term := r.term
 		if !raft.IsEmptyHardState(rd.HardState) {
-			term = rd.HardState.GetTerm()
+			term = rd.HardState.Term
 			if term != r.term && len(r.proposals) > 0 {
 				r.failProposals(ErrOutcomeUnknown)
 			}
@@ -296,17 +298,18 @@ func (w *worker) processReadyAsync() {
 			w.softState(r, rd.SoftState, term)
 		}
 		r.term = term
-		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
-		for _, m := range rd.Messages {
-			switch m.GetTo() {
+		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
+		for k := range rd.Messages {
+			m := &rd.Messages[k]
+			switch m.To {
 			case raft.LocalAppendThread:
 				j := appendJob{r: r, m: m, sync: rd.MustSync}
-				if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+				if snap := m.Snapshot; snap != nil && !raft.IsEmptySnap(*snap) {
 					j.sync = true
-					if r.snapData != nil && r.snapDataIdx == snap.GetMetadata().GetIndex() {
+					if r.snapData != nil && r.snapDataIdx == snap.Metadata.Index {
 						j.snapData = r.snapData
 					} else {
-						cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", snap.GetMetadata().GetIndex())
+						cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", snap.Metadata.Index)
 					}
 					r.snapData = nil
 				}

@@ -245,8 +245,8 @@ func (h *Host) Bootstrap(ctx context.Context, shard uint64, voters []uint64) err
 
 // AddLearner adds node as a non-voting member of shard.
 func (h *Host) AddLearner(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
-	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionAuto,
-		raftpb.ConfChangeType_ConfChangeAddLearnerNode, node)
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransitionAuto,
+		raftpb.ConfChangeAddLearnerNode, node)
 }
 
 // Promote makes learner node a voter, through a joint configuration that
@@ -254,15 +254,15 @@ func (h *Host) AddLearner(ctx context.Context, shard, node uint64) (*raftpb.Conf
 // leader's commit index (see Config.PromoteMaxLag) is refused with a
 // *LearnerBehindError (errors.Is ErrLearnerBehind); retry later.
 func (h *Host) Promote(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
-	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
-		raftpb.ConfChangeType_ConfChangeAddNode, node)
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransitionJointImplicit,
+		raftpb.ConfChangeAddNode, node)
 }
 
 // RemoveReplica removes node from shard, through a joint configuration.
 // The removed replica deletes its data when it applies the change.
 func (h *Host) RemoveReplica(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
-	return h.changeConf(ctx, shard, raftpb.ConfChangeTransition_ConfChangeTransitionJointImplicit,
-		raftpb.ConfChangeType_ConfChangeRemoveNode, node)
+	return h.changeConf(ctx, shard, raftpb.ConfChangeTransitionJointImplicit,
+		raftpb.ConfChangeRemoveNode, node)
 }
 
 func (h *Host) changeConf(ctx context.Context, shard uint64, tr raftpb.ConfChangeTransition, typ raftpb.ConfChangeType, node uint64) (*raftpb.ConfState, error) {
@@ -270,8 +270,8 @@ func (h *Host) changeConf(ctx context.Context, shard uint64, tr raftpb.ConfChang
 		return nil, fmt.Errorf("%w: node 0", ErrInvalid)
 	}
 	cc := &raftpb.ConfChangeV2{
-		Transition: tr.Enum(),
-		Changes:    []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(node)}},
+		Transition: tr,
+		Changes:    []raftpb.ConfChangeSingle{{Type: typ, NodeID: node}},
 		Context:    make([]byte, headerLen),
 	}
 	r, err := h.do(ctx, shard, evConfChange, &request{cc: cc})

@@ -19,10 +19,10 @@ func TestMalformedInboundIsIgnored(t *testing.T) {
 	h := c.hosts[lead]
 	h.Deliver(2, &raftmux.RaftBatch{Messages: []raftmux.ShardMessage{
 		{Shard: 0, Msg: nil},
-		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MessageType_MsgApp.Enum(), To: new(uint64(99)), From: new(uint64(2))}},
-		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MessageType_MsgApp.Enum(), To: new(lead), From: new(uint64(3))}}, // From ≠ sender
-		{Shard: 5, Msg: &raftpb.Message{Type: raftpb.MessageType_MsgVote.Enum(), To: new(lead), From: new(uint64(2)), Term: new(uint64(9))}},
-		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MessageType_MsgHup.Enum(), To: new(lead), From: new(uint64(2))}}, // local type
+		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MsgApp, To: uint64(99), From: uint64(2)}},
+		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MsgApp, To: lead, From: uint64(3)}}, // From ≠ sender
+		{Shard: 5, Msg: &raftpb.Message{Type: raftpb.MsgVote, To: lead, From: uint64(2), Term: uint64(9)}},
+		{Shard: 0, Msg: &raftpb.Message{Type: raftpb.MsgHup, To: lead, From: uint64(2)}}, // local type
 	}})
 	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 1, Seq: 3, Data: []byte("x")})
 	h.DeliverSnapshotChunk(2, &raftmux.SnapshotChunk{Shard: 0, ID: 2, Seq: 0, Last: true})

@@ -39,9 +39,9 @@ func (s *orderStore) NewBatch() raftmux.Batch {
 	return &orderBatch{Batch: s.storage.NewBatch(), s: s, commit: map[uint64]uint64{}, applied: map[uint64]uint64{}}
 }
 
-func (b *orderBatch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+func (b *orderBatch) Append(shard uint64, hs *raftpb.HardState, ents []raftpb.Entry) {
 	if hs != nil {
-		b.commit[shard] = hs.GetCommit()
+		b.commit[shard] = hs.Commit
 	}
 	b.Batch.Append(shard, hs, ents)
 }
@@ -152,7 +152,7 @@ func TestStartsFromAppliedIndexAboveCommitIndex(t *testing.T) {
 		t.Fatalf("applied %d, %v", applied, err)
 	}
 	b := st.NewBatch()
-	b.Append(0, &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(applied - 1)}, nil)
+	b.Append(0, &raftpb.HardState{Term: hs.Term, Vote: hs.Vote, Commit: applied - 1}, nil)
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // flight is one round's storage batch being committed off the worker
@@ -87,8 +86,8 @@ func (w *worker) processReady() {
 		it := &items[i]
 		r, rd := it.r, &it.rd
 		hsChanged := !raft.IsEmptyHardState(rd.HardState) &&
-			(rd.HardState.GetTerm() != r.term || rd.HardState.GetVote() != r.persistedVote)
-		if hsChanged && rd.HardState.GetTerm() != r.term && len(r.proposals) > 0 {
+			(rd.HardState.Term != r.term || rd.HardState.Vote != r.persistedVote)
+		if hsChanged && rd.HardState.Term != r.term && len(r.proposals) > 0 {
 			// A new term: whatever this replica proposed as leader before
 			// may or may not survive, even if it leads again.
 			r.failProposals(ErrOutcomeUnknown)
@@ -96,22 +95,22 @@ func (w *worker) processReady() {
 		if rd.SoftState != nil {
 			term := r.term
 			if !raft.IsEmptyHardState(rd.HardState) {
-				term = rd.HardState.GetTerm()
+				term = rd.HardState.Term
 			}
 			w.softState(r, rd.SoftState, term)
 		}
-		r.confCommitting = len(r.confState.GetVotersOutgoing()) > 0 || hasConfChange(rd.CommittedEntries)
+		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
-		if it.early && len(rd.Entries) > 0 && !pipelined && cfg.AckWait > 0 && len(r.confState.GetVoters()) > 1 {
+		if it.early && len(rd.Entries) > 0 && !pipelined && cfg.AckWait > 0 && len(r.confState.Voters) > 1 {
 			// Before the appends leave: an ack may beat this round's fsync.
 			w.awaitAcks = true
 			w.mu.Lock()
-			w.awaited[r.shard] = rd.Entries[len(rd.Entries)-1].GetIndex()
+			w.awaited[r.shard] = rd.Entries[len(rd.Entries)-1].Index
 			w.mu.Unlock()
 		}
 		if it.early {
-			for _, m := range rd.Messages {
-				w.route(r, m)
+			for k := range rd.Messages {
+				w.route(r, &rd.Messages[k])
 			}
 			r.hbResps = r.hbResps[:0]
 		}
@@ -125,7 +124,7 @@ func (w *worker) processReady() {
 	for i := range items {
 		it := &items[i]
 		if !raft.IsEmptySnap(it.rd.Snapshot) {
-			if err := w.applySnapshot(it.r, it.rd.Snapshot); err != nil {
+			if err := w.applySnapshot(it.r, &it.rd.Snapshot); err != nil {
 				w.h.halt(err)
 				return
 			}
@@ -144,8 +143,8 @@ func (w *worker) processReady() {
 	write, sync := false, false
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
-		hs := rd.HardState
-		if raft.IsEmptyHardState(hs) || (hs.GetTerm() == r.term && hs.GetVote() == r.persistedVote && hs.GetCommit() <= r.persistedCommit) {
+		hs := &rd.HardState
+		if raft.IsEmptyHardState(*hs) || (hs.Term == r.term && hs.Vote == r.persistedVote && hs.Commit <= r.persistedCommit) {
 			// Empty, or already written: the early apply wrote the
 			// HardState covering its entries, which on a leader is this
 			// one (the commit index its acks raised).
@@ -193,13 +192,13 @@ func (w *worker) finish(items []readyItem) {
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
 		if !raft.IsEmptyHardState(rd.HardState) {
-			r.term = rd.HardState.GetTerm()
-			r.persistedVote = rd.HardState.GetVote()
-			r.persistedCommit = max(r.persistedCommit, rd.HardState.GetCommit())
+			r.term = rd.HardState.Term
+			r.persistedVote = rd.HardState.Vote
+			r.persistedCommit = max(r.persistedCommit, rd.HardState.Commit)
 		}
 		if !items[i].early {
-			for _, m := range rd.Messages {
-				w.route(r, m)
+			for k := range rd.Messages {
+				w.route(r, &rd.Messages[k])
 			}
 			r.hbResps = r.hbResps[:0]
 		}
@@ -307,7 +306,7 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 		if it.applied || len(ents) == 0 {
 			continue
 		}
-		if early && len(it.rd.Entries) > 0 && ents[len(ents)-1].GetIndex() >= it.rd.Entries[0].GetIndex() {
+		if early && len(it.rd.Entries) > 0 && ents[len(ents)-1].Index >= it.rd.Entries[0].Index {
 			continue
 		}
 		w.apply(it.r, ents, ab)
@@ -319,7 +318,7 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 			// between leaves an applied index above the durable commit
 			// index, which raft refuses to start from. The entries up to
 			// it are durable already.
-			ab.Append(r.shard, &raftpb.HardState{Term: new(r.term), Vote: new(r.persistedVote), Commit: new(r.applied)}, nil)
+			ab.Append(r.shard, &raftpb.HardState{Term: r.term, Vote: r.persistedVote, Commit: r.applied}, nil)
 			r.persistedCommit = r.applied
 		}
 	}
@@ -363,11 +362,12 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 
 // apply hands committed entries to the state machine (normal entries in
 // runs, conf changes to raft), and resolves this host's waiters.
-func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
+func (w *worker) apply(r *replica, ents []raftpb.Entry, b Batch) {
 	self := w.h.cfg.NodeID
-	for _, e := range ents {
-		switch e.GetType() {
-		case raftpb.EntryType_EntryNormal:
+	for i := range ents {
+		e := &ents[i]
+		switch e.Type {
+		case raftpb.EntryNormal:
 			node, seq, ok := readHeader(e.Data)
 			if !ok {
 				continue // a new leader's empty entry
@@ -375,15 +375,15 @@ func (w *worker) apply(r *replica, ents []*raftpb.Entry, b Batch) {
 			if node != self {
 				seq = 0
 			}
-			w.cmds = append(w.cmds, Command{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.Data[headerLen:]})
+			w.cmds = append(w.cmds, Command{Index: e.Index, Term: e.Term, Data: e.Data[headerLen:]})
 			w.seqs = append(w.seqs, seq)
-		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
 			w.applyCmds(r, b)
 			w.applyConf(r, e, b)
 		}
 	}
 	w.applyCmds(r, b)
-	last := ents[len(ents)-1].GetIndex()
+	last := ents[len(ents)-1].Index
 	b.SetApplied(r.shard, last)
 	r.applied = last
 }
@@ -416,17 +416,17 @@ func (w *worker) applyCmds(r *replica, b Batch) {
 func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 	var cc raftpb.ConfChangeI
 	var ctx []byte
-	if e.GetType() == raftpb.EntryType_EntryConfChange {
+	if e.Type == raftpb.EntryConfChange {
 		var c raftpb.ConfChange
-		if err := proto.Unmarshal(e.Data, &c); err != nil {
-			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.GetIndex(), "err", err)
+		if err := c.Unmarshal(e.Data); err != nil {
+			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.Index, "err", err)
 			return
 		}
 		cc, ctx = &c, c.Context
 	} else {
 		var c raftpb.ConfChangeV2
-		if err := proto.Unmarshal(e.Data, &c); err != nil {
-			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.GetIndex(), "err", err)
+		if err := c.Unmarshal(e.Data); err != nil {
+			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.Index, "err", err)
 			return
 		}
 		cc, ctx = &c, c.Context
@@ -438,7 +438,7 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 		if req := r.proposals[seq]; req != nil {
 			delete(r.proposals, seq)
 			r.ccPending = false
-			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cs, index: e.GetIndex()}})
+			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cs, index: e.Index}})
 		}
 	}
 	switch member := isMember(cs, w.h.cfg.NodeID); {
@@ -493,7 +493,7 @@ func (w *worker) destroy(r *replica) {
 }
 
 func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
-	idx := snap.GetMetadata().GetIndex()
+	idx := snap.Metadata.Index
 	var data io.Reader = emptyReader{}
 	if r.snapData != nil && r.snapDataIdx == idx {
 		data = bytes.NewReader(r.snapData)
@@ -509,13 +509,14 @@ func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	}
 	r.applied = idx
 	r.compacted = idx
-	r.confState = snap.GetMetadata().GetConfState()
+	cs := snap.Metadata.ConfState
+	r.confState = &cs
 	return nil
 }
 
-func hasConfChange(ents []*raftpb.Entry) bool {
-	for _, e := range ents {
-		if t := e.GetType(); t == raftpb.EntryType_EntryConfChange || t == raftpb.EntryType_EntryConfChangeV2 {
+func hasConfChange(ents []raftpb.Entry) bool {
+	for i := range ents {
+		if t := ents[i].Type; t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
 			return true
 		}
 	}

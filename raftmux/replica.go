@@ -164,7 +164,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: initial state: %w", shard, err)
 	}
-	if applied > hs.GetCommit() {
+	if applied > hs.Commit {
 		// Written by a version that could persist the applied index before
 		// the commit index covering it. Entries are applied only once
 		// committed, so the commit index is at least the applied one.
@@ -172,13 +172,13 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		if err != nil || applied > last {
 			return nil, fmt.Errorf("raftmux: shard %d: applied index %d beyond the log (last %d): %w", shard, applied, last, ErrCorrupt)
 		}
-		w.h.cfg.Logger.Warn("raftmux: commit index raised to the applied index", "shard", shard, "commit", hs.GetCommit(), "applied", applied)
+		w.h.cfg.Logger.Warn("raftmux: commit index raised to the applied index", "shard", shard, "commit", hs.Commit, "applied", applied)
 		b := st.NewBatch()
-		b.Append(shard, &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(applied)}, nil)
+		b.Append(shard, &raftpb.HardState{Term: hs.Term, Vote: hs.Vote, Commit: applied}, nil)
 		if err := b.Commit(true); err != nil {
 			return nil, fmt.Errorf("raftmux: shard %d: raise commit index: %w", shard, err)
 		}
-		hs.Commit = new(applied)
+		hs.Commit = applied
 	}
 	first, err := rs.FirstIndex()
 	if err != nil {
@@ -192,12 +192,12 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		shard:           shard,
 		rn:              rn,
 		rs:              rs,
-		term:            hs.GetTerm(),
-		persistedVote:   hs.GetVote(),
-		persistedCommit: hs.GetCommit(),
+		term:            hs.Term,
+		persistedVote:   hs.Vote,
+		persistedCommit: hs.Commit,
 		applied:         applied,
 		compacted:       first - 1,
-		confState:       cs,
+		confState:       &cs,
 		proposals:       make(map[uint64]*request),
 		reads:           make(map[uint64]*request),
 	}
@@ -214,7 +214,7 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// one that holds a configuration may not.
 		// Nor one with state from its peers still being written (the
 		// leader then fills it by snapshot, as it would anyway).
-		if r.applied != 0 || len(r.confState.GetVoters()) > 0 || len(r.confState.GetLearners()) > 0 || r.writes > 0 {
+		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.writes > 0 {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)
@@ -225,10 +225,10 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 	voters = slices.Clone(voters)
 	slices.Sort(voters)
 	voters = slices.Compact(voters)
-	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-		Index:     new(uint64(1)),
-		Term:      new(uint64(1)),
-		ConfState: &raftpb.ConfState{Voters: voters},
+	snap := &raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{
+		Index:     1,
+		Term:      1,
+		ConfState: raftpb.ConfState{Voters: voters},
 	}}
 	if err := w.h.cfg.Storage.ApplySnapshot(shard, snap, emptyReader{}); err != nil {
 		return fmt.Errorf("raftmux: shard %d: bootstrap: %w", shard, err)
@@ -256,8 +256,8 @@ func (r *replica) info() Info {
 		Term:     r.term,
 		Applied:  r.applied,
 		Quiesced: r.quiesced,
-		Voters:   slices.Clone(r.confState.GetVoters()),
-		Learners: slices.Clone(r.confState.GetLearners()),
+		Voters:   slices.Clone(r.confState.Voters),
+		Learners: slices.Clone(r.confState.Learners),
 	}
 }
 
@@ -301,15 +301,15 @@ func (w *worker) wake(r *replica) {
 
 // isMember reports whether id is in cs (any role).
 func isMember(cs *raftpb.ConfState, id uint64) bool {
-	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetLearners(), id) ||
-		slices.Contains(cs.GetVotersOutgoing(), id) || slices.Contains(cs.GetLearnersNext(), id)
+	return slices.Contains(cs.Voters, id) || slices.Contains(cs.Learners, id) ||
+		slices.Contains(cs.VotersOutgoing, id) || slices.Contains(cs.LearnersNext, id)
 }
 
 // createsReplica: messages that may create an uninitialized replica of a
 // shard this host does not have: only a leader's traffic, never votes, so
 // an absent node cannot be counted in an election it knows nothing about.
 func createsReplica(t raftpb.MessageType) bool {
-	return t == raftpb.MessageType_MsgApp || t == raftpb.MessageType_MsgHeartbeat || t == raftpb.MessageType_MsgSnap
+	return t == raftpb.MsgApp || t == raftpb.MsgHeartbeat || t == raftpb.MsgSnap
 }
 
 func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
@@ -334,10 +334,10 @@ func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
 }
 
 func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
-	if m == nil || m.GetTo() != w.h.cfg.NodeID || m.GetFrom() != from {
+	if m == nil || m.To != w.h.cfg.NodeID || m.From != from {
 		return
 	}
-	r := w.replicaFor(shard, m.GetType())
+	r := w.replicaFor(shard, m.Type)
 	if r == nil {
 		return
 	}
@@ -345,21 +345,21 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 	if from == r.suspect {
 		r.suspect = 0
 	}
-	t := m.GetType()
-	if t == raftpb.MessageType_MsgHeartbeatResp {
+	t := m.Type
+	if t == raftpb.MsgHeartbeatResp {
 		r.noteHeartbeatResp(from)
 	}
-	if t != raftpb.MessageType_MsgHeartbeatResp && t != raftpb.MessageType_MsgAppResp {
+	if t != raftpb.MsgHeartbeatResp && t != raftpb.MsgAppResp {
 		w.wake(r)
 	} else if r.quiesced && r.state != raft.StateLeader {
 		w.wake(r)
 	}
-	_ = r.rn.Step(m)
+	_ = r.rn.Step(*m)
 	w.touch(r)
 }
 
 func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
-	r := w.replicaFor(shard, raftpb.MessageType_MsgHeartbeat)
+	r := w.replicaFor(shard, raftpb.MsgHeartbeat)
 	if r == nil {
 		return
 	}
@@ -384,14 +384,14 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 		}
 		commit = last
 	}
-	_ = r.rn.Step(w.hb.message(raftpb.MessageType_MsgHeartbeat, from, w.h.cfg.NodeID, hb.Term, commit))
+	_ = r.rn.Step(hbMessage(raftpb.MsgHeartbeat, from, w.h.cfg.NodeID, hb.Term, commit))
 	w.touch(r)
 	if !quiesce {
 		return
 	}
 	st := r.rn.BasicStatus()
-	if st.RaftState == raft.StateFollower && st.Lead == from && st.GetTerm() == hb.Term &&
-		st.GetCommit() == hb.Commit && len(r.reads) == 0 && len(r.readWaits) == 0 && !w.h.cfg.DisableQuiesce {
+	if st.RaftState == raft.StateFollower && st.Lead == from && st.Term == hb.Term &&
+		st.Commit == hb.Commit && len(r.reads) == 0 && len(r.readWaits) == 0 && !w.h.cfg.DisableQuiesce {
 		r.quiesced = true
 		delete(w.awake, shard)
 		return
@@ -399,7 +399,7 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 	// Not caught up: stay awake and make sure the leader does too.
 	w.wake(r)
 	b := w.outbound(from)
-	b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: shard, Term: st.GetTerm(), Flags: FlagWake})
+	b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: shard, Term: st.Term, Flags: FlagWake})
 }
 
 func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
@@ -411,36 +411,20 @@ func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
 		w.wake(r)
 	}
 	r.noteHeartbeatResp(from)
-	_ = r.rn.Step(w.hb.response(from, w.h.cfg.NodeID, hb.Term))
+	_ = r.rn.Step(hbMessage(raftpb.MsgHeartbeatResp, from, w.h.cfg.NodeID, hb.Term, 0))
 	w.touch(r)
 }
 
-// hbScratch is the raft message a coalesced heartbeat tuple is stepped as,
-// reused: raft keeps neither a heartbeat (without read context) nor its
-// response, nor any of their fields, past Step.
-type hbScratch struct {
-	m                      raftpb.Message
-	typ                    raftpb.MessageType
-	from, to, term, commit uint64
-}
-
-func (s *hbScratch) message(t raftpb.MessageType, from, to, term, commit uint64) *raftpb.Message {
-	s.typ, s.from, s.to, s.term, s.commit = t, from, to, term, commit
-	s.m.Type, s.m.From, s.m.To, s.m.Term, s.m.Commit = &s.typ, &s.from, &s.to, &s.term, &s.commit
-	return &s.m
-}
-
-func (s *hbScratch) response(from, to, term uint64) *raftpb.Message {
-	m := s.message(raftpb.MessageType_MsgHeartbeatResp, from, to, term, 0)
-	m.Commit = nil
-	return m
+// hbMessage is the raft message a coalesced heartbeat tuple is stepped as.
+func hbMessage(t raftpb.MessageType, from, to, term, commit uint64) raftpb.Message {
+	return raftpb.Message{Type: t, From: from, To: to, Term: term, Commit: commit}
 }
 
 // heartbeatAll sends every live follower a coalesced heartbeat with flags,
 // vouching for the commit index it is known to have.
 func (w *worker) heartbeatAll(r *replica, flags uint8) {
 	self := w.h.cfg.NodeID
-	commit := r.rn.BasicStatus().GetCommit()
+	commit := r.rn.BasicStatus().Commit
 	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 		if id == self || w.dead[id] {
 			return
@@ -461,7 +445,7 @@ func (w *worker) maybeQuiesce(r *replica) {
 		return
 	}
 	st := r.rn.BasicStatus()
-	if st.LeadTransferee != 0 || st.Applied != st.GetCommit() || len(r.confState.GetVotersOutgoing()) > 0 {
+	if st.LeadTransferee != 0 || st.Applied != st.Commit || len(r.confState.VotersOutgoing) > 0 {
 		return
 	}
 	self := w.h.cfg.NodeID
@@ -470,7 +454,7 @@ func (w *worker) maybeQuiesce(r *replica) {
 		if !ok || (id != self && w.dead[id]) {
 			return
 		}
-		if pr.Match != st.GetCommit() || (id != self && pr.State != tracker.StateReplicate) {
+		if pr.Match != st.Commit || (id != self && pr.State != tracker.StateReplicate) {
 			ok = false
 		}
 	})
@@ -548,11 +532,11 @@ func (w *worker) campaignNow(r *replica, dead uint64) {
 		_ = r.rn.Campaign()
 		return
 	}
-	_ = r.rn.Step(&raftpb.Message{
-		Type: raftpb.MessageType_MsgTimeoutNow.Enum(),
-		From: new(dead),
-		To:   new(w.h.cfg.NodeID),
-		Term: new(st.GetTerm()),
+	_ = r.rn.Step(raftpb.Message{
+		Type: raftpb.MsgTimeoutNow,
+		From: dead,
+		To:   w.h.cfg.NodeID,
+		Term: st.Term,
 	})
 }
 
@@ -593,7 +577,7 @@ func (w *worker) candidate(r *replica) uint64 { return w.candidateWithout(r, 0) 
 // candidateWithout is candidate with node also left out.
 func (w *worker) candidateWithout(r *replica, node uint64) uint64 {
 	n := uint64(0)
-	for _, v := range r.confState.GetVoters() { // sorted by raft
+	for _, v := range r.confState.Voters { // sorted by raft
 		if !w.dead[v] && v != node {
 			n++
 		}
@@ -602,7 +586,7 @@ func (w *worker) candidateWithout(r *replica, node uint64) uint64 {
 		return 0
 	}
 	k := r.shard % n
-	for _, v := range r.confState.GetVoters() {
+	for _, v := range r.confState.Voters {
 		if !w.dead[v] && v != node {
 			if k == 0 {
 				return v
@@ -648,7 +632,7 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 	w.wake(r)
 	// raft turns a conf change proposed while another is pending into an
 	// empty entry, which would leave this waiter hanging: refuse instead.
-	if r.ccPending || len(r.confState.GetVotersOutgoing()) > 0 || r.applied < r.rn.BasicStatus().GetCommit() {
+	if r.ccPending || len(r.confState.VotersOutgoing) > 0 || r.applied < r.rn.BasicStatus().Commit {
 		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
 		return
 	}
@@ -673,15 +657,15 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 // Only changes that turn a current learner into a voter are checked.
 func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
 	var learner uint64
-	for _, c := range cc.GetChanges() {
-		if c.GetType() == raftpb.ConfChangeType_ConfChangeAddNode && slices.Contains(r.confState.GetLearners(), c.GetNodeId()) {
-			learner = c.GetNodeId()
+	for _, c := range cc.Changes {
+		if c.Type == raftpb.ConfChangeAddNode && slices.Contains(r.confState.Learners, c.NodeID) {
+			learner = c.NodeID
 		}
 	}
 	if learner == 0 {
 		return nil
 	}
-	commit := r.rn.BasicStatus().GetCommit()
+	commit := r.rn.BasicStatus().Commit
 	var match uint64
 	var state tracker.StateType
 	found := false

@@ -247,7 +247,7 @@ func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(cs.GetLearners(), 4) {
+	if !slices.Contains(cs.Learners, 4) {
 		t.Fatalf("conf state after AddLearner: %v", cs)
 	}
 	// The learner is created empty by the leader's first message and filled
@@ -256,7 +256,7 @@ func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
 	if _, err := c.propose(7, []byte("k5")); err != nil {
 		t.Fatal(err)
 	}
-	var cs2 interface{ GetVoters() []uint64 }
+	var cs2 *raftpb.ConfState
 	c.waitFor("promotion", 5*time.Second, func() bool {
 		cs, err := c.hosts[lead].Promote(ctx, 7, 4)
 		if err == nil {
@@ -268,8 +268,8 @@ func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
 		}
 		return false
 	})
-	if !slices.Contains(cs2.GetVoters(), 4) {
-		t.Fatalf("voters after Promote: %v", cs2.GetVoters())
+	if !slices.Contains(cs2.Voters, 4) {
+		t.Fatalf("voters after Promote: %v", cs2.Voters)
 	}
 	victim := uint64(3)
 	if victim == lead {
@@ -491,7 +491,7 @@ func TestHeartbeatsAreCoalesced(t *testing.T) {
 	const ticks = 20
 	time.Sleep(ticks * testTick)
 	frames, tuples := c.net.Frames()-f0, c.net.HeartbeatTuples()-h0
-	if n := c.net.Messages(raftpb.MessageType_MsgHeartbeat) + c.net.Messages(raftpb.MessageType_MsgHeartbeatResp); n != 0 {
+	if n := c.net.Messages(raftpb.MsgHeartbeat) + c.net.Messages(raftpb.MsgHeartbeatResp); n != 0 {
 		t.Fatalf("%d heartbeats went out as raft messages", n)
 	}
 	// Every group heartbeats every tick (when the loaded test machine lets
@@ -604,8 +604,8 @@ func TestPromoteRefusesLearnerThatHasNotCaughtUp(t *testing.T) {
 			}
 			return false
 		}
-		if !slices.Contains(cs.GetVoters(), 4) {
-			t.Fatalf("voters after Promote: %v", cs.GetVoters())
+		if !slices.Contains(cs.Voters, 4) {
+			t.Fatalf("voters after Promote: %v", cs.Voters)
 		}
 		return true
 	})
@@ -620,7 +620,7 @@ func TestBusyGroupSendsNoCommitOnlyAppends(t *testing.T) {
 	c.bootstrap(1, []uint64{1, 2, 3})
 	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
 	count := func() int64 {
-		return c.net.Messages(raftpb.MessageType_MsgApp) + c.net.Messages(raftpb.MessageType_MsgAppResp)
+		return c.net.Messages(raftpb.MsgApp) + c.net.Messages(raftpb.MsgAppResp)
 	}
 	const n = 50
 	m0 := count()

@@ -6,14 +6,13 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // sendSnapshot streams the shard's state to m's target in chunks, on its own
 // goroutine, at most MaxConcurrentSnapshots at a time per host; raft retries
 // a snapshot refused for lack of a slot.
 func (w *worker) sendSnapshot(r *replica, m *raftpb.Message) {
-	to := m.GetTo()
+	to := m.To
 	select {
 	case w.h.snapSem <- struct{}{}:
 	default:
@@ -44,13 +43,14 @@ func (h *Host) streamSnapshotData(shard, to, id uint64, m *raftpb.Message) error
 		return err
 	}
 	defer rc.Close()
-	if meta.GetIndex() < m.GetSnapshot().GetMetadata().GetIndex() {
+	if meta.Index < m.Snapshot.Metadata.Index {
 		return errSnapshotStale
 	}
 	// The data is at the shard's applied index, which may be past the index
 	// raft picked; announce that one so the follower resumes from it.
-	msg := proto.CloneOf(m)
-	msg.Snapshot = &raftpb.Snapshot{Metadata: meta}
+	cp := *m
+	msg := &cp
+	msg.Snapshot = &raftpb.Snapshot{Metadata: *meta}
 	buf := make([]byte, h.cfg.SnapshotChunkSize)
 	var zbuf []byte
 	for seq := uint32(0); ; seq++ {
@@ -84,7 +84,7 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	if c == nil {
 		return
 	}
-	r := w.replicaFor(c.Shard, raftpb.MessageType_MsgSnap)
+	r := w.replicaFor(c.Shard, raftpb.MsgSnap)
 	if r == nil {
 		return
 	}
@@ -104,8 +104,8 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	}
 	if c.Seq == 0 {
 		m := c.Msg
-		if m == nil || m.GetType() != raftpb.MessageType_MsgSnap || m.GetFrom() != from ||
-			m.GetTo() != w.h.cfg.NodeID || m.GetSnapshot().GetMetadata() == nil {
+		if m == nil || m.Type != raftpb.MsgSnap || m.From != from ||
+			m.To != w.h.cfg.NodeID || m.Snapshot == nil {
 			return
 		}
 		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append(make([]byte, 0, len(data)), data...)}
@@ -129,8 +129,8 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	in := r.inSnap
 	r.inSnap = nil
 	r.snapData = in.buf
-	r.snapDataIdx = in.msg.GetSnapshot().GetMetadata().GetIndex()
+	r.snapDataIdx = in.msg.Snapshot.Metadata.Index
 	w.wake(r)
-	_ = r.rn.Step(in.msg)
+	_ = r.rn.Step(*in.msg)
 	w.touch(r)
 }

@@ -82,7 +82,6 @@ type worker struct {
 	snapID     uint64
 	cmds       []Command
 	seqs       []uint64 // proposal id of each of cmds (0: not ours)
-	hb         hbScratch
 	waiters    []waiter
 	flights    chan *flight
 	inflight   int
@@ -196,8 +195,8 @@ func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 		m := &b.Messages[i]
 		if m.Shard%n == idx && len(w.inbox) < max {
 			w.inbox = append(w.inbox, event{kind: evMsg, shard: m.Shard, from: from, msg: m.Msg})
-			if len(w.awaited) > 0 && m.Msg.GetType() == raftpb.MessageType_MsgAppResp && !m.Msg.GetReject() {
-				if last, ok := w.awaited[m.Shard]; ok && m.Msg.GetIndex() >= last {
+			if len(w.awaited) > 0 && m.Msg.Type == raftpb.MsgAppResp && !m.Msg.Reject {
+				if last, ok := w.awaited[m.Shard]; ok && m.Msg.Index >= last {
 					w.acksIn++
 				}
 			}
@@ -423,9 +422,9 @@ func (w *worker) outbound(to uint64) *RaftBatch {
 // route queues one raft message of r for sending: heartbeats without a
 // read-index context become coalesced tuples, snapshots are streamed.
 func (w *worker) route(r *replica, m *raftpb.Message) {
-	to := m.GetTo()
-	switch m.GetType() {
-	case raftpb.MessageType_MsgHeartbeat:
+	to := m.To
+	switch m.Type {
+	case raftpb.MsgHeartbeat:
 		if len(m.Context) == 0 {
 			if r.quiesced {
 				// The quiesce heartbeat sent in its place carries the same
@@ -440,19 +439,19 @@ func (w *worker) route(r *replica, m *raftpb.Message) {
 				return
 			}
 			b := w.outbound(to)
-			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.GetTerm(), Commit: m.GetCommit()})
+			b.Heartbeats = append(b.Heartbeats, Heartbeat{Shard: r.shard, Term: m.Term, Commit: m.Commit})
 			return
 		}
-	case raftpb.MessageType_MsgHeartbeatResp:
+	case raftpb.MsgHeartbeatResp:
 		if len(m.Context) == 0 {
 			b := w.outbound(to)
-			b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: r.shard, Term: m.GetTerm()})
+			b.HeartbeatResponses = append(b.HeartbeatResponses, Heartbeat{Shard: r.shard, Term: m.Term})
 			return
 		}
-	case raftpb.MessageType_MsgSnap:
+	case raftpb.MsgSnap:
 		w.sendSnapshot(r, m)
 		return
-	case raftpb.MessageType_MsgApp:
+	case raftpb.MsgApp:
 		if len(m.Entries) == 0 && commitOnly(r, m) {
 			return
 		}
@@ -476,7 +475,7 @@ func commitOnly(r *replica, m *raftpb.Message) bool {
 	if r.confCommitting {
 		return false
 	}
-	to, idx := m.GetTo(), m.GetIndex()
+	to, idx := m.To, m.Index
 	ok := false
 	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 		if id == to && pr.State == tracker.StateReplicate {

@@ -55,11 +55,11 @@ type shardOp struct {
 	lastTerm  uint64
 	trunc     uint64
 	truncTerm uint64
-	firstNew  uint64          // index of ents[0]; 0 if no entries
-	ents      []*raftpb.Entry // new log suffix [firstNew, last]
-	hs        hardState       // the HardState as written: its commit moves only with its term or vote
-	hasHS     bool            // hs is written by this batch
-	commit    uint64          // the highest commit index Append was given
+	firstNew  uint64         // index of ents[0]; 0 if no entries
+	ents      []raftpb.Entry // new log suffix [firstNew, last]
+	hs        hardState      // the HardState as written: its commit moves only with its term or vote
+	hasHS     bool           // hs is written by this batch
+	commit    uint64         // the highest commit index Append was given
 	applied   uint64
 	hasApply  bool
 }
@@ -147,10 +147,11 @@ func (b *Batch) writeHeld() {
 	b.buf = b.buf[:0]
 }
 
-// Append records shard's HardState (skipped if empty) and entries. Entries
-// at indexes already in the log replace them and every later entry is
-// removed, as raft requires; entries already compacted are skipped. The
-// entries are kept by the cache after Commit and must not be mutated.
+// Append records shard's HardState (skipped if nil or empty) and entries.
+// Entries at indexes already in the log replace them and every later entry
+// is removed, as raft requires; entries already compacted are skipped. The
+// cache keeps copies of the entries after Commit, sharing their Data: the
+// entries' data must not be mutated.
 //
 // The HardState is written only when its term or vote differs from the one
 // recorded. A change of the commit index alone, which most rounds of a
@@ -158,7 +159,7 @@ func (b *Batch) writeHeld() {
 // Raft, and InitialState reports it as the recorded one or the applied
 // index, whichever is higher, which is all a restarted replica needs (the
 // package doc says why that is safe). It saves a key per shard and round.
-func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []raftpb.Entry) {
 	if b.err != nil {
 		return
 	}
@@ -169,25 +170,25 @@ func (b *Batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry)
 	if len(ents) > 0 {
 		b.appendEntries(shard, op, ents)
 	}
-	if raft.IsEmptyHardState(hs) || b.err != nil {
+	if hs == nil || raft.IsEmptyHardState(*hs) || b.err != nil {
 		return
 	}
-	op.commit = max(op.commit, hs.GetCommit())
-	if hs.GetTerm() == op.hs.term && hs.GetVote() == op.hs.vote {
+	op.commit = max(op.commit, hs.Commit)
+	if hs.Term == op.hs.term && hs.Vote == op.hs.vote {
 		return
 	}
-	op.hs = hardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit()}
+	op.hs = hardState{term: hs.Term, vote: hs.Vote, commit: hs.Commit}
 	op.hasHS = true
 	b.key = appendStateKey(b.key[:0], shard, stateHardState)
 	b.val = appendHardState(b.val[:0], hs)
 	b.set(b.key, b.val)
 }
 
-func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
-	first := ents[0].GetIndex()
-	for i, e := range ents {
-		if e.GetIndex() != first+uint64(i) {
-			b.fail(fmt.Errorf("shardstore: shard %d: entry %d at position %d after %d: %w", shard, e.GetIndex(), i, first, ErrLogGap))
+func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []raftpb.Entry) {
+	first := ents[0].Index
+	for i := range ents {
+		if idx := ents[i].Index; idx != first+uint64(i) {
+			b.fail(fmt.Errorf("shardstore: shard %d: entry %d at position %d after %d: %w", shard, idx, i, first, ErrLogGap))
 			return
 		}
 	}
@@ -202,8 +203,9 @@ func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
 		b.fail(fmt.Errorf("shardstore: shard %d: entries from %d after last index %d: %w", shard, first, op.last, ErrLogGap))
 		return
 	}
-	for _, e := range ents {
-		b.key = appendLogKey(b.key[:0], shard, e.GetIndex())
+	for i := range ents {
+		e := &ents[i]
+		b.key = appendLogKey(b.key[:0], shard, e.Index)
 		b.val = appendEntryValue(b.val[:0], e)
 		b.set(b.key, b.val)
 	}
@@ -219,7 +221,7 @@ func (b *Batch) appendEntries(shard uint64, op *shardOp, ents []*raftpb.Entry) {
 		op.ents = ents[:len(ents):len(ents)]
 	}
 	op.last = newLast
-	op.lastTerm = ents[len(ents)-1].GetTerm()
+	op.lastTerm = ents[len(ents)-1].Term
 }
 
 // SetApplied records the applied index of shard, atomically with the
@@ -333,7 +335,7 @@ func (b *Batch) termForCompact(shard uint64, op *shardOp, index uint64) (uint64,
 		return op.lastTerm, nil
 	}
 	if op.firstNew != 0 && index >= op.firstNew {
-		return op.ents[index-op.firstNew].GetTerm(), nil
+		return op.ents[index-op.firstNew].Term, nil
 	}
 	return op.r.Term(index)
 }
@@ -443,17 +445,17 @@ func (s *Store) applyOp(op *shardOp) {
 			// Conflict inside the cache: a new array, so slices handed out
 			// earlier keep their entries.
 			keep := op.firstNew - cacheLo
-			for _, e := range r.cache[keep:] {
-				delta -= entryCost(e)
+			for i := range r.cache[keep:] {
+				delta -= entryCost(&r.cache[keep+uint64(i)])
 			}
-			c := make([]*raftpb.Entry, 0, keep+uint64(len(op.ents)))
+			c := make([]raftpb.Entry, 0, keep+uint64(len(op.ents)))
 			r.cache = append(append(c, r.cache[:keep]...), op.ents...)
 		default:
 			delta -= r.cacheBytes.Load()
-			r.cache = append(make([]*raftpb.Entry, 0, len(op.ents)), op.ents...)
+			r.cache = append(make([]raftpb.Entry, 0, len(op.ents)), op.ents...)
 		}
-		for _, e := range op.ents {
-			delta += entryCost(e)
+		for i := range op.ents {
+			delta += entryCost(&op.ents[i])
 		}
 	} else if op.firstNew != 0 {
 		delta -= r.cacheBytes.Load()
@@ -469,7 +471,7 @@ func (s *Store) applyOp(op *shardOp) {
 		over := r.cacheBytes.Load() - s.cache.shardMax
 		var f int64
 		for n < len(r.cache) && f < over {
-			f += entryCost(r.cache[n])
+			f += entryCost(&r.cache[n])
 			n++
 		}
 		freed += r.trimCacheLocked(r.last + 1 - uint64(len(r.cache)) + uint64(n) - 1)

@@ -16,11 +16,11 @@ func benchShard(b *testing.B, n uint64, budget int64) (*Store, *RaftStorage) {
 	data := bytes.Repeat([]byte("e"), 128)
 	for i := uint64(1); i <= n; i += 10 {
 		bt := s.NewBatch()
-		ents := make([]*raftpb.Entry, 0, 10)
+		ents := make([]raftpb.Entry, 0, 10)
 		for j := i; j < i+10 && j <= n; j++ {
 			ents = append(ents, newEntry(j, 1, data))
 		}
-		bt.Append(1, &raftpb.HardState{Term: new(uint64(1)), Commit: new(i)}, ents)
+		bt.Append(1, &raftpb.HardState{Term: 1, Commit: i}, ents)
 		commit(b, bt, false)
 	}
 	r, err := s.Storage(1)
@@ -87,11 +87,11 @@ func BenchmarkBatchRound(b *testing.B) {
 	defer s.Close()
 	const shards = 64
 	data := bytes.Repeat([]byte("e"), 128)
-	hs := make([]*raftpb.HardState, shards)
-	ents := make([][]*raftpb.Entry, shards)
+	hs := make([]raftpb.HardState, shards)
+	ents := make([][]raftpb.Entry, shards)
 	for i := range shards {
-		hs[i] = &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(0))}
-		ents[i] = []*raftpb.Entry{newEntry(0, 1, data)}
+		hs[i] = raftpb.HardState{Term: 1}
+		ents[i] = []raftpb.Entry{newEntry(0, 1, data)}
 	}
 	idx := uint64(0)
 	b.ReportAllocs()
@@ -101,10 +101,9 @@ func BenchmarkBatchRound(b *testing.B) {
 		for sh := range shards {
 			// The store keeps entries, so each round needs fresh ones, as
 			// raft's do.
-			e := newEntry(idx, 1, data)
-			ents[sh][0] = e
-			*hs[sh].Commit = idx
-			bt.Append(uint64(sh), hs[sh], ents[sh])
+			ents[sh][0] = newEntry(idx, 1, data)
+			hs[sh].Commit = idx
+			bt.Append(uint64(sh), &hs[sh], ents[sh])
 		}
 		if err := bt.Commit(false); err != nil {
 			b.Fatal(err)
@@ -122,8 +121,8 @@ func BenchmarkBatchRoundManyShards(b *testing.B) {
 	const shards = 512
 	order := rand.New(rand.NewPCG(1, 2)).Perm(shards)
 	data := bytes.Repeat([]byte("e"), 16)
-	hs := &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(0))}
-	ents := make([]*raftpb.Entry, 1)
+	hs := &raftpb.HardState{Term: 1}
+	ents := make([]raftpb.Entry, 1)
 	idx := uint64(0)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -131,7 +130,7 @@ func BenchmarkBatchRoundManyShards(b *testing.B) {
 		bt := s.NewBatch()
 		for _, sh := range order {
 			ents[0] = newEntry(idx, 1, data)
-			*hs.Commit = idx - 1
+			hs.Commit = idx - 1
 			bt.Append(uint64(sh), hs, ents)
 			if idx > 1 {
 				bt.SetApplied(uint64(sh), idx-1)

@@ -3,14 +3,15 @@ package shardstore
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"go.etcd.io/raft/v3/raftpb"
 )
 
 // entryOverhead is the memory an entry costs beyond its data: the Entry
-// struct, the three integers its pointer fields point to and the cache's
-// slot.
-const entryOverhead = 128
+// value in the cache's slice (48 bytes; it has no pointer fields of its own
+// to allocate).
+const entryOverhead = int64(unsafe.Sizeof(raftpb.Entry{}))
 
 func entryCost(e *raftpb.Entry) int64 { return int64(len(e.Data)) + entryOverhead }
 

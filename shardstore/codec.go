@@ -12,8 +12,12 @@ import (
 // valueVersion is the first byte of every value this package writes.
 const valueVersion byte = 1
 
-// Entry flags record which optional protobuf fields were present, so an entry
-// read back from disk has the same encoded size raft computed for it.
+// Entry flags record which protobuf fields an entry carries. Type, term and
+// index are always present (raftpb encodes them even when zero); the data
+// flag keeps a nil Data apart from an empty one, so an entry read back from
+// disk has the same encoded size raft computed for it. Values written
+// before every entry carried all three fields may lack their flags: an
+// absent field decodes as zero.
 const (
 	entryHasType byte = 1 << iota
 	entryHasTerm
@@ -83,19 +87,9 @@ func corrupt(key []byte, err error) error {
 func sov(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // entrySize is the protobuf encoding size of e, the measure raft's maxSize
-// arguments are in (it equals proto.Size(e) for entries without unknown
-// fields, without the reflection).
+// arguments are in (it equals e.Size()).
 func entrySize(e *raftpb.Entry) uint64 {
-	n := 0
-	if e.Type != nil {
-		n += 1 + sov(uint64(*e.Type))
-	}
-	if e.Term != nil {
-		n += 1 + sov(*e.Term)
-	}
-	if e.Index != nil {
-		n += 1 + sov(*e.Index)
-	}
+	n := 3 + sov(uint64(e.Type)) + sov(e.Term) + sov(e.Index)
 	if e.Data != nil {
 		n += 1 + sov(uint64(len(e.Data))) + len(e.Data)
 	}
@@ -103,36 +97,18 @@ func entrySize(e *raftpb.Entry) uint64 {
 }
 
 func appendEntryValue(dst []byte, e *raftpb.Entry) []byte {
-	var flags byte
-	if e.Type != nil {
-		flags |= entryHasType
-	}
-	if e.Term != nil {
-		flags |= entryHasTerm
-	}
-	if e.Index != nil {
-		flags |= entryHasIndex
-	}
+	flags := entryHasType | entryHasTerm | entryHasIndex
 	if e.Data != nil {
 		flags |= entryHasData
 	}
 	dst = append(dst, valueVersion, flags)
-	dst = binary.AppendUvarint(dst, uint64(e.GetType()))
-	dst = binary.AppendUvarint(dst, e.GetTerm())
+	dst = binary.AppendUvarint(dst, uint64(e.Type))
+	dst = binary.AppendUvarint(dst, e.Term)
 	return append(dst, e.Data...)
 }
 
-// entryBox holds an entry and the targets of its pointer fields in one
-// allocation.
-type entryBox struct {
-	e     raftpb.Entry
-	term  uint64
-	index uint64
-	typ   raftpb.EntryType
-}
-
 // decodeEntry decodes the entry at index stored in v (copying its data).
-func decodeEntry(key, v []byte, index uint64) (*raftpb.Entry, error) {
+func decodeEntry(key, v []byte, index uint64) (raftpb.Entry, error) {
 	d := decoder{b: v}
 	d.version()
 	flags := d.u8()
@@ -141,7 +117,7 @@ func decodeEntry(key, v []byte, index uint64) (*raftpb.Entry, error) {
 	if d.err == nil && flags&^entryFlagsMask != 0 {
 		d.fail("unknown entry flags")
 	}
-	if d.err == nil && typ > uint64(raftpb.EntryType_EntryConfChangeV2) {
+	if d.err == nil && typ > uint64(raftpb.EntryConfChangeV2) {
 		d.fail("unknown entry type")
 	}
 	if d.err == nil && (flags&entryHasData == 0 && len(d.b) > 0 ||
@@ -149,22 +125,13 @@ func decodeEntry(key, v []byte, index uint64) (*raftpb.Entry, error) {
 		d.fail("value present for an absent field")
 	}
 	if d.err != nil {
-		return nil, corrupt(key, d.err)
+		return raftpb.Entry{}, corrupt(key, d.err)
 	}
-	box := &entryBox{term: term, index: index, typ: raftpb.EntryType(typ)}
-	if flags&entryHasType != 0 {
-		box.e.Type = &box.typ
-	}
-	if flags&entryHasTerm != 0 {
-		box.e.Term = &box.term
-	}
-	if flags&entryHasIndex != 0 {
-		box.e.Index = &box.index
-	}
+	e := raftpb.Entry{Term: term, Index: index, Type: raftpb.EntryType(typ)}
 	if flags&entryHasData != 0 {
-		box.e.Data = append(make([]byte, 0, len(d.b)), d.b...)
+		e.Data = append(make([]byte, 0, len(d.b)), d.b...)
 	}
-	return &box.e, nil
+	return e, nil
 }
 
 // decodeEntryTerm reads only the term of a stored entry.
@@ -182,16 +149,16 @@ func decodeEntryTerm(key, v []byte) (uint64, error) {
 
 func appendHardState(dst []byte, hs *raftpb.HardState) []byte {
 	dst = append(dst, valueVersion)
-	dst = binary.AppendUvarint(dst, hs.GetTerm())
-	dst = binary.AppendUvarint(dst, hs.GetVote())
-	return binary.AppendUvarint(dst, hs.GetCommit())
+	dst = binary.AppendUvarint(dst, hs.Term)
+	dst = binary.AppendUvarint(dst, hs.Vote)
+	return binary.AppendUvarint(dst, hs.Commit)
 }
 
-// hardState is the decoded, pointer-free form of a HardState.
+// hardState is the decoded form of a HardState.
 type hardState struct{ term, vote, commit uint64 }
 
-func (h hardState) proto() *raftpb.HardState {
-	return &raftpb.HardState{Term: new(h.term), Vote: new(h.vote), Commit: new(h.commit)}
+func (h hardState) proto() raftpb.HardState {
+	return raftpb.HardState{Term: h.term, Vote: h.vote, Commit: h.commit}
 }
 
 func decodeHardState(key, v []byte) (hardState, error) {
@@ -239,12 +206,11 @@ func decodeTruncated(key, v []byte) (index, term uint64, err error) {
 
 func appendConfState(dst []byte, cs *raftpb.ConfState) []byte {
 	dst = append(dst, valueVersion)
+	// The auto-leave byte is 0 (unset), 1 (false) or 2 (true); false is
+	// written as unset, and both read back as false.
 	var auto byte
-	if cs.AutoLeave != nil {
-		auto = 1
-		if *cs.AutoLeave {
-			auto = 2
-		}
+	if cs.AutoLeave {
+		auto = 2
 	}
 	dst = append(dst, auto)
 	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
@@ -256,14 +222,12 @@ func appendConfState(dst []byte, cs *raftpb.ConfState) []byte {
 	return dst
 }
 
-func decodeConfStateFrom(d *decoder) *raftpb.ConfState {
-	cs := &raftpb.ConfState{}
+func decodeConfStateFrom(d *decoder) raftpb.ConfState {
+	var cs raftpb.ConfState
 	switch d.u8() {
-	case 0:
-	case 1:
-		cs.AutoLeave = new(false)
+	case 0, 1:
 	case 2:
-		cs.AutoLeave = new(true)
+		cs.AutoLeave = true
 	default:
 		d.fail("bad auto-leave flag")
 	}
@@ -288,13 +252,13 @@ func decodeConfStateFrom(d *decoder) *raftpb.ConfState {
 	return cs
 }
 
-func decodeConfState(key, v []byte) (*raftpb.ConfState, error) {
+func decodeConfState(key, v []byte) (raftpb.ConfState, error) {
 	d := decoder{b: v}
 	d.version()
 	cs := decodeConfStateFrom(&d)
 	d.end()
 	if d.err != nil {
-		return nil, corrupt(key, d.err)
+		return raftpb.ConfState{}, corrupt(key, d.err)
 	}
 	return cs, nil
 }

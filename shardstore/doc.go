@@ -65,6 +65,7 @@
 // The raft layer owns each shard from one goroutine at a time: the log of a
 // shard (Batch.Append, Compact, ApplySnapshot, DeleteShard) is changed by its
 // owner only, while reads, other shards' commits and cache eviction run
-// concurrently. Entry pointers handed to Batch.Append are kept in the cache
-// and returned by Entries: like raft itself, nobody may mutate them later.
+// concurrently. Entries handed to Batch.Append are copied into the cache with
+// their Data shared, and Entries returns them: like raft itself, nobody may
+// mutate that data later.
 package shardstore

@@ -29,9 +29,10 @@ type RaftStorage struct {
 	applied    uint64
 	hs         hardState
 	// cache holds entries [last+1-len(cache), last]. Its elements are never
-	// written in place once set: a conflicting append builds a new slice, so
-	// slices returned by Entries stay valid.
-	cache      []*raftpb.Entry
+	// written in place once set: a conflicting append builds a new array,
+	// and appends write only past the end, which no slice returned by
+	// Entries can reach (they are capped), so those slices stay valid.
+	cache      []raftpb.Entry
 	cacheBytes atomic.Int64
 	ref        atomic.Bool // CLOCK reference bit
 	ringPos    int         // index in Store.ring, guarded by Store.mu
@@ -52,10 +53,10 @@ func (r *RaftStorage) check() error {
 	return nil
 }
 
-// InitialState returns the saved HardState (nil if none) and ConfState. Its
-// commit index is the one written with the term and vote or the applied
+// InitialState returns the saved HardState (empty if none) and ConfState.
+// Its commit index is the one written with the term and vote or the applied
 // index, whichever is higher (see Batch.Append).
-func (r *RaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+func (r *RaftStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
 	r.mu.Lock()
 	err := r.check()
 	hs := r.hs
@@ -64,26 +65,23 @@ func (r *RaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, erro
 	}
 	r.mu.Unlock()
 	if err != nil {
-		return nil, nil, err
+		return raftpb.HardState{}, raftpb.ConfState{}, err
 	}
 	cs, err := r.store.confState(r.store.db, r.shard)
 	if err != nil {
-		return nil, nil, err
-	}
-	if hs == (hardState{}) {
-		return nil, cs, nil
+		return raftpb.HardState{}, raftpb.ConfState{}, err
 	}
 	return hs.proto(), cs, nil
 }
 
-func (s *Store) confState(rd pebble.Reader, shard uint64) (*raftpb.ConfState, error) {
+func (s *Store) confState(rd pebble.Reader, shard uint64) (raftpb.ConfState, error) {
 	key := appendStateKey(nil, shard, stateConfState)
 	v, closer, err := rd.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return &raftpb.ConfState{}, nil
+		return raftpb.ConfState{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("shardstore: read %s: %w", keyString(key), err)
+		return raftpb.ConfState{}, fmt.Errorf("shardstore: read %s: %w", keyString(key), err)
 	}
 	defer closer.Close()
 	return decodeConfState(key, v)
@@ -139,7 +137,7 @@ func (r *RaftStorage) Term(i uint64) (uint64, error) {
 		r.mu.Unlock()
 		return t, nil
 	case i >= cacheLo:
-		t := r.cache[i-cacheLo].GetTerm()
+		t := r.cache[i-cacheLo].Term
 		r.ref.Store(true)
 		r.mu.Unlock()
 		return t, nil
@@ -167,7 +165,7 @@ func (s *Store) diskTerm(rd pebble.Reader, shard, i uint64) (uint64, error) {
 // (protobuf encoding size) but at least one. Cached entries are returned
 // without copying; the returned slice has no spare capacity, so a caller's
 // append cannot reach the cache.
-func (r *RaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+func (r *RaftStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	r.mu.Lock()
 	if err := r.check(); err != nil {
 		r.mu.Unlock()
@@ -211,11 +209,12 @@ func (r *RaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 
 // limitEntries is how many of ents fit in maxSize given used bytes already
 // taken; at least one if nothing is taken yet.
-func limitEntries(ents []*raftpb.Entry, maxSize, used uint64) int {
-	for i, e := range ents {
-		used += entrySize(e)
+func limitEntries(ents []raftpb.Entry, maxSize, used uint64) int {
+	for i := range ents {
+		sz := entrySize(&ents[i])
+		used += sz
 		if used > maxSize {
-			if i == 0 && used == entrySize(e) {
+			if i == 0 && used == sz {
 				return 1
 			}
 			return i
@@ -225,13 +224,13 @@ func limitEntries(ents []*raftpb.Entry, maxSize, used uint64) int {
 }
 
 // diskEntries reads entries [lo, hi) of shard from rd up to maxSize bytes.
-func (s *Store) diskEntries(rd pebble.Reader, shard, lo, hi, maxSize uint64) ([]*raftpb.Entry, uint64, error) {
+func (s *Store) diskEntries(rd pebble.Reader, shard, lo, hi, maxSize uint64) ([]raftpb.Entry, uint64, error) {
 	klo, khi := logSpan(shard, lo, hi)
 	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: klo, UpperBound: khi})
 	if err != nil {
 		return nil, 0, fmt.Errorf("shardstore: shard %d: read log: %w", shard, err)
 	}
-	ents := make([]*raftpb.Entry, 0, min(hi-lo, 64))
+	ents := make([]raftpb.Entry, 0, min(hi-lo, 64))
 	var size uint64
 	full := false // stopped because maxSize was reached
 	next := lo
@@ -255,7 +254,7 @@ func (s *Store) diskEntries(rd pebble.Reader, shard, lo, hi, maxSize uint64) ([]
 			it.Close()
 			return nil, 0, err
 		}
-		sz := entrySize(e)
+		sz := entrySize(&e)
 		if len(ents) > 0 && size+sz > maxSize {
 			full = true
 			break
@@ -278,24 +277,24 @@ func (s *Store) diskEntries(rd pebble.Reader, shard, lo, hi, maxSize uint64) ([]
 // term and the ConfState recorded with it. The data is not in it; the
 // sender streams it with Store.SnapshotData, whose header carries the
 // metadata of the state actually sent (it may be newer).
-func (r *RaftStorage) Snapshot() (*raftpb.Snapshot, error) {
+func (r *RaftStorage) Snapshot() (raftpb.Snapshot, error) {
 	r.mu.Lock()
 	if err := r.check(); err != nil {
 		r.mu.Unlock()
-		return nil, err
+		return raftpb.Snapshot{}, err
 	}
 	r.mu.Unlock()
 	snap := r.store.db.NewSnapshot()
 	defer snap.Close()
 	meta, err := r.store.snapshotMeta(snap, r.shard)
 	if err != nil {
-		return nil, err
+		return raftpb.Snapshot{}, err
 	}
-	if meta.GetIndex() == 0 {
+	if meta.Index == 0 {
 		// Nothing applied yet: raft must not send an empty snapshot.
-		return nil, raft.ErrSnapshotTemporarilyUnavailable
+		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	return &raftpb.Snapshot{Metadata: meta}, nil
+	return raftpb.Snapshot{Metadata: *meta}, nil
 }
 
 // dropCacheLocked empties the cache and returns the bytes freed.
@@ -314,8 +313,8 @@ func (r *RaftStorage) trimCacheLocked(upTo uint64) int64 {
 	}
 	n := min(upTo-cacheLo+1, uint64(len(r.cache)))
 	var freed int64
-	for _, e := range r.cache[:n] {
-		freed += entryCost(e)
+	for i := range r.cache[:n] {
+		freed += entryCost(&r.cache[i])
 	}
 	r.cache = r.cache[n:]
 	if len(r.cache) == 0 {

@@ -74,7 +74,7 @@ func (s *Store) snapshotMeta(rd pebble.Reader, shard uint64) (*raftpb.SnapshotMe
 	if err != nil {
 		return nil, err
 	}
-	return &raftpb.SnapshotMetadata{ConfState: cs, Index: new(applied), Term: new(term)}, nil
+	return &raftpb.SnapshotMetadata{ConfState: cs, Index: applied, Term: term}, nil
 }
 
 // SnapshotReader streams a consistent snapshot of one shard's state-machine
@@ -121,13 +121,9 @@ func (s *Store) SnapshotData(shard uint64) (*SnapshotReader, error) {
 }
 
 func appendSnapMeta(dst []byte, m *raftpb.SnapshotMetadata) []byte {
-	dst = binary.AppendUvarint(dst, m.GetIndex())
-	dst = binary.AppendUvarint(dst, m.GetTerm())
-	cs := m.GetConfState()
-	if cs == nil {
-		cs = &raftpb.ConfState{}
-	}
-	return appendConfState(dst, cs)
+	dst = binary.AppendUvarint(dst, m.Index)
+	dst = binary.AppendUvarint(dst, m.Term)
+	return appendConfState(dst, &m.ConfState)
 }
 
 // Meta returns the metadata of the state the stream carries.
@@ -214,8 +210,11 @@ func (s *Store) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reade
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	md := snap.GetMetadata()
-	index, term := md.GetIndex(), md.GetTerm()
+	if snap == nil {
+		return fmt.Errorf("shardstore: shard %d: apply nil snapshot: %w", shard, ErrInvalid)
+	}
+	md := &snap.Metadata
+	index, term := md.Index, md.Term
 	if index == 0 {
 		return fmt.Errorf("shardstore: shard %d: apply snapshot at index 0: %w", shard, ErrInvalid)
 	}
@@ -245,18 +244,15 @@ func (s *Store) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reade
 	}
 	hs.commit = max(hs.commit, index)
 	var kb [stateKeyLen]byte
-	cs := md.GetConfState()
-	if cs == nil {
-		cs = &raftpb.ConfState{}
-	}
+	hsp := hs.proto()
 	for _, kv := range []struct {
 		kind byte
 		v    []byte
 	}{
-		{stateHardState, appendHardState(nil, hs.proto())},
+		{stateHardState, appendHardState(nil, &hsp)},
 		{stateApplied, appendUint64Value(nil, index)},
 		{stateTruncated, appendTruncated(nil, index, term)},
-		{stateConfState, appendConfState(nil, cs)},
+		{stateConfState, appendConfState(nil, &md.ConfState)},
 	} {
 		if err := b.Set(appendStateKey(kb[:0], shard, kv.kind), kv.v, nil); err != nil {
 			return fmt.Errorf("shardstore: shard %d: apply snapshot: %w", shard, err)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -190,7 +190,7 @@ func memoryStorage(t *testing.T, m *modelShard) *raft.MemoryStorage {
 	t.Helper()
 	ms := raft.NewMemoryStorage()
 	if m.trunc > 0 {
-		snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(m.trunc), Term: new(m.truncTerm)}}
+		snap := raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: m.trunc, Term: m.truncTerm}}
 		if err := ms.ApplySnapshot(snap); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func compareStorage(t *testing.T, round int, sh uint64, r *RaftStorage, ms *raft
 			t.Fatalf("round %d shard %d: Entries(%d, %d, %d): %d entries, memory storage %d", round, sh, lo, hi, maxSize, len(a), len(b))
 		}
 		for i := range a {
-			if !proto.Equal(a[i], b[i]) {
+			if !reflect.DeepEqual(a[i], b[i]) {
 				t.Fatalf("round %d shard %d: entry %d = %v, memory storage %v", round, sh, lo+uint64(i), a[i], b[i])
 			}
 		}
@@ -244,7 +244,7 @@ func compareStorage(t *testing.T, round int, sh uint64, r *RaftStorage, ms *raft
 		// store's cache.
 		_ = append(a, newEntry(1<<60, 1<<60, nil))
 		again, _ := r.Entries(lo, hi, ^uint64(0))
-		if n := len(a); len(again) > n && again[n].GetIndex() != lo+uint64(n) {
+		if n := len(a); len(again) > n && again[n].Index != lo+uint64(n) {
 			t.Fatalf("round %d shard %d: an append to a returned slice changed the log", round, sh)
 		}
 	}
@@ -258,29 +258,26 @@ func TestEntrySizeMatchesProtobuf(t *testing.T) {
 	for range 500 {
 		e := &raftpb.Entry{}
 		if rng.IntN(2) == 0 {
-			e.Term = new(rng.Uint64() >> rng.IntN(64))
+			e.Term = rng.Uint64() >> rng.IntN(64)
 		}
 		if rng.IntN(2) == 0 {
-			e.Index = new(rng.Uint64() >> rng.IntN(64))
+			e.Index = rng.Uint64() >> rng.IntN(64)
 		}
 		if rng.IntN(2) == 0 {
-			e.Type = raftpb.EntryType(rng.IntN(3)).Enum()
+			e.Type = raftpb.EntryType(rng.IntN(3))
 		}
 		if rng.IntN(3) != 0 {
 			e.Data = make([]byte, rng.IntN(300))
 		}
-		if got, want := entrySize(e), uint64(proto.Size(e)); got != want {
-			t.Fatalf("entrySize(%v) = %d, proto.Size = %d", e, got, want)
+		if got, want := entrySize(e), uint64(e.Size()); got != want {
+			t.Fatalf("entrySize(%v) = %d, Size = %d", e, got, want)
 		}
 		v := appendEntryValue(nil, e)
-		back, err := decodeEntry([]byte("k"), v, e.GetIndex())
+		back, err := decodeEntry([]byte("k"), v, e.Index)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Index == nil {
-			back.Index = nil
-		}
-		if !proto.Equal(back, e) || (e.Data == nil) != (back.Data == nil) {
+		if !reflect.DeepEqual(back, *e) {
 			t.Fatalf("round trip %v -> %v", e, back)
 		}
 	}
@@ -290,7 +287,7 @@ func TestBadValuesNameShardAndKey(t *testing.T) {
 	fs := vfs.NewMem()
 	s := openMem(t, fs, Config{CacheBudgetBytes: -1})
 	b := s.NewBatch()
-	b.Append(7, &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}, []*raftpb.Entry{newEntry(1, 1, []byte("a")), newEntry(2, 1, []byte("b")), newEntry(3, 1, []byte("c"))})
+	b.Append(7, &raftpb.HardState{Term: 1, Commit: 2}, []raftpb.Entry{newEntry(1, 1, []byte("a")), newEntry(2, 1, []byte("b")), newEntry(3, 1, []byte("c"))})
 	commit(t, b, true)
 	// Garbage straight into Pebble: a log entry and the HardState.
 	if err := s.db.Set(appendLogKey(nil, 7, 2), []byte{valueVersion, 0xff}, nil); err != nil {
@@ -331,22 +328,22 @@ func TestAppendRejectsGapsAndBadCommit(t *testing.T) {
 	s := openMem(t, vfs.NewMem(), Config{})
 	defer s.Close()
 	b := s.NewBatch()
-	b.Append(1, nil, []*raftpb.Entry{newEntry(2, 1, nil)})
+	b.Append(1, nil, []raftpb.Entry{newEntry(2, 1, nil)})
 	if err := b.Commit(true); !errors.Is(err, ErrLogGap) {
 		t.Fatalf("append after a gap: %v", err)
 	}
 	b = s.NewBatch()
-	b.Append(1, nil, []*raftpb.Entry{newEntry(1, 1, nil), newEntry(3, 1, nil)})
+	b.Append(1, nil, []raftpb.Entry{newEntry(1, 1, nil), newEntry(3, 1, nil)})
 	if err := b.Commit(true); !errors.Is(err, ErrLogGap) {
 		t.Fatalf("non-consecutive entries: %v", err)
 	}
 	b = s.NewBatch()
-	b.Append(1, &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}, []*raftpb.Entry{newEntry(1, 1, nil)})
+	b.Append(1, &raftpb.HardState{Term: 1, Commit: 5}, []raftpb.Entry{newEntry(1, 1, nil)})
 	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("commit beyond the log: %v", err)
 	}
 	b = s.NewBatch()
-	b.Append(1, nil, []*raftpb.Entry{newEntry(1, 1, nil)})
+	b.Append(1, nil, []raftpb.Entry{newEntry(1, 1, nil)})
 	b.Compact(1, 1)
 	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("compaction beyond applied: %v", err)
@@ -356,13 +353,75 @@ func TestAppendRejectsGapsAndBadCommit(t *testing.T) {
 	}
 }
 
+// TestReturnedEntriesStayValid checks the cache's aliasing discipline:
+// slices Entries returned keep their entries across later appends past the
+// end, conflicting appends and compactions, and appending to one reaches
+// neither the cache nor another returned slice.
+func TestReturnedEntriesStayValid(t *testing.T) {
+	s := openMem(t, vfs.NewMem(), Config{})
+	defer s.Close()
+	ents := func(first, last, term uint64) []raftpb.Entry {
+		var es []raftpb.Entry
+		for i := first; i <= last; i++ {
+			es = append(es, newEntry(i, term, fmt.Appendf(nil, "%d/%d", i, term)))
+		}
+		return es
+	}
+	b := s.NewBatch()
+	b.Append(1, nil, ents(1, 5, 1))
+	commit(t, b, false)
+	r, _ := s.Storage(1)
+	all, err := r.Entries(1, 6, ^uint64(0))
+	if err != nil || len(all) != 5 || cap(all) != 5 {
+		t.Fatalf("Entries(1, 6) = %d entries (capacity %d), %v", len(all), cap(all), err)
+	}
+	head, _ := r.Entries(1, 3, ^uint64(0))
+	want := slices.Clone(all)
+	check := func(when string) {
+		t.Helper()
+		if !reflect.DeepEqual(all, want) || !reflect.DeepEqual(head, want[:2]) {
+			t.Fatalf("%s: returned entries changed:\n%v\n%v", when, all, head)
+		}
+	}
+	grown := append(head, newEntry(99, 99, nil))
+	if again, _ := r.Entries(3, 4, ^uint64(0)); len(again) != 1 || again[0].Index != 3 || all[2].Index != 3 || len(grown) != 3 {
+		t.Fatalf("appending to a returned slice reached the cache: %v", again)
+	}
+	b = s.NewBatch()
+	b.Append(1, &raftpb.HardState{Term: 2, Vote: 1}, ents(3, 4, 2))
+	commit(t, b, false)
+	check("after a conflicting append")
+	got, _ := r.Entries(1, 5, ^uint64(0))
+	if wantNew := append(slices.Clone(want[:2]), ents(3, 4, 2)...); !reflect.DeepEqual(got, wantNew) {
+		t.Fatalf("log after conflict %v, want %v", got, wantNew)
+	}
+	b = s.NewBatch()
+	b.Append(1, nil, ents(5, 8, 2))
+	commit(t, b, false)
+	check("after an append past the end")
+	b = s.NewBatch()
+	b.SetApplied(1, 2)
+	b.Compact(1, 2)
+	commit(t, b, false)
+	check("after a compaction")
+}
+
+// TestApplyNilSnapshot checks that a nil snapshot is refused, not a panic.
+func TestApplyNilSnapshot(t *testing.T) {
+	s := openMem(t, vfs.NewMem(), Config{})
+	defer s.Close()
+	if err := s.ApplySnapshot(1, nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ApplySnapshot(nil) = %v, want ErrInvalid", err)
+	}
+}
+
 func TestBatchDetectsConcurrentLogChange(t *testing.T) {
 	s := openMem(t, vfs.NewMem(), Config{})
 	defer s.Close()
 	b1 := s.NewBatch()
-	b1.Append(1, nil, []*raftpb.Entry{newEntry(1, 1, nil)})
+	b1.Append(1, nil, []raftpb.Entry{newEntry(1, 1, nil)})
 	b2 := s.NewBatch()
-	b2.Append(1, nil, []*raftpb.Entry{newEntry(1, 1, nil), newEntry(2, 1, nil)})
+	b2.Append(1, nil, []raftpb.Entry{newEntry(1, 1, nil), newEntry(2, 1, nil)})
 	commit(t, b1, false)
 	if err := b2.Commit(false); !errors.Is(err, ErrConcurrentWrite) {
 		t.Fatalf("stale batch: %v", err)
@@ -378,7 +437,7 @@ func TestCacheStaysWithinBudget(t *testing.T) {
 		b := s.NewBatch()
 		for sh := range uint64(200) {
 			idx := uint64(round + 1)
-			b.Append(sh, &raftpb.HardState{Term: new(uint64(1)), Commit: new(idx)}, []*raftpb.Entry{newEntry(idx, 1, data)})
+			b.Append(sh, &raftpb.HardState{Term: 1, Commit: idx}, []raftpb.Entry{newEntry(idx, 1, data)})
 		}
 		commit(t, b, false)
 		if used := s.cache.used.Load(); used > budget {
@@ -463,23 +522,23 @@ func TestSnapshotMovesAShard(t *testing.T) {
 	b.Put(10, []byte("big"), big)
 	commit(t, b, true)
 	meta, stream := snapshotBytes(t, src, 10)
-	if meta.GetIndex() != w.model[10].applied {
-		t.Fatalf("snapshot index %d, applied %d", meta.GetIndex(), w.model[10].applied)
+	if meta.Index != w.model[10].applied {
+		t.Fatalf("snapshot index %d, applied %d", meta.Index, w.model[10].applied)
 	}
 	r, _ := src.Storage(10)
-	if term, _ := r.Term(meta.GetIndex()); term != meta.GetTerm() {
-		t.Fatalf("snapshot term %d, log says %d", meta.GetTerm(), term)
+	if term, _ := r.Term(meta.Index); term != meta.Term {
+		t.Fatalf("snapshot term %d, log says %d", meta.Term, term)
 	}
-	if !proto.Equal(meta.GetConfState(), cs) {
-		t.Fatalf("snapshot conf state %v", meta.GetConfState())
+	if !reflect.DeepEqual(meta.ConfState, *cs) {
+		t.Fatalf("snapshot conf state %v", meta.ConfState)
 	}
 	fresh, _ := src.Storage(77)
 	if _, err := fresh.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
 		t.Fatalf("snapshot of a shard with nothing applied: %v", err)
 	}
 	rs, _ := r.Snapshot()
-	if rs.GetMetadata().GetIndex() != meta.GetIndex() || rs.GetMetadata().GetTerm() != meta.GetTerm() {
-		t.Fatalf("RaftStorage.Snapshot %v, stream %v", rs.GetMetadata(), meta)
+	if rs.Metadata.Index != meta.Index || rs.Metadata.Term != meta.Term {
+		t.Fatalf("RaftStorage.Snapshot %v, stream %v", rs.Metadata, meta)
 	}
 
 	// The receiver holds an older, diverging copy of the shard.
@@ -494,19 +553,19 @@ func TestSnapshotMovesAShard(t *testing.T) {
 	b = dst.NewBatch()
 	b.Put(10, []byte("stale"), []byte("gone"))
 	commit(t, b, false)
-	snap := &raftpb.Snapshot{Metadata: meta}
+	snap := &raftpb.Snapshot{Metadata: *meta}
 	if err := dst.ApplySnapshot(10, snap, bytes.NewReader(stream)); err != nil {
 		t.Fatal(err)
 	}
 	dr, _ := dst.Storage(10)
 	first, _ := dr.FirstIndex()
 	last, _ := dr.LastIndex()
-	term, _ := dr.Term(meta.GetIndex())
-	if first != meta.GetIndex()+1 || last != meta.GetIndex() || term != meta.GetTerm() {
+	term, _ := dr.Term(meta.Index)
+	if first != meta.Index+1 || last != meta.Index || term != meta.Term {
 		t.Fatalf("log after snapshot: first %d last %d term %d", first, last, term)
 	}
 	hs, gotCS, _ := dr.InitialState()
-	if hs.GetCommit() < meta.GetIndex() || !proto.Equal(gotCS, cs) {
+	if hs.Commit < meta.Index || !reflect.DeepEqual(gotCS, *cs) {
 		t.Fatalf("after snapshot: hs %v conf %v", hs, gotCS)
 	}
 	var want, got []string
@@ -515,12 +574,12 @@ func TestSnapshotMovesAShard(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("data after snapshot:\n%v\nwant\n%v", got, want)
 	}
-	if applied, _ := dst.Applied(10); applied != meta.GetIndex() {
-		t.Fatalf("applied %d after snapshot at %d", applied, meta.GetIndex())
+	if applied, _ := dst.Applied(10); applied != meta.Index {
+		t.Fatalf("applied %d after snapshot at %d", applied, meta.Index)
 	}
 	// The log continues from the snapshot.
 	b = dst.NewBatch()
-	b.Append(10, nil, []*raftpb.Entry{newEntry(meta.GetIndex()+1, meta.GetTerm(), []byte("next"))})
+	b.Append(10, nil, []raftpb.Entry{newEntry(meta.Index+1, meta.Term, []byte("next"))})
 	commit(t, b, true)
 	if err := dst.ApplySnapshot(10, snap, bytes.NewReader(stream)); !errors.Is(err, raft.ErrSnapOutOfDate) {
 		t.Fatalf("re-applying the same snapshot: %v", err)
@@ -548,8 +607,8 @@ func TestApplySnapshotIsAllOrNothing(t *testing.T) {
 	before := storeDigest(t, dst, []uint64{3})
 	flipped := bytes.Clone(stream)
 	flipped[len(flipped)/2] ^= 1
-	otherTerm := proto.Clone(meta).(*raftpb.SnapshotMetadata)
-	otherTerm.Term = new(meta.GetTerm() + 1)
+	otherTerm := *meta
+	otherTerm.Term = meta.Term + 1
 	cases := []struct {
 		name string
 		meta *raftpb.SnapshotMetadata
@@ -559,10 +618,10 @@ func TestApplySnapshotIsAllOrNothing(t *testing.T) {
 		{"truncated", meta, stream[:len(stream)-3]},
 		{"trailing bytes", meta, append(bytes.Clone(stream), 0)},
 		{"empty", meta, nil},
-		{"wrong term", otherTerm, stream},
+		{"wrong term", &otherTerm, stream},
 	}
 	for _, c := range cases {
-		err := dst.ApplySnapshot(3, &raftpb.Snapshot{Metadata: c.meta}, bytes.NewReader(c.data))
+		err := dst.ApplySnapshot(3, &raftpb.Snapshot{Metadata: *c.meta}, bytes.NewReader(c.data))
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v, want ErrCorrupt", c.name, err)
 		}
@@ -702,7 +761,7 @@ func TestConcurrentWorkers(t *testing.T) {
 						sh := uint64(w + workers*i)
 						last[i]++
 						data := fmt.Appendf(nil, "%d/%d", sh, last[i])
-						b.Append(sh, &raftpb.HardState{Term: new(uint64(1)), Commit: new(last[i])}, []*raftpb.Entry{newEntry(last[i], 1, data)})
+						b.Append(sh, &raftpb.HardState{Term: 1, Commit: last[i]}, []raftpb.Entry{newEntry(last[i], 1, data)})
 						if round%20 == 19 {
 							b.SetApplied(sh, last[i])
 							b.Compact(sh, last[i]-5)
@@ -723,8 +782,8 @@ func TestConcurrentWorkers(t *testing.T) {
 							return err
 						}
 						for j, e := range ents {
-							if want := fmt.Sprintf("%d/%d", sh, first+uint64(j)); string(e.GetData()) != want {
-								return fmt.Errorf("shard %d entry %d: %q, want %q", sh, first+uint64(j), e.GetData(), want)
+							if want := fmt.Sprintf("%d/%d", sh, first+uint64(j)); string(e.Data) != want {
+								return fmt.Errorf("shard %d entry %d: %q, want %q", sh, first+uint64(j), e.Data, want)
 							}
 						}
 					}
@@ -747,7 +806,7 @@ func TestSnapshotDataIsPointInTime(t *testing.T) {
 	s := openMem(t, vfs.NewMem(), Config{})
 	defer s.Close()
 	b := s.NewBatch()
-	b.Append(1, &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(2))}, []*raftpb.Entry{newEntry(1, 2, nil), newEntry(2, 2, nil)})
+	b.Append(1, &raftpb.HardState{Term: 2, Commit: 2}, []raftpb.Entry{newEntry(1, 2, nil), newEntry(2, 2, nil)})
 	b.Put(1, []byte("a"), []byte("old"))
 	b.SetApplied(1, 2)
 	commit(t, b, true)
@@ -756,7 +815,7 @@ func TestSnapshotDataIsPointInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = s.NewBatch()
-	b.Append(1, &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(3))}, []*raftpb.Entry{newEntry(3, 2, nil)})
+	b.Append(1, &raftpb.HardState{Term: 2, Commit: 3}, []raftpb.Entry{newEntry(3, 2, nil)})
 	b.Put(1, []byte("a"), []byte("new"))
 	b.Put(1, []byte("b"), []byte("new"))
 	b.SetApplied(1, 3)
@@ -769,12 +828,12 @@ func TestSnapshotDataIsPointInTime(t *testing.T) {
 	if err := sr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if meta.GetIndex() != 2 || meta.GetTerm() != 2 {
+	if meta.Index != 2 || meta.Term != 2 {
 		t.Fatalf("stream metadata %v, want index 2 term 2", meta)
 	}
 	dst := openMem(t, vfs.NewMem(), Config{})
 	defer dst.Close()
-	if err := dst.ApplySnapshot(1, &raftpb.Snapshot{Metadata: meta}, &buf); err != nil {
+	if err := dst.ApplySnapshot(1, &raftpb.Snapshot{Metadata: *meta}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -791,7 +850,7 @@ func TestOpenMarksAnOlderStoreWithThisVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := s.NewBatch()
-	b.Append(7, &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(1))}, []*raftpb.Entry{newEntry(1, 1, []byte("a"))})
+	b.Append(7, &raftpb.HardState{Term: 1, Vote: 2, Commit: 1}, []raftpb.Entry{newEntry(1, 1, []byte("a"))})
 	commit(t, b, true)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -842,13 +901,13 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs := func(term, vote, commit uint64) *raftpb.HardState {
-		return &raftpb.HardState{Term: new(term), Vote: new(vote), Commit: new(commit)}
+		return &raftpb.HardState{Term: term, Vote: vote, Commit: commit}
 	}
-	ents := make([]*raftpb.Entry, 6)
+	ents := make([]raftpb.Entry, 6)
 	for i := range ents {
 		ents[i] = newEntry(uint64(i+1), 1, []byte("x"))
 	}
-	appendHS := func(h *raftpb.HardState, ents []*raftpb.Entry) {
+	appendHS := func(h *raftpb.HardState, ents []raftpb.Entry) {
 		t.Helper()
 		b := s.NewBatch()
 		b.Append(1, h, ents)
@@ -878,7 +937,7 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.GetTerm() != 1 || got.GetVote() != 3 || got.GetCommit() != want {
+		if got.Term != 1 || got.Vote != 3 || got.Commit != want {
 			t.Fatalf("%s: InitialState = %v, want term 1 vote 3 commit %d", when, got, want)
 		}
 	}

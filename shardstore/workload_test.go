@@ -14,9 +14,9 @@ import (
 // computed without the store.
 type modelShard struct {
 	trunc, truncTerm uint64
-	ents             []*raftpb.Entry // trunc+1 .. last
-	hs               hardState       // as raft last gave it
-	hsWritten        hardState       // as the store last wrote it: on a change of term or vote
+	ents             []raftpb.Entry // trunc+1 .. last
+	hs               hardState      // as raft last gave it
+	hsWritten        hardState      // as the store last wrote it: on a change of term or vote
 	applied          uint64
 	data             map[string]string
 }
@@ -27,11 +27,11 @@ func (m *modelShard) termAt(i uint64) uint64 {
 	if i == m.trunc {
 		return m.truncTerm
 	}
-	return m.ents[i-m.trunc-1].GetTerm()
+	return m.ents[i-m.trunc-1].Term
 }
 
-func newEntry(index, term uint64, data []byte) *raftpb.Entry {
-	return &raftpb.Entry{Index: new(index), Term: new(term), Type: raftpb.EntryType_EntryNormal.Enum(), Data: data}
+func newEntry(index, term uint64, data []byte) raftpb.Entry {
+	return raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryNormal, Data: data}
 }
 
 // workload drives raft-shaped batches against a store and a model.
@@ -68,7 +68,7 @@ func (w *workload) step(b *Batch) {
 			term++
 		}
 		n := 1 + w.rng.IntN(3)
-		ents := make([]*raftpb.Entry, n)
+		ents := make([]raftpb.Entry, n)
 		for i := range ents {
 			data := fmt.Appendf(nil, "s%d-e%d-%d", sh, first+uint64(i), w.seq)
 			if w.rng.IntN(10) == 0 {
@@ -83,7 +83,7 @@ func (w *workload) step(b *Batch) {
 		if m.hs.term != m.hsWritten.term || m.hs.vote != m.hsWritten.vote {
 			m.hsWritten = m.hs
 		}
-		b.Append(sh, m.hs.proto(), ents)
+		b.Append(sh, new(m.hs.proto()), ents)
 		if m.applied < m.hs.commit && w.rng.IntN(2) == 0 {
 			m.applied = m.hs.commit
 			k, v := fmt.Sprintf("k%d", w.rng.IntN(8)), fmt.Sprintf("v%d", w.seq)
@@ -117,7 +117,7 @@ func (w *workload) digest() string {
 		hs.commit = max(hs.commit, m.applied)
 		fmt.Fprintf(&sb, "shard %d hs=%v applied=%d trunc=%d/%d last=%d\n", sh, hs, m.applied, m.trunc, m.truncTerm, m.last())
 		for _, e := range m.ents {
-			fmt.Fprintf(&sb, " %d/%d %q\n", e.GetIndex(), e.GetTerm(), e.GetData())
+			fmt.Fprintf(&sb, " %d/%d %q\n", e.Index, e.Term, e.Data)
 		}
 		keys := make([]string, 0, len(m.data))
 		for k := range m.data {
@@ -151,7 +151,7 @@ func storeDigest(t *testing.T, s *Store, shards []uint64) string {
 		if err != nil {
 			t.Fatalf("shard %d: term(%d): %v", sh, first-1, err)
 		}
-		hs := hardState{term: hsp.GetTerm(), vote: hsp.GetVote(), commit: hsp.GetCommit()}
+		hs := hardState{term: hsp.Term, vote: hsp.Vote, commit: hsp.Commit}
 		if hs.commit > last {
 			t.Fatalf("shard %d: HardState commit %d beyond last index %d", sh, hs.commit, last)
 		}
@@ -169,7 +169,7 @@ func storeDigest(t *testing.T, s *Store, shards []uint64) string {
 				t.Fatalf("shard %d: entries [%d, %d]: %v", sh, first, last, err)
 			}
 			for _, e := range ents {
-				fmt.Fprintf(&sb, " %d/%d %q\n", e.GetIndex(), e.GetTerm(), e.GetData())
+				fmt.Fprintf(&sb, " %d/%d %q\n", e.Index, e.Term, e.Data)
 			}
 		}
 		if err := s.Iterate(sh, nil, func(k, v []byte) bool {

@@ -26,10 +26,9 @@ func benchRaftBatch() *RaftBatch {
 	for i := range 64 {
 		m.Messages = append(m.Messages, ShardMessage{Shard: uint64(i * 17)})
 		msg := &m.Messages[i].Msg
-		msg.Type, msg.To, msg.From = raftpb.MsgApp.Enum(), new(uint64(2)), new(uint64(1))
-		msg.Term, msg.LogTerm, msg.Index, msg.Commit = new(uint64(7)), new(uint64(7)), new(uint64(100_000+i)), new(uint64(100_000+i))
+		*msg = raftpb.Message{Type: raftpb.MsgApp, To: 2, From: 1, Term: 7, LogTerm: 7, Index: uint64(100_000 + i), Commit: uint64(100_000 + i)}
 		for j := range 4 {
-			msg.Entries = append(msg.Entries, &raftpb.Entry{Term: new(uint64(7)), Index: new(uint64(100_001 + i + j)), Type: raftpb.EntryNormal.Enum(), Data: data})
+			msg.Entries = append(msg.Entries, raftpb.Entry{Term: 7, Index: uint64(100_001 + i + j), Type: raftpb.EntryNormal, Data: data})
 		}
 	}
 	return m

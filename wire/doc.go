@@ -10,8 +10,9 @@
 // (test with errors.Is). Decoding a frame header or a SWIM datagram
 // allocates nothing, and neither does decoding a client or peer message
 // into a struct whose slices have grown. DecodeRaftBatch is the exception by
-// design: raft keeps pointers into what it is stepped with, so the raft
-// structs it produces come from slabs that are never reused (see its doc).
+// design: raft keeps the entry slices (and read-index messages) it is
+// stepped with, so the entries, responses and snapshots it produces come
+// from slabs that are never reused (see its doc).
 //
 // Errors a node answers with are Error messages (error.go): typed codes
 // with hints, which (*Error).Err turns into an *ErrorResponse matching the

@@ -28,7 +28,7 @@ func TestHeaderRejects(t *testing.T) {
 		mut  func(h *Header)
 		want error
 	}{
-		{"version", func(h *Header) { h.Version = 2 }, ErrVersion},
+		{"version", func(h *Header) { h.Version = ProtocolVersion + 1 }, ErrVersion},
 		{"unknown kind", func(h *Header) { h.Kind = 200 }, ErrUnknownKind},
 		{"unassigned kind", func(h *Header) { h.Kind = 4 }, ErrUnknownKind},
 		{"reserved flag", func(h *Header) { h.Flags = 1 << 9 }, ErrBadFlags},

@@ -22,17 +22,16 @@ type ShardMessage struct {
 	Msg   raftpb.Message
 }
 
-// Owned returns a new raftpb.Message with the same fields as sm.Msg. What
-// they point to is never reused by DecodeRaftBatch, so the result stays
-// valid after the next decode (byte fields still alias the decoded frame).
-// Raft keeps the *Message of a MsgReadIndex after Step: step it with this.
+// Owned returns a copy of sm.Msg that the next DecodeRaftBatch into the
+// same RaftBatch leaves alone: it overwrites sm but never what the copy's
+// Entries, Responses, Snapshot and ConfState id lists point to (they come
+// from slabs DecodeRaftBatch never hands out twice). Byte fields (entry
+// Data, Context, snapshot Data) still alias the decoded frame. Raft takes
+// messages by value, so stepping sm.Msg directly is as safe; Owned is for
+// a caller that wants a *Message of its own.
 func (sm *ShardMessage) Owned() *raftpb.Message {
-	m := &sm.Msg
-	return &raftpb.Message{
-		Type: m.Type, To: m.To, From: m.From, Term: m.Term, LogTerm: m.LogTerm, Index: m.Index,
-		Entries: m.Entries, Commit: m.Commit, Vote: m.Vote, Snapshot: m.Snapshot, Reject: m.Reject,
-		RejectHint: m.RejectHint, Context: m.Context, Responses: m.Responses,
-	}
+	m := sm.Msg
+	return &m
 }
 
 // Heartbeat is one shard's coalesced heartbeat (or its response).
@@ -52,14 +51,21 @@ const (
 )
 
 // The raft messages are encoded by hand rather than with raftpb's protobuf
-// marshalling: BenchmarkRaftBatch in raft_test.go measures both on the same
-// batch, and the hand encoding is the faster of the two both ways (decoding
-// aliases entry data instead of copying it, and takes its structs from
-// slabs instead of allocating each). The encoding keeps protobuf's presence
-// semantics: a nil pointer field decodes as nil, a set one (even to zero)
-// as set, a nil []byte as nil and a non-nil empty one as non-nil empty.
+// marshalling: BenchmarkRaftBatch in bench_test.go measures both on the
+// same batch, and the hand encoding is the faster of the two both ways
+// (decoding aliases entry data instead of copying it, and takes entries,
+// responses, snapshots and id lists from slabs instead of allocating each).
+//
+// raftpb's fields are plain values, so there is no presence to keep: each
+// message, entry and snapshot starts with a mask of its fields that are not
+// zero, and only those follow. A zero field and an absent one are the same
+// (an empty byte string or id list decodes as nil). The one pointer,
+// Message.Snapshot, keeps nil apart from non-nil: a non-nil snapshot, even
+// an empty one, decodes non-nil. Boolean fields are mask bits with no
+// payload. A mask bit set on a zero value (a zero uvarint, an empty byte
+// string, a zero count) is accepted and decodes as that zero.
 
-// Presence bits of a message's fields, in encoding order.
+// Mask bits of a message's fields, in encoding order.
 const (
 	mType = 1 << iota
 	mTo
@@ -69,14 +75,16 @@ const (
 	mIndex
 	mCommit
 	mVote
-	mReject
+	mReject // Reject is true; no payload
 	mRejectHint
 	mContext
 	mSnapshot
+	mEntries
+	mResponses
 	mKnown = 1<<iota - 1
 )
 
-// Presence bits of an entry's fields.
+// Mask bits of an entry's fields.
 const (
 	eType = 1 << iota
 	eTerm
@@ -85,19 +93,17 @@ const (
 	eKnown = 1<<iota - 1
 )
 
-// Presence bits of a snapshot, its metadata and its ConfState.
+// Mask bits of a snapshot's fields, its metadata's and its ConfState's
+// flattened into one byte.
 const (
-	sData     = 1 << 0
-	sMetadata = 1 << 1
-	sKnown    = sData | sMetadata
-
-	mdConfState = 1 << 0
-	mdIndex     = 1 << 1
-	mdTerm      = 1 << 2
-	mdKnown     = mdConfState | mdIndex | mdTerm
-
-	csAutoLeave = 1 << 0
-	csKnown     = csAutoLeave
+	sData = 1 << iota
+	sIndex
+	sTerm
+	sAutoLeave // ConfState.AutoLeave is true; no payload
+	sVoters
+	sLearners
+	sVotersOutgoing
+	sLearnersNext
 )
 
 // AppendRaftBatch appends m's payload.
@@ -123,158 +129,96 @@ func appendHeartbeats(dst []byte, hbs []Heartbeat) []byte {
 	return dst
 }
 
-// appendRaftMessage appends m; a nil message (which raft never produces)
-// is encoded as a message with no fields set.
+// setIf is bit when v is not zero.
+func setIf(v uint64, bit uint64) uint64 {
+	if v != 0 {
+		return bit
+	}
+	return 0
+}
+
+func appendIf(dst []byte, v uint64) []byte {
+	if v != 0 {
+		dst = appendUvarint(dst, v)
+	}
+	return dst
+}
+
 func appendRaftMessage(dst []byte, m *raftpb.Message) []byte {
-	if m == nil {
-		return append(dst, 0, 0, 0)
-	}
-	var mask uint64
-	if m.Type != nil {
-		mask |= mType
-	}
-	if m.To != nil {
-		mask |= mTo
-	}
-	if m.From != nil {
-		mask |= mFrom
-	}
-	if m.Term != nil {
-		mask |= mTerm
-	}
-	if m.LogTerm != nil {
-		mask |= mLogTerm
-	}
-	if m.Index != nil {
-		mask |= mIndex
-	}
-	if m.Commit != nil {
-		mask |= mCommit
-	}
-	if m.Vote != nil {
-		mask |= mVote
-	}
-	if m.Reject != nil {
+	typ := uint64(uint32(m.Type))
+	mask := setIf(typ, mType) | setIf(m.To, mTo) | setIf(m.From, mFrom) | setIf(m.Term, mTerm) |
+		setIf(m.LogTerm, mLogTerm) | setIf(m.Index, mIndex) | setIf(m.Commit, mCommit) | setIf(m.Vote, mVote) |
+		setIf(m.RejectHint, mRejectHint) | setIf(uint64(len(m.Context)), mContext) |
+		setIf(uint64(len(m.Entries)), mEntries) | setIf(uint64(len(m.Responses)), mResponses)
+	if m.Reject {
 		mask |= mReject
-	}
-	if m.RejectHint != nil {
-		mask |= mRejectHint
-	}
-	if m.Context != nil {
-		mask |= mContext
 	}
 	if m.Snapshot != nil {
 		mask |= mSnapshot
 	}
 	dst = appendUvarint(dst, mask)
-	if m.Type != nil {
-		dst = appendUvarint(dst, uint64(uint32(*m.Type)))
-	}
-	for _, v := range [...]*uint64{m.To, m.From, m.Term, m.LogTerm, m.Index, m.Commit, m.Vote} {
-		if v != nil {
-			dst = appendUvarint(dst, *v)
-		}
-	}
-	if m.Reject != nil {
-		dst = appendBool(dst, *m.Reject)
-	}
-	if m.RejectHint != nil {
-		dst = appendUvarint(dst, *m.RejectHint)
-	}
-	if m.Context != nil {
+	dst = appendIf(dst, typ)
+	dst = appendIf(dst, m.To)
+	dst = appendIf(dst, m.From)
+	dst = appendIf(dst, m.Term)
+	dst = appendIf(dst, m.LogTerm)
+	dst = appendIf(dst, m.Index)
+	dst = appendIf(dst, m.Commit)
+	dst = appendIf(dst, m.Vote)
+	dst = appendIf(dst, m.RejectHint)
+	if len(m.Context) > 0 {
 		dst = appendBytes(dst, m.Context)
 	}
 	if m.Snapshot != nil {
 		dst = appendSnapshot(dst, m.Snapshot)
 	}
-	dst = appendUvarint(dst, uint64(len(m.Entries)))
-	for _, e := range m.Entries {
-		dst = appendEntry(dst, e)
+	if len(m.Entries) > 0 {
+		dst = appendUvarint(dst, uint64(len(m.Entries)))
+		for i := range m.Entries {
+			dst = appendEntry(dst, &m.Entries[i])
+		}
 	}
-	dst = appendUvarint(dst, uint64(len(m.Responses)))
-	for _, resp := range m.Responses {
-		dst = appendRaftMessage(dst, resp)
+	if len(m.Responses) > 0 {
+		dst = appendUvarint(dst, uint64(len(m.Responses)))
+		for i := range m.Responses {
+			dst = appendRaftMessage(dst, &m.Responses[i])
+		}
 	}
 	return dst
 }
 
-// appendEntry appends e; a nil entry (which raft never produces) is
-// encoded as an entry with no fields set.
 func appendEntry(dst []byte, e *raftpb.Entry) []byte {
-	if e == nil {
-		return append(dst, 0)
-	}
-	var mask byte
-	if e.Type != nil {
-		mask |= eType
-	}
-	if e.Term != nil {
-		mask |= eTerm
-	}
-	if e.Index != nil {
-		mask |= eIndex
-	}
-	if e.Data != nil {
-		mask |= eData
-	}
+	typ := uint64(uint32(e.Type))
+	mask := byte(setIf(typ, eType) | setIf(e.Term, eTerm) | setIf(e.Index, eIndex) | setIf(uint64(len(e.Data)), eData))
 	dst = append(dst, mask)
-	if e.Type != nil {
-		dst = appendUvarint(dst, uint64(uint32(*e.Type)))
-	}
-	if e.Term != nil {
-		dst = appendUvarint(dst, *e.Term)
-	}
-	if e.Index != nil {
-		dst = appendUvarint(dst, *e.Index)
-	}
-	if e.Data != nil {
+	dst = appendIf(dst, typ)
+	dst = appendIf(dst, e.Term)
+	dst = appendIf(dst, e.Index)
+	if len(e.Data) > 0 {
 		dst = appendBytes(dst, e.Data)
 	}
 	return dst
 }
 
 func appendSnapshot(dst []byte, s *raftpb.Snapshot) []byte {
-	var mask byte
-	if s.Data != nil {
-		mask |= sData
-	}
-	if s.Metadata != nil {
-		mask |= sMetadata
+	md, cs := &s.Metadata, &s.Metadata.ConfState
+	mask := byte(setIf(uint64(len(s.Data)), sData) | setIf(md.Index, sIndex) | setIf(md.Term, sTerm) |
+		setIf(uint64(len(cs.Voters)), sVoters) | setIf(uint64(len(cs.Learners)), sLearners) |
+		setIf(uint64(len(cs.VotersOutgoing)), sVotersOutgoing) | setIf(uint64(len(cs.LearnersNext)), sLearnersNext))
+	if cs.AutoLeave {
+		mask |= sAutoLeave
 	}
 	dst = append(dst, mask)
-	if s.Data != nil {
+	if len(s.Data) > 0 {
 		dst = appendBytes(dst, s.Data)
 	}
-	if md := s.Metadata; md != nil {
-		var mm byte
-		if md.ConfState != nil {
-			mm |= mdConfState
-		}
-		if md.Index != nil {
-			mm |= mdIndex
-		}
-		if md.Term != nil {
-			mm |= mdTerm
-		}
-		dst = append(dst, mm)
-		if md.Index != nil {
-			dst = appendUvarint(dst, *md.Index)
-		}
-		if md.Term != nil {
-			dst = appendUvarint(dst, *md.Term)
-		}
-		if cs := md.ConfState; cs != nil {
-			if cs.AutoLeave != nil {
-				dst = append(dst, csAutoLeave)
-				dst = appendBool(dst, *cs.AutoLeave)
-			} else {
-				dst = append(dst, 0)
-			}
-			for _, ids := range [...][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
-				dst = appendUvarint(dst, uint64(len(ids)))
-				for _, id := range ids {
-					dst = appendUvarint(dst, id)
-				}
+	dst = appendIf(dst, md.Index)
+	dst = appendIf(dst, md.Term)
+	for _, ids := range [...][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
+		if len(ids) > 0 {
+			dst = appendUvarint(dst, uint64(len(ids)))
+			for _, id := range ids {
+				dst = appendUvarint(dst, id)
 			}
 		}
 	}
@@ -286,29 +230,26 @@ func appendSnapshot(dst []byte, s *raftpb.Snapshot) []byte {
 //
 // Lifetimes: entry Data, Context and snapshot Data alias b. The
 // ShardMessage values themselves are overwritten by the next decode into m.
-// Everything a message points to (entries and the slice holding them,
-// snapshots, responses, the cells behind the optional scalar fields) is
-// carved from slabs whose elements are never handed out twice, because raft
-// keeps those pointers after Step returns (its unstable log holds the
-// *Entry values and may hold the Entries slice itself): they stay valid and
-// unchanged for as long as they are referenced. So a caller may Step raft
-// with &m.Messages[i].Msg and decode the next frame into m, provided b
-// outlives raft's use of the aliased bytes (or the caller copies them) —
-// except for a MsgReadIndex, whose *Message raft itself keeps (pending
-// read-index requests): step those with Messages[i].Owned(). Slabs are allocated in chunks
-// of up to a few hundred elements, so a decode allocates a fraction of an
-// object per message; the garbage they become is what DecodeRaftBatchReuse
-// avoids.
+// What a message's fields point to (its Entries, Responses, Snapshot and the
+// ConfState id lists) is carved from slabs whose elements are never handed
+// out twice, because raft keeps them after Step returns (its unstable log
+// may hold the Entries slice itself, and a pending MsgReadIndex keeps the
+// message's entries): they stay valid and unchanged for as long as they are
+// referenced. So a caller may Step raft with m.Messages[i].Msg (raft takes
+// it by value) and decode the next frame into m, provided b outlives raft's
+// use of the aliased bytes (or the caller copies them). Slabs are allocated
+// in chunks of up to a few hundred elements, so a decode allocates a
+// fraction of an object per message; the garbage they become is what
+// DecodeRaftBatchReuse avoids.
 func DecodeRaftBatch(b []byte, m *RaftBatch) error { return decodeRaftBatch(b, m, false) }
 
 // DecodeRaftBatchReuse is DecodeRaftBatch for a caller that is done with
 // every decoded message, and everything it points to, before the next
 // decode into m (a relay, a test, or a raft driver that copies what raft
 // keeps): it rewinds m's slabs and overwrites the previous decode's
-// entries, snapshots and cells, so steady-state decoding allocates nothing.
-// Stepping raft with such messages without copying their entries corrupts
-// raft's unstable log at the next decode (TestRaftGroupOverRaftBatch, run
-// with this function, ends in a raft panic).
+// entries, responses, snapshots and id lists, so steady-state decoding
+// allocates nothing. Stepping raft with such messages without copying
+// their entries corrupts raft's unstable log at the next decode.
 func DecodeRaftBatchReuse(b []byte, m *RaftBatch) error { return decodeRaftBatch(b, m, true) }
 
 func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
@@ -317,8 +258,8 @@ func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
 	}
 	m.a.items = 0
 	r := reader{b: b}
-	// A message takes at least 4 bytes: shard, mask, and two empty counts.
-	n := r.count(MaxRaftMessagesPerBatch, 4)
+	// A message takes at least 2 bytes: shard and mask.
+	n := r.count(MaxRaftMessagesPerBatch, 2)
 	m.Messages = grow(m.Messages[:0], n)
 	for i := range m.Messages {
 		sm := &m.Messages[i]
@@ -353,24 +294,19 @@ func decodeHeartbeats(r *reader, hbs []Heartbeat) []Heartbeat {
 	return hbs
 }
 
-// emptyBytes is a present-but-empty []byte field. Its capacity is zero, so
-// no one can write through it.
-var emptyBytes = []byte{}
-
 // Slab chunk sizes, in elements: a first chunk, then doubling up to the
 // largest (kept under 32 KiB so chunks come from the allocator's size
-// classes rather than the heap lock).
+// classes rather than the heap lock). An entry is 48 bytes, a message
+// about 170, a snapshot about 150.
 const (
 	entrySlabChunk = 64
-	entrySlabMax   = 256
-	ptrSlabChunk   = 256
-	ptrSlabMax     = 2048
-	cellSlabChunk  = 64
-	cellSlabMax    = 256
+	entrySlabMax   = 512
 	idSlabChunk    = 64
 	idSlabMax      = 1024
 	respSlabChunk  = 4
-	respSlabMax    = 64
+	respSlabMax    = 128
+	snapSlabChunk  = 1
+	snapSlabMax    = 4
 )
 
 // slab hands out zeroed elements from chunks. Without rewind an element is
@@ -405,52 +341,30 @@ func (s *slab[T]) rewind() {
 	s.used, s.taken = 0, 0
 }
 
-type entryCell struct {
-	e           raftpb.Entry
-	term, index uint64
-	typ         raftpb.EntryType
-}
-
-// msgCells backs the optional scalar fields of one message.
-type msgCells struct {
-	typ                                                      raftpb.MessageType
-	reject                                                   bool
-	to, from, term, logTerm, index, commit, vote, rejectHint uint64
-}
-
-type snapCell struct {
-	s           raftpb.Snapshot
-	md          raftpb.SnapshotMetadata
-	cs          raftpb.ConfState
-	index, term uint64
-	autoLeave   bool
-}
-
-type respCell struct {
-	m raftpb.Message
-}
-
 type raftArena struct {
-	items    int // entries and responses decoded in this batch
-	entries  slab[entryCell]
-	entryPtr slab[*raftpb.Entry]
-	cells    slab[msgCells]
-	snaps    slab[snapCell]
-	ids      slab[uint64]
-	resps    slab[respCell]
-	respPtr  slab[*raftpb.Message]
+	items   int // entries and responses decoded in this batch
+	entries slab[raftpb.Entry]
+	resps   slab[raftpb.Message]
+	snaps   slab[raftpb.Snapshot]
+	ids     slab[uint64]
 }
 
 func (a *raftArena) rewind() {
 	a.entries.rewind()
-	a.entryPtr.rewind()
-	a.cells.rewind()
+	a.resps.rewind()
 	a.snaps.rewind()
 	a.ids.rewind()
-	a.resps.rewind()
-	a.respPtr.rewind()
 }
 
+// uvarintIf reads a uvarint if bit is set in mask, else returns 0.
+func uvarintIf(r *reader, mask, bit uint64) uint64 {
+	if mask&bit == 0 {
+		return 0
+	}
+	return r.uvarint()
+}
+
+// decodeMessage decodes into m, which is zero.
 func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 	mask := r.uvarint()
 	if r.err != nil {
@@ -460,165 +374,90 @@ func (a *raftArena) decodeMessage(r *reader, m *raftpb.Message, depth int) {
 		r.fail(ErrMalformed)
 		return
 	}
-	if mask&(mType|mTo|mFrom|mTerm|mLogTerm|mIndex|mCommit|mVote|mReject|mRejectHint) != 0 {
-		c := &a.cells.take(1, cellSlabChunk, cellSlabMax)[0]
-		if mask&mType != 0 {
-			c.typ = raftpb.MessageType(r.u32v())
-			m.Type = &c.typ
-		}
-		if mask&mTo != 0 {
-			c.to = r.uvarint()
-			m.To = &c.to
-		}
-		if mask&mFrom != 0 {
-			c.from = r.uvarint()
-			m.From = &c.from
-		}
-		if mask&mTerm != 0 {
-			c.term = r.uvarint()
-			m.Term = &c.term
-		}
-		if mask&mLogTerm != 0 {
-			c.logTerm = r.uvarint()
-			m.LogTerm = &c.logTerm
-		}
-		if mask&mIndex != 0 {
-			c.index = r.uvarint()
-			m.Index = &c.index
-		}
-		if mask&mCommit != 0 {
-			c.commit = r.uvarint()
-			m.Commit = &c.commit
-		}
-		if mask&mVote != 0 {
-			c.vote = r.uvarint()
-			m.Vote = &c.vote
-		}
-		if mask&mReject != 0 {
-			c.reject = r.bool()
-			m.Reject = &c.reject
-		}
-		if mask&mRejectHint != 0 {
-			c.rejectHint = r.uvarint()
-			m.RejectHint = &c.rejectHint
-		}
+	if mask&mType != 0 {
+		m.Type = raftpb.MessageType(r.u32v())
 	}
+	m.To = uvarintIf(r, mask, mTo)
+	m.From = uvarintIf(r, mask, mFrom)
+	m.Term = uvarintIf(r, mask, mTerm)
+	m.LogTerm = uvarintIf(r, mask, mLogTerm)
+	m.Index = uvarintIf(r, mask, mIndex)
+	m.Commit = uvarintIf(r, mask, mCommit)
+	m.Vote = uvarintIf(r, mask, mVote)
+	m.Reject = mask&mReject != 0
+	m.RejectHint = uvarintIf(r, mask, mRejectHint)
 	if mask&mContext != 0 {
 		m.Context = r.bytes(MaxFrame)
-		if m.Context == nil {
-			m.Context = emptyBytes
-		}
 	}
 	if mask&mSnapshot != 0 {
 		m.Snapshot = a.decodeSnapshot(r)
 	}
-	// An entry takes at least its mask byte.
-	if n := r.count(MaxEntriesPerRaftMessage, 1); n > 0 {
-		if a.items += n; a.items > MaxRaftEntriesPerBatch {
-			r.fail(ErrTooLarge)
-			return
-		}
-		cells := a.entries.take(n, entrySlabChunk, entrySlabMax)
-		m.Entries = a.entryPtr.take(n, ptrSlabChunk, ptrSlabMax)
-		for i := range cells {
-			m.Entries[i] = a.decodeEntry(r, &cells[i])
+	if mask&mEntries != 0 {
+		// An entry takes at least its mask byte.
+		if n := r.count(MaxEntriesPerRaftMessage, 1); n > 0 {
+			if a.items += n; a.items > MaxRaftEntriesPerBatch {
+				r.fail(ErrTooLarge)
+				return
+			}
+			m.Entries = a.entries.take(n, entrySlabChunk, entrySlabMax)
+			for i := range m.Entries {
+				decodeEntry(r, &m.Entries[i])
+			}
 		}
 	}
-	// A response takes at least its mask and two counts.
-	if n := r.count(MaxEntriesPerRaftMessage, 3); n > 0 {
-		if a.items += n; depth >= MaxRaftResponseDepth || a.items > MaxRaftEntriesPerBatch {
-			r.fail(ErrTooLarge)
-			return
-		}
-		resps := a.resps.take(n, respSlabChunk, respSlabMax)
-		m.Responses = a.respPtr.take(n, ptrSlabChunk, ptrSlabMax)
-		for i := range resps {
-			a.decodeMessage(r, &resps[i].m, depth+1)
-			m.Responses[i] = &resps[i].m
+	if mask&mResponses != 0 {
+		// A response takes at least its mask byte.
+		if n := r.count(MaxEntriesPerRaftMessage, 1); n > 0 {
+			if a.items += n; depth >= MaxRaftResponseDepth || a.items > MaxRaftEntriesPerBatch {
+				r.fail(ErrTooLarge)
+				return
+			}
+			m.Responses = a.resps.take(n, respSlabChunk, respSlabMax)
+			for i := range m.Responses {
+				a.decodeMessage(r, &m.Responses[i], depth+1)
+			}
 		}
 	}
 }
 
-func (a *raftArena) decodeEntry(r *reader, c *entryCell) *raftpb.Entry {
-	e := &c.e
-	mask := r.u8()
+// decodeEntry decodes into e, which is zero.
+func decodeEntry(r *reader, e *raftpb.Entry) {
+	mask := uint64(r.u8())
 	if mask&^eKnown != 0 {
 		r.fail(ErrMalformed)
-		return e
+		return
 	}
 	if mask&eType != 0 {
-		c.typ = raftpb.EntryType(r.u32v())
-		e.Type = &c.typ
+		e.Type = raftpb.EntryType(r.u32v())
 	}
-	if mask&eTerm != 0 {
-		c.term = r.uvarint()
-		e.Term = &c.term
-	}
-	if mask&eIndex != 0 {
-		c.index = r.uvarint()
-		e.Index = &c.index
-	}
+	e.Term = uvarintIf(r, mask, eTerm)
+	e.Index = uvarintIf(r, mask, eIndex)
 	if mask&eData != 0 {
 		e.Data = r.bytes(MaxFrame)
-		if e.Data == nil {
-			e.Data = emptyBytes
-		}
 	}
-	return e
 }
 
 func (a *raftArena) decodeSnapshot(r *reader) *raftpb.Snapshot {
-	c := &a.snaps.take(1, 1, 4)[0]
-	s := &c.s
-	mask := r.u8()
-	if mask&^sKnown != 0 {
-		r.fail(ErrMalformed)
-		return s
-	}
+	s := &a.snaps.take(1, snapSlabChunk, snapSlabMax)[0]
+	mask := uint64(r.u8())
 	if mask&sData != 0 {
 		s.Data = r.bytes(MaxFrame)
-		if s.Data == nil {
-			s.Data = emptyBytes
-		}
 	}
-	if mask&sMetadata == 0 {
-		return s
-	}
-	s.Metadata = &c.md
-	mm := r.u8()
-	if mm&^mdKnown != 0 {
-		r.fail(ErrMalformed)
-		return s
-	}
-	if mm&mdIndex != 0 {
-		c.index = r.uvarint()
-		c.md.Index = &c.index
-	}
-	if mm&mdTerm != 0 {
-		c.term = r.uvarint()
-		c.md.Term = &c.term
-	}
-	if mm&mdConfState == 0 {
-		return s
-	}
-	c.md.ConfState = &c.cs
-	cm := r.u8()
-	if cm&^csKnown != 0 {
-		r.fail(ErrMalformed)
-		return s
-	}
-	if cm&csAutoLeave != 0 {
-		c.autoLeave = r.bool()
-		c.cs.AutoLeave = &c.autoLeave
-	}
-	c.cs.Voters = a.decodeIDs(r)
-	c.cs.Learners = a.decodeIDs(r)
-	c.cs.VotersOutgoing = a.decodeIDs(r)
-	c.cs.LearnersNext = a.decodeIDs(r)
+	md, cs := &s.Metadata, &s.Metadata.ConfState
+	md.Index = uvarintIf(r, mask, sIndex)
+	md.Term = uvarintIf(r, mask, sTerm)
+	cs.AutoLeave = mask&sAutoLeave != 0
+	cs.Voters = a.decodeIDs(r, mask, sVoters)
+	cs.Learners = a.decodeIDs(r, mask, sLearners)
+	cs.VotersOutgoing = a.decodeIDs(r, mask, sVotersOutgoing)
+	cs.LearnersNext = a.decodeIDs(r, mask, sLearnersNext)
 	return s
 }
 
-func (a *raftArena) decodeIDs(r *reader) []uint64 {
+func (a *raftArena) decodeIDs(r *reader, mask, bit uint64) []uint64 {
+	if mask&bit == 0 {
+		return nil
+	}
 	n := r.count(MaxConfStateIDs, 1)
 	if n == 0 {
 		return nil

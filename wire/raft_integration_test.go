@@ -7,7 +7,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestRaftGroupOverRaftBatch runs a real three-node raft group whose every
@@ -74,27 +73,26 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range rd.CommittedEntries {
-				switch e.GetType() {
+				switch e.Type {
 				case raftpb.EntryNormal:
-					if len(e.GetData()) > 0 {
-						n.committed = append(n.committed, string(e.GetData()))
+					if len(e.Data) > 0 {
+						n.committed = append(n.committed, string(e.Data))
 					}
 				case raftpb.EntryConfChange:
 					var cc raftpb.ConfChange
-					if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+					if err := cc.Unmarshal(e.Data); err != nil {
 						t.Fatal(err)
 					}
-					n.rn.ApplyConfChange(&cc)
+					n.rn.ApplyConfChange(cc)
 				}
 			}
 			for _, m := range rd.Messages {
-				b := outbox[m.GetTo()]
+				b := outbox[m.To]
 				if b == nil {
 					b = &RaftBatch{}
-					outbox[m.GetTo()] = b
+					outbox[m.To] = b
 				}
-				b.Messages = append(b.Messages, ShardMessage{Shard: 1})
-				proto.Merge(&b.Messages[len(b.Messages)-1].Msg, m)
+				b.Messages = append(b.Messages, ShardMessage{Shard: 1, Msg: m})
 			}
 			n.rn.Advance(rd)
 		}
@@ -106,13 +104,10 @@ func TestRaftGroupOverRaftBatch(t *testing.T) {
 			if err := DecodeRaftBatch(frame, &n.recv); err != nil {
 				t.Fatal(err)
 			}
+			// Raft takes messages by value but keeps their Entries slice
+			// (its unstable log) and a MsgReadIndex whole (pending reads).
 			for i := range n.recv.Messages {
-				sm := &n.recv.Messages[i]
-				if sm.Msg.GetType() == raftpb.MsgReadIndex {
-					_ = n.rn.Step(sm.Owned())
-				} else {
-					_ = n.rn.Step(&sm.Msg)
-				}
+				_ = n.rn.Step(n.recv.Messages[i].Msg)
 			}
 		}
 		done := len(ns[2].reads) >= 3

@@ -1,53 +1,44 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // genRaftMessage makes a random raft message. With full set every field is
-// set (including the recursive Responses down to depth 2); otherwise each
-// field is present or absent at random.
-func genRaftMessage(g gen, full bool, depth int) *raftpb.Message {
+// non-zero (including the recursive Responses down to depth 2); otherwise
+// each field is zero or a random value (which may itself be zero).
+func genRaftMessage(g gen, full bool, depth int) raftpb.Message {
 	set := func() bool { return full || g.bool() }
-	opt := func() *uint64 {
+	u64 := func() uint64 {
 		if !set() {
-			return nil
+			return 0
 		}
-		return new(g.u64())
-	}
-	m := &raftpb.Message{To: opt(), From: opt(), Term: opt(), LogTerm: opt(), Index: opt(), Commit: opt(), Vote: opt(), RejectHint: opt()}
-	if set() {
-		m.Type = raftpb.MessageType(g.r.IntN(24)).Enum()
-	}
-	if set() {
-		m.Reject = new(g.bool())
-	}
-	if set() {
-		m.Context = g.bytes(0, 16)
-		if m.Context == nil {
-			m.Context = []byte{}
+		if full {
+			return 1 + g.u64()%(1<<64-1)
 		}
+		return g.u64()
+	}
+	m := raftpb.Message{To: u64(), From: u64(), Term: u64(), LogTerm: u64(), Index: u64(), Commit: u64(), Vote: u64(), RejectHint: u64()}
+	if set() {
+		m.Type = raftpb.MessageType(b2i(full) + g.r.IntN(24-b2i(full)))
+	}
+	m.Reject = full || g.bool()
+	if set() {
+		m.Context = g.bytes(b2i(full), 16)
 	}
 	for range g.n(4) + b2i(full) {
-		e := &raftpb.Entry{}
+		e := raftpb.Entry{Term: u64(), Index: u64()}
 		if set() {
-			e.Type = raftpb.EntryType(g.r.IntN(3)).Enum()
+			e.Type = raftpb.EntryType(b2i(full) + g.r.IntN(3-b2i(full)))
 		}
 		if set() {
-			e.Term = new(g.u64())
-		}
-		if set() {
-			e.Index = new(g.u64())
-		}
-		if set() {
-			e.Data = g.bytes(0, 200)
-			if e.Data == nil {
-				e.Data = []byte{}
-			}
+			e.Data = g.bytes(b2i(full), 200)
 		}
 		m.Entries = append(m.Entries, e)
 	}
@@ -56,31 +47,17 @@ func genRaftMessage(g gen, full bool, depth int) *raftpb.Message {
 		if set() {
 			s.Data = g.bytes(1, 300)
 		}
-		if set() {
-			md := &raftpb.SnapshotMetadata{}
-			if set() {
-				md.Index = new(g.u64())
+		s.Metadata.Index, s.Metadata.Term = u64(), u64()
+		ids := func() []uint64 {
+			var v []uint64
+			for range g.n(5) + b2i(full) {
+				v = append(v, g.u64())
 			}
-			if set() {
-				md.Term = new(g.u64())
-			}
-			if set() {
-				cs := &raftpb.ConfState{}
-				ids := func() []uint64 {
-					var v []uint64
-					for range g.n(5) + b2i(full) {
-						v = append(v, g.u64())
-					}
-					return v
-				}
-				cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext = ids(), ids(), ids(), ids()
-				if set() {
-					cs.AutoLeave = new(g.bool())
-				}
-				md.ConfState = cs
-			}
-			s.Metadata = md
+			return v
 		}
+		cs := &s.Metadata.ConfState
+		cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext = ids(), ids(), ids(), ids()
+		cs.AutoLeave = full || g.bool()
 		m.Snapshot = s
 	}
 	if depth < 2 {
@@ -101,8 +78,7 @@ func b2i(b bool) int {
 func genRaftBatch(g gen, full bool) *RaftBatch {
 	b := &RaftBatch{}
 	for range g.n(6) + b2i(full) {
-		b.Messages = append(b.Messages, ShardMessage{Shard: g.u64()})
-		proto.Merge(&b.Messages[len(b.Messages)-1].Msg, genRaftMessage(g, full, 0))
+		b.Messages = append(b.Messages, ShardMessage{Shard: g.u64(), Msg: genRaftMessage(g, full, 0)})
 	}
 	hbs := func() []Heartbeat {
 		var v []Heartbeat
@@ -115,6 +91,39 @@ func genRaftBatch(g gen, full bool) *RaftBatch {
 	return b
 }
 
+// equalMessage is field equality with zero and absent the same: nil and
+// empty byte strings, entry lists, response lists and id lists are equal.
+// Only Snapshot keeps nil apart from non-nil.
+func equalMessage(a, b *raftpb.Message) bool {
+	if a.Type != b.Type || a.To != b.To || a.From != b.From || a.Term != b.Term || a.LogTerm != b.LogTerm ||
+		a.Index != b.Index || a.Commit != b.Commit || a.Vote != b.Vote || a.Reject != b.Reject ||
+		a.RejectHint != b.RejectHint || !bytes.Equal(a.Context, b.Context) ||
+		len(a.Entries) != len(b.Entries) || len(a.Responses) != len(b.Responses) || (a.Snapshot == nil) != (b.Snapshot == nil) {
+		return false
+	}
+	for i := range a.Entries {
+		x, y := &a.Entries[i], &b.Entries[i]
+		if x.Type != y.Type || x.Term != y.Term || x.Index != y.Index || !bytes.Equal(x.Data, y.Data) {
+			return false
+		}
+	}
+	if a.Snapshot != nil {
+		x, y := a.Snapshot, b.Snapshot
+		xc, yc := &x.Metadata.ConfState, &y.Metadata.ConfState
+		if !bytes.Equal(x.Data, y.Data) || x.Metadata.Index != y.Metadata.Index || x.Metadata.Term != y.Metadata.Term ||
+			xc.AutoLeave != yc.AutoLeave || !slices.Equal(xc.Voters, yc.Voters) || !slices.Equal(xc.Learners, yc.Learners) ||
+			!slices.Equal(xc.VotersOutgoing, yc.VotersOutgoing) || !slices.Equal(xc.LearnersNext, yc.LearnersNext) {
+			return false
+		}
+	}
+	for i := range a.Responses {
+		if !equalMessage(&a.Responses[i], &b.Responses[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func equalRaftBatch(t *testing.T, got, want *RaftBatch) {
 	t.Helper()
 	if len(got.Messages) != len(want.Messages) {
@@ -122,7 +131,7 @@ func equalRaftBatch(t *testing.T, got, want *RaftBatch) {
 	}
 	for i := range want.Messages {
 		g, w := &got.Messages[i], &want.Messages[i]
-		if g.Shard != w.Shard || !proto.Equal(&g.Msg, &w.Msg) {
+		if g.Shard != w.Shard || !equalMessage(&g.Msg, &w.Msg) {
 			t.Fatalf("message %d:\n got shard %d %v\nwant shard %d %v", i, g.Shard, &g.Msg, w.Shard, &w.Msg)
 		}
 	}
@@ -144,9 +153,9 @@ func equalHeartbeats(a, b []Heartbeat) bool {
 }
 
 // TestPropertyRaftBatch round-trips random batches, with every field of
-// every raft message set, and with random fields left unset: the decoded
-// messages are proto.Equal to the originals, so presence (nil against a
-// set zero, nil against empty bytes) survives.
+// every raft message non-zero, and with random fields left zero: the
+// decoded messages equal the originals field by field, re-encode to the
+// same bytes, and raftpb's own marshalling agrees.
 func TestPropertyRaftBatch(t *testing.T) {
 	g := newGen(42)
 	var reused, rewound RaftBatch
@@ -158,6 +167,9 @@ func TestPropertyRaftBatch(t *testing.T) {
 			t.Fatalf("batch %d: %v", i, err)
 		}
 		equalRaftBatch(t, &got, want)
+		if again := AppendRaftBatch(nil, &got); !bytes.Equal(again, b) {
+			t.Fatalf("batch %d re-encodes differently", i)
+		}
 		if err := DecodeRaftBatch(b, &reused); err != nil {
 			t.Fatalf("batch %d into reused: %v", i, err)
 		}
@@ -175,55 +187,100 @@ func TestPropertyRaftBatch(t *testing.T) {
 	}
 }
 
-func TestRaftBatchEveryFieldSet(t *testing.T) {
-	m := genRaftMessage(newGen(7), true, 0)
-	pr := m.ProtoReflect()
-	fields := pr.Descriptor().Fields()
-	for i := range fields.Len() {
-		if !pr.Has(fields.Get(i)) {
-			t.Fatalf("generator leaves %s unset", fields.Get(i).Name())
+// nonZeroFields fails t for every field of v (a struct) that is zero,
+// following pointers and nested structs.
+func nonZeroFields(t *testing.T, path string, v reflect.Value) {
+	t.Helper()
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	for i := range v.NumField() {
+		f, name := v.Field(i), path+"."+v.Type().Field(i).Name
+		if f.IsZero() {
+			t.Errorf("generator leaves %s zero", name)
+			continue
+		}
+		if f.Kind() == reflect.Struct || f.Kind() == reflect.Pointer && f.Elem().Kind() == reflect.Struct {
+			nonZeroFields(t, name, f)
 		}
 	}
+}
+
+func TestRaftBatchEveryFieldSet(t *testing.T) {
+	m := genRaftMessage(newGen(7), true, 0)
+	nonZeroFields(t, "Message", reflect.ValueOf(m))
+	nonZeroFields(t, "Entry", reflect.ValueOf(m.Entries[0]))
 	var want RaftBatch
-	want.Messages = append(want.Messages, ShardMessage{Shard: 9})
-	proto.Merge(&want.Messages[0].Msg, m)
+	want.Messages = append(want.Messages, ShardMessage{Shard: 9, Msg: m})
 	var got RaftBatch
 	if err := DecodeRaftBatch(AppendRaftBatch(nil, &want), &got); err != nil {
 		t.Fatal(err)
 	}
 	equalRaftBatch(t, &got, &want)
-	md := got.Messages[0].Msg.GetSnapshot().GetMetadata()
-	if md.GetConfState().AutoLeave == nil || md.Index == nil || len(md.GetConfState().GetLearnersNext()) == 0 {
-		t.Fatalf("snapshot metadata lost: %v", md)
+	if s := got.Messages[0].Msg.Snapshot; s == nil || !s.Metadata.ConfState.AutoLeave || s.Metadata.Index == 0 || len(s.Metadata.ConfState.LearnersNext) == 0 {
+		t.Fatalf("snapshot metadata lost: %v", s)
 	}
 }
 
-func TestRaftBatchPresence(t *testing.T) {
+// TestRaftBatchZeroFields: zero fields are omitted and come back zero
+// (empty bytes as nil), the Snapshot pointer keeps nil apart from an empty
+// snapshot, and a mask bit set on a zero value decodes as that zero.
+func TestRaftBatchZeroFields(t *testing.T) {
 	var want RaftBatch
 	want.Messages = append(want.Messages,
-		ShardMessage{Shard: 1, Msg: raftpb.Message{Term: new(uint64(0)), Context: []byte{}, Entries: []*raftpb.Entry{{Data: []byte{}}, {}}}},
+		ShardMessage{Shard: 1, Msg: raftpb.Message{Term: 0, Context: []byte{}, Entries: []raftpb.Entry{{Data: []byte{}}, {}}}},
 		ShardMessage{Shard: 2, Msg: raftpb.Message{Snapshot: &raftpb.Snapshot{}}},
 		ShardMessage{Shard: 3})
+	b := AppendRaftBatch(nil, &want)
+	// Messages 1 and 3 are a shard and an empty mask; message 2 adds the
+	// snapshot's empty mask. Message 1's two entries are each a zero mask
+	// behind a count.
+	if wantLen := 1 + (1 + 2 + 1 + 1 + 1) + (1 + 2 + 1) + (1 + 1) + 2; len(b) != wantLen {
+		t.Fatalf("encoded %d bytes, want %d: zero fields must be omitted", len(b), wantLen)
+	}
 	var got RaftBatch
-	if err := DecodeRaftBatch(AppendRaftBatch(nil, &want), &got); err != nil {
+	if err := DecodeRaftBatch(b, &got); err != nil {
 		t.Fatal(err)
 	}
 	m1, m2, m3 := &got.Messages[0].Msg, &got.Messages[1].Msg, &got.Messages[2].Msg
 	switch {
-	case m1.Term == nil || *m1.Term != 0 || m1.From != nil:
-		t.Fatal("a set zero term or an unset from changed")
-	case m1.Context == nil || m1.Entries[0].Data == nil || m1.Entries[1].Data != nil:
-		t.Fatal("empty against nil bytes changed")
-	case m2.Snapshot == nil || m2.Snapshot.Metadata != nil:
-		t.Fatal("an empty snapshot must stay non-nil (raft checks GetSnapshot() != nil)")
-	case m3.Snapshot != nil || m3.Entries != nil || m3.Type != nil:
-		t.Fatal("an empty message gained fields")
+	case m1.Context != nil || len(m1.Entries) != 2 || m1.Entries[0].Data != nil:
+		t.Fatal("empty bytes must decode as nil, entries must stay")
+	case m2.Snapshot == nil || !reflect.DeepEqual(*m2.Snapshot, raftpb.Snapshot{}):
+		t.Fatal("an empty snapshot must stay non-nil and empty")
+	case !reflect.DeepEqual(*m3, raftpb.Message{}):
+		t.Fatalf("an empty message gained fields: %v", m3)
+	}
+	// A set bit on a zero value: shard 1, mask (To | Context | Entries),
+	// to 0, an empty context, an entry count of 0; no heartbeats.
+	var z RaftBatch
+	zb := appendUvarint([]byte{1, 1}, mTo|mContext|mEntries)
+	zb = append(zb, 0, 0, 0, 0, 0)
+	if err := DecodeRaftBatch(zb, &z); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(z.Messages[0].Msg, raftpb.Message{}) {
+		t.Fatalf("zero values under set bits: %v", &z.Messages[0].Msg)
 	}
 }
 
-// TestRaftBatchDecodeKeepsEarlierValues: raft keeps *Entry pointers (and
-// the Entries slice) after Step, so decoding the next batch into the same
-// RaftBatch must not overwrite what the previous decode handed out.
+// cloneMessage deep-copies m through raftpb's own marshalling.
+func cloneMessage(t *testing.T, m *raftpb.Message) *raftpb.Message {
+	t.Helper()
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &raftpb.Message{}
+	if err := c.Unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRaftBatchDecodeKeepsEarlierValues: raft keeps the Entries slice (and
+// a MsgReadIndex's message) after Step, so decoding the next batch into the
+// same RaftBatch must not overwrite what the previous decode handed out.
 func TestRaftBatchDecodeKeepsEarlierValues(t *testing.T) {
 	g := newGen(3)
 	var m RaftBatch
@@ -237,15 +294,15 @@ func TestRaftBatchDecodeKeepsEarlierValues(t *testing.T) {
 		}
 		for i := range m.Messages {
 			km := m.Messages[i].Owned()
-			if !proto.Equal(km, &m.Messages[i].Msg) {
-				t.Fatal("Owned differs from the message")
+			if km == &m.Messages[i].Msg || !equalMessage(km, &m.Messages[i].Msg) {
+				t.Fatal("Owned is not a copy of the message")
 			}
 			kept = append(kept, km)
-			want = append(want, proto.Clone(km).(*raftpb.Message))
+			want = append(want, cloneMessage(t, km))
 		}
 	}
 	for i := range kept {
-		if !proto.Equal(kept[i], want[i]) {
+		if !equalMessage(kept[i], want[i]) {
 			t.Fatalf("message %d was overwritten by a later decode", i)
 		}
 	}
@@ -277,9 +334,19 @@ func TestRaftBatchRejects(t *testing.T) {
 	if err := DecodeRaftBatch(append(good[:len(good):len(good)], 0), &m); !errors.Is(err, ErrTrailing) {
 		t.Fatalf("trailing: %v", err)
 	}
-	// Unknown presence bits.
-	if err := DecodeRaftBatch([]byte{1, 5, 0x80, 0x40, 0, 0, 0, 0}, &m); !errors.Is(err, ErrMalformed) {
+	// Unknown mask bits, of a message and of an entry.
+	if err := DecodeRaftBatch(append(appendUvarint([]byte{1, 5}, mKnown+1), 0, 0), &m); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("unknown message bit: %v", err)
+	}
+	if err := DecodeRaftBatch(appendUvarint([]byte{1, 5}, mEntries), &m); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("missing entry count: %v", err)
+	}
+	if err := DecodeRaftBatch(append(appendUvarint([]byte{1, 5}, mEntries), 1, eKnown+1, 0, 0), &m); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("unknown entry bit: %v", err)
+	}
+	// A message type beyond 32 bits.
+	if err := DecodeRaftBatch(append(appendUvarint(appendUvarint([]byte{1, 5}, mType), 1<<32), 0, 0), &m); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("64-bit type: %v", err)
 	}
 	// Unknown heartbeat flag.
 	hb := AppendRaftBatch(nil, &RaftBatch{Heartbeats: []Heartbeat{{Shard: 1, Flags: 0x80}}})
@@ -287,13 +354,11 @@ func TestRaftBatchRejects(t *testing.T) {
 		t.Fatalf("heartbeat flags: %v", err)
 	}
 	// Responses nested deeper than MaxRaftResponseDepth.
-	deep := &raftpb.Message{}
+	deep := raftpb.Message{}
 	for range MaxRaftResponseDepth + 1 {
-		deep = &raftpb.Message{Responses: []*raftpb.Message{deep}}
+		deep = raftpb.Message{Responses: []raftpb.Message{deep}}
 	}
-	var d RaftBatch
-	d.Messages = append(d.Messages, ShardMessage{Shard: 1})
-	proto.Merge(&d.Messages[0].Msg, deep)
+	d := RaftBatch{Messages: []ShardMessage{{Shard: 1, Msg: deep}}}
 	if err := DecodeRaftBatch(AppendRaftBatch(nil, &d), &m); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("deep responses: %v", err)
 	}
@@ -302,19 +367,21 @@ func TestRaftBatchRejects(t *testing.T) {
 	var many RaftBatch
 	for i := range MaxRaftEntriesPerBatch/MaxEntriesPerRaftMessage + 1 {
 		many.Messages = append(many.Messages, ShardMessage{Shard: uint64(i)})
-		ents := make([]*raftpb.Entry, MaxEntriesPerRaftMessage)
-		for j := range ents {
-			ents[j] = &raftpb.Entry{}
-		}
-		many.Messages[i].Msg.Entries = ents
+		many.Messages[i].Msg.Entries = make([]raftpb.Entry, MaxEntriesPerRaftMessage)
 	}
 	if err := DecodeRaftBatch(AppendRaftBatch(nil, &many), &m); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("entries per batch: %v", err)
 	}
 	// A huge entry count in a short input fails before anything is sized.
-	huge := appendUvarint([]byte{1, 1, 0}, MaxEntriesPerRaftMessage)
+	huge := appendUvarint(appendUvarint([]byte{1, 1}, mEntries), MaxEntriesPerRaftMessage)
 	if err := DecodeRaftBatch(huge, &m); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("huge count: %v", err)
+	}
+	// A ConfState id list longer than MaxConfStateIDs.
+	ids := appendUvarint(append(appendUvarint([]byte{1, 1}, mSnapshot), sVoters), MaxConfStateIDs+1)
+	ids = append(ids, make([]byte, MaxConfStateIDs+1+2)...)
+	if err := DecodeRaftBatch(ids, &m); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("conf state ids: %v", err)
 	}
 }
 
@@ -323,15 +390,16 @@ func TestRaftBatchRejects(t *testing.T) {
 // measure against the hand encoding.
 func appendRaftBatchProto(dst []byte, m *RaftBatch) []byte {
 	dst = appendUvarint(dst, uint64(len(m.Messages)))
-	opts := proto.MarshalOptions{UseCachedSize: true}
 	for i := range m.Messages {
 		msg := &m.Messages[i].Msg
 		dst = appendUvarint(dst, m.Messages[i].Shard)
-		dst = appendUvarint(dst, uint64(proto.Size(msg)))
-		var err error
-		if dst, err = opts.MarshalAppend(dst, msg); err != nil {
+		size := msg.Size()
+		dst = appendUvarint(dst, uint64(size))
+		dst = slices.Grow(dst, size)
+		if _, err := msg.MarshalToSizedBuffer(dst[len(dst) : len(dst)+size]); err != nil {
 			panic(err) // test-only baseline; raftpb messages always marshal
 		}
+		dst = dst[:len(dst)+size]
 	}
 	dst = appendHeartbeats(dst, m.Heartbeats)
 	return appendHeartbeats(dst, m.HeartbeatResponses)
@@ -347,7 +415,8 @@ func decodeRaftBatchProto(b []byte, m *RaftBatch) error {
 		if r.err != nil {
 			break
 		}
-		if err := proto.Unmarshal(p, &m.Messages[i].Msg); err != nil {
+		m.Messages[i].Msg = raftpb.Message{}
+		if err := m.Messages[i].Msg.Unmarshal(p); err != nil {
 			return ErrMalformed
 		}
 	}

@@ -228,7 +228,7 @@ func TestSwimDocExample(t *testing.T) {
 		Header: SwimHeader{ClusterID: 42, Sender: []byte("n1"), Generation: 7},
 		Msg:    SwimMessage{Kind: SwimPing, Seq: 99, Target: []byte("n2")},
 	})
-	want := []byte{0x53, 0x57, 1, 0, 0x2a, 0, 0, 0, 0, 0, 0, 0, 2, 'n', '1', 7, 1, 0x63, 2, 'n', '2', 0}
+	want := []byte{0x53, 0x57, ProtocolVersion, 0, 0x2a, 0, 0, 0, 0, 0, 0, 0, 2, 'n', '1', 7, 1, 0x63, 2, 'n', '2', 0}
 	if !bytes.Equal(b, want) {
 		t.Fatalf("got % x\nwant % x", b, want)
 	}

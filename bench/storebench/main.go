@@ -129,7 +129,7 @@ type shardLog struct {
 	last    uint64
 	applied uint64
 	trunc   uint64
-	hs      *raftpb.HardState
+	hs      raftpb.HardState
 }
 
 // appendPhase runs raft-shaped rounds: each worker, in a loop, builds one
@@ -145,7 +145,7 @@ func appendPhase(res *result, dir string, memtable uint64, shards, workers int, 
 	payload := bytes.Repeat([]byte("p"), entryBytes)
 	owned := make([][]*shardLog, workers)
 	for i := range shards {
-		owned[i%workers] = append(owned[i%workers], &shardLog{id: uint64(i), hs: &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(0))}})
+		owned[i%workers] = append(owned[i%workers], &shardLog{id: uint64(i), hs: raftpb.HardState{Term: 1, Vote: 1}})
 	}
 	var (
 		entries, rounds atomic.Int64
@@ -169,15 +169,14 @@ func appendPhase(res *result, dir string, memtable uint64, shards, workers int, 
 				n := 0
 				for _, sh := range owned[w] {
 					k := 1 + rng.IntN(maxEnts)
-					ents := make([]*raftpb.Entry, k)
+					ents := make([]raftpb.Entry, k)
 					for i := range ents {
 						sh.last++
-						ents[i] = &raftpb.Entry{Term: new(uint64(1)), Index: new(sh.last), Type: raftpb.EntryType_EntryNormal.Enum(), Data: payload}
+						ents[i] = raftpb.Entry{Term: 1, Index: sh.last, Type: raftpb.EntryNormal, Data: payload}
 					}
-					commitIdx := sh.hs.GetCommit()
-					hs := &raftpb.HardState{Term: sh.hs.Term, Vote: sh.hs.Vote, Commit: new(sh.last)}
-					b.Append(sh.id, hs, ents)
-					sh.hs = hs
+					commitIdx := sh.hs.Commit
+					sh.hs.Commit = sh.last
+					b.Append(sh.id, &sh.hs, ents)
 					if commitIdx > sh.applied {
 						sh.applied = commitIdx
 						b.SetApplied(sh.id, sh.applied)
@@ -293,8 +292,8 @@ func idlePhase(res *result, dir string, n int) error {
 	for lo := 0; lo < n; lo += 1000 {
 		b := s.NewBatch()
 		for id := lo; id < min(lo+1000, n); id++ {
-			b.Append(uint64(id), &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(1))},
-				[]*raftpb.Entry{{Term: new(uint64(1)), Index: new(uint64(1)), Data: data}})
+			b.Append(uint64(id), &raftpb.HardState{Term: 1, Vote: 1, Commit: 1},
+				[]raftpb.Entry{{Term: 1, Index: 1, Data: data}})
 			b.SetApplied(uint64(id), 1)
 			b.Compact(uint64(id), 1)
 		}

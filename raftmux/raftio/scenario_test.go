@@ -155,7 +155,7 @@ func TestRealPartsLearnerPromotedGetsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(cs.GetLearners(), 4) {
+	if !slices.Contains(cs.Learners, 4) {
 		t.Fatalf("conf state after AddLearner: %v", cs)
 	}
 	// The learner is created empty by the leader's first message and filled
@@ -174,7 +174,7 @@ func TestRealPartsLearnerPromotedGetsSnapshot(t *testing.T) {
 	c.waitFor("promotion", 10*time.Second, func() bool {
 		cs, err := c.host(lead).h.Promote(ctx, shard, 4)
 		if err == nil {
-			voters = cs.GetVoters()
+			voters = cs.Voters
 			return true
 		}
 		if !errors.Is(err, raftmux.ErrDropped) {

@@ -119,7 +119,7 @@ func (b *batch) sb() *shardstore.Batch {
 	return b.b
 }
 
-func (b *batch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+func (b *batch) Append(shard uint64, hs *raftpb.HardState, ents []raftpb.Entry) {
 	b.sb().Append(shard, hs, ents)
 }
 

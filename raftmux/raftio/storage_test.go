@@ -27,8 +27,8 @@ func TestStorageOverShardstore(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := st.NewBatch()
-	b.Append(3, &raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(1))},
-		[]*raftpb.Entry{{Index: new(uint64(1)), Term: new(uint64(2)), Data: []byte("e1")}})
+	b.Append(3, &raftpb.HardState{Term: uint64(2), Commit: uint64(1)},
+		[]raftpb.Entry{{Index: uint64(1), Term: uint64(2), Data: []byte("e1")}})
 	b.SetApplied(3, 1)
 	b.Put(3, []byte("k"), []byte("v"))
 	b.Put(local, []byte("mine"), []byte("x"))
@@ -57,7 +57,7 @@ func TestStorageOverShardstore(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs, _, err := rs.InitialState()
-	if err != nil || hs.GetTerm() != 2 || hs.GetCommit() != 1 {
+	if err != nil || hs.Term != 2 || hs.Commit != 1 {
 		t.Fatalf("hard state %v, %v", hs, err)
 	}
 	ents, err := rs.Entries(1, 2, 1<<20)

@@ -93,13 +93,9 @@ func (t *Transport) put(b *sendBuf) {
 	t.bufs.Put(b)
 }
 
-// copyMsg sets dst's fields to src's (the protobuf struct itself must not
-// be copied by value).
-func copyMsg(dst, src *raftpb.Message) {
-	dst.Type, dst.To, dst.From, dst.Term, dst.LogTerm, dst.Index = src.Type, src.To, src.From, src.Term, src.LogTerm, src.Index
-	dst.Entries, dst.Commit, dst.Vote, dst.Snapshot, dst.Reject = src.Entries, src.Commit, src.Vote, src.Snapshot, src.Reject
-	dst.RejectHint, dst.Context, dst.Responses = src.RejectHint, src.Context, src.Responses
-}
+// copyMsg copies src's fields into dst; what its slices and Snapshot point
+// to is shared.
+func copyMsg(dst, src *raftpb.Message) { *dst = *src }
 
 func toWireBatch(dst *wire.RaftBatch, b *raftmux.RaftBatch) {
 	if cap(dst.Messages) < len(b.Messages) {

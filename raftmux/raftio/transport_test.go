@@ -36,8 +36,8 @@ func TestRaftBatchSurvivesTheWire(t *testing.T) {
 	tr := testTransport(cs)
 	b := &raftmux.RaftBatch{
 		Messages: []raftmux.ShardMessage{{Shard: 3, Msg: &raftpb.Message{
-			Type: raftpb.MessageType_MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(1)), Term: new(uint64(4)),
-			Entries: []*raftpb.Entry{{Index: new(uint64(9)), Term: new(uint64(4)), Data: []byte("cmd")}},
+			Type: raftpb.MsgApp, To: uint64(7), From: uint64(1), Term: uint64(4),
+			Entries: []raftpb.Entry{{Index: uint64(9), Term: uint64(4), Data: []byte("cmd")}},
 		}}},
 		Heartbeats:         []raftmux.Heartbeat{{Shard: 5, Term: 2, Commit: 8, Flags: raftmux.FlagQuiesce}},
 		HeartbeatResponses: []raftmux.Heartbeat{{Shard: 6, Term: 2, Flags: raftmux.FlagWake}, {Shard: 7, Term: 2}},
@@ -56,7 +56,7 @@ func TestRaftBatchSurvivesTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := got.Messages[0]
-	if m.Shard != 3 || m.Msg.GetType() != raftpb.MessageType_MsgApp || m.Msg.GetTerm() != 4 || string(m.Msg.Entries[0].Data) != "cmd" {
+	if m.Shard != 3 || m.Msg.Type != raftpb.MsgApp || m.Msg.Term != 4 || string(m.Msg.Entries[0].Data) != "cmd" {
 		t.Fatalf("message %+v", m)
 	}
 	if got.Heartbeats[0] != b.Heartbeats[0] {
@@ -71,8 +71,8 @@ func TestSnapshotChunkSurvivesTheWire(t *testing.T) {
 	cs := &captureSender{}
 	tr := testTransport(cs)
 	first := &raftmux.SnapshotChunk{Shard: 9, ID: 77, Seq: 0, Codec: raftmux.CodecZstd, Data: []byte("part one"),
-		Msg: &raftpb.Message{Type: raftpb.MessageType_MsgSnap.Enum(), To: new(uint64(7)), Snapshot: &raftpb.Snapshot{
-			Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(12)), Term: new(uint64(3)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 7}}}}}}
+		Msg: &raftpb.Message{Type: raftpb.MsgSnap, To: uint64(7), Snapshot: &raftpb.Snapshot{
+			Metadata: raftpb.SnapshotMetadata{Index: uint64(12), Term: uint64(3), ConfState: raftpb.ConfState{Voters: []uint64{1, 7}}}}}}
 	last := &raftmux.SnapshotChunk{Shard: 9, ID: 77, Seq: 1, Last: true, Codec: raftmux.CodecZstd, Data: []byte("part two")}
 	for _, c := range []*raftmux.SnapshotChunk{first, last} {
 		if err := tr.SendSnapshotChunk(7, c); err != nil {
@@ -90,8 +90,8 @@ func TestSnapshotChunkSurvivesTheWire(t *testing.T) {
 		if (got.Msg == nil) != (want.Msg == nil) {
 			t.Fatalf("chunk %d: message presence", i)
 		}
-		if got.Msg != nil && got.Msg.GetSnapshot().GetMetadata().GetIndex() != 12 {
-			t.Fatalf("chunk %d: snapshot metadata %+v", i, got.Msg.GetSnapshot())
+		if got.Msg != nil && got.Msg.Snapshot.Metadata.Index != 12 {
+			t.Fatalf("chunk %d: snapshot metadata %+v", i, got.Msg.Snapshot)
 		}
 	}
 	// Malformed framing inside a well-formed chunk is refused.
@@ -142,9 +142,9 @@ func benchBatch() *raftmux.RaftBatch {
 	b := &raftmux.RaftBatch{}
 	for s := uint64(0); s < 32; s++ {
 		b.Messages = append(b.Messages, raftmux.ShardMessage{Shard: s, Msg: &raftpb.Message{
-			Type: raftpb.MessageType_MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(1)), Term: new(uint64(4)),
-			LogTerm: new(uint64(4)), Index: new(uint64(100)), Commit: new(uint64(99)),
-			Entries: []*raftpb.Entry{{Index: new(uint64(101)), Term: new(uint64(4)), Data: bytes.Repeat([]byte("x"), 16)}},
+			Type: raftpb.MsgApp, To: uint64(7), From: uint64(1), Term: uint64(4),
+			LogTerm: uint64(4), Index: uint64(100), Commit: uint64(99),
+			Entries: []raftpb.Entry{{Index: uint64(101), Term: uint64(4), Data: bytes.Repeat([]byte("x"), 16)}},
 		}})
 	}
 	for s := uint64(0); s < 64; s++ {

@@ -14,7 +14,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shoalmq/shoal/raftmux"
 )
@@ -102,23 +101,37 @@ func (m memRaftStorage) ms() *raft.MemoryStorage { return m.sh.ms.Load() }
 
 // InitialState reports the ConfState of the last applied conf change, not
 // the (older) one of the last compaction snapshot.
-func (m memRaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+func (m memRaftStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
 	hs, _, err := m.ms().InitialState()
 	if err != nil {
-		return nil, nil, err
+		return raftpb.HardState{}, raftpb.ConfState{}, err
 	}
 	m.s.mu.Lock()
 	defer m.s.mu.Unlock()
-	return hs, proto.CloneOf(m.sh.cs), nil
+	return hs, *cloneConfState(m.sh.cs), nil
 }
 
-func (m memRaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+// cloneConfState copies cs and its slices.
+func cloneConfState(cs *raftpb.ConfState) *raftpb.ConfState {
+	if cs == nil {
+		return &raftpb.ConfState{}
+	}
+	return &raftpb.ConfState{
+		Voters:         slices.Clone(cs.Voters),
+		Learners:       slices.Clone(cs.Learners),
+		VotersOutgoing: slices.Clone(cs.VotersOutgoing),
+		LearnersNext:   slices.Clone(cs.LearnersNext),
+		AutoLeave:      cs.AutoLeave,
+	}
+}
+
+func (m memRaftStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	return m.ms().Entries(lo, hi, maxSize)
 }
-func (m memRaftStorage) Term(i uint64) (uint64, error)       { return m.ms().Term(i) }
-func (m memRaftStorage) LastIndex() (uint64, error)          { return m.ms().LastIndex() }
-func (m memRaftStorage) FirstIndex() (uint64, error)         { return m.ms().FirstIndex() }
-func (m memRaftStorage) Snapshot() (*raftpb.Snapshot, error) { return m.ms().Snapshot() }
+func (m memRaftStorage) Term(i uint64) (uint64, error)      { return m.ms().Term(i) }
+func (m memRaftStorage) LastIndex() (uint64, error)         { return m.ms().LastIndex() }
+func (m memRaftStorage) FirstIndex() (uint64, error)        { return m.ms().FirstIndex() }
+func (m memRaftStorage) Snapshot() (raftpb.Snapshot, error) { return m.ms().Snapshot() }
 
 // Storage implements raftmux.Storage.
 func (s *MemStore) Storage(shard uint64) (raft.Storage, error) {
@@ -144,7 +157,7 @@ func (s *MemStore) Compact(shard, idx uint64) error {
 	if idx > sh.applied {
 		return fmt.Errorf("raftmuxtest: compact %d past applied %d", idx, sh.applied)
 	}
-	if _, err := sh.ms.Load().CreateSnapshot(idx, proto.CloneOf(sh.cs), nil); err != nil {
+	if _, err := sh.ms.Load().CreateSnapshot(idx, cloneConfState(sh.cs), nil); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
 		}
@@ -174,7 +187,7 @@ func (s *MemStore) SnapshotData(shard uint64) (*raftpb.SnapshotMetadata, io.Read
 		b = binary.AppendUvarint(b, uint64(len(sh.kv[k])))
 		b = append(b, sh.kv[k]...)
 	}
-	meta := &raftpb.SnapshotMetadata{Index: new(sh.applied), Term: new(term), ConfState: proto.CloneOf(sh.cs)}
+	meta := &raftpb.SnapshotMetadata{Index: sh.applied, Term: term, ConfState: *cloneConfState(sh.cs)}
 	return meta, io.NopCloser(bytes.NewReader(b)), nil
 }
 
@@ -215,21 +228,21 @@ func (s *MemStore) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Re
 	defer s.mu.Unlock()
 	sh := s.shard(shard)
 	ms := raft.NewMemoryStorage()
-	if err := ms.ApplySnapshot(snap); err != nil {
+	if err := ms.ApplySnapshot(*snap); err != nil {
 		return err
 	}
 	hs, _, _ := sh.ms.Load().InitialState()
-	meta := snap.GetMetadata()
-	if err := ms.SetHardState(&raftpb.HardState{
-		Term:   new(max(hs.GetTerm(), meta.GetTerm())),
-		Vote:   new(hs.GetVote()),
-		Commit: new(max(hs.GetCommit(), meta.GetIndex())),
+	meta := snap.Metadata
+	if err := ms.SetHardState(raftpb.HardState{
+		Term:   max(hs.Term, meta.Term),
+		Vote:   hs.Vote,
+		Commit: max(hs.Commit, meta.Index),
 	}); err != nil {
 		return err
 	}
 	sh.ms.Store(ms)
-	sh.cs = proto.CloneOf(meta.GetConfState())
-	sh.applied = meta.GetIndex()
+	sh.cs = cloneConfState(&meta.ConfState)
+	sh.applied = meta.Index
 	sh.kv = kv
 	return nil
 }
@@ -340,7 +353,7 @@ type op struct {
 	kind  opKind
 	shard uint64
 	hs    *raftpb.HardState
-	ents  []*raftpb.Entry
+	ents  []raftpb.Entry
 	cs    *raftpb.ConfState
 	idx   uint64
 	key   string
@@ -352,11 +365,11 @@ type memBatch struct {
 	ops []op
 }
 
-func (b *memBatch) Append(shard uint64, hs *raftpb.HardState, ents []*raftpb.Entry) {
+func (b *memBatch) Append(shard uint64, hs *raftpb.HardState, ents []raftpb.Entry) {
 	b.ops = append(b.ops, op{kind: opAppend, shard: shard, hs: hs, ents: ents})
 }
 func (b *memBatch) SetConfState(shard uint64, cs *raftpb.ConfState) {
-	b.ops = append(b.ops, op{kind: opConf, shard: shard, cs: proto.CloneOf(cs)})
+	b.ops = append(b.ops, op{kind: opConf, shard: shard, cs: cloneConfState(cs)})
 }
 func (b *memBatch) SetApplied(shard, idx uint64) {
 	b.ops = append(b.ops, op{kind: opApplied, shard: shard, idx: idx})
@@ -388,10 +401,10 @@ func (b *memBatch) Commit(sync bool) error {
 			}
 			buf = binary.LittleEndian.AppendUint64(buf, o.shard)
 			if o.hs != nil {
-				buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.hs)
+				buf = appendMarshal(buf, o.hs)
 			}
-			for _, e := range o.ents {
-				buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, e)
+			for i := range o.ents {
+				buf = appendMarshal(buf, &o.ents[i])
 			}
 		}
 		s.buf = buf
@@ -414,7 +427,7 @@ func (b *memBatch) Commit(sync bool) error {
 		switch o.kind {
 		case opAppend:
 			if o.hs != nil {
-				if err := sh.ms.Load().SetHardState(o.hs); err != nil {
+				if err := sh.ms.Load().SetHardState(*o.hs); err != nil {
 					return err
 				}
 			}
@@ -435,4 +448,19 @@ func (b *memBatch) Commit(sync bool) error {
 	}
 	b.ops = b.ops[:0]
 	return nil
+}
+
+// sizedMarshaler is what raftpb's generated types offer for encoding into
+// a buffer the caller sized.
+type sizedMarshaler interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// appendMarshal appends m's protobuf encoding to buf.
+func appendMarshal(buf []byte, m sizedMarshaler) []byte {
+	n := m.Size()
+	buf = slices.Grow(buf, n)
+	_, _ = m.MarshalToSizedBuffer(buf[len(buf) : len(buf)+n])
+	return buf[:len(buf)+n]
 }

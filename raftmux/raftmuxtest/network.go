@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shoalmq/shoal/raftmux"
 )
@@ -128,17 +127,14 @@ func (e *endpoint) Send(to uint64, b *raftmux.RaftBatch) error {
 	size := frameHeaderLen + tupleLen*(len(b.Heartbeats)+len(b.HeartbeatResponses))
 	var buf []byte
 	for _, m := range b.Messages {
-		buf, err = proto.MarshalOptions{}.MarshalAppend(buf[:0], m.Msg)
-		if err != nil {
-			return err
-		}
+		buf = appendMarshal(buf[:0], m.Msg)
 		size += 8 + 4 + len(buf)
 		var dm raftpb.Message
-		if err := proto.Unmarshal(buf, &dm); err != nil {
+		if err := dm.Unmarshal(buf); err != nil {
 			return err
 		}
 		out.Messages = append(out.Messages, raftmux.ShardMessage{Shard: m.Shard, Msg: &dm})
-		if t := int(dm.GetType()); t >= 0 && t < len(e.n.byType) {
+		if t := int(dm.Type); t >= 0 && t < len(e.n.byType) {
 			e.n.byType[t].Add(1)
 		}
 	}
@@ -157,13 +153,10 @@ func (e *endpoint) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error 
 	out := &raftmux.SnapshotChunk{Shard: c.Shard, ID: c.ID, Seq: c.Seq, Last: c.Last, Codec: c.Codec, Data: slices.Clone(c.Data)}
 	size := frameHeaderLen + 32 + len(c.Data)
 	if c.Msg != nil {
-		buf, err := proto.Marshal(c.Msg)
-		if err != nil {
-			return err
-		}
+		buf := appendMarshal(nil, c.Msg)
 		size += len(buf)
 		var dm raftpb.Message
-		if err := proto.Unmarshal(buf, &dm); err != nil {
+		if err := dm.Unmarshal(buf); err != nil {
 			return err
 		}
 		out.Msg = &dm
