@@ -62,6 +62,11 @@ const (
 	MaxRaftResponseDepth = 4
 	// MaxConfStateIDs bounds each node-id list of a snapshot's ConfState.
 	MaxConfStateIDs = 1 << 10
+	// MaxConfStateIDsPerBatch bounds the node ids of all the ConfStates in
+	// one RaftBatch together: 1<<16, sixteen snapshots with four full
+	// lists each (512 KiB decoded). Without it a 16 MiB frame of one-byte
+	// ids would decode into 128 MiB.
+	MaxConfStateIDsPerBatch = 1 << 16
 
 	// MaxForwardHops bounds how often a client request is forwarded between
 	// nodes before one answers it: 4.

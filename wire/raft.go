@@ -256,7 +256,7 @@ func decodeRaftBatch(b []byte, m *RaftBatch, reuse bool) error {
 	if reuse {
 		m.a.rewind()
 	}
-	m.a.items = 0
+	m.a.items, m.a.idCount = 0, 0
 	r := reader{b: b}
 	// A message takes at least 2 bytes: shard and mask.
 	n := r.count(MaxRaftMessagesPerBatch, 2)
@@ -343,6 +343,7 @@ func (s *slab[T]) rewind() {
 
 type raftArena struct {
 	items   int // entries and responses decoded in this batch
+	idCount int // ConfState node ids decoded in this batch
 	entries slab[raftpb.Entry]
 	resps   slab[raftpb.Message]
 	snaps   slab[raftpb.Snapshot]
@@ -460,6 +461,10 @@ func (a *raftArena) decodeIDs(r *reader, mask, bit uint64) []uint64 {
 	}
 	n := r.count(MaxConfStateIDs, 1)
 	if n == 0 {
+		return nil
+	}
+	if a.idCount += n; a.idCount > MaxConfStateIDsPerBatch {
+		r.fail(ErrTooLarge)
 		return nil
 	}
 	ids := a.ids.take(n, idSlabChunk, idSlabMax)

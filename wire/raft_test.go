@@ -383,6 +383,28 @@ func TestRaftBatchRejects(t *testing.T) {
 	if err := DecodeRaftBatch(ids, &m); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("conf state ids: %v", err)
 	}
+	// More ConfState ids in a batch than MaxConfStateIDsPerBatch, in
+	// snapshots whose lists are each within MaxConfStateIDs.
+	full := make([]uint64, MaxConfStateIDs)
+	for i := range full {
+		full[i] = uint64(i + 1)
+	}
+	snaps := func(n int) *RaftBatch {
+		b := &RaftBatch{}
+		for i := range n {
+			cs := raftpb.ConfState{Voters: full, Learners: full, VotersOutgoing: full, LearnersNext: full}
+			b.Messages = append(b.Messages, ShardMessage{Shard: uint64(i), Msg: raftpb.Message{Type: raftpb.MsgSnap,
+				Snapshot: &raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1, Term: 1, ConfState: cs}}}})
+		}
+		return b
+	}
+	fit := MaxConfStateIDsPerBatch / (4 * MaxConfStateIDs)
+	if err := DecodeRaftBatch(AppendRaftBatch(nil, snaps(fit)), &m); err != nil {
+		t.Fatalf("%d full conf states: %v", fit, err)
+	}
+	if err := DecodeRaftBatch(AppendRaftBatch(nil, snaps(fit+1)), &m); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("conf state ids per batch: %v", err)
+	}
 }
 
 // The protobuf baseline: the same framing as AppendRaftBatch, but each
