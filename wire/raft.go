@@ -22,18 +22,6 @@ type ShardMessage struct {
 	Msg   raftpb.Message
 }
 
-// Owned returns a copy of sm.Msg that the next DecodeRaftBatch into the
-// same RaftBatch leaves alone: it overwrites sm but never what the copy's
-// Entries, Responses, Snapshot and ConfState id lists point to (they come
-// from slabs DecodeRaftBatch never hands out twice). Byte fields (entry
-// Data, Context, snapshot Data) still alias the decoded frame. Raft takes
-// messages by value, so stepping sm.Msg directly is as safe; Owned is for
-// a caller that wants a *Message of its own.
-func (sm *ShardMessage) Owned() *raftpb.Message {
-	m := sm.Msg
-	return &m
-}
-
 // Heartbeat is one shard's coalesced heartbeat (or its response).
 type Heartbeat struct {
 	Shard, Term, Commit uint64

@@ -93,10 +93,6 @@ func (t *Transport) put(b *sendBuf) {
 	t.bufs.Put(b)
 }
 
-// copyMsg copies src's fields into dst; what its slices and Snapshot point
-// to is shared.
-func copyMsg(dst, src *raftpb.Message) { *dst = *src }
-
 func toWireBatch(dst *wire.RaftBatch, b *raftmux.RaftBatch) {
 	if cap(dst.Messages) < len(b.Messages) {
 		dst.Messages = make([]wire.ShardMessage, len(b.Messages))
@@ -104,7 +100,7 @@ func toWireBatch(dst *wire.RaftBatch, b *raftmux.RaftBatch) {
 	dst.Messages = dst.Messages[:len(b.Messages)]
 	for i := range b.Messages {
 		dst.Messages[i].Shard = b.Messages[i].Shard
-		copyMsg(&dst.Messages[i].Msg, b.Messages[i].Msg)
+		dst.Messages[i].Msg = *b.Messages[i].Msg
 	}
 	dst.Heartbeats = dst.Heartbeats[:0]
 	for _, h := range b.Heartbeats {
@@ -164,7 +160,7 @@ func (t *Transport) SendSnapshotChunk(to uint64, c *raftmux.SnapshotChunk) error
 		var one wire.RaftBatch
 		one.Messages = make([]wire.ShardMessage, 1)
 		one.Messages[0].Shard = c.Shard
-		copyMsg(&one.Messages[0].Msg, c.Msg)
+		one.Messages[0].Msg = *c.Msg
 		head = wire.AppendRaftBatch(nil, &one)
 	}
 	data := binary.AppendUvarint(make([]byte, 0, len(head)+len(c.Data)+10), uint64(len(head)))
@@ -229,7 +225,7 @@ func (d *decoder) decode(payload []byte) (*raftmux.RaftBatch, error) {
 		}
 		m := &d.msgs[0]
 		d.msgs = d.msgs[1:]
-		copyMsg(m, &d.wb.Messages[i].Msg)
+		*m = d.wb.Messages[i].Msg
 		rb.Messages = append(rb.Messages, raftmux.ShardMessage{Shard: d.wb.Messages[i].Shard, Msg: m})
 	}
 	for _, h := range d.wb.Heartbeats {
