@@ -26,8 +26,12 @@ const (
 
 // commandVersion is the first byte of every encoded command. Log entries
 // outlive the binary that wrote them, so a new layout gets a new version
-// and the old one stays decodable.
-const commandVersion = 1
+// and the old one stays decodable: version 1 is version 2 without the
+// epochs of a ReassignNode's moves.
+const (
+	commandVersion   = 2
+	commandVersionV1 = 1
+)
 
 // Op names a command.
 type Op uint8
@@ -67,10 +71,14 @@ func (o Op) String() string {
 	return "Op(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Move is one topic of a ReassignNode and the owner it moves to.
+// Move is one topic of a ReassignNode and the owner it moves to. Epoch is
+// the epoch the leader saw the topic at when it planned the move: the move
+// applies only if the topic is still at it (0, in entries written before
+// moves carried epochs, skips that check).
 type Move struct {
 	Topic []byte
 	Owner string
+	Epoch uint64
 }
 
 // Command is one state change, the payload of a raft log entry. Each op
@@ -79,7 +87,7 @@ type Move struct {
 //	OpAssign          Topic, Owner (may be empty for an active topic), Partitions (0: not given)
 //	OpRevoke          Topic
 //	OpUpdatePartition Topic, Partitions
-//	OpReassignNode    Node (the dead node), Moves (strictly ascending by topic)
+//	OpReassignNode    Node (the dead node), Moves (strictly ascending by topic, each with the epoch it was planned at)
 //	OpMarker          Seq
 //	OpCompact         -
 //
@@ -170,9 +178,10 @@ func checkNodeID(id string) error {
 
 // AppendCommand validates c and appends its encoding to b.
 //
-//	u8 version (1) · u8 op · fields of the op, in the order of the table on
+//	u8 version (2) · u8 op · fields of the op, in the order of the table on
 //	Command: byte strings as uvarint length + bytes, integers as uvarints,
-//	Moves as a uvarint count then (topic, owner) pairs.
+//	Moves as a uvarint count then (topic, owner, epoch) triples (version 1:
+//	(topic, owner) pairs).
 func AppendCommand(b []byte, c *Command) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return b, err
@@ -194,6 +203,7 @@ func AppendCommand(b []byte, c *Command) ([]byte, error) {
 		for i := range c.Moves {
 			b = appendBytes(b, c.Moves[i].Topic)
 			b = appendString(b, c.Moves[i].Owner)
+			b = appendUvarint(b, c.Moves[i].Epoch)
 		}
 	case OpMarker:
 		b = appendUvarint(b, c.Seq)
@@ -219,8 +229,9 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 	moves := c.Moves[:0]
 	*c = Command{}
 	r := newReader(b)
-	if v := r.U8(); r.Err() == nil && v != commandVersion {
-		return fmt.Errorf("%w: version %d", ErrBadCommand, v)
+	version := r.U8()
+	if r.Err() == nil && version != commandVersion && version != commandVersionV1 {
+		return fmt.Errorf("%w: version %d", ErrBadCommand, version)
 	}
 	c.Op = Op(r.U8())
 	switch c.Op {
@@ -239,10 +250,14 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 		for range n {
 			t := r.Bytes(MaxTopicLen)
 			o := r.Bytes(MaxNodeIDLen)
+			var epoch uint64
+			if version == commandVersion {
+				epoch = r.Uvarint()
+			}
 			if r.Err() != nil {
 				break
 			}
-			moves = append(moves, Move{Topic: t, Owner: ids.nodeID(o)})
+			moves = append(moves, Move{Topic: t, Owner: ids.nodeID(o), Epoch: epoch})
 		}
 		if n > 0 {
 			c.Moves = moves

@@ -52,23 +52,41 @@ func TestCommandRoundTrip(t *testing.T) {
 }
 
 // The log format outlives a binary: these bytes must keep decoding to the
-// same commands.
+// same commands, and new commands encode as version 2.
 func TestCommandEncodingIsStable(t *testing.T) {
+	withEpoch := reassign("n1", "a", "n2")
+	withEpoch.Moves[0].Epoch = 7
 	tests := []struct {
 		cmd  Command
 		want []byte
 	}{
-		{assign("t", "n1", 300), []byte{1, 1, 1, 't', 2, 'n', '1', 0xac, 0x02}},
-		{revoke("t"), []byte{1, 2, 1, 't'}},
-		{update("t", 2), []byte{1, 3, 1, 't', 2}},
-		{reassign("n1", "a", "n2"), []byte{1, 4, 2, 'n', '1', 1, 1, 'a', 2, 'n', '2'}},
-		{marker(5), []byte{1, 5, 5}},
-		{compactCmd(), []byte{1, 6}},
+		{assign("t", "n1", 300), []byte{2, 1, 1, 't', 2, 'n', '1', 0xac, 0x02}},
+		{revoke("t"), []byte{2, 2, 1, 't'}},
+		{update("t", 2), []byte{2, 3, 1, 't', 2}},
+		{withEpoch, []byte{2, 4, 2, 'n', '1', 1, 1, 'a', 2, 'n', '2', 7}},
+		{marker(5), []byte{2, 5, 5}},
+		{compactCmd(), []byte{2, 6}},
 	}
 	for _, tt := range tests {
 		got, err := AppendCommand(nil, &tt.cmd)
 		if err != nil || !bytes.Equal(got, tt.want) {
 			t.Errorf("%s: encoded %v (%v), want %v", tt.cmd.Op, got, err, tt.want)
+		}
+	}
+	// Version 1, written before moves carried epochs.
+	v1 := []struct {
+		in   []byte
+		want Command
+	}{
+		{[]byte{1, 1, 1, 't', 2, 'n', '1', 0xac, 0x02}, assign("t", "n1", 300)},
+		{[]byte{1, 2, 1, 't'}, revoke("t")},
+		{[]byte{1, 4, 2, 'n', '1', 1, 1, 'a', 2, 'n', '2'}, reassign("n1", "a", "n2")},
+		{[]byte{1, 6}, compactCmd()},
+	}
+	for _, tt := range v1 {
+		var got Command
+		if err := DecodeCommand(tt.in, &got); err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("version 1 %v: decoded %+v (%v), want %+v", tt.in, got, err, tt.want)
 		}
 	}
 }
@@ -81,7 +99,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 	}{
 		{"empty input", nil, ErrBadCommand},
 		{"version only", []byte{1}, ErrBadCommand},
-		{"unknown version", []byte{2, 1, 1, 't', 0, 0}, ErrBadCommand},
+		{"unknown version", []byte{3, 1, 1, 't', 0, 0}, ErrBadCommand},
 		{"unknown op", []byte{1, 9}, ErrBadCommand},
 		{"op zero", []byte{1, 0}, ErrBadCommand},
 		{"truncated topic", []byte{1, 2, 5, 't'}, ErrBadCommand},

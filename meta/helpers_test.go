@@ -26,12 +26,19 @@ func reassign(dead string, moves ...string) Command {
 	return c
 }
 
+// reassignAt is a ReassignNode of one topic planned at epoch.
+func reassignAt(dead, topic, owner string, epoch uint64) Command {
+	return Command{Op: OpReassignNode, Node: dead, Moves: []Move{{Topic: []byte(topic), Owner: owner, Epoch: epoch}}}
+}
+
 func marker(seq uint64) Command { return Command{Op: OpMarker, Seq: seq} }
 
 func compactCmd() Command { return Command{Op: OpCompact} }
 
+// open is the Open effect of topic at epoch; at epoch 1 (a shard with no
+// compacted tombstones) it is Fresh.
 func open(node, topic string, epoch uint64, partitions uint32) Effect {
-	return Effect{Kind: EffectOpen, Node: node, Topic: topic, Epoch: epoch, Partitions: partitions}
+	return Effect{Kind: EffectOpen, Node: node, Topic: topic, Epoch: epoch, Partitions: partitions, Fresh: epoch == 1}
 }
 
 func closeFx(node, topic string, epoch uint64, partitions uint32) Effect {

@@ -117,7 +117,7 @@ func (s *State) PlanReassign(dead string, live []Node, limit int) (Command, erro
 		if cands[i].Load < ^uint64(0) {
 			cands[i].Load++
 		}
-		c.Moves = append(c.Moves, Move{Topic: []byte(k), Owner: cands[i].ID})
+		c.Moves = append(c.Moves, Move{Topic: []byte(k), Owner: cands[i].ID, Epoch: r.epoch})
 	}
 	return c, nil
 }

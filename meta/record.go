@@ -142,7 +142,7 @@ func (l *Loader) Add(topic, value []byte) error {
 	s := l.s
 	rec := &record{topic: string(topic), epoch: rb.epoch, state: rb.state}
 	if rb.state == Active {
-		rec.owner = s.acquire(s.nodeID(rb.owner))
+		rec.owner = s.acquire(s.nodeID(rb.owner), rec)
 		rec.partitions = uint32(rb.partitions)
 		s.active++
 	}

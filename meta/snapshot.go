@@ -109,7 +109,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		rec := &slab[i]
 		*rec = record{topic: str[topicEnd-len(topic) : topicEnd], epoch: epoch, state: state}
 		if state == Active {
-			rec.owner = s.acquire(s.intern(owner, str[ownerEnd-len(owner):ownerEnd]))
+			rec.owner = s.acquire(s.intern(owner, str[ownerEnd-len(owner):ownerEnd]), rec)
 			rec.partitions = uint32(parts)
 			s.active++
 		}

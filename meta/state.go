@@ -6,6 +6,8 @@ import (
 	"iter"
 	"math"
 	"slices"
+
+	"github.com/zeebo/xxh3"
 )
 
 // TopicState is the lifecycle state of a topic record.
@@ -77,6 +79,10 @@ type Effect struct {
 	Topic      string
 	Epoch      uint64
 	Partitions uint32
+	// Fresh marks the Open of a topic no node can have held before: its
+	// first assignment in a shard whose epoch floor is 0 (no tombstone was
+	// ever compacted). A leader need not fence earlier owners for it.
+	Fresh bool
 }
 
 // Result is the outcome of one Apply.
@@ -113,10 +119,12 @@ func (r *record) assignment() Assignment {
 }
 
 // ownerStat counts a node's active topics; its id is the one string every
-// record owned by the node shares.
+// record owned by the node shares. digest is the XOR of TopicDigest over
+// them (see OwnerDigest).
 type ownerStat struct {
 	id     string
 	topics int
+	digest uint64
 }
 
 // State is one shard's topic metadata. The zero value is not usable; call
@@ -271,7 +279,7 @@ func (s *State) assign(c *Command, res *Result) {
 	}
 	r.epoch++
 	r.state = Active
-	r.owner = s.acquire(c.Owner)
+	r.owner = s.acquire(c.Owner, r)
 	if r.prev == r.owner {
 		r.prev = "" // a topic revoked from a node and given back to it
 	}
@@ -283,16 +291,17 @@ func (s *State) assign(c *Command, res *Result) {
 	s.touch(r.topic)
 	res.Changed = true
 	res.Assignment = r.assignment()
-	res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+	res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions,
+		Fresh: r.epoch == 1 && r.prev == ""})
 }
 
 // move hands an active record to owner at the next epoch.
 func (s *State) move(r *record, owner string, res *Result) {
 	prev := r.owner
-	s.release(prev)
-	r.owner = s.acquire(owner)
+	s.release(r)
 	r.prev = prev
 	r.epoch++
+	r.owner = s.acquire(owner, r)
 	s.touch(r.topic)
 	res.Effects = append(res.Effects,
 		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
@@ -303,7 +312,7 @@ func (s *State) revoke(c *Command, res *Result) {
 	r := s.topics[string(c.Topic)]
 	if r.state == Active {
 		prev := r.owner
-		s.release(prev)
+		s.release(r)
 		s.active--
 		r.epoch++
 		r.state = Revoked
@@ -323,7 +332,8 @@ func (s *State) updatePartitions(c *Command, res *Result) {
 		r.partitions = c.Partitions
 		s.touch(r.topic)
 		res.Changed = true
-		res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+		res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions,
+			Fresh: r.epoch == 1 && r.prev == ""})
 	}
 	res.Assignment = r.assignment()
 }
@@ -332,7 +342,7 @@ func (s *State) reassign(c *Command, res *Result) {
 	for i := range c.Moves {
 		m := &c.Moves[i]
 		r := s.topics[string(m.Topic)]
-		if r == nil || r.state != Active || r.owner != c.Node || r.epoch == math.MaxUint64 {
+		if r == nil || r.state != Active || r.owner != c.Node || r.epoch == math.MaxUint64 || (m.Epoch != 0 && r.epoch != m.Epoch) {
 			res.Skipped++
 			continue
 		}
@@ -368,22 +378,43 @@ func (s *State) compact(res *Result) {
 	res.Changed = res.Compacted > 0
 }
 
-// acquire counts one more active topic for id and returns the shared copy
-// of the id.
-func (s *State) acquire(id string) string {
+// acquire counts r, at its current epoch, as one more active topic of id
+// and returns the shared copy of the id.
+func (s *State) acquire(id string, r *record) string {
 	st := s.owners[id]
 	if st == nil {
 		st = &ownerStat{id: id}
 		s.owners[id] = st
 	}
 	st.topics++
+	st.digest ^= TopicDigest(r.topic, r.epoch)
 	return st.id
 }
 
-// release counts one active topic less for id. A node left with none
-// keeps its entry, so that moving topics back and forth between nodes
-// does not allocate; Compact prunes such entries.
-func (s *State) release(id string) { s.owners[id].topics-- }
+// release counts r, at its current epoch, as one active topic less of its
+// owner. A node left with none keeps its entry, so that moving topics back
+// and forth between nodes does not allocate; Compact prunes such entries.
+func (s *State) release(r *record) {
+	st := s.owners[r.owner]
+	st.topics--
+	st.digest ^= TopicDigest(r.topic, r.epoch)
+}
+
+// TopicDigest is one topic's share of an owner digest: a hash of the topic
+// and the epoch it is held at.
+func TopicDigest(topic string, epoch uint64) uint64 { return xxh3.HashStringSeed(topic, epoch) }
+
+// OwnerDigest returns the XOR of TopicDigest(topic, epoch) over the active
+// topics node owns in this shard (0 when none). An owner that computes the
+// same digest over the topics it holds holds exactly those at exactly those
+// epochs, barring a 64-bit collision; a shard leader compares the two
+// before it grants a lease on the whole set.
+func (s *State) OwnerDigest(node string) uint64 {
+	if st := s.owners[node]; st != nil {
+		return st.digest
+	}
+	return 0
+}
 
 // nodeID returns id as a string, without copying it when it names a node
 // that owns or owned topics here. s may be nil.
@@ -522,6 +553,17 @@ func (s *State) checkInvariants() error {
 	for id, n := range owned {
 		if st := s.owners[id]; st == nil || st.topics != n || st.id != id {
 			return fmt.Errorf("meta: owner %q has %d topics, index disagrees", id, n)
+		}
+	}
+	digests := make(map[string]uint64)
+	for _, r := range s.topics {
+		if r.state == Active {
+			digests[r.owner] ^= TopicDigest(r.topic, r.epoch)
+		}
+	}
+	for id, st := range s.owners {
+		if st.digest != digests[id] {
+			return fmt.Errorf("meta: digest of %q is %x, its topics give %x", id, st.digest, digests[id])
 		}
 	}
 	for id, st := range s.owners {

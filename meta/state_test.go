@@ -138,6 +138,17 @@ func TestApplySpec(t *testing.T) {
 			{cmd: assign("a", "", 0), want: ok(active("a", "n2", 2, 1).from("n1"), false)},
 			{cmd: assign("d", "", 0), want: ok(active("d", "n2", 1, 1), false)},
 		}},
+		{"reassign skips a move planned at an epoch the topic has left", []step{
+			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 1, 1), true, open("n1", "a", 1, 1))},
+			{cmd: assign("a", "n2", 0), want: ok(active("a", "n2", 2, 1).from("n1"), true, closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1))},
+			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 3, 1).from("n2"), true, closeFx("n2", "a", 3, 1), open("n1", "a", 3, 1))},
+			// Planned when n1 held "a" at epoch 1; n1 owns it again, at 3.
+			{cmd: reassignAt("n1", "a", "n3", 1), want: Result{Skipped: 1}},
+			{cmd: reassignAt("n1", "a", "n3", 3), want: Result{
+				Changed: true, Moved: 1,
+				Effects: []Effect{closeFx("n1", "a", 4, 1), open("n3", "a", 4, 1)},
+			}},
+		}},
 		{"malformed reassign is refused whole", []step{
 			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 1, 1), true, open("n1", "a", 1, 1))},
 			{cmd: assign("b", "n1", 0), want: ok(active("b", "n1", 1, 1), true, open("n1", "b", 1, 1))},
