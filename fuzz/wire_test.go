@@ -136,15 +136,26 @@ func FuzzStatusInfo(f *testing.F) {
 }
 
 func FuzzOpenTopic(f *testing.F) {
-	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
+	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5, Term: 2}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
 }
 
 func FuzzCloseTopic(f *testing.F) {
-	codec(f, []*wire.CloseTopic{{Topic: b("t"), Epoch: 3, Shard: 5}}, wire.AppendCloseTopic, wire.DecodeCloseTopic)
+	codec(f, []*wire.CloseTopic{{Topic: b("t"), Epoch: 3, Shard: 5, Term: 2}}, wire.AppendCloseTopic, wire.DecodeCloseTopic)
 }
 
 func FuzzTopicAck(f *testing.F) {
 	codec(f, []*wire.TopicAck{{Topic: b("t"), Epoch: 3}}, wire.AppendTopicAck, wire.DecodeTopicAck)
+}
+
+func FuzzLeaseRound(f *testing.F) {
+	codec(f, []*wire.LeaseRound{{Seq: 3, Requests: []wire.LeaseRequest{{Shard: 1, Digest: 7}}, Vouch: []wire.ShardTerm{{Shard: 2, Term: 5}}, Released: true}},
+		wire.AppendLeaseRound, wire.DecodeLeaseRound)
+}
+
+func FuzzLeaseReply(f *testing.F) {
+	codec(f, []*wire.LeaseReply{{Seq: 3, Grants: []wire.LeaseGrant{{Shard: 1, Term: 2, Listed: true, Topics: []wire.TopicEpoch{{Topic: b("t"), Epoch: 4}}}},
+		Refused: []wire.LeaseRefusal{{Shard: 9, Leader: b("n2"), Term: 3}}, Vouched: []uint64{4}}},
+		wire.AppendLeaseReply, wire.DecodeLeaseReply)
 }
 
 func FuzzForward(f *testing.F) {

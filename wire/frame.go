@@ -46,7 +46,9 @@ const (
 	KindSnapshotAck   Kind = 59
 	KindForwardReply  Kind = 60 // answer to Forward, wrapping the reply frame
 	KindKeepalive     Kind = 61
-	maxKind           Kind = 63
+	KindLeaseRound    Kind = 62 // ownership leases and leadership vouches, node ↔ node
+	KindLeaseReply    Kind = 63 // answer to LeaseRound
+	maxKind           Kind = 127
 )
 
 var kindNames = [maxKind + 1]string{
@@ -61,6 +63,7 @@ var kindNames = [maxKind + 1]string{
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
+	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
 }
 
 // Known reports whether k is a kind this build understands.

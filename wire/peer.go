@@ -5,12 +5,16 @@ package wire
 
 // OpenTopic tells a node it owns topic from epoch Epoch on (KindOpenTopic),
 // sent by the topic's shard leader after the assignment committed, and again
-// by every new shard leader. Answered by TopicAck.
+// by every new shard leader. Term is the sender's raft term as leader of
+// Shard: a node refuses ownership messages of a shard from a lower term
+// than the highest it has seen, so a deposed leader cannot reorder a stale
+// open past a newer close. Answered by TopicAck.
 type OpenTopic struct {
 	Topic      []byte
 	Epoch      uint64
 	Partitions uint32
 	Shard      uint64
+	Term       uint64
 }
 
 // AppendOpenTopic appends m's payload.
@@ -18,7 +22,8 @@ func AppendOpenTopic(dst []byte, m *OpenTopic) []byte {
 	dst = appendBytes(dst, m.Topic)
 	dst = appendU64(dst, m.Epoch)
 	dst = appendUvarint(dst, uint64(m.Partitions))
-	return appendU64(dst, m.Shard)
+	dst = appendU64(dst, m.Shard)
+	return appendUvarint(dst, m.Term)
 }
 
 // DecodeOpenTopic decodes an OpenTopic payload into m.
@@ -28,22 +33,26 @@ func DecodeOpenTopic(b []byte, m *OpenTopic) error {
 	m.Epoch = r.u64()
 	m.Partitions = uint32(r.uvarintMax(MaxPartitions))
 	m.Shard = r.u64()
+	m.Term = r.uvarint()
 	return r.end()
 }
 
 // CloseTopic tells a node it no longer owns topic (KindCloseTopic): any
-// epoch up to and including Epoch is closed. Answered by TopicAck.
+// epoch up to and including Epoch is closed, for good. Term is as for
+// OpenTopic. Answered by TopicAck.
 type CloseTopic struct {
 	Topic []byte
 	Epoch uint64
 	Shard uint64
+	Term  uint64
 }
 
 // AppendCloseTopic appends m's payload.
 func AppendCloseTopic(dst []byte, m *CloseTopic) []byte {
 	dst = appendBytes(dst, m.Topic)
 	dst = appendU64(dst, m.Epoch)
-	return appendU64(dst, m.Shard)
+	dst = appendU64(dst, m.Shard)
+	return appendUvarint(dst, m.Term)
 }
 
 // DecodeCloseTopic decodes a CloseTopic payload into m.
@@ -52,21 +61,39 @@ func DecodeCloseTopic(b []byte, m *CloseTopic) error {
 	m.Topic = r.topic()
 	m.Epoch = r.u64()
 	m.Shard = r.u64()
+	m.Term = r.uvarint()
 	return r.end()
 }
 
-// TopicAck confirms an OpenTopic or CloseTopic (KindTopicAck; the request
-// id says which). Epoch is the epoch the node now holds the topic at (0:
-// not held).
+// TopicStatus is how a node took an OpenTopic or CloseTopic.
+type TopicStatus uint8
+
+const (
+	// TopicDone: the message took effect (or an equal or newer one already
+	// had): Epoch is the epoch held (an open) or closed up to (a close).
+	TopicDone TopicStatus = 0
+	// TopicStaleTerm: refused, the node has seen a newer leader of the
+	// shard; the sender should stop sending it.
+	TopicStaleTerm TopicStatus = 1
+	// TopicBelowFloor: an open refused because the node has closed that
+	// epoch or a later one (Epoch is the floor).
+	TopicBelowFloor TopicStatus = 2
+)
+
+// TopicAck answers an OpenTopic or CloseTopic (KindTopicAck; the request
+// id says which). The sender checks that the ack comes from the node it
+// asked, for the topic it asked about.
 type TopicAck struct {
-	Topic []byte
-	Epoch uint64
+	Topic  []byte
+	Epoch  uint64
+	Status TopicStatus
 }
 
 // AppendTopicAck appends m's payload.
 func AppendTopicAck(dst []byte, m *TopicAck) []byte {
 	dst = appendBytes(dst, m.Topic)
-	return appendU64(dst, m.Epoch)
+	dst = appendU64(dst, m.Epoch)
+	return append(dst, byte(m.Status))
 }
 
 // DecodeTopicAck decodes a TopicAck payload into m.
@@ -74,7 +101,14 @@ func DecodeTopicAck(b []byte, m *TopicAck) error {
 	r := reader{b: b}
 	m.Topic = r.topic()
 	m.Epoch = r.u64()
-	return r.end()
+	m.Status = TopicStatus(r.u8())
+	if err := r.end(); err != nil {
+		return err
+	}
+	if m.Status > TopicBelowFloor {
+		return ErrMalformed
+	}
+	return nil
 }
 
 // Forward carries a client request to another node (KindForward): the

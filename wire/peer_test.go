@@ -6,9 +6,17 @@ import (
 )
 
 func TestPeerMessagesRoundTrip(t *testing.T) {
-	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4}, AppendOpenTopic, DecodeOpenTopic)
-	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4}, AppendCloseTopic, DecodeCloseTopic)
+	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7}, AppendOpenTopic, DecodeOpenTopic)
+	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4, Term: 7}, AppendCloseTopic, DecodeCloseTopic)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2}, AppendTopicAck, DecodeTopicAck)
+	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2, Status: TopicBelowFloor}, AppendTopicAck, DecodeTopicAck)
+	roundTrip(t, &LeaseRound{Seq: 9, Requests: []LeaseRequest{{Shard: 1, Digest: 1 << 63}, {Shard: 300, Digest: 5}},
+		Vouch: []ShardTerm{{Shard: 2, Term: 4}}, Released: true}, AppendLeaseRound, DecodeLeaseRound)
+	roundTrip(t, &LeaseRound{Seq: 1}, AppendLeaseRound, DecodeLeaseRound)
+	roundTrip(t, &LeaseReply{Seq: 9,
+		Grants:  []LeaseGrant{{Shard: 1, Term: 3}, {Shard: 2, Term: 4, Listed: true, Topics: []TopicEpoch{{Topic: []byte("a"), Epoch: 2}, {Topic: []byte("b"), Epoch: 1 << 40}}}},
+		Refused: []LeaseRefusal{{Shard: 5, Leader: []byte("n2"), Term: 8}, {Shard: 6}}, Vouched: []uint64{2, 9}}, AppendLeaseReply, DecodeLeaseReply)
+	roundTrip(t, &LeaseReply{Seq: 2}, AppendLeaseReply, DecodeLeaseReply)
 	inner := AppendProduce(nil, &Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{[]byte("x")}})
 	roundTrip(t, &Forward{Hops: 1, Origin: []byte("n1"), Kind: KindProduce, Payload: inner}, AppendForward, DecodeForward)
 	roundTrip(t, &Forward{Origin: []byte("n1"), Kind: KindMembers}, AppendForward, DecodeForward)
@@ -34,6 +42,9 @@ func TestPeerMessagesReject(t *testing.T) {
 		{"metadata kind", DecodeMetadataPull(AppendMetadataPull(nil, &MetadataPull{Kind: 0}), new(MetadataPull)), ErrMalformed},
 		{"push kind", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 4}), new(MetadataPush)), ErrMalformed},
 		{"open without topic", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{}), new(OpenTopic)), ErrMalformed},
+		{"ack status", DecodeTopicAck(AppendTopicAck(nil, &TopicAck{Topic: []byte("t"), Status: 3}), new(TopicAck)), ErrMalformed},
+		{"granted topic without name", DecodeLeaseReply(AppendLeaseReply(nil, &LeaseReply{Grants: []LeaseGrant{{Listed: true, Topics: []TopicEpoch{{Epoch: 1}}}}}), new(LeaseReply)), ErrMalformed},
+		{"lease requests the input cannot hold", DecodeLeaseRound([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x7f}, new(LeaseRound)), ErrTruncated},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {
