@@ -248,6 +248,7 @@ func (w *worker) appended(jobs []appendJob) {
 			r.compacted = idx
 			cs := snap.Metadata.ConfState
 			r.confState = &cs
+			w.confChanged(r)
 		}
 		for _, resp := range j.m.Responses {
 			if resp.To == self {

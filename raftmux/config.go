@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // Config of a Host. Zero fields take the documented defaults.
@@ -20,6 +22,11 @@ type Config struct {
 	// OnLeaderChange, if set, is called from a worker goroutine on every
 	// change of a hosted shard's leader. It must not block.
 	OnLeaderChange func(LeaderChange)
+	// OnConfState, if set, is called from a worker goroutine with a hosted
+	// replica's configuration whenever it is loaded or changes (an applied
+	// conf change, an installed snapshot), and with an empty one when the
+	// replica is dropped. It must not block.
+	OnConfState func(shard uint64, cs raftpb.ConfState)
 
 	// Workers is the number of round loops. Default GOMAXPROCS.
 	Workers int

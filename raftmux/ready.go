@@ -433,6 +433,7 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 	}
 	cs := r.rn.ApplyConfChange(cc)
 	r.confState = cs
+	w.confChanged(r)
 	b.SetConfState(r.shard, cs)
 	if node, seq, ok := readHeader(ctx); ok && node == w.h.cfg.NodeID {
 		if req := r.proposals[seq]; req != nil {
@@ -479,6 +480,7 @@ func (w *worker) drop(shard uint64) error {
 // destroy drops a replica removed from its group, with its data.
 func (w *worker) destroy(r *replica) {
 	r.destroyed = true
+	w.confChanged(r)
 	r.failAll(ErrRemoved)
 	delete(w.replicas, r.shard)
 	delete(w.awake, r.shard)
@@ -511,6 +513,7 @@ func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	r.compacted = idx
 	cs := snap.Metadata.ConfState
 	r.confState = &cs
+	w.confChanged(r)
 	return nil
 }
 

@@ -204,7 +204,19 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	w.replicas[shard] = r
 	w.awake[shard] = r
 	w.touch(r)
+	w.confChanged(r)
 	return r, nil
+}
+
+// confChanged reports r's configuration to Config.OnConfState.
+func (w *worker) confChanged(r *replica) {
+	if f := w.h.cfg.OnConfState; f != nil {
+		cs := raftpb.ConfState{}
+		if r.confState != nil && !r.destroyed {
+			cs = *r.confState
+		}
+		f(r.shard, cs)
+	}
 }
 
 func (w *worker) bootstrap(shard uint64, voters []uint64) error {
