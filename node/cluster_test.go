@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/ownership"
 )
 
 const testShards = 64
@@ -127,6 +128,13 @@ func clientOf(t testing.TB, n *Node) *client.Client {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	return cl
+}
+
+// held returns how n holds topic.
+func held(n *Node, topic string) (ownership.Topic, bool) {
+	n.ownMu.RLock()
+	defer n.ownMu.RUnlock()
+	return n.own.Get([]byte(topic))
 }
 
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {

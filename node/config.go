@@ -84,6 +84,25 @@ type Config struct {
 	// answered with less than the announced version) before the node asks
 	// another peer. Default 1 s ("fast": 500 ms).
 	MetadataPullTimeout time.Duration
+	// LeaseDuration is how long a lease lets an owner serve its topics,
+	// counted on the owner's clock from when it asked. A topic whose owner
+	// is cut off or paused is served by nobody for up to about this long
+	// (plus NewLeaderWait when its shard's leader died too, see
+	// docs/leases.md); a kill -9 of an owner costs the failure detection or
+	// this, whichever is longer. Default 3 s ("fast": 800 ms).
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is how often an owner renews its leases (one
+	// message per leader node, whatever the number of shards and topics)
+	// and a leader asks its shards' voters to vouch for it, and how often
+	// an unacknowledged OpenTopic or CloseTopic is sent again. At most a
+	// third of LeaseDuration. Default 500 ms ("fast": 200 ms), or a third
+	// of LeaseDuration if that is less.
+	LeaseRenewInterval time.Duration
+	// MaxClockDrift bounds how far the rate of any node's monotonic clock
+	// may be from true time, as a fraction; the lease waits are stretched
+	// by it (docs/leases.md). Default 0.01 (1%, far above the drift of a
+	// real oscillator); at most 0.1.
+	MaxClockDrift float64
 	// MaxConfChanges bounds the raft configuration changes this node runs
 	// at once over all the shards it leads (default 4).
 	MaxConfChanges int
@@ -95,6 +114,17 @@ type Config struct {
 
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// testHooks are seams this package's tests set; zero in production.
+	testHooks testHooks
+}
+
+// testHooks lets a test stop a node at a chosen point, as a scheduler or
+// SIGSTOP would.
+type testHooks struct {
+	// afterAppend runs in a produce between the append and the lease
+	// check that precedes the acknowledgement.
+	afterAppend func(topic string)
 }
 
 func (c *Config) fill() error {
@@ -162,6 +192,28 @@ func (c *Config) fill() error {
 			c.MetadataPullTimeout = 500 * time.Millisecond
 		}
 	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 3 * time.Second
+		if fast {
+			c.LeaseDuration = 800 * time.Millisecond
+		}
+	}
+	if c.LeaseRenewInterval == 0 {
+		c.LeaseRenewInterval = 500 * time.Millisecond
+		if fast {
+			c.LeaseRenewInterval = 200 * time.Millisecond
+		}
+		c.LeaseRenewInterval = min(c.LeaseRenewInterval, c.LeaseDuration/3)
+	}
+	if c.MaxClockDrift == 0 {
+		c.MaxClockDrift = 0.01
+	}
+	if c.LeaseDuration < 0 || c.LeaseRenewInterval <= 0 || c.LeaseRenewInterval*3 > c.LeaseDuration {
+		return fmt.Errorf("%w: lease renew interval %v must be positive and at most a third of the lease duration %v", ErrConfig, c.LeaseRenewInterval, c.LeaseDuration)
+	}
+	if c.MaxClockDrift < 0 || c.MaxClockDrift > 0.1 {
+		return fmt.Errorf("%w: max clock drift %v not in [0, 0.1]", ErrConfig, c.MaxClockDrift)
+	}
 	if c.MaxConfChanges == 0 {
 		c.MaxConfChanges = 4
 	}
@@ -179,6 +231,11 @@ func (c *Config) fill() error {
 	}
 	return nil
 }
+
+// leaseConfirmFresh is how old a leader's proof of its leadership may be
+// for its grants to rely on it: two renewal intervals, so that one lost
+// vouch round does not stop the grants.
+func (c *Config) leaseConfirmFresh() time.Duration { return 2 * c.LeaseRenewInterval }
 
 func (c *Config) swimConfig() swim.Config {
 	var sc swim.Config

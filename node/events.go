@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // maxQueuedEvents bounds the event queue; SWIM events past it are dropped
@@ -80,16 +82,60 @@ func (q *eventQueue) len() int {
 	return len(q.swim) + len(q.lead)
 }
 
-// onLeaderChange runs on a raftmux worker: record, then hand over.
+// onLeaderChange runs on a raftmux worker: record, then hand over. The
+// replica's leader and term are recorded before raft sends anything of
+// the round that changed them (a vote above all), which is what makes a
+// vouch for a leader at a term safe (docs/leases.md).
 func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	if c.Shard >= uint64(n.cfg.Shards) {
 		return
 	}
+	n.leadMu.Lock()
+	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
+	n.leadMu.Unlock()
 	n.led[c.Shard].Store(c.Leader == n.self)
+	n.dutyMu.Lock()
+	if c.Leader == n.self {
+		n.duty.Won(n.clock(), c.Shard, c.Term)
+	} else {
+		n.duty.Lost(c.Shard)
+		delete(n.leaderDue, c.Shard)
+	}
+	n.dutyMu.Unlock()
 	if name, ok := n.nameOf(c.Leader); ok && c.Leader != 0 {
 		_, _ = n.leaders.Update(uint32(c.Shard), name, c.Term)
 	}
 	n.events.pushLeader(c)
+}
+
+// onConfState runs on a raftmux worker: a hosted replica's configuration,
+// whose voters vouch for its leader.
+func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
+	if shard >= uint64(n.cfg.Shards) {
+		return
+	}
+	names := func(ids []uint64) []string {
+		out := make([]string, 0, len(ids))
+		for _, id := range ids {
+			name, ok := n.nameOf(id)
+			if !ok {
+				// A voter this node cannot name cannot vouch, but counts in
+				// the quorum.
+				name = fmt.Sprintf("raft-id-%d", id)
+			}
+			out = append(out, name)
+		}
+		return out
+	}
+	in, out := names(cs.Voters), names(cs.VotersOutgoing)
+	n.dutyMu.Lock()
+	n.duty.SetVoters(shard, in, out)
+	n.dutyMu.Unlock()
+	if len(cs.Voters) == 0 {
+		n.leadMu.Lock()
+		delete(n.replicaLead, shard)
+		n.leadMu.Unlock()
+	}
 }
 
 // eventLoop applies membership events to the view and raft, spreads this
@@ -124,7 +170,11 @@ func (n *Node) eventLoop() {
 		for _, c := range leads {
 			if c.Leader == n.self {
 				n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
-				n.rpcs.leaderDutyDue(c.Shard)
+				n.dutyMu.Lock()
+				if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
+					n.leaderDue[c.Shard] = true
+				}
+				n.dutyMu.Unlock()
 			}
 		}
 		if membership || len(evs) == 0 {
@@ -144,10 +194,8 @@ func (n *Node) eventLoop() {
 
 func (n *Node) liveness(e swim.Event) {
 	if e.Member.ID == n.cfg.ID {
-		if e.Kind == swim.EventRejoined {
-			// Declared dead meanwhile: our topics may have moved.
-			n.owned.unconfirm()
-		}
+		// Declared dead meanwhile (EventRejoined), this node's topics may
+		// have moved: the leases say which it still owns.
 		return
 	}
 	rid := RaftID(e.Member.ID)

@@ -127,7 +127,7 @@ func TestOwnerDiesItsTopicsMoveToLiveNodesWithHigherEpochs(t *testing.T) {
 	a := after["moving-000"]
 	p := wire.AppendProduce(nil, &wire.Produce{Topic: []byte("moving-000"), Epoch: before["moving-000"].Epoch, Records: [][]byte{[]byte("stale")}})
 	waitUntil(t, 10*time.Second, "new owner opened the topic", func() bool {
-		return c.node(a.Owner).owned.count() > 0
+		return c.node(a.Owner).ownedCount() > 0
 	})
 	kind, out := rawRequest(t, a.OwnerAddr, wire.KindProduce, p)
 	var e wire.Error
@@ -154,7 +154,7 @@ func TestStaleRouteIsRefusedInvalidatedAndRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "n1 holds the topic", func() bool { _, ok := c.node("n1").owned.get([]byte("stale-topic")); return ok })
+	waitUntil(t, 10*time.Second, "n1 holds the topic", func() bool { _, ok := held(c.node("n1"), "stale-topic"); return ok })
 	if _, err := stale.Produce(ctx, "stale-topic", [][]byte{[]byte("one")}); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestStaleRouteIsRefusedInvalidatedAndRetried(t *testing.T) {
 	if r, ok := stale.Route("stale-topic"); !ok || r.Epoch != a1.Epoch {
 		t.Fatalf("the first client should still hold the old route, has %+v %v", r, ok)
 	}
-	waitUntil(t, 10*time.Second, "n1 closed the topic", func() bool { _, ok := c.node("n1").owned.get([]byte("stale-topic")); return !ok })
+	waitUntil(t, 10*time.Second, "n1 closed the topic", func() bool { _, ok := held(c.node("n1"), "stale-topic"); return !ok })
 	before := c.node("n1").Stats().TopicRejections
 	res, err := stale.Produce(ctx, "stale-topic", [][]byte{[]byte("two")})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
@@ -40,7 +41,12 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
 			return n.in.Offer(c.Node(), h, frame)
 		case wire.KindTopicAck:
-			n.rpcs.ack(h.RequestID)
+			if payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil); err == nil {
+				n.takeTopicAck(c.Node(), h, payload)
+			}
+			return true
+		case wire.KindLeaseRound, wire.KindLeaseReply:
+			n.offerLeaseFrame(c.Node(), h, frame)
 			return true
 		case wire.KindForwardReply:
 			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
@@ -189,22 +195,19 @@ func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte
 
 func (n *Node) serveOwnership(c *netio.Conn, h wire.Header, payload []byte) {
 	var ack wire.TopicAck
-	var err error
+	var ok bool
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
-		if err = wire.DecodeOpenTopic(payload, &m); err == nil {
-			ack.Topic = m.Topic
-			ack.Epoch, err = n.openTopic(&m)
+		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
+			ack, ok = n.takeOwnership(&m, nil)
 		}
 	} else {
 		var m wire.CloseTopic
-		if err = wire.DecodeCloseTopic(payload, &m); err == nil {
-			ack.Topic = m.Topic
-			ack.Epoch, err = n.closeTopic(&m)
+		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
+			ack, ok = n.takeOwnership(nil, &m)
 		}
 	}
-	if err != nil {
-		n.log.Warn("node: ownership request", "kind", h.Kind, "from", c.Node(), "err", err)
+	if !ok {
 		return // no ack: the leader retries
 	}
 	f, start := wire.BeginFrame(nil, wire.KindTopicAck, h.RequestID)
@@ -430,7 +433,7 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 	if err != nil {
 		return metaError(err)
 	}
-	res, err := n.host.Propose(ctx, shard, data)
+	res, err := n.propose(ctx, shard, data)
 	if err != nil {
 		return n.raftError(shard, err)
 	}
@@ -472,24 +475,29 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 	return unavailable(fmt.Sprintf("shard %d: %v", shard, err))
 }
 
-// produce and fetch are served by the topic's owner at the named epoch.
-func (n *Node) produce(ctx context.Context, payload []byte) (wire.Kind, []byte) {
+// produce and fetch are served by the topic's owner at the named epoch,
+// under a lease that covers it: checked before the work, to refuse early,
+// and again after it, before the answer, so that a node paused or cut off
+// in between answers nothing its lease no longer covers.
+func (n *Node) produce(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
-	h, ok := n.servable(ctx, m.Topic, m.Epoch)
-	if !ok {
-		return n.notOwner(m.Topic, h.epoch)
+	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+		return n.notServed(m.Topic, t.Epoch, r)
 	}
 	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
 	if err != nil {
 		return errAnswer(wire.CodeInternal, err.Error())
 	}
-	// The topic may have been closed while the records were written; the
-	// records stay in this node's log, but the write is not acknowledged.
-	if h2, ok := n.owned.get(m.Topic); !ok || h2.epoch != m.Epoch || !h2.confirmed {
-		return n.notOwner(m.Topic, h2.epoch)
+	if hook := n.cfg.testHooks.afterAppend; hook != nil {
+		hook(string(m.Topic))
+	}
+	// The records stay in this node's log, but a write the lease no longer
+	// covers is not acknowledged.
+	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+		return n.notServed(m.Topic, t.Epoch, r)
 	}
 	n.counters.produced.Add(uint64(len(m.Records)))
 	return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})
@@ -498,14 +506,13 @@ func (n *Node) produce(ctx context.Context, payload []byte) (wire.Kind, []byte) 
 // defaultFetchBytes is what a Fetch with MaxBytes 0 returns at most.
 const defaultFetchBytes = 1 << 20
 
-func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
+func (n *Node) fetch(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
-	h, ok := n.servable(ctx, m.Topic, m.Epoch)
-	if !ok {
-		return n.notOwner(m.Topic, h.epoch)
+	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+		return n.notServed(m.Topic, t.Epoch, r)
 	}
 	maxBytes := int(m.MaxBytes)
 	if maxBytes == 0 {
@@ -526,16 +533,27 @@ func (n *Node) fetch(ctx context.Context, payload []byte) (wire.Kind, []byte) {
 	if err != nil {
 		return errAnswer(wire.CodeInternal, err.Error())
 	}
+	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+		return n.notServed(m.Topic, t.Epoch, r)
+	}
 	res.Next, res.HighWatermark = next, hw
 	n.counters.fetched.Add(uint64(len(res.Records)))
 	return wire.KindFetchResult, wire.AppendFetchResult(nil, &res)
 }
 
+// notServed answers a data request this node may not serve.
+func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) (wire.Kind, []byte) {
+	if why == ownership.NoLease {
+		n.counters.notServedNoLease.Add(1)
+	}
+	return n.notOwner(topic, held, why.String())
+}
+
 // notOwner answers NotLeaderForTopic with the newest epoch this node knows
 // and, from its cache, the owner at that epoch.
-func (n *Node) notOwner(topic []byte, held uint64) (wire.Kind, []byte) {
+func (n *Node) notOwner(topic []byte, held uint64, why string) (wire.Kind, []byte) {
 	n.counters.rejected.Add(1)
-	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not the owner of %q at that epoch", topic), Epoch: held}
+	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not serving %q at that epoch: %s", topic, why), Epoch: held}
 	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
 		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
 	}

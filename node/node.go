@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
@@ -33,9 +35,10 @@ var (
 )
 
 // localShard is the store's slot for what belongs to this node rather than
-// to a raft group: the topics it was told to own and the birth marker. It
-// is never a raft shard (shard ids are below Config.Shards).
-const localShard = ^uint64(0)
+// to a raft group: the topics it was told to own, their epoch floors and
+// the birth marker. It is never a raft shard (shard ids are below
+// Config.Shards).
+const localShard = shardstore.NodeSlot
 
 // bornKey, in the node's local slot, marks that this node has seen its
 // cluster born (it created its groups, or found leaders already elected):
@@ -76,9 +79,27 @@ type Node struct {
 	namesMu sync.RWMutex
 	names   map[uint64]string // raft id → node id
 
-	owned owned
-	rpcs  ownership
-	fwd   forwarder
+	// own: the topics this node holds and its leases (under ownMu);
+	// ownWrite orders ownership changes with their durable writes.
+	own      *ownership.Holder
+	ownMu    sync.RWMutex
+	ownWrite sync.Mutex
+	// duty: what this node owes as a shard leader (under dutyMu), and
+	// leaderDue the leaderships won and not yet taken up.
+	duty      *duty.Leader
+	dutyMu    sync.Mutex
+	dutyKick  chan struct{}
+	leaderDue map[uint64]bool
+	// replicaLead: every hosted replica's leader and term as raft last
+	// reported them, for vouching.
+	leadMu      sync.Mutex
+	replicaLead map[uint64]raftLead
+	leaseIn     chan leaseFrame
+	leaseKick   chan struct{}
+	// clock is the node's monotonic clock (time.Now).
+	clock func() time.Time
+
+	fwd forwarder
 
 	events  eventQueue
 	born    atomic.Bool
@@ -122,6 +143,8 @@ type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
 	rejected, metaPulls, metaSyncs, straysDropped                 atomic.Uint64
+	leaseRoundsSent, leaseGrants, leaseRefusals                   atomic.Uint64
+	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -179,16 +202,30 @@ func New(cfg Config) (*Node, error) {
 
 		catchingUp: make(map[uint64]time.Time),
 		strays:     make(map[uint64]*strayState),
+
+		dutyKick:    make(chan struct{}, 1),
+		leaderDue:   make(map[uint64]bool),
+		replicaLead: make(map[uint64]raftLead),
+		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
+		leaseKick:   make(chan struct{}, 1),
+		clock:       time.Now,
+	}
+	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if n.duty, err = duty.New(duty.Config{Self: cfg.ID, Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
+		MaxDrift: cfg.MaxClockDrift, Resend: cfg.LeaseRenewInterval}); err != nil {
+		_ = store.Close()
+		return nil, err
 	}
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
-	n.owned.init()
-	n.rpcs.init()
 	n.fwd.init()
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
-	if err := n.owned.load(store); err != nil {
+	if err := n.loadOwned(); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
@@ -279,6 +316,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Transport:      n.rt,
 		StateMachine:   n.sm,
 		OnLeaderChange: n.onLeaderChange,
+		OnConfState:    n.onConfState,
 		TickInterval:   n.cfg.RaftTickInterval,
 		Logger:         n.log,
 	})
@@ -320,8 +358,9 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = time.Now()
 	n.serving.Store(true)
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.ownershipLoop()
+	go n.leaseLoop()
 	go func() {
 		defer n.wg.Done()
 		n.in.Run(n.ctx)
@@ -432,7 +471,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	if !started {
 		return n.Close()
 	}
-	// Leave SWIM first: the others drop this node from their rings, so no
+	// Stop serving first, and say so to the leaders that granted the
+	// leases, before anyone can learn of the leave and move the topics:
+	// their next owners then need not wait the leases out.
+	n.ownMu.Lock()
+	n.own.Release()
+	n.ownMu.Unlock()
+	n.leaseRound()
+	// Then leave SWIM: the others drop this node from their rings, so no
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it
 	// still leads after that is transferred explicitly.

@@ -1,391 +1,238 @@
 package node
 
 import (
-	"context"
-	"encoding/binary"
 	"fmt"
-	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
 )
 
-// ownedPrefix keys, in the node's local slot, the topics this node was told
-// to own: "o" + topic → epoch(8) partitions(4) shard(8).
-var ownedPrefix = []byte("o")
+// This file wires the two halves of the ownership protocol to the node:
+// the topics this node holds (ownership.Holder, under ownMu) and the
+// messages and fences it owes as a shard leader (duty.Leader, under
+// dutyMu). docs/leases.md has the protocol.
 
-type heldTopic struct {
-	epoch      uint64
-	partitions uint32
-	shard      uint64
-	// confirmed: a shard leader opened the topic during this life of the
-	// node, or confirmed it with a linearizable lookup. A topic loaded from
-	// disk at start, or held when this node learned it was declared dead,
-	// is not served until then: its owner may have moved meanwhile while
-	// the CloseTopic could not reach this node.
-	confirmed bool
-}
-
-// owned is the set of topics this node serves data for, each at the epoch
-// its shard leader opened it at. Persisted, so a restart keeps serving them
-// until a leader closes them.
-type owned struct {
-	mu     sync.RWMutex
-	topics map[string]heldTopic
-}
-
-func (o *owned) init() { o.topics = make(map[string]heldTopic) }
-
-func (o *owned) load(s *shardstore.Store) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var bad error
-	err := s.Iterate(localShard, ownedPrefix, func(k, v []byte) bool {
-		if len(v) != 20 {
-			bad = fmt.Errorf("node: owned topic %q: %w", k[1:], shardstore.ErrCorrupt)
+// loadOwned fills the holder with the topics the store says this node
+// owns. Topics at or below their floor (a close that was written after the
+// open it overtook) are dropped.
+func (n *Node) loadOwned() error {
+	var err error
+	lerr := n.store.OwnedTopics(func(topic string, t shardstore.OwnedTopic) bool {
+		var floor uint64
+		if floor, err = n.store.TopicFloor(topic); err != nil {
 			return false
 		}
-		o.topics[string(k[1:])] = heldTopic{epoch: binary.BigEndian.Uint64(v), partitions: binary.BigEndian.Uint32(v[8:]), shard: binary.BigEndian.Uint64(v[12:])}
+		if t.Epoch > floor {
+			n.own.Load(topic, ownership.Topic{Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
+		}
 		return true
 	})
+	if lerr != nil {
+		return fmt.Errorf("node: load owned topics: %w", lerr)
+	}
 	if err != nil {
 		return fmt.Errorf("node: load owned topics: %w", err)
 	}
-	return bad
+	return nil
 }
 
-func (o *owned) get(topic []byte) (heldTopic, bool) {
-	o.mu.RLock()
-	h, ok := o.topics[string(topic)]
-	o.mu.RUnlock()
-	return h, ok
-}
-
-// unconfirm marks every held topic as needing confirmation.
-func (o *owned) unconfirm() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for k, h := range o.topics {
-		h.confirmed = false
-		o.topics[k] = h
-	}
-}
-
-// unconfirmed returns up to limit held topics awaiting confirmation.
-func (o *owned) unconfirmed(limit int) map[string]heldTopic {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	out := make(map[string]heldTopic)
-	for k, h := range o.topics {
-		if !h.confirmed {
-			out[k] = h
-			if len(out) == limit {
-				break
-			}
-		}
-	}
-	return out
-}
-
-func (o *owned) confirm(topic string, epoch uint64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if h, ok := o.topics[topic]; ok && h.epoch == epoch {
-		h.confirmed = true
-		o.topics[topic] = h
-	}
-}
-
-func (o *owned) count() int {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return len(o.topics)
-}
-
-// open records topic at epoch unless a newer epoch is held; it returns the
-// epoch now held.
-func (n *Node) openTopic(m *wire.OpenTopic) (uint64, error) {
-	o := &n.owned
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	cur, ok := o.topics[string(m.Topic)]
-	if ok && (cur.epoch > m.Epoch || (cur.epoch == m.Epoch && cur.partitions == m.Partitions)) {
-		if cur.epoch == m.Epoch && !cur.confirmed {
-			cur.confirmed = true
-			o.topics[string(m.Topic)] = cur
-		}
-		return cur.epoch, nil
-	}
-	h := heldTopic{epoch: m.Epoch, partitions: m.Partitions, shard: m.Shard, confirmed: true}
-	v := binary.BigEndian.AppendUint64(nil, h.epoch)
-	v = binary.BigEndian.AppendUint32(v, h.partitions)
-	v = binary.BigEndian.AppendUint64(v, h.shard)
-	b := n.store.NewBatch()
-	b.Put(localShard, append(append([]byte(nil), ownedPrefix...), m.Topic...), v)
-	if err := b.Commit(true); err != nil {
-		return 0, err
-	}
-	o.topics[string(m.Topic)] = h
-	return h.epoch, nil
-}
-
-// closeTopic forgets topic if held at an epoch up to m.Epoch; it returns
-// the epoch still held (0: none).
-func (n *Node) closeTopic(m *wire.CloseTopic) (uint64, error) {
-	o := &n.owned
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	cur, ok := o.topics[string(m.Topic)]
-	if !ok {
-		return 0, nil
-	}
-	if cur.epoch > m.Epoch {
-		return cur.epoch, nil
+// persistOwnership makes changes durable in one synced batch. The caller
+// holds ownWrite, so batches commit in the order their changes were made.
+func (n *Node) persistOwnership(changes []ownership.Change) error {
+	if len(changes) == 0 {
+		return nil
 	}
 	b := n.store.NewBatch()
-	b.Delete(localShard, append(append([]byte(nil), ownedPrefix...), m.Topic...))
+	for _, c := range changes {
+		switch {
+		case c.Put:
+			b.PutOwnedTopic(c.Topic, shardstore.OwnedTopic{Epoch: c.Held.Epoch, Partitions: c.Held.Partitions, Shard: c.Held.Shard})
+		case c.Drop:
+			b.DeleteOwnedTopic(c.Topic)
+		}
+		if c.Floor != 0 {
+			b.PutTopicFloor(c.Topic, c.Floor)
+		}
+	}
 	if err := b.Commit(true); err != nil {
-		return cur.epoch, err
+		n.log.Error("node: ownership changes not persisted", "err", err)
+		return err
 	}
-	delete(o.topics, string(m.Topic))
-	return 0, nil
+	return nil
 }
 
-// maxConfirmsPerRound bounds the lookups one reconcile round spends on
-// confirming held topics.
-const maxConfirmsPerRound = 256
-
-// confirmHeld asks each unconfirmed held topic's shard leader (a
-// linearizable lookup through the normal request path) whether this node
-// still owns it at that epoch: confirmed, it is served again; owned by
-// another node or at another epoch, it is closed here.
-func (n *Node) confirmHeld() {
-	for topic, h := range n.owned.unconfirmed(maxConfirmsPerRound) {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-		n.confirmOne(ctx, topic, h)
-		cancel()
-		if n.ctx.Err() != nil {
-			return
-		}
+// takeOwnership applies an OpenTopic or CloseTopic from a shard leader and
+// returns the ack to send once it is durable (ok false: nothing to send,
+// the leader retries).
+func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (wire.TopicAck, bool) {
+	n.ownWrite.Lock()
+	defer n.ownWrite.Unlock()
+	var topic []byte
+	var shard uint64
+	if open != nil {
+		topic, shard = open.Topic, open.Shard
+	} else {
+		topic, shard = closeMsg.Topic, closeMsg.Shard
 	}
-}
-
-// confirmOne asks the shard leader about one held topic (see confirmHeld).
-func (n *Node) confirmOne(ctx context.Context, topic string, h heldTopic) {
-	kind, out := n.handle(ctx, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}), 0)
-	n.log.Debug("confirm held topic", "topic", topic, "epoch", h.epoch, "answer", kind)
-	switch kind {
-	case wire.KindAssignment:
-		var a wire.Assignment
-		if wire.DecodeAssignment(out, &a) != nil {
-			return
-		}
-		if string(a.Owner) == n.cfg.ID && a.Epoch == h.epoch {
-			n.owned.confirm(topic, h.epoch)
-			return
-		}
-		if a.Epoch > h.epoch || string(a.Owner) != n.cfg.ID {
-			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: max(a.Epoch, h.epoch), Shard: h.shard})
-		}
-	case wire.KindError:
-		var e wire.Error
-		if wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotFound {
-			_, _ = n.closeTopic(&wire.CloseTopic{Topic: []byte(topic), Epoch: h.epoch, Shard: h.shard})
-		}
+	floor, err := n.store.TopicFloor(string(topic))
+	if err != nil {
+		n.log.Error("node: read topic floor", "topic", topic, "err", err)
+		return wire.TopicAck{}, false
 	}
-}
-
-// servable returns the topic held at epoch, confirming it first (a
-// linearizable lookup) if it was loaded unconfirmed.
-func (n *Node) servable(ctx context.Context, topic []byte, epoch uint64) (heldTopic, bool) {
-	h, ok := n.owned.get(topic)
-	if ok && h.epoch == epoch && !h.confirmed {
-		n.confirmOne(ctx, string(topic), h)
-		h, ok = n.owned.get(topic)
+	var st wire.TopicStatus
+	var epoch uint64
+	var changes []ownership.Change
+	n.ownMu.Lock()
+	if open != nil {
+		st, epoch, changes = n.own.Open(open, floor)
+	} else {
+		st, epoch, changes = n.own.Close(closeMsg, floor)
 	}
-	return h, ok && h.epoch == epoch && h.confirmed
-}
-
-// rpc is an OpenTopic or CloseTopic a shard leader owes a node, resent until
-// acknowledged (or the node is dead).
-type rpc struct {
-	node       string
-	open       bool
-	topic      string
-	epoch      uint64
-	partitions uint32
-	shard      uint64
-	reqID      uint64
-	sent       bool
-}
-
-// ownership holds the RPCs owed, one per (node, topic): a newer effect for
-// the same pair replaces the older.
-type ownership struct {
-	mu      sync.Mutex
-	pending map[string]*rpc // node + "\x00" + topic
-	byReq   map[uint64]string
-	nextReq atomic.Uint64
-	// duty: shards whose leadership this node just took, which owe every
-	// topic's OpenTopic (and CloseTopic to previous owners).
-	duty map[uint64]bool
-	kick chan struct{}
-}
-
-func (w *ownership) init() {
-	w.pending = make(map[string]*rpc)
-	w.byReq = make(map[uint64]string)
-	w.duty = make(map[uint64]bool)
-	w.kick = make(chan struct{}, 1)
-	w.nextReq.Store(1 << 62)
-}
-
-func (w *ownership) leaderDutyDue(shard uint64) {
-	w.mu.Lock()
-	w.duty[shard] = true
-	w.mu.Unlock()
-}
-
-func (w *ownership) takeDuties() []uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]uint64, 0, len(w.duty))
-	for s := range w.duty {
-		out = append(out, s)
+	n.ownMu.Unlock()
+	if err := n.persistOwnership(changes); err != nil {
+		return wire.TopicAck{}, false
 	}
-	clear(w.duty)
-	return out
+	if open != nil && st == wire.TopicDone && len(changes) > 0 {
+		// A topic newly held is served once a lease covers it: ask now
+		// rather than at the next round.
+		n.kickLeases(shard)
+	}
+	return wire.TopicAck{Topic: topic, Epoch: epoch, Status: st}, true
 }
 
-func (w *ownership) add(r *rpc) *rpc {
-	key := r.node + "\x00" + r.topic
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if old := w.pending[key]; old != nil {
-		if old.epoch > r.epoch {
-			return nil
-		}
-		delete(w.byReq, old.reqID)
-	}
-	r.reqID = w.nextReq.Add(1)
-	w.pending[key] = r
-	w.byReq[r.reqID] = key
-	return r
+// serveCheck reports whether this node may answer a data request for
+// topic at epoch now: see ownership.Holder.Serve.
+func (n *Node) serveCheck(topic []byte, epoch uint64) (ownership.Topic, ownership.Refusal) {
+	now := n.clock()
+	n.ownMu.RLock()
+	t, r := n.own.Serve(now, topic, epoch)
+	n.ownMu.RUnlock()
+	return t, r
 }
 
-func (w *ownership) ack(reqID uint64) {
-	w.mu.Lock()
-	if key, ok := w.byReq[reqID]; ok {
-		delete(w.byReq, reqID)
-		delete(w.pending, key)
-	}
-	w.mu.Unlock()
+func (n *Node) dutyPending() int {
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.Pending()
 }
 
-func (w *ownership) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.pending)
+func (n *Node) dutyFences() int {
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.Fences()
 }
 
-// fresh returns the pending RPCs never sent, marking them sent.
-func (w *ownership) fresh() []rpc {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []rpc
-	for _, r := range w.pending {
-		if !r.sent {
-			r.sent = true
-			out = append(out, *r)
-		}
-	}
-	return out
+func (n *Node) ownedCount() int {
+	n.ownMu.RLock()
+	defer n.ownMu.RUnlock()
+	return n.own.Count()
 }
 
-// due returns the pending RPCs, dropping those to nodes for which drop says so.
-func (w *ownership) due(drop func(node string) bool) []rpc {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]rpc, 0, len(w.pending))
-	for key, r := range w.pending {
-		if drop(r.node) {
-			delete(w.pending, key)
-			delete(w.byReq, r.reqID)
-			continue
-		}
-		r.sent = true
-		out = append(out, *r)
-	}
-	return out
-}
-
-// onEffects runs on a raftmux worker after a shard applied commands: only
-// the shard's leader owes the RPCs.
-func (n *Node) onEffects(shard uint64, effs []meta.Effect) {
-	if shard >= uint64(n.cfg.Shards) || !n.led[shard].Load() {
-		return
-	}
-	added := false
-	for _, e := range effs {
-		r := &rpc{node: e.Node, open: e.Kind == meta.EffectOpen, topic: e.Topic, epoch: e.Epoch, partitions: e.Partitions, shard: shard}
-		added = n.rpcs.add(r) != nil || added
-	}
-	if added {
-		select {
-		case n.rpcs.kick <- struct{}{}:
-		default:
-		}
+// onEffects runs on a raftmux worker after a shard applied commands:
+// only the shard's leader owes the messages. lastGrant holds, for every
+// node a Close effect names, when this node last computed a lease grant
+// for it on the shard (see stateMachine.grant).
+func (n *Node) onEffects(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time) {
+	n.dutyMu.Lock()
+	n.duty.Effects(n.clock(), shard, effs, func(node string) time.Time { return lastGrant[node] })
+	pending := n.duty.Pending()
+	n.dutyMu.Unlock()
+	if pending > 0 {
+		n.kickDuty()
 	}
 }
 
-// ownershipLoop sends the ownership RPCs owed as soon as they are added
-// (off the raft worker that applied them: opening a topic on this node
-// costs an fsync); the reconcile loop resends those not acknowledged.
+func (n *Node) kickDuty() {
+	select {
+	case n.dutyKick <- struct{}{}:
+	default:
+	}
+}
+
+// ownershipLoop sends the ownership messages as soon as they are due (off
+// the raft worker that applied them: opening a topic on this node costs an
+// fsync); messages held back by a fence, and resends, are sent at the
+// next kick or Config.LeaseRenewInterval.
 func (n *Node) ownershipLoop() {
 	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.LeaseRenewInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-n.rpcs.kick:
+		case <-n.dutyKick:
+		case <-tick.C:
 		}
-		for _, r := range n.rpcs.fresh() {
-			n.sendRPC(&r)
+		if !n.born.Load() {
+			continue
+		}
+		v := n.view.Load()
+		knowsAll := n.knowsAllMembers()
+		gone := func(node string) bool {
+			if node == n.cfg.ID {
+				return false
+			}
+			_, known := v.byID[node]
+			return v.dead[node] || (!known && knowsAll)
+		}
+		n.dutyMu.Lock()
+		due := n.duty.Due(n.clock(), gone)
+		n.dutyMu.Unlock()
+		for i := range due {
+			n.sendRPC(&due[i])
 		}
 	}
 }
 
-// sendRPC sends one ownership RPC; the node's own topics are opened or
-// closed in place.
-func (n *Node) sendRPC(r *rpc) {
-	if r.node == n.cfg.ID {
-		var err error
-		if r.open {
-			_, err = n.openTopic(&wire.OpenTopic{Topic: []byte(r.topic), Epoch: r.epoch, Partitions: r.partitions, Shard: r.shard})
-		} else {
-			_, err = n.closeTopic(&wire.CloseTopic{Topic: []byte(r.topic), Epoch: r.epoch, Shard: r.shard})
-		}
-		if err == nil {
-			n.rpcs.ack(r.reqID)
+// sendRPC sends one ownership message; the node's own topics are opened
+// or closed in place.
+func (n *Node) sendRPC(r *duty.RPC) {
+	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term}
+	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term}
+	if r.Open {
+		closeMsg = nil
+		n.counters.opensSent.Add(1)
+	} else {
+		open = nil
+		n.counters.closesSent.Add(1)
+	}
+	if r.Node == n.cfg.ID {
+		if ack, ok := n.takeOwnership(open, closeMsg); ok {
+			n.dutyMu.Lock()
+			n.duty.Ack(n.cfg.ID, r.ReqID, &ack)
+			n.dutyMu.Unlock()
 		}
 		return
 	}
 	var f []byte
 	var start int
-	if r.open {
-		f, start = wire.BeginFrame(nil, wire.KindOpenTopic, r.reqID)
-		f = wire.AppendOpenTopic(f, &wire.OpenTopic{Topic: []byte(r.topic), Epoch: r.epoch, Partitions: r.partitions, Shard: r.shard})
-		n.counters.opensSent.Add(1)
+	if open != nil {
+		f, start = wire.BeginFrame(nil, wire.KindOpenTopic, r.ReqID)
+		f = wire.AppendOpenTopic(f, open)
 	} else {
-		f, start = wire.BeginFrame(nil, wire.KindCloseTopic, r.reqID)
-		f = wire.AppendCloseTopic(f, &wire.CloseTopic{Topic: []byte(r.topic), Epoch: r.epoch, Shard: r.shard})
-		n.counters.closesSent.Add(1)
+		f, start = wire.BeginFrame(nil, wire.KindCloseTopic, r.ReqID)
+		f = wire.AppendCloseTopic(f, closeMsg)
 	}
 	f, err := wire.EndFrame(f, start)
 	if err != nil {
 		return
 	}
-	_ = n.net.Send(r.node, f)
+	_ = n.net.Send(r.Node, f)
+}
+
+// takeTopicAck hands a TopicAck from node from to the duties.
+func (n *Node) takeTopicAck(from string, h wire.Header, payload []byte) {
+	var a wire.TopicAck
+	if wire.DecodeTopicAck(payload, &a) != nil {
+		return
+	}
+	n.dutyMu.Lock()
+	n.duty.Ack(from, h.RequestID, &a)
+	n.dutyMu.Unlock()
+	n.kickDuty() // an acknowledged close may let a new owner's open go
 }

@@ -10,9 +10,9 @@ import (
 )
 
 // reconcileLoop is the local controller of every shard this node leads:
-// each interval it resends unacknowledged OpenTopic/CloseTopic, takes up a
-// new leadership's duties, moves the topics of dead owners, and fixes one
-// difference between a shard's raft configuration and the ring.
+// each interval it takes up new leaderships, moves the topics of dead
+// owners, and fixes one difference between a shard's raft configuration
+// and the ring.
 func (n *Node) reconcileLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.ReconcileInterval)
@@ -27,44 +27,9 @@ func (n *Node) reconcileLoop() {
 			continue
 		}
 		v := n.view.Load()
-		knowsAll := n.knowsAllMembers()
-		gone := func(node string) bool {
-			_, known := v.byID[node]
-			return v.dead[node] || (!known && knowsAll)
-		}
-		for _, r := range n.rpcs.due(gone) {
-			n.sendRPC(&r)
-		}
-		for _, s := range n.rpcs.takeDuties() {
-			if n.led[s].Load() {
-				n.leaderDuty(s, v)
-			}
-		}
-		n.confirmHeld()
+		n.takeUpLeaderships()
 		n.reassignDead(v)
 		n.manageShards(v)
-	}
-}
-
-// leaderDuty re-sends OpenTopic for every active topic of a shard this node
-// just took the leadership of, and CloseTopic to each previous owner, since
-// the previous leader may have failed before they were acknowledged.
-func (n *Node) leaderDuty(shard uint64, v *clusterView) {
-	var rs []*rpc
-	_ = n.sm.with(shard, func(st *meta.State) {
-		for a := range st.Topics() {
-			rs = append(rs, &rpc{node: a.Owner, open: true, topic: a.Topic, epoch: a.Epoch, partitions: a.Partitions, shard: shard})
-			if a.Previous != "" && !v.dead[a.Previous] {
-				rs = append(rs, &rpc{node: a.Previous, open: false, topic: a.Topic, epoch: a.Epoch, shard: shard})
-			}
-		}
-	})
-	for _, r := range rs {
-		n.rpcs.add(r)
-	}
-	select {
-	case n.rpcs.kick <- struct{}{}:
-	default:
 	}
 }
 
@@ -115,7 +80,7 @@ func (n *Node) reassignDead(v *clusterView) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-			res, err := n.host.Propose(ctx, shard, data)
+			res, err := n.propose(ctx, shard, data)
 			cancel()
 			if err != nil {
 				n.log.Warn("node: reassign", "shard", shard, "dead", cmds[i].Node, "err", err)

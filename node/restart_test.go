@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -108,8 +109,11 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.nodes[2] = n3
-	if h, ok := n3.owned.get([]byte("moved-while-down")); !ok || h.confirmed {
-		t.Fatalf("restarted n3 should hold the topic unconfirmed: %+v %v", h, ok)
+	if h, ok := held(n3, "moved-while-down"); !ok {
+		t.Fatalf("restarted n3 should still hold the topic: %+v %v", h, ok)
+	}
+	if _, r := n3.serveCheck([]byte("moved-while-down"), a.Epoch); r == ownership.Servable {
+		t.Fatal("restarted n3 would serve a topic no lease covers")
 	}
 	if err := n3.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -119,7 +123,7 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 	if kind, _ := rawRequest(t, addr, wire.KindProduce, p); kind != wire.KindError {
 		t.Fatalf("restarted n3 accepted a produce at the epoch it lost: %v", kind)
 	}
-	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.owned.count() == 0 })
+	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.ownedCount() == 0 })
 }
 
 func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // A shard's meta.State is stored one record per topic: data key
@@ -41,6 +43,10 @@ type shardState struct {
 	legacy bool
 	// key and val are Apply's encoding buffers (raftmux worker only).
 	key, val []byte
+	// lastGrant: when this node last computed a lease grant on the shard
+	// for each owner (see grant). Under mu, so that a grant computed before
+	// an apply is always seen by that apply.
+	lastGrant map[string]time.Time
 }
 
 // stateMachine is the raftmux.StateMachine of every shard on the node: one
@@ -49,8 +55,9 @@ type shardState struct {
 type stateMachine struct {
 	store *shardstore.Store
 	// effects is told, after a run of commands applied, which RPCs they
-	// owe topic owners; it decides whether this node must send them.
-	effects func(shard uint64, effs []meta.Effect)
+	// owe topic owners, with the last grant computed here for every owner
+	// a Close names; it decides whether this node must send them.
+	effects func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
 
 	mu     sync.Mutex
 	shards map[uint64]*shardState
@@ -166,20 +173,61 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	}
 	var effs []meta.Effect
 	var res meta.Result
+	var lastGrant map[string]time.Time
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
 		if err == nil && res.Changed {
 			effs = append(effs, res.Effects...)
+			for _, e := range res.Effects {
+				if g, ok := s.lastGrant[e.Node]; ok && e.Kind == meta.EffectClose {
+					if lastGrant == nil {
+						lastGrant = make(map[string]time.Time)
+					}
+					lastGrant[e.Node] = g
+				}
+			}
 		}
 	}
 	s.persist(shard, b)
 	s.mu.Unlock()
 	if len(effs) > 0 && m.effects != nil {
-		m.effects(shard, slices.Clone(effs))
+		m.effects(shard, slices.Clone(effs), lastGrant)
 	}
 	return nil
+}
+
+// grant computes a lease grant on shard for owner, whose topics there
+// digest to digest, under the shard's lock so that it is ordered against
+// every apply: may is asked, at the time the grant is computed, whether
+// and at which term this node may grant. The grant covers all the owner
+// holds if the digests agree, else lists what this replica's state says
+// it owns. ok is false when no grant may be given.
+func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (wire.LeaseGrant, bool) {
+	s, err := m.shard(shard)
+	if err != nil {
+		return wire.LeaseGrant{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := clock()
+	term, ok := may(now)
+	if !ok {
+		return wire.LeaseGrant{}, false
+	}
+	g := wire.LeaseGrant{Shard: shard, Term: term}
+	if s.st.OwnerDigest(owner) != digest {
+		g.Listed = true
+		for _, a := range s.st.TopicsOwnedBy(owner) {
+			g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(a.Topic), Epoch: a.Epoch})
+		}
+	}
+	if s.lastGrant == nil {
+		s.lastGrant = make(map[string]time.Time)
+	}
+	s.lastGrant[owner] = now
+	return g, true
 }
 
 // persist writes the records the applied commands changed into b (the

@@ -18,7 +18,7 @@ type Status struct {
 
 // Status reports the node's status.
 func (n *Node) Status() Status {
-	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.owned.count(), Ready: n.isReady()}
+	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.ownedCount(), Ready: n.isReady()}
 	if v := n.view.Load(); v != nil {
 		st.MembersAlive = len(v.live)
 	}
@@ -57,6 +57,12 @@ type Stats struct {
 	OwnershipPending   int // OpenTopic/CloseTopic not yet acknowledged
 	OpensSent          uint64
 	ClosesSent         uint64
+	OwnershipFences    int    // earlier owners of topics this node leads not yet fenced
+	LeaseRoundsSent    uint64 // LeaseRound frames sent to peers
+	LeaseGrants        uint64 // shard leases granted to owners
+	LeaseRefusals      uint64 // shard leases refused (not the leader, or not confirmed yet)
+	LeaseFramesDropped uint64 // lease frames dropped for want of room in the queue
+	NotServedNoLease   uint64 // data requests refused because no lease covered the topic
 	TopicsReassigned   uint64
 	ConfChanges        uint64
 	LeaderTransfers    uint64
@@ -75,24 +81,30 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
 	s := Stats{
-		Requests:         n.counters.requests.Load(),
-		Forwarded:        n.counters.forwarded.Load(),
-		ForwardsIn:       n.counters.forwardsIn.Load(),
-		NotLeader:        n.counters.notLeader.Load(),
-		TopicRejections:  n.counters.rejected.Load(),
-		RecordsProduced:  n.counters.produced.Load(),
-		RecordsFetched:   n.counters.fetched.Load(),
-		RequestsActive:   len(n.reqSem),
-		Cache:            n.cacheStats(),
-		TopicsOwned:      n.owned.count(),
-		OwnershipPending: n.rpcs.len(),
-		OpensSent:        n.counters.opensSent.Load(),
-		ClosesSent:       n.counters.closesSent.Load(),
-		TopicsReassigned: n.counters.reassigned.Load(),
-		ConfChanges:      n.counters.confChanges.Load(),
-		LeaderTransfers:  n.counters.transfers.Load(),
-		ShardsLed:        n.ledCount(),
-		EventQueueLen:    n.events.len(),
+		Requests:           n.counters.requests.Load(),
+		Forwarded:          n.counters.forwarded.Load(),
+		ForwardsIn:         n.counters.forwardsIn.Load(),
+		NotLeader:          n.counters.notLeader.Load(),
+		TopicRejections:    n.counters.rejected.Load(),
+		RecordsProduced:    n.counters.produced.Load(),
+		RecordsFetched:     n.counters.fetched.Load(),
+		RequestsActive:     len(n.reqSem),
+		Cache:              n.cacheStats(),
+		TopicsOwned:        n.ownedCount(),
+		OwnershipPending:   n.dutyPending(),
+		OpensSent:          n.counters.opensSent.Load(),
+		ClosesSent:         n.counters.closesSent.Load(),
+		OwnershipFences:    n.dutyFences(),
+		LeaseRoundsSent:    n.counters.leaseRoundsSent.Load(),
+		LeaseGrants:        n.counters.leaseGrants.Load(),
+		LeaseRefusals:      n.counters.leaseRefusals.Load(),
+		LeaseFramesDropped: n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
+		NotServedNoLease:   n.counters.notServedNoLease.Load(),
+		TopicsReassigned:   n.counters.reassigned.Load(),
+		ConfChanges:        n.counters.confChanges.Load(),
+		LeaderTransfers:    n.counters.transfers.Load(),
+		ShardsLed:          n.ledCount(),
+		EventQueueLen:      n.events.len(),
 	}
 	rs := n.rs.Stats()
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs

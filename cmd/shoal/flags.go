@@ -52,6 +52,8 @@ type nodeOptions struct {
 	secret                           []byte
 	swimPreset                       string
 	metadataSync                     time.Duration
+	leaseDuration, leaseRenew        time.Duration
+	maxClockDrift                    float64
 	memtableMiB                      int
 	logFormat                        string
 	logLevel                         slog.Level
@@ -87,6 +89,19 @@ cluster:
                           bound on the staleness of membership, ring and shard-leader
                           table: at least this often pull them from a random peer
                           (e.g. 10s; default 10s, 2s with --swim-preset fast)
+
+ownership leases (see docs/leases.md):
+  --lease-duration D      how long an owner may serve its topics after asking its
+                          shard leaders for a lease (default 3s, 800ms with
+                          --swim-preset fast); failover after an owner dies costs
+                          the failure detection or this, whichever is longer
+  --lease-renew-interval D
+                          how often owners renew their leases, one message per
+                          leader node (default 500ms, 200ms with --swim-preset
+                          fast); at most a third of --lease-duration
+  --max-clock-drift F     bound on how far any node's clock rate may be from true
+                          time, as a fraction; lease waits are stretched by it
+                          (default 0.01, at most 0.1)
 
 storage:
   --store-memtable-mib N  Pebble memtable size in MiB, 1 to 1024 (default 32): smaller
@@ -144,6 +159,9 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.secretFile, "secret-file", "", "")
 	fs.StringVar(&o.swimPreset, "swim-preset", "lan", "")
 	fs.DurationVar(&o.metadataSync, "metadata-sync-interval", 0, "")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 0, "")
+	fs.DurationVar(&o.leaseRenew, "lease-renew-interval", 0, "")
+	fs.Float64Var(&o.maxClockDrift, "max-clock-drift", 0, "")
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
@@ -320,6 +338,18 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.metadataSync < 0 {
 		return usagef("--metadata-sync-interval %v: must not be negative", o.metadataSync)
+	}
+	if o.leaseDuration < 0 {
+		return usagef("--lease-duration %v: must not be negative", o.leaseDuration)
+	}
+	if o.leaseRenew < 0 {
+		return usagef("--lease-renew-interval %v: must not be negative", o.leaseRenew)
+	}
+	if o.leaseDuration > 0 && o.leaseRenew > 0 && 3*o.leaseRenew > o.leaseDuration {
+		return usagef("--lease-renew-interval %v: must be at most a third of --lease-duration %v", o.leaseRenew, o.leaseDuration)
+	}
+	if o.maxClockDrift < 0 || o.maxClockDrift > 0.1 {
+		return usagef("--max-clock-drift %v: must be 0 to 0.1", o.maxClockDrift)
 	}
 	if o.memtableMiB < 1 || o.memtableMiB > 1024 {
 		return usagef("--store-memtable-mib %d: must be 1 to 1024", o.memtableMiB)

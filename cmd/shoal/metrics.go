@@ -98,6 +98,12 @@ var metrics = []metric{
 	{"OpensSent", "topic_opens_sent_total", "OpenTopic messages sent to new owners.", counter, ""},
 	{"ClosesSent", "topic_closes_sent_total", "CloseTopic messages sent to old owners.", counter, ""},
 	{"TopicsReassigned", "topics_reassigned_total", "Topics this node moved off a dead or departed owner.", counter, ""},
+	{"OwnershipFences", "ownership_fences_pending", "Earlier owners of topics this node leads that may still hold a lease (their next owner waits).", gauge, ""},
+	{"LeaseRoundsSent", "lease_rounds_sent_total", "Lease rounds (lease and vouch requests) sent to peers.", counter, ""},
+	{"LeaseGrants", "lease_grants_total", "Shard leases granted to topic owners.", counter, ""},
+	{"LeaseRefusals", "lease_refusals_total", "Shard leases refused: not the shard's leader, or its leadership not confirmed yet.", counter, ""},
+	{"LeaseFramesDropped", "lease_frames_dropped_total", "Lease frames dropped: queue full or undecodable.", counter, ""},
+	{"NotServedNoLease", "requests_without_lease_total", "Data requests refused because no unexpired lease covered the topic.", counter, ""},
 }
 
 // notExported are node.Stats fields left out on purpose, with the reason.

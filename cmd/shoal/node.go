@@ -36,6 +36,9 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Logger:          logger,
 
 		MetadataSyncInterval: o.metadataSync,
+		LeaseDuration:        o.leaseDuration,
+		LeaseRenewInterval:   o.leaseRenew,
+		MaxClockDrift:        o.maxClockDrift,
 		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,
 	}
 }

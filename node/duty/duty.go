@@ -1,0 +1,499 @@
+// Package duty is a shard leader's half of Shoal's ownership protocol
+// (docs/leases.md), as a core with no I/O: which shards this node leads and
+// whether it may grant leases on them, the OpenTopic and CloseTopic
+// messages it owes topic owners, and the fences that hold a topic's new
+// owner back until every earlier owner has stopped serving it.
+//
+// A leader grants a lease on a shard only while
+//   - its state is current: it applied every entry committed before its
+//     term (a read index or a commit at its term proved it), so it never
+//     grants from an assignment its predecessors already changed; and
+//   - its leadership is confirmed: a quorum of the shard's voters showed
+//     that it still led at its term at some moment at most
+//     Config.ConfirmFresh ago (a commit or read index at its term, or a
+//     vouch round: every voter that vouches follows it at that term, and a
+//     later leader needs the vote of one of them, given after the vouch).
+//
+// So every grant of a deposed leader was made at most ConfirmFresh (on its
+// clock) after a moment its successor was elected after. A new leader
+// therefore waits NewLeaderWait before it opens a topic to an owner that
+// may not be its only holder, and a leader that moved or revoked a topic
+// during its own term waits, for each earlier owner, until that owner
+// acknowledged the close or the last lease it granted it has run out
+// (OwnGrantWait after it computed the grant). Both waits allow for clocks
+// that run at rates up to Config.MaxDrift apart.
+//
+// A Leader is not safe for concurrent use; it reads no clock.
+package duty
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Config configures a Leader.
+type Config struct {
+	// Self is this node's id.
+	Self string
+	// Lease is the lease length holders use. Required.
+	Lease time.Duration
+	// ConfirmFresh is how old a leadership confirmation may be for a grant
+	// to rely on it. Required.
+	ConfirmFresh time.Duration
+	// MaxDrift bounds how far the rate of any node's clock may be from true
+	// time, as a fraction (0.01: 1%). Must be in [0, 0.1].
+	MaxDrift float64
+	// Resend is how often an unacknowledged OpenTopic or CloseTopic is sent
+	// again. Required.
+	Resend time.Duration
+}
+
+// OwnGrantWait is how long after computing a grant this leader waits
+// before it counts the grant as run out: Lease·(1+d)/(1−d).
+func (c *Config) OwnGrantWait() time.Duration { return stretch(c.Lease, c.MaxDrift) }
+
+// NewLeaderWait is how long a new leader waits before it counts every
+// grant of its predecessors as run out: (ConfirmFresh+Lease)·(1+d)/(1−d).
+func (c *Config) NewLeaderWait() time.Duration {
+	return stretch(c.ConfirmFresh+c.Lease, c.MaxDrift)
+}
+
+func stretch(d time.Duration, drift float64) time.Duration {
+	return time.Duration(float64(d)*(1+drift)/(1-drift)) + time.Millisecond
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Lease <= 0, c.ConfirmFresh <= 0, c.Resend <= 0:
+		return fmt.Errorf("duty: Lease, ConfirmFresh and Resend must be positive")
+	case c.MaxDrift < 0 || c.MaxDrift > 0.1:
+		return fmt.Errorf("duty: MaxDrift %v not in [0, 0.1]", c.MaxDrift)
+	case c.Self == "":
+		return fmt.Errorf("duty: Self required")
+	}
+	return nil
+}
+
+// RPC is an OpenTopic (Open) or CloseTopic a leader owes a node.
+type RPC struct {
+	Node       string
+	Open       bool
+	Topic      string
+	Epoch      uint64
+	Partitions uint32
+	Shard      uint64
+	Term       uint64
+	ReqID      uint64
+	// fresh: an Open of a topic nobody held before; never gated.
+	fresh  bool
+	sentAt time.Time
+	sent   bool
+}
+
+type fence struct {
+	node     string
+	epoch    uint64
+	deadline time.Time
+}
+
+type led struct {
+	term        uint64
+	since       time.Time
+	current     bool
+	confirmedAt time.Time
+	demand      time.Time
+	fences      map[string][]fence // topic → earlier owners not yet fenced
+}
+
+type voters struct {
+	in, out []string
+}
+
+type vouchRound struct {
+	at    time.Time
+	terms map[uint64]uint64          // shard → the term asked about
+	acks  map[uint64]map[string]bool // shard → voters that vouched (self included)
+}
+
+// Leader is one node's duties as the leader of some shards.
+type Leader struct {
+	cfg     Config
+	led     map[uint64]*led
+	voters  map[uint64]voters
+	rpcs    map[string]*RPC // node + "\x00" + topic
+	byReq   map[uint64]string
+	nextReq uint64
+	vrounds map[uint64]*vouchRound
+	// released: nodes that gave up every topic they held; none needs
+	// fencing until it holds something again (an Open was sent to it, or
+	// it asked for a lease without saying it is released).
+	released map[string]bool
+}
+
+// New returns a Leader that leads nothing.
+func New(cfg Config) (*Leader, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Leader{cfg: cfg, led: make(map[uint64]*led), voters: make(map[uint64]voters),
+		rpcs: make(map[string]*RPC), byReq: make(map[uint64]string), nextReq: 1 << 62, vrounds: make(map[uint64]*vouchRound),
+		released: make(map[string]bool)}, nil
+}
+
+// Config returns the configuration.
+func (l *Leader) Config() Config { return l.cfg }
+
+// Won records that this node became shard's leader at term at now. Until
+// Current, it grants nothing.
+func (l *Leader) Won(now time.Time, shard, term uint64) {
+	if cur := l.led[shard]; cur != nil && cur.term == term {
+		return
+	}
+	l.Lost(shard)
+	l.led[shard] = &led{term: term, since: now, fences: make(map[string][]fence)}
+}
+
+// Lost records that this node no longer leads shard: what it owed there is
+// dropped (its successor owes it now), and it grants nothing more.
+func (l *Leader) Lost(shard uint64) {
+	if l.led[shard] == nil {
+		return
+	}
+	delete(l.led, shard)
+	for k, r := range l.rpcs {
+		if r.Shard == shard {
+			l.drop(k, r)
+		}
+	}
+}
+
+// Leads returns the term at which this node leads shard.
+func (l *Leader) Leads(shard uint64) (uint64, bool) {
+	if s := l.led[shard]; s != nil {
+		return s.term, true
+	}
+	return 0, false
+}
+
+// Current records that this node's state of shard holds every entry
+// committed before term.
+func (l *Leader) Current(shard, term uint64) {
+	if s := l.led[shard]; s != nil && s.term == term {
+		s.current = true
+	}
+}
+
+// Confirm records that a quorum showed at time at that this node led
+// shard at term (at is when the proof started: a proposal or read index
+// was handed to raft).
+func (l *Leader) Confirm(shard, term uint64, at time.Time) {
+	if s := l.led[shard]; s != nil && s.term == term && at.After(s.confirmedAt) {
+		s.confirmedAt = at
+	}
+}
+
+// SetVoters records shard's voters (and the outgoing voters of a joint
+// configuration), by node id.
+func (l *Leader) SetVoters(shard uint64, in, out []string) {
+	if len(in) == 0 && len(out) == 0 {
+		delete(l.voters, shard)
+		return
+	}
+	l.voters[shard] = voters{in: in, out: out}
+}
+
+// CanGrant reports whether this node may grant leases on shard at now,
+// and at which term. It also records the demand, which keeps the shard's
+// leadership confirmed by vouch rounds.
+func (l *Leader) CanGrant(now time.Time, shard uint64) (uint64, bool) {
+	s := l.led[shard]
+	if s == nil {
+		return 0, false
+	}
+	s.demand = now
+	if !s.current || s.confirmedAt.IsZero() || now.Sub(s.confirmedAt) > l.cfg.ConfirmFresh {
+		return s.term, false
+	}
+	return s.term, true
+}
+
+// VouchRound starts vouch round seq (the caller's round number, which the
+// answers echo; it must rise) at now for every led shard someone asked a
+// lease of within the last lease: for each other voter, the shards it
+// should vouch for at their terms.
+func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTerm {
+	for s, r := range l.vrounds {
+		if now.Sub(r.at) > l.cfg.ConfirmFresh {
+			delete(l.vrounds, s)
+		}
+	}
+	asks := make(map[string][]wire.ShardTerm)
+	var rd *vouchRound
+	for shard, s := range l.led {
+		if s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
+			continue
+		}
+		vs, ok := l.voters[shard]
+		if !ok {
+			continue
+		}
+		if rd == nil {
+			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[string]bool)}
+			l.vrounds[seq] = rd
+		}
+		rd.terms[shard] = s.term
+		rd.acks[shard] = map[string]bool{l.cfg.Self: true}
+		asked := map[string]bool{l.cfg.Self: true}
+		for _, list := range [][]string{vs.in, vs.out} {
+			for _, v := range list {
+				if !asked[v] {
+					asked[v] = true
+					asks[v] = append(asks[v], wire.ShardTerm{Shard: shard, Term: s.term})
+				}
+			}
+		}
+	}
+	return asks
+}
+
+// Vouched takes node from's answer to vouch round seq: the shards it
+// follows this node in, at the terms asked.
+func (l *Leader) Vouched(from string, seq uint64, shards []uint64) {
+	rd := l.vrounds[seq]
+	if rd == nil {
+		return
+	}
+	for _, shard := range shards {
+		acks := rd.acks[shard]
+		if acks == nil {
+			continue
+		}
+		acks[from] = true
+		vs := l.voters[shard]
+		if quorum(vs.in, acks) && (len(vs.out) == 0 || quorum(vs.out, acks)) {
+			l.Confirm(shard, rd.terms[shard], rd.at)
+		}
+	}
+}
+
+func quorum(voters []string, acks map[string]bool) bool {
+	n := 0
+	for _, v := range voters {
+		if acks[v] {
+			n++
+		}
+	}
+	return n > len(voters)/2
+}
+
+func key(node, topic string) string { return node + "\x00" + topic }
+
+func (l *Leader) add(r *RPC) {
+	k := key(r.Node, r.Topic)
+	if old := l.rpcs[k]; old != nil {
+		if old.Epoch > r.Epoch {
+			return
+		}
+		delete(l.byReq, old.ReqID)
+	}
+	l.nextReq++
+	r.ReqID = l.nextReq
+	l.rpcs[k] = r
+	l.byReq[r.ReqID] = k
+}
+
+func (l *Leader) drop(k string, r *RPC) {
+	delete(l.rpcs, k)
+	delete(l.byReq, r.ReqID)
+}
+
+// Effects takes the effects of commands shard applied at now. lastGrant
+// returns when this node last computed a grant for a node on shard (zero:
+// never); for every owner a topic left, the topic's next owner is held
+// back until that owner acknowledges the close, or the lease of that grant
+// runs out. Effects of a shard this node does not lead are ignored.
+func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGrant func(node string) time.Time) {
+	s := l.led[shard]
+	if s == nil {
+		return
+	}
+	for _, e := range effs {
+		r := &RPC{Node: e.Node, Open: e.Kind == meta.EffectOpen, Topic: e.Topic, Epoch: e.Epoch, Partitions: e.Partitions,
+			Shard: shard, Term: s.term, fresh: e.Fresh}
+		if !r.Open {
+			if l.released[e.Node] {
+				continue
+			}
+			deadline := s.since.Add(l.cfg.NewLeaderWait())
+			if g := lastGrant(e.Node); !g.IsZero() {
+				if d := g.Add(l.cfg.OwnGrantWait()); d.After(deadline) {
+					deadline = d
+				}
+			}
+			s.fences[e.Topic] = append(s.fences[e.Topic], fence{node: e.Node, epoch: e.Epoch, deadline: deadline})
+		}
+		l.add(r)
+	}
+}
+
+// Resend queues, for a shard this node just became current in, an Open of
+// every active topic to its owner and a Close to its previous owner: its
+// predecessor may have died before they were acknowledged. The Opens of
+// topics that may have had another holder wait out NewLeaderWait.
+func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
+	s := l.led[shard]
+	if s == nil {
+		return
+	}
+	deadline := s.since.Add(l.cfg.NewLeaderWait())
+	for _, a := range topics {
+		l.add(&RPC{Node: a.Owner, Open: true, Topic: a.Topic, Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard, Term: s.term,
+			fresh: a.Epoch == 1 && a.Previous == ""})
+		if a.Previous != "" {
+			s.fences[a.Topic] = append(s.fences[a.Topic], fence{node: a.Previous, epoch: a.Epoch, deadline: deadline})
+			l.add(&RPC{Node: a.Previous, Topic: a.Topic, Epoch: a.Epoch, Shard: shard, Term: s.term})
+		}
+	}
+}
+
+// gated reports whether an Open must still wait at now: for the new
+// leader's wait, or for an earlier owner of its topic.
+func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
+	fs := s.fences[r.Topic]
+	kept := fs[:0]
+	for _, f := range fs {
+		if now.Before(f.deadline) {
+			kept = append(kept, f)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s.fences, r.Topic)
+	} else {
+		s.fences[r.Topic] = kept
+	}
+	if r.fresh {
+		return false
+	}
+	return len(kept) > 0 || now.Before(s.since.Add(l.cfg.NewLeaderWait()))
+}
+
+// Due returns the messages to send at now: those never sent whose topic is
+// not held back, and those unacknowledged for Config.Resend. gone reports
+// nodes that will never answer (dead or left): what is owed to them is
+// dropped, their fences stay until their leases run out.
+func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
+	var out []RPC
+	for k, r := range l.rpcs {
+		s := l.led[r.Shard]
+		if s == nil || s.term != r.Term || gone(r.Node) {
+			l.drop(k, r)
+			continue
+		}
+		if r.Open && l.gated(now, s, r) {
+			continue
+		}
+		if r.sent && now.Sub(r.sentAt) < l.cfg.Resend {
+			continue
+		}
+		r.sent, r.sentAt = true, now
+		if r.Open {
+			delete(l.released, r.Node)
+		}
+		out = append(out, *r)
+	}
+	return out
+}
+
+// Ack takes node from's TopicAck of request reqID. An ack from another
+// node than the one asked, or about another topic, is ignored.
+func (l *Leader) Ack(from string, reqID uint64, a *wire.TopicAck) {
+	k, ok := l.byReq[reqID]
+	if !ok {
+		return
+	}
+	r := l.rpcs[k]
+	if r.Node != from || r.Topic != string(a.Topic) {
+		return
+	}
+	switch a.Status {
+	case wire.TopicStaleTerm, wire.TopicBelowFloor:
+		// A newer leader exists, or the owner closed a later epoch already:
+		// this message has nothing left to do.
+		l.drop(k, r)
+	case wire.TopicDone:
+		if a.Epoch < r.Epoch {
+			return // took an older message's effect; keep sending
+		}
+		l.drop(k, r)
+		if !r.Open {
+			l.fenced(r.Shard, r.Topic, from, a.Epoch)
+		}
+	}
+}
+
+// fenced records that node closed topic up to epoch.
+func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
+	s := l.led[shard]
+	if s == nil {
+		return
+	}
+	fs := s.fences[topic]
+	kept := fs[:0]
+	for _, f := range fs {
+		if f.node != node || f.epoch > epoch {
+			kept = append(kept, f)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s.fences, topic)
+	} else {
+		s.fences[topic] = kept
+	}
+}
+
+// Holding records that node asked for leases without saying it released
+// its topics: it may hold some again (a new life of a node that left).
+func (l *Leader) Holding(node string) { delete(l.released, node) }
+
+// Released records that node gave up every topic it held (it is leaving):
+// it is fenced everywhere, and nothing more is owed to it.
+func (l *Leader) Released(node string) {
+	l.released[node] = true
+	for _, s := range l.led {
+		for topic, fs := range s.fences {
+			kept := fs[:0]
+			for _, f := range fs {
+				if f.node != node {
+					kept = append(kept, f)
+				}
+			}
+			if len(kept) == 0 {
+				delete(s.fences, topic)
+			} else {
+				s.fences[topic] = kept
+			}
+		}
+	}
+	for k, r := range l.rpcs {
+		if r.Node == node {
+			l.drop(k, r)
+		}
+	}
+}
+
+// Pending is the number of messages owed.
+func (l *Leader) Pending() int { return len(l.rpcs) }
+
+// Fences is the number of earlier owners not yet fenced.
+func (l *Leader) Fences() int {
+	n := 0
+	for _, s := range l.led {
+		for _, fs := range s.fences {
+			n += len(fs)
+		}
+	}
+	return n
+}

@@ -1,0 +1,269 @@
+package duty
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+var t0 = time.Unix(1000, 0)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func newLeader(t *testing.T) *Leader {
+	t.Helper()
+	l, err := New(Config{Self: "n1", Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// leading makes l the current, confirmed leader of shard at term since at.
+func leading(l *Leader, shard, term uint64, at time.Time) {
+	l.Won(at, shard, term)
+	l.Current(shard, term)
+	l.Confirm(shard, term, at)
+	l.SetVoters(shard, []string{"n1", "n2", "n3"}, nil)
+}
+
+func never(string) time.Time { return time.Time{} }
+
+func nobodyGone(string) bool { return false }
+
+func opens(rs []RPC) map[string]RPC {
+	out := map[string]RPC{}
+	for _, r := range rs {
+		if r.Open {
+			out[r.Node+"/"+r.Topic] = r
+		}
+	}
+	return out
+}
+
+func TestGrantsNeedACurrentStateAndAFreshConfirmation(t *testing.T) {
+	l := newLeader(t)
+	if _, ok := l.CanGrant(t0, 7); ok {
+		t.Fatal("grants a shard it does not lead")
+	}
+	l.Won(t0, 7, 3)
+	l.Confirm(7, 3, t0)
+	if _, ok := l.CanGrant(t0, 7); ok {
+		t.Fatal("grants before its state is current")
+	}
+	l.Current(7, 2) // another term's proof counts for nothing
+	if _, ok := l.CanGrant(t0, 7); ok {
+		t.Fatal("current for another term")
+	}
+	l.Current(7, 3)
+	if term, ok := l.CanGrant(t0.Add(ms(400)), 7); !ok || term != 3 {
+		t.Fatalf("CanGrant = %d, %v", term, ok)
+	}
+	if _, ok := l.CanGrant(t0.Add(ms(401)), 7); ok {
+		t.Fatal("grants on a confirmation older than ConfirmFresh")
+	}
+	l.Lost(7)
+	if _, ok := l.CanGrant(t0, 7); ok {
+		t.Fatal("grants after losing the leadership")
+	}
+}
+
+func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
+	l := newLeader(t)
+	l.Won(t0, 7, 3)
+	l.Current(7, 3)
+	l.SetVoters(7, []string{"n1", "n2", "n3"}, nil)
+	if asks := l.VouchRound(t0, 1); len(asks) != 0 {
+		t.Fatal("vouch round for a shard nobody asked a lease of")
+	}
+	l.CanGrant(t0, 7) // demand
+	start := t0.Add(ms(100))
+	seq := uint64(2)
+	asks := l.VouchRound(start, seq)
+	if len(asks) != 2 || len(asks["n2"]) != 1 || asks["n2"][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
+		t.Fatalf("asks %+v", asks)
+	}
+	l.Vouched("n9", seq, []uint64{7}) // not a voter
+	if _, ok := l.CanGrant(start.Add(ms(10)), 7); ok {
+		t.Fatal("confirmed without a quorum of voters")
+	}
+	l.Vouched("n3", seq, []uint64{7})
+	if _, ok := l.CanGrant(start.Add(ms(400)), 7); !ok {
+		t.Fatal("not confirmed by self and n3")
+	}
+	if _, ok := l.CanGrant(start.Add(ms(401)), 7); ok {
+		t.Fatal("the confirmation must date from the round's start")
+	}
+}
+
+func TestAJointConfigurationNeedsBothMajorities(t *testing.T) {
+	l := newLeader(t)
+	l.Won(t0, 7, 3)
+	l.Current(7, 3)
+	l.SetVoters(7, []string{"n1", "n4", "n5"}, []string{"n1", "n2", "n3"})
+	l.CanGrant(t0, 7)
+	seq := uint64(1)
+	l.VouchRound(t0, seq)
+	l.Vouched("n4", seq, []uint64{7})
+	if _, ok := l.CanGrant(t0, 7); ok {
+		t.Fatal("confirmed by the incoming majority alone")
+	}
+	l.Vouched("n2", seq, []uint64{7})
+	if _, ok := l.CanGrant(t0, 7); !ok {
+		t.Fatal("not confirmed by both majorities")
+	}
+}
+
+func TestAMovedTopicsNewOwnerWaitsForTheOldOwnersCloseOrLease(t *testing.T) {
+	for _, ack := range []bool{true, false} {
+		l := newLeader(t)
+		leading(l, 7, 3, t0.Add(-time.Hour))
+		lastGrant := t0.Add(-ms(300))
+		l.Effects(t0, 7, []meta.Effect{
+			{Kind: meta.EffectClose, Node: "n2", Topic: "t", Epoch: 5, Partitions: 1},
+			{Kind: meta.EffectOpen, Node: "n3", Topic: "t", Epoch: 5, Partitions: 1},
+		}, func(node string) time.Time {
+			if node != "n2" {
+				t.Fatalf("asked the last grant of %s", node)
+			}
+			return lastGrant
+		})
+		due := l.Due(t0, nobodyGone)
+		if len(due) != 1 || due[0].Open || due[0].Node != "n2" {
+			t.Fatalf("due at once: %+v, want only the close", due)
+		}
+		if ack {
+			l.Ack("n3", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 5}) // not the node asked
+			l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("u"), Epoch: 5}) // another topic
+			l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 4}) // an older close
+			if o := opens(l.Due(t0.Add(ms(1)), nobodyGone)); len(o) != 0 {
+				t.Fatalf("open sent on a wrong ack: %+v", o)
+			}
+			l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 5})
+			if o := opens(l.Due(t0.Add(ms(2)), nobodyGone)); len(o) != 1 {
+				t.Fatalf("open not sent after the close was acknowledged: %+v", o)
+			}
+			continue
+		}
+		fenceEnd := lastGrant.Add(l.cfg.OwnGrantWait())
+		if o := opens(l.Due(fenceEnd.Add(-time.Millisecond), nobodyGone)); len(o) != 0 {
+			t.Fatalf("open sent before the old owner's lease ran out: %+v", o)
+		}
+		if o := opens(l.Due(fenceEnd, gone("n2"))); len(o) != 1 {
+			t.Fatalf("open not sent once the lease ran out: %+v", o)
+		}
+	}
+}
+
+func gone(nodes ...string) func(string) bool {
+	return func(n string) bool {
+		for _, x := range nodes {
+			if x == n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestANewLeaderWaitsOutItsPredecessorsGrants(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 4, t0)
+	l.Resend(7, []meta.Assignment{
+		{Topic: "moved", Owner: "n3", Previous: "n2", Epoch: 6, Partitions: 1, State: meta.Active},
+		{Topic: "new", Owner: "n2", Epoch: 1, Partitions: 1, State: meta.Active},
+	})
+	due := l.Due(t0, nobodyGone)
+	o := opens(due)
+	if len(o) != 1 || o["n2/new"].Epoch != 1 {
+		t.Fatalf("opens at once: %+v, want only the never-moved topic", o)
+	}
+	if len(due) != 2 {
+		t.Fatalf("due %+v, want the fresh open and the close to n2", due)
+	}
+	wait := l.cfg.NewLeaderWait()
+	if o := opens(l.Due(t0.Add(wait-time.Millisecond), nobodyGone)); o["n3/moved"].Node != "" {
+		t.Fatalf("open of a moved topic before the new leader's wait: %+v", o)
+	}
+	if o := opens(l.Due(t0.Add(wait), gone("n2"))); o["n3/moved"].Epoch != 6 {
+		t.Fatalf("opens after the wait: %+v", o)
+	}
+	// A fresh assignment during the wait needs none.
+	l2 := newLeader(t)
+	leading(l2, 7, 4, t0)
+	l2.Effects(t0, 7, []meta.Effect{{Kind: meta.EffectOpen, Node: "n2", Topic: "x", Epoch: 1, Partitions: 1, Fresh: true}}, never)
+	if o := opens(l2.Due(t0, nobodyGone)); len(o) != 1 {
+		t.Fatalf("a fresh topic's open waited: %+v", o)
+	}
+}
+
+func TestADeposedLeaderStopsSending(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0.Add(-time.Hour))
+	l.Effects(t0, 7, []meta.Effect{{Kind: meta.EffectClose, Node: "n2", Topic: "t", Epoch: 5}}, never)
+	if len(l.Due(t0, nobodyGone)) != 1 {
+		t.Fatal("close not due")
+	}
+	l.Lost(7)
+	if due := l.Due(t0.Add(time.Second), nobodyGone); len(due) != 0 || l.Pending() != 0 {
+		t.Fatalf("a deposed leader still owes %+v", due)
+	}
+	// And a stale-term answer ends a message too.
+	leading(l, 8, 3, t0.Add(-time.Hour))
+	l.Effects(t0, 8, []meta.Effect{{Kind: meta.EffectClose, Node: "n2", Topic: "u", Epoch: 5}}, never)
+	d := l.Due(t0, nobodyGone)
+	l.Ack("n2", d[0].ReqID, &wire.TopicAck{Topic: []byte("u"), Status: wire.TopicStaleTerm})
+	if l.Pending() != 0 {
+		t.Fatal("still sending after the owner saw a newer leader")
+	}
+}
+
+func TestUnacknowledgedMessagesAreResent(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0.Add(-time.Hour))
+	l.Effects(t0, 7, []meta.Effect{{Kind: meta.EffectOpen, Node: "n2", Topic: "t", Epoch: 1, Fresh: true, Partitions: 1}}, never)
+	if len(l.Due(t0, nobodyGone)) != 1 || len(l.Due(t0.Add(ms(199)), nobodyGone)) != 0 || len(l.Due(t0.Add(ms(200)), nobodyGone)) != 1 {
+		t.Fatal("resend timing")
+	}
+	if len(l.Due(t0.Add(ms(400)), gone("n2"))) != 0 || l.Pending() != 0 {
+		t.Fatal("a message to a gone node was kept")
+	}
+}
+
+func TestAReleasedNodeNeedsNoFenceUntilItHoldsAgain(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0.Add(-time.Hour))
+	recent := func(string) time.Time { return t0 }
+	l.Effects(t0, 7, []meta.Effect{
+		{Kind: meta.EffectClose, Node: "n2", Topic: "a", Epoch: 2},
+		{Kind: meta.EffectOpen, Node: "n3", Topic: "a", Epoch: 2, Partitions: 1},
+	}, recent)
+	l.Released("n2")
+	l.Effects(t0, 7, []meta.Effect{
+		{Kind: meta.EffectClose, Node: "n2", Topic: "b", Epoch: 2},
+		{Kind: meta.EffectOpen, Node: "n3", Topic: "b", Epoch: 2, Partitions: 1},
+	}, recent)
+	if o := opens(l.Due(t0, nobodyGone)); len(o) != 2 {
+		t.Fatalf("opens after the old owner released: %+v", o)
+	}
+	l.Holding("n2") // a new life of n2 asks for leases
+	l.Effects(t0, 7, []meta.Effect{
+		{Kind: meta.EffectClose, Node: "n2", Topic: "c", Epoch: 2},
+		{Kind: meta.EffectOpen, Node: "n3", Topic: "c", Epoch: 2, Partitions: 1},
+	}, recent)
+	if o := opens(l.Due(t0.Add(ms(1)), nobodyGone)); len(o) != 0 {
+		t.Fatalf("open not held back for a node that holds again: %+v", o)
+	}
+}
+
+func TestWaitsAllowForClockDrift(t *testing.T) {
+	l := newLeader(t)
+	if w := l.cfg.OwnGrantWait(); w <= time.Second || w > time.Second*102/100+time.Millisecond*2 {
+		t.Fatalf("OwnGrantWait %v", w)
+	}
+	if w := l.cfg.NewLeaderWait(); w <= ms(1400) || w > ms(1400)*102/100+time.Millisecond*2 {
+		t.Fatalf("NewLeaderWait %v", w)
+	}
+}

@@ -1,0 +1,327 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Lease rounds (docs/leases.md): every Config.LeaseRenewInterval this node
+// sends each peer it has business with one LeaseRound, carrying its lease
+// requests as a topic owner (to the shards' leaders) and its vouch
+// requests as a shard leader (to the shards' voters); each answers with
+// one LeaseReply. Rounds, and the frames that arrive for them, run on the
+// lease loop's goroutine.
+
+// maxLeaseFrames bounds the LeaseRound and LeaseReply frames waiting for
+// the lease loop; past it they are dropped (the next round repeats them).
+const maxLeaseFrames = 1024
+
+// leaseFrame is a received LeaseRound or LeaseReply.
+type leaseFrame struct {
+	from    string
+	kind    wire.Kind
+	payload []byte
+}
+
+// raftLead is a hosted replica's leader and term as raft last reported
+// them.
+type raftLead struct {
+	lead, term uint64
+}
+
+// offerLeaseFrame queues a lease frame from peer from (on an event loop: it
+// copies and never blocks).
+func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
+	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
+	if err != nil {
+		return
+	}
+	select {
+	case n.leaseIn <- leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)}:
+	default:
+		n.counters.leaseFramesDropped.Add(1)
+	}
+}
+
+// kickLeases asks for a round soon: a topic of shard was just opened here.
+func (n *Node) kickLeases(uint64) {
+	select {
+	case n.leaseKick <- struct{}{}:
+	default:
+	}
+}
+
+// leaseLoop runs the lease rounds and takes the frames they exchange.
+// A kicked round comes at most every quarter renewal interval, so that a
+// burst of opens costs a few rounds, not one each.
+func (n *Node) leaseLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.LeaseRenewInterval)
+	defer tick.Stop()
+	minGap := n.cfg.LeaseRenewInterval / 4
+	var last time.Time
+	var later <-chan time.Time
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case f := <-n.leaseIn:
+			n.takeLeaseFrame(f)
+			continue
+		case <-tick.C:
+		case <-later:
+			later = nil
+		case <-n.leaseKick:
+			if wait := minGap - time.Since(last); wait > 0 {
+				if later == nil {
+					later = time.After(wait)
+				}
+				continue
+			}
+		}
+		last = time.Now()
+		n.leaseRound()
+	}
+}
+
+func (n *Node) takeLeaseFrame(f leaseFrame) {
+	switch f.kind {
+	case wire.KindLeaseRound:
+		var m wire.LeaseRound
+		if wire.DecodeLeaseRound(f.payload, &m) != nil {
+			n.counters.leaseFramesBad.Add(1)
+			return
+		}
+		reply := n.answerLeaseRound(f.from, &m)
+		fr, start := wire.BeginFrame(nil, wire.KindLeaseReply, m.Seq)
+		fr = wire.AppendLeaseReply(fr, reply)
+		if fr, err := wire.EndFrame(fr, start); err == nil {
+			_ = n.net.Send(f.from, fr)
+		}
+	case wire.KindLeaseReply:
+		var r wire.LeaseReply
+		if wire.DecodeLeaseReply(f.payload, &r) != nil {
+			n.counters.leaseFramesBad.Add(1)
+			return
+		}
+		n.takeLeaseReply(f.from, &r)
+	}
+}
+
+// leaderOfShard is the shard's leader as this node's table knows it.
+func (n *Node) leaderOfShard(shard uint64) (string, bool) {
+	if shard >= uint64(n.cfg.Shards) {
+		return "", false
+	}
+	l, _, ok := n.leaders.Get(uint32(shard))
+	return l, ok && l != ""
+}
+
+// leaseRound sends this round's LeaseRound to every peer it concerns.
+func (n *Node) leaseRound() {
+	if !n.born.Load() {
+		return
+	}
+	now := n.clock()
+	n.ownMu.Lock()
+	seq, reqs, released := n.own.Round(now, n.leaderOfShard)
+	n.ownMu.Unlock()
+	n.dutyMu.Lock()
+	asks := n.duty.VouchRound(now, seq)
+	n.dutyMu.Unlock()
+	peers := make(map[string]bool, len(reqs)+len(asks))
+	for p := range reqs {
+		peers[p] = true
+	}
+	for p := range asks {
+		peers[p] = true
+	}
+	for p := range peers {
+		m := &wire.LeaseRound{Seq: seq, Requests: reqs[p], Vouch: asks[p], Released: released}
+		if p == n.cfg.ID {
+			n.takeLeaseReply(p, n.answerLeaseRound(p, m))
+			continue
+		}
+		f, start := wire.BeginFrame(nil, wire.KindLeaseRound, seq)
+		f = wire.AppendLeaseRound(f, m)
+		f, err := wire.EndFrame(f, start)
+		if err != nil {
+			n.log.Error("node: lease round too large", "peer", p, "err", err)
+			continue
+		}
+		if n.net.Send(p, f) == nil {
+			n.counters.leaseRoundsSent.Add(1)
+		}
+	}
+}
+
+// answerLeaseRound answers node from's round: grants on the shards this
+// node leads and may grant, refusals with leader hints for the others,
+// and vouches for the shards whose replica here follows from at the term
+// it named.
+func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
+	reply := &wire.LeaseReply{Seq: m.Seq}
+	n.dutyMu.Lock()
+	if m.Released {
+		n.duty.Released(from)
+	} else if len(m.Requests) > 0 {
+		n.duty.Holding(from)
+	}
+	n.dutyMu.Unlock()
+	may := func(shard uint64) func(time.Time) (uint64, bool) {
+		return func(now time.Time) (uint64, bool) {
+			n.dutyMu.Lock()
+			defer n.dutyMu.Unlock()
+			return n.duty.CanGrant(now, shard)
+		}
+	}
+	for _, q := range m.Requests {
+		if q.Shard >= uint64(n.cfg.Shards) {
+			continue
+		}
+		if g, ok := n.sm.grant(q.Shard, from, q.Digest, n.clock, may(q.Shard)); ok {
+			reply.Grants = append(reply.Grants, g)
+			n.counters.leaseGrants.Add(1)
+			continue
+		}
+		n.counters.leaseRefusals.Add(1)
+		f := wire.LeaseRefusal{Shard: q.Shard}
+		if l, t, ok := n.leaders.Get(uint32(q.Shard)); ok {
+			f.Leader, f.Term = []byte(l), t
+		}
+		reply.Refused = append(reply.Refused, f)
+	}
+	if len(m.Vouch) > 0 {
+		rid := RaftID(from)
+		n.leadMu.Lock()
+		for _, v := range m.Vouch {
+			if rl, ok := n.replicaLead[v.Shard]; ok && rl.lead == rid && rl.term == v.Term {
+				reply.Vouched = append(reply.Vouched, v.Shard)
+			}
+		}
+		n.leadMu.Unlock()
+	}
+	return reply
+}
+
+// takeLeaseReply takes node from's answer to one of this node's rounds.
+func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
+	n.ownWrite.Lock()
+	n.ownMu.Lock()
+	changes, refused := n.own.Reply(from, r)
+	n.ownMu.Unlock()
+	_ = n.persistOwnership(changes)
+	n.ownWrite.Unlock()
+	for _, f := range refused {
+		if f.Shard < uint64(n.cfg.Shards) && len(f.Leader) > 0 && string(f.Leader) != from && f.Term > 0 {
+			_, _ = n.leaders.Update(uint32(f.Shard), string(f.Leader), f.Term)
+		}
+	}
+	if len(r.Vouched) > 0 {
+		n.dutyMu.Lock()
+		n.duty.Vouched(from, r.Seq, r.Vouched)
+		n.dutyMu.Unlock()
+	}
+}
+
+// leaderProof records that a quorum showed, at a moment at or after at,
+// that this node led shard at term and that its state held every entry
+// committed before (a read index or a commit at that term completed).
+func (n *Node) leaderProof(shard, term uint64, at time.Time) {
+	n.dutyMu.Lock()
+	n.duty.Current(shard, term)
+	n.duty.Confirm(shard, term, at)
+	n.dutyMu.Unlock()
+}
+
+// propose proposes data on shard. A commit proves this node's leadership
+// at the term it led at when it proposed, from that moment on, and that
+// its state is current (leaderProof).
+func (n *Node) propose(ctx context.Context, shard uint64, data []byte) (any, error) {
+	term, led := n.leadsAt(shard)
+	start := n.clock()
+	res, err := n.host.Propose(ctx, shard, data)
+	if err == nil && led {
+		n.leaderProof(shard, term, start)
+	}
+	return res, err
+}
+
+// leadsAt returns the term at which this node leads shard, as its duties
+// know it.
+func (n *Node) leadsAt(shard uint64) (uint64, bool) {
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.Leads(shard)
+}
+
+// maxLeaderDuties bounds the shards whose new leadership is taken up at
+// once.
+const maxLeaderDuties = 32
+
+// takeUpLeaderships runs the duties of the leaderships this node won
+// since the last call: a read index proves the leadership and makes the
+// state current, then every topic's Open (and its previous owner's Close)
+// is queued again, as the predecessor may have died before they were
+// acknowledged. A failed one is retried at the next call.
+func (n *Node) takeUpLeaderships() {
+	n.dutyMu.Lock()
+	shards := make([]uint64, 0, len(n.leaderDue))
+	for s := range n.leaderDue {
+		shards = append(shards, s)
+	}
+	clear(n.leaderDue)
+	n.dutyMu.Unlock()
+	sem := make(chan struct{}, maxLeaderDuties)
+	var wg sync.WaitGroup
+	for _, s := range shards {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if !n.takeUpLeadership(s) {
+				n.dutyMu.Lock()
+				if _, ok := n.duty.Leads(s); ok {
+					n.leaderDue[s] = true
+				}
+				n.dutyMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (n *Node) takeUpLeadership(shard uint64) bool {
+	term, ok := n.leadsAt(shard)
+	if !ok {
+		return true
+	}
+	start := n.clock()
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+	_, err := n.host.ReadIndex(ctx, shard)
+	cancel()
+	if err != nil {
+		return false
+	}
+	n.leaderProof(shard, term, start)
+	var topics []meta.Assignment
+	if err := n.sm.with(shard, func(st *meta.State) {
+		for a := range st.Topics() {
+			topics = append(topics, a)
+		}
+	}); err != nil {
+		return false
+	}
+	n.dutyMu.Lock()
+	if t, ok := n.duty.Leads(shard); ok && t == term {
+		n.duty.Resend(shard, topics)
+	}
+	n.dutyMu.Unlock()
+	n.kickDuty()
+	return true
+}

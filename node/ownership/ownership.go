@@ -1,0 +1,374 @@
+// Package ownership is a topic owner's half of Shoal's ownership protocol
+// (docs/leases.md), as a core with no I/O: the topics a node was told to
+// own, at which epochs, and the leases under which it may serve them.
+//
+// A node serves a produce or fetch for a topic only while it holds the
+// topic at the request's epoch (a shard leader opened it there) and a lease
+// from the topic's shard leader covers the topic at that epoch. Leases are
+// asked for in rounds, one message per leader node covering every shard of
+// it (Round), and run for Config.Lease from the moment the round was built
+// on this node's clock: a grant that arrives late, or a process that was
+// paused, loses time, never gains it. A grant covers what the leader's
+// state says this node owns: everything this node held when it sent the
+// round (the digests matched), or only the topics the grant lists.
+//
+// Opens and closes carry the leader's raft term and the topic's epoch. A
+// message from a lower term than the highest this node has seen for the
+// shard is refused; an open at or below an epoch this node has closed (its
+// floor, which the caller keeps durably and passes in) is refused; an older
+// open never lowers a held epoch or partition count.
+//
+// The core reads no clock and keeps no files: every method takes the time
+// it needs, and returns the Changes the caller must make durable before it
+// acknowledges the message that caused them. A Holder is not safe for
+// concurrent use.
+package ownership
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Topic is how a node holds a topic.
+type Topic struct {
+	Epoch      uint64
+	Partitions uint32
+	Shard      uint64
+}
+
+// Change is one durable write a message caused. Put writes Held as the
+// topic's holding, Drop deletes it (neither: unchanged); a non-zero Floor
+// raises the topic's epoch floor to it.
+type Change struct {
+	Topic     string
+	Put, Drop bool
+	Held      Topic
+	Floor     uint64
+}
+
+// Refusal says why a topic cannot be served; the zero value means it can.
+type Refusal uint8
+
+const (
+	// Servable: held at the epoch, under an unexpired lease.
+	Servable Refusal = iota
+	// NotHeld: this node does not hold the topic.
+	NotHeld
+	// OtherEpoch: held, at another epoch than the request's.
+	OtherEpoch
+	// NoLease: held, but no unexpired lease covers it at that epoch.
+	NoLease
+	// Released: this node has given up all its topics (it is leaving).
+	Released
+)
+
+func (r Refusal) String() string {
+	switch r {
+	case Servable:
+		return "servable"
+	case NotHeld:
+		return "not held here"
+	case OtherEpoch:
+		return "held at another epoch"
+	case NoLease:
+		return "no unexpired lease covers it"
+	case Released:
+		return "this node is leaving"
+	}
+	return fmt.Sprintf("Refusal(%d)", uint8(r))
+}
+
+// Config configures a Holder.
+type Config struct {
+	// Lease is how long a grant covers its topics, from the moment the
+	// round that asked for it was built. Required.
+	Lease time.Duration
+}
+
+type held struct {
+	Topic
+	// since is the last round built before the topic was opened at its
+	// epoch: a grant for a round after it covers it.
+	since uint64
+}
+
+// lease is the newest grant of one shard.
+type lease struct {
+	seq     uint64
+	expires time.Time
+	term    uint64
+	listed  map[string]uint64 // nil: covers what was held at seq
+}
+
+type shardState struct {
+	topics map[string]struct{}
+	digest uint64
+	lease  lease
+	// term is the highest term of the shard's leader this node has seen.
+	term uint64
+}
+
+// Holder is one node's held topics and leases.
+type Holder struct {
+	cfg      Config
+	topics   map[string]*held
+	shards   map[uint64]*shardState
+	seq      uint64
+	pending  map[uint64]*round // by seq
+	released bool
+}
+
+// round is a lease round in flight: when it was built, and which node
+// each shard was asked of.
+type round struct {
+	at    time.Time
+	asked map[uint64]string
+}
+
+// New returns an empty Holder.
+func New(cfg Config) (*Holder, error) {
+	if cfg.Lease <= 0 {
+		return nil, fmt.Errorf("ownership: lease %v must be positive", cfg.Lease)
+	}
+	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round)}, nil
+}
+
+func (h *Holder) shard(s uint64) *shardState {
+	st := h.shards[s]
+	if st == nil {
+		st = &shardState{topics: make(map[string]struct{})}
+		h.shards[s] = st
+	}
+	return st
+}
+
+func (h *Holder) hold(topic string, t Topic) {
+	if old := h.topics[topic]; old != nil {
+		h.unhold(topic, old)
+	}
+	st := h.shard(t.Shard)
+	st.topics[topic] = struct{}{}
+	st.digest ^= meta.TopicDigest(topic, t.Epoch)
+	h.topics[topic] = &held{Topic: t, since: h.seq}
+}
+
+func (h *Holder) unhold(topic string, old *held) {
+	st := h.shards[old.Shard]
+	delete(st.topics, topic)
+	st.digest ^= meta.TopicDigest(topic, old.Epoch)
+	delete(h.topics, topic)
+}
+
+// Load adds a topic held before a restart. Until a grant covers it, it is
+// not served.
+func (h *Holder) Load(topic string, t Topic) {
+	if t.Epoch > 0 && t.Partitions > 0 {
+		h.hold(topic, t)
+	}
+}
+
+// Get returns how topic is held.
+func (h *Holder) Get(topic []byte) (Topic, bool) {
+	if t := h.topics[string(topic)]; t != nil {
+		return t.Topic, true
+	}
+	return Topic{}, false
+}
+
+// Count is the number of topics held.
+func (h *Holder) Count() int { return len(h.topics) }
+
+// seeTerm records a leader term of shard and reports whether it is not
+// below the highest seen.
+func (h *Holder) seeTerm(shard, term uint64) bool {
+	st := h.shard(shard)
+	if term < st.term {
+		return false
+	}
+	st.term = term
+	return true
+}
+
+// Open takes an OpenTopic. floor is the topic's durable epoch floor.
+func (h *Holder) Open(m *wire.OpenTopic, floor uint64) (wire.TopicStatus, uint64, []Change) {
+	if !h.seeTerm(m.Shard, m.Term) {
+		return wire.TopicStaleTerm, 0, nil
+	}
+	if m.Epoch <= floor {
+		return wire.TopicBelowFloor, floor, nil
+	}
+	topic := string(m.Topic)
+	cur := h.topics[topic]
+	switch {
+	case cur != nil && cur.Epoch > m.Epoch:
+		return wire.TopicDone, cur.Epoch, nil
+	case cur != nil && cur.Epoch == m.Epoch:
+		if m.Partitions <= cur.Partitions {
+			return wire.TopicDone, cur.Epoch, nil
+		}
+		cur.Partitions = m.Partitions
+		return wire.TopicDone, cur.Epoch, []Change{{Topic: topic, Put: true, Held: cur.Topic}}
+	}
+	t := Topic{Epoch: m.Epoch, Partitions: m.Partitions, Shard: m.Shard}
+	c := Change{Topic: topic, Put: true, Held: t}
+	if cur != nil {
+		// The epoch held until now is over for good.
+		c.Floor = cur.Epoch
+	}
+	h.hold(topic, t)
+	return wire.TopicDone, t.Epoch, []Change{c}
+}
+
+// Close takes a CloseTopic: every epoch up to m.Epoch is closed for good.
+// floor is the topic's durable epoch floor.
+func (h *Holder) Close(m *wire.CloseTopic, floor uint64) (wire.TopicStatus, uint64, []Change) {
+	if !h.seeTerm(m.Shard, m.Term) {
+		return wire.TopicStaleTerm, 0, nil
+	}
+	topic := string(m.Topic)
+	c := Change{Topic: topic}
+	if m.Epoch > floor {
+		c.Floor, floor = m.Epoch, m.Epoch
+	}
+	if cur := h.topics[topic]; cur != nil && cur.Epoch <= m.Epoch {
+		h.unhold(topic, cur)
+		c.Drop = true
+	}
+	if !c.Drop && c.Floor == 0 {
+		return wire.TopicDone, floor, nil
+	}
+	return wire.TopicDone, floor, []Change{c}
+}
+
+// Serve reports whether topic may be served at epoch at time now, and how
+// it is held. It is the check a produce makes after its append and before
+// its acknowledgement, and a fetch after its read.
+func (h *Holder) Serve(now time.Time, topic []byte, epoch uint64) (Topic, Refusal) {
+	if h.released {
+		return Topic{}, Released
+	}
+	t := h.topics[string(topic)]
+	if t == nil {
+		return Topic{}, NotHeld
+	}
+	if t.Epoch != epoch {
+		return t.Topic, OtherEpoch
+	}
+	l := &h.shards[t.Shard].lease
+	if !now.Before(l.expires) {
+		return t.Topic, NoLease
+	}
+	if l.listed == nil {
+		if t.since >= l.seq {
+			return t.Topic, NoLease
+		}
+	} else if e, ok := l.listed[string(topic)]; !ok || e != t.Epoch {
+		return t.Topic, NoLease
+	}
+	return t.Topic, Servable
+}
+
+// LeaseExpiry returns when the lease on shard runs out (zero: none).
+func (h *Holder) LeaseExpiry(shard uint64) time.Time {
+	if st := h.shards[shard]; st != nil {
+		return st.lease.expires
+	}
+	return time.Time{}
+}
+
+// Round starts a lease round at now: for every shard this node holds
+// topics of, a request with the digest of what it holds there, grouped by
+// the node leaderOf names as the shard's leader (shards whose leader is
+// unknown are left out: their leases run out). released reports that the
+// node has given up its topics.
+func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, requests map[string][]wire.LeaseRequest, released bool) {
+	h.seq++
+	seq = h.seq
+	for s, r := range h.pending {
+		if now.Sub(r.at) >= h.cfg.Lease {
+			delete(h.pending, s)
+		}
+	}
+	rd := &round{at: now, asked: make(map[uint64]string)}
+	h.pending[seq] = rd
+	requests = make(map[string][]wire.LeaseRequest)
+	for s, st := range h.shards {
+		if len(st.topics) == 0 {
+			if now.After(st.lease.expires) {
+				delete(h.shards, s)
+			}
+			continue
+		}
+		leader, ok := leaderOf(s)
+		if !ok {
+			continue
+		}
+		requests[leader] = append(requests[leader], wire.LeaseRequest{Shard: s, Digest: st.digest})
+		rd.asked[s] = leader
+	}
+	return seq, requests, h.released
+}
+
+// Reply takes node from's answer to round r.Seq. Only grants of shards the
+// round asked of from count. It returns the changes the grants caused
+// (topics a grant's list showed this node no longer owns at the epoch it
+// holds are closed at that epoch) and the refusals, whose leader hints the
+// caller may use.
+func (h *Holder) Reply(from string, r *wire.LeaseReply) ([]Change, []wire.LeaseRefusal) {
+	rd, ok := h.pending[r.Seq]
+	if !ok {
+		return nil, nil // a round too old to give anything
+	}
+	var changes []Change
+	for i := range r.Grants {
+		g := &r.Grants[i]
+		st := h.shards[g.Shard]
+		if rd.asked[g.Shard] != from || st == nil || g.Term < st.term || st.lease.seq > r.Seq {
+			continue // not asked of from, nothing held there, a deposed leader, or older than the grant we have
+		}
+		st.term = g.Term
+		l := lease{seq: r.Seq, expires: rd.at.Add(h.cfg.Lease), term: g.Term}
+		if g.Listed {
+			l.listed = make(map[string]uint64, len(g.Topics))
+			for _, te := range g.Topics {
+				l.listed[string(te.Topic)] = te.Epoch
+			}
+			changes = h.closeUnlisted(st, l.listed, r.Seq, changes)
+		}
+		st.lease = l
+	}
+	return changes, r.Refused
+}
+
+// closeUnlisted closes the topics held in st since before round seq that
+// a current leader's list of this node's topics shows at a later epoch or
+// not at all: their ownership moved on, and their Close may never come
+// (its sender died).
+func (h *Holder) closeUnlisted(st *shardState, listed map[string]uint64, seq uint64, changes []Change) []Change {
+	for topic := range st.topics {
+		t := h.topics[topic]
+		if t.since >= seq {
+			continue
+		}
+		if e, ok := listed[topic]; ok && e <= t.Epoch {
+			continue
+		}
+		h.unhold(topic, t)
+		changes = append(changes, Change{Topic: topic, Drop: true, Floor: t.Epoch})
+	}
+	return changes
+}
+
+// Release gives up every topic: nothing is served from now on, and later
+// rounds say so to the leaders, so that they need not wait out the leases.
+func (h *Holder) Release() { h.released = true }
+
+// Each calls fn for every held topic.
+func (h *Holder) Each(fn func(topic string, t Topic)) {
+	for k, t := range h.topics {
+		fn(k, t.Topic)
+	}
+}

@@ -1,0 +1,252 @@
+package ownership
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+const leaseLen = time.Second
+
+var t0 = time.Unix(1000, 0)
+
+func newHolder(t *testing.T) *Holder {
+	t.Helper()
+	h, err := New(Config{Lease: leaseLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func open(h *Holder, topic string, shard, term, epoch uint64, floor uint64) (wire.TopicStatus, uint64, []Change) {
+	return h.Open(&wire.OpenTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch, Partitions: 1}, floor)
+}
+
+// leaderIs makes every shard led by one node.
+func leaderIs(node string) func(uint64) (string, bool) {
+	return func(uint64) (string, bool) { return node, true }
+}
+
+// grantAll answers a round from leader with an unlisted grant of every
+// shard asked.
+func grantAll(seq uint64, reqs []wire.LeaseRequest, term uint64) *wire.LeaseReply {
+	r := &wire.LeaseReply{Seq: seq}
+	for _, q := range reqs {
+		r.Grants = append(r.Grants, wire.LeaseGrant{Shard: q.Shard, Term: term})
+	}
+	return r
+}
+
+func mustServe(t *testing.T, h *Holder, now time.Time, topic string, epoch uint64, want Refusal) {
+	t.Helper()
+	if _, got := h.Serve(now, []byte(topic), epoch); got != want {
+		t.Fatalf("serve %s@%d at +%v: %v, want %v", topic, epoch, now.Sub(t0), got, want)
+	}
+}
+
+func TestAHeldTopicIsServedOnlyUnderALease(t *testing.T) {
+	h := newHolder(t)
+	if st, e, ch := open(h, "t", 3, 1, 1, 0); st != wire.TopicDone || e != 1 || len(ch) != 1 || !ch[0].Put {
+		t.Fatalf("open: %v %d %+v", st, e, ch)
+	}
+	mustServe(t, h, t0, "t", 1, NoLease)
+	mustServe(t, h, t0, "t", 2, OtherEpoch)
+	mustServe(t, h, t0, "u", 1, NotHeld)
+
+	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	if len(reqs["L"]) != 1 || reqs["L"][0].Shard != 3 || reqs["L"][0].Digest != meta.TopicDigest("t", 1) {
+		t.Fatalf("round asks %+v", reqs)
+	}
+	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	mustServe(t, h, t0.Add(leaseLen-time.Millisecond), "t", 1, Servable)
+	// The leaseLen runs from when the round was built, however late the
+	// grant arrived: a pause eats it.
+	mustServe(t, h, t0.Add(leaseLen), "t", 1, NoLease)
+}
+
+func TestAGrantArrivingAfterAPauseGivesNothing(t *testing.T) {
+	h := newHolder(t)
+	open(h, "t", 3, 1, 1, 0)
+	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	// Paused for two leases; the grant is taken at once on resume.
+	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	mustServe(t, h, t0.Add(2*leaseLen), "t", 1, NoLease)
+}
+
+func TestAGrantDoesNotCoverATopicOpenedAfterItsRound(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 1, 1, 0)
+	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	open(h, "b", 3, 1, 1, 0) // opened while the round was out
+	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	mustServe(t, h, t0, "a", 1, Servable)
+	mustServe(t, h, t0, "b", 1, NoLease)
+	seq, reqs, _ = h.Round(t0.Add(100*time.Millisecond), leaderIs("L"))
+	if reqs["L"][0].Digest != meta.TopicDigest("a", 1)^meta.TopicDigest("b", 1) {
+		t.Fatal("digest does not cover both topics")
+	}
+	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	mustServe(t, h, t0.Add(200*time.Millisecond), "b", 1, Servable)
+}
+
+func TestAnOpenAtOrBelowAClosedEpochIsRefused(t *testing.T) {
+	h := newHolder(t)
+	open(h, "t", 3, 1, 1, 0)
+	// The close of epoch 2 overtakes the open of epoch 2.
+	st, floor, ch := h.Close(&wire.CloseTopic{Topic: []byte("t"), Shard: 3, Term: 1, Epoch: 2}, 0)
+	if st != wire.TopicDone || floor != 2 || len(ch) != 1 || !ch[0].Drop || ch[0].Floor != 2 {
+		t.Fatalf("close: %v %d %+v", st, floor, ch)
+	}
+	if st, e, ch := open(h, "t", 3, 1, 2, floor); st != wire.TopicBelowFloor || e != 2 || ch != nil {
+		t.Fatalf("late open: %v %d %+v", st, e, ch)
+	}
+	if _, ok := h.Get([]byte("t")); ok {
+		t.Fatal("a closed topic is held again")
+	}
+	if st, _, _ := open(h, "t", 3, 1, 3, floor); st != wire.TopicDone {
+		t.Fatalf("open above the floor: %v", st)
+	}
+}
+
+func TestOwnershipMessagesFromALowerTermAreRefused(t *testing.T) {
+	h := newHolder(t)
+	open(h, "t", 3, 5, 1, 0)
+	if st, _, _ := open(h, "u", 3, 4, 1, 0); st != wire.TopicStaleTerm {
+		t.Fatalf("open from term 4 after term 5: %v", st)
+	}
+	if st, _, _ := h.Close(&wire.CloseTopic{Topic: []byte("t"), Shard: 3, Term: 4, Epoch: 9}, 0); st != wire.TopicStaleTerm {
+		t.Fatalf("close from term 4 after term 5: %v", st)
+	}
+	if _, ok := h.Get([]byte("t")); !ok {
+		t.Fatal("a deposed leader's close took effect")
+	}
+	// Another shard has its own terms.
+	if st, _, _ := open(h, "v", 4, 1, 1, 0); st != wire.TopicDone {
+		t.Fatalf("open in another shard: %v", st)
+	}
+}
+
+func TestAnOlderOpenNeverLowersEpochOrPartitions(t *testing.T) {
+	h := newHolder(t)
+	h.Open(&wire.OpenTopic{Topic: []byte("t"), Shard: 3, Term: 1, Epoch: 4, Partitions: 8}, 0)
+	if st, e, ch := h.Open(&wire.OpenTopic{Topic: []byte("t"), Shard: 3, Term: 1, Epoch: 3, Partitions: 16}, 0); st != wire.TopicDone || e != 4 || ch != nil {
+		t.Fatalf("older open: %v %d %+v", st, e, ch)
+	}
+	if st, _, ch := h.Open(&wire.OpenTopic{Topic: []byte("t"), Shard: 3, Term: 1, Epoch: 4, Partitions: 2}, 0); st != wire.TopicDone || ch != nil {
+		t.Fatalf("open with fewer partitions: %v %+v", st, ch)
+	}
+	if got, _ := h.Get([]byte("t")); got.Epoch != 4 || got.Partitions != 8 {
+		t.Fatalf("held %+v", got)
+	}
+	_, _, ch := h.Open(&wire.OpenTopic{Topic: []byte("t"), Shard: 3, Term: 1, Epoch: 6, Partitions: 8}, 0)
+	if len(ch) != 1 || ch[0].Floor != 4 {
+		t.Fatalf("a newer open must close the epoch it replaces: %+v", ch)
+	}
+}
+
+func TestAListedGrantCoversOnlyItsTopicsAndClosesTheRest(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 1, 1, 0)
+	open(h, "b", 3, 1, 1, 0)
+	open(h, "c", 3, 1, 1, 0)
+	seq, _, _ := h.Round(t0, leaderIs("L"))
+	open(h, "d", 3, 1, 1, 0) // after the round: the list cannot speak for it
+	// The leader's state: a is ours at 1, b moved on to epoch 2 (still ours:
+	// its open is on the way), c is not ours any more.
+	changes, _ := h.Reply("L", &wire.LeaseReply{Seq: seq, Grants: []wire.LeaseGrant{{Shard: 3, Term: 1, Listed: true,
+		Topics: []wire.TopicEpoch{{Topic: []byte("a"), Epoch: 1}, {Topic: []byte("b"), Epoch: 2}}}}})
+	mustServe(t, h, t0, "a", 1, Servable)
+	mustServe(t, h, t0, "b", 1, NotHeld)
+	mustServe(t, h, t0, "c", 1, NotHeld)
+	mustServe(t, h, t0, "d", 1, NoLease)
+	closed := map[string]uint64{}
+	for _, c := range changes {
+		if !c.Drop {
+			t.Fatalf("change %+v", c)
+		}
+		closed[c.Topic] = c.Floor
+	}
+	if len(closed) != 2 || closed["b"] != 1 || closed["c"] != 1 {
+		t.Fatalf("closed %v, want b and c at 1", closed)
+	}
+	if st, _, _ := open(h, "b", 3, 1, 2, 1); st != wire.TopicDone {
+		t.Fatalf("b's open at 2 after the list closed 1: %v", st)
+	}
+}
+
+func TestGrantsThatCannotBeTrustedAreIgnored(t *testing.T) {
+	h := newHolder(t)
+	open(h, "t", 3, 2, 1, 0)
+	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	h.Reply("X", grantAll(seq, reqs["L"], 2)) // not asked of X
+	mustServe(t, h, t0, "t", 1, NoLease)
+	h.Reply("L", grantAll(seq, reqs["L"], 1)) // a term below one seen
+	mustServe(t, h, t0, "t", 1, NoLease)
+	h.Reply("L", grantAll(seq+7, reqs["L"], 2)) // a round never sent
+	mustServe(t, h, t0, "t", 1, NoLease)
+
+	seq2, reqs2, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	h.Reply("L", &wire.LeaseReply{Seq: seq2, Grants: []wire.LeaseGrant{{Shard: 3, Term: 2, Listed: true}}})
+	// The grant of the earlier round arrives late: it must not bring back
+	// what the newer one took away.
+	h.Reply("L", grantAll(seq, reqs2["L"], 2))
+	mustServe(t, h, t0.Add(400*time.Millisecond), "t", 1, NotHeld)
+}
+
+func TestRoundsGoToEachShardsLeaderAndSkipUnknownLeaders(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 1, 1, 1, 0)
+	open(h, "b", 2, 1, 1, 0)
+	open(h, "c", 3, 1, 1, 0)
+	leaders := map[uint64]string{1: "L1", 2: "L2"}
+	_, reqs, _ := h.Round(t0, func(s uint64) (string, bool) { l, ok := leaders[s]; return l, ok })
+	if len(reqs) != 2 || len(reqs["L1"]) != 1 || reqs["L1"][0].Shard != 1 || len(reqs["L2"]) != 1 || reqs["L2"][0].Shard != 2 {
+		t.Fatalf("requests %+v", reqs)
+	}
+}
+
+func TestAReleasedHolderServesNothing(t *testing.T) {
+	h := newHolder(t)
+	open(h, "t", 3, 1, 1, 0)
+	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Release()
+	mustServe(t, h, t0, "t", 1, Released)
+	if _, _, released := h.Round(t0, leaderIs("L")); !released {
+		t.Fatal("rounds after a release must say so")
+	}
+}
+
+func TestHolderDigestIsTheLeadersOwnerDigest(t *testing.T) {
+	st := meta.New()
+	h := newHolder(t)
+	var res meta.Result
+	for _, c := range []meta.Command{
+		{Op: meta.OpAssign, Topic: []byte("a"), Owner: "n1"},
+		{Op: meta.OpAssign, Topic: []byte("b"), Owner: "n1"},
+		{Op: meta.OpAssign, Topic: []byte("c"), Owner: "n2"},
+		{Op: meta.OpAssign, Topic: []byte("a"), Owner: "n2"},
+		{Op: meta.OpAssign, Topic: []byte("a"), Owner: "n1"},
+	} {
+		if err := st.Apply(&c, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range res.Effects {
+			if e.Node != "n1" {
+				continue
+			}
+			if e.Kind == meta.EffectOpen {
+				h.Open(&wire.OpenTopic{Topic: []byte(e.Topic), Shard: 0, Term: 1, Epoch: e.Epoch, Partitions: e.Partitions}, 0)
+			} else {
+				h.Close(&wire.CloseTopic{Topic: []byte(e.Topic), Shard: 0, Term: 1, Epoch: e.Epoch}, 0)
+			}
+		}
+	}
+	_, reqs, _ := h.Round(t0, leaderIs("L"))
+	if got, want := reqs["L"][0].Digest, st.OwnerDigest("n1"); got != want {
+		t.Fatalf("holder digest %x, leader's %x", got, want)
+	}
+}
