@@ -385,6 +385,12 @@ func (c *Client) Assign(ctx context.Context, topic string, opts AssignOptions) (
 // leadership, so the answer is at least as new as any completed Assign. A
 // topic never assigned is wire.ErrNotFound. The answer fills the routing
 // cache.
+//
+// Answers never go back in time: a node's answer older than a route this
+// client already holds for the topic (from an earlier answer) is asked
+// again of the shard leader. This holds for every topic whose route is in
+// the routing cache (Config.CacheCapacity topics); a route the cache has
+// evicted is forgotten.
 func (c *Client) Lookup(ctx context.Context, topic string, linearizable bool) (Assignment, error) {
 	if err := validateTopic(topic); err != nil {
 		return Assignment{}, err
@@ -392,6 +398,11 @@ func (c *Client) Lookup(ctx context.Context, topic string, linearizable bool) (A
 	a, err := c.lookup(ctx, []byte(topic), linearizable)
 	if err != nil {
 		return Assignment{}, err
+	}
+	if r, ok := c.cache.Get([]byte(topic)); ok && r.Epoch > a.Epoch && !linearizable {
+		if a, err = c.lookup(ctx, []byte(topic), true); err != nil {
+			return Assignment{}, err
+		}
 	}
 	c.remember(&a)
 	return a, nil

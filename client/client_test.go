@@ -170,6 +170,29 @@ func TestAssignLookupProduceFetchGoToTheOwner(t *testing.T) {
 	}
 }
 
+func TestLookupNeverReturnsAnOlderEpochThanItReturnedBefore(t *testing.T) {
+	cl, nodes := startCluster(t, 1)
+	c := newClient(t, client.Config{Servers: addrs(nodes...)})
+	ctx := ctxT(t)
+	cl.SetOwner("orders", "n2")
+	cl.SetOwner("orders", "n1")
+	a, err := c.Lookup(ctx, "orders", false)
+	if err != nil || a.Epoch != 2 {
+		t.Fatalf("Lookup = %+v, %v", a, err)
+	}
+	// A node whose view lags answers the next plain lookup with an older
+	// epoch; the client asks again, linearizably, and gets the truth.
+	stale := wire.Assignment{Topic: []byte("orders"), Owner: []byte("n2"), OwnerAddr: []byte("127.0.0.1:9"), Epoch: 1, Partitions: 1}
+	nodes[0].Inject(wire.KindLookup, clienttest.Fault{Stale: &stale})
+	got, err := c.Lookup(ctx, "orders", false)
+	if err != nil || got.Epoch != a.Epoch || got.Owner != "n1" {
+		t.Fatalf("Lookup after a stale answer = %+v, %v; want epoch %d at n1", got, err, a.Epoch)
+	}
+	if n := nodes[0].Requests(wire.KindLookup); n < 3 {
+		t.Fatalf("%d lookups: the stale answer was not asked again", n)
+	}
+}
+
 func TestProduceOnACacheMissLooksTheTopicUp(t *testing.T) {
 	cl, nodes := startCluster(t, 3)
 	cl.SetOwner("orders", "n3")

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,6 +33,12 @@ type Config struct {
 
 	// DialTimeout bounds connecting to a node and the handshake. Default 2s.
 	DialTimeout time.Duration
+
+	// Dial, when set, opens the TCP connections to nodes instead of a
+	// net.Dialer: a test uses it to confine a client to its side of a
+	// network partition, or to a network namespace. It is called with
+	// network "tcp".
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// RequestTimeout bounds one attempt of a request (one round trip to one
 	// node); an attempt that outlives it counts as the node being

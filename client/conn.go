@@ -57,8 +57,12 @@ type response struct {
 // dialConn connects to addr and completes the handshake within ctx. It does
 // not start the reader and writer: the caller does, so that it owns them.
 func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dial := cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}

@@ -64,6 +64,9 @@ type Fault struct {
 	Stall bool
 	// Delay waits before handling the request (or applying the fault).
 	Delay time.Duration
+	// Stale answers a Lookup with this assignment instead of the table's,
+	// as a node whose view lags behind would.
+	Stale *wire.Assignment
 }
 
 // Node is one fake node listening on 127.0.0.1.
@@ -454,6 +457,10 @@ func (s *session) handle(h wire.Header, payload []byte) {
 		case f.Err != nil:
 			finish()
 			s.answerError(h.RequestID, f.Err)
+			return
+		case f.Stale != nil:
+			finish()
+			_ = s.send(wire.KindAssignment, h.RequestID, wire.AppendAssignment(nil, f.Stale))
 			return
 		}
 	}
