@@ -119,12 +119,28 @@ type Config struct {
 	testHooks testHooks
 }
 
-// testHooks lets a test stop a node at a chosen point, as a scheduler or
-// SIGSTOP would.
+// testHooks let a test stop a node at a chosen point, as a scheduler or
+// SIGSTOP would, and put faults on its network (faultnet).
 type testHooks struct {
 	// afterAppend runs in a produce between the append and the lease
 	// check that precedes the acknowledgement.
 	afterAppend func(topic string)
+	// beforeServe runs before every request served off an event loop.
+	beforeServe func()
+	// peerIn decides the fate of every peer frame of kind this node
+	// receives from node from.
+	peerIn func(from string, kind wire.Kind) frameFate
+	// swimConn and pushPull wrap SWIM's socket and push-pull transport.
+	swimConn func(swim.PacketConn) swim.PacketConn
+	pushPull func(swim.PushPullTransport) swim.PushPullTransport
+}
+
+// frameFate is what becomes of a received peer frame under a test's
+// faults: delivered once per delay (none: dropped), after hold is closed
+// when it is not nil (and then judged again).
+type frameFate struct {
+	delays []time.Duration
+	hold   <-chan struct{}
 }
 
 func (c *Config) fill() error {

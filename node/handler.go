@@ -36,6 +36,42 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if !n.serving.Load() {
 		return false
 	}
+	if c.Role() == wire.RolePeer && n.cfg.testHooks.peerIn != nil {
+		return n.deliverUnderFaults(c, h, frame)
+	}
+	return n.deliverFrame(c, h, frame)
+}
+
+// deliverUnderFaults delivers a peer frame as a test's faults decide:
+// dropped, delayed, duplicated, or held while a node is paused.
+func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bool {
+	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
+	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
+		return n.deliverFrame(c, h, frame)
+	}
+	cp := append([]byte(nil), frame...)
+	if fate.hold != nil {
+		go func() {
+			select {
+			case <-fate.hold:
+				n.deliverUnderFaults(c, h, cp)
+			case <-n.ctx.Done():
+			}
+		}()
+		return true
+	}
+	for _, d := range fate.delays {
+		time.AfterFunc(d, func() {
+			if n.ctx.Err() == nil {
+				n.deliverFrame(c, h, cp)
+			}
+		})
+	}
+	return true
+}
+
+// deliverFrame hands one frame to its handler.
+func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
@@ -134,6 +170,9 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 }
 
 func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
+	if hook := n.cfg.testHooks.beforeServe; hook != nil && c.Role() != wire.RolePeer {
+		hook()
+	}
 	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
 	if err != nil {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: err.Error()}))

@@ -344,12 +344,12 @@ func (n *Node) Start(ctx context.Context) error {
 	sc.Rack = n.cfg.Rack
 	sc.Secret = n.cfg.Secret
 	sc.SwimAddr = ""
-	drv, err := swim.Listen(n.cfg.SwimAddr, swim.DriverConfig{
+	drv, err := n.listenSwim(swim.DriverConfig{
 		Node:    sc,
 		Seeds:   n.cfg.Join,
 		OnEvent: n.events.push,
 		Logger:  n.log,
-	}, netio.UDPConfig{ReuseAddr: true})
+	})
 	if err != nil {
 		return fmt.Errorf("node: swim: %w", err)
 	}
@@ -369,6 +369,38 @@ func (n *Node) Start(ctx context.Context) error {
 	go n.reconcileLoop()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
 	return nil
+}
+
+// listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
+// socket and push-pull transport.
+func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
+	h := &n.cfg.testHooks
+	if h.swimConn == nil && h.pushPull == nil {
+		return swim.Listen(n.cfg.SwimAddr, dc, netio.UDPConfig{ReuseAddr: true})
+	}
+	conn, err := netio.ListenUDP(n.cfg.SwimAddr, netio.UDPConfig{ReuseAddr: true})
+	if err != nil {
+		return nil, err
+	}
+	pp, err := netio.ListenPushPull(conn.LocalAddr().String(), 0)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	var pc swim.PacketConn = conn
+	var ppt swim.PushPullTransport = pp
+	if h.swimConn != nil {
+		pc = h.swimConn(pc)
+	}
+	if h.pushPull != nil {
+		ppt = h.pushPull(ppt)
+	}
+	d, err := swim.NewDriver(dc, pc, ppt)
+	if err != nil {
+		conn.Close()
+		pp.Close()
+	}
+	return d, err
 }
 
 // Ready is closed once the node serves requests: its cluster is born and
