@@ -1,0 +1,278 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/faultnet"
+	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// The tests of this file each put one fault from docs/leases.md on a
+// cluster under a produce load — from a client that reaches every node and
+// from one that reaches only the topic's owner — and check what the
+// clients saw: never a write acknowledged at an epoch after one at a
+// higher epoch had completed (history.Check). Each failed before owners
+// served under leases.
+
+func assignTo(t *testing.T, cl *client.Client, topic, owner string) client.Assignment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var a client.Assignment
+	var err error
+	for range 50 {
+		if a, err = cl.Assign(ctx, topic, client.AssignOptions{Owner: owner}); err == nil && a.Owner == owner {
+			return a
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("assign %s to %s: %+v %v", topic, owner, a, err)
+	return a
+}
+
+// waitServes waits until node serves topic at epoch.
+func waitServes(t *testing.T, n *Node, topic string, epoch uint64) {
+	t.Helper()
+	waitUntil(t, 15*time.Second, n.ID()+" serves "+topic, func() bool {
+		_, r := n.serveCheck([]byte(topic), epoch)
+		return r == ownership.Servable
+	})
+}
+
+func TestCutOffOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
+	fc := startFaultCluster(t, 3, 1)
+	admin := fc.confinedClient("n1", "n2")
+	// One topic whose shard's leader stays on the majority side, one whose
+	// leader is cut off with the owner (its successor waits out its grants).
+	away, _ := fc.topicLedBy("cut-away", "n1")
+	with, _ := fc.topicLedBy("cut-with", "n3")
+	for _, topic := range []string{away, with} {
+		a := assignTo(t, admin, topic, "n3")
+		waitServes(t, fc.node("n3"), topic, a.Epoch)
+	}
+	rec := &history.Recorder{}
+	var loads []*producers
+	for _, topic := range []string{away, with} {
+		loads = append(loads, startProducers(rec, topic, map[string]*client.Client{
+			"beside-n3": fc.onlyClient("n3"),
+			"elsewhere": fc.confinedClient("n1", "n2"),
+		}))
+	}
+	time.Sleep(time.Second)
+	cutAt := time.Now()
+	fc.net.Isolate("n3")
+	fc.confine("n3", true)
+	time.Sleep(6 * time.Second)
+	fc.net.Heal()
+	fc.confine("n3", false)
+	time.Sleep(3 * time.Second)
+	for _, p := range loads {
+		p.stop()
+	}
+	ops := checkHistory(t, rec)
+	for _, topic := range []string{away, with} {
+		e, at := maxAckedEpoch(ops, topic)
+		if e < 2 || at.Before(cutAt) {
+			t.Fatalf("%s was never written at a new owner after the cut (highest epoch %d)", topic, e)
+		}
+		t.Logf("%s: first write at epoch %d %v after the cut; longest unwritable stretch %v",
+			topic, e, at.Sub(cutAt).Round(time.Millisecond), unwritable(ops, topic).Round(time.Millisecond))
+	}
+}
+
+func TestReorderedCloseAndOpenNeverReopenATopic(t *testing.T) {
+	c := startCluster(t, 3)
+	n := c.node("n2")
+	const topic = "reordered"
+	// The close of epoch 3 overtakes the open of epoch 2 it supersedes.
+	shard := uint64(9)
+	n.leadMu.Lock()
+	term := n.replicaLead[shard].term
+	n.leadMu.Unlock()
+	if ack, ok := n.takeOwnership(nil, &wire.CloseTopic{Topic: []byte(topic), Epoch: 3, Shard: shard, Term: term}); !ok || ack.Status != wire.TopicDone || ack.Epoch != 3 {
+		t.Fatalf("close: %+v %v", ack, ok)
+	}
+	if ack, ok := n.takeOwnership(&wire.OpenTopic{Topic: []byte(topic), Epoch: 2, Partitions: 1, Shard: shard, Term: term}, nil); !ok || ack.Status != wire.TopicBelowFloor {
+		t.Fatalf("late open: %+v %v, want refused below the floor", ack, ok)
+	}
+	if _, ok := held(n, topic); ok {
+		t.Fatal("the late open reopened the topic")
+	}
+	// The floor is durable: a restart does not forget it.
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n2, err := New(nodeConfig("n2", c.dirs[1], nil, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	c.nodes[1] = n2
+	if ack, ok := n2.takeOwnership(&wire.OpenTopic{Topic: []byte(topic), Epoch: 3, Partitions: 1, Shard: shard, Term: term}, nil); !ok || ack.Status != wire.TopicBelowFloor {
+		t.Fatalf("open at the closed epoch after a restart: %+v %v", ack, ok)
+	}
+	if ack, ok := n2.takeOwnership(&wire.OpenTopic{Topic: []byte(topic), Epoch: 4, Partitions: 1, Shard: shard, Term: term}, nil); !ok || ack.Status != wire.TopicDone {
+		t.Fatalf("open above the floor: %+v %v", ack, ok)
+	}
+}
+
+func TestOwnershipHoldsUnderReorderedDuplicatedAndLostMessages(t *testing.T) {
+	fc := startFaultCluster(t, 3, 2)
+	admin := fc.confinedClient("n1", "n2", "n3")
+	topic, _ := fc.topicLedBy("churn", "n1")
+	a := assignTo(t, admin, topic, "n2")
+	waitServes(t, fc.node("n2"), topic, a.Epoch)
+	// Every message between nodes, SWIM's included: up to 30 ms late (so
+	// reordered), one in ten twice, one in fifty lost.
+	fc.net.SetDefault(faultnet.Link{DelayMax: 30 * time.Millisecond, Dup: 0.1, Loss: 0.02})
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"at-n1": fc.onlyClient("n1"), "at-n2": fc.onlyClient("n2"), "at-n3": fc.onlyClient("n3"),
+		"anywhere": fc.confinedClient("n1", "n2", "n3"),
+	})
+	// Move the topic around while the messages that move it are reordered.
+	owners := []string{"n3", "n1", "n2", "n3", "n2", "n1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	moves := 0
+	for _, o := range owners {
+		if _, err := admin.Assign(ctx, topic, client.AssignOptions{Owner: o}); err == nil {
+			moves++
+		}
+		time.Sleep(1200 * time.Millisecond)
+	}
+	load.stop()
+	ops := checkHistory(t, rec)
+	e, _ := maxAckedEpoch(ops, topic)
+	t.Logf("%d moves; writes acknowledged up to epoch %d", moves, e)
+	if moves < 3 || e < 3 {
+		t.Fatalf("too little happened to mean anything: %d moves, highest written epoch %d", moves, e)
+	}
+}
+
+func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
+	fc := startFaultCluster(t, 3, 3)
+	admin := fc.confinedClient("n1", "n2", "n3")
+	topic, shard := fc.topicLedBy("deposed", "n1")
+	// n2's acknowledgements to n1 are lost, so n1 owes n2 the open of the
+	// topic for as long as it resends.
+	fc.net.Cut("n2", "n1", uint8(wire.KindTopicAck))
+	a := assignTo(t, admin, topic, "n2")
+	waitServes(t, fc.node("n2"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n2": fc.onlyClient("n2"), "anywhere": fc.confinedClient("n1", "n3"),
+	})
+	time.Sleep(500 * time.Millisecond)
+	// n1 hands the shard to n3, which moves the topic to n1.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fc.node("n1").host.TransferLeader(ctx, uint64(shard), RaftID("n3")); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "n3 leads the shard", func() bool { return fc.node("n3").led[shard].Load() })
+	b := assignTo(t, admin, topic, "n1")
+	if b.Epoch <= a.Epoch {
+		t.Fatalf("move at epoch %d after %d", b.Epoch, a.Epoch)
+	}
+	// n1 resent its open every interval while it led; let any resend
+	// land after n2 closed the topic.
+	time.Sleep(3 * time.Second)
+	load.stop()
+	checkHistory(t, rec)
+	if h, ok := held(fc.node("n2"), topic); ok && h.Epoch <= a.Epoch {
+		t.Fatalf("n2 holds %s at epoch %d again after it moved to epoch %d", topic, h.Epoch, b.Epoch)
+	}
+}
+
+func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) {
+	fc := startFaultCluster(t, 3, 4)
+	admin := fc.confinedClient("n1", "n2", "n3")
+	topic, shard := fc.topicLedBy("chain", "n1")
+	// n2, the first owner, never hears a close and never acknowledges one.
+	fc.net.Cut("*", "n2", uint8(wire.KindCloseTopic))
+	a := assignTo(t, admin, topic, "n2")
+	waitServes(t, fc.node("n2"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n2": fc.onlyClient("n2"), "anywhere": fc.confinedClient("n1", "n3"),
+	})
+	time.Sleep(300 * time.Millisecond)
+	assignTo(t, admin, topic, "n3")
+	time.Sleep(300 * time.Millisecond)
+	c := assignTo(t, admin, topic, "n1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fc.node("n1").host.TransferLeader(ctx, uint64(shard), RaftID("n3")); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	waitServes(t, fc.node("n1"), topic, c.Epoch)
+	time.Sleep(3 * time.Second)
+	load.stop()
+	checkHistory(t, rec)
+	if _, r := fc.node("n2").serveCheck([]byte(topic), a.Epoch); r == ownership.Servable {
+		t.Fatalf("n2 still serves %s at epoch %d, three owners later", topic, a.Epoch)
+	}
+}
+
+func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
+	fc := startFaultCluster(t, 3, 5)
+	admin := fc.confinedClient("n1", "n2")
+	topic, _ := fc.topicLedBy("leaving", "n1")
+	a := assignTo(t, admin, topic, "n3")
+	waitServes(t, fc.node("n3"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
+	})
+	time.Sleep(time.Second)
+	leftAt := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := fc.node("n3").Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	load.stop()
+	ops := checkHistory(t, rec)
+	e, at := maxAckedEpoch(ops, topic)
+	if e <= a.Epoch {
+		t.Fatalf("%s was never written at its next owner", topic)
+	}
+	t.Logf("%s written at epoch %d %v after n3 began to leave", topic, e, at.Sub(leftAt).Round(time.Millisecond))
+}
+
+func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
+	fc := startFaultCluster(t, 3, 6)
+	admin := fc.confinedClient("n1", "n2")
+	topic, _ := fc.topicLedBy("paused", "n1")
+	a := assignTo(t, admin, topic, "n3")
+	waitServes(t, fc.node("n3"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
+	})
+	time.Sleep(time.Second)
+	// Frozen mid-request: a produce that n3 appended waits, with every
+	// message to or from n3, until the pause ends.
+	fc.net.Pause("n3")
+	time.Sleep(5 * time.Second)
+	resumedAt := time.Now()
+	fc.net.Resume("n3")
+	time.Sleep(3 * time.Second)
+	load.stop()
+	ops := checkHistory(t, rec)
+	for _, o := range ops {
+		if o.OK && o.Client == "beside-n3" && o.Epoch == a.Epoch && o.End.After(resumedAt) {
+			t.Fatalf("n3 acknowledged a write at its old epoch after the pause: %v", &o)
+		}
+	}
+	if e, _ := maxAckedEpoch(ops, topic); e <= a.Epoch {
+		t.Fatalf("%s never moved away from the paused owner", topic)
+	}
+}
