@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,9 @@ type proc struct {
 	id                                string
 	client, peer, swim, metrics, data string
 	args                              []string
+	// wrap, when set, runs the node through another command (e.g. ip
+	// netns exec NS): wrap[0] with wrap[1:], then the shoal binary and args.
+	wrap []string
 
 	cmd    *exec.Cmd
 	output *syncBuffer
@@ -189,7 +193,12 @@ func (c *cluster) start(p *proc) {
 		// often needs.
 		fmt.Fprintf(p.output, "---- %s restarted ----\n", p.id)
 	}
-	p.cmd = exec.Command(c.shoal, p.args...)
+	name, args := c.shoal, p.args
+	if len(p.wrap) > 0 {
+		name = p.wrap[0]
+		args = append(append(slices.Clone(p.wrap[1:]), c.shoal), p.args...)
+	}
+	p.cmd = exec.Command(name, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", p.id, err)
