@@ -172,4 +172,3 @@ func checkLoad(t *testing.T, l *load, final map[string]history.Final) []history.
 	}
 	return ops
 }
-
