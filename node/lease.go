@@ -251,6 +251,13 @@ func (n *Node) propose(ctx context.Context, shard uint64, data []byte) (any, err
 	return res, err
 }
 
+// leaderSince returns when this node became shard's leader.
+func (n *Node) leaderSince(shard uint64) (time.Time, bool) {
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.Since(shard)
+}
+
 // leadsAt returns the term at which this node leads shard, as its duties
 // know it.
 func (n *Node) leadsAt(shard uint64) (uint64, bool) {

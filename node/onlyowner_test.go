@@ -276,3 +276,28 @@ func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
 		t.Fatalf("%s never moved away from the paused owner", topic)
 	}
 }
+
+func TestAnOwnerThatCannotReachItsLeaderLosesItsTopics(t *testing.T) {
+	fc := startFaultCluster(t, 3, 7)
+	admin := fc.confinedClient("n1", "n2")
+	topic, _ := fc.topicLedBy("one-way", "n1")
+	a := assignTo(t, admin, topic, "n3")
+	waitServes(t, fc.node("n3"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
+	})
+	time.Sleep(500 * time.Millisecond)
+	// n3 cannot send to n1, which leads the topic's shard: its leases
+	// lapse, while SWIM, probing through n2, keeps it alive.
+	cutAt := time.Now()
+	fc.net.Cut("n3", "n1")
+	time.Sleep(6 * time.Second)
+	load.stop()
+	ops := checkHistory(t, rec)
+	e, at := maxAckedEpoch(ops, topic)
+	if e <= a.Epoch {
+		t.Fatalf("%s stayed with the owner that cannot reach its leader", topic)
+	}
+	t.Logf("%s written at epoch %d %v after the one-way cut", topic, e, at.Sub(cutAt).Round(time.Millisecond))
+}

@@ -34,7 +34,11 @@ func (n *Node) reconcileLoop() {
 }
 
 // reassignDead proposes, in every shard this node leads, the move of the
-// topics owned by members SWIM declared dead (or gone) to live members.
+// topics owned by members SWIM declared dead (or gone) to live members,
+// and of those owned by a member that has not asked this leader for a
+// lease on the shard for silentOwnerLeases leases (it cannot reach this
+// node, a one-way partition SWIM does not see: its topics are unwritable
+// where they are).
 //
 // An owner SWIM does not know at all counts as gone too, once this node has
 // synced its membership with a peer and run long enough since to have heard
@@ -53,16 +57,24 @@ func (n *Node) reassignDead(v *clusterView) {
 		_, known := v.byID[id]
 		return !known && knowsAll
 	}
+	silentFor := silentOwnerLeases * n.cfg.LeaseDuration
+	now := n.clock()
 	for s := range n.led {
 		if !n.led[s].Load() {
 			continue
 		}
 		shard := uint64(s)
+		since, leads := n.leaderSince(shard)
 		var cmds []meta.Command
-		_ = n.sm.with(shard, func(st *meta.State) {
+		_ = n.sm.withShard(shard, func(sh *shardState) {
+			st := sh.st
 			for _, o := range st.Owners() {
-				if !gone(o.ID) {
+				silent := leads && o.ID != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[o.ID]) > silentFor
+				if !gone(o.ID) && !silent {
 					continue
+				}
+				if silent && !gone(o.ID) {
+					n.log.Info("owner silent: moving its topics", "shard", shard, "owner", o.ID)
 				}
 				cmd, err := st.PlanReassign(o.ID, liveNodes(v, st), 0)
 				if err != nil || len(cmd.Moves) == 0 {
@@ -93,6 +105,10 @@ func (n *Node) reassignDead(v *clusterView) {
 		}
 	}
 }
+
+// silentOwnerLeases: how many lease lengths an owner may go without asking
+// its shard's leader for a lease before the leader moves its topics.
+const silentOwnerLeases = 3
 
 // membershipSettle: reconcile intervals the live set must stay unchanged
 // before the shard manager changes any raft configuration.

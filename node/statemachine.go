@@ -47,6 +47,9 @@ type shardState struct {
 	// for each owner (see grant). Under mu, so that a grant computed before
 	// an apply is always seen by that apply.
 	lastGrant map[string]time.Time
+	// lastAsk: when each owner last asked for a lease on the shard here,
+	// granted or not (see reassignDead).
+	lastAsk map[string]time.Time
 }
 
 // stateMachine is the raftmux.StateMachine of every shard on the node: one
@@ -131,6 +134,18 @@ func (m *stateMachine) with(shard uint64, fn func(st *meta.State)) error {
 	return nil
 }
 
+// withShard runs fn on shard's state and lease bookkeeping under its lock.
+func (m *stateMachine) withShard(shard uint64, fn func(s *shardState)) error {
+	s, err := m.shard(shard)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s)
+	return nil
+}
+
 // hosted runs fn on shard's state if the shard is loaded here (a replica
 // that applied or restored since the node started) and reports whether it
 // was.
@@ -212,6 +227,10 @@ func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock fu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := clock()
+	if s.lastAsk == nil {
+		s.lastAsk = make(map[string]time.Time)
+	}
+	s.lastAsk[owner] = now
 	term, ok := may(now)
 	if !ok {
 		return wire.LeaseGrant{}, false

@@ -178,6 +178,14 @@ func (l *Leader) Leads(shard uint64) (uint64, bool) {
 	return 0, false
 }
 
+// Since returns when this node became shard's leader.
+func (l *Leader) Since(shard uint64) (time.Time, bool) {
+	if s := l.led[shard]; s != nil {
+		return s.since, true
+	}
+	return time.Time{}, false
+}
+
 // Current records that this node's state of shard holds every entry
 // committed before term.
 func (l *Leader) Current(shard, term uint64) {
