@@ -328,4 +328,3 @@ func unwritable(ops []history.Op, topic string) time.Duration {
 	}
 	return worst
 }
-
