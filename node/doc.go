@@ -62,14 +62,25 @@
 //
 // # Ownership
 //
-// After a command commits, the shard's leader sends OpenTopic to the new
-// owner and CloseTopic to the previous one, resending every reconcile
-// interval until a TopicAck (or the node is dead). A new leader resends
-// OpenTopic for every topic of the shard and CloseTopic to previous owners.
-// An owner persists the topics it holds (in the store's node-local slot), so
-// a restart keeps serving them until a leader says otherwise. When SWIM
-// declares a member dead or left, every shard leader moves the topics that
-// member owned to live members (meta PlanReassign, epoch + 1).
+// An owner serves a topic only under a lease from the topic's shard
+// leader (docs/leases.md). The two halves are cores with no I/O:
+// ownership.Holder (the topics this node holds, their epoch floors, its
+// leases) and duty.Leader (what this node owes as a shard leader: whether
+// it may grant, vouch rounds, the OpenTopic/CloseTopic it owes, and the
+// fences that hold a topic's next owner back until every earlier one has
+// stopped). lease.go runs the rounds — one LeaseRound per peer per
+// Config.LeaseRenewInterval carrying lease and vouch requests — and
+// owner.go sends the ownership messages and takes their acks. After a
+// command commits, the shard's leader sends OpenTopic to the new owner
+// (once its fences allow) and CloseTopic to the previous one, resending
+// until a TopicAck. A new leader, once a read index made its state current,
+// queues OpenTopic for every topic of the shard and CloseTopic to previous
+// owners. An owner persists the topics it holds and the epochs it closed
+// (the store's node slot), so a restart keeps them; it serves them again
+// once a lease covers them. When SWIM declares a member dead or left, or
+// a member has not asked a leader for a lease on a shard for three lease
+// lengths, every shard leader moves the topics that member owned there to
+// live members (meta PlanReassign, epoch + 1).
 //
 // # The shard manager
 //
