@@ -99,8 +99,9 @@ func (n *Node) takeLeaseFrame(f leaseFrame) {
 		reply := n.answerLeaseRound(f.from, &m)
 		fr, start := wire.BeginFrame(nil, wire.KindLeaseReply, m.Seq)
 		fr = wire.AppendLeaseReply(fr, reply)
-		if fr, err := wire.EndFrame(fr, start); err == nil {
-			_ = n.net.Send(f.from, fr)
+		if fr, err := wire.EndFrame(fr, start); err == nil && n.net.Send(f.from, fr) == nil {
+			n.counters.leaseMessagesSent.Add(1)
+			n.counters.leaseBytesSent.Add(uint64(len(fr)))
 		}
 	case wire.KindLeaseReply:
 		var r wire.LeaseReply
@@ -154,7 +155,8 @@ func (n *Node) leaseRound() {
 			continue
 		}
 		if n.net.Send(p, f) == nil {
-			n.counters.leaseRoundsSent.Add(1)
+			n.counters.leaseMessagesSent.Add(1)
+			n.counters.leaseBytesSent.Add(uint64(len(f)))
 		}
 	}
 }

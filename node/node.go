@@ -143,7 +143,7 @@ type counters struct {
 	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
 	rejected, metaPulls, metaSyncs, straysDropped                 atomic.Uint64
-	leaseRoundsSent, leaseGrants, leaseRefusals                   atomic.Uint64
+	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
 }
 

@@ -58,7 +58,8 @@ type Stats struct {
 	OpensSent          uint64
 	ClosesSent         uint64
 	OwnershipFences    int    // earlier owners of topics this node leads not yet fenced
-	LeaseRoundsSent    uint64 // LeaseRound frames sent to peers
+	LeaseMessagesSent  uint64 // LeaseRound and LeaseReply frames sent to peers
+	LeaseBytesSent     uint64 // their bytes, headers included
 	LeaseGrants        uint64 // shard leases granted to owners
 	LeaseRefusals      uint64 // shard leases refused (not the leader, or not confirmed yet)
 	LeaseFramesDropped uint64 // lease frames dropped for want of room in the queue
@@ -95,7 +96,8 @@ func (n *Node) Stats() Stats {
 		OpensSent:          n.counters.opensSent.Load(),
 		ClosesSent:         n.counters.closesSent.Load(),
 		OwnershipFences:    n.dutyFences(),
-		LeaseRoundsSent:    n.counters.leaseRoundsSent.Load(),
+		LeaseMessagesSent:  n.counters.leaseMessagesSent.Load(),
+		LeaseBytesSent:     n.counters.leaseBytesSent.Load(),
 		LeaseGrants:        n.counters.leaseGrants.Load(),
 		LeaseRefusals:      n.counters.leaseRefusals.Load(),
 		LeaseFramesDropped: n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
