@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -48,50 +49,13 @@ func (v MetadataVersions) get(k int) uint64 {
 	return v.ShardLeaders
 }
 
-// memberRecord is one member as a membership push carries it.
-type memberRecord struct {
-	id, rack, swimAddr string
-	gen, inc           uint64
-	state              swim.State
-}
-
 func live(s swim.State) bool { return s == swim.StateAlive || s == swim.StateSuspect }
 
-// stateRank orders the states of one incarnation as SWIM's merge does.
-func stateRank(s swim.State) int {
-	switch s {
-	case swim.StateSuspect:
-		return 1
-	case swim.StateDead, swim.StateLeft:
-		return 2
-	}
-	return 0
-}
-
-// newerThan reports whether r supersedes what m says by SWIM's merge
-// rules: a higher generation; within one, a final state over a live one,
-// else a higher incarnation, else a stronger state.
-func (r *memberRecord) newerThan(m *swim.Member) bool {
-	if r.gen != m.Generation {
-		return r.gen > m.Generation
-	}
-	rf, mf := stateRank(r.state) == 2, stateRank(m.State) == 2
-	if rf != mf {
-		return rf
-	}
-	if mf {
-		return false
-	}
-	if r.inc != m.Incarnation {
-		return r.inc > m.Incarnation
-	}
-	return stateRank(r.state) > stateRank(m.State)
-}
-
-func recordsOf(ms []swim.Member) []memberRecord {
-	out := make([]memberRecord, len(ms))
+func recordsOf(ms []swim.Member) []wire.MemberRecord {
+	out := make([]wire.MemberRecord, len(ms))
 	for i, m := range ms {
-		out[i] = memberRecord{id: m.ID, rack: m.Rack, swimAddr: m.SwimAddr, gen: m.Generation, inc: m.Incarnation, state: m.State}
+		out[i] = wire.MemberRecord{ID: []byte(m.ID), Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr),
+			Generation: m.Generation, Incarnation: m.Incarnation, State: wire.MemberState(m.State)}
 	}
 	return out
 }
@@ -100,97 +64,24 @@ func recordsOf(ms []swim.Member) []memberRecord {
 // generation, incarnation and state) and the ring digest (xxh3 of every
 // live member's id and rack: the input of the ring's placement). rs must be
 // sorted by id.
-func digests(rs []memberRecord) (members, ring uint64) {
+func digests(rs []wire.MemberRecord) (members, ring uint64) {
 	var mb, rb []byte
 	for i := range rs {
 		r := &rs[i]
-		if !live(r.state) {
+		if !live(swim.State(r.State)) {
 			continue
 		}
-		mb = binary.AppendUvarint(mb, uint64(len(r.id)))
-		mb = append(mb, r.id...)
-		mb = binary.AppendUvarint(mb, r.gen)
-		mb = binary.AppendUvarint(mb, r.inc)
-		mb = append(mb, byte(r.state))
-		rb = binary.AppendUvarint(rb, uint64(len(r.id)))
-		rb = append(rb, r.id...)
-		rb = binary.AppendUvarint(rb, uint64(len(r.rack)))
-		rb = append(rb, r.rack...)
+		mb = binary.AppendUvarint(mb, uint64(len(r.ID)))
+		mb = append(mb, r.ID...)
+		mb = binary.AppendUvarint(mb, r.Generation)
+		mb = binary.AppendUvarint(mb, r.Incarnation)
+		mb = append(mb, byte(r.State))
+		rb = binary.AppendUvarint(rb, uint64(len(r.ID)))
+		rb = append(rb, r.ID...)
+		rb = binary.AppendUvarint(rb, uint64(len(r.Rack)))
+		rb = append(rb, r.Rack...)
 	}
 	return xxh3.Hash(mb), xxh3.Hash(rb)
-}
-
-// appendMembers encodes a member list: a uvarint count, then per member
-// id, rack and SWIM address (each a uvarint length and bytes), generation
-// and incarnation (uvarints) and the state (one byte).
-func appendMembers(b []byte, rs []memberRecord) []byte {
-	b = binary.AppendUvarint(b, uint64(len(rs)))
-	for i := range rs {
-		r := &rs[i]
-		for _, s := range [...]string{r.id, r.rack, r.swimAddr} {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
-		}
-		b = binary.AppendUvarint(b, r.gen)
-		b = binary.AppendUvarint(b, r.inc)
-		b = append(b, byte(r.state))
-	}
-	return b
-}
-
-// maxPushedMembers bounds a pushed member list.
-const maxPushedMembers = 1 << 16
-
-// decodeMembers decodes appendMembers' output, sorted by id.
-func decodeMembers(b []byte) ([]memberRecord, error) {
-	cnt, k := binary.Uvarint(b)
-	// A member takes at least 6 bytes (three lengths, two varints, state).
-	if k <= 0 || cnt > maxPushedMembers || cnt > uint64(len(b)-k)/6 {
-		return nil, errBadMembers
-	}
-	b = b[k:]
-	out := make([]memberRecord, 0, cnt)
-	str := func(max int) (string, bool) {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(max) || l > uint64(len(b)-k) {
-			return "", false
-		}
-		s := string(b[k : k+int(l)])
-		b = b[k+int(l):]
-		return s, true
-	}
-	for range cnt {
-		var r memberRecord
-		var ok1, ok2, ok3 bool
-		r.id, ok1 = str(wire.MaxNodeIDLen)
-		r.rack, ok2 = str(wire.MaxRackLen)
-		r.swimAddr, ok3 = str(wire.MaxAddrLen)
-		if !ok1 || !ok2 || !ok3 || r.id == "" {
-			return nil, errBadMembers
-		}
-		var k1, k2 int
-		r.gen, k1 = binary.Uvarint(b)
-		if k1 <= 0 {
-			return nil, errBadMembers
-		}
-		r.inc, k2 = binary.Uvarint(b[k1:])
-		if k2 <= 0 || len(b) < k1+k2+1 {
-			return nil, errBadMembers
-		}
-		r.state = swim.State(b[k1+k2])
-		b = b[k1+k2+1:]
-		if r.state < swim.StateAlive || r.state > swim.StateLeft {
-			return nil, errBadMembers
-		}
-		if n := len(out); n > 0 && out[n-1].id >= r.id {
-			return nil, errBadMembers
-		}
-		out = append(out, r)
-	}
-	if len(b) != 0 {
-		return nil, errBadMembers
-	}
-	return out, nil
 }
 
 // leaderVersion is the version of the shard-leader table: the sum of its
@@ -205,45 +96,23 @@ func (n *Node) leaderVersion() uint64 {
 	return v
 }
 
-// appendLeaderTable encodes the table: a uvarint count, then per known
-// shard uvarint shard, uvarint term, uvarint length and the leader id.
-func appendLeaderTable(b []byte, rows []router.ShardLeader) []byte {
-	b = binary.AppendUvarint(b, uint64(len(rows)))
-	for _, r := range rows {
-		b = binary.AppendUvarint(b, uint64(r.Shard))
-		b = binary.AppendUvarint(b, r.Term)
-		b = binary.AppendUvarint(b, uint64(len(r.Leader)))
-		b = append(b, r.Leader...)
+// leaderRows is the table as wire's rows.
+func leaderRows(rows []router.ShardLeader) []wire.LeaderRow {
+	out := make([]wire.LeaderRow, len(rows))
+	for i, r := range rows {
+		out[i] = wire.LeaderRow{Shard: uint64(r.Shard), Term: r.Term, Leader: []byte(r.Leader)}
 	}
-	return b
+	return out
 }
 
 // mergeLeaderTable applies an encoded table, term-checked row by row.
 func (n *Node) mergeLeaderTable(b []byte) error {
-	cnt, k := binary.Uvarint(b)
-	if k <= 0 || cnt > uint64(n.cfg.Shards) {
-		return errBadLeaderTable
+	rows, err := wire.DecodeLeaderTable(b, uint64(n.cfg.Shards), nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadLeaderTable, err)
 	}
-	b = b[k:]
-	for range cnt {
-		shard, k1 := binary.Uvarint(b)
-		if k1 <= 0 {
-			return errBadLeaderTable
-		}
-		term, k2 := binary.Uvarint(b[k1:])
-		if k2 <= 0 {
-			return errBadLeaderTable
-		}
-		l, k3 := binary.Uvarint(b[k1+k2:])
-		off := k1 + k2 + k3
-		if k3 <= 0 || l == 0 || l > wire.MaxNodeIDLen || l > uint64(len(b)-off) || shard >= uint64(n.cfg.Shards) {
-			return errBadLeaderTable
-		}
-		_, _ = n.leaders.Update(uint32(shard), string(b[off:off+int(l)]), term)
-		b = b[off+int(l):]
-	}
-	if len(b) != 0 {
-		return errBadLeaderTable
+	for _, r := range rows {
+		_, _ = n.leaders.Update(uint32(r.Shard), string(r.Leader), r.Term)
 	}
 	return nil
 }
@@ -456,7 +325,7 @@ func (n *Node) serveMetadataPull(c *netio.Conn, h wire.Header, payload []byte) {
 		for _, r := range rows {
 			push.Version += r.Term
 		}
-		push.Data = appendLeaderTable(nil, rows)
+		push.Data = wire.AppendLeaderTable(nil, leaderRows(rows))
 	default:
 		ms := n.swim.Members()
 		vs := n.MetadataVersions()
@@ -464,7 +333,7 @@ func (n *Node) serveMetadataPull(c *netio.Conn, h wire.Header, payload []byte) {
 		if m.Kind == wire.MetaRing {
 			push.Version = vs.Ring
 		}
-		push.Data = appendMembers(nil, recordsOf(ms))
+		push.Data = wire.AppendMemberRecords(nil, recordsOf(ms))
 	}
 	f, start := wire.BeginFrame(nil, wire.KindMetadataPush, h.RequestID)
 	f = wire.AppendMetadataPush(f, &push)
@@ -490,8 +359,9 @@ func (n *Node) onMetadataPush(from string, payload []byte) {
 		n.msync.track.merged(k, have)
 		n.msync.mu.Unlock()
 	} else {
-		rs, err := decodeMembers(m.Data)
+		rs, err := wire.DecodeMemberRecords(m.Data, nil)
 		if err != nil {
+			err = fmt.Errorf("%w: %w", errBadMembers, err)
 			n.log.Warn("node: metadata push", "from", from, "kind", m.Kind, "err", err)
 			return
 		}
@@ -512,7 +382,7 @@ func (n *Node) onMetadataPush(from string, payload []byte) {
 // knows: it takes the peer's version if its own digest matches the
 // peer's, or one above it if it knows more (so that the peer pulls in
 // turn). It reports whether the push was merged.
-func (n *Node) mergeMembers(from string, k int, ver uint64, rs []memberRecord) bool {
+func (n *Node) mergeMembers(from string, k int, ver uint64, rs []wire.MemberRecord) bool {
 	mine := n.swim.Members()
 	byID := make(map[string]*swim.Member, len(mine))
 	for i := range mine {
@@ -522,13 +392,15 @@ func (n *Node) mergeMembers(from string, k int, ver uint64, rs []memberRecord) b
 	newer := false
 	for i := range rs {
 		r := &rs[i]
-		if r.id == from {
-			peerAddr = r.swimAddr
+		st := swim.State(r.State)
+		if string(r.ID) == from {
+			peerAddr = string(r.SwimAddr)
 		}
-		if r.id == n.cfg.ID {
+		if string(r.ID) == n.cfg.ID {
 			continue
 		}
-		if m := byID[r.id]; (m == nil && live(r.state)) || (m != nil && r.newerThan(m)) {
+		m := byID[string(r.ID)]
+		if (m == nil && live(st)) || (m != nil && swim.Supersedes(r.Generation, r.Incarnation, st, m.Generation, m.Incarnation, m.State)) {
 			newer = true
 		}
 	}

@@ -16,7 +16,7 @@ func TestLeaderTableRoundTripIsTermChecked(t *testing.T) {
 	_, _ = src.leaders.Update(1, "n1", 5)
 	_, _ = src.leaders.Update(6, "n3", 2)
 	rows, _ := src.leaders.Snapshot(nil)
-	enc := appendLeaderTable(nil, rows)
+	enc := wire.AppendLeaderTable(nil, leaderRows(rows))
 
 	dst := &Node{cfg: Config{Shards: 8}, leaders: router.NewLeaderTable(8)}
 	_, _ = dst.leaders.Update(6, "n2", 9) // newer than the pushed row
@@ -36,13 +36,14 @@ func TestLeaderTableRoundTripIsTermChecked(t *testing.T) {
 
 func TestLeaderTableRejectsMalformedInput(t *testing.T) {
 	n := &Node{cfg: Config{Shards: 8}, leaders: router.NewLeaderTable(8)}
-	good := appendLeaderTable(nil, []router.ShardLeader{{Shard: 3, Leader: "n1", Term: 1}})
+	table := func(rows ...router.ShardLeader) []byte { return wire.AppendLeaderTable(nil, leaderRows(rows)) }
+	good := table(router.ShardLeader{Shard: 3, Leader: "n1", Term: 1})
 	for name, b := range map[string][]byte{
 		"empty":        nil,
 		"truncated":    good[:len(good)-1],
 		"trailing":     append(append([]byte(nil), good...), 0),
-		"shard range":  appendLeaderTable(nil, []router.ShardLeader{{Shard: 8, Leader: "n1", Term: 1}}),
-		"empty leader": appendLeaderTable(nil, []router.ShardLeader{{Shard: 1, Leader: "", Term: 1}}),
+		"shard range":  table(router.ShardLeader{Shard: 8, Leader: "n1", Term: 1}),
+		"empty leader": table(router.ShardLeader{Shard: 1, Leader: "", Term: 1}),
 		"huge count":   {0xff, 0xff, 0xff, 0xff, 0x0f},
 		"huge id":      {1, 1, 1, 0xff, 0x01},
 	} {
@@ -129,71 +130,33 @@ func TestSyncTrackerBoundsStalenessWithoutAnnouncements(t *testing.T) {
 	}
 }
 
-func TestMemberListRoundTripAndDigests(t *testing.T) {
-	rs := []memberRecord{
-		{id: "n1", rack: "a", swimAddr: "127.0.0.1:1", gen: 10, inc: 2, state: swim.StateAlive},
-		{id: "n2", rack: "b", swimAddr: "127.0.0.1:2", gen: 11, inc: 0, state: swim.StateDead},
-		{id: "n3", rack: "", swimAddr: "127.0.0.1:3", gen: 12, inc: 1, state: swim.StateSuspect},
+func TestMembershipAndRingDigests(t *testing.T) {
+	rec := func(id, rack string, gen, inc uint64, st swim.State) wire.MemberRecord {
+		return wire.MemberRecord{ID: []byte(id), Rack: []byte(rack), SwimAddr: []byte("127.0.0.1:1"), Generation: gen, Incarnation: inc, State: wire.MemberState(st)}
 	}
-	got, err := decodeMembers(appendMembers(nil, rs))
-	if err != nil || !slices.Equal(got, rs) {
-		t.Fatalf("round trip %+v, %v", got, err)
+	rs := []wire.MemberRecord{
+		rec("n1", "a", 10, 2, swim.StateAlive),
+		rec("n2", "b", 11, 0, swim.StateDead),
+		rec("n3", "", 12, 1, swim.StateSuspect),
 	}
 	m0, r0 := digests(rs)
 	// A refutation changes the membership, not the ring.
 	rs2 := slices.Clone(rs)
-	rs2[2].inc, rs2[2].state = 2, swim.StateAlive
+	rs2[2].Incarnation, rs2[2].State = 2, wire.MemberAlive
 	m1, r1 := digests(rs2)
 	if m1 == m0 || r1 != r0 {
 		t.Fatalf("refutation: membership %x→%x ring %x→%x", m0, m1, r0, r1)
 	}
 	// A dead member dropped from the list changes neither.
-	m2, r2 := digests([]memberRecord{rs[0], rs[2]})
+	m2, r2 := digests([]wire.MemberRecord{rs[0], rs[2]})
 	if m2 != m0 || r2 != r0 {
 		t.Fatal("forgetting a dead member changed a digest")
 	}
 	// A live member leaving the ring changes both.
 	rs3 := slices.Clone(rs)
-	rs3[0].state = swim.StateDead
+	rs3[0].State = wire.MemberDead
 	if m3, r3 := digests(rs3); m3 == m0 || r3 == r0 {
 		t.Fatal("a member's death left a digest unchanged")
-	}
-	good := appendMembers(nil, rs[:1])
-	for name, b := range map[string][]byte{
-		"empty":     nil,
-		"truncated": good[:len(good)-1],
-		"trailing":  append(slices.Clone(good), 0),
-		"state":     appendMembers(nil, []memberRecord{{id: "x", state: 9}}),
-		"no id":     appendMembers(nil, []memberRecord{{state: swim.StateAlive}}),
-		"unsorted":  appendMembers(nil, []memberRecord{{id: "b", state: 1}, {id: "a", state: 1}}),
-		"count":     {0xff, 0xff, 0x03},
-	} {
-		if _, err := decodeMembers(b); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
-func TestMemberRecordNewerFollowsSwimMergeRules(t *testing.T) {
-	m := swim.Member{ID: "x", Generation: 5, Incarnation: 3, State: swim.StateSuspect}
-	for _, tc := range []struct {
-		r    memberRecord
-		want bool
-	}{
-		{memberRecord{gen: 6, state: swim.StateAlive}, true},
-		{memberRecord{gen: 4, inc: 9, state: swim.StateDead}, false},
-		{memberRecord{gen: 5, inc: 4, state: swim.StateAlive}, true},
-		{memberRecord{gen: 5, inc: 3, state: swim.StateAlive}, false},
-		{memberRecord{gen: 5, inc: 3, state: swim.StateSuspect}, false},
-		{memberRecord{gen: 5, inc: 0, state: swim.StateDead}, true},
-	} {
-		if got := tc.r.newerThan(&m); got != tc.want {
-			t.Errorf("%+v newer than %+v: %v", tc.r, m, got)
-		}
-	}
-	dead := swim.Member{Generation: 5, Incarnation: 1, State: swim.StateDead}
-	if (&memberRecord{gen: 5, inc: 7, state: swim.StateAlive}).newerThan(&dead) {
-		t.Error("dead is final within a generation")
 	}
 }
 

@@ -40,11 +40,6 @@ var (
 // Config.Shards).
 const localShard = shardstore.NodeSlot
 
-// bornKey, in the node's local slot, marks that this node has seen its
-// cluster born (it created its groups, or found leaders already elected):
-// a restart never bootstraps again.
-var bornKey = []byte("born")
-
 // Node is one Shoal node: SWIM membership, the raft groups of the shards it
 // hosts, the metadata state machine of each, the topics it owns, and the
 // client and peer listeners.
@@ -229,10 +224,10 @@ func New(cfg Config) (*Node, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if v, err := store.Get(localShard, bornKey); err != nil {
+	if born, err := store.Born(); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("node: read birth marker: %w", err)
-	} else if v != nil {
+	} else if born {
 		n.born.Store(true)
 	}
 	return n, nil
@@ -487,7 +482,7 @@ func (n *Node) markBorn() {
 	}
 	n.bornAt.Store(time.Now().UnixNano())
 	b := n.store.NewBatch()
-	b.Put(localShard, bornKey, []byte{1})
+	b.PutBorn()
 	if err := b.Commit(true); err != nil {
 		n.log.Error("node: persist birth marker", "err", err)
 	}

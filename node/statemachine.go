@@ -13,19 +13,11 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-// A shard's meta.State is stored one record per topic: data key
-// recordPrefix+topic holds meta's record encoding, floorKey the shard's
-// epoch floor (uvarint). An applied run of commands writes only the records
-// it changed, into the raft round's batch that also holds the applied
-// index, so a restart and a raft snapshot (which streams every data key of
-// the shard) both find exactly the state of the applied index.
-var (
-	recordPrefix = []byte("t")
-	floorKey     = []byte("f")
-	// legacyStateKey held the whole encoded state in earlier versions; it
-	// is read when present and replaced by records at the next apply.
-	legacyStateKey = []byte("meta")
-)
+// A shard's meta.State is stored one record per topic (keys in
+// shardstore/metakeys.go). An applied run of commands writes only the
+// records it changed, into the raft round's batch that also holds the
+// applied index, so a restart and a raft snapshot (which streams every data
+// key of the shard) both find exactly the state of the applied index.
 
 // applyResult is what a proposer gets back from Host.Propose.
 type applyResult struct {
@@ -38,7 +30,7 @@ type applyResult struct {
 type shardState struct {
 	mu sync.Mutex
 	st *meta.State
-	// legacy: loaded from legacyStateKey; the next apply writes every
+	// legacy: loaded from shardstore.LegacyMetaKey; the next apply writes every
 	// record and deletes it.
 	legacy bool
 	// key and val are Apply's encoding buffers (raftmux worker only).
@@ -74,7 +66,7 @@ func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err erro
 			st.TrackChanges()
 		}
 	}()
-	if b, err := m.store.Get(shard, legacyStateKey); err != nil {
+	if b, err := m.store.Get(shard, shardstore.LegacyMetaKey); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load state: %w", shard, err)
 	} else if b != nil {
 		st, err := meta.DecodeSnapshot(b)
@@ -84,7 +76,7 @@ func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err erro
 		return st, true, nil
 	}
 	l := meta.NewLoader()
-	if b, err := m.store.Get(shard, floorKey); err != nil {
+	if b, err := m.store.Get(shard, shardstore.EpochFloorKey); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load floor: %w", shard, err)
 	} else if b != nil {
 		f, k := binary.Uvarint(b)
@@ -94,8 +86,8 @@ func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err erro
 		l.SetFloor(f)
 	}
 	var addErr error
-	if err := m.store.Iterate(shard, recordPrefix, func(key, value []byte) bool {
-		addErr = l.Add(key[len(recordPrefix):], value)
+	if err := m.store.Iterate(shard, shardstore.TopicRecordPrefix, func(key, value []byte) bool {
+		addErr = l.Add(key[len(shardstore.TopicRecordPrefix):], value)
 		return addErr == nil
 	}); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
@@ -258,7 +250,7 @@ func (s *shardState) persist(shard uint64, b raftmux.Batch) {
 			s.putRecord(shard, a.Topic, b)
 		}
 		s.putFloor(shard, b)
-		b.Delete(shard, legacyStateKey)
+		b.Delete(shard, shardstore.LegacyMetaKey)
 		s.st.DrainChanges(func(string) {})
 		return
 	}
@@ -268,7 +260,7 @@ func (s *shardState) persist(shard uint64, b raftmux.Batch) {
 }
 
 func (s *shardState) putRecord(shard uint64, topic string, b raftmux.Batch) {
-	s.key = append(append(s.key[:0], recordPrefix...), topic...)
+	s.key = shardstore.TopicRecordKey(s.key[:0], topic)
 	var ok bool
 	if s.val, ok = s.st.AppendRecord(s.val[:0], topic); ok {
 		b.Put(shard, s.key, s.val)
@@ -279,7 +271,7 @@ func (s *shardState) putRecord(shard uint64, topic string, b raftmux.Batch) {
 
 func (s *shardState) putFloor(shard uint64, b raftmux.Batch) {
 	s.val = binary.AppendUvarint(s.val[:0], s.st.Floor())
-	b.Put(shard, floorKey, s.val)
+	b.Put(shard, shardstore.EpochFloorKey, s.val)
 }
 
 func (m *stateMachine) Restore(shard, _ uint64) error {

@@ -127,7 +127,7 @@ func TestLegacyWholeStateIsMigratedToRecords(t *testing.T) {
 		}
 	}
 	b := st.NewBatch()
-	b.Put(shard, legacyStateKey, old.AppendSnapshot(nil))
+	b.Put(shard, shardstore.LegacyMetaKey, old.AppendSnapshot(nil))
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestLegacyWholeStateIsMigratedToRecords(t *testing.T) {
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := st.Get(shard, legacyStateKey); v != nil {
+	if v, _ := st.Get(shard, shardstore.LegacyMetaKey); v != nil {
 		t.Fatal("legacy key kept")
 	}
 	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState)}

@@ -94,6 +94,13 @@ func TestMergeRulesTable(t *testing.T) {
 					if !ok || m.State != wantS || m.Generation != wantG || m.Incarnation != wantI {
 						t.Errorf("%s: got %v gen %d inc %d, want %v gen %d inc %d", name, m.State, m.Generation, m.Incarnation, wantS, wantG, wantI)
 					}
+					if prior != 0 {
+						as := map[wire.SwimEventKind]State{wire.SwimAlive: StateAlive, wire.SwimSuspect: StateSuspect, wire.SwimDead: StateDead, wire.SwimLeave: StateLeft}[kind]
+						changed := m.State != prior || m.Generation != 5 || m.Incarnation != 5
+						if got := Supersedes(gen, inc, as, 5, 5, prior); got != changed {
+							t.Errorf("%s: Supersedes says %v, the merge changed the member: %v", name, got, changed)
+						}
+					}
 					rows++
 				}
 			}
