@@ -30,13 +30,18 @@ type faultCluster struct {
 
 	mu     sync.Mutex
 	swimAt map[netip.AddrPort]string
-	// clientCut: client addresses that confined clients cannot reach.
-	clientCut map[string]bool
+	// clientCut: client addresses that confined clients cannot reach;
+	// clientConns: the connections they hold, which a cut breaks.
+	clientCut   map[string]bool
+	clientConns map[string][]net.Conn
+	// reqHeld: paused nodes' requests, released before their messages.
+	reqHeld map[string]chan struct{}
 }
 
 func startFaultCluster(t *testing.T, size int, seed uint64) *faultCluster {
 	t.Helper()
-	fc := &faultCluster{net: faultnet.New(seed), swimAt: make(map[netip.AddrPort]string), clientCut: make(map[string]bool)}
+	fc := &faultCluster{net: faultnet.New(seed), swimAt: make(map[netip.AddrPort]string), clientCut: make(map[string]bool),
+		clientConns: make(map[string][]net.Conn), reqHeld: make(map[string]chan struct{})}
 	fc.testCluster = startClusterWith(t, size, fc.hook)
 	for _, n := range fc.nodes {
 		fc.register(n)
@@ -45,10 +50,46 @@ func startFaultCluster(t *testing.T, size int, seed uint64) *faultCluster {
 	// pause holds.
 	t.Cleanup(func() {
 		for _, n := range fc.nodes {
-			fc.net.Resume(n.ID())
+			fc.resume(n.ID())
 		}
 	})
 	return fc
+}
+
+// pause stops node as SIGSTOP would: its messages are held, and so are its
+// requests, at the start or between an append and its acknowledgement.
+func (fc *faultCluster) pause(node string) {
+	fc.mu.Lock()
+	if fc.reqHeld[node] == nil {
+		fc.reqHeld[node] = make(chan struct{})
+	}
+	fc.mu.Unlock()
+	fc.net.Pause(node)
+}
+
+// resume lets a paused node go on: first what it was doing (as a resumed
+// process runs before it reads what arrived meanwhile), then its messages.
+func (fc *faultCluster) resume(node string) {
+	fc.mu.Lock()
+	ch := fc.reqHeld[node]
+	delete(fc.reqHeld, node)
+	fc.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	close(ch)
+	time.Sleep(20 * time.Millisecond)
+	fc.net.Resume(node)
+}
+
+// held waits while node's requests are held.
+func (fc *faultCluster) holdRequests(node string) {
+	fc.mu.Lock()
+	ch := fc.reqHeld[node]
+	fc.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // hook puts the cluster's faults on a node's config.
@@ -60,8 +101,8 @@ func (fc *faultCluster) hook(cfg *Config) {
 	h.pushPull = func(pp swim.PushPullTransport) swim.PushPullTransport {
 		return &faultPushPull{PushPullTransport: pp, self: self, fc: fc}
 	}
-	h.beforeServe = func() { <-fc.net.Resumed(self) }
-	h.afterAppend = func(string) { <-fc.net.Resumed(self) }
+	h.beforeServe = func() { fc.holdRequests(self) }
+	h.afterAppend = func(string) { fc.holdRequests(self) }
 }
 
 func (fc *faultCluster) register(n *Node) {
@@ -157,12 +198,21 @@ func (p *faultPushPull) Exchange(ctx context.Context, addr string, req []byte) (
 }
 
 // confine makes clients confined with confinedClient unable to reach
-// node's client address (or able again).
+// node's client address, breaking the connections they hold to it, as a
+// partition would (or able again).
 func (fc *faultCluster) confine(node string, cut bool) {
 	addr, _, _ := fc.node(node).Addrs()
 	fc.mu.Lock()
 	fc.clientCut[addr] = cut
+	var conns []net.Conn
+	if cut {
+		conns = fc.clientConns[addr]
+		delete(fc.clientConns, addr)
+	}
 	fc.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // confinedClient returns a client that asks servers only and dials only
@@ -187,7 +237,13 @@ func (fc *faultCluster) confinedClient(servers ...string) *client.Client {
 			if cut {
 				return nil, fmt.Errorf("dial %s: %w", addr, errCut)
 			}
-			return d.DialContext(ctx, network, addr)
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				fc.mu.Lock()
+				fc.clientConns[addr] = append(fc.clientConns[addr], c)
+				fc.mu.Unlock()
+			}
+			return c, err
 		}})
 	if err != nil {
 		fc.t.Fatalf("client: %v", err)
@@ -199,9 +255,16 @@ func (fc *faultCluster) confinedClient(servers ...string) *client.Client {
 // onlyClient returns a client that reaches node only, as a producer on
 // that node's side of a partition would.
 func (fc *faultCluster) onlyClient(node string) *client.Client {
+	return fc.onlyClientWaiting(node, time.Second)
+}
+
+// onlyClientWaiting is onlyClient waiting up to requestTimeout for each
+// answer: a client patient enough to get the answer of a request a paused
+// node was in the middle of.
+func (fc *faultCluster) onlyClientWaiting(node string, requestTimeout time.Duration) *client.Client {
 	addr, _, _ := fc.node(node).Addrs()
 	var d net.Dialer
-	cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, RequestTimeout: time.Second, MaxRetries: 3,
+	cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, RequestTimeout: requestTimeout, MaxRetries: 3,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Logger: testLogger(),
 		Dial: func(ctx context.Context, network, a string) (net.Conn, error) {
 			if a != addr {
@@ -224,6 +287,12 @@ type producers struct {
 }
 
 func startProducers(rec *history.Recorder, topic string, clients map[string]*client.Client) *producers {
+	return startProducersWaiting(rec, topic, clients, 2*time.Second)
+}
+
+// startProducersWaiting is startProducers giving each produce up to
+// opTimeout.
+func startProducersWaiting(rec *history.Recorder, topic string, clients map[string]*client.Client, opTimeout time.Duration) *producers {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &producers{cancel: cancel}
 	for name, cl := range clients {
@@ -231,7 +300,7 @@ func startProducers(rec *history.Recorder, topic string, clients map[string]*cli
 		go func() {
 			defer p.wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
-				rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+				rctx, rcancel := context.WithTimeout(ctx, opTimeout)
 				start := time.Now()
 				res, err := cl.Produce(rctx, topic, [][]byte{fmt.Appendf(nil, "%s-%d", name, i)})
 				end := time.Now()

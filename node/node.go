@@ -373,29 +373,35 @@ func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
 	if h.swimConn == nil && h.pushPull == nil {
 		return swim.Listen(n.cfg.SwimAddr, dc, netio.UDPConfig{ReuseAddr: true})
 	}
-	conn, err := netio.ListenUDP(n.cfg.SwimAddr, netio.UDPConfig{ReuseAddr: true})
-	if err != nil {
-		return nil, err
+	// As swim.Listen does: a free UDP port may have its TCP twin taken.
+	var lastErr error
+	for range 20 {
+		conn, err := netio.ListenUDP(n.cfg.SwimAddr, netio.UDPConfig{ReuseAddr: true})
+		if err != nil {
+			return nil, err
+		}
+		pp, err := netio.ListenPushPull(conn.LocalAddr().String(), 0)
+		if err != nil {
+			conn.Close()
+			lastErr = err
+			continue
+		}
+		var pc swim.PacketConn = conn
+		var ppt swim.PushPullTransport = pp
+		if h.swimConn != nil {
+			pc = h.swimConn(pc)
+		}
+		if h.pushPull != nil {
+			ppt = h.pushPull(ppt)
+		}
+		d, err := swim.NewDriver(dc, pc, ppt)
+		if err != nil {
+			conn.Close()
+			pp.Close()
+		}
+		return d, err
 	}
-	pp, err := netio.ListenPushPull(conn.LocalAddr().String(), 0)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	var pc swim.PacketConn = conn
-	var ppt swim.PushPullTransport = pp
-	if h.swimConn != nil {
-		pc = h.swimConn(pc)
-	}
-	if h.pushPull != nil {
-		ppt = h.pushPull(ppt)
-	}
-	d, err := swim.NewDriver(dc, pc, ppt)
-	if err != nil {
-		conn.Close()
-		pp.Close()
-	}
-	return d, err
+	return nil, lastErr
 }
 
 // Ready is closed once the node serves requests: its cluster is born and

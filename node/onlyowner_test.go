@@ -180,9 +180,18 @@ func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
 	if b.Epoch <= a.Epoch {
 		t.Fatalf("move at epoch %d after %d", b.Epoch, a.Epoch)
 	}
-	// n1 resent its open every interval while it led; let any resend
-	// land after n2 closed the topic.
-	time.Sleep(3 * time.Second)
+	// n1 resent its open every interval while it led: once n2 has closed
+	// the topic, it must never hold it at its old epoch again.
+	closed := false
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		h, ok := held(fc.node("n2"), topic)
+		if !ok {
+			closed = true
+		} else if closed && h.Epoch <= a.Epoch {
+			t.Errorf("n2 reopened %s at epoch %d after closing it (it moved to epoch %d)", topic, h.Epoch, b.Epoch)
+			break
+		}
+	}
 	load.stop()
 	checkHistory(t, rec)
 	if h, ok := held(fc.node("n2"), topic); ok && h.Epoch <= a.Epoch {
@@ -231,6 +240,10 @@ func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
 		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
 	})
 	time.Sleep(time.Second)
+	// The leaving node hears no close, and the client elsewhere learns of
+	// the move from n1 and n2, not from n3.
+	fc.net.Cut("*", "n3", uint8(wire.KindCloseTopic))
+	fc.confine("n3", true)
 	leftAt := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -254,18 +267,19 @@ func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
 	a := assignTo(t, admin, topic, "n3")
 	waitServes(t, fc.node("n3"), topic, a.Epoch)
 	rec := &history.Recorder{}
-	load := startProducers(rec, topic, map[string]*client.Client{
-		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
-	})
+	load := startProducers(rec, topic, map[string]*client.Client{"elsewhere": fc.confinedClient("n1", "n2")})
+	// A client beside n3 that waits out the pause for its answer.
+	patient := startProducersWaiting(rec, topic, map[string]*client.Client{"beside-n3": fc.onlyClientWaiting("n3", 10*time.Second)}, 10*time.Second)
 	time.Sleep(time.Second)
 	// Frozen mid-request: a produce that n3 appended waits, with every
 	// message to or from n3, until the pause ends.
-	fc.net.Pause("n3")
+	fc.pause("n3")
 	time.Sleep(5 * time.Second)
 	resumedAt := time.Now()
-	fc.net.Resume("n3")
+	fc.resume("n3")
 	time.Sleep(3 * time.Second)
 	load.stop()
+	patient.stop()
 	ops := checkHistory(t, rec)
 	for _, o := range ops {
 		if o.OK && o.Client == "beside-n3" && o.Epoch == a.Epoch && o.End.After(resumedAt) {
