@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/raftmux"
@@ -18,8 +19,12 @@ type Receiver interface {
 
 var _ Receiver = (*raftmux.Host)(nil)
 
-// DefaultInboundFrames is InboundConfig.QueueFrames's default.
-const DefaultInboundFrames = 4096
+// DefaultInboundFrames and DefaultInboundBytes are InboundConfig's
+// QueueFrames and QueueBytes defaults.
+const (
+	DefaultInboundFrames = 4096
+	DefaultInboundBytes  = 64 << 20
+)
 
 // InboundConfig configures an Inbound. Zero fields take the documented
 // defaults.
@@ -33,6 +38,11 @@ type InboundConfig struct {
 	// to be decoded; past it Offer refuses (netio drops and counts the
 	// frame; raft retransmits). Default DefaultInboundFrames.
 	QueueFrames int
+	// QueueBytes bounds the bytes of those frames together, so that
+	// QueueFrames frames of the largest size cannot pile up; past it Offer
+	// refuses too. A frame is taken whatever its size when the queue is
+	// empty. Default DefaultInboundBytes.
+	QueueBytes int
 	// Logger receives undecodable frames. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -53,9 +63,10 @@ type inboundFrame struct {
 // and stops through the context, decodes each and hands it to the
 // Receiver. Frames of one peer keep their order.
 type Inbound struct {
-	cfg InboundConfig
-	q   chan inboundFrame
-	dec decoder // Run's
+	cfg    InboundConfig
+	q      chan inboundFrame
+	queued atomic.Int64 // bytes of the frames in q
+	dec    decoder      // Run's
 }
 
 // NewInbound validates cfg and returns an Inbound; nothing runs until Run.
@@ -63,11 +74,14 @@ func NewInbound(cfg InboundConfig) (*Inbound, error) {
 	switch {
 	case cfg.Receiver == nil || cfg.RaftID == nil:
 		return nil, errors.Join(ErrInvalidConfig, errors.New("Receiver and RaftID are required"))
-	case cfg.QueueFrames < 0:
-		return nil, errors.Join(ErrInvalidConfig, errors.New("negative QueueFrames"))
+	case cfg.QueueFrames < 0 || cfg.QueueBytes < 0:
+		return nil, errors.Join(ErrInvalidConfig, errors.New("negative QueueFrames or QueueBytes"))
 	}
 	if cfg.QueueFrames == 0 {
 		cfg.QueueFrames = DefaultInboundFrames
+	}
+	if cfg.QueueBytes == 0 {
+		cfg.QueueBytes = DefaultInboundBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -87,10 +101,16 @@ func (in *Inbound) Offer(from string, h wire.Header, frame []byte) bool {
 	if !IsRaftFrame(h.Kind) || len(frame) < wire.HeaderSize {
 		return false
 	}
+	n := int64(len(frame))
+	if q := in.queued.Add(n); q > int64(in.cfg.QueueBytes) && q != n {
+		in.queued.Add(-n)
+		return false
+	}
 	select {
 	case in.q <- inboundFrame{from: from, h: h, frame: append([]byte(nil), frame...)}:
 		return true
 	default:
+		in.queued.Add(-n)
 		return false
 	}
 }
@@ -116,6 +136,7 @@ func (in *Inbound) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case f := <-in.q:
+			in.queued.Add(-int64(len(f.frame)))
 			in.handle(&f)
 		}
 	}
