@@ -161,6 +161,9 @@ func TestCraftedPeerMessagesAreRefusedBeforeRaft(t *testing.T) {
 		{"old leader's append from outside the group", func(s *hostileSetup) crafted {
 			return crafted{s.follower, 42, msgBatch(0, &raftpb.Message{Type: raftpb.MsgApp, From: 42, To: s.follower, Term: s.term - 1, Index: s.commit, LogTerm: s.term - 1})}
 		}, func(st raftmux.Stats) uint64 { return st.RefusedNonMember }},
+		{"leader's heartbeat from outside the group at a term that has a leader", func(s *hostileSetup) crafted {
+			return crafted{s.follower, 42, &raftmux.RaftBatch{Heartbeats: []raftmux.Heartbeat{{Shard: 0, Term: s.term, Commit: s.commit}}}}
+		}, func(st raftmux.Stats) uint64 { return st.RefusedNonMember }},
 		{"append for a shard not placed here", func(s *hostileSetup) crafted {
 			return crafted{s.follower, s.leader, msgBatch(7, &raftpb.Message{Type: raftpb.MsgApp, From: s.leader, To: s.follower, Term: 3})}
 		}, func(st raftmux.Stats) uint64 { return st.RefusedUnplaced }},

@@ -368,18 +368,19 @@ func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 // admit reports whether r takes a message of type t at term from node
 // from: the sender is a member of r's group as r knows it (any role, either
 // side of a joint configuration), or the leader r follows. A leader's
-// traffic is also taken from a non-member when its term is at least r's:
-// a leader elected after configuration changes r has not applied yet (it
-// catches r up, with the entries or a snapshot that make it a member), or
-// the leader filling a replica created empty. Votes, acks and forwarded
-// reads from outside the group are refused: a removed node cannot disturb
-// its old group, and an empty replica votes for no one.
+// traffic is also taken from a non-member at a later term than r's, or at
+// r's term while r knows no leader for it (a term has one leader): a leader
+// elected after configuration changes r has not applied yet (it catches r
+// up, with the entries or a snapshot that make it a member), or the leader
+// filling a replica created empty. Votes, acks and forwarded reads from
+// outside the group are refused: a removed node cannot disturb its old
+// group, and an empty replica votes for no one.
 func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
 	if isMember(r.confState, from) {
 		return true
 	}
 	st := r.rn.BasicStatus()
-	if from == st.Lead || (leaderTraffic(t) && term >= st.Term) {
+	if from == st.Lead || (leaderTraffic(t) && (term > st.Term || (term == st.Term && st.Lead == 0))) {
 		return true
 	}
 	w.h.refuse(refuseNonMember, r.shard, from, t)
