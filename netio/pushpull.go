@@ -244,10 +244,10 @@ func (p *PushPull) handshake(c net.Conn, dialler bool) error {
 		return fmt.Errorf("%v instead of Hello: %w", h.Kind, ErrHandshake)
 	}
 	if err := wire.DecodeHello(theirs, &hello); err != nil {
-		return fmt.Errorf("Hello: %w", err)
+		return fmt.Errorf("push-pull handshake: %w", err)
 	}
 	if hello.ClusterID != p.cfg.ClusterID || hello.Role != wire.RolePeer {
-		return fmt.Errorf("Hello of cluster %d role %d: %w", hello.ClusterID, hello.Role, ErrHandshake)
+		return fmt.Errorf("push-pull handshake: cluster %d role %d: %w", hello.ClusterID, hello.Role, ErrHandshake)
 	}
 	if !dialler {
 		if _, err := c.Write(frameOf(wire.KindHello, ours)); err != nil {
