@@ -108,7 +108,8 @@ type Config struct {
 	// doubled at each failure with jitter. Defaults 50ms and 5s.
 	BackoffMin, BackoffMax time.Duration
 
-	// Logger receives connection failures, one line per connection.
+	// Logger receives connection failures, one line per connection: at
+	// warn level once the handshake is done, at debug level before it.
 	// Default slog.Default().
 	Logger *slog.Logger
 }

@@ -422,6 +422,13 @@ func (c *Conn) logFailure(reason string, err error) {
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}
+	if !c.up.Load() {
+		// Before the handshake the other side is nobody in particular,
+		// and may open connections as fast as they close: counted, and
+		// logged at debug level only.
+		c.t.log.Debug("netio: closing connection: "+reason, attrs...)
+		return
+	}
 	c.t.log.Warn("netio: closing connection: "+reason, attrs...)
 }
 

@@ -37,7 +37,8 @@ type Stats struct {
 	RaftFsyncs      uint64 // of which synced
 	RaftFramesOut   uint64 // RaftBatch frames sent
 	RaftSendErrors  uint64
-	RaftInboundQLen int // raft frames waiting to be decoded
+	RaftInboundQLen int    // raft frames waiting to be decoded
+	RaftBadFrames   uint64 // raft frames from peers that did not decode
 	// Raft: peer input the raft host refused, replicas halted, snapshot
 	// bytes buffered.
 	Raft raftmux.Stats
@@ -104,6 +105,7 @@ func (n *Node) Stats() Stats {
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs
 	if n.in != nil {
 		s.RaftInboundQLen = n.in.Len()
+		s.RaftBadFrames = n.in.BadFrames()
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
 	s.StrayReplicas = len(n.strayShards())

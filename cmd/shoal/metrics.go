@@ -64,6 +64,7 @@ var metrics = []metric{
 	{"RaftFramesOut", "raft_frames_sent_total", "Raft batch frames sent to peers.", counter, ""},
 	{"RaftSendErrors", "raft_send_errors_total", "Raft messages that could not be sent.", counter, ""},
 	{"RaftInboundQLen", "raft_inbound_queue_length", "Raft frames received and waiting to be decoded.", gauge, ""},
+	{"RaftBadFrames", "raft_frames_undecodable_total", "Raft frames from peers that did not decode.", counter, ""},
 	{"Raft.RefusedType", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "type"},
 	{"Raft.RefusedAddress", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "address"},
 	{"Raft.RefusedMalformed", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "malformed"},

@@ -43,7 +43,8 @@ type InboundConfig struct {
 	// refuses too. A frame is taken whatever its size when the queue is
 	// empty. Default DefaultInboundBytes.
 	QueueBytes int
-	// Logger receives undecodable frames. Default slog.Default().
+	// Logger receives undecodable frames, at debug level (they are
+	// counted: see BadFrames). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -66,7 +67,17 @@ type Inbound struct {
 	cfg    InboundConfig
 	q      chan inboundFrame
 	queued atomic.Int64 // bytes of the frames in q
-	dec    decoder      // Run's
+	badIn  atomic.Uint64
+	dec    decoder // Run's
+}
+
+// BadFrames counts the frames that did not decode (dropped). A peer can
+// send any number of them, so they are logged at debug level only.
+func (in *Inbound) BadFrames() uint64 { return in.badIn.Load() }
+
+func (in *Inbound) bad(msg string, args ...any) {
+	in.badIn.Add(1)
+	in.cfg.Logger.Debug(msg, args...)
 }
 
 // NewInbound validates cfg and returns an Inbound; nothing runs until Run.
@@ -147,14 +158,14 @@ func (in *Inbound) handle(f *inboundFrame) {
 	// decoded messages alias it and raft keeps them.
 	payload, _, err := wire.FramePayload(&f.h, f.frame[wire.HeaderSize:], nil)
 	if err != nil {
-		in.cfg.Logger.Warn("raftio: bad raft frame", "from", f.from, "err", err)
+		in.bad("raftio: bad raft frame", "from", f.from, "err", err)
 		return
 	}
 	from := in.cfg.RaftID(f.from)
 	if f.h.Kind == wire.KindRaftBatch {
 		rb, err := in.dec.decode(payload)
 		if err != nil {
-			in.cfg.Logger.Warn("raftio: bad raft batch", "from", f.from, "err", err)
+			in.bad("raftio: bad raft batch", "from", f.from, "err", err)
 			return
 		}
 		in.cfg.Receiver.Deliver(from, rb)
@@ -162,7 +173,7 @@ func (in *Inbound) handle(f *inboundFrame) {
 	}
 	c, err := DecodeSnapshotChunk(payload)
 	if err != nil {
-		in.cfg.Logger.Warn("raftio: bad snapshot chunk", "from", f.from, "err", err)
+		in.bad("raftio: bad snapshot chunk", "from", f.from, "err", err)
 		return
 	}
 	in.cfg.Receiver.DeliverSnapshotChunk(from, c)
