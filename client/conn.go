@@ -124,7 +124,13 @@ func handshake(nc net.Conn, cfg *Config) error {
 	}
 	var theirs wire.Hello
 	if err := wire.DecodeHello(payload, &theirs); err != nil {
+		// DecodeHello refuses another protocol version (wire.ErrVersion).
 		return fmt.Errorf("%w: node's Hello: %w", ErrHandshake, err)
+	}
+	if theirs.Role != wire.RolePeer {
+		// A node answers as a peer (with its node id); a listener that
+		// answers as a client is not a node.
+		return fmt.Errorf("%w: the server answered with role %d, not as a node", ErrHandshake, theirs.Role)
 	}
 	if theirs.ClusterID != cfg.ClusterID {
 		return fmt.Errorf("%w: node is in cluster %d, not %d", ErrHandshake, theirs.ClusterID, cfg.ClusterID)
@@ -180,16 +186,29 @@ func refused(payload []byte) error {
 	return fmt.Errorf("%w: %w", ErrHandshake, e.Err())
 }
 
+// maxHandshakeFrame bounds a frame read before the server is known to be
+// a node of the cluster: a Hello, a HelloAuth or an Error is a few hundred
+// bytes.
+const maxHandshakeFrame = 1024
+
 // readFrame reads one frame from r, for the handshake.
 func readFrame(r io.Reader) (wire.Kind, []byte, error) {
 	var h wire.Header
-	return readFrameHeader(r, &h)
+	return readFrameLimit(r, &h, maxHandshakeFrame)
 }
 
-// readFrameHeader reads one frame from r into h and a fresh buffer,
-// decompressing the payload if needed. I/O errors wrap ErrUnreachable; a bad
-// header or payload wraps ErrProtocol.
+// readFrameHeader reads one frame from r into h (see readFrameLimit), up to
+// the largest frame the wire allows.
 func readFrameHeader(r io.Reader, h *wire.Header) (wire.Kind, []byte, error) {
+	return readFrameLimit(r, h, wire.MaxFrame)
+}
+
+// readFrameLimit reads one frame of at most limit payload bytes from r
+// into h and a fresh buffer, decompressing the payload if needed. The
+// buffer grows as the bytes arrive: a declared length costs nothing until
+// it is sent. I/O errors wrap ErrUnreachable; a bad header or payload, or
+// one past limit, wraps ErrProtocol.
+func readFrameLimit(r io.Reader, h *wire.Header, limit int) (wire.Kind, []byte, error) {
 	var hdr [wire.HeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
@@ -197,8 +216,11 @@ func readFrameHeader(r io.Reader, h *wire.Header) (wire.Kind, []byte, error) {
 	if err := wire.DecodeHeader(hdr[:], h); err != nil {
 		return 0, nil, fmt.Errorf("%w: frame header: %w", ErrProtocol, err)
 	}
-	payload := make([]byte, h.Length)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	if int(h.Length) > limit {
+		return 0, nil, fmt.Errorf("%w: %v frame of %d bytes, over %d: %w", ErrProtocol, h.Kind, h.Length, limit, wire.ErrTooLarge)
+	}
+	payload, err := readGrowing(r, int(h.Length))
+	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	if h.Flags&wire.FlagCompressed != 0 {
@@ -209,6 +231,27 @@ func readFrameHeader(r io.Reader, h *wire.Header) (wire.Kind, []byte, error) {
 		payload = plain
 	}
 	return h.Kind, payload, nil
+}
+
+// readGrowStep is readGrowing's first buffer; it doubles from there.
+const readGrowStep = 64 << 10
+
+// readGrowing reads n bytes into a buffer that grows as they arrive.
+func readGrowing(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, readGrowStep))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // readLoop delivers answers to their callers until the connection breaks.

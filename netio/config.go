@@ -78,6 +78,21 @@ type Config struct {
 	// peer carries batched frames, so one loop keeps up.
 	PeerLoops int
 
+	// MaxClientConns and MaxPeerConns bound the connections open on each
+	// listener; MaxClientConnsPerAddr and MaxPeerConnsPerAddr those from
+	// one remote IP address. A connection past a bound is closed as it is
+	// accepted, before anything is read, and counted (ConnsRefused).
+	// Defaults: 16384 clients, 1024 from one address (a load generator or
+	// a proxy on one host); 1024 peers, 64 from one address (one per node
+	// pair plus the duplicates of simultaneous dials, and the nodes of a
+	// development cluster sharing one address).
+	MaxClientConns, MaxClientConnsPerAddr int
+	MaxPeerConns, MaxPeerConnsPerAddr     int
+	// ClientIdleTimeout closes a client connection that sent nothing
+	// (Keepalive frames count) for this long, so that abandoned ones do
+	// not hold a slot of MaxClientConns. Default 5m; negative: never.
+	ClientIdleTimeout time.Duration
+
 	// HandshakeTimeout closes a connection that has not finished its
 	// handshake. Default 5s.
 	HandshakeTimeout time.Duration
@@ -93,7 +108,8 @@ type Config struct {
 	// doubled at each failure with jitter. Defaults 50ms and 5s.
 	BackoffMin, BackoffMax time.Duration
 
-	// Logger receives connection failures, one line per connection.
+	// Logger receives connection failures, one line per connection: at
+	// warn level once the handshake is done, at debug level before it.
 	// Default slog.Default().
 	Logger *slog.Logger
 }
@@ -101,6 +117,15 @@ type Config struct {
 // maxHelloFrame bounds any frame before the handshake completes, so an
 // unauthenticated connection cannot make the node buffer a large frame.
 const maxHelloFrame = 256
+
+// Defaults of the connection limits (see Config).
+const (
+	DefaultMaxClientConns        = 16384
+	DefaultMaxClientConnsPerAddr = 1024
+	DefaultMaxPeerConns          = 1024
+	DefaultMaxPeerConnsPerAddr   = 64
+	DefaultClientIdleTimeout     = 5 * time.Minute
+)
 
 func (c *Config) withDefaults() Config {
 	d := *c
@@ -124,6 +149,21 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.HandshakeTimeout == 0 {
 		d.HandshakeTimeout = 5 * time.Second
+	}
+	if d.MaxClientConns == 0 {
+		d.MaxClientConns = DefaultMaxClientConns
+	}
+	if d.MaxClientConnsPerAddr == 0 {
+		d.MaxClientConnsPerAddr = DefaultMaxClientConnsPerAddr
+	}
+	if d.MaxPeerConns == 0 {
+		d.MaxPeerConns = DefaultMaxPeerConns
+	}
+	if d.MaxPeerConnsPerAddr == 0 {
+		d.MaxPeerConnsPerAddr = DefaultMaxPeerConnsPerAddr
+	}
+	if d.ClientIdleTimeout == 0 {
+		d.ClientIdleTimeout = DefaultClientIdleTimeout
 	}
 	if d.KeepaliveInterval == 0 {
 		d.KeepaliveInterval = time.Second
@@ -166,7 +206,8 @@ func (c *Config) validate() error {
 	if c.MaxPeerFrame < 0 || c.MaxPeerFrame > wire.MaxFrame {
 		errs = append(errs, fmt.Errorf("MaxPeerFrame %d outside [1, %d]", c.MaxPeerFrame, wire.MaxFrame))
 	}
-	if c.ClientSendBytes < 0 || c.PeerSendBytes < 0 || c.ClientLoops < 0 || c.PeerLoops < 0 {
+	if c.ClientSendBytes < 0 || c.PeerSendBytes < 0 || c.ClientLoops < 0 || c.PeerLoops < 0 ||
+		c.MaxClientConns < 0 || c.MaxClientConnsPerAddr < 0 || c.MaxPeerConns < 0 || c.MaxPeerConnsPerAddr < 0 {
 		errs = append(errs, errors.New("negative cap or loop count"))
 	}
 	if c.HandshakeTimeout < 0 || c.KeepaliveInterval < 0 || c.PeerDeadAfter < 0 ||

@@ -40,6 +40,10 @@ type Conn struct {
 	kind     listenerKind
 	remote   string
 	openedAt int64 // unix nanos
+	// addr and counted: an accepted connection counted against its
+	// listener's limits under addr (see Transport.admitConn).
+	addr    addrKey
+	counted bool
 
 	// Set on the event loop before the first Deliver, immutable after.
 	role wire.Role
@@ -64,7 +68,7 @@ type Conn struct {
 	up       atomic.Bool   // handshake complete
 	failed   atomic.Bool   // a failure was logged; later ones stay quiet
 	closing  atomic.Bool   // closeAsync was called
-	lastRead atomic.Int64  // unix nanos of the last read, peers only
+	lastRead atomic.Int64  // unix nanos of the last read (dead peers, idle clients)
 	hsDone   chan struct{} // dialled connections: closed when the handshake ends either way
 }
 
@@ -165,7 +169,7 @@ func (c *Conn) onTraffic() gnet.Action {
 	// A Wake also lands here, with nothing read.
 	n := gc.InboundBuffered()
 	fromRead := n > 0
-	if fromRead && c.kind != kindClient {
+	if fromRead {
 		c.lastRead.Store(nowNanos())
 	}
 	c.retryArmed = false
@@ -417,6 +421,13 @@ func (c *Conn) logFailure(reason string, err error) {
 	}
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
+	}
+	if !c.up.Load() {
+		// Before the handshake the other side is nobody in particular,
+		// and may open connections as fast as they close: counted, and
+		// logged at debug level only.
+		c.t.log.Debug("netio: closing connection: "+reason, attrs...)
+		return
 	}
 	c.t.log.Warn("netio: closing connection: "+reason, attrs...)
 }

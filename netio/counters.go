@@ -6,6 +6,8 @@ import "sync/atomic"
 type Counters struct {
 	ConnsAccepted atomic.Uint64 // inbound TCP connections (client and peer)
 	ConnsClosed   atomic.Uint64 // connections closed, for any reason
+	ConnsRefused  atomic.Uint64 // inbound connections closed at accept: a listener or address at its limit
+	ClientsIdle   atomic.Uint64 // client connections closed after ClientIdleTimeout without a frame
 
 	FramesIn  atomic.Uint64 // frames delivered to the Handler
 	FramesOut atomic.Uint64 // frames handed to the socket (keepalives included)

@@ -24,8 +24,17 @@
 // cost one system call per answer. A client whose queue passes the cap is
 // cut off; a peer frame that does not fit is dropped and counted.
 //
+// Limits: each listener takes a bounded number of connections, in all and
+// from one IP address; one past a limit is closed as it is accepted. Frames
+// before the handshake completes are at most 256 bytes, and a connection
+// that has not completed it within HandshakeTimeout is closed; an idle
+// client connection is closed after ClientIdleTimeout.
+//
 // UDP: ListenUDP's socket for SWIM reads one datagram per system call, or
-// with UDPConfig.ReadBatch several per recvmmsg.
+// with UDPConfig.ReadBatch several per recvmmsg. PushPull carries SWIM's
+// full-state exchange over plain TCP, after the same Hello handshake, with
+// the state frame read as its bytes arrive and a bound on exchanges served
+// at once.
 //
 // Peers: Send dials on demand with gnet's client side, reconnects with
 // exponential backoff and jitter while frames wait, and keeps idle

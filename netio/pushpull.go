@@ -2,47 +2,117 @@ package netio
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoalmq/shoal/wire"
 )
 
-// PushPull carries SWIM's full-state exchange over TCP: one KindPushPull
-// frame each way per connection. It is rare traffic (a join, one exchange
-// per node every half minute or so), so it uses plain net.Conn, not the
-// event loops.
+// PushPull carries SWIM's full-state exchange over TCP: the Hello
+// handshake, then one KindPushPull frame each way per connection. It is
+// rare traffic (a join, one exchange per node every half minute or so), so
+// it uses plain net.Conn, not the event loops.
+//
+// What an unauthenticated connection can cost is bounded: at most MaxConns
+// exchanges are served at once (more are closed at accept), the handshake
+// reads only frames of a few hundred bytes within HandshakeTimeout, and
+// with a secret nothing else is read until the other side has proved it
+// holds it. The state frame is then read as its bytes arrive, never by
+// trusting its declared length, up to MaxFrame.
 type PushPull struct {
-	ln      net.Listener
-	timeout time.Duration
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	closed  bool
+	cfg    PushPullConfig
+	ln     net.Listener
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	refused  atomic.Uint64
+	hsFailed atomic.Uint64
 }
+
+// PushPullConfig configures a PushPull. Zero fields take the documented
+// defaults.
+type PushPullConfig struct {
+	// ClusterID, NodeID, Generation and Secret are this node's, as in
+	// Config: both ends of an exchange run the Hello handshake, and with a
+	// Secret each proves it holds it before any state is read.
+	ClusterID  uint64
+	NodeID     string
+	Generation uint64
+	Secret     []byte
+	// Timeout bounds a whole exchange. Default 5s.
+	Timeout time.Duration
+	// HandshakeTimeout bounds the handshake of an accepted connection, so
+	// that a silent one gives its slot back soon. Default 2s.
+	HandshakeTimeout time.Duration
+	// MaxConns bounds the exchanges served at once; a connection accepted
+	// past it is closed at once and counted. Default 4: exchanges are one
+	// per node every half minute, a few more at a join.
+	MaxConns int
+	// MaxFrame bounds a state frame's payload, either way. Default
+	// wire.MaxFrame.
+	MaxFrame int
+	// Logger receives nothing per connection (failures are counted).
+	Logger *slog.Logger
+}
+
+// Defaults of PushPullConfig.
+const (
+	DefaultPushPullTimeout          = 5 * time.Second
+	DefaultPushPullHandshakeTimeout = 2 * time.Second
+	DefaultPushPullConns            = 4
+)
 
 // ErrPushPull wraps push-pull transport errors.
 var ErrPushPull = errors.New("netio: push-pull")
 
-// ListenPushPull listens on addr (TCP). timeout bounds a whole exchange
-// (5 s when zero).
-func ListenPushPull(addr string, timeout time.Duration) (*PushPull, error) {
+// ListenPushPull listens on addr (TCP).
+func ListenPushPull(addr string, cfg PushPullConfig) (*PushPull, error) {
+	switch {
+	case cfg.NodeID == "" || len(cfg.NodeID) > wire.MaxNodeIDLen:
+		return nil, fmt.Errorf("%w: NodeID must be 1..%d bytes", ErrPushPull, wire.MaxNodeIDLen)
+	case cfg.Timeout < 0 || cfg.HandshakeTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxFrame < 0 || cfg.MaxFrame > wire.MaxFrame:
+		return nil, fmt.Errorf("%w: negative limit, or MaxFrame past %d", ErrPushPull, wire.MaxFrame)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultPushPullTimeout
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultPushPullHandshakeTimeout
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultPushPullConns
+	}
+	if cfg.MaxFrame == 0 {
+		cfg.MaxFrame = wire.MaxFrame
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrPushPull, addr, err)
 	}
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	return &PushPull{ln: ln, timeout: timeout, conns: make(map[net.Conn]struct{})}, nil
+	return &PushPull{cfg: cfg, ln: ln, slots: make(chan struct{}, cfg.MaxConns), conns: make(map[net.Conn]struct{})}, nil
 }
 
 // Addr is the listening address.
 func (p *PushPull) Addr() net.Addr { return p.ln.Addr() }
+
+// Refused counts connections closed at accept because MaxConns exchanges
+// were being served.
+func (p *PushPull) Refused() uint64 { return p.refused.Load() }
+
+// HandshakeFailures counts exchanges, served or started, whose handshake
+// or state frame was refused or timed out.
+func (p *PushPull) HandshakeFailures() uint64 { return p.hsFailed.Load() }
 
 // Serve answers exchanges with h until Close; it returns nil after Close.
 func (p *PushPull) Serve(h func(req []byte) ([]byte, error)) error {
@@ -57,10 +127,18 @@ func (p *PushPull) Serve(h func(req []byte) ([]byte, error)) error {
 			}
 			return fmt.Errorf("%w: accept: %w", ErrPushPull, err)
 		}
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			p.refused.Add(1)
+			c.Close()
+			continue
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			c.Close()
+			<-p.slots
 			return nil
 		}
 		p.conns[c] = struct{}{}
@@ -73,19 +151,31 @@ func (p *PushPull) Serve(h func(req []byte) ([]byte, error)) error {
 				delete(p.conns, c)
 				p.mu.Unlock()
 				c.Close()
+				<-p.slots
 			}()
-			_ = c.SetDeadline(time.Now().Add(p.timeout))
-			req, id, err := readPushPull(c)
-			if err != nil {
-				return
+			if err := p.serve(c, h); err != nil {
+				p.hsFailed.Add(1)
 			}
-			reply, err := h(req)
-			if err != nil {
-				return
-			}
-			_ = writePushPull(c, id, reply)
 		}()
 	}
+}
+
+func (p *PushPull) serve(c net.Conn, h func(req []byte) ([]byte, error)) error {
+	start := time.Now()
+	_ = c.SetDeadline(start.Add(min(p.cfg.HandshakeTimeout, p.cfg.Timeout)))
+	if err := p.handshake(c, false); err != nil {
+		return err
+	}
+	_ = c.SetDeadline(start.Add(p.cfg.Timeout))
+	req, id, err := readPushPull(c, p.cfg.MaxFrame)
+	if err != nil {
+		return err
+	}
+	reply, err := h(req)
+	if err != nil {
+		return nil // the state was refused by its consumer, which counts it
+	}
+	return writePushPull(c, id, reply)
 }
 
 // Close stops Serve and waits for the exchanges in progress.
@@ -101,9 +191,10 @@ func (p *PushPull) Close() error {
 	return err
 }
 
-// Exchange dials addr, sends req and returns the answer's payload.
+// Exchange dials addr, runs the handshake, sends req and returns the
+// answer's payload.
 func (p *PushPull) Exchange(ctx context.Context, addr string, req []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -116,14 +207,73 @@ func (p *PushPull) Exchange(ctx context.Context, addr string, req []byte) ([]byt
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	if err := p.handshake(c, true); err != nil {
+		p.hsFailed.Add(1)
+		return nil, fmt.Errorf("%w: %s: %w", ErrPushPull, addr, err)
+	}
 	if err := writePushPull(c, 1, req); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrPushPull, addr, err)
 	}
-	reply, _, err := readPushPull(c)
+	reply, _, err := readPushPull(c, p.cfg.MaxFrame)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrPushPull, addr, err)
 	}
 	return reply, nil
+}
+
+// handshake runs the Hello handshake of docs/wire.md on a push-pull
+// connection, both sides as peers: the dialler sends its Hello first, the
+// listener answers with its own; with a secret each then sends HelloAuth
+// and checks the other's. Every frame read is at most maxHelloFrame.
+func (p *PushPull) handshake(c net.Conn, dialler bool) error {
+	m := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: p.cfg.ClusterID,
+		Generation: p.cfg.Generation, NodeID: []byte(p.cfg.NodeID)}
+	_, _ = rand.Read(m.Nonce[:])
+	ours := wire.AppendHello(nil, &m)
+	if dialler {
+		if _, err := c.Write(frameOf(wire.KindHello, ours)); err != nil {
+			return err
+		}
+	}
+	h, theirs, err := readFrame(c)
+	if err != nil {
+		return err
+	}
+	var hello wire.Hello
+	if h.Kind != wire.KindHello {
+		return fmt.Errorf("%v instead of Hello: %w", h.Kind, ErrHandshake)
+	}
+	if err := wire.DecodeHello(theirs, &hello); err != nil {
+		return fmt.Errorf("push-pull handshake: %w", err)
+	}
+	if hello.ClusterID != p.cfg.ClusterID || hello.Role != wire.RolePeer {
+		return fmt.Errorf("push-pull handshake: cluster %d role %d: %w", hello.ClusterID, hello.Role, ErrHandshake)
+	}
+	if !dialler {
+		if _, err := c.Write(frameOf(wire.KindHello, ours)); err != nil {
+			return err
+		}
+	}
+	if len(p.cfg.Secret) == 0 {
+		return nil
+	}
+	tag := authTag(p.cfg.Secret, hello.Nonce[:], ours)
+	if _, err := c.Write(frameOf(wire.KindHelloAuth, tag[:])); err != nil {
+		return err
+	}
+	h, payload, err := readFrame(c)
+	if err != nil {
+		return err
+	}
+	var auth wire.HelloAuth
+	if h.Kind != wire.KindHelloAuth || wire.DecodeHelloAuth(payload, &auth) != nil {
+		return fmt.Errorf("expected HelloAuth: %w", ErrHandshake)
+	}
+	want := authTag(p.cfg.Secret, m.Nonce[:], theirs)
+	if !hmac.Equal(want[:], auth.Tag[:]) {
+		return fmt.Errorf("HelloAuth did not verify: %w", ErrHandshake)
+	}
+	return nil
 }
 
 func writePushPull(w io.Writer, id uint64, payload []byte) error {
@@ -137,7 +287,7 @@ func writePushPull(w io.Writer, id uint64, payload []byte) error {
 	return err
 }
 
-func readPushPull(r io.Reader) ([]byte, uint64, error) {
+func readPushPull(r io.Reader, maxFrame int) ([]byte, uint64, error) {
 	var hb [wire.HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return nil, 0, err
@@ -149,9 +299,34 @@ func readPushPull(r io.Reader) ([]byte, uint64, error) {
 	if h.Kind != wire.KindPushPull || h.Flags != 0 {
 		return nil, 0, wire.ErrUnknownKind
 	}
-	b := make([]byte, h.Length)
-	if _, err := io.ReadFull(r, b); err != nil {
+	if int(h.Length) > maxFrame {
+		return nil, 0, wire.ErrTooLarge
+	}
+	b, err := readGrowing(r, int(h.Length))
+	if err != nil {
 		return nil, 0, err
 	}
 	return b, h.RequestID, nil
+}
+
+// growStep is the first buffer of readGrowing; it doubles from there.
+const growStep = 64 << 10
+
+// readGrowing reads n bytes into a buffer that grows as they arrive, so
+// that a declared length costs nothing until its bytes are sent.
+func readGrowing(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, growStep))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }

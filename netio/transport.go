@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,11 @@ type Transport struct {
 	closed bool
 	conns  map[uint64]*Conn
 	nextID uint64
+	// open counts the accepted connections of each listener, and perAddr
+	// those of each (listener, remote IP address), for the Max*Conns
+	// limits.
+	open    [2]int
+	perAddr map[addrKey]int
 	// peers is replaced, never changed in place, under peersMu, so that
 	// Send looks a peer up without a lock.
 	peersMu sync.Mutex
@@ -61,12 +67,13 @@ func New(cfg Config) (*Transport, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		conns:  make(map[uint64]*Conn),
-		retry:  make(chan *Conn, 1024),
-		ctx:    ctx,
-		cancel: cancel,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		conns:   make(map[uint64]*Conn),
+		perAddr: make(map[addrKey]int),
+		retry:   make(chan *Conn, 1024),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	t.peers.Store(&map[string]*peer{})
 	if err := t.start(); err != nil {
@@ -277,9 +284,16 @@ func (h *loopHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return c.ourHello(), gnet.None
 	}
 	t.counters.ConnsAccepted.Add(1)
+	key := addrKey{kind: h.kind, ip: remoteIP(gc.RemoteAddr())}
+	if !t.admitConn(key) {
+		t.counters.ConnsRefused.Add(1)
+		return nil, gnet.Close
+	}
 	c := t.newConn(h.kind)
 	c.gc = gc
+	c.addr, c.counted = key, true
 	c.remote = gc.RemoteAddr().String()
+	c.lastRead.Store(c.openedAt)
 	if h.kind == kindClient {
 		c.q = &sendQueue{capBytes: t.cfg.ClientSendBytes, retain: clientRetain, conn: c}
 	}
@@ -319,6 +333,12 @@ func (c *Conn) onClose(err error) {
 	c.closed = true
 	t.mu.Lock()
 	delete(t.conns, c.id)
+	if c.counted {
+		t.open[c.addr.kind]--
+		if t.perAddr[c.addr]--; t.perAddr[c.addr] <= 0 {
+			delete(t.perAddr, c.addr)
+		}
+	}
 	t.mu.Unlock()
 	t.counters.ConnsClosed.Add(1)
 	switch {
@@ -359,9 +379,14 @@ func (t *Transport) maintain() {
 			conns = append(conns, c)
 		}
 		t.mu.Unlock()
+		idle := int64(t.cfg.ClientIdleTimeout)
 		for _, c := range conns {
-			if c.gc != nil && !c.up.Load() && now-c.openedAt > int64(t.cfg.HandshakeTimeout) {
+			switch {
+			case c.gc == nil:
+			case !c.up.Load() && now-c.openedAt > int64(t.cfg.HandshakeTimeout):
 				c.closeAsync(&t.counters.HandshakeTimeouts, "handshake timeout")
+			case c.kind == kindClient && idle > 0 && now-c.lastRead.Load() > idle:
+				c.closeAsync(&t.counters.ClientsIdle, "client idle")
 			}
 		}
 		peers = peers[:0]
@@ -374,6 +399,40 @@ func (t *Transport) maintain() {
 		clear(conns)
 		clear(peers)
 	}
+}
+
+// addrKey names the accepted connections of one listener from one remote
+// IP address.
+type addrKey struct {
+	kind listenerKind
+	ip   netip.Addr
+}
+
+// remoteIP is a's IP address (unmapped), or the zero Addr for an address
+// that is not TCP.
+func remoteIP(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
+}
+
+// admitConn counts a connection accepted on key's listener from key's
+// address, or reports false when either is at its limit.
+func (t *Transport) admitConn(key addrKey) bool {
+	limit, perAddr := t.cfg.MaxClientConns, t.cfg.MaxClientConnsPerAddr
+	if key.kind == kindPeerIn {
+		limit, perAddr = t.cfg.MaxPeerConns, t.cfg.MaxPeerConnsPerAddr
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open[key.kind] >= limit || t.perAddr[key] >= perAddr {
+		return false
+	}
+	t.open[key.kind]++
+	t.perAddr[key]++
+	return true
 }
 
 // retryFlush asks for c's loop to be woken shortly to flush again. Runs on

@@ -124,7 +124,7 @@ func TestUDPBatchReceive(t *testing.T) {
 
 func TestPushPullExchange(t *testing.T) {
 	defer goleak.VerifyNone(t, leakOptions...)
-	srv, err := ListenPushPull("127.0.0.1:0", time.Second)
+	srv, err := ListenPushPull("127.0.0.1:0", PushPullConfig{NodeID: "srv", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestPushPullExchange(t *testing.T) {
 	go func() {
 		done <- srv.Serve(func(req []byte) ([]byte, error) { return append([]byte("re:"), req...), nil })
 	}()
-	cli, err := ListenPushPull("127.0.0.1:0", time.Second)
+	cli, err := ListenPushPull("127.0.0.1:0", PushPullConfig{NodeID: "cli", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -36,11 +37,17 @@ type Stats struct {
 	RaftFsyncs      uint64 // of which synced
 	RaftFramesOut   uint64 // RaftBatch frames sent
 	RaftSendErrors  uint64
-	RaftInboundQLen int // raft frames waiting to be decoded
+	RaftInboundQLen int    // raft frames waiting to be decoded
+	RaftBadFrames   uint64 // raft frames from peers that did not decode
+	// Raft: peer input the raft host refused, replicas halted, snapshot
+	// bytes buffered.
+	Raft raftmux.Stats
 
 	FramesIn, FramesOut uint64 // every TCP frame (netio)
 	PeerSendDropped     uint64
 	Overloaded          uint64
+	ConnsRefused        uint64 // inbound connections closed at accept: a listener or address at its limit
+	ClientsIdle         uint64 // client connections closed after the idle timeout
 
 	Requests        uint64 // client and forwarded requests handled
 	Forwarded       uint64 // requests this node forwarded to a shard leader
@@ -112,6 +119,7 @@ func (n *Node) Stats() Stats {
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs
 	if n.in != nil {
 		s.RaftInboundQLen = n.in.Len()
+		s.RaftBadFrames = n.in.BadFrames()
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
 	s.StrayReplicas = len(n.strayShards())
@@ -130,9 +138,13 @@ func (n *Node) Stats() Stats {
 		c := n.net.Counters()
 		s.FramesIn, s.FramesOut = c.FramesIn.Load(), c.FramesOut.Load()
 		s.PeerSendDropped, s.Overloaded = c.PeerSendDropped.Load(), c.Overloaded.Load()
+		s.ConnsRefused, s.ClientsIdle = c.ConnsRefused.Load(), c.ClientsIdle.Load()
 	}
 	if n.swim != nil {
 		s.Swim = n.swim.Stats()
+	}
+	if n.host != nil {
+		s.Raft = n.host.Stats()
 	}
 	return s
 }

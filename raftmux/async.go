@@ -3,7 +3,6 @@ package raftmux
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"sync"
 
 	"go.etcd.io/raft/v3"
@@ -147,16 +146,16 @@ func (wr *writer) persist(jobs []appendJob) (mustSync, ok bool) {
 			if !commit() {
 				return false, false
 			}
-			var data io.Reader = emptyReader{}
-			if j.snapData != nil {
-				data = bytes.NewReader(j.snapData)
-			}
-			// Synced by the store, with everything committed before it.
-			if err := st.ApplySnapshot(j.r.shard, snap, data); err != nil {
+			// The worker submits a snapshot only with its data (see
+			// processReadyAsync). Synced by the store, with everything
+			// committed before it.
+			err := st.ApplySnapshot(j.r.shard, snap, bytes.NewReader(j.snapData))
+			h.releaseSnap(len(j.snapData))
+			j.snapData = nil
+			if err != nil {
 				h.halt(fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", j.r.shard, snap.Metadata.Index, err))
 				return false, false
 			}
-			j.snapData = nil
 		}
 		var hs *raftpb.HardState
 		if m.Term != 0 || m.Vote != 0 || m.Commit != 0 {
@@ -235,7 +234,7 @@ func (w *worker) appended(jobs []appendJob) {
 		j := &jobs[i]
 		r := j.r
 		r.writes--
-		if w.replicas[r.shard] != r {
+		if w.replicas[r.shard] != r || r.halted != nil {
 			continue
 		}
 		if snap := j.m.Snapshot; snap != nil && !raft.IsEmptySnap(*snap) {
@@ -270,10 +269,11 @@ func (w *worker) processReadyAsync() {
 	items := w.readies[:0]
 	for _, r := range w.touched {
 		r.touched = false
-		if r.destroyed || !r.rn.HasReady() {
+		if r.destroyed || r.halted != nil || !r.rn.HasReady() {
 			continue
 		}
 		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
+		w.noteReady(r, &items[len(items)-1].rd)
 	}
 	w.touched = w.touched[:0]
 	defer func() {
@@ -300,18 +300,20 @@ func (w *worker) processReadyAsync() {
 		}
 		r.term = term
 		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
+		if snap := rd.Snapshot; !raft.IsEmptySnap(snap) && (r.snapData == nil || r.snapDataIdx != snap.Metadata.Index) {
+			// Nothing of this Ready is written or sent: see ErrSnapshotData.
+			w.haltReplica(r, snap.Metadata.Index, fmt.Errorf("raftmux: shard %d: snapshot %d: %w", r.shard, snap.Metadata.Index, ErrSnapshotData))
+			continue
+		}
 		for k := range rd.Messages {
 			m := &rd.Messages[k]
 			switch m.To {
 			case raft.LocalAppendThread:
 				j := appendJob{r: r, m: m, sync: rd.MustSync}
 				if snap := m.Snapshot; snap != nil && !raft.IsEmptySnap(*snap) {
+					// The writer installs it and frees its budget.
 					j.sync = true
-					if r.snapData != nil && r.snapDataIdx == snap.Metadata.Index {
-						j.snapData = r.snapData
-					} else {
-						cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", snap.Metadata.Index)
-					}
+					j.snapData = r.snapData
 					r.snapData = nil
 				}
 				r.writes++
@@ -337,7 +339,9 @@ func (w *worker) processReadyAsync() {
 		ab := &w.deferred
 		ab.Batch = cfg.Storage.NewBatch()
 		for _, a := range applies {
-			w.apply(a.r, a.m.Entries, ab)
+			if a.r.halted == nil {
+				w.apply(a.r, a.m.Entries, ab)
+			}
 		}
 		if err := ab.commit(w.wr); err != nil {
 			w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
@@ -345,6 +349,9 @@ func (w *worker) processReadyAsync() {
 		}
 		w.reply()
 		for _, a := range applies {
+			if a.r.halted != nil {
+				continue
+			}
 			for _, resp := range a.m.Responses {
 				_ = a.r.rn.Step(resp)
 			}
@@ -354,7 +361,9 @@ func (w *worker) processReadyAsync() {
 	w.applies = applies[:0]
 
 	for i := range items {
-		w.settle(items[i].r, !items[i].r.removed)
+		if r := items[i].r; r.halted == nil {
+			w.settle(r, !r.removed)
+		}
 	}
 	w.endRound()
 }

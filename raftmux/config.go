@@ -63,6 +63,24 @@ type Config struct {
 	// MaxSnapshotBytes bounds what a receiver buffers for one incoming
 	// snapshot. Default 256 MiB.
 	MaxSnapshotBytes int
+	// MaxSnapshotBufferBytes bounds what the host buffers for all its
+	// incoming snapshots together, streams being received and snapshots
+	// waiting to be installed; a chunk past it is refused and its stream
+	// dropped (the leader sends the snapshot again later). Default
+	// MaxSnapshotBytes: one snapshot of the largest size at a time, or
+	// many small ones.
+	MaxSnapshotBufferBytes int
+	// SnapshotIdleTicks: an incoming snapshot stream that received no
+	// chunk for this many ticks is dropped and its buffer freed. Default
+	// 4×ElectionTicks.
+	SnapshotIdleTicks int
+	// AcceptReplica, if set, is asked before a leader's message or
+	// snapshot creates a replica of shard on this host on behalf of node
+	// from; false refuses it (counted in Stats.RefusedUnplaced), and the
+	// leader retries. The node answers from its placement: a replica is
+	// created only for a shard the ring places here. Called from worker
+	// goroutines; it must not block. Nil accepts every one.
+	AcceptReplica func(shard, from uint64) bool
 	// CompactionOverhead: once a shard has this many applied entries in its
 	// log, it is compacted down to CompactionKeep entries. Defaults 1024, 128.
 	CompactionOverhead uint64
@@ -136,16 +154,19 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&o.MaxConcurrentSnapshots, 4)
 	def(&o.SnapshotChunkSize, 256<<10)
 	def(&o.MaxSnapshotBytes, 256<<20)
+	def(&o.MaxSnapshotBufferBytes, o.MaxSnapshotBytes)
 	def64(&o.CompactionOverhead, 1024)
 	def64(&o.CompactionKeep, 128)
 	def(&o.ReadRetryTicks, 2*o.ElectionTicks)
+	def(&o.SnapshotIdleTicks, 4*o.ElectionTicks)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	switch {
 	case o.Workers < 0, o.TickInterval < 0, o.ElectionTicks < 0, o.HeartbeatTicks < 0,
 		o.MaxInflightMsgs < 0, o.MaxInboxEvents < 0, o.MaxConcurrentSnapshots < 0,
-		o.SnapshotChunkSize < 0, o.MaxSnapshotBytes < 0, o.ReadRetryTicks < 0:
+		o.SnapshotChunkSize < 0, o.MaxSnapshotBytes < 0, o.ReadRetryTicks < 0,
+		o.MaxSnapshotBufferBytes < 0, o.SnapshotIdleTicks < 0:
 		return o, fmt.Errorf("%w: negative limit in Config", ErrInvalid)
 	case o.HeartbeatTicks >= o.ElectionTicks:
 		return o, fmt.Errorf("%w: HeartbeatTicks (%d) must be below ElectionTicks (%d)", ErrInvalid, o.HeartbeatTicks, o.ElectionTicks)

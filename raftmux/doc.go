@@ -34,6 +34,17 @@
 // membership layer reports node failures through NodeSuspect, NodeDead and
 // NodeAlive, which is how quiesced followers learn that their leader is gone.
 //
+// Peer input is not trusted: raft panics or diverges on messages no raft
+// node would send. Deliver and DeliverSnapshotChunk check every message
+// before raft's Step sees it (validate.go: the types a peer may send, the
+// addressing, terms, indexes and entries; the sender's membership; commit
+// indexes and acks against the replica's log; snapshot metadata, data and
+// a host-wide snapshot budget), create a replica only where
+// Config.AcceptReplica allows, and count what they refuse (Host.Stats),
+// logging it at debug level only. A replica that cannot apply a committed
+// entry, or is handed a snapshot without its data, halts alone (halt.go,
+// Host.Halted) rather than apply past it.
+//
 // raftmux opens no sockets (the Transport does) and owns no disk format (the
 // Storage does). Replica ids are node ids: a shard's replica on node N has raft
 // id N.

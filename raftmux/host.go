@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -25,6 +27,15 @@ type Host struct {
 	closeOnce sync.Once
 	errMu     sync.Mutex
 	err       error
+
+	// What peers sent that was refused, and the replicas halted.
+	counters counters
+	debug    bool // the logger takes debug records: refusals are logged
+	haltMu   sync.Mutex
+	halted   map[uint64]*HaltedError
+	// snapBuffered: bytes held for incoming snapshots by every worker,
+	// bounded by Config.MaxSnapshotBufferBytes.
+	snapBuffered atomic.Int64
 }
 
 // NewHost opens every shard found in cfg.Storage and starts the workers and
@@ -38,6 +49,8 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg:     c,
 		stopc:   make(chan struct{}),
 		snapSem: make(chan struct{}, c.MaxConcurrentSnapshots),
+		debug:   c.Logger.Enabled(context.Background(), slog.LevelDebug),
+		halted:  make(map[uint64]*HaltedError),
 	}
 	if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
 		return nil, fmt.Errorf("raftmux: snapshot encoder: %w", err)
@@ -336,6 +349,9 @@ type Info struct {
 	Term     uint64
 	Applied  uint64
 	Quiesced bool
+	// Halted: the replica stopped at an entry it could not apply (see
+	// Host.Halted).
+	Halted   bool
 	Voters   []uint64
 	Learners []uint64
 }

@@ -3,8 +3,8 @@ package raftmux
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -62,10 +62,11 @@ func (w *worker) processReady() {
 			continue
 		}
 		r.touched = false
-		if r.destroyed || !r.rn.HasReady() {
+		if r.destroyed || r.halted != nil || !r.rn.HasReady() {
 			continue
 		}
 		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
+		w.noteReady(r, &items[len(items)-1].rd)
 	}
 	w.touched = kept
 	if !pipelined {
@@ -124,7 +125,9 @@ func (w *worker) processReady() {
 	for i := range items {
 		it := &items[i]
 		if !raft.IsEmptySnap(it.rd.Snapshot) {
-			if err := w.applySnapshot(it.r, &it.rd.Snapshot); err != nil {
+			if err := w.applySnapshot(it.r, &it.rd.Snapshot); errors.Is(err, ErrSnapshotData) {
+				w.haltReplica(it.r, it.rd.Snapshot.Metadata.Index, err)
+			} else if err != nil {
 				w.h.halt(err)
 				return
 			}
@@ -143,6 +146,9 @@ func (w *worker) processReady() {
 	write, sync := false, false
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
+		if r.halted != nil {
+			continue
+		}
 		hs := &rd.HardState
 		if raft.IsEmptyHardState(*hs) || (hs.Term == r.term && hs.Vote == r.persistedVote && hs.Commit <= r.persistedCommit) {
 			// Empty, or already written: the early apply wrote the
@@ -191,6 +197,9 @@ func (w *worker) processReady() {
 func (w *worker) finish(items []readyItem) {
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
+		if r.halted != nil {
+			continue
+		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.term = rd.HardState.Term
 			r.persistedVote = rd.HardState.Vote
@@ -212,6 +221,11 @@ func (w *worker) finish(items []readyItem) {
 
 	for i := range items {
 		r, rd := items[i].r, &items[i].rd
+		if r.halted != nil {
+			// Frozen where it stopped: raft never hears that this Ready
+			// was handled.
+			continue
+		}
 		r.rn.Advance(*rd)
 		w.readStates(r, rd.ReadStates)
 		w.settle(r, true)
@@ -303,7 +317,7 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 	for i := range items {
 		it := &items[i]
 		ents := it.rd.CommittedEntries
-		if it.applied || len(ents) == 0 {
+		if it.applied || len(ents) == 0 || it.r.halted != nil {
 			continue
 		}
 		if early && len(it.rd.Entries) > 0 && ents[len(ents)-1].Index >= it.rd.Entries[0].Index {
@@ -361,9 +375,12 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 }
 
 // apply hands committed entries to the state machine (normal entries in
-// runs, conf changes to raft), and resolves this host's waiters.
+// runs, conf changes to raft), and resolves this host's waiters. An entry
+// that cannot be applied halts the replica: the applied index recorded in
+// b is then that of the last entry whose effects b holds, below it.
 func (w *worker) apply(r *replica, ents []raftpb.Entry, b Batch) {
 	self := w.h.cfg.NodeID
+	done := ents[0].Index - 1 // the last entry whose effects are in b
 	for i := range ents {
 		e := &ents[i]
 		switch e.Type {
@@ -378,26 +395,53 @@ func (w *worker) apply(r *replica, ents []raftpb.Entry, b Batch) {
 			w.cmds = append(w.cmds, Command{Index: e.Index, Term: e.Term, Data: e.Data[headerLen:]})
 			w.seqs = append(w.seqs, seq)
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			w.applyCmds(r, b)
-			w.applyConf(r, e, b)
+			if err := w.applyCmds(r, b); err != nil {
+				w.applyFailed(r, b, done, err)
+				return
+			}
+			done = e.Index - 1
+			if err := w.applyConf(r, e, b); err != nil {
+				w.applyFailed(r, b, done, err)
+				return
+			}
+			done = e.Index
 		}
 	}
-	w.applyCmds(r, b)
+	if err := w.applyCmds(r, b); err != nil {
+		w.applyFailed(r, b, done, err)
+		return
+	}
 	last := ents[len(ents)-1].Index
 	b.SetApplied(r.shard, last)
 	r.applied = last
 }
 
-// applyCmds applies the run of commands collected in w.cmds.
-func (w *worker) applyCmds(r *replica, b Batch) {
+// applyFailed records the applied index of what b holds of r (done) and
+// halts r at the entry after it.
+func (w *worker) applyFailed(r *replica, b Batch, done uint64, err error) {
+	if done > r.applied {
+		b.SetApplied(r.shard, done)
+		r.applied = done
+	}
+	w.haltReplica(r, done+1, err)
+}
+
+// applyCmds applies the run of commands collected in w.cmds. Their writes
+// reach b only if the state machine applied them all; on an error none
+// does, the run's proposers get the error, and the caller halts r.
+func (w *worker) applyCmds(r *replica, b Batch) error {
 	cmds := w.cmds
 	if len(cmds) == 0 {
-		return
+		return nil
 	}
-	err := w.h.cfg.StateMachine.Apply(r.shard, cmds, b)
+	st := &w.staged
+	st.Batch = b
+	err := w.h.cfg.StateMachine.Apply(r.shard, cmds, st)
 	if err != nil {
-		err = fmt.Errorf("raftmux: shard %d: apply: %w", r.shard, err)
-		w.h.cfg.Logger.Error("raftmux: state machine apply failed", "shard", r.shard, "err", err)
+		err = fmt.Errorf("raftmux: shard %d: apply entries %d-%d: %w", r.shard, cmds[0].Index, cmds[len(cmds)-1].Index, err)
+		st.reset()
+	} else {
+		st.commit()
 	}
 	for i, seq := range w.seqs {
 		if seq == 0 {
@@ -405,33 +449,42 @@ func (w *worker) applyCmds(r *replica, b Batch) {
 		}
 		if req := r.proposals[seq]; req != nil {
 			delete(r.proposals, seq)
-			w.waiters = append(w.waiters, waiter{req: req, res: result{val: cmds[i].Result, index: cmds[i].Index, err: err}})
+			res := result{val: cmds[i].Result, index: cmds[i].Index}
+			if err != nil {
+				res = result{err: err}
+			}
+			w.waiters = append(w.waiters, waiter{req: req, res: res})
 		}
 	}
 	clear(cmds)
 	w.cmds = cmds[:0]
 	w.seqs = w.seqs[:0]
+	return err
 }
 
-func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
+// applyConf applies a committed configuration change. One that does not
+// decode, or that raft refuses, cannot be skipped without this replica's
+// configuration diverging from its group's: the error halts it.
+func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) error {
 	var cc raftpb.ConfChangeI
 	var ctx []byte
 	if e.Type == raftpb.EntryConfChange {
 		var c raftpb.ConfChange
 		if err := c.Unmarshal(e.Data); err != nil {
-			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.Index, "err", err)
-			return
+			return fmt.Errorf("raftmux: shard %d: undecodable conf change at %d: %w", r.shard, e.Index, err)
 		}
 		cc, ctx = &c, c.Context
 	} else {
 		var c raftpb.ConfChangeV2
 		if err := c.Unmarshal(e.Data); err != nil {
-			w.h.cfg.Logger.Error("raftmux: undecodable conf change", "shard", r.shard, "index", e.Index, "err", err)
-			return
+			return fmt.Errorf("raftmux: shard %d: undecodable conf change at %d: %w", r.shard, e.Index, err)
 		}
 		cc, ctx = &c, c.Context
 	}
-	cs := r.rn.ApplyConfChange(cc)
+	cs, err := applyConfChange(r, cc)
+	if err != nil {
+		return fmt.Errorf("raftmux: shard %d: conf change at %d: %w", r.shard, e.Index, err)
+	}
 	r.confState = cs
 	w.confChanged(r)
 	b.SetConfState(r.shard, cs)
@@ -450,15 +503,16 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) {
 		// Stay awake, so that tick sees the grace period end.
 		w.wake(r)
 	}
+	return nil
 }
 
 // drop destroys a replica on the caller's word that its group no longer
 // counts it (DropReplica). A write of it still in flight is waited for:
 // the replica is then marked removed with its grace period already over.
 func (w *worker) drop(shard uint64) error {
-	r := w.replicas[shard]
-	if r == nil {
-		return ErrUnknownShard
+	r, err := w.hosted(shard)
+	if err != nil {
+		return err
 	}
 	if r.state == raft.StateLeader {
 		return ErrLeads
@@ -482,6 +536,8 @@ func (w *worker) destroy(r *replica) {
 	r.destroyed = true
 	w.confChanged(r)
 	r.failAll(ErrRemoved)
+	w.dropInSnap(r)
+	w.releaseSnapData(r)
 	delete(w.replicas, r.shard)
 	delete(w.awake, r.shard)
 	// Stale members may still talk to us about this shard; do not let them
@@ -494,15 +550,19 @@ func (w *worker) destroy(r *replica) {
 	w.h.cfg.StateMachine.Remove(r.shard)
 }
 
+// ErrSnapshotData: raft handed a replica a snapshot to install whose data
+// the replica does not hold. Installing an empty state in its place would
+// wipe the replica's data while raft believes it has the group's; the
+// replica halts instead.
+var ErrSnapshotData = errors.New("raftmux: snapshot without its data")
+
 func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	idx := snap.Metadata.Index
-	var data io.Reader = emptyReader{}
-	if r.snapData != nil && r.snapDataIdx == idx {
-		data = bytes.NewReader(r.snapData)
-	} else {
-		w.h.cfg.Logger.Error("raftmux: snapshot without data", "shard", r.shard, "index", idx)
+	if r.snapData == nil || r.snapDataIdx != idx {
+		return fmt.Errorf("raftmux: shard %d: snapshot %d: %w", r.shard, idx, ErrSnapshotData)
 	}
-	r.snapData = nil
+	data := bytes.NewReader(r.snapData)
+	w.releaseSnapData(r)
 	if err := w.h.cfg.Storage.ApplySnapshot(r.shard, snap, data); err != nil {
 		return fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", r.shard, idx, err)
 	}

@@ -81,6 +81,15 @@ type replica struct {
 	inSnap      *inSnapshot
 	snapData    []byte
 	snapDataIdx uint64
+
+	// tail is raft's last log index as of the last Ready taken (or the
+	// stored one at open); logMayShrink: a message stepped since may have
+	// truncated the log below it (a conflicting append, a snapshot). See
+	// lastBound.
+	tail         uint64
+	logMayShrink bool
+	// halted: the replica stopped at an entry it could not apply (halt.go).
+	halted *HaltedError
 }
 
 type appSent struct{ to, tick uint64 }
@@ -123,6 +132,8 @@ type inSnapshot struct {
 	next uint32
 	msg  *raftpb.Message
 	buf  []byte
+	// lastTick: the worker tick of its last chunk (see expireSnapshots).
+	lastTick uint64
 }
 
 func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Config {
@@ -184,6 +195,10 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: first index: %w", shard, err)
 	}
+	last, err := rs.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: last index: %w", shard, err)
+	}
 	rn, err := raft.NewRawNode(w.raftConfig(w.h.cfg.NodeID, rs, applied))
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
@@ -197,6 +212,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		persistedCommit: hs.Commit,
 		applied:         applied,
 		compacted:       first - 1,
+		tail:            last,
 		confState:       &cs,
 		proposals:       make(map[uint64]*request),
 		reads:           make(map[uint64]*request),
@@ -226,10 +242,12 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// one that holds a configuration may not.
 		// Nor one with state from its peers still being written (the
 		// leader then fills it by snapshot, as it would anyway).
-		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.writes > 0 {
+		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.writes > 0 || r.halted != nil {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)
+		w.dropInSnap(r)
+		w.releaseSnapData(r)
 		r.destroyed = true
 		delete(w.replicas, shard)
 		delete(w.awake, shard)
@@ -268,6 +286,7 @@ func (r *replica) info() Info {
 		Term:     r.term,
 		Applied:  r.applied,
 		Quiesced: r.quiesced,
+		Halted:   r.halted != nil,
 		Voters:   slices.Clone(r.confState.Voters),
 		Learners: slices.Clone(r.confState.Learners),
 	}
@@ -300,7 +319,7 @@ func (r *replica) failAll(err error) {
 }
 
 func (w *worker) wake(r *replica) {
-	if !r.quiesced {
+	if !r.quiesced || r.halted != nil {
 		return
 	}
 	r.quiesced = false
@@ -324,11 +343,20 @@ func createsReplica(t raftpb.MessageType) bool {
 	return t == raftpb.MsgApp || t == raftpb.MsgHeartbeat || t == raftpb.MsgSnap
 }
 
-func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
+// replicaFor returns the replica a message of type t from node from is
+// for. A leader's first message for a shard not hosted here creates an
+// empty replica, waiting for a snapshot, if Config.AcceptReplica agrees
+// that this node is to hold one. nil: refused (and counted).
+func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 	if r := w.replicas[shard]; r != nil {
+		if r.halted != nil {
+			w.h.refuse(refuseHalted, shard, from, t)
+			return nil
+		}
 		return r
 	}
 	if !createsReplica(t) {
+		w.h.refuse(refuseUnplaced, shard, from, t)
 		return nil
 	}
 	if at, dead := w.tombstones[shard]; dead {
@@ -336,6 +364,10 @@ func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
 			return nil
 		}
 		delete(w.tombstones, shard)
+	}
+	if accept := w.h.cfg.AcceptReplica; accept != nil && !accept(shard, from) {
+		w.h.refuse(refuseUnplaced, shard, from, t)
+		return nil
 	}
 	r, err := w.openReplica(shard)
 	if err != nil {
@@ -345,19 +377,84 @@ func (w *worker) replicaFor(shard uint64, t raftpb.MessageType) *replica {
 	return r
 }
 
+// admit reports whether r takes a message of type t at term from node
+// from: the sender is a member of r's group as r knows it (any role, either
+// side of a joint configuration), or the leader r follows. A leader's
+// traffic is also taken from a non-member at a later term than r's, or at
+// r's term while r knows no leader for it (a term has one leader): a leader
+// elected after configuration changes r has not applied yet (it catches r
+// up, with the entries or a snapshot that make it a member), or the leader
+// filling a replica created empty. Votes, acks and forwarded reads from
+// outside the group are refused: a removed node cannot disturb its old
+// group, and an empty replica votes for no one.
+func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
+	if isMember(r.confState, from) {
+		return true
+	}
+	st := r.rn.BasicStatus()
+	if from == st.Lead || (leaderTraffic(t) && (term > st.Term || (term == st.Term && st.Lead == 0))) {
+		return true
+	}
+	w.h.refuse(refuseNonMember, r.shard, from, t)
+	return false
+}
+
+// lastBound is an index r's raft log is known to reach, for the checks
+// that keep a peer from naming entries past it: raft panics on a commit
+// index past its log and records acks it cannot match. It is the log's end
+// as of the last Ready (entries are only ever appended between two Readies
+// by proposals and leaders' appends), or raft's commit index when a
+// message stepped since may have truncated the log (an append that
+// conflicts with its uncommitted tail, a snapshot): the commit index never
+// passes the log and is never truncated.
+func (r *replica) lastBound() uint64 {
+	if r.logMayShrink {
+		return r.rn.BasicStatus().Commit
+	}
+	return r.tail
+}
+
+// noteReady records what a Ready taken from r says about its log.
+func (w *worker) noteReady(r *replica, rd *raft.Ready) {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		r.tail = rd.Snapshot.Metadata.Index
+	}
+	if n := len(rd.Entries); n > 0 {
+		r.tail = rd.Entries[n-1].Index
+	}
+	r.logMayShrink = false
+	if r.snapData != nil && raft.IsEmptySnap(rd.Snapshot) {
+		// raft did not take the snapshot it was stepped with (it is not
+		// newer than what the replica has): its data will not be asked for.
+		w.releaseSnapData(r)
+	}
+}
+
 func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
-	if m == nil || m.To != w.h.cfg.NodeID || m.From != from {
+	r := w.replicaFor(shard, from, m.Type)
+	if r == nil || !w.admit(r, from, m.Type, m.Term) {
 		return
 	}
-	r := w.replicaFor(shard, m.Type)
-	if r == nil {
-		return
+	t := m.Type
+	switch t {
+	case raftpb.MsgApp:
+		if len(m.Entries) > 0 {
+			r.logMayShrink = true
+		}
+	case raftpb.MsgHeartbeat:
+		m.Commit = w.clampCommit(r, from, m.Commit)
+	case raftpb.MsgAppResp:
+		if last := r.lastBound(); m.Index > last || m.RejectHint > last {
+			// An ack of entries this replica never sent: raft would
+			// record a match past its log.
+			w.h.refuse(refuseBeyondLog, shard, from, t)
+			return
+		}
 	}
 	r.heardTick = w.tickCount
 	if from == r.suspect {
 		r.suspect = 0
 	}
-	t := m.Type
 	if t == raftpb.MsgHeartbeatResp {
 		r.noteHeartbeatResp(from)
 	}
@@ -370,9 +467,28 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 	w.touch(r)
 }
 
+// clampCommit lowers a heartbeat's commit index to what r's log is known
+// to hold. A leader vouches only for entries the follower acknowledged, so
+// a commit past the log means a peer's stale view, data lost under the
+// replica, or a forged heartbeat; raft would stop the process on it. The
+// replica keeps what it has, and the leader's probes or a snapshot repair
+// it.
+func (w *worker) clampCommit(r *replica, from, commit uint64) uint64 {
+	last := r.lastBound()
+	if commit <= last {
+		return commit
+	}
+	w.h.counters.clamped.Add(1)
+	if !r.logMayShrink && !r.warnedBeyond {
+		r.warnedBeyond = true
+		w.h.cfg.Logger.Warn("raftmux: heartbeat commit beyond the log", "shard", r.shard, "from", from, "commit", commit, "last", last)
+	}
+	return last
+}
+
 func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
-	r := w.replicaFor(shard, raftpb.MsgHeartbeat)
-	if r == nil {
+	r := w.replicaFor(shard, from, raftpb.MsgHeartbeat)
+	if r == nil || !w.admit(r, from, raftpb.MsgHeartbeat, hb.Term) {
 		return
 	}
 	r.heardTick = w.tickCount
@@ -383,19 +499,7 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 	if !quiesce {
 		w.wake(r)
 	}
-	commit := hb.Commit
-	if last, err := r.rs.LastIndex(); err == nil && commit > last {
-		// A leader vouches for a commit index this replica does not hold:
-		// it counts on entries this replica no longer has (a peer's stale
-		// view, or data lost under it). Raft would stop the process on
-		// that; the replica instead keeps what it has, and the leader's
-		// probes or a snapshot repair it.
-		if !r.warnedBeyond {
-			r.warnedBeyond = true
-			w.h.cfg.Logger.Warn("raftmux: heartbeat commit beyond the log", "shard", shard, "from", from, "commit", commit, "last", last)
-		}
-		commit = last
-	}
+	commit := w.clampCommit(r, from, hb.Commit)
 	_ = r.rn.Step(hbMessage(raftpb.MsgHeartbeat, from, w.h.cfg.NodeID, hb.Term, commit))
 	w.touch(r)
 	if !quiesce {
@@ -415,8 +519,8 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 }
 
 func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
-	r := w.replicas[shard]
-	if r == nil {
+	r := w.replicaFor(shard, from, raftpb.MsgHeartbeatResp)
+	if r == nil || !w.admit(r, from, raftpb.MsgHeartbeatResp, hb.Term) {
 		return
 	}
 	if hb.Flags&FlagWake != 0 {
@@ -483,6 +587,9 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	case nodeAlive:
 		delete(w.dead, node)
 		for _, r := range w.replicas {
+			if r.halted != nil {
+				continue
+			}
 			if r.suspect == node {
 				r.suspect = 0
 			}
@@ -496,7 +603,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 		// leaves unanswered for suspectGraceTicks elect a new leader
 		// (suspectCampaign) without waiting for the death to be confirmed.
 		for _, r := range w.replicas {
-			if r.lead != node || r.state == raft.StateLeader {
+			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
 			r.suspect, r.suspectTick = node, w.tickCount
@@ -510,7 +617,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 		w.dead[node] = true
 		self := w.h.cfg.NodeID
 		for _, r := range w.replicas {
-			if r.lead != node || r.state == raft.StateLeader {
+			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
 			w.wake(r)
@@ -609,10 +716,23 @@ func (w *worker) candidateWithout(r *replica, node uint64) uint64 {
 	return 0
 }
 
-func (w *worker) propose(shard uint64, req *request) {
+// hosted returns the replica of shard for a caller's request:
+// ErrUnknownShard if there is none, its *HaltedError if it is halted.
+func (w *worker) hosted(shard uint64) (*replica, error) {
 	r := w.replicas[shard]
-	if r == nil {
-		req.done <- result{err: ErrUnknownShard}
+	switch {
+	case r == nil:
+		return nil, ErrUnknownShard
+	case r.halted != nil:
+		return nil, r.halted
+	}
+	return r, nil
+}
+
+func (w *worker) propose(shard uint64, req *request) {
+	r, err := w.hosted(shard)
+	if err != nil {
+		req.done <- result{err: err}
 		return
 	}
 	if r.state != raft.StateLeader {
@@ -632,9 +752,9 @@ func (w *worker) propose(shard uint64, req *request) {
 }
 
 func (w *worker) proposeConf(shard uint64, req *request) {
-	r := w.replicas[shard]
-	if r == nil {
-		req.done <- result{err: ErrUnknownShard}
+	r, err := w.hosted(shard)
+	if err != nil {
+		req.done <- result{err: err}
 		return
 	}
 	if r.state != raft.StateLeader {
@@ -693,9 +813,9 @@ func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
 }
 
 func (w *worker) read(shard uint64, req *request) {
-	r := w.replicas[shard]
-	if r == nil {
-		req.done <- result{err: ErrUnknownShard}
+	r, err := w.hosted(shard)
+	if err != nil {
+		req.done <- result{err: err}
 		return
 	}
 	w.wake(r)

@@ -2,6 +2,7 @@ package raftmux
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"go.etcd.io/raft/v3"
@@ -78,14 +79,48 @@ func (h *Host) streamSnapshotData(shard, to, id uint64, m *raftpb.Message) error
 	}
 }
 
-// handleChunk assembles an incoming snapshot; once complete, raft gets the
-// MsgSnap and the data waits for the Ready that installs it.
+// Incoming snapshots are bounded three ways: a stream is accepted only
+// for a replica this host has, or would create for the sender (see
+// replicaFor), from a sender admit takes, with a MsgSnap raft can restore;
+// one snapshot holds at most Config.MaxSnapshotBytes; and all the streams
+// of the host together, with the assembled snapshots waiting for raft's
+// Ready, hold at most Config.MaxSnapshotBufferBytes. A stream that stops
+// sending chunks is dropped after Config.SnapshotIdleTicks. The data of a
+// complete snapshot is checked (Storage's CheckSnapshot, when it has one)
+// before raft is stepped with it: raft installs a snapshot before its data
+// is written, and one whose data then fails to install could only halt the
+// replica.
+
+// SnapshotChecker is implemented by a Storage that can tell, before a
+// snapshot is stepped into raft, whether ApplySnapshot would take its data
+// (the stream decodes, its checksum holds and it is at meta's index and
+// term). Without it, data is checked only when installed.
+type SnapshotChecker interface {
+	CheckSnapshot(shard uint64, meta *raftpb.SnapshotMetadata, data []byte) error
+}
+
+// handleChunk assembles an incoming snapshot; once complete and checked,
+// raft gets the MsgSnap and the data waits for the Ready that installs it.
 func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	if c == nil {
 		return
 	}
-	r := w.replicaFor(c.Shard, raftpb.MsgSnap)
-	if r == nil {
+	h := w.h
+	r := w.replicas[c.Shard]
+	if c.Seq == 0 {
+		if err := checkSnapMessage(from, h.cfg.NodeID, c.Msg); err != nil {
+			w.refuseChunk(r, c, from, err)
+			return
+		}
+		if r = w.replicaFor(c.Shard, from, raftpb.MsgSnap); r == nil {
+			return
+		}
+		if !w.admit(r, from, raftpb.MsgSnap, c.Msg.Term) {
+			return
+		}
+	} else if r == nil || r.halted != nil {
+		// Only a stream's first chunk may create a replica.
+		h.refuse(refuseUnplaced, c.Shard, from, raftpb.MsgSnap)
 		return
 	}
 	data := c.Data
@@ -93,44 +128,116 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	case CodecNone:
 	case CodecZstd:
 		var err error
-		if data, err = w.h.zdec.DecodeAll(c.Data, nil); err != nil || len(data) > 2*w.h.cfg.SnapshotChunkSize {
-			w.h.cfg.Logger.Warn("raftmux: bad snapshot chunk", "shard", c.Shard, "from", from, "err", errors.Join(ErrBadChunk, err))
-			r.inSnap = nil
+		if data, err = h.zdec.DecodeAll(c.Data, nil); err != nil {
+			w.refuseChunk(r, c, from, errors.Join(ErrBadChunk, err))
 			return
 		}
 	default:
-		r.inSnap = nil
+		w.refuseChunk(r, c, from, ErrBadChunk)
+		return
+	}
+	if len(data) > 2*h.cfg.SnapshotChunkSize {
+		w.refuseChunk(r, c, from, fmt.Errorf("%w: chunk of %d bytes", ErrBadChunk, len(data)))
 		return
 	}
 	if c.Seq == 0 {
-		m := c.Msg
-		if m == nil || m.Type != raftpb.MsgSnap || m.From != from ||
-			m.To != w.h.cfg.NodeID || m.Snapshot == nil {
-			return
-		}
-		r.inSnap = &inSnapshot{id: c.ID, from: from, next: 1, msg: m, buf: append(make([]byte, 0, len(data)), data...)}
-	} else {
-		in := r.inSnap
-		if in == nil || in.id != c.ID || in.from != from || in.next != c.Seq {
-			r.inSnap = nil
-			return
-		}
-		if len(in.buf)+len(data) > w.h.cfg.MaxSnapshotBytes {
-			w.h.cfg.Logger.Warn("raftmux: incoming snapshot too large", "shard", c.Shard, "from", from)
-			r.inSnap = nil
-			return
-		}
-		in.buf = append(in.buf, data...)
-		in.next++
+		w.dropInSnap(r)
+		r.inSnap = &inSnapshot{id: c.ID, from: from, msg: c.Msg}
+		w.receiving[r] = struct{}{}
 	}
+	in := r.inSnap
+	if in == nil || in.id != c.ID || in.from != from || in.next != c.Seq {
+		w.refuseChunk(r, c, from, fmt.Errorf("%w: chunk out of sequence", ErrBadChunk))
+		return
+	}
+	if len(in.buf)+len(data) > h.cfg.MaxSnapshotBytes {
+		w.refuseChunk(r, c, from, fmt.Errorf("%w: snapshot over %d bytes", ErrBadChunk, h.cfg.MaxSnapshotBytes))
+		return
+	}
+	if !h.reserveSnap(len(data)) {
+		w.refuseChunk(r, c, from, fmt.Errorf("%w: incoming snapshots hold %d bytes", ErrBadChunk, h.cfg.MaxSnapshotBufferBytes))
+		return
+	}
+	if in.buf == nil {
+		in.buf = make([]byte, 0, len(data))
+	}
+	in.buf = append(in.buf, data...)
+	in.next++
+	in.lastTick = w.tickCount
 	if !c.Last {
 		return
 	}
-	in := r.inSnap
 	r.inSnap = nil
+	delete(w.receiving, r)
+	meta := &in.msg.Snapshot.Metadata
+	if chk, ok := h.cfg.Storage.(SnapshotChecker); ok {
+		if err := chk.CheckSnapshot(r.shard, meta, in.buf); err != nil {
+			h.releaseSnap(len(in.buf))
+			w.refuseChunk(r, c, from, err)
+			return
+		}
+	}
+	w.releaseSnapData(r)
 	r.snapData = in.buf
-	r.snapDataIdx = in.msg.Snapshot.Metadata.Index
+	r.snapDataIdx = meta.Index
 	w.wake(r)
 	_ = r.rn.Step(*in.msg)
 	w.touch(r)
 }
+
+// refuseChunk drops r's stream in progress (r may be nil) and counts the
+// refusal.
+func (w *worker) refuseChunk(r *replica, c *SnapshotChunk, from uint64, err error) {
+	if r != nil && r.inSnap != nil && r.inSnap.id == c.ID && r.inSnap.from == from {
+		w.dropInSnap(r)
+	}
+	w.h.counters.refused[refuseSnapshot].Add(1)
+	if w.h.debug {
+		w.h.cfg.Logger.Debug("raftmux: refused snapshot chunk", "shard", c.Shard, "from", from, "stream", c.ID, "seq", c.Seq, "err", err)
+	}
+}
+
+// dropInSnap abandons r's incoming stream, if any, and frees its buffer.
+func (w *worker) dropInSnap(r *replica) {
+	if in := r.inSnap; in != nil {
+		w.h.releaseSnap(len(in.buf))
+		r.inSnap = nil
+	}
+	delete(w.receiving, r)
+}
+
+// releaseSnapData frees r's assembled snapshot waiting for raft's Ready.
+func (w *worker) releaseSnapData(r *replica) {
+	if r.snapData != nil {
+		w.h.releaseSnap(len(r.snapData))
+		r.snapData = nil
+	}
+}
+
+// expireSnapshots drops the incoming streams that received no chunk for
+// Config.SnapshotIdleTicks (their sender gave up or died), so that their
+// buffers do not hold the host's budget.
+func (w *worker) expireSnapshots() {
+	idle := uint64(w.h.cfg.SnapshotIdleTicks)
+	for r := range w.receiving {
+		if in := r.inSnap; in == nil || w.tickCount-in.lastTick >= idle {
+			w.dropInSnap(r)
+		}
+	}
+}
+
+// reserveSnap takes n bytes of the host's incoming snapshot budget.
+func (h *Host) reserveSnap(n int) bool {
+	limit := int64(h.cfg.MaxSnapshotBufferBytes)
+	for {
+		cur := h.snapBuffered.Load()
+		if cur+int64(n) > limit {
+			return false
+		}
+		if h.snapBuffered.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
+}
+
+func (h *Host) releaseSnap(n int) { h.snapBuffered.Add(-int64(n)) }

@@ -96,6 +96,10 @@ type worker struct {
 	jobs     []appendJob
 	applies  []applyItem
 	deferred deferredApplied
+	// staged holds a state machine's writes until its Apply succeeds.
+	staged staging
+	// receiving: replicas with an incoming snapshot stream in progress.
+	receiving map[*replica]struct{}
 }
 
 // removedGraceElections is how many election timeouts a replica left out
@@ -131,6 +135,7 @@ func newWorker(h *Host, idx int, seq uint64) *worker {
 		awake:      make(map[uint64]*replica),
 		tombstones: make(map[uint64]uint64),
 		dead:       make(map[uint64]bool),
+		receiving:  make(map[*replica]struct{}),
 		outbox:     make(map[uint64]*RaftBatch),
 		awaited:    make(map[uint64]uint64),
 		seq:        seq,
@@ -183,8 +188,12 @@ func (w *worker) enqueueMsg(ev event) {
 	_ = w.enqueue(ev)
 }
 
+// deliver queues this worker's share of a peer's batch (the shards idx
+// mod n). What no peer may send (see checkPeerMessage, checkHeartbeat) is
+// refused here, before it takes an inbox place.
 func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 	max := w.h.cfg.MaxInboxEvents
+	self := w.h.cfg.NodeID
 	added := false
 	w.mu.Lock()
 	if w.stopped {
@@ -194,6 +203,14 @@ func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 	for i := range b.Messages {
 		m := &b.Messages[i]
 		if m.Shard%n == idx && len(w.inbox) < max {
+			if reason := checkPeerMessage(from, self, m.Msg); reason >= 0 {
+				var t raftpb.MessageType
+				if m.Msg != nil {
+					t = m.Msg.Type
+				}
+				w.h.refuse(reason, m.Shard, from, t)
+				continue
+			}
 			w.inbox = append(w.inbox, event{kind: evMsg, shard: m.Shard, from: from, msg: m.Msg})
 			if len(w.awaited) > 0 && m.Msg.Type == raftpb.MsgAppResp && !m.Msg.Reject {
 				if last, ok := w.awaited[m.Shard]; ok && m.Msg.Index >= last {
@@ -205,12 +222,20 @@ func (w *worker) deliver(from uint64, b *RaftBatch, idx, n uint64) {
 	}
 	for _, hb := range b.Heartbeats {
 		if hb.Shard%n == idx && len(w.inbox) < max {
+			if reason := checkHeartbeat(from, self, &hb); reason >= 0 {
+				w.h.refuse(reason, hb.Shard, from, raftpb.MsgHeartbeat)
+				continue
+			}
 			w.inbox = append(w.inbox, event{kind: evHeartbeat, shard: hb.Shard, from: from, hb: hb})
 			added = true
 		}
 	}
 	for _, hb := range b.HeartbeatResponses {
 		if hb.Shard%n == idx && len(w.inbox) < max {
+			if reason := checkHeartbeat(from, self, &hb); reason >= 0 {
+				w.h.refuse(reason, hb.Shard, from, raftpb.MsgHeartbeatResp)
+				continue
+			}
 			w.inbox = append(w.inbox, event{kind: evHeartbeatResp, shard: hb.Shard, from: from, hb: hb})
 			added = true
 		}
@@ -332,7 +357,7 @@ func (w *worker) handle(ev *event) {
 	case evSnapChunk:
 		w.handleChunk(ev.from, ev.chunk)
 	case evSnapDone:
-		if r := w.replicas[ev.shard]; r != nil {
+		if r := w.replicas[ev.shard]; r != nil && r.halted == nil {
 			st := raft.SnapshotFinish
 			if !ev.ok {
 				st = raft.SnapshotFailure
@@ -347,9 +372,9 @@ func (w *worker) handle(ev *event) {
 	case evRead:
 		w.read(ev.shard, ev.req)
 	case evTransfer:
-		r := w.replicas[ev.shard]
-		if r == nil {
-			ev.req.done <- result{err: ErrUnknownShard}
+		r, err := w.hosted(ev.shard)
+		if err != nil {
+			ev.req.done <- result{err: err}
 			return
 		}
 		w.wake(r)
@@ -361,13 +386,13 @@ func (w *worker) handle(ev *event) {
 		w.touch(r)
 		ev.req.done <- result{}
 	case evCampaign:
-		r := w.replicas[ev.shard]
-		if r == nil {
-			ev.req.done <- result{err: ErrUnknownShard}
+		r, err := w.hosted(ev.shard)
+		if err != nil {
+			ev.req.done <- result{err: err}
 			return
 		}
 		w.wake(r)
-		err := r.rn.Campaign()
+		err = r.rn.Campaign()
 		w.touch(r)
 		ev.req.done <- result{err: err}
 	case evBootstrap:
@@ -389,6 +414,9 @@ func (w *worker) handle(ev *event) {
 
 func (w *worker) tick() {
 	w.tickCount++
+	if len(w.receiving) > 0 {
+		w.expireSnapshots()
+	}
 	grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
 	for _, r := range w.awake {
 		if r.removed && r.writes == 0 && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
@@ -493,7 +521,7 @@ func (w *worker) flush() {
 		}
 		if err := w.h.cfg.Transport.Send(to, b); err != nil {
 			for _, m := range b.Messages {
-				if r := w.replicas[m.Shard]; r != nil && r.state == raft.StateLeader {
+				if r := w.replicas[m.Shard]; r != nil && r.state == raft.StateLeader && r.halted == nil {
 					r.rn.ReportUnreachable(to)
 				}
 			}

@@ -2,6 +2,7 @@ package shardstore
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -278,7 +279,16 @@ func (s *Store) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reade
 	return nil
 }
 
-// readSnapshotStream checks and decodes a snapshot stream into b.
+// CheckSnapshot reports whether data is a whole snapshot stream that
+// ApplySnapshot takes for shard at index and term (format, limits,
+// checksum), without writing anything: a receiver checks a snapshot before
+// its raft group believes it installed. Errors wrap ErrCorrupt.
+func CheckSnapshot(shard uint64, data []byte, index, term uint64) error {
+	return readSnapshotStream(shard, bytes.NewReader(data), index, term, nil)
+}
+
+// readSnapshotStream checks and decodes a snapshot stream into b (nil: only
+// check it).
 func readSnapshotStream(shard uint64, data io.Reader, index, term uint64, b *pebble.Batch) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("shardstore: shard %d: snapshot stream: %w: %s", shard, ErrCorrupt, fmt.Sprintf(format, args...))
@@ -349,8 +359,10 @@ func readSnapshotStream(shard uint64, data io.Reader, index, term uint64, b *peb
 		if _, err := io.ReadFull(cr, val); err != nil {
 			return bad("record %d: value: %v", count, err)
 		}
-		if err := b.Set(key, val, nil); err != nil {
-			return fmt.Errorf("shardstore: shard %d: apply snapshot: %w", shard, err)
+		if b != nil {
+			if err := b.Set(key, val, nil); err != nil {
+				return fmt.Errorf("shardstore: shard %d: apply snapshot: %w", shard, err)
+			}
 		}
 		count++
 	}

@@ -100,6 +100,20 @@ type Config struct {
 	// events, 1 MiB); past them the most-sent events are dropped first.
 	QueueMaxEntries int
 	QueueMaxBytes   int
+
+	// MaxGenerationAhead bounds how far a member's generation may be past
+	// this node's clock (24 h). A generation is its node's start time in
+	// nanoseconds (or one more than a previous life's), so a legitimate one
+	// is ahead of another node's clock only by their clocks' skew. Without
+	// a bound, one event naming a generation near 2^64 would keep the real
+	// node, whose later generations all come from its clock, out for good.
+	// Events past it are dropped and counted (Stats.DropGeneration).
+	MaxGenerationAhead time.Duration
+	// MaxRelays bounds the ping-reqs this node relays at once (64): each
+	// is a ping sent and a record kept until its ack or timeout. A
+	// ping-req past it is dropped (Stats.DropRelay); its requester counts
+	// the missing nack against itself, not against the target.
+	MaxRelays int
 }
 
 // ProbeOrder is how a node walks its probe targets.
@@ -148,6 +162,8 @@ func LANConfig() Config {
 		DatagramBudget:         wire.DatagramBudget,
 		QueueMaxEntries:        4096,
 		QueueMaxBytes:          1 << 20,
+		MaxGenerationAhead:     24 * time.Hour,
+		MaxRelays:              64,
 	}
 }
 
@@ -209,6 +225,8 @@ func (c Config) withDefaults() Config {
 	setI(&c.DatagramBudget, d.DatagramBudget)
 	setI(&c.QueueMaxEntries, d.QueueMaxEntries)
 	setI(&c.QueueMaxBytes, d.QueueMaxBytes)
+	setD(&c.MaxGenerationAhead, d.MaxGenerationAhead)
+	setI(&c.MaxRelays, d.MaxRelays)
 	return c
 }
 
@@ -251,6 +269,8 @@ func (c Config) Validate() error {
 		return bad("DatagramBudget must be 256..%d", wire.MaxDatagram)
 	case c.QueueMaxEntries < 1 || c.QueueMaxBytes < c.DatagramBudget:
 		return bad("QueueMaxEntries must be >= 1 and QueueMaxBytes >= DatagramBudget")
+	case c.MaxGenerationAhead < 0 || c.MaxRelays < 0:
+		return bad("MaxGenerationAhead and MaxRelays must not be negative")
 	}
 	return nil
 }

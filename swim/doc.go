@@ -23,8 +23,14 @@
 //
 // A node that hears itself suspected refutes by raising its incarnation. A
 // node that hears itself declared dead (a partition outlived the suspicion
-// timeout) rejoins under a new generation, so partitions heal without an
-// operator.
+// timeout), or hears of a newer generation of itself than its own, rejoins
+// under a generation above it, so partitions heal without an operator and
+// no claim about a generation keeps a node out for good. Events naming a
+// generation more than Config.MaxGenerationAhead past the clock are dropped.
+//
+// What a datagram may make the node do is bounded: an ack counts only from
+// the member probed or one asked to relay, relays in flight are bounded
+// (MaxRelays), as are members, the broadcast queue and push-pull sizes.
 //
 // The driver (Driver, in driver.go) binds a Node to a UDP socket, the real
 // clock and push-pull over TCP, with one goroutine.

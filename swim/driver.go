@@ -58,6 +58,12 @@ type DriverStats struct {
 	BadAddress      uint64 // a datagram for an address that does not parse
 	PushPullsServed uint64
 	PushPullsSent   uint64
+	// PushPullsRefused: connections closed at accept because the transport
+	// served its most exchanges at once; PushPullHandshakeFailures:
+	// exchanges whose handshake or state frame was refused or timed out
+	// (zero unless the transport counts them, as netio.PushPull does).
+	PushPullsRefused          uint64
+	PushPullHandshakeFailures uint64
 }
 
 // Driver binds a Node to a datagram socket, the real clock and a
@@ -158,7 +164,17 @@ func (d *Driver) Stats() DriverStats {
 	defer d.mu.Unlock()
 	s := d.stats
 	s.Core = d.node.Stats()
+	if c, ok := d.pp.(pushPullCounters); ok {
+		s.PushPullsRefused, s.PushPullHandshakeFailures = c.Refused(), c.HandshakeFailures()
+	}
 	return s
+}
+
+// pushPullCounters is what a PushPullTransport may count (netio.PushPull
+// does).
+type pushPullCounters interface {
+	Refused() uint64
+	HandshakeFailures() uint64
 }
 
 // AnnounceShardLeader spreads a shard's leader at term.
@@ -351,7 +367,10 @@ func Listen(addr string, cfg DriverConfig, udp netio.UDPConfig) (*Driver, error)
 		if err != nil {
 			return nil, err
 		}
-		pp, err := netio.ListenPushPull(conn.LocalAddr().String(), 0)
+		nc := cfg.Node
+		pp, err := netio.ListenPushPull(conn.LocalAddr().String(), netio.PushPullConfig{
+			ClusterID: nc.ClusterID, NodeID: nc.NodeID, Generation: nc.Generation, Secret: nc.Secret, Logger: cfg.Logger,
+		})
 		if err != nil {
 			conn.Close()
 			lastErr = err

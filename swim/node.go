@@ -65,6 +65,9 @@ type probe struct {
 	active        bool
 	seq           uint64
 	target        *member
+	targetID      string   // who may ack it directly
+	asked         []string // the members asked to ping it: they forward its ack, or nack
+	nacked        []string // those of asked who nacked
 	gen           uint64
 	pingDeadline  time.Time
 	end           time.Time
@@ -79,6 +82,7 @@ type relay struct {
 	seq      uint64 // our ping's seq
 	origSeq  uint64 // the requester's seq
 	to       string // the requester's address
+	target   string // the node id pinged: only it may ack
 	deadline time.Time
 }
 
@@ -550,7 +554,7 @@ func (n *Node) tickProbe(now time.Time) {
 	}
 	n.seq++
 	*p = probe{
-		active: true, seq: n.seq, target: m, gen: m.Generation,
+		active: true, seq: n.seq, target: m, targetID: m.ID, gen: m.Generation, asked: p.asked[:0], nacked: p.nacked[:0],
 		pingDeadline: now.Add(n.scaled(n.cfg.ProbeTimeout)),
 		end:          now.Add(interval),
 	}
@@ -567,6 +571,7 @@ func (n *Node) sendPingReqs(p *probe) {
 	for _, m := range n.pickRandom(n.cfg.IndirectChecks, t, func(m *member) bool { return m.State == StateAlive }) {
 		n.stats.PingReqs++
 		p.expectedNacks++
+		p.asked = append(p.asked, m.ID)
 		n.sendMsg(m.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPingReq, Seq: p.seq, Target: []byte(t.ID), Addr: []byte(t.SwimAddr)}, nil)
 	}
 }
@@ -747,24 +752,49 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 		if n.leaving {
 			return
 		}
+		if len(n.relays) >= n.cfg.MaxRelays {
+			n.stats.DropRelay++
+			return
+		}
 		n.seq++
-		n.relays = append(n.relays, relay{seq: n.seq, origSeq: msg.Seq, to: from, deadline: now.Add(n.cfg.ProbeTimeout * 4 / 5)})
+		n.relays = append(n.relays, relay{seq: n.seq, origSeq: msg.Seq, to: from, target: string(msg.Target), deadline: now.Add(n.cfg.ProbeTimeout * 4 / 5)})
 		n.sendMsg(string(msg.Addr), &wire.SwimMessage{Kind: wire.SwimPing, Seq: n.seq, Target: msg.Target}, nil)
 	case wire.SwimAck:
-		if n.probe.active && msg.Seq == n.probe.seq {
+		// An ack counts only from the member that was pinged, or one asked
+		// to ping it on this node's behalf: sequence numbers are easy to
+		// guess, and an ack from anyone else would keep a dead member
+		// alive.
+		sender := string(d.Header.Sender)
+		if p := &n.probe; p.active && msg.Seq == p.seq {
+			if sender != p.targetID && !slices.Contains(p.asked, sender) {
+				n.stats.DropAck++
+				return
+			}
 			n.finishProbe(now, true)
 			return
 		}
 		for i, r := range n.relays {
 			if r.seq == msg.Seq {
+				if sender != r.target {
+					n.stats.DropAck++
+					return
+				}
 				n.relays = slices.Delete(n.relays, i, i+1)
 				n.sendMsg(r.to, &wire.SwimMessage{Kind: wire.SwimAck, Seq: r.origSeq}, nil)
 				return
 			}
 		}
 	case wire.SwimNack:
-		if n.probe.active && msg.Seq == n.probe.seq {
-			n.probe.nacks++
+		// Only from a member asked to relay, once each: nacks lower this
+		// node's own health penalty for a failed probe.
+		if p := &n.probe; p.active && msg.Seq == p.seq {
+			sender := string(d.Header.Sender)
+			if slices.Contains(p.asked, sender) && !slices.Contains(p.nacked, sender) {
+				p.nacked = append(p.nacked, sender)
+				p.nacks++
+			} else {
+				n.stats.DropAck++
+			}
 		}
 	}
 }
@@ -779,6 +809,10 @@ func (n *Node) apply(now time.Time, e *wire.SwimEvent) bool {
 		return n.applyShardLeader(e.Shard, string(e.Node), e.Term)
 	case wire.SwimMetadataVersion:
 		return n.applyVersion(string(e.Node), e.MetaKind, e.Version)
+	}
+	if e.Generation > n.generationLimit(now) {
+		n.stats.DropGeneration++
+		return false
 	}
 	if string(e.Node) == n.self.ID {
 		return n.applySelf(now, e)
@@ -1022,12 +1056,31 @@ func (n *Node) applyNewGeneration(now time.Time, m *member, e *wire.SwimEvent) b
 	return true
 }
 
+// generationLimit is the highest generation taken from anyone at now:
+// MaxGenerationAhead past the clock (see Config).
+func (n *Node) generationLimit(now time.Time) uint64 {
+	return uint64(max(now.UnixNano(), 0)) + uint64(n.cfg.MaxGenerationAhead)
+}
+
 // applySelf handles what others say about this node.
 func (n *Node) applySelf(now time.Time, e *wire.SwimEvent) bool {
-	if e.Generation != n.self.Generation || n.leaving {
-		// An older life of this node, or a claim about a newer one (which
-		// this process cannot be): neither is about us.
+	if e.Generation < n.self.Generation || n.leaving {
+		// An older life of this node.
 		return false
+	}
+	if e.Generation > n.self.Generation {
+		// A claim about a newer life than this one: forged, or this
+		// process started with a clock behind a previous life's
+		// generation. Whoever believes it ignores this life's gossip and
+		// would hold a Dead of that generation as final, so this node
+		// takes a generation above it, as after being declared dead.
+		// (apply has bounded e.Generation: it cannot overflow here.)
+		n.self.Generation = e.Generation + 1
+		n.self.Incarnation = 0
+		n.stats.Rejoins++
+		n.out.Events = append(n.out.Events, Event{Kind: EventRejoined, Member: n.self, Prev: StateDead})
+		n.enqueueSelfAlive()
+		return true
 	}
 	switch e.Kind {
 	case wire.SwimAlive:

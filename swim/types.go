@@ -128,5 +128,8 @@ type Stats struct {
 	DropAuth              uint64
 	DropWrongTarget       uint64 // a ping for another node id (a stale address)
 	DropSelf              uint64 // a datagram claiming to be from this node
+	DropGeneration        uint64 // events naming a generation past MaxGenerationAhead
+	DropAck               uint64 // acks and nacks from a member that was not asked
+	DropRelay             uint64 // ping-reqs past MaxRelays
 	QueueDropped          uint64 // events evicted from a full broadcast queue
 }

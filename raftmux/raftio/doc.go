@@ -9,8 +9,9 @@
 //     (one per destination node per round) becomes one wire.KindRaftBatch
 //     frame; snapshot chunks ride wire.KindSnapshotChunk frames.
 //   - Inbound is the receiving side: it copies raft frames off a netio event
-//     loop onto a bounded queue, and one goroutine, which its owner runs and
-//     stops, decodes them and hands them to the raftmux.Host.
+//     loop onto a queue bounded in frames and in bytes, and one goroutine,
+//     which its owner runs and stops, decodes them and hands them to the
+//     raftmux.Host (which checks what they say before raft sees it).
 //
 // Raft ids are uint64 and peers are named by strings; the caller supplies
 // the mapping both ways. raftio owns no format of its own beyond the way a

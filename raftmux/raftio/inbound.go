@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/raftmux"
@@ -18,8 +19,12 @@ type Receiver interface {
 
 var _ Receiver = (*raftmux.Host)(nil)
 
-// DefaultInboundFrames is InboundConfig.QueueFrames's default.
-const DefaultInboundFrames = 4096
+// DefaultInboundFrames and DefaultInboundBytes are InboundConfig's
+// QueueFrames and QueueBytes defaults.
+const (
+	DefaultInboundFrames = 4096
+	DefaultInboundBytes  = 64 << 20
+)
 
 // InboundConfig configures an Inbound. Zero fields take the documented
 // defaults.
@@ -33,7 +38,13 @@ type InboundConfig struct {
 	// to be decoded; past it Offer refuses (netio drops and counts the
 	// frame; raft retransmits). Default DefaultInboundFrames.
 	QueueFrames int
-	// Logger receives undecodable frames. Default slog.Default().
+	// QueueBytes bounds the bytes of those frames together, so that
+	// QueueFrames frames of the largest size cannot pile up; past it Offer
+	// refuses too. A frame is taken whatever its size when the queue is
+	// empty. Default DefaultInboundBytes.
+	QueueBytes int
+	// Logger receives undecodable frames, at debug level (they are
+	// counted: see BadFrames). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -53,9 +64,20 @@ type inboundFrame struct {
 // and stops through the context, decodes each and hands it to the
 // Receiver. Frames of one peer keep their order.
 type Inbound struct {
-	cfg InboundConfig
-	q   chan inboundFrame
-	dec decoder // Run's
+	cfg    InboundConfig
+	q      chan inboundFrame
+	queued atomic.Int64 // bytes of the frames in q
+	badIn  atomic.Uint64
+	dec    decoder // Run's
+}
+
+// BadFrames counts the frames that did not decode (dropped). A peer can
+// send any number of them, so they are logged at debug level only.
+func (in *Inbound) BadFrames() uint64 { return in.badIn.Load() }
+
+func (in *Inbound) bad(msg string, args ...any) {
+	in.badIn.Add(1)
+	in.cfg.Logger.Debug(msg, args...)
 }
 
 // NewInbound validates cfg and returns an Inbound; nothing runs until Run.
@@ -63,11 +85,14 @@ func NewInbound(cfg InboundConfig) (*Inbound, error) {
 	switch {
 	case cfg.Receiver == nil || cfg.RaftID == nil:
 		return nil, errors.Join(ErrInvalidConfig, errors.New("Receiver and RaftID are required"))
-	case cfg.QueueFrames < 0:
-		return nil, errors.Join(ErrInvalidConfig, errors.New("negative QueueFrames"))
+	case cfg.QueueFrames < 0 || cfg.QueueBytes < 0:
+		return nil, errors.Join(ErrInvalidConfig, errors.New("negative QueueFrames or QueueBytes"))
 	}
 	if cfg.QueueFrames == 0 {
 		cfg.QueueFrames = DefaultInboundFrames
+	}
+	if cfg.QueueBytes == 0 {
+		cfg.QueueBytes = DefaultInboundBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -87,10 +112,16 @@ func (in *Inbound) Offer(from string, h wire.Header, frame []byte) bool {
 	if !IsRaftFrame(h.Kind) || len(frame) < wire.HeaderSize {
 		return false
 	}
+	n := int64(len(frame))
+	if q := in.queued.Add(n); q > int64(in.cfg.QueueBytes) && q != n {
+		in.queued.Add(-n)
+		return false
+	}
 	select {
 	case in.q <- inboundFrame{from: from, h: h, frame: append([]byte(nil), frame...)}:
 		return true
 	default:
+		in.queued.Add(-n)
 		return false
 	}
 }
@@ -116,6 +147,7 @@ func (in *Inbound) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case f := <-in.q:
+			in.queued.Add(-int64(len(f.frame)))
 			in.handle(&f)
 		}
 	}
@@ -126,14 +158,14 @@ func (in *Inbound) handle(f *inboundFrame) {
 	// decoded messages alias it and raft keeps them.
 	payload, _, err := wire.FramePayload(&f.h, f.frame[wire.HeaderSize:], nil)
 	if err != nil {
-		in.cfg.Logger.Warn("raftio: bad raft frame", "from", f.from, "err", err)
+		in.bad("raftio: bad raft frame", "from", f.from, "err", err)
 		return
 	}
 	from := in.cfg.RaftID(f.from)
 	if f.h.Kind == wire.KindRaftBatch {
 		rb, err := in.dec.decode(payload)
 		if err != nil {
-			in.cfg.Logger.Warn("raftio: bad raft batch", "from", f.from, "err", err)
+			in.bad("raftio: bad raft batch", "from", f.from, "err", err)
 			return
 		}
 		in.cfg.Receiver.Deliver(from, rb)
@@ -141,7 +173,7 @@ func (in *Inbound) handle(f *inboundFrame) {
 	}
 	c, err := DecodeSnapshotChunk(payload)
 	if err != nil {
-		in.cfg.Logger.Warn("raftio: bad snapshot chunk", "from", f.from, "err", err)
+		in.bad("raftio: bad snapshot chunk", "from", f.from, "err", err)
 		return
 	}
 	in.cfg.Receiver.DeliverSnapshotChunk(from, c)

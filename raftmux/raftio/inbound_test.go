@@ -127,3 +127,44 @@ func TestInboundQueueIsBoundedAndRunStops(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// The queue holds at most QueueBytes of frames (a single larger frame is
+// taken when the queue is empty), and what Run took is given back.
+func TestInboundQueueIsBoundedInBytes(t *testing.T) {
+	rec := &recorder{}
+	in, err := NewInbound(InboundConfig{
+		Receiver: rec, QueueBytes: 3 << 10, Logger: slog.New(slog.DiscardHandler),
+		RaftID: func(string) uint64 { return 1 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, bh := frameOf(t, wire.KindRaftBatch, make([]byte, 4<<10))
+	small, sh := frameOf(t, wire.KindRaftBatch, make([]byte, 1<<10))
+	if !in.Offer("a", bh, big) {
+		t.Fatal("a frame larger than QueueBytes was refused by an empty queue")
+	}
+	if in.Offer("a", sh, small) {
+		t.Fatal("a frame was queued past QueueBytes")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		in.Run(ctx)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for in.Len() > 0 || in.queued.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue not drained: %d frames, %d bytes", in.Len(), in.queued.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 2 {
+		if !in.Offer("a", sh, small) {
+			t.Fatal("a frame below QueueBytes was refused after the queue drained")
+		}
+	}
+	cancel()
+	<-done
+}

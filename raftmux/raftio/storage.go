@@ -87,6 +87,16 @@ func (r *Storage) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Rea
 	return r.s.ApplySnapshot(shard, snap, br)
 }
 
+// CheckSnapshot implements raftmux.SnapshotChecker: data must be a whole
+// stream of the store's format at meta's index and term. An empty one is
+// refused: a sender always streams a header and a checksum, and the store
+// takes "no data" to mean an empty state.
+func (r *Storage) CheckSnapshot(shard uint64, meta *raftpb.SnapshotMetadata, data []byte) error {
+	return shardstore.CheckSnapshot(shard, data, meta.Index, meta.Term)
+}
+
+var _ raftmux.SnapshotChecker = (*Storage)(nil)
+
 // DeleteShard implements raftmux.Storage.
 func (r *Storage) DeleteShard(shard uint64) error { return r.s.DeleteShard(shard) }
 

@@ -247,6 +247,14 @@ func (s *MemStore) ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Re
 	return nil
 }
 
+// CheckSnapshot implements raftmux.SnapshotChecker: data must decode.
+func (s *MemStore) CheckSnapshot(_ uint64, _ *raftpb.SnapshotMetadata, data []byte) error {
+	_, err := decodeKV(data)
+	return err
+}
+
+var _ raftmux.SnapshotChecker = (*MemStore)(nil)
+
 // DeleteShard implements raftmux.Storage.
 func (s *MemStore) DeleteShard(shard uint64) error {
 	s.mu.Lock()
