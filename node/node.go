@@ -312,6 +312,7 @@ func (n *Node) Start(ctx context.Context) error {
 		StateMachine:   n.sm,
 		OnLeaderChange: n.onLeaderChange,
 		OnConfState:    n.onConfState,
+		AcceptReplica:  n.acceptReplica,
 		TickInterval:   n.cfg.RaftTickInterval,
 		Logger:         n.log,
 	})
@@ -369,39 +370,18 @@ func (n *Node) Start(ctx context.Context) error {
 // listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
 // socket and push-pull transport.
 func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
-	h := &n.cfg.testHooks
-	if h.swimConn == nil && h.pushPull == nil {
-		return swim.Listen(n.cfg.SwimAddr, dc, netio.UDPConfig{ReuseAddr: true})
+	if h := &n.cfg.testHooks; h.swimConn != nil || h.pushPull != nil {
+		dc.Wrap = func(pc swim.PacketConn, pp swim.PushPullTransport) (swim.PacketConn, swim.PushPullTransport) {
+			if h.swimConn != nil {
+				pc = h.swimConn(pc)
+			}
+			if h.pushPull != nil {
+				pp = h.pushPull(pp)
+			}
+			return pc, pp
+		}
 	}
-	// As swim.Listen does: a free UDP port may have its TCP twin taken.
-	var lastErr error
-	for range 20 {
-		conn, err := netio.ListenUDP(n.cfg.SwimAddr, netio.UDPConfig{ReuseAddr: true})
-		if err != nil {
-			return nil, err
-		}
-		pp, err := netio.ListenPushPull(conn.LocalAddr().String(), 0)
-		if err != nil {
-			conn.Close()
-			lastErr = err
-			continue
-		}
-		var pc swim.PacketConn = conn
-		var ppt swim.PushPullTransport = pp
-		if h.swimConn != nil {
-			pc = h.swimConn(pc)
-		}
-		if h.pushPull != nil {
-			ppt = h.pushPull(ppt)
-		}
-		d, err := swim.NewDriver(dc, pc, ppt)
-		if err != nil {
-			conn.Close()
-			pp.Close()
-		}
-		return d, err
-	}
-	return nil, lastErr
+	return swim.Listen(n.cfg.SwimAddr, dc, netio.UDPConfig{ReuseAddr: true})
 }
 
 // Ready is closed once the node serves requests: its cluster is born and

@@ -44,6 +44,9 @@ type DriverConfig struct {
 	OnEvent func(Event)
 	// Logger (slog.Default when nil).
 	Logger *slog.Logger
+	// Wrap, when set, wraps the socket and push-pull transport Listen
+	// made before the driver starts on them (a test's fault injection).
+	Wrap func(PacketConn, PushPullTransport) (PacketConn, PushPullTransport)
 }
 
 // DriverStats are the driver's socket counters and the core's.
@@ -376,7 +379,12 @@ func Listen(addr string, cfg DriverConfig, udp netio.UDPConfig) (*Driver, error)
 			lastErr = err
 			continue
 		}
-		d, err := NewDriver(cfg, conn, pp)
+		var pc PacketConn = conn
+		var ppt PushPullTransport = pp
+		if cfg.Wrap != nil {
+			pc, ppt = cfg.Wrap(pc, ppt)
+		}
+		d, err := NewDriver(cfg, pc, ppt)
 		if err != nil {
 			conn.Close()
 			pp.Close()

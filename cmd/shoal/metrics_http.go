@@ -37,7 +37,8 @@ const (
 //   - /metrics: Prometheus metrics (each series labelled node="ID"), plus
 //     the Go runtime's and the process's;
 //   - /healthz: 200 while the process runs;
-//   - /readyz: 200 once every node is ready to serve, 503 before.
+//   - /readyz: 200 once every node is ready to serve, 503 before, and
+//     503 while a shard replica is halted at an entry it could not apply.
 func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -63,6 +64,14 @@ func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node) (*metric
 			default:
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = w.Write([]byte("not ready\n"))
+				return
+			}
+			if h := n.Halted(); len(h) > 0 {
+				// A replica stopped at an entry it could not apply: its
+				// state would diverge from its group's. An operator must
+				// look (the log names the shard and the entry).
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintf(w, "not ready: %d shard replicas halted (first: %v)\n", len(h), &h[0])
 				return
 			}
 		}
