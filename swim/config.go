@@ -28,8 +28,17 @@ type Config struct {
 	// ClientAddr, PeerAddr, Rack and Meta are carried to every member.
 	ClientAddr, PeerAddr, Rack string
 	Meta                       []byte
-	// Secret, when set, signs every datagram and push-pull with HMAC-SHA256;
-	// unsigned or badly signed input is dropped and counted.
+	// Keys is the SWIM keyring, the primary first (see wire.SwimKeyring):
+	// every datagram and push-pull is sealed (AES-GCM) with the primary,
+	// and input is taken only if it opens under one of the keys, names
+	// this node as its recipient and was not taken before (replay
+	// windows); anything else is dropped and counted. Each key is 16, 24
+	// or 32 bytes, at most wire.MaxSwimKeys of them. SetKeys rotates them.
+	Keys [][]byte
+	// Secret is the cluster's shared secret. Without Keys, the keyring is
+	// one key derived from it (wire.DeriveSwimKey). The driver also proves
+	// it in the push-pull handshake. Neither: datagrams travel unsealed
+	// and unauthenticated.
 	Secret []byte
 	// Seed seeds the node's random source (probe order, random members).
 	// Rand, when set, is used instead.
@@ -271,6 +280,11 @@ func (c Config) Validate() error {
 		return bad("QueueMaxEntries must be >= 1 and QueueMaxBytes >= DatagramBudget")
 	case c.MaxGenerationAhead < 0 || c.MaxRelays < 0:
 		return bad("MaxGenerationAhead and MaxRelays must not be negative")
+	}
+	if keys := c.keys(); len(keys) > 0 {
+		if _, err := wire.NewSwimKeyring(keys); err != nil {
+			return bad("Keys: %v", err)
+		}
 	}
 	return nil
 }

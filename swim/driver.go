@@ -196,6 +196,20 @@ func (d *Driver) SetMetadataVersion(kind, version uint64) {
 	d.flush()
 }
 
+// SetKeys replaces the SWIM keyring, the primary first (Node.SetKeys).
+func (d *Driver) SetKeys(keys [][]byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node.SetKeys(keys)
+}
+
+// KeyCount reports the keys of the keyring (0: datagrams unsealed).
+func (d *Driver) KeyCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node.KeyCount()
+}
+
 // Leave announces a graceful leave and keeps gossiping for linger (a
 // few gossip intervals is enough), then closes the driver.
 func (d *Driver) Leave(linger time.Duration) error {

@@ -2,21 +2,23 @@ package swim
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoalmq/shoal/wire"
 )
 
-// datagramFrom builds a signed datagram from sender carrying msg and
+// datagramFrom builds a datagram (sealed if sender has keys) from sender carrying msg and
 // events, as sender's core encodes it.
 func datagramFrom(t testing.TB, sender *Node, to string, msg *wire.SwimMessage, events ...*wire.SwimEvent) []byte {
 	t.Helper()
-	start, tagOff, countOff := sender.begin(msg)
+	// Test nodes live at "ID:1".
+	start, bodyOff, countOff := sender.begin([]byte(strings.TrimSuffix(to, ":1")), msg)
 	for _, e := range events {
-		sender.arena, _ = wire.AppendSwimEventWithin(sender.arena, countOff, wire.AppendSwimEvent(nil, e), start+wire.MaxDatagram)
+		sender.arena, _ = wire.AppendSwimEventWithin(sender.arena, countOff, wire.AppendSwimEvent(nil, e), start+wire.MaxDatagram-wire.SwimTagSize)
 	}
-	sender.finish(to, start, tagOff)
+	sender.finish(to, start, bodyOff)
 	pk := sender.Ready().Packets
 	b := append([]byte(nil), pk[len(pk)-1].Data...)
 	sender.Advance()

@@ -2,7 +2,10 @@ package swim
 
 import (
 	"bytes"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -82,6 +85,7 @@ type relay struct {
 	seq      uint64 // our ping's seq
 	origSeq  uint64 // the requester's seq
 	to       string // the requester's address
+	toID     []byte // the requester's node id
 	target   string // the node id pinged: only it may ack
 	deadline time.Time
 }
@@ -107,7 +111,6 @@ type verKey struct {
 type Node struct {
 	cfg    Config
 	rng    *rand.Rand
-	auth   *wire.SwimAuth
 	self   Member
 	selfID []byte
 	picks  []*member
@@ -152,6 +155,17 @@ type Node struct {
 	leaders  map[uint64]leaderEntry
 	versions map[verKey]uint64
 
+	// Sealing (nil keys: datagrams travel unsealed): the keyring, this
+	// life's salt, the last sequence number sent, the header of the
+	// datagram being built, the senders' replay windows, and the buffer
+	// a received body is opened into.
+	keys    *wire.SwimKeyring
+	salt    uint64
+	sealSeq uint64
+	hdr     wire.SwimHeader
+	replay  map[string]*replayWindow
+	plain   []byte
+
 	out   Ready
 	arena []byte
 	dg    wire.SwimDatagram
@@ -177,8 +191,17 @@ func New(cfg Config) (*Node, error) {
 	if n.rng == nil {
 		n.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	}
-	if len(cfg.Secret) > 0 {
-		n.auth = wire.NewSwimAuth(cfg.Secret)
+	if keys := cfg.keys(); len(keys) > 0 {
+		ring, err := wire.NewSwimKeyring(keys)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		n.keys = ring
+		var salt [8]byte
+		_, _ = crand.Read(salt[:])
+		n.salt = binary.LittleEndian.Uint64(salt[:])
+		n.replay = make(map[string]*replayWindow)
+		n.plain = make([]byte, 0, wire.MaxDatagram)
 	}
 	n.self = Member{
 		ID: cfg.NodeID, Generation: cfg.Generation, State: StateAlive,
@@ -297,7 +320,7 @@ func (n *Node) Leave() {
 	enc := wire.AppendSwimEvent(nil, &n.ev)
 	n.queue.push(qkey{kind: qMember, id: n.self.ID}, enc)
 	for _, m := range n.pickRandom(n.cfg.GossipNodes, nil, isLive) {
-		n.sendGossip(m.SwimAddr)
+		n.sendGossip(m)
 	}
 }
 
@@ -366,7 +389,7 @@ func (n *Node) Tick(now time.Time) {
 		n.nextGossip = now.Add(n.cfg.GossipInterval)
 		if n.queue.Len() > 0 {
 			for _, m := range n.pickRandom(n.cfg.GossipNodes, nil, n.gossipTarget(now)) {
-				n.sendGossip(m.SwimAddr)
+				n.sendGossip(m)
 			}
 		}
 	}
@@ -537,7 +560,7 @@ func (n *Node) tickProbe(now time.Time) {
 		// datagram per hundred probes.
 		if p.indirect && !p.lastPing && !now.Before(p.lastPingAt) {
 			p.lastPing = true
-			n.sendMsg(p.target.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: p.target.idb}, nil)
+			n.sendMsg(p.target.SwimAddr, p.target.idb, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: p.target.idb}, nil)
 		}
 		if !now.Before(p.end) {
 			n.finishProbe(now, false)
@@ -560,19 +583,19 @@ func (n *Node) tickProbe(now time.Time) {
 	}
 	p.lastPingAt = p.pingDeadline.Add(p.end.Sub(p.pingDeadline) / 2)
 	n.stats.Probes++
-	n.sendMsg(m.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: m.idb}, nil)
+	n.sendMsg(m.SwimAddr, m.idb, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: m.idb}, nil)
 }
 
 func (n *Node) sendPingReqs(p *probe) {
 	t := p.target
 	// A second direct ping goes with the ping-reqs: one lost datagram of
 	// the first exchange should not be worth a suspicion.
-	n.sendMsg(t.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: t.idb}, nil)
+	n.sendMsg(t.SwimAddr, t.idb, &wire.SwimMessage{Kind: wire.SwimPing, Seq: p.seq, Target: t.idb}, nil)
 	for _, m := range n.pickRandom(n.cfg.IndirectChecks, t, func(m *member) bool { return m.State == StateAlive }) {
 		n.stats.PingReqs++
 		p.expectedNacks++
 		p.asked = append(p.asked, m.ID)
-		n.sendMsg(m.SwimAddr, &wire.SwimMessage{Kind: wire.SwimPingReq, Seq: p.seq, Target: []byte(t.ID), Addr: []byte(t.SwimAddr)}, nil)
+		n.sendMsg(m.SwimAddr, m.idb, &wire.SwimMessage{Kind: wire.SwimPingReq, Seq: p.seq, Target: t.idb, Addr: []byte(t.SwimAddr)}, nil)
 	}
 }
 
@@ -604,7 +627,7 @@ func (n *Node) finishProbe(now time.Time, acked bool) {
 	if n.apply(now, &n.ev) && !wasSuspect {
 		n.stats.Suspicions++
 		// Lifeguard: tell the suspect itself so it can refute at once.
-		n.sendMsg(m.SwimAddr, &wire.SwimMessage{}, n.queue.byKey[qkey{kind: qMember, id: m.ID}].encOrNil())
+		n.sendMsg(m.SwimAddr, m.idb, &wire.SwimMessage{}, n.queue.byKey[qkey{kind: qMember, id: m.ID}].encOrNil())
 	}
 }
 
@@ -622,7 +645,7 @@ func (n *Node) tickRelays(now time.Time) {
 			kept = append(kept, r)
 			continue
 		}
-		n.sendMsg(r.to, &wire.SwimMessage{Kind: wire.SwimNack, Seq: r.origSeq}, nil)
+		n.sendMsg(r.to, r.toID, &wire.SwimMessage{Kind: wire.SwimNack, Seq: r.origSeq}, nil)
 	}
 	n.relays = kept
 }
@@ -674,40 +697,57 @@ func (n *Node) removeMember(m *member) {
 
 // --- sending ---
 
-// begin starts a datagram in the arena.
-func (n *Node) begin(msg *wire.SwimMessage) (start, tagOff, countOff int) {
-	start = len(n.arena)
-	hdr := wire.SwimHeader{ClusterID: n.cfg.ClusterID, Sender: n.selfID, Generation: n.self.Generation, Auth: n.auth != nil}
-	n.arena, tagOff = wire.AppendSwimHeader(n.arena, &hdr)
-	n.arena = wire.AppendSwimMessage(n.arena, msg)
-	n.arena, countOff = wire.BeginSwimEvents(n.arena)
-	return start, tagOff, countOff
+// header sets n.hdr to this node's header for a datagram or push-pull to
+// recipient, sealed (with the next sequence number) when it has keys.
+func (n *Node) header(recipient []byte) *wire.SwimHeader {
+	n.hdr = wire.SwimHeader{ClusterID: n.cfg.ClusterID, Sender: n.selfID, Generation: n.self.Generation}
+	if n.keys != nil {
+		n.sealSeq++
+		n.hdr.Sealed, n.hdr.Recipient, n.hdr.KeyID, n.hdr.Salt, n.hdr.Seq = true, recipient, n.keys.Primary(), n.salt, n.sealSeq
+	}
+	return &n.hdr
 }
 
-func (n *Node) finish(to string, start, tagOff int) {
-	b := n.arena[start:len(n.arena):len(n.arena)]
-	if n.auth != nil {
-		n.auth.Sign(b, tagOff-start)
+// begin starts a datagram to recipient in the arena.
+func (n *Node) begin(recipient []byte, msg *wire.SwimMessage) (start, bodyOff, countOff int) {
+	start = len(n.arena)
+	n.arena, bodyOff = wire.AppendSwimHeader(n.arena, n.header(recipient))
+	n.arena = wire.AppendSwimMessage(n.arena, msg)
+	n.arena, countOff = wire.BeginSwimEvents(n.arena)
+	return start, bodyOff, countOff
+}
+
+func (n *Node) finish(to string, start, bodyOff int) {
+	if n.keys != nil {
+		var err error
+		if n.arena, err = n.keys.Seal(n.arena, start, bodyOff, &n.hdr); err != nil {
+			n.arena = n.arena[:start]
+			return
+		}
 	}
+	b := n.arena[start:len(n.arena):len(n.arena)]
 	n.stats.PacketsOut++
 	n.stats.BytesOut += uint64(len(b))
 	n.out.Packets = append(n.out.Packets, Packet{To: to, Data: b})
 }
 
-// sendMsg sends msg to addr with first (an encoded event, may be nil)
-// and then as many queued events as fit.
-func (n *Node) sendMsg(addr string, msg *wire.SwimMessage, first []byte) {
-	start, tagOff, countOff := n.begin(msg)
+// sendMsg sends msg to the member recipient at addr with first (an encoded
+// event, may be nil) and then as many queued events as fit.
+func (n *Node) sendMsg(addr string, recipient []byte, msg *wire.SwimMessage, first []byte) {
+	start, bodyOff, countOff := n.begin(recipient, msg)
 	budget := start + n.cfg.DatagramBudget
+	if n.keys != nil {
+		budget -= wire.SwimTagSize
+	}
 	if first != nil {
 		n.arena, _ = wire.AppendSwimEventWithin(n.arena, countOff, first, budget)
 	}
 	n.arena = n.queue.fill(n.arena, countOff, budget, n.retransmitLimit())
-	n.finish(addr, start, tagOff)
+	n.finish(addr, start, bodyOff)
 }
 
-func (n *Node) sendGossip(addr string) {
-	n.sendMsg(addr, &wire.SwimMessage{}, nil)
+func (n *Node) sendGossip(m *member) {
+	n.sendMsg(m.SwimAddr, m.idb, &wire.SwimMessage{}, nil)
 }
 
 // --- receiving ---
@@ -717,7 +757,12 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 	n.stats.PacketsIn++
 	n.stats.BytesIn += uint64(len(b))
 	d := &n.dg
-	if err := wire.DecodeSwimDatagram(b, d); err != nil {
+	if len(b) > wire.MaxDatagram {
+		n.stats.DropMalformed++
+		return
+	}
+	off, err := wire.DecodeSwimHeader(b, &d.Header)
+	if err != nil {
 		n.stats.DropMalformed++
 		return
 	}
@@ -725,20 +770,21 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 		n.stats.DropClusterID++
 		return
 	}
-	if n.auth != nil && !n.auth.Verify(b, d.TagOffset) {
-		n.stats.DropAuth++
+	body, ok := n.open(b, off, &d.Header, false)
+	if !ok {
 		return
 	}
-	if string(d.Header.Sender) == n.self.ID {
-		n.stats.DropSelf++
+	if err := wire.DecodeSwimBody(body, d); err != nil {
+		n.stats.DropMalformed++
 		return
 	}
+	sender := d.Header.Sender
 	for i := range d.Events {
 		n.apply(now, &d.Events[i])
 	}
 	// A sender we hold dead in its current generation learns so at once.
-	if m := n.members[string(d.Header.Sender)]; m != nil && m.Generation == d.Header.Generation && m.State.final() {
-		n.sendMsg(from, &wire.SwimMessage{}, n.encodeMember(m, ""))
+	if m := n.members[string(sender)]; m != nil && m.Generation == d.Header.Generation && m.State.final() {
+		n.sendMsg(from, sender, &wire.SwimMessage{}, n.encodeMember(m, ""))
 	}
 	msg := &d.Msg
 	switch msg.Kind {
@@ -747,7 +793,7 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 			n.stats.DropWrongTarget++
 			return
 		}
-		n.sendMsg(from, &wire.SwimMessage{Kind: wire.SwimAck, Seq: msg.Seq}, nil)
+		n.sendMsg(from, sender, &wire.SwimMessage{Kind: wire.SwimAck, Seq: msg.Seq}, nil)
 	case wire.SwimPingReq:
 		if n.leaving {
 			return
@@ -757,14 +803,14 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 			return
 		}
 		n.seq++
-		n.relays = append(n.relays, relay{seq: n.seq, origSeq: msg.Seq, to: from, target: string(msg.Target), deadline: now.Add(n.cfg.ProbeTimeout * 4 / 5)})
-		n.sendMsg(string(msg.Addr), &wire.SwimMessage{Kind: wire.SwimPing, Seq: n.seq, Target: msg.Target}, nil)
+		n.relays = append(n.relays, relay{seq: n.seq, origSeq: msg.Seq, to: from, toID: bytes.Clone(sender), target: string(msg.Target), deadline: now.Add(n.cfg.ProbeTimeout * 4 / 5)})
+		n.sendMsg(string(msg.Addr), msg.Target, &wire.SwimMessage{Kind: wire.SwimPing, Seq: n.seq, Target: msg.Target}, nil)
 	case wire.SwimAck:
 		// An ack counts only from the member that was pinged, or one asked
 		// to ping it on this node's behalf: sequence numbers are easy to
 		// guess, and an ack from anyone else would keep a dead member
 		// alive.
-		sender := string(d.Header.Sender)
+		sender := string(sender)
 		if p := &n.probe; p.active && msg.Seq == p.seq {
 			if sender != p.targetID && !slices.Contains(p.asked, sender) {
 				n.stats.DropAck++
@@ -780,7 +826,7 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 					return
 				}
 				n.relays = slices.Delete(n.relays, i, i+1)
-				n.sendMsg(r.to, &wire.SwimMessage{Kind: wire.SwimAck, Seq: r.origSeq}, nil)
+				n.sendMsg(r.to, r.toID, &wire.SwimMessage{Kind: wire.SwimAck, Seq: r.origSeq}, nil)
 				return
 			}
 		}
@@ -788,7 +834,7 @@ func (n *Node) Receive(now time.Time, from string, b []byte) {
 		// Only from a member asked to relay, once each: nacks lower this
 		// node's own health penalty for a failed probe.
 		if p := &n.probe; p.active && msg.Seq == p.seq {
-			sender := string(d.Header.Sender)
+			sender := string(sender)
 			if slices.Contains(p.asked, sender) && !slices.Contains(p.nacked, sender) {
 				p.nacked = append(p.nacked, sender)
 				p.nacks++
@@ -1110,7 +1156,7 @@ func (n *Node) applySelf(now time.Time, e *wire.SwimEvent) bool {
 	n.enqueueSelfAlive()
 	// Answer the accuser directly: it is the one whose timer runs.
 	if acc := n.members[string(e.From)]; acc != nil && acc.SwimAddr != "" && isLive(acc) {
-		n.sendMsg(acc.SwimAddr, &wire.SwimMessage{}, n.queue.byKey[qkey{kind: qMember, id: n.self.ID}].encOrNil())
+		n.sendMsg(acc.SwimAddr, acc.idb, &wire.SwimMessage{}, n.queue.byKey[qkey{kind: qMember, id: n.self.ID}].encOrNil())
 	}
 	return true
 }
@@ -1168,7 +1214,7 @@ func (n *Node) requestPushPull(addr string, join bool) {
 // encodeState encodes this node's full state (a new slice).
 func (n *Node) encodeState(join bool) []byte {
 	p := &n.pp
-	p.Header = wire.SwimHeader{ClusterID: n.cfg.ClusterID, Sender: []byte(n.self.ID), Generation: n.self.Generation, Auth: n.auth != nil}
+	p.Header = *n.header(nil)
 	p.Join = join
 	p.Members = p.Members[:0]
 	p.Leaders = p.Leaders[:0]
@@ -1198,9 +1244,12 @@ func (n *Node) encodeState(join bool) []byte {
 		}
 		return cmpU64(a.MetaKind, b.MetaKind)
 	})
-	b, tagOff := wire.AppendSwimPushPull(nil, p)
-	if n.auth != nil {
-		n.auth.Sign(b, tagOff)
+	b, bodyOff := wire.AppendSwimPushPull(nil, p)
+	if n.keys != nil {
+		var err error
+		if b, err = n.keys.Seal(b, 0, bodyOff, &p.Header); err != nil {
+			return nil
+		}
 	}
 	n.stats.BytesOut += uint64(len(b))
 	return b
@@ -1220,7 +1269,8 @@ func cmpU64(a, b uint64) int {
 func (n *Node) mergeState(now time.Time, b []byte) error {
 	n.stats.BytesIn += uint64(len(b))
 	p := &n.pp
-	if err := wire.DecodeSwimPushPull(b, p); err != nil {
+	off, err := wire.DecodeSwimHeader(b, &p.Header)
+	if err != nil {
 		n.stats.DropMalformed++
 		return errors.Join(ErrPushPull, err)
 	}
@@ -1228,9 +1278,13 @@ func (n *Node) mergeState(now time.Time, b []byte) error {
 		n.stats.DropClusterID++
 		return errors.Join(ErrPushPull, errors.New("swim: another cluster"))
 	}
-	if n.auth != nil && !n.auth.Verify(b, p.TagOffset) {
-		n.stats.DropAuth++
-		return errors.Join(ErrPushPull, errors.New("swim: unauthenticated"))
+	body, ok := n.open(b, off, &p.Header, true)
+	if !ok {
+		return errors.Join(ErrPushPull, errors.New("swim: refused: unauthenticated, replayed or from this node"))
+	}
+	if err := wire.DecodeSwimPushPullBody(body, p); err != nil {
+		n.stats.DropMalformed++
+		return errors.Join(ErrPushPull, err)
 	}
 	from := p.Header.Sender
 	for i := range p.Members {

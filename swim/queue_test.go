@@ -107,7 +107,7 @@ func TestPiggybackStaysWithinDatagramBudget(t *testing.T) {
 	for i := range 200 {
 		n.queue.push(qkey{kind: qShard, num: uint64(i)}, encAlive("member-with-a-longish-name", uint64(i), 40))
 	}
-	n.sendMsg("x:1", &wire.SwimMessage{Kind: wire.SwimPing, Seq: 1, Target: []byte("x")}, nil)
+	n.sendMsg("x:1", []byte("x"), &wire.SwimMessage{Kind: wire.SwimPing, Seq: 1, Target: []byte("x")}, nil)
 	p := n.Ready().Packets[0]
 	if len(p.Data) > n.cfg.DatagramBudget {
 		t.Fatalf("datagram %d bytes over budget %d", len(p.Data), n.cfg.DatagramBudget)

@@ -125,7 +125,8 @@ type Stats struct {
 	PushPullFailures      uint64
 	DropMalformed         uint64
 	DropClusterID         uint64
-	DropAuth              uint64
+	DropAuth              uint64 // unsealed with keys, sealed without, or not opening under any key
+	DropReplay            uint64 // sealed input whose sequence number its sender's window took before or left behind
 	DropWrongTarget       uint64 // a ping for another node id (a stale address)
 	DropSelf              uint64 // a datagram claiming to be from this node
 	DropGeneration        uint64 // events naming a generation past MaxGenerationAhead

@@ -22,4 +22,13 @@ var (
 	ErrMalformed = errors.New("wire: malformed message")
 	// ErrBadMagic: a datagram does not start with the SWIM magic.
 	ErrBadMagic = errors.New("wire: bad magic")
+	// ErrSealed: a SWIM datagram or push-pull is sealed; its body must be
+	// opened with a SwimKeyring before it is decoded.
+	ErrSealed = errors.New("wire: sealed SWIM body")
+	// ErrUnknownKey: a sealed SWIM body names a key the keyring does not
+	// hold.
+	ErrUnknownKey = errors.New("wire: unknown SWIM key")
+	// ErrAuth: a sealed SWIM body did not open: the wrong key, or bytes
+	// changed on the way.
+	ErrAuth = errors.New("wire: SWIM body did not authenticate")
 )

@@ -92,6 +92,23 @@ func TestHelloRoundTrip(t *testing.T) {
 	}
 }
 
+func TestHelloToken(t *testing.T) {
+	c := Hello{Version: ProtocolVersion, Role: RoleClient, ClusterID: 1, Token: []byte("tok-0123456789abcdef")}
+	var got Hello
+	if err := DecodeHello(AppendHello(nil, &c), &got); err != nil || string(got.Token) != "tok-0123456789abcdef" {
+		t.Fatalf("client token: %v %q", err, got.Token)
+	}
+	// A peer never carries a token: peers prove the cluster credential.
+	p := Hello{Version: ProtocolVersion, Role: RolePeer, ClusterID: 1, NodeID: []byte("n1"), Token: []byte("x")}
+	if err := DecodeHello(AppendHello(nil, &p), &got); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("peer with a token: %v", err)
+	}
+	c.Token = make([]byte, MaxTokenLen+1)
+	if err := DecodeHello(AppendHello(nil, &c), &got); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("token over the limit: %v", err)
+	}
+}
+
 func TestReaderCountGuardsAllocation(t *testing.T) {
 	// A count of a billion elements in a 3-byte input must fail before any
 	// caller sizes a slice by it.

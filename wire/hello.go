@@ -17,11 +17,13 @@ const (
 
 // Hello opens every connection, sent by both sides (KindHello). The
 // handshake: the dialler sends Hello with a fresh Nonce; the listener
-// answers with its own Hello and Nonce. Without a shared secret the
-// connection is then open. With one, each side sends HelloAuth whose Tag
-// is HMAC-SHA256(secret, the other side's Nonce ‖ its own encoded Hello),
-// and the other side checks it before accepting any other frame.
-// A Hello with another ClusterID or Version is refused.
+// answers with its own Hello and Nonce. A client's Hello may carry a
+// Token, which a node with client tokens checks before it answers. Without
+// a shared secret the connection is then open. With one (between peers,
+// and from clients of a node that has no tokens), each side sends
+// HelloAuth whose Tag is HMAC-SHA256(secret, the other side's Nonce ‖ its
+// own encoded Hello), and the other side checks it before accepting any
+// other frame. A Hello with another ClusterID or Version is refused.
 type Hello struct {
 	Version    uint8 // ProtocolVersion
 	Role       Role
@@ -29,6 +31,9 @@ type Hello struct {
 	Generation uint64 // rises at every start of a node; 0 for clients
 	NodeID     []byte // empty for clients; aliases the input
 	Nonce      [NonceSize]byte
+	// Token is a client's credential (at most MaxTokenLen bytes); empty
+	// for peers, and for a client that has none. Aliases the input.
+	Token []byte
 }
 
 // AppendHello appends m's payload (no frame header).
@@ -37,10 +42,11 @@ func AppendHello(dst []byte, m *Hello) []byte {
 	dst = appendU64(dst, m.ClusterID)
 	dst = appendU64(dst, m.Generation)
 	dst = appendBytes(dst, m.NodeID)
-	return append(dst, m.Nonce[:]...)
+	dst = append(dst, m.Nonce[:]...)
+	return appendBytes(dst, m.Token)
 }
 
-// DecodeHello decodes a Hello payload into m. NodeID aliases b.
+// DecodeHello decodes a Hello payload into m. NodeID and Token alias b.
 func DecodeHello(b []byte, m *Hello) error {
 	r := reader{b: b}
 	m.Version = r.u8()
@@ -49,6 +55,7 @@ func DecodeHello(b []byte, m *Hello) error {
 	m.Generation = r.u64()
 	m.NodeID = r.bytes(MaxNodeIDLen)
 	copy(m.Nonce[:], r.fixed(NonceSize))
+	m.Token = r.bytes(MaxTokenLen)
 	if err := r.end(); err != nil {
 		return err
 	}
@@ -58,7 +65,7 @@ func DecodeHello(b []byte, m *Hello) error {
 	if m.Role != RoleClient && m.Role != RolePeer {
 		return ErrMalformed
 	}
-	if m.Role == RolePeer && len(m.NodeID) == 0 {
+	if m.Role == RolePeer && (len(m.NodeID) == 0 || len(m.Token) > 0) {
 		return ErrMalformed
 	}
 	return nil

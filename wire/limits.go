@@ -5,7 +5,7 @@ package wire
 const (
 	// ProtocolVersion is the version carried in every frame header, Hello
 	// and SWIM datagram. A peer speaking another version is refused.
-	ProtocolVersion = 3
+	ProtocolVersion = 4
 
 	// HeaderSize is the size of a TCP frame header.
 	HeaderSize = 16
@@ -24,6 +24,9 @@ const (
 	// MaxTopicLen bounds a topic name: 255 bytes, as Kafka's 249 and NATS'
 	// subjects are in that range.
 	MaxTopicLen = 255
+	// MaxTokenLen bounds a client token in a Hello: 256 bytes (a token is
+	// a random string of a few dozen characters).
+	MaxTokenLen = 256
 	// MaxMessageLen bounds an error message text: 1 KiB.
 	MaxMessageLen = 1024
 	// MaxMetaLen bounds a member's opaque metadata blob: 512 bytes (it

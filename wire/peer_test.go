@@ -82,9 +82,9 @@ func TestPropertyPeerMessages(t *testing.T) {
 		return &MetadataPush{Kind: MetaKind(1 + g.r.IntN(3)), Version: g.u64(), Data: g.bytes(0, 500)}
 	}, AppendMetadataPush, DecodeMetadataPush)
 	prop(t, "Hello", func(g gen) *Hello {
-		m := &Hello{Version: ProtocolVersion, Role: RoleClient, ClusterID: g.u64(), Generation: g.u64(), NodeID: g.bytes(0, MaxNodeIDLen)}
+		m := &Hello{Version: ProtocolVersion, Role: RoleClient, ClusterID: g.u64(), Generation: g.u64(), NodeID: g.bytes(0, MaxNodeIDLen), Token: g.bytes(0, MaxTokenLen)}
 		if g.bool() {
-			m.Role, m.NodeID = RolePeer, g.nodeID()
+			m.Role, m.NodeID, m.Token = RolePeer, g.nodeID(), nil
 		}
 		copy(m.Nonce[:], g.bytes(NonceSize, NonceSize))
 		return m

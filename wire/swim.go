@@ -1,11 +1,5 @@
 package wire
 
-import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"hash"
-)
-
 // SWIM datagrams. A datagram is a header, at most one message (Ping,
 // PingReq, Ack, Nack) and a list of piggybacked membership events. The
 // full-state exchange (push-pull) is the payload of a KindPushPull TCP
@@ -16,8 +10,8 @@ const (
 	// SwimMagic opens every SWIM datagram ("SW" little-endian), so stray
 	// traffic on the port is told apart from a version mismatch.
 	SwimMagic uint16 = 0x5753
-	// SwimTagSize is the size of a datagram's or push-pull's HMAC tag:
-	// HMAC-SHA256 truncated to 16 bytes.
+	// SwimTagSize is the size of the AES-GCM tag that ends a sealed
+	// datagram or push-pull payload.
 	SwimTagSize = 16
 	// SwimMinEventSize is the smallest encoded event (kind, a one-byte
 	// node id with its length, two one-byte varints): a count the remaining
@@ -33,10 +27,12 @@ const (
 
 // Datagram header flags.
 const (
-	// SwimFlagAuth: a SwimTagSize HMAC tag follows the sender generation.
-	SwimFlagAuth uint8 = 1 << 0
+	// SwimFlagSealed: the recipient, key id, salt and sequence number
+	// follow the generation, and the body is sealed with AES-GCM (see
+	// SwimKeyring).
+	SwimFlagSealed uint8 = 1 << 0
 
-	swimKnownFlags = SwimFlagAuth
+	swimKnownFlags = SwimFlagSealed
 )
 
 // SwimMsgKind is the message a datagram carries besides its events.
@@ -82,12 +78,26 @@ func (k SwimEventKind) String() string {
 	return "SwimEventKind(" + itoa(uint64(k)) + ")"
 }
 
-// SwimHeader opens every datagram.
+// SwimHeader opens every datagram and push-pull payload.
 type SwimHeader struct {
 	ClusterID  uint64
 	Sender     []byte // node id; aliases the input when decoded
 	Generation uint64 // the sender's generation
-	Auth       bool   // a tag is present (set by the encoder from the caller's choice)
+	// Sealed: the fields below follow the generation, and the body (a
+	// datagram's message and events, a push-pull's state) is sealed with
+	// AES-GCM; the whole header is its additional data (SwimKeyring).
+	Sealed bool
+	// Recipient is the node id the datagram is for (required in a sealed
+	// datagram; empty in a push-pull, whose dialler may not know it).
+	Recipient []byte
+	// KeyID names the keyring key it is sealed with (SwimKeyID).
+	KeyID uint32
+	// Salt is drawn at random by the sender once per life: with Sender it
+	// picks the sender's subkey, so that two lives never share a nonce.
+	Salt uint64
+	// Seq rises with every sealed datagram and push-pull of the sender:
+	// it is the AES-GCM nonce, and receivers refuse a Seq seen before.
+	Seq uint64
 }
 
 // SwimMessage is the one message of a datagram; Kind SwimNone means none.
@@ -129,31 +139,30 @@ type SwimEvent struct {
 // which the caller sets once (MaxEventsPerDatagram holds any datagram).
 type SwimDatagram struct {
 	Header SwimHeader
-	// TagOffset is where the tag starts in the input, -1 without one.
-	TagOffset int
-	Msg       SwimMessage
-	Events    []SwimEvent
+	Msg    SwimMessage
+	Events []SwimEvent
 }
 
-// AppendSwimHeader appends h. With h.Auth it reserves a zero tag and
-// returns its offset for SignSwim; otherwise tagOff is -1.
-func AppendSwimHeader(dst []byte, h *SwimHeader) (out []byte, tagOff int) {
+// AppendSwimHeader appends h and returns the offset in out where the body
+// starts: a sealed datagram's body, from there on, is what
+// SwimKeyring.Seal encrypts.
+func AppendSwimHeader(dst []byte, h *SwimHeader) (out []byte, bodyOff int) {
 	dst = appendU16(dst, SwimMagic)
 	flags := uint8(0)
-	if h.Auth {
-		flags |= SwimFlagAuth
+	if h.Sealed {
+		flags |= SwimFlagSealed
 	}
 	dst = append(dst, ProtocolVersion, flags)
 	dst = appendU64(dst, h.ClusterID)
 	dst = appendBytes(dst, h.Sender)
 	dst = appendUvarint(dst, h.Generation)
-	tagOff = -1
-	if h.Auth {
-		tagOff = len(dst)
-		var zero [SwimTagSize]byte
-		dst = append(dst, zero[:]...)
+	if h.Sealed {
+		dst = appendBytes(dst, h.Recipient)
+		dst = appendU32(dst, h.KeyID)
+		dst = appendU64(dst, h.Salt)
+		dst = appendU64(dst, h.Seq)
 	}
-	return dst, tagOff
+	return dst, len(dst)
 }
 
 // AppendSwimMessage appends m (a kind byte, then its fields).
@@ -181,8 +190,8 @@ func BeginSwimEvents(dst []byte) (out []byte, countOff int) {
 
 // AppendSwimEventWithin appends one encoded event (from AppendSwimEvent)
 // if the datagram stays within budget bytes and holds fewer than
-// MaxEventsPerDatagram events; it reports whether it did. The tag, if any,
-// is already counted: it is reserved in the header.
+// MaxEventsPerDatagram events; it reports whether it did. A sealed
+// datagram's caller leaves SwimTagSize bytes of the budget for the tag.
 func AppendSwimEventWithin(dst []byte, countOff int, enc []byte, budget int) ([]byte, bool) {
 	if countOff < 0 || countOff >= len(dst) || dst[countOff] >= MaxEventsPerDatagram {
 		return dst, false
@@ -233,32 +242,60 @@ func AppendSwimEvent(dst []byte, e *SwimEvent) []byte {
 
 // AppendSwimDatagram encodes a whole datagram (header, message, events) in
 // one call, for tests and tools; the hot path builds datagrams from the
-// parts above. It returns the tag offset as AppendSwimHeader does.
-func AppendSwimDatagram(dst []byte, d *SwimDatagram) (out []byte, tagOff int) {
-	dst, tagOff = AppendSwimHeader(dst, &d.Header)
+// parts above. It returns the body offset as AppendSwimHeader does; a
+// sealed datagram is then sealed with SwimKeyring.Seal.
+func AppendSwimDatagram(dst []byte, d *SwimDatagram) (out []byte, bodyOff int) {
+	dst, bodyOff = AppendSwimHeader(dst, &d.Header)
 	dst = AppendSwimMessage(dst, &d.Msg)
 	dst = append(dst, byte(len(d.Events)))
 	for i := range d.Events {
 		dst = AppendSwimEvent(dst, &d.Events[i])
 	}
-	return dst, tagOff
+	return dst, bodyOff
 }
 
-// DecodeSwimDatagram decodes b into d, reusing d.Events (its capacity is
-// the most events accepted: more is ErrTooLarge). Byte fields alias b. It
-// allocates nothing. It does not check the tag: see SwimAuth.Verify.
+// DecodeSwimHeader decodes the header at the start of b (a datagram of at
+// most MaxDatagram bytes, or a push-pull payload of at most MaxFrame) into
+// h and returns the offset of the body. Byte fields alias b.
+func DecodeSwimHeader(b []byte, h *SwimHeader) (bodyOff int, err error) {
+	if len(b) > MaxFrame {
+		return 0, ErrTooLarge
+	}
+	r := reader{b: b}
+	if err := decodeSwimHeader(&r, h); err != nil {
+		return 0, err
+	}
+	return r.off, nil
+}
+
+// DecodeSwimDatagram decodes an unsealed datagram into d, reusing d.Events
+// (its capacity is the most events accepted: more is ErrTooLarge). Byte
+// fields alias b. It allocates nothing. A sealed datagram is ErrSealed:
+// its body is opened with SwimKeyring.Open and decoded with
+// DecodeSwimBody.
 func DecodeSwimDatagram(b []byte, d *SwimDatagram) error {
 	d.Events = d.Events[:0]
-	d.TagOffset = -1
+	if len(b) > MaxDatagram {
+		return ErrTooLarge
+	}
+	off, err := DecodeSwimHeader(b, &d.Header)
+	if err != nil {
+		return err
+	}
+	if d.Header.Sealed {
+		return ErrSealed
+	}
+	return DecodeSwimBody(b[off:], d)
+}
+
+// DecodeSwimBody decodes a datagram's body (its message and events, as
+// sent or as opened) into d.Msg and d.Events, as DecodeSwimDatagram does.
+func DecodeSwimBody(b []byte, d *SwimDatagram) error {
+	d.Events = d.Events[:0]
 	if len(b) > MaxDatagram {
 		return ErrTooLarge
 	}
 	r := reader{b: b}
-	tag, err := decodeSwimHeader(&r, &d.Header)
-	if err != nil {
-		return err
-	}
-	d.TagOffset = tag
 	decodeSwimMessage(&r, &d.Msg)
 	// The event count is one byte (BeginSwimEvents patches it in place).
 	n := int(r.u8())
@@ -345,44 +382,6 @@ func decodeSwimEvent(r *reader, e *SwimEvent) {
 	}
 }
 
-// SwimAuth signs and verifies datagrams and push-pull payloads with
-// HMAC-SHA256 over a shared secret, truncated to SwimTagSize. It keeps one
-// reusable hash, so it is not safe for concurrent use; Sign and Verify
-// allocate nothing.
-type SwimAuth struct {
-	mac hash.Hash
-	sum [sha256.Size]byte
-}
-
-// NewSwimAuth returns a SwimAuth for secret (which must not be empty).
-func NewSwimAuth(secret []byte) *SwimAuth {
-	return &SwimAuth{mac: hmac.New(sha256.New, secret)}
-}
-
-func (a *SwimAuth) compute(b []byte, tagOff int) []byte {
-	a.mac.Reset()
-	a.mac.Write(b[:tagOff])
-	a.mac.Write(b[tagOff+SwimTagSize:])
-	return a.mac.Sum(a.sum[:0])[:SwimTagSize]
-}
-
-// Sign writes the tag of b (everything but the tag itself) at tagOff.
-func (a *SwimAuth) Sign(b []byte, tagOff int) {
-	if tagOff < 0 || tagOff+SwimTagSize > len(b) {
-		return
-	}
-	copy(b[tagOff:], a.compute(b, tagOff))
-}
-
-// Verify reports whether b carries a correct tag at tagOff (a negative
-// tagOff, meaning no tag, never verifies).
-func (a *SwimAuth) Verify(b []byte, tagOff int) bool {
-	if tagOff < 0 || tagOff+SwimTagSize > len(b) {
-		return false
-	}
-	return hmac.Equal(a.compute(b, tagOff), b[tagOff:tagOff+SwimTagSize])
-}
-
 // SwimMemberState is a member's state in a push-pull.
 type SwimMemberState uint8
 
@@ -423,20 +422,20 @@ type SwimVersionEntry struct {
 // SwimPushPull is a node's full state, exchanged over TCP at join and
 // periodically for anti-entropy (the payload of a KindPushPull frame).
 type SwimPushPull struct {
-	Header    SwimHeader
-	TagOffset int  // -1 without a tag
-	Join      bool // the sender is joining (answer even if it is unknown)
-	Members   []SwimPushPullMember
-	Leaders   []SwimShardLeaderEntry
-	Versions  []SwimVersionEntry
+	Header   SwimHeader
+	Join     bool // the sender is joining (answer even if it is unknown)
+	Members  []SwimPushPullMember
+	Leaders  []SwimShardLeaderEntry
+	Versions []SwimVersionEntry
 }
 
 const swimPPFlagJoin = 1
 
-// AppendSwimPushPull appends p's payload and returns the tag offset (-1
-// without p.Header.Auth) for SwimAuth.Sign.
-func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, tagOff int) {
-	dst, tagOff = AppendSwimHeader(dst, &p.Header)
+// AppendSwimPushPull appends p's payload and returns the offset of its
+// body, as AppendSwimHeader does (a sealed one is then sealed with
+// SwimKeyring.Seal).
+func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, bodyOff int) {
+	dst, bodyOff = AppendSwimHeader(dst, &p.Header)
 	flags := uint8(0)
 	if p.Join {
 		flags |= swimPPFlagJoin
@@ -469,23 +468,33 @@ func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, tagOff int) {
 		dst = appendUvarint(dst, v.MetaKind)
 		dst = appendUvarint(dst, v.Version)
 	}
-	return dst, tagOff
+	return dst, bodyOff
 }
 
-// DecodeSwimPushPull decodes a push-pull payload into p, reusing its
-// slices (they grow as needed). Byte fields alias b.
+// DecodeSwimPushPull decodes an unsealed push-pull payload into p, reusing
+// its slices (they grow as needed). Byte fields alias b. A sealed one is
+// ErrSealed: its body is opened with SwimKeyring.Open and decoded with
+// DecodeSwimPushPullBody.
 func DecodeSwimPushPull(b []byte, p *SwimPushPull) error {
 	p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
-	p.TagOffset = -1
+	off, err := DecodeSwimHeader(b, &p.Header)
+	if err != nil {
+		return err
+	}
+	if p.Header.Sealed {
+		return ErrSealed
+	}
+	return DecodeSwimPushPullBody(b[off:], p)
+}
+
+// DecodeSwimPushPullBody decodes a push-pull's body (as sent or as
+// opened) into p's Join, Members, Leaders and Versions.
+func DecodeSwimPushPullBody(b []byte, p *SwimPushPull) error {
+	p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
 	if len(b) > MaxFrame {
 		return ErrTooLarge
 	}
 	r := reader{b: b}
-	tag, err := decodeSwimHeader(&r, &p.Header)
-	if err != nil {
-		return err
-	}
-	p.TagOffset = tag
 	ppf := r.u8()
 	if r.err == nil && ppf&^swimPPFlagJoin != 0 {
 		return ErrBadFlags
@@ -569,32 +578,40 @@ func swimCount(r *reader, max, minSize int) int {
 }
 
 // decodeSwimHeader reads the header shared by datagrams and push-pull
-// payloads, and returns the offset of the HMAC tag (-1 without one).
-func decodeSwimHeader(r *reader, h *SwimHeader) (int, error) {
-	tag := -1
+// payloads.
+func decodeSwimHeader(r *reader, h *SwimHeader) error {
+	*h = SwimHeader{}
 	if r.u16() != SwimMagic {
 		if r.err != nil {
-			return tag, r.err
+			return r.err
 		}
-		return tag, ErrBadMagic
+		return ErrBadMagic
 	}
 	if v := r.u8(); r.err == nil && v != ProtocolVersion {
-		return tag, ErrVersion
+		return ErrVersion
 	}
 	flags := r.u8()
 	if r.err == nil && flags&^swimKnownFlags != 0 {
-		return tag, ErrBadFlags
+		return ErrBadFlags
 	}
-	h.Auth = flags&SwimFlagAuth != 0
+	h.Sealed = flags&SwimFlagSealed != 0
 	h.ClusterID = r.u64()
 	h.Sender = swimBytes(r, MaxNodeIDLen)
 	h.Generation = swimUvarint(r)
-	if h.Auth {
-		tag = r.off
-		r.fixed(SwimTagSize)
+	if h.Sealed {
+		h.Recipient = swimBytes(r, MaxNodeIDLen)
+		h.KeyID = r.u32()
+		h.Salt = r.u64()
+		h.Seq = r.u64()
+		if r.err == nil && r.remaining() < SwimTagSize {
+			return ErrTruncated
+		}
 	}
-	if r.err == nil && len(h.Sender) == 0 {
-		return tag, ErrMalformed
+	if r.err != nil {
+		return r.err
 	}
-	return tag, nil
+	if len(h.Sender) == 0 {
+		return ErrMalformed
+	}
+	return nil
 }

@@ -35,10 +35,7 @@ func TestSwimDatagramRoundTrip(t *testing.T) {
 		if kind == SwimNone {
 			d.Msg.Seq = 0
 		}
-		b, tagOff := AppendSwimDatagram(nil, d)
-		if tagOff != -1 {
-			t.Fatalf("tag offset %d without auth", tagOff)
-		}
+		b, _ := AppendSwimDatagram(nil, d)
 		got := SwimDatagram{Events: make([]SwimEvent, 0, MaxEventsPerDatagram)}
 		if err := DecodeSwimDatagram(b, &got); err != nil {
 			t.Fatalf("%d: %v", kind, err)
@@ -131,35 +128,111 @@ func TestSwimEventsWithinBudget(t *testing.T) {
 	}
 }
 
-func TestSwimAuth(t *testing.T) {
+// sealedSample is sampleSwimDatagram sealed under key by sender n1.
+func sealedSample(t *testing.T, k *SwimKeyring, seq uint64) []byte {
+	t.Helper()
 	d := sampleSwimDatagram()
-	d.Header.Auth = true
-	b, tagOff := AppendSwimDatagram(nil, d)
-	a := NewSwimAuth([]byte("secret"))
-	a.Sign(b, tagOff)
-	var got SwimDatagram
-	got.Events = make([]SwimEvent, 0, MaxEventsPerDatagram)
-	if err := DecodeSwimDatagram(b, &got); err != nil {
+	d.Header.Sealed, d.Header.Recipient, d.Header.KeyID, d.Header.Salt, d.Header.Seq = true, []byte("n2"), k.Primary(), 0xfeed, seq
+	b, bodyOff := AppendSwimDatagram(nil, d)
+	b, err := k.Seal(b, 0, bodyOff, &d.Header)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got.TagOffset != tagOff || !a.Verify(b, got.TagOffset) {
-		t.Fatal("signed datagram does not verify")
+	return b
+}
+
+func TestSwimKeyringSealOpen(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	k, err := NewSwimKeyring([][]byte{key})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if NewSwimAuth([]byte("other")).Verify(b, got.TagOffset) {
-		t.Fatal("verified under another secret")
+	b := sealedSample(t, k, 9)
+	var d SwimDatagram
+	d.Events = make([]SwimEvent, 0, MaxEventsPerDatagram)
+	if err := DecodeSwimDatagram(b, &d); !errors.Is(err, ErrSealed) {
+		t.Fatalf("sealed datagram decoded without its key: %v", err)
 	}
-	b[len(b)-1] ^= 1
-	if a.Verify(b, got.TagOffset) {
-		t.Fatal("tampered datagram verifies")
+	var h SwimHeader
+	off, err := DecodeSwimHeader(b, &h)
+	if err != nil || !h.Sealed || string(h.Recipient) != "n2" || h.Seq != 9 || h.Salt != 0xfeed || h.KeyID != k.Primary() {
+		t.Fatalf("header %+v: %v", h, err)
 	}
-	if a.Verify(b, -1) {
-		t.Fatal("missing tag verifies")
+	if bytes.Contains(b, []byte("127.0.0.1:7003")) {
+		t.Fatal("the body travels in the clear")
+	}
+	// A receiver holding the key among others opens it.
+	other := bytes.Repeat([]byte{8}, 16)
+	r, _ := NewSwimKeyring([][]byte{other, key})
+	body, err := r.Open(nil, b, off, &h)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := DecodeSwimBody(body, &d); err != nil || len(d.Events) != 6 || d.Msg.Kind != SwimPingReq {
+		t.Fatalf("body: %v %+v", err, d.Msg)
+	}
+	// Without the key, or with any bit of header or body changed, it does not open.
+	lone, _ := NewSwimKeyring([][]byte{other})
+	if _, err := lone.Open(nil, b, off, &h); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("open without the key: %v", err)
+	}
+	for i := range b {
+		c := append([]byte(nil), b...)
+		c[i] ^= 0x10
+		var ch SwimHeader
+		coff, err := DecodeSwimHeader(c, &ch)
+		if err != nil || !ch.Sealed {
+			continue
+		}
+		if _, err := r.Open(nil, c, coff, &ch); err == nil {
+			t.Fatalf("byte %d changed and the datagram still opens", i)
+		}
+	}
+}
+
+func TestSwimKeyringRefusesBadKeys(t *testing.T) {
+	k := bytes.Repeat([]byte{1}, 32)
+	for name, keys := range map[string][][]byte{
+		"none":     nil,
+		"short":    {make([]byte, 15)},
+		"odd size": {make([]byte, 20)},
+		"repeated": {k, k},
+		"too many": make([][]byte, MaxSwimKeys+1),
+	} {
+		if _, err := NewSwimKeyring(keys); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if SwimKeyID(k) == SwimKeyID(bytes.Repeat([]byte{2}, 32)) {
+		t.Fatal("two keys share an id")
+	}
+}
+
+func TestSwimOpenAllocatesNothing(t *testing.T) {
+	k, _ := NewSwimKeyring([][]byte{bytes.Repeat([]byte{3}, 32)})
+	b := sealedSample(t, k, 1)
+	var h SwimHeader
+	off, _ := DecodeSwimHeader(b, &h)
+	buf := make([]byte, 0, MaxDatagram)
+	if _, err := k.Open(buf, b, off, &h); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := DecodeSwimHeader(b, &h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Open(buf, b, off, &h); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per open", allocs)
 	}
 }
 
 func TestSwimPushPullRoundTrip(t *testing.T) {
 	p := &SwimPushPull{
-		Header: SwimHeader{ClusterID: 3, Sender: []byte("n1"), Generation: 2, Auth: true},
+		Header: SwimHeader{ClusterID: 3, Sender: []byte("n1"), Generation: 2},
 		Join:   true,
 		Members: []SwimPushPullMember{
 			{Node: []byte("n1"), Generation: 2, Incarnation: 1, State: SwimStateAlive, SwimAddr: []byte("127.0.0.1:1"), Rack: []byte("r")},
@@ -168,18 +241,12 @@ func TestSwimPushPullRoundTrip(t *testing.T) {
 		Leaders:  []SwimShardLeaderEntry{{Shard: 5, Leader: []byte("n1"), Term: 3}},
 		Versions: []SwimVersionEntry{{Node: []byte("n2"), MetaKind: 2, Version: 8}},
 	}
-	b, tagOff := AppendSwimPushPull(nil, p)
-	a := NewSwimAuth([]byte("k"))
-	a.Sign(b, tagOff)
+	b, _ := AppendSwimPushPull(nil, p)
 	var got SwimPushPull
 	if err := DecodeSwimPushPull(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if !a.Verify(b, got.TagOffset) {
-		t.Fatal("push-pull tag does not verify")
-	}
 	again, _ := AppendSwimPushPull(nil, &got)
-	a.Sign(again, got.TagOffset)
 	if !bytes.Equal(b, again) || !got.Join || len(got.Members) != 2 {
 		t.Fatalf("round trip differs: %+v", got)
 	}
@@ -190,10 +257,32 @@ func TestSwimPushPullRoundTrip(t *testing.T) {
 	}
 	bad := append([]byte(nil), b...)
 	// State byte of the first member: out of range.
-	i := bytes.Index(bad, []byte("n1\x02\x01"))
+	i := bytes.LastIndex(bad, []byte("n1\x02\x01"))
 	bad[i+4] = 9
 	if err := DecodeSwimPushPull(bad, &got); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("bad state: err %v", err)
+	}
+	// Sealed, it opens and decodes to the same state.
+	k, _ := NewSwimKeyring([][]byte{bytes.Repeat([]byte{5}, 24)})
+	p.Header.Sealed, p.Header.KeyID, p.Header.Seq = true, k.Primary(), 3
+	sb, bodyOff := AppendSwimPushPull(nil, p)
+	sb, err := k.Seal(sb, 0, bodyOff, &p.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeSwimPushPull(sb, &got); !errors.Is(err, ErrSealed) {
+		t.Fatalf("sealed push-pull decoded without its key: %v", err)
+	}
+	off, err := DecodeSwimHeader(sb, &got.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := k.Open(nil, sb, off, &got.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeSwimPushPullBody(body, &got); err != nil || len(got.Members) != 2 || !got.Join {
+		t.Fatalf("opened push-pull: %v %+v", err, got)
 	}
 }
 
