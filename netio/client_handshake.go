@@ -10,13 +10,25 @@ import (
 )
 
 // ClientHandshake runs the client side of the Hello handshake on a blocking
-// connection (a net.Conn): it sends a client Hello, reads the node's Hello
-// and, with a secret, exchanges and checks HelloAuth. It returns the node's
-// Hello (NodeID copied). Tools and benchmarks that speak to a node with
-// plain sockets use it.
+// connection (a net.Conn, or a tls.Conn): it sends a client Hello, reads
+// the node's Hello and, with a secret, exchanges and checks HelloAuth. It
+// returns the node's Hello (NodeID copied). Tools and benchmarks that speak
+// to a node with plain sockets use it.
 func ClientHandshake(rw io.ReadWriter, clusterID uint64, secret []byte) (wire.Hello, error) {
+	return clientHandshake(rw, clusterID, secret, nil)
+}
+
+// ClientHandshakeToken is ClientHandshake for a node that authenticates
+// clients by token: the client's Hello carries token, and no secret is
+// proven. A refused token is an error matching ErrHandshake and
+// wire.ErrUnauthorized.
+func ClientHandshakeToken(rw io.ReadWriter, clusterID uint64, token []byte) (wire.Hello, error) {
+	return clientHandshake(rw, clusterID, nil, token)
+}
+
+func clientHandshake(rw io.ReadWriter, clusterID uint64, secret, token []byte) (wire.Hello, error) {
 	var out wire.Hello
-	m := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RoleClient, ClusterID: clusterID}
+	m := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RoleClient, ClusterID: clusterID, Token: token}
 	_, _ = rand.Read(m.Nonce[:])
 	ours := wire.AppendHello(nil, &m)
 	if _, err := rw.Write(frameOf(wire.KindHello, ours)); err != nil {
@@ -25,6 +37,12 @@ func ClientHandshake(rw io.ReadWriter, clusterID uint64, secret []byte) (wire.He
 	h, payload, err := readFrame(rw)
 	if err != nil {
 		return out, err
+	}
+	if h.Kind == wire.KindError {
+		var e wire.Error
+		if wire.DecodeError(payload, &e) == nil {
+			return out, fmt.Errorf("netio: handshake: %w: %w", ErrHandshake, e.Err())
+		}
 	}
 	if h.Kind != wire.KindHello {
 		return out, fmt.Errorf("netio: handshake: got %v: %w", h.Kind, ErrHandshake)

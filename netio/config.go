@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,9 +38,30 @@ type Config struct {
 	// Generation rises at every start of the node so that peers replace a
 	// connection from a previous run at once.
 	Generation uint64
-	// Secret, when set, makes every connection prove knowledge of it
-	// (HMAC-SHA256 challenge, see wire.Hello). Both ends must agree.
+	// Secret, when set, makes every peer connection prove knowledge of it
+	// (HMAC-SHA256 challenge, see wire.Hello), and every client connection
+	// too unless CheckToken is set. Both ends must agree.
 	Secret []byte
+	// CheckToken, when set, authenticates clients by the token their Hello
+	// carries, in place of the secret: it reports whether the token is
+	// good and what it grants, which the connection keeps (Conn.Grant). A
+	// client without a good one is answered Unauthorized and closed; one
+	// that sends HelloAuth is refused the same way. It runs on an event
+	// loop or a connection's goroutine and must not block.
+	CheckToken func(token []byte) (grant any, ok bool)
+
+	// ClientTLS, when set, makes the client listener TLS 1.3 with it;
+	// whether it asks clients for a certificate is its ClientAuth.
+	ClientTLS *tls.Config
+	// PeerTLS, when set, makes the peer listener TLS 1.3 with it. It must
+	// require and verify client certificates: a certificate its ClientCAs
+	// vouch for is then a peer's credential, as Secret is (with both,
+	// both are required).
+	PeerTLS *tls.Config
+	// DialTLS, when set, makes the dialled peer connections TLS 1.3 with
+	// it. TLS connections are served by two goroutines each beside the
+	// event loops (docs/decisions/tls-with-gnet.md).
+	DialTLS *tls.Config
 
 	// ClientAddr is the client listener ("127.0.0.1:7100"; port 0 picks
 	// one, see Transport.ClientAddr). Empty: no client listener.
@@ -115,8 +137,9 @@ type Config struct {
 }
 
 // maxHelloFrame bounds any frame before the handshake completes, so an
-// unauthenticated connection cannot make the node buffer a large frame.
-const maxHelloFrame = 256
+// unauthenticated connection cannot make the node buffer a large frame: a
+// Hello with the longest node id and token is 357 bytes.
+const maxHelloFrame = 512
 
 // Defaults of the connection limits (see Config).
 const (
@@ -186,7 +209,18 @@ func (c *Config) withDefaults() Config {
 	if d.Overloaded == nil {
 		d.Overloaded = defaultOverloaded
 	}
+	d.ClientTLS, d.PeerTLS, d.DialTLS = tls13(d.ClientTLS), tls13(d.PeerTLS), tls13(d.DialTLS)
 	return d
+}
+
+// tls13 is a copy of cfg that speaks TLS 1.3 only (nil for nil).
+func tls13(cfg *tls.Config) *tls.Config {
+	if cfg == nil {
+		return nil
+	}
+	c := cfg.Clone()
+	c.MinVersion = tls.VersionTLS13
+	return c
 }
 
 func (c *Config) validate() error {
@@ -216,6 +250,17 @@ func (c *Config) validate() error {
 	}
 	if c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax {
 		errs = append(errs, errors.New("BackoffMin above BackoffMax"))
+	}
+	if c.PeerTLS != nil && c.PeerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		errs = append(errs, errors.New("PeerTLS must require and verify client certificates"))
+	}
+	if c.PeerTLS != nil && c.DialTLS == nil {
+		errs = append(errs, errors.New("PeerTLS without DialTLS: this node could not reach its peers"))
+	}
+	for name, tc := range map[string]*tls.Config{"ClientTLS": c.ClientTLS, "PeerTLS": c.PeerTLS} {
+		if tc != nil && len(tc.Certificates) == 0 && tc.GetCertificate == nil {
+			errs = append(errs, fmt.Errorf("%s has no certificate", name))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("netio: config: %w", err)

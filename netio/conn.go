@@ -31,11 +31,23 @@ const (
 	stateEstablished
 )
 
+// link is what a Conn writes to and closes: a gnet connection, or a TLS
+// connection served by its own goroutines (tlsLink).
+type link interface {
+	Write(b []byte) (int, error)
+	Writev(bs [][]byte) (int, error)
+	// OutboundBuffered is what the link took and the socket did not yet.
+	OutboundBuffered() int
+	// Wake makes the connection's loop run a pass (a flush).
+	Wake(callback gnet.AsyncCallback) error
+	Close() error
+}
+
 // Conn is one TCP connection. A Handler receives it with every frame; it
 // stays valid after the connection closes (Write then returns ErrClosed).
 type Conn struct {
 	t        *Transport
-	gc       gnet.Conn // set in OnOpen, before the Conn is visible to anyone else
+	gc       link // set before the Conn is visible to anyone else
 	id       uint64
 	kind     listenerKind
 	remote   string
@@ -46,9 +58,10 @@ type Conn struct {
 	counted bool
 
 	// Set on the event loop before the first Deliver, immutable after.
-	role wire.Role
-	node string
-	gen  uint64
+	role  wire.Role
+	node  string
+	gen   uint64
+	grant any // what Config.CheckToken granted a client
 
 	// Event-loop only.
 	state       connState
@@ -80,6 +93,10 @@ func (c *Conn) Role() wire.Role { return c.role }
 
 // Node is the peer's node id; empty for clients.
 func (c *Conn) Node() string { return c.node }
+
+// Grant is what Config.CheckToken returned for a client's token; nil for
+// peers and when clients are not authenticated by token.
+func (c *Conn) Grant() any { return c.grant }
 
 // RemoteAddr is the other end's address.
 func (c *Conn) RemoteAddr() string { return c.remote }
@@ -164,8 +181,7 @@ func (c *Conn) maxPayload() int {
 // frame for the next read, then flushes the outbound queue. Everything gnet
 // buffered is taken with one Peek and released with one Discard, so gnet's
 // own inbound buffer stays empty and the Peek is a view of its read buffer.
-func (c *Conn) onTraffic() gnet.Action {
-	gc := c.gc
+func (c *Conn) onTraffic(gc gnet.Conn) gnet.Action {
 	// A Wake also lands here, with nothing read.
 	n := gc.InboundBuffered()
 	fromRead := n > 0
@@ -284,7 +300,17 @@ func (c *Conn) handle(h *wire.Header, frame []byte) gnet.Action {
 	switch h.Kind {
 	case wire.KindKeepalive:
 		return gnet.None
-	case wire.KindHello, wire.KindHelloAuth:
+	case wire.KindHelloAuth:
+		if c.kind == kindClient && t.cfg.CheckToken != nil {
+			// A client proving the cluster secret to a node that takes
+			// tokens: say why it is refused.
+			t.counters.HandshakeBadAuth.Add(1)
+			c.refuse("this node authenticates clients by token, not by the cluster secret")
+			return c.fail("client sent HelloAuth to a node that takes tokens", ErrHandshake)
+		}
+		t.counters.HandshakeProtocol.Add(1)
+		return c.fail("handshake frame on an open connection", nil)
+	case wire.KindHello:
 		t.counters.HandshakeProtocol.Add(1)
 		return c.fail("handshake frame on an open connection", nil)
 	}
@@ -503,6 +529,15 @@ func (c *Conn) onHello(h *wire.Header, frame []byte) gnet.Action {
 			return c.fail("Hello with the wrong role for this listener", ErrHandshake)
 		}
 		c.role, c.gen = m.Role, m.Generation
+		if c.kind == kindClient && t.cfg.CheckToken != nil {
+			grant, ok := t.cfg.CheckToken(m.Token)
+			if !ok {
+				t.counters.HandshakeBadToken.Add(1)
+				c.refuse("unknown or missing client token")
+				return c.fail("client token refused", ErrHandshake)
+			}
+			c.grant = grant
+		}
 		if m.Role == wire.RolePeer {
 			c.node = string(m.NodeID)
 			if c.node == t.cfg.NodeID {
@@ -521,7 +556,7 @@ func (c *Conn) onHello(h *wire.Header, frame []byte) gnet.Action {
 			return gnet.Close
 		}
 	}
-	if len(t.cfg.Secret) == 0 {
+	if !c.provesSecret() {
 		return c.establish()
 	}
 	c.helloIn = append(c.helloIn[:0], payload...)
@@ -531,6 +566,25 @@ func (c *Conn) onHello(h *wire.Header, frame []byte) gnet.Action {
 	}
 	c.state = stateAwaitAuth
 	return gnet.None
+}
+
+// provesSecret reports whether the handshake goes on with HelloAuth both
+// ways: with a cluster secret, on every connection but a client's on a
+// node that authenticates clients by token (a client credential is never
+// the peer secret there).
+func (c *Conn) provesSecret() bool {
+	t := c.t
+	return len(t.cfg.Secret) > 0 && (c.kind != kindClient || t.cfg.CheckToken == nil)
+}
+
+// refuse sends an Unauthorized Error for no request, before the
+// connection is closed for a credential it lacks.
+func (c *Conn) refuse(msg string) {
+	f, start := wire.BeginFrame(nil, wire.KindError, 0)
+	f = wire.AppendErrorResponse(f, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: msg})
+	if f, err := wire.EndFrame(f, start); err == nil {
+		_, _ = c.gc.Write(f)
+	}
 }
 
 func (c *Conn) onAuth(h *wire.Header, frame []byte) gnet.Action {

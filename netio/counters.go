@@ -25,7 +25,9 @@ type Counters struct {
 	HandshakeWrongVersion atomic.Uint64 // frame or Hello with another protocol version
 	HandshakeWrongRole    atomic.Uint64 // a client on the peer port or a peer on the client port
 	HandshakeWrongNode    atomic.Uint64 // the dialled address answered with another node id
-	HandshakeBadAuth      atomic.Uint64 // HelloAuth tag did not verify
+	HandshakeBadAuth      atomic.Uint64 // HelloAuth tag did not verify (or a client sent one to a node that takes tokens)
+	HandshakeBadToken     atomic.Uint64 // a client's token was missing or not one Config.CheckToken knows
+	HandshakeTLS          atomic.Uint64 // TLS handshakes that failed (no or a wrong certificate, not TLS at all)
 	HandshakeTimeouts     atomic.Uint64 // no complete handshake within HandshakeTimeout
 	HandshakeProtocol     atomic.Uint64 // another frame before the handshake finished
 
@@ -41,5 +43,6 @@ type Counters struct {
 func (c *Counters) HandshakeFailures() uint64 {
 	return c.HandshakeWrongCluster.Load() + c.HandshakeWrongVersion.Load() +
 		c.HandshakeWrongRole.Load() + c.HandshakeWrongNode.Load() +
-		c.HandshakeBadAuth.Load() + c.HandshakeTimeouts.Load() + c.HandshakeProtocol.Load()
+		c.HandshakeBadAuth.Load() + c.HandshakeBadToken.Load() + c.HandshakeTLS.Load() +
+		c.HandshakeTimeouts.Load() + c.HandshakeProtocol.Load()
 }

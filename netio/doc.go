@@ -30,6 +30,15 @@
 // that has not completed it within HandshakeTimeout is closed; an idle
 // client connection is closed after ClientIdleTimeout.
 //
+// Credentials: peers prove the cluster secret (HelloAuth) or, with TLS, a
+// certificate the cluster CA signed, or both; the peer listener takes only
+// the peer role. Clients prove the secret too, unless Config.CheckToken is
+// set: then a client proves a token in its Hello, the secret is refused
+// from clients, and what the token grants rides with the connection
+// (Conn.Grant). TLS (1.3 only) is served beside the event loops, by two
+// goroutines per connection that share the framing, handshake and send
+// queue code of the loops (tls.go).
+//
 // UDP: ListenUDP's socket for SWIM reads one datagram per system call, or
 // with UDPConfig.ReadBatch several per recvmmsg. PushPull carries SWIM's
 // full-state exchange over plain TCP, after the same Hello handshake, with

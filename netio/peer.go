@@ -207,12 +207,21 @@ func (t *Transport) dialOnce(p *peer, addr string) bool {
 		t.log.Debug("netio: dial failed", "node", p.node, "addr", addr, "err", err)
 		return false
 	}
-	c := t.newConn(kindPeerOut)
-	c.node = p.node
-	if _, err := t.dialClient.EnrollContext(nc, c); err != nil {
-		t.counters.PeerDialFailed.Add(1)
-		t.log.Debug("netio: enroll failed", "node", p.node, "err", err)
-		return false
+	var c *Conn
+	if t.cfg.DialTLS != nil {
+		if c, err = t.dialTLS(nc, p.node); err != nil {
+			t.counters.PeerDialFailed.Add(1)
+			t.log.Debug("netio: TLS dial failed", "node", p.node, "addr", addr, "err", err)
+			return false
+		}
+	} else {
+		c = t.newConn(kindPeerOut)
+		c.node = p.node
+		if _, err := t.dialClient.EnrollContext(nc, c); err != nil {
+			t.counters.PeerDialFailed.Add(1)
+			t.log.Debug("netio: enroll failed", "node", p.node, "err", err)
+			return false
+		}
 	}
 	select {
 	case <-c.hsDone:

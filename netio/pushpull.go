@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,11 @@ type PushPullConfig struct {
 	NodeID     string
 	Generation uint64
 	Secret     []byte
+	// TLS, when set, makes accepted exchanges TLS 1.3 with it (a node's
+	// peer TLS: it requires the dialler's certificate); DialTLS makes
+	// started ones TLS with it. Both ends of a cluster set both or
+	// neither.
+	TLS, DialTLS *tls.Config
 	// Timeout bounds a whole exchange. Default 5s.
 	Timeout time.Duration
 	// HandshakeTimeout bounds the handshake of an accepted connection, so
@@ -96,6 +102,7 @@ func ListenPushPull(addr string, cfg PushPullConfig) (*PushPull, error) {
 	if cfg.MaxFrame == 0 {
 		cfg.MaxFrame = wire.MaxFrame
 	}
+	cfg.TLS, cfg.DialTLS = tls13(cfg.TLS), tls13(cfg.DialTLS)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrPushPull, addr, err)
@@ -163,6 +170,13 @@ func (p *PushPull) Serve(h func(req []byte) ([]byte, error)) error {
 func (p *PushPull) serve(c net.Conn, h func(req []byte) ([]byte, error)) error {
 	start := time.Now()
 	_ = c.SetDeadline(start.Add(min(p.cfg.HandshakeTimeout, p.cfg.Timeout)))
+	if p.cfg.TLS != nil {
+		tc := tls.Server(c, p.cfg.TLS)
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		c = tc
+	}
 	if err := p.handshake(c, false); err != nil {
 		return err
 	}
@@ -207,6 +221,14 @@ func (p *PushPull) Exchange(ctx context.Context, addr string, req []byte) ([]byt
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	if p.cfg.DialTLS != nil {
+		tc := tls.Client(c, p.cfg.DialTLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			p.hsFailed.Add(1)
+			return nil, fmt.Errorf("%w: %s: tls: %w", ErrPushPull, addr, err)
+		}
+		c = tc
+	}
 	if err := p.handshake(c, true); err != nil {
 		p.hsFailed.Add(1)
 		return nil, fmt.Errorf("%w: %s: %w", ErrPushPull, addr, err)

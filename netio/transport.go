@@ -55,6 +55,10 @@ type Transport struct {
 
 	retry chan *Conn // peer connections whose flush waits for the socket to drain
 
+	// TLS listeners (under mu) and the TLS connections' goroutines.
+	tlsListeners []net.Listener
+	tlsConns     sync.WaitGroup
+
 	onPeerDown atomic.Pointer[func(node string)]
 	onDropped  atomic.Pointer[func(node string, frames int)]
 }
@@ -94,12 +98,24 @@ func (t *Transport) gnetOptions(loops int) []gnet.Option {
 
 func (t *Transport) start() error {
 	var err error
-	if t.cfg.ClientAddr != "" {
+	switch {
+	case t.cfg.ClientAddr == "":
+	case t.cfg.ClientTLS != nil:
+		if t.clientAddr, err = t.listenTLS(kindClient, t.cfg.ClientAddr, t.cfg.ClientTLS); err != nil {
+			return err
+		}
+	default:
 		if t.clientEng, t.clientAddr, err = t.runEngine(kindClient, t.cfg.ClientAddr, t.cfg.ClientLoops); err != nil {
 			return err
 		}
 	}
-	if t.cfg.PeerAddr != "" {
+	switch {
+	case t.cfg.PeerAddr == "":
+	case t.cfg.PeerTLS != nil:
+		if t.peerAddr, err = t.listenTLS(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerTLS); err != nil {
+			return err
+		}
+	default:
 		if t.peerEng, t.peerAddr, err = t.runEngine(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerLoops); err != nil {
 			return err
 		}
@@ -218,7 +234,21 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	t.closing.Store(true)
 	t.cancel()
+	t.mu.Lock()
+	for _, ln := range t.tlsListeners {
+		_ = ln.Close()
+	}
+	t.mu.Unlock()
 	t.wg.Wait()
+	// No TLS connection starts now (startTLS sees closed): close them all.
+	t.mu.Lock()
+	for _, c := range t.conns {
+		if l, ok := c.gc.(*tlsLink); ok {
+			_ = l.Close()
+		}
+	}
+	t.mu.Unlock()
+	t.tlsConns.Wait()
 	for _, eng := range []gnet.Engine{t.clientEng, t.peerEng} {
 		if eng.Validate() == nil {
 			_ = eng.Stop(cancelled())
@@ -313,7 +343,7 @@ func (h *loopHandler) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
-	return c.onTraffic()
+	return c.onTraffic(gc)
 }
 
 func (h *loopHandler) OnClose(gc gnet.Conn, err error) gnet.Action {

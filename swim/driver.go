@@ -2,6 +2,7 @@ package swim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,10 @@ type DriverConfig struct {
 	// Wrap, when set, wraps the socket and push-pull transport Listen
 	// made before the driver starts on them (a test's fault injection).
 	Wrap func(PacketConn, PushPullTransport) (PacketConn, PushPullTransport)
+	// PushPullTLS and PushPullDialTLS, when set, make Listen's push-pull
+	// exchanges TLS: the listener's side and the dialler's (see
+	// netio.PushPullConfig).
+	PushPullTLS, PushPullDialTLS *tls.Config
 }
 
 // DriverStats are the driver's socket counters and the core's.
@@ -387,6 +392,7 @@ func Listen(addr string, cfg DriverConfig, udp netio.UDPConfig) (*Driver, error)
 		nc := cfg.Node
 		pp, err := netio.ListenPushPull(conn.LocalAddr().String(), netio.PushPullConfig{
 			ClusterID: nc.ClusterID, NodeID: nc.NodeID, Generation: nc.Generation, Secret: nc.Secret, Logger: cfg.Logger,
+			TLS: cfg.PushPullTLS, DialTLS: cfg.PushPullDialTLS,
 		})
 		if err != nil {
 			conn.Close()
