@@ -122,7 +122,8 @@ const (
 
 func classify(err error) failure {
 	switch {
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidArgument):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidArgument), errors.Is(err, wire.ErrUnauthorized):
+		// A credential the cluster refuses: every node refuses it alike.
 		return fatal
 	case errors.Is(err, wire.ErrNotLeaderForTopic):
 		return staleRoute

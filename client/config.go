@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,10 +27,28 @@ type Config struct {
 	// another one. Default 0.
 	ClusterID uint64
 
-	// Secret is the cluster's shared secret. When set, every connection
-	// proves it with HelloAuth and checks the node's proof; when empty, no
-	// proof is exchanged (a node that requires one refuses the requests).
+	// Token is this client's credential for a cluster whose nodes
+	// authenticate clients by token (shoal node --client-token-file): it
+	// travels in every connection's Hello, and the token's role (admin,
+	// write or read) decides which requests the nodes serve; others are
+	// answered with wire.ErrUnauthorized. Without TLS it travels in the
+	// clear. At most wire.MaxTokenLen bytes.
+	Token string
+
+	// Secret is the cluster's shared secret, for a cluster whose nodes
+	// have no client tokens and authenticate clients with the secret (the
+	// older mode, in which a client holds the peers' credential). When
+	// set, every connection proves it with HelloAuth and checks the node's
+	// proof. Token and Secret are exclusive: a node with tokens refuses
+	// the secret from clients.
 	Secret []byte
+
+	// TLS, when set, makes every connection TLS 1.3 with it (a copy, with
+	// MinVersion raised to TLS 1.3 and, when ServerName is empty, the
+	// host of the address dialled as the name to verify). RootCAs should
+	// hold the cluster's CA; Certificates a client certificate when the
+	// nodes ask for one (shoal node --tls-client-auth).
+	TLS *tls.Config
 
 	// DialTimeout bounds connecting to a node and the handshake. Default 2s.
 	DialTimeout time.Duration
@@ -119,6 +138,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.Servers = servers
 	c.Secret = append([]byte(nil), c.Secret...)
+	if len(c.Token) > wire.MaxTokenLen {
+		return c, fmt.Errorf("client: Token of %d bytes, at most %d: %w", len(c.Token), wire.MaxTokenLen, ErrConfig)
+	}
+	if c.Token != "" && len(c.Secret) > 0 {
+		return c, fmt.Errorf("client: Token and Secret are both set; a node that takes tokens refuses the secret from clients: %w", ErrConfig)
+	}
+	if c.TLS != nil {
+		c.TLS = c.TLS.Clone()
+		c.TLS.MinVersion = max(c.TLS.MinVersion, tls.VersionTLS13)
+	}
 	durations := []struct {
 		name string
 		v    *time.Duration

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,17 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
+	if cfg.TLS != nil {
+		tc := tls.Client(nc, tlsFor(cfg.TLS, addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = nc.Close()
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: TLS handshake with %s: %w", ErrUnreachable, addr, ctxErr(ctx))
+			}
+			return nil, fmt.Errorf("%w: TLS with %s: %w", ErrHandshake, addr, err)
+		}
+		nc = tc
+	}
 	// The handshake runs with blocking reads; a deadline from ctx, and an
 	// immediate one if ctx is cancelled first, keep it bounded.
 	if dl, ok := ctx.Deadline(); ok {
@@ -95,10 +107,24 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	}, nil
 }
 
+// tlsFor is cfg for a connection to addr: the address's host is the name
+// verified unless cfg names one.
+func tlsFor(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" {
+		return cfg
+	}
+	c := cfg.Clone()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		c.ServerName = host
+	}
+	return c
+}
+
 // handshake runs the client side of the handshake (docs/wire.md): Hello
-// both ways, then HelloAuth both ways when a secret is set.
+// both ways (the client's carrying its token, if any), then HelloAuth both
+// ways when a secret is set.
 func handshake(nc net.Conn, cfg *Config) error {
-	hello := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RoleClient, ClusterID: cfg.ClusterID}
+	hello := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RoleClient, ClusterID: cfg.ClusterID, Token: []byte(cfg.Token)}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
 		return err
 	}
@@ -264,6 +290,11 @@ func (c *conn) readLoop() {
 		if err == nil && kind == wire.KindKeepalive {
 			// A node may keep an idle connection alive; nothing answers it.
 			continue
+		}
+		if err == nil && kind == wire.KindHelloAuth {
+			// The node proved the cluster secret, unasked: it has no
+			// client tokens and takes the secret from clients.
+			err = fmt.Errorf("%w: the node authenticates clients with the cluster secret (it has no client tokens): set Secret", ErrHandshake)
 		}
 		if err == nil && !kind.IsClientResponse() {
 			err = fmt.Errorf("%w: unexpected %v frame from a node", ErrProtocol, kind)

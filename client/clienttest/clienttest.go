@@ -16,6 +16,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,12 @@ type Cluster struct {
 	ClusterID uint64
 	// Secret, when set, makes every node require and give HelloAuth.
 	Secret []byte
+	// Tokens, when set, makes every node require one of them in the
+	// client's Hello (and no HelloAuth), as a node with client tokens
+	// does: any other is answered Unauthorized and the connection closed.
+	Tokens []string
+	// TLS, when set, makes every node's listener TLS with it.
+	TLS *tls.Config
 	// Shards is the shard count used for Assignment.Shard. Default 64.
 	Shards uint32
 	// OmitHints leaves the owner's id and address out of
@@ -103,6 +110,9 @@ func (c *Cluster) StartAt(id, addr string) (*Node, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("clienttest: listen %s: %w", addr, err)
+	}
+	if c.TLS != nil {
+		ln = tls.NewListener(ln, c.TLS)
 	}
 	n := &Node{
 		ID: id, cluster: c, ln: ln, addr: ln.Addr().String(), done: make(chan struct{}),
@@ -360,6 +370,10 @@ func (s *session) handshake(br *bufio.Reader) error {
 		s.answerError(0, wire.NewErrorResponse(wire.CodeUnauthorized, "another cluster"))
 		return errors.New("clienttest: cluster id mismatch")
 	}
+	if len(c.Tokens) > 0 && !slices.Contains(c.Tokens, string(theirs.Token)) {
+		s.answerError(0, wire.NewErrorResponse(wire.CodeUnauthorized, "unknown or missing client token"))
+		return errors.New("clienttest: bad token")
+	}
 	ours := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: c.ClusterID,
 		Generation: 1, NodeID: []byte(s.n.ID)}
 	if _, err := rand.Read(ours.Nonce[:]); err != nil {
@@ -369,7 +383,7 @@ func (s *session) handshake(br *bufio.Reader) error {
 	if err := s.send(wire.KindHello, 0, ourPayload); err != nil {
 		return err
 	}
-	if len(c.Secret) == 0 {
+	if len(c.Secret) == 0 || len(c.Tokens) > 0 {
 		return nil
 	}
 	h, authPayload, err := readFrame(br)
