@@ -661,7 +661,8 @@ func TestTopicLog(t *testing.T) {
 		next     uint64
 	}{
 		{0, 1 << 20, "0:a 1:bb 2:ccc 3:dddd ", 4},
-		{1, 3, "1:bb 2:ccc ", 3},
+		{1, 3, "1:bb ", 2},
+		{1, 5, "1:bb 2:ccc ", 3},
 		{3, 1, "3:dddd ", 4},
 		{4, 100, "", 4},
 	} {

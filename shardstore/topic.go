@@ -114,9 +114,9 @@ func (s *Store) AppendRecords(topic []byte, records [][]byte, sync bool) (firstO
 }
 
 // ReadRecords calls fn for the records of topic from offset from on, in
-// order, until fn returns false, the high watermark is reached or at least
-// maxBytes of values were passed (at least one record is, whatever its
-// size). It returns the offset to read next. value is valid only during the
+// order, until fn returns false, the high watermark is reached or the next
+// record would take the values passed past maxBytes (the first record is
+// passed whatever its size). It returns the offset to read next. value is valid only during the
 // call. Reading from the high watermark returns at once; from before the
 // first retained offset or beyond the high watermark fails with
 // ErrOffsetOutOfRange.
@@ -152,6 +152,9 @@ func (s *Store) ReadRecords(topic []byte, from uint64, maxBytes int, fn func(off
 		if err != nil {
 			it.Close()
 			return next, fmt.Errorf("shardstore: %s: %w", keyString(k), err)
+		}
+		if read > 0 && read+len(v) > maxBytes {
+			break
 		}
 		next++
 		read += len(v)
