@@ -54,9 +54,12 @@ type Config struct {
 	Replicas int
 
 	// ClusterID must match on every node; Secret, when set, authenticates
-	// every TCP connection and SWIM datagram.
+	// the peers' TCP connections (and clients', without client tokens) and
+	// gives the SWIM key when Security has none.
 	ClusterID uint64
 	Secret    []byte
+	// Security: TLS, client tokens and SWIM keys (auth.go).
+	Security Security
 
 	// SwimPreset selects the SWIM timing: "lan" (default: probe 1 s) or
 	// "fast" (five times faster, for a cluster on one machine and tests).
@@ -109,6 +112,13 @@ type Config struct {
 	// MaxRequests bounds the client and forwarded requests served at once;
 	// beyond it requests are answered Unavailable (default 16384).
 	MaxRequests int
+	// MaxRequestBytes bounds the bytes those requests hold, decompressed
+	// payloads included; beyond it requests are answered Unavailable
+	// (default 256 MiB, at least MinRequestBytes; limits.go).
+	MaxRequestBytes int64
+	// MaxFetchBytes caps the record bytes one Fetch returns, whatever it
+	// asks for (default 1 MiB, at most MaxFetchBytesLimit).
+	MaxFetchBytes int
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
 
@@ -245,7 +255,7 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return nil
+	return c.fillSecurity()
 }
 
 // leaseConfirmFresh is how old a leader's proof of its leadership may be

@@ -72,6 +72,9 @@ func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bo
 
 // deliverFrame hands one frame to its handler.
 func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
+	if c.Role() != wire.RolePeer && !n.authorize(c, h) {
+		return true // answered Unauthorized
+	}
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
@@ -104,11 +107,17 @@ func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
 	default:
 		return false
 	}
+	cost, ok := n.takeRequestBytes(h, frame)
+	if !ok {
+		<-n.reqSem
+		return false
+	}
 	n.wg.Add(1)
 	cp := append([]byte(nil), frame...)
 	go func() {
 		defer n.wg.Done()
 		defer func() { <-n.reqSem }()
+		defer n.giveRequestBytes(cost)
 		n.serveFrame(c, h, cp)
 	}()
 	return true
@@ -542,9 +551,6 @@ func (n *Node) produce(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})
 }
 
-// defaultFetchBytes is what a Fetch with MaxBytes 0 returns at most.
-const defaultFetchBytes = 1 << 20
-
 func (n *Node) fetch(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
@@ -553,10 +559,7 @@ func (n *Node) fetch(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
-	maxBytes := int(m.MaxBytes)
-	if maxBytes == 0 {
-		maxBytes = defaultFetchBytes
-	}
+	maxBytes := n.fetchBytes(m.MaxBytes)
 	res := wire.FetchResult{Topic: m.Topic, Epoch: m.Epoch}
 	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off uint64, v []byte) bool {
 		res.Records = append(res.Records, wire.Record{Offset: off, Value: append([]byte(nil), v...)})

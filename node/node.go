@@ -117,6 +117,7 @@ type Node struct {
 	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
+	sec    security // credentials and request byte budget (auth.go, limits.go)
 
 	// serving is set once Start has wired every part; requests before it
 	// are refused as overloaded (Unavailable).
@@ -289,7 +290,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 
-	nt, err := netio.New(netio.Config{
+	ncfg := netio.Config{
 		ClusterID:  n.cfg.ClusterID,
 		NodeID:     n.cfg.ID,
 		Generation: n.gen,
@@ -299,7 +300,9 @@ func (n *Node) Start(ctx context.Context) error {
 		Handler:    netio.HandlerFunc(n.deliver),
 		Overloaded: overloaded,
 		Logger:     n.log,
-	})
+	}
+	n.secureTransport(&ncfg)
+	nt, err := netio.New(ncfg)
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
@@ -364,12 +367,14 @@ func (n *Node) Start(ctx context.Context) error {
 	go n.eventLoop()
 	go n.reconcileLoop()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
+	n.logSecurity()
 	return nil
 }
 
 // listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
 // socket and push-pull transport.
 func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
+	n.secureSwim(&dc)
 	if h := &n.cfg.testHooks; h.swimConn != nil || h.pushPull != nil {
 		dc.Wrap = func(pc swim.PacketConn, pp swim.PushPullTransport) (swim.PacketConn, swim.PushPullTransport) {
 			if h.swimConn != nil {

@@ -84,6 +84,8 @@ type Stats struct {
 	RingVersion        uint64
 	MetadataPulls      uint64 // metadata pulls sent (every kind)
 	MetadataSyncs      uint64 // metadata pushes received and merged
+
+	Security SecurityStats
 }
 
 // Stats returns a snapshot of the counters.
@@ -125,6 +127,7 @@ func (n *Node) Stats() Stats {
 	s.StrayReplicas = len(n.strayShards())
 	s.StraysDropped = n.counters.straysDropped.Load()
 	s.MetadataSyncs = n.counters.metaSyncs.Load()
+	s.Security = n.securityStats()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)
 	vs := n.MetadataVersions()

@@ -55,6 +55,7 @@ var metrics = []metric{
 	{"Swim.Core.DropGeneration", "swim_dropped_total", "SWIM datagrams dropped, by reason.", counter, "generation"},
 	{"Swim.Core.DropAck", "swim_dropped_total", "SWIM datagrams dropped, by reason.", counter, "ack"},
 	{"Swim.Core.DropRelay", "swim_dropped_total", "SWIM datagrams dropped, by reason.", counter, "relay"},
+	{"Swim.Core.DropReplay", "swim_dropped_total", "SWIM datagrams dropped, by reason.", counter, "replay"},
 	{"Swim.PushPullsRefused", "swim_push_pulls_refused_total", "Push-pull connections closed at accept: the most exchanges were being served.", counter, ""},
 	{"Swim.PushPullHandshakeFailures", "swim_push_pull_handshakes_failed_total", "Push-pull exchanges whose handshake or state frame was refused or timed out.", counter, ""},
 
@@ -124,6 +125,13 @@ var metrics = []metric{
 	{"LeaseRefusals", "lease_refusals_total", "Shard leases refused: not the shard's leader, or its leadership not confirmed yet.", counter, ""},
 	{"LeaseFramesDropped", "lease_frames_dropped_total", "Lease frames dropped: queue full or undecodable.", counter, ""},
 	{"NotServedNoLease", "requests_without_lease_total", "Data requests refused because no unexpired lease covered the topic.", counter, ""},
+
+	// Credentials and request limits.
+	{"Security.Unauthorized", "requests_unauthorized_total", "Client requests refused Unauthorized: the role of their token does not allow them, or the token was removed.", counter, ""},
+	{"Security.TokensRefused", "client_tokens_refused_total", "Client handshakes refused for a missing or unknown token.", counter, ""},
+	{"Security.TLSHandshakesFailed", "tls_handshakes_failed_total", "TLS handshakes that failed: no certificate, one the CA did not sign, or not TLS.", counter, ""},
+	{"Security.RequestBytes", "request_bytes", "Bytes held by the requests being served, decompressed payloads included.", gauge, ""},
+	{"Security.RequestBytesRefused", "requests_over_byte_budget_total", "Requests answered Unavailable because their bytes would pass the node's request byte budget.", counter, ""},
 }
 
 // notExported are node.Stats fields left out on purpose, with the reason.

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// What an authenticated client may make a node spend. MaxRequests bounds
+// the requests served at once by count; MaxRequestBytes bounds them by
+// bytes, since a request is copied off the event loop and, compressed,
+// decompressed up to wire.MaxFrame: 16,384 requests of 16 MiB would be
+// 256 GiB. MaxFetchBytes caps what one Fetch returns, whatever it asks.
+
+// Defaults and bounds of the request limits.
+const (
+	// DefaultMaxRequestBytes is Config.MaxRequestBytes' default: 256 MiB.
+	DefaultMaxRequestBytes = 256 << 20
+	// MinRequestBytes is the smallest Config.MaxRequestBytes: the cost of
+	// the largest single request (a frame of wire.MaxFrame bytes that
+	// decompresses to as many), so that every request can be served.
+	MinRequestBytes = wire.HeaderSize + 2*wire.MaxFrame
+	// DefaultMaxFetchBytes is Config.MaxFetchBytes' default: 1 MiB.
+	DefaultMaxFetchBytes = 1 << 20
+	// MaxFetchBytesLimit bounds Config.MaxFetchBytes: an answer of that
+	// many record bytes, plus the one record a Fetch always gets and the
+	// records' framing, stays within wire.MaxFrame.
+	MaxFetchBytesLimit = wire.MaxFrame / 2
+)
+
+// fillLimits checks the request limits and sets their defaults.
+func (c *Config) fillLimits() error {
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxRequestBytes < MinRequestBytes {
+		return fmt.Errorf("%w: max request bytes %d below %d (one largest request)", ErrConfig, c.MaxRequestBytes, MinRequestBytes)
+	}
+	if c.MaxFetchBytes == 0 {
+		c.MaxFetchBytes = DefaultMaxFetchBytes
+	}
+	if c.MaxFetchBytes < 1 || c.MaxFetchBytes > MaxFetchBytesLimit {
+		return fmt.Errorf("%w: max fetch bytes %d not in 1..%d", ErrConfig, c.MaxFetchBytes, MaxFetchBytesLimit)
+	}
+	return nil
+}
+
+// byteBudget bounds the bytes held by the requests being served.
+type byteBudget struct {
+	max     int64
+	used    atomic.Int64
+	refused atomic.Uint64
+}
+
+// take reserves n bytes, or reports false (and counts it) when that would
+// pass the bound.
+func (b *byteBudget) take(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			b.refused.Add(1)
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (b *byteBudget) give(n int64) { b.used.Add(-n) }
+
+// takeRequestBytes reserves what serving the request frame (header h)
+// will hold: its copy, and its decompressed payload if compressed. A
+// compressed payload that does not say its size costs only its copy (the
+// handler refuses it). It reports false when the node's request bytes are
+// spent; the request is then refused as the node being overloaded.
+func (n *Node) takeRequestBytes(h wire.Header, frame []byte) (int64, bool) {
+	cost := int64(len(frame))
+	if h.Flags&wire.FlagCompressed != 0 {
+		if d, err := wire.DecompressedLen(frame[wire.HeaderSize:]); err == nil {
+			cost += int64(d)
+		}
+	}
+	return cost, n.sec.budget.take(cost)
+}
+
+// giveRequestBytes releases what takeRequestBytes reserved.
+func (n *Node) giveRequestBytes(cost int64) { n.sec.budget.give(cost) }
+
+// fetchBytes is what a Fetch asking for asked bytes gets at most: the
+// node's cap when it asks for none (0) or for more.
+func (n *Node) fetchBytes(asked uint32) int {
+	if asked == 0 || int64(asked) > int64(n.cfg.MaxFetchBytes) {
+		return n.cfg.MaxFetchBytes
+	}
+	return int(asked)
+}
