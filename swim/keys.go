@@ -1,11 +1,63 @@
 package swim
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/shoalmq/shoal/wire"
 )
+
+// ErrKeyFile: a SWIM key file line is not a key.
+var ErrKeyFile = errors.New("swim: key file")
+
+// maxKeyFile bounds a key file: a few keys of a few dozen characters.
+const maxKeyFile = 64 << 10
+
+// ParseKeys reads a SWIM key file: one key per line, base64 (standard
+// alphabet, as "openssl rand -base64 32" prints it) of 16, 24 or 32 bytes,
+// the primary first; '#' starts a comment and blank lines are ignored.
+// Errors wrap ErrKeyFile, name the line and never show a key.
+func ParseKeys(b []byte) ([][]byte, error) {
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrKeyFile, maxKeyFile)
+	}
+	var keys [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		text, _, _ := strings.Cut(sc.Text(), "#")
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		key, err := base64.StdEncoding.DecodeString(text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: not base64", ErrKeyFile, line)
+		}
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("%w: line %d: a key of %d bytes (want 16, 24 or 32)", ErrKeyFile, line, n)
+		}
+		for i, k := range keys {
+			if bytes.Equal(k, key) {
+				return nil, fmt.Errorf("%w: line %d: key %d again", ErrKeyFile, line, i+1)
+			}
+		}
+		if len(keys) == wire.MaxSwimKeys {
+			return nil, fmt.Errorf("%w: line %d: more than %d keys", ErrKeyFile, line, wire.MaxSwimKeys)
+		}
+		keys = append(keys, key)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no key in it", ErrKeyFile)
+	}
+	return keys, nil
+}
 
 // keys is the keyring the node starts with: Keys, or one key derived from
 // Secret, or none.

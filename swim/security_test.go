@@ -2,6 +2,7 @@ package swim
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/shoalmq/shoal/wire"
@@ -284,5 +285,30 @@ func BenchmarkReceivePingAnswerAck(b *testing.B) {
 				recv.Advance()
 			}
 		})
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	k1 := "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=" // 32 bytes of 1
+	k2 := "AgICAgICAgICAgICAgICAg=="                     // 16 bytes of 2
+	keys, err := ParseKeys([]byte("# primary first\n" + k1 + "\n\n  " + k2 + "  # the old one\n"))
+	if err != nil || len(keys) != 2 || keys[0][0] != 1 || len(keys[1]) != 16 {
+		t.Fatalf("keys %v, %v", keys, err)
+	}
+	for name, text := range map[string]string{
+		"empty":       "# nothing\n",
+		"not base64":  k1 + "\n!!!\n",
+		"wrong size":  "AQID\n",
+		"repeated":    k1 + "\n" + k1 + "\n",
+		"two on line": k1 + " " + k2 + "\n",
+	} {
+		_, err := ParseKeys([]byte(text))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), k1[:8]) {
+			t.Errorf("%s: the error shows a key: %v", name, err)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shoalmq/shoal/node"
 	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -58,6 +59,15 @@ type nodeOptions struct {
 	logFormat                        string
 	logLevel                         slog.Level
 	configFile, secretFile, levelArg string
+
+	// Credentials: the files named (kept for a reload on SIGHUP) and what
+	// they held.
+	tokenFile, swimKeyFile string
+	tlsCert, tlsKey, tlsCA string
+	tlsClientAuth          bool
+	tokens                 []node.Token
+	swimKeys               [][]byte
+	tls                    *node.TLS
 }
 
 const nodeUsage = `usage: shoal node --id ID --data DIR --client-addr H:P --peer-addr H:P --swim-addr H:P [flags]
@@ -83,7 +93,21 @@ cluster:
                           name the same number (default 1024)
   --replicas N            replicas per shard (default 3)
   --cluster-id N          the cluster's id; peers and clients must name the same (default 0)
-  --secret-file FILE      file holding the cluster's shared secret (optional)
+  --secret-file FILE      file holding the cluster's shared secret: peers prove it to
+                          each other; it seals SWIM unless --swim-key-file is given,
+                          and clients prove it too unless --client-token-file is given
+
+security (README.md, Security):
+  --client-token-file FILE
+                          clients authenticate with tokens: one "TOKEN ROLE" per line,
+                          ROLE admin, write or read; '#' comments; reread on SIGHUP
+  --tls-cert FILE         this node's certificate (PEM), signed by --tls-ca for server
+                          and client use: TLS 1.3 on the client and peer ports
+  --tls-key FILE          its private key (PEM)
+  --tls-ca FILE           the cluster CA (PEM); peers verify each other against it
+  --tls-client-auth       the client port also requires a client certificate of --tls-ca
+  --swim-key-file FILE    SWIM keys: one base64 AES key (16, 24 or 32 bytes) per line,
+                          the primary first; reread on SIGHUP (key rotation)
   --swim-preset NAME      failure-detection timings: lan (default) or fast (one machine, tests)
   --metadata-sync-interval D
                           bound on the staleness of membership, ring and shard-leader
@@ -157,6 +181,12 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
 	fs.StringVar(&o.secretFile, "secret-file", "", "")
+	fs.StringVar(&o.tokenFile, "client-token-file", "", "")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "")
+	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", false, "")
+	fs.StringVar(&o.swimKeyFile, "swim-key-file", "", "")
 	fs.StringVar(&o.swimPreset, "swim-preset", "lan", "")
 	fs.DurationVar(&o.metadataSync, "metadata-sync-interval", 0, "")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 0, "")
@@ -197,7 +227,81 @@ func parseNodeArgs(args []string) (*nodeOptions, error) {
 			return nil, usagef("--secret-file %s is empty", o.secretFile)
 		}
 	}
+	if err := o.readCredentials(); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// readCredentials reads the token, TLS and SWIM key files named on the
+// command line. Errors are usage errors naming the flag (and the line);
+// they never show a token or a key.
+func (o *nodeOptions) readCredentials() error {
+	if o.tokenFile != "" {
+		toks, err := readTokens(o.tokenFile)
+		if err != nil {
+			return usagef("--client-token-file %s: %v", clip(o.tokenFile), err)
+		}
+		o.tokens = toks
+	}
+	if o.swimKeyFile != "" {
+		keys, err := readSwimKeys(o.swimKeyFile)
+		if err != nil {
+			return usagef("--swim-key-file %s: %v", clip(o.swimKeyFile), err)
+		}
+		o.swimKeys = keys
+	}
+	n := 0
+	for _, f := range []string{o.tlsCert, o.tlsKey, o.tlsCA} {
+		if f != "" {
+			n++
+		}
+	}
+	switch {
+	case n == 0 && o.tlsClientAuth:
+		return usagef("--tls-client-auth needs --tls-cert, --tls-key and --tls-ca")
+	case n == 0:
+	case n < 3:
+		return usagef("--tls-cert, --tls-key and --tls-ca go together (the node's certificate, its key, the cluster CA)")
+	default:
+		t, err := node.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		t.VerifyClients = o.tlsClientAuth
+		o.tls = t
+	}
+	return nil
+}
+
+func readTokens(path string) ([]node.Token, error) {
+	b, err := readSmallFile(path)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := node.ParseTokens(bytes.NewReader(b))
+	if err != nil {
+		return nil, dropPrefix(err, node.ErrTokenFile)
+	}
+	return toks, nil
+}
+
+func readSwimKeys(path string) ([][]byte, error) {
+	b, err := readSmallFile(path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := swim.ParseKeys(b)
+	if err != nil {
+		return nil, dropPrefix(err, swim.ErrKeyFile)
+	}
+	return keys, nil
+}
+
+// dropPrefix is err without the "sentinel: " its message starts with,
+// which the flag already says.
+func dropPrefix(err, sentinel error) error {
+	return errors.New(strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
 }
 
 // parseFlags runs fs.Parse and turns its errors into one-line usage errors;

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/shoalmq/shoal/node"
@@ -32,6 +35,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Replicas:        o.replicas,
 		ClusterID:       o.clusterID,
 		Secret:          o.secret,
+		Security:        node.Security{TLS: o.tls, ClientTokens: o.tokens, SwimKeys: o.swimKeys},
 		SwimPreset:      o.swimPreset,
 		Logger:          logger,
 
@@ -40,6 +44,34 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		LeaseRenewInterval:   o.leaseRenew,
 		MaxClockDrift:        o.maxClockDrift,
 		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,
+	}
+}
+
+// reloadCredentials rereads the client token and SWIM key files a node was
+// started with and hands them to it; a file that does not read or parse
+// leaves the node as it was, and says why.
+func reloadCredentials(n *node.Node, o *nodeOptions, logger *slog.Logger) {
+	if o.tokenFile == "" && o.swimKeyFile == "" {
+		logger.Warn("SIGHUP: nothing to reload (no --client-token-file, no --swim-key-file)")
+		return
+	}
+	if o.tokenFile != "" {
+		toks, err := readTokens(o.tokenFile)
+		if err == nil {
+			err = n.SetClientTokens(toks)
+		}
+		if err != nil {
+			logger.Error("SIGHUP: client tokens kept as they were", "file", o.tokenFile, "err", err)
+		}
+	}
+	if o.swimKeyFile != "" {
+		keys, err := readSwimKeys(o.swimKeyFile)
+		if err == nil {
+			err = n.SetSwimKeys(keys)
+		}
+		if err != nil {
+			logger.Error("SIGHUP: SWIM keys kept as they were", "file", o.swimKeyFile, "err", err)
+		}
 	}
 }
 
@@ -69,18 +101,23 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 		ms.close()
 		return fmt.Errorf("start: %w", err)
 	}
+	// SIGHUP rereads the client token and SWIM key files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	start := time.Now()
 	ready := n.Ready()
-	for ready != nil {
+	for done := false; !done; {
 		select {
 		case <-ready:
 			logger.Info("node ready", "after", time.Since(start).Round(time.Millisecond))
 			ready = nil
+		case <-hup:
+			reloadCredentials(n, o, logger)
 		case <-ctx.Done():
-			ready = nil
+			done = true
 		}
 	}
-	<-ctx.Done()
 
 	logger.Info("leaving the cluster")
 	lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)

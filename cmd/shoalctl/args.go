@@ -25,6 +25,10 @@ type invocation struct {
 	timeout   time.Duration
 	clusterID uint64
 	secret    []byte
+	token     string
+	// TLS: the CA file that turns TLS on, and a client certificate and
+	// key for nodes that ask for one.
+	tlsCA, tlsCert, tlsKey string
 
 	cmd          string
 	topic        string
@@ -50,7 +54,7 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-const usage = `usage: shoalctl [--servers H:P,...] [--json] [--timeout D] [--cluster-id N] COMMAND [ARGS]
+const usage = `usage: shoalctl [--servers H:P,...] [--json] [--timeout D] [--cluster-id N] [--tls-ca FILE] COMMAND [ARGS]
 
 commands:
   assign TOPIC [--owner ID] [--partitions N]   assign a topic (to a node, or let its shard leader choose)
@@ -68,7 +72,12 @@ global flags (before or after the command):
   --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
   --timeout D         give up after D, retries included (default 10s)
   --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
-  the cluster's shared secret, if any, is read from env SHOAL_SECRET
+  --tls-ca FILE       speak TLS, trusting the cluster CA in FILE (env SHOAL_TLS_CA)
+  --tls-cert FILE     a client certificate, for nodes that ask for one (env SHOAL_TLS_CERT)
+  --tls-key FILE      its key (env SHOAL_TLS_KEY)
+  credentials are read from the environment, not the command line:
+    SHOAL_TOKEN       this client's token (nodes with client tokens)
+    SHOAL_SECRET      the cluster's shared secret (nodes without client tokens)
 
 Flags may come before or after a command's arguments; "--" ends the flags.
 exit status: 0 success, 1 the cluster refused or failed the request,
@@ -84,6 +93,7 @@ const (
 
 var globalFlags = map[string]flagKind{
 	"servers": valueFlag, "json": boolFlag, "timeout": valueFlag, "cluster-id": valueFlag,
+	"tls-ca": valueFlag, "tls-cert": valueFlag, "tls-key": valueFlag,
 	"help": boolFlag, "h": boolFlag,
 }
 
@@ -105,7 +115,8 @@ var commands = map[string]struct {
 }
 
 // parseArgs parses a command line (without the program name). getenv
-// supplies SHOAL_SERVERS, SHOAL_CLUSTER_ID and SHOAL_SECRET. The returned
+// supplies SHOAL_SERVERS, SHOAL_CLUSTER_ID, SHOAL_SECRET, SHOAL_TOKEN and
+// SHOAL_TLS_CA, SHOAL_TLS_CERT, SHOAL_TLS_KEY. The returned
 // invocation has json set whenever --json was seen, even with an error, so
 // that the error can be printed in the form asked for.
 func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
@@ -231,6 +242,29 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 	}
 	if s := getenv("SHOAL_SECRET"); s != "" {
 		inv.secret = []byte(s)
+	}
+	inv.token = getenv("SHOAL_TOKEN")
+	switch {
+	case inv.token != "" && inv.secret != nil:
+		return usagef("SHOAL_TOKEN and SHOAL_SECRET are both set: a node with client tokens refuses the cluster secret; unset one")
+	case len(inv.token) > wire.MaxTokenLen:
+		return usagef("SHOAL_TOKEN is %d bytes long; a token is at most %d bytes", len(inv.token), wire.MaxTokenLen)
+	}
+	for _, f := range []struct {
+		name, env string
+		v         *string
+	}{{"tls-ca", "SHOAL_TLS_CA", &inv.tlsCA}, {"tls-cert", "SHOAL_TLS_CERT", &inv.tlsCert}, {"tls-key", "SHOAL_TLS_KEY", &inv.tlsKey}} {
+		v, ok := values[f.name]
+		if !ok {
+			v = getenv(f.env)
+		}
+		*f.v = v
+	}
+	switch {
+	case (inv.tlsCert == "") != (inv.tlsKey == ""):
+		return usagef("--tls-cert and --tls-key go together")
+	case inv.tlsCert != "" && inv.tlsCA == "":
+		return usagef("--tls-cert needs --tls-ca (the CA that signed the nodes' certificates)")
 	}
 	return nil
 }

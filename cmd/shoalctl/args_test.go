@@ -47,6 +47,10 @@ func TestParseArgs(t *testing.T) {
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "status", statusAddr: "127.0.0.1:7102"}},
 		{"explicit false", []string{"lookup", "t", "--linearizable=false", "--json=false"}, nil,
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "lookup", topic: "t"}},
+		{"token and TLS from the environment", []string{"members"}, map[string]string{"SHOAL_TOKEN": "tok", "SHOAL_TLS_CA": "/etc/ca.crt"},
+			invocation{servers: devServers, timeout: defaultTimeout, token: "tok", tlsCA: "/etc/ca.crt", cmd: "members"}},
+		{"TLS flags beat the environment", []string{"members", "--tls-ca", "a.crt", "--tls-cert=c.crt", "--tls-key", "c.key"}, map[string]string{"SHOAL_TLS_CA": "/etc/ca.crt"},
+			invocation{servers: devServers, timeout: defaultTimeout, tlsCA: "a.crt", tlsCert: "c.crt", tlsKey: "c.key", cmd: "members"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +95,8 @@ func TestParseArgsRejects(t *testing.T) {
 		{"bad cluster id", []string{"--cluster-id", "-1", "members"}, "cluster id wants an unsigned integer"},
 		{"status of a non-address", []string{"status", "n1"}, `status: "n1" is not a host:port address`},
 		{"owner too long", []string{"assign", "t", "--owner", long[:65]}, "node id is at most 64 bytes"},
+		{"certificate without key", []string{"members", "--tls-ca", "ca", "--tls-cert", "c"}, "--tls-cert and --tls-key go together"},
+		{"certificate without CA", []string{"members", "--tls-cert", "c", "--tls-key", "k"}, "--tls-cert needs --tls-ca"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +112,22 @@ func TestParseArgsRejects(t *testing.T) {
 				t.Fatalf("message is not one short line: %d bytes", len(err.Error()))
 			}
 		})
+	}
+}
+
+func TestParseArgsCredentialsFromTheEnvironment(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"token and secret": {"SHOAL_TOKEN": "t", "SHOAL_SECRET": "s"},
+		"token too long":   {"SHOAL_TOKEN": strings.Repeat("x", 257)},
+	} {
+		_, err := parseArgs([]string{"members"}, env(vars))
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+		if strings.Contains(err.Error(), "xxxx") {
+			t.Errorf("%s: the message shows the token", name)
+		}
 	}
 }
 

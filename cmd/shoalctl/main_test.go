@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shoalmq/shoal/client/clienttest"
+	"github.com/shoalmq/shoal/internal/testcerts"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -77,7 +79,8 @@ func shoalctl(t *testing.T, servers []string, args ...string) outcome {
 func shoalctlEnv(t *testing.T, env []string, servers []string, args ...string) outcome {
 	t.Helper()
 	cmd := exec.Command(shoalctlBinary(t), args...)
-	cmd.Env = append(os.Environ(), "SHOAL_SERVERS="+strings.Join(servers, ","), "SHOAL_CLUSTER_ID=7", "SHOAL_SECRET=")
+	cmd.Env = append(os.Environ(), "SHOAL_SERVERS="+strings.Join(servers, ","), "SHOAL_CLUSTER_ID=7", "SHOAL_SECRET=",
+		"SHOAL_TOKEN=", "SHOAL_TLS_CA=", "SHOAL_TLS_CERT=", "SHOAL_TLS_KEY=")
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -318,4 +321,33 @@ func TestShoalctlSecret(t *testing.T) {
 		failsWith(t, exitFailed, `{"error":{"code":"Unauthorized"`)
 	shoalctlEnv(t, []string{"SHOAL_SECRET=shh", "SHOAL_CLUSTER_ID=8"}, servers, "status").
 		failsWith(t, exitFailed, "handshake failed")
+}
+
+// TestShoalctlTokenAndTLS: a token from SHOAL_TOKEN, TLS with the CA from
+// --tls-ca or SHOAL_TLS_CA; a refused token is Unauthorized, a CA that did
+// not sign the node a handshake failure.
+func TestShoalctlTokenAndTLS(t *testing.T) {
+	ca := testcerts.NewCA(t, "cluster")
+	_, _, caFile := ca.WriteFiles(t, t.TempDir(), "n1", ca.Node(t, "n1"))
+	cl := &clienttest.Cluster{ClusterID: 7, Tokens: []string{"the-right-token-0123"},
+		TLS: &tls.Config{Certificates: []tls.Certificate{ca.Node(t, "n1").TLS}, MinVersion: tls.VersionTLS13}}
+	n, err := cl.Start("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	servers := []string{n.Addr()}
+	decode(t, shoalctlEnv(t, []string{"SHOAL_TOKEN=the-right-token-0123"}, servers, "--json", "--tls-ca", caFile, "status"),
+		"node", "generation", "members_alive", "shards_hosted", "shards_led", "topics_owned", "ready")
+	decode(t, shoalctlEnv(t, []string{"SHOAL_TOKEN=the-right-token-0123", "SHOAL_TLS_CA=" + caFile}, servers, "--json", "status"),
+		"node", "generation", "members_alive", "shards_hosted", "shards_led", "topics_owned", "ready")
+	shoalctlEnv(t, []string{"SHOAL_TOKEN=a-wrong-token-0123456", "SHOAL_TLS_CA=" + caFile}, servers, "--json", "status").
+		failsWith(t, exitFailed, `{"error":{"code":"Unauthorized"`)
+	_, _, otherCA := testcerts.NewCA(t, "other").WriteFiles(t, t.TempDir(), "x", ca.Node(t, "x"))
+	shoalctlEnv(t, []string{"SHOAL_TOKEN=the-right-token-0123"}, servers, "--tls-ca", otherCA, "status").
+		failsWith(t, exitFailed, "handshake failed")
+	shoalctlEnv(t, []string{"SHOAL_TOKEN=t", "SHOAL_SECRET=s"}, servers, "status").
+		failsWith(t, exitUsage, "SHOAL_TOKEN and SHOAL_SECRET are both set")
+	shoalctlEnv(t, nil, servers, "--tls-ca", "/nonexistent/ca.crt", "status").
+		failsWith(t, exitUsage, "--tls-ca: open /nonexistent/ca.crt")
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -39,10 +42,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
 	}
+	tlsCfg, err := inv.tlsConfig()
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
 	c, err := client.New(client.Config{
 		Servers:        inv.servers,
 		ClusterID:      inv.clusterID,
 		Secret:         inv.secret,
+		Token:          inv.token,
+		TLS:            tlsCfg,
 		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
 		RequestTimeout: inv.timeout,
 		// A person is waiting: give up on a down cluster within about two
@@ -73,6 +83,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitFailed
 	}
 	return exitOK
+}
+
+// maxPEMFile bounds a CA, certificate or key file.
+const maxPEMFile = 1 << 20
+
+// tlsConfig reads the TLS files of the invocation: nil without --tls-ca.
+func (inv *invocation) tlsConfig() (*tls.Config, error) {
+	if inv.tlsCA == "" {
+		return nil, nil
+	}
+	ca, err := readPEM(inv.tlsCA)
+	if err != nil {
+		return nil, usagef("--tls-ca: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, usagef("--tls-ca %s holds no PEM certificate", clip(inv.tlsCA))
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	if inv.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(inv.tlsCert, inv.tlsKey)
+		if err != nil {
+			return nil, usagef("--tls-cert/--tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func readPEM(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPEMFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPEMFile)
+	}
+	return b, nil
 }
 
 // execute runs the command with the client.
