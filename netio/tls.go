@@ -235,7 +235,10 @@ func (t *Transport) writeTLS(c *Conn, l *tlsLink) {
 		if c.q != nil {
 			c.q.markFlushing(c)
 		}
-		if c.flush(false) != gnet.None {
+		// As after a read: the pause Conn.flush puts between wakes in
+		// quick succession keeps writers from starving a gnet loop's
+		// reads, and this goroutine reads nothing.
+		if c.flush(true) != gnet.None {
 			_ = l.Close()
 			return
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,14 +87,11 @@ func rrCase(impl string, conns, depth int, d time.Duration, profile string) (res
 	cmd := srv.cmd
 	ncs := make([]net.Conn, conns)
 	for i := range ncs {
-		nc, err := net.Dial("tcp", addr)
+		nc, err := dialImpl(impl, addr)
 		if err != nil {
 			return result{}, err
 		}
 		defer nc.Close()
-		if _, err := netio.ClientHandshake(nc, benchCluster, nil); err != nil {
-			return result{}, err
-		}
 		ncs[i] = nc
 	}
 	var measuring, stop atomic.Bool
@@ -276,13 +274,21 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 	var sender func() error
 	var cleanup func()
 	switch impl {
-	case "netio":
+	case "netio", "netio-tls":
+		var recvTLS, sendTLS *tls.Config
+		if impl == "netio-tls" {
+			var err error
+			if recvTLS, sendTLS, err = peerTLSPair(); err != nil {
+				return result{}, err
+			}
+		}
 		recv, err := netio.New(netio.Config{
 			ClusterID: benchCluster, NodeID: "b", PeerAddr: "127.0.0.1:0", Logger: quiet(),
 			Handler: netio.HandlerFunc(func(_ *netio.Conn, _ wire.Header, f []byte) bool {
 				onFrame(f[wire.HeaderSize:])
 				return true
 			}),
+			PeerTLS: recvTLS, DialTLS: sendTLS,
 		})
 		if err != nil {
 			return result{}, err
@@ -290,6 +296,7 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 		send, err := netio.New(netio.Config{
 			ClusterID: benchCluster, NodeID: "a", Logger: quiet(),
 			Handler: netio.HandlerFunc(func(*netio.Conn, wire.Header, []byte) bool { return true }),
+			DialTLS: sendTLS,
 		})
 		if err != nil {
 			_ = recv.Close()

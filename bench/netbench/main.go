@@ -60,8 +60,11 @@ func main() {
 		gen      = flag.String("gen", "epoll", "request/response load generator: epoll (one thread) or goroutines (one per connection)")
 		runs     = flag.Int("runs", 1, "repetitions of each case, the implementations taking turns within each")
 		profile  = flag.String("cpuprofile", "", "write each server child's CPU profile to this prefix + case + impl")
+		withTLS  = flag.Bool("tls", false, "compare with TLS 1.3: the implementations default to netio,netio-tls,tls-proxy and the generator to goroutines; the peer case runs netio and netio-tls")
+		dir      = flag.String("tls-dir", "", "internal: the certificates a server child uses")
 	)
 	flag.Parse()
+	tlsDir = *dir
 	if *serve != "" {
 		if err := runServer(*serve, *profile); err != nil {
 			fmt.Fprintln(os.Stderr, "netbench:", err)
@@ -74,6 +77,23 @@ func main() {
 		os.Exit(2)
 	}
 	genMode = *gen
+	if *withTLS {
+		d, err := makeCerts()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "netbench:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(d)
+		tlsDir = d
+		// crypto/tls needs a goroutine per connection: the plain servers
+		// are driven by the same generator, so that only TLS differs.
+		genMode = "goroutines"
+		implSet := false
+		flag.Visit(func(f *flag.Flag) { implSet = implSet || f.Name == "impl" })
+		if !implSet {
+			*only = "netio,netio-tls,tls-proxy"
+		}
+	}
 	if *runs < 1 {
 		fmt.Fprintf(os.Stderr, "netbench: -runs %d\n", *runs)
 		os.Exit(2)
@@ -121,8 +141,12 @@ func main() {
 			}
 		}
 	}
+	peerImpls := []string{"netio", "net"}
+	if *withTLS {
+		peerImpls = []string{"netio", "netio-tls"}
+	}
 	for run := 1; run <= *runs && want("peer_oneway_100B"); run++ {
-		for _, impl := range []string{"netio", "net"} {
+		for _, impl := range peerImpls {
 			prof := ""
 			if *profile != "" {
 				prof = *profile + "peer_oneway_100B." + impl + runSuffix(run, *runs)
@@ -140,7 +164,11 @@ func main() {
 	}
 	if !*asJSON {
 		printTable(os.Stdout, results)
-		printRatios(os.Stdout, results)
+		base := "net"
+		if *withTLS {
+			base = "netio"
+		}
+		printRatios(os.Stdout, results, base)
 	}
 }
 
@@ -152,9 +180,10 @@ func runSuffix(run, runs int) string {
 }
 
 // printRatios prints, for each case and each implementation other than
-// net, its ops/s over net's in each repetition and their median, and in how
-// many repetitions its p99 was at most net's.
-func printRatios(w io.Writer, rs []result) {
+// base, its ops/s over base's in each repetition and their median, and in
+// how many repetitions its p99 was at most base's; then the same for CPU
+// per operation.
+func printRatios(w io.Writer, rs []result, baseImpl string) {
 	type key struct{ c, impl string }
 	byRun := make(map[key]map[int]result)
 	var order []key
@@ -167,12 +196,12 @@ func printRatios(w io.Writer, rs []result) {
 		byRun[k][r.Run] = r
 	}
 	for _, k := range order {
-		base := byRun[key{k.c, "net"}]
-		if k.impl == "net" || base == nil {
+		base := byRun[key{k.c, baseImpl}]
+		if k.impl == baseImpl || base == nil {
 			continue
 		}
-		var ratios []float64
-		var line strings.Builder
+		var ratios, cpu []float64
+		var line, cpuLine strings.Builder
 		p99ok, n := 0, 0
 		for run := 0; run <= len(byRun[k]); run++ {
 			r, ok1 := byRun[k][run]
@@ -183,6 +212,11 @@ func printRatios(w io.Writer, rs []result) {
 			x := r.OpsPerS / b.OpsPerS
 			ratios = append(ratios, x)
 			fmt.Fprintf(&line, " %.2f", x)
+			if b.CPUusPerOp > 0 {
+				y := r.CPUusPerOp / b.CPUusPerOp
+				cpu = append(cpu, y)
+				fmt.Fprintf(&cpuLine, " %.2f", y)
+			}
 			n++
 			if r.P99us <= b.P99us {
 				p99ok++
@@ -192,8 +226,12 @@ func printRatios(w io.Writer, rs []result) {
 			continue
 		}
 		slices.Sort(ratios)
-		fmt.Fprintf(w, "%-20s %s/net ops/s:%s (median %.2f); p99 at most net's in %d of %d\n",
-			k.c, k.impl, line.String(), median(ratios), p99ok, n)
+		fmt.Fprintf(w, "%-20s %s/%s ops/s:%s (median %.2f); p99 at most %s's in %d of %d\n",
+			k.c, k.impl, baseImpl, line.String(), median(ratios), baseImpl, p99ok, n)
+		if len(cpu) > 0 {
+			slices.Sort(cpu)
+			fmt.Fprintf(w, "%-20s %s/%s cpu/op:%s (median %.2f)\n", k.c, k.impl, baseImpl, cpuLine.String(), median(cpu))
+		}
 	}
 }
 
@@ -240,7 +278,7 @@ func startServer(impl, profile string) (*server, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(self, "-serve", impl, "-cpuprofile", profile)
+	cmd := exec.Command(self, "-serve", impl, "-cpuprofile", profile, "-tls-dir", tlsDir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

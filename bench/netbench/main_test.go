@@ -182,7 +182,7 @@ func TestPrintRatios(t *testing.T) {
 		{Case: "d", Impl: "netio", OpsPerS: 50}, // no net run: no line
 	}
 	var b strings.Builder
-	printRatios(&b, rs)
+	printRatios(&b, rs, "net")
 	want := "c                    netio/net ops/s: 1.30 0.90 1.20 (median 1.20); p99 at most net's in 2 of 3\n"
 	if b.String() != want {
 		t.Fatalf("got  %q\nwant %q", b.String(), want)

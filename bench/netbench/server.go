@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -52,11 +53,34 @@ func runServer(impl, profile string) error {
 	}
 	switch name {
 	case "netio", "netio-async":
-		tr, err := netioServer(name == "netio-async", loops)
+		tr, err := netioServer(name == "netio-async", loops, nil)
 		if err != nil {
 			return err
 		}
 		addr, stop = tr.ClientAddr(), func() { _ = tr.Close() }
+	case "netio-tls", "tls-proxy":
+		srvTLS, _, err := tlsConfigs(tlsDir)
+		if err != nil {
+			return err
+		}
+		if name == "netio-tls" {
+			tr, err := netioServer(false, loops, srvTLS)
+			if err != nil {
+				return err
+			}
+			addr, stop = tr.ClientAddr(), func() { _ = tr.Close() }
+			break
+		}
+		tr, err := netioServer(false, loops, nil)
+		if err != nil {
+			return err
+		}
+		a, st, err := tlsProxy(tr.ClientAddr(), srvTLS)
+		if err != nil {
+			_ = tr.Close()
+			return err
+		}
+		addr, stop = a, func() { st(); _ = tr.Close() }
 	case "gnet-write":
 		a, st, err := runGnetWrite()
 		if err != nil {
@@ -85,8 +109,9 @@ type reply struct {
 }
 
 // netioServer answers inline on the event loop, or (async) from worker
-// goroutines fed by a bounded queue as the node does.
-func netioServer(async bool, loops int) (*netio.Transport, error) {
+// goroutines fed by a bounded queue as the node does; with tlsCfg its
+// client port is TLS.
+func netioServer(async bool, loops int, tlsCfg *tls.Config) (*netio.Transport, error) {
 	var h netio.HandlerFunc = func(c *netio.Conn, h wire.Header, _ []byte) bool {
 		var buf [wire.HeaderSize + payloadSize]byte
 		return c.Write(response(buf[:0], h.RequestID)) == nil
@@ -117,6 +142,7 @@ func netioServer(async bool, loops int) (*netio.Transport, error) {
 		Handler:     h,
 		Logger:      quiet(),
 		ClientLoops: loops,
+		ClientTLS:   tlsCfg,
 	})
 }
 
