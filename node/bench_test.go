@@ -2,14 +2,17 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/internal/testcerts"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -62,14 +65,69 @@ func BenchmarkAssignTopic(b *testing.B) {
 	})
 }
 
+// BenchmarkLinks compares assign and produce throughput with plain TCP and
+// with TLS 1.3 on every client and peer link (certificates made here, the
+// peers verifying each other), each on a 3-node cluster of its own,
+// started once per variant: run with -count N to take them in turns.
+// Produce goes to 16 topics spread over the owners, one small record each.
+func BenchmarkLinks(b *testing.B) {
+	ca := testcerts.NewCA(b, "bench")
+	for _, variant := range []string{"plain", "tls"} {
+		var clientTLS *tls.Config
+		mut := func(*Config) {}
+		if variant == "tls" {
+			clientTLS = &tls.Config{RootCAs: ca.Pool}
+			mut = func(cfg *Config) { cfg.Security.TLS = &TLS{Certificate: ca.Node(b, cfg.ID).TLS, CA: ca.Pool} }
+		}
+		c := startClusterWith(b, 3, mut)
+		var cls []*client.Client
+		for _, n := range c.nodes {
+			addr, _, _ := n.Addrs()
+			cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, ConnsPerServer: 2, TLS: clientTLS, Logger: testLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cls = append(cls, cl)
+		}
+		ctx := context.Background()
+		const topics = 16
+		for i := range topics {
+			owner := c.nodes[i%len(c.nodes)].ID()
+			if _, err := cls[0].Assign(ctx, fmt.Sprintf("bench-produce-%d", i), client.AssignOptions{Owner: owner}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("assign/"+variant, func(b *testing.B) {
+			timedParallel(b, len(cls), func(w int, seq uint64) error {
+				_, err := cls[w].Assign(ctx, fmt.Sprintf("bench-links-%s-%d", variant, seq), client.AssignOptions{})
+				return err
+			})
+		})
+		b.Run("produce/"+variant, func(b *testing.B) {
+			rec := [][]byte{make([]byte, 100)}
+			timedParallel(b, len(cls), func(w int, seq uint64) error {
+				_, err := cls[w].Produce(ctx, fmt.Sprintf("bench-produce-%d", seq%topics), rec)
+				return err
+			})
+		})
+		for _, cl := range cls {
+			_ = cl.Close()
+		}
+		c.close()
+	}
+}
+
 // timedParallel runs op under RunParallel, 16 goroutines per core, the
 // goroutines taking workers 0..workers-1 in turn and every call a new
-// sequence number, and reports the calls' latency percentiles.
+// sequence number, and reports the calls' latency percentiles and the
+// process's CPU time per call (the whole cluster and its clients run in
+// this process): on a busy machine, the figure that compares.
 func timedParallel(b *testing.B, workers int, op func(worker int, seq uint64) error) {
 	var seq, who atomic.Uint64
 	var lat latencies
 	b.ReportAllocs()
 	b.SetParallelism(16)
+	cpu0 := processCPU()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		w := int(who.Add(1) % uint64(workers))
@@ -86,7 +144,15 @@ func timedParallel(b *testing.B, workers int, op func(worker int, seq uint64) er
 		lat.add(mine)
 	})
 	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	lat.report(b)
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLookup looks up assigned topics through all nodes: "hit" lets a
