@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,11 +183,11 @@ func tokenServer(t *testing.T, mod func(*Config)) *Transport {
 }
 
 func TestClientTokens(t *testing.T) {
-	var granted any
+	var granted atomic.Value
 	rec := newRecorder(16)
 	rec.echo = true
 	cfg := testConfig("n1", HandlerFunc(func(c *Conn, h wire.Header, f []byte) bool {
-		granted = c.Grant()
+		granted.Store(c.Grant())
 		return rec.Deliver(c, h, f)
 	}))
 	cfg.Secret = []byte("the peers' secret")
@@ -207,8 +208,8 @@ func TestClientTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectEcho(t, nc, f)
-	if granted != "reader" {
-		t.Fatalf("grant %v", granted)
+	if g := granted.Load(); g != "reader" {
+		t.Fatalf("grant %v", g)
 	}
 	// A wrong or missing token is answered Unauthorized, then closed.
 	for _, tok := range [][]byte{[]byte("bad"), nil} {
