@@ -32,6 +32,13 @@
 // the member probed or one asked to relay, relays in flight are bounded
 // (MaxRelays), as are members, the broadcast queue and push-pull sizes.
 //
+// With keys (Config.Keys, or one derived from Config.Secret) every
+// datagram and push-pull is sealed with AES-GCM under the keyring's primary
+// key (wire.SwimKeyring) and names its recipient and a sequence number;
+// input is taken only if it opens under a key of the ring, is for this
+// node, and carries a number its sender's replay window has not taken
+// (replay.go). SetKeys rotates the keys while the node runs.
+//
 // The driver (Driver, in driver.go) binds a Node to a UDP socket, the real
 // clock and push-pull over TCP, with one goroutine.
 package swim
