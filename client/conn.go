@@ -140,7 +140,7 @@ func handshake(nc net.Conn, cfg *Config) error {
 	}
 	kind, payload, err := readFrame(nc)
 	if err != nil {
-		return err
+		return helloReadError(err, cfg)
 	}
 	if kind == wire.KindError {
 		return refused(payload)
@@ -192,6 +192,22 @@ func handshake(nc net.Conn, cfg *Config) error {
 		return fmt.Errorf("%w: node's proof of the shared secret is wrong", ErrHandshake)
 	}
 	return nil
+}
+
+// helloReadError explains a failure to read the node's Hello where it can:
+// a TLS alert is the node refusing this client's TLS (with TLS 1.3 a
+// client learns of a refused certificate only when it reads), which no
+// other node would take either; a connection closed without a word, when
+// this client does not speak TLS, is what a node that does would do.
+func helloReadError(err error, cfg *Config) error {
+	var oe *net.OpError
+	switch {
+	case cfg.TLS != nil && errors.As(err, &oe) && oe.Op == "remote error":
+		return fmt.Errorf("%w: the node refused this client's TLS: %w", ErrHandshake, oe.Err)
+	case cfg.TLS == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return fmt.Errorf("%w (a node that speaks TLS closes a plain connection so: set TLS)", err)
+	}
+	return err
 }
 
 // authTag is HMAC-SHA256(secret, peerNonce ‖ ownHello).

@@ -95,3 +95,25 @@ func TestTLS(t *testing.T) {
 		t.Fatal("plain TCP to a TLS node worked")
 	}
 }
+
+// TestTLSClientCertificateRefused: a node that wants a client certificate
+// refuses one from another CA; the client reports a handshake failure,
+// not an unreachable node, and does not retry it elsewhere.
+func TestTLSClientCertificateRefused(t *testing.T) {
+	ca, other := testcerts.NewCA(t, "cluster"), testcerts.NewCA(t, "other")
+	cl := &clienttest.Cluster{ClusterID: 7, TLS: &tls.Config{Certificates: []tls.Certificate{ca.Node(t, "n1").TLS},
+		MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool}}
+	n, err := cl.Start("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := newClient(t, client.Config{Servers: addrs(n), TLS: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{other.Client(t, "m").TLS}}, MaxRetries: -1})
+	if _, err := c.Status(ctxT(t), ""); !errors.Is(err, client.ErrHandshake) {
+		t.Fatalf("a refused client certificate: %v", err)
+	}
+	good := newClient(t, client.Config{Servers: addrs(n), TLS: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Client(t, "ops").TLS}}})
+	if _, err := good.Status(ctxT(t), ""); err != nil {
+		t.Fatalf("a client certificate of the CA: %v", err)
+	}
+}
