@@ -166,22 +166,6 @@ func TestTLSClientListener(t *testing.T) {
 	}
 }
 
-// tokenServer is an echo server authenticating clients by token: "good"
-// grants "reader".
-func tokenServer(t *testing.T, mod func(*Config)) *Transport {
-	return echoServer(t, func(c *Config) {
-		c.CheckToken = func(tok []byte) (any, bool) {
-			if string(tok) == "good" {
-				return "reader", true
-			}
-			return nil, false
-		}
-		if mod != nil {
-			mod(c)
-		}
-	})
-}
-
 func TestClientTokens(t *testing.T) {
 	var granted atomic.Value
 	rec := newRecorder(16)
