@@ -88,3 +88,36 @@ func FuzzNodeInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSealedInput feeds arbitrary datagrams and push-pull states to a node
+// with keys: whatever the input, it never panics, and what it took once it
+// never takes again (the second delivery is counted as a replay).
+func FuzzSealedInput(f *testing.F) {
+	key := testKey(7)
+	a := keyedNode(f, "a", key)
+	f.Add(byte(0), datagramFrom(f, a, "self:1", &wire.SwimMessage{}, ev(wire.SwimAlive, "b", 3, 1)))
+	f.Add(byte(0), datagramFrom(f, a, "self:1", &wire.SwimMessage{Kind: wire.SwimPing, Seq: 1, Target: []byte("self")}))
+	f.Add(byte(0), datagramFrom(f, a, "other:1", &wire.SwimMessage{Kind: wire.SwimAck, Seq: 1}))
+	f.Add(byte(1), a.encodeState(false))
+	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
+		n := keyedNode(t, "self", key)
+		deliver := func() {
+			if sel%2 == 0 {
+				n.Receive(t0, "a:1", data)
+			} else {
+				_, _ = n.HandlePushPull(t0, data)
+			}
+			n.Advance()
+		}
+		before := n.Stats()
+		deliver()
+		mid := n.Stats()
+		took := mid.DropAuth == before.DropAuth && mid.DropMalformed == before.DropMalformed &&
+			mid.DropWrongTarget == before.DropWrongTarget && mid.DropReplay == before.DropReplay &&
+			mid.DropClusterID == before.DropClusterID && mid.DropSelf == before.DropSelf
+		deliver()
+		if after := n.Stats(); took && after.DropReplay != mid.DropReplay+1 {
+			t.Fatalf("an input taken once was taken again: %+v", after)
+		}
+	})
+}
