@@ -5,8 +5,9 @@
 // # Connections
 //
 // A Client keeps Config.ConnsPerServer TCP connections to each node it
-// talks to, dialled on first use (with the handshake of docs/wire.md: Hello,
-// and HelloAuth when Config.Secret is set) and replaced when they break.
+// talks to, dialled on first use (TLS 1.3 first when Config.TLS is set, then
+// the handshake of docs/wire.md: Hello, carrying Config.Token when set, and
+// HelloAuth when Config.Secret is set) and replaced when they break.
 // Requests are pipelined: each carries a request id in its frame header, a
 // reader goroutine per connection hands every answer to the caller waiting
 // for that id, in whatever order the node answers, and at most
@@ -37,8 +38,9 @@
 //     at its epoch; the next attempt follows the answer's owner hint if it
 //     names a newer epoch, else a linearizable lookup.
 //
-// Other answers (wire.ErrNotFound, wire.ErrBadRequest, …) are returned at
-// once. Errors are never hidden: the error a call returns wraps the last
+// Other answers (wire.ErrNotFound, wire.ErrBadRequest, wire.ErrUnauthorized:
+// a token refused at the handshake or a request its role does not allow,
+// …) are returned at once. Errors are never hidden: the error a call returns wraps the last
 // failure, so errors.Is matches the wire sentinels, this package's
 // ErrUnreachable / ErrHandshake / ErrProtocol / ErrInvalidArgument /
 // ErrClosed, and context.DeadlineExceeded when the context ended the call;
