@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -50,6 +52,11 @@ type Security struct {
 	// SetSwimKeys rotates it. Empty: one key derived from Config.Secret,
 	// or, without a secret, unsealed SWIM.
 	SwimKeys [][]byte
+	// InsecureOK says a node without any credential runs so on purpose,
+	// where nobody else can reach it (shoal dev, on loopback): the notice
+	// that it serves anyone is logged at info level rather than as a
+	// warning.
+	InsecureOK bool
 }
 
 // TLS is a node's certificate and its cluster's CA.
@@ -519,8 +526,12 @@ func (n *Node) logSecurity() {
 		swimKeys = n.swim.KeyCount()
 	}
 	if !secret && !tlsOn && !tokens {
-		n.log.Warn("INSECURE: no cluster secret, no TLS and no client tokens: anyone who can reach the client port " +
-			"is served every request, anyone who can reach the peer port can join as any node id, and SWIM gossip " +
+		level := slog.LevelWarn
+		if s.InsecureOK {
+			level = slog.LevelInfo
+		}
+		n.log.Log(context.Background(), level, "INSECURE: no cluster secret, no TLS and no client tokens: anyone who can reach the client port "+
+			"is served every request, anyone who can reach the peer port can join as any node id, and SWIM gossip "+
 			"is neither authenticated nor encrypted; see README.md, Security")
 		return
 	}

@@ -510,19 +510,25 @@ func TestTokenRotation(t *testing.T) {
 }
 
 // TestInsecureStartWarnsOnce: a node with no secret, no TLS and no tokens
-// says so in one warning; one with credentials does not.
+// says so in one warning; one with credentials does not, nor one that
+// runs so on purpose (InsecureOK).
 func TestInsecureStartWarnsOnce(t *testing.T) {
-	for _, secure := range []bool{false, true} {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+		want int
+	}{
+		{"no credentials", func(*Config) {}, 1},
+		{"tokens and a secret", withTokens, 0},
+		{"insecure on purpose", func(c *Config) { c.Security.InsecureOK = true }, 0},
+	} {
 		var buf syncBuffer
 		startClusterWith(t, 1, func(cfg *Config) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			if secure {
-				withTokens(cfg)
-			}
+			tc.mut(cfg)
 		})
-		got := strings.Count(buf.String(), "INSECURE")
-		if want := map[bool]int{false: 1, true: 0}[secure]; got != want {
-			t.Errorf("secure %v: %d insecure warnings, want %d:\n%s", secure, got, want, buf.String())
+		if got := strings.Count(buf.String(), "INSECURE"); got != tc.want {
+			t.Errorf("%s: %d insecure warnings, want %d:\n%s", tc.name, got, tc.want, buf.String())
 		}
 		if strings.Contains(buf.String(), adminToken) {
 			t.Error("a token was logged")

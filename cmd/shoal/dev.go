@@ -167,7 +167,9 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 			Join: seeds, BootstrapExpect: o.nodes,
 			Shards: o.shards, Replicas: o.replicas,
 			SwimPreset: "fast",
-			Logger:     logger,
+			// On loopback, without credentials, on purpose.
+			Security: node.Security{InsecureOK: true},
+			Logger:   logger,
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
