@@ -177,7 +177,7 @@ func ParseTokens(r io.Reader) ([]Token, error) {
 		if len(f) != 2 {
 			return nil, fmt.Errorf("%w: line %d: want TOKEN ROLE, got %d fields", ErrTokenFile, line, len(f))
 		}
-		if err := checkToken(f[0]); err != nil {
+		if err := validateToken(f[0]); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %w", ErrTokenFile, line, err)
 		}
 		role, err := ParseRole(f[1])
@@ -202,8 +202,8 @@ func ParseTokens(r io.Reader) ([]Token, error) {
 	return toks, nil
 }
 
-// checkToken says what is wrong with a token, without showing it.
-func checkToken(tok string) error {
+// validateToken says what is wrong with a token, without showing it.
+func validateToken(tok string) error {
 	if len(tok) < MinTokenLen || len(tok) > wire.MaxTokenLen {
 		return fmt.Errorf("a token of %d characters (want %d to %d)", len(tok), MinTokenLen, wire.MaxTokenLen)
 	}
@@ -370,7 +370,7 @@ func newTokenTable(toks []Token, old *tokenTable) (*tokenTable, error) {
 	tt := &tokenTable{}
 	kept := map[*tokenGrant]bool{}
 	for i, tok := range toks {
-		if err := checkToken(tok.Value); err != nil {
+		if err := validateToken(tok.Value); err != nil {
 			return nil, fmt.Errorf("%w: client token %d: %w", ErrCredentials, i+1, err)
 		}
 		if tok.Role < RoleRead || tok.Role > RoleAdmin {
