@@ -18,7 +18,6 @@ type replica struct {
 	rs    raft.Storage
 
 	touched  bool
-	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
 	// removed: the last configuration this replica applied leaves it out.
 	// It goes on handling its Readies, and is destroyed, with its data,
@@ -48,9 +47,6 @@ type replica struct {
 	hbResps []uint64
 	// appSent: the tick of the last append sent to each follower.
 	appSent []appSent
-	// writes counts its appends queued to or being written by the writer
-	// (AsyncStorageWrites); a removed replica is destroyed only when none is.
-	writes int
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
@@ -154,7 +150,6 @@ func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Co
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
-		AsyncStorageWrites:        c.AsyncStorageWrites,
 		Logger:                    raftLogger{c.Logger},
 	}
 }
@@ -242,7 +237,7 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// one that holds a configuration may not.
 		// Nor one with state from its peers still being written (the
 		// leader then fills it by snapshot, as it would anyway).
-		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.writes > 0 || r.halted != nil {
+		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.halted != nil {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)
@@ -295,7 +290,7 @@ func (r *replica) info() Info {
 // failProposals resolves every pending proposal of r with err.
 func (r *replica) failProposals(err error) {
 	for id, req := range r.proposals {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		delete(r.proposals, id)
 	}
 	r.ccPending = false
@@ -304,16 +299,16 @@ func (r *replica) failProposals(err error) {
 // failAll resolves every waiter of r with err.
 func (r *replica) failAll(err error) {
 	for id, req := range r.proposals {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		delete(r.proposals, id)
 	}
 	r.ccPending = false
 	for id, req := range r.reads {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		delete(r.reads, id)
 	}
 	for _, rw := range r.readWaits {
-		rw.req.done <- result{err: err}
+		rw.req.finish(result{err: err})
 	}
 	r.readWaits = r.readWaits[:0]
 }
@@ -732,11 +727,11 @@ func (w *worker) hosted(shard uint64) (*replica, error) {
 func (w *worker) propose(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	if r.state != raft.StateLeader {
-		req.done <- result{err: r.notLeader()}
+		req.finish(result{err: r.notLeader()})
 		return
 	}
 	w.wake(r)
@@ -744,7 +739,7 @@ func (w *worker) propose(shard uint64, req *request) {
 	w.seq++
 	putHeader(req.data, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.Propose(req.data); err != nil {
-		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		req.finish(result{err: fmt.Errorf("%w: %w", ErrDropped, err)})
 		return
 	}
 	r.proposals[w.seq] = req
@@ -754,28 +749,28 @@ func (w *worker) propose(shard uint64, req *request) {
 func (w *worker) proposeConf(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	if r.state != raft.StateLeader {
-		req.done <- result{err: r.notLeader()}
+		req.finish(result{err: r.notLeader()})
 		return
 	}
 	w.wake(r)
 	// raft turns a conf change proposed while another is pending into an
 	// empty entry, which would leave this waiter hanging: refuse instead.
 	if r.ccPending || len(r.confState.VotersOutgoing) > 0 || r.applied < r.rn.BasicStatus().Commit {
-		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
+		req.finish(result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)})
 		return
 	}
 	if err := w.learnerCaughtUp(r, req.cc); err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	w.seq++
 	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.ProposeConfChange(req.cc); err != nil {
-		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		req.finish(result{err: fmt.Errorf("%w: %w", ErrDropped, err)})
 		return
 	}
 	r.proposals[w.seq] = req
@@ -815,7 +810,7 @@ func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
 func (w *worker) read(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	w.wake(r)

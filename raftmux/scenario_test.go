@@ -383,7 +383,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 			continue
 		}
 		// The store may hold the snapshot's data a moment before the state
-		// machine is told (with AsyncStorageWrites the writer installs it).
+		// machine is told.
 		c.waitFor("lagger to install a snapshot", 10*time.Second, func() bool {
 			base, log := c.kvs[lagger].Log(s)
 			return c.stores[lagger].Len(s) == 60 && (base != 1 || len(log) >= 60)

@@ -23,6 +23,12 @@ func (w *worker) sendSnapshot(r *replica, m *raftpb.Message) {
 	w.snapID++
 	id := uint64(w.idx)<<48 | w.snapID
 	w.h.wg.Add(1)
+	if w.h.cfg.Manual {
+		// No goroutine runs beside the caller's: the whole stream goes
+		// out now, and its end is handled at the next round.
+		w.h.streamSnapshot(r.shard, to, id, m)
+		return
+	}
 	go w.h.streamSnapshot(r.shard, to, id, m)
 }
 

@@ -119,22 +119,16 @@ func (c *storeCluster) obs() raftmuxtest.Hosts {
 
 // TestLoadOnPebbleAppliesTheSameEntriesEverywhere drives many concurrent
 // proposals into few groups on real stores, with a small compaction
-// threshold, on each storage path: every proposal succeeds, and every
-// replica applies the same entries in the same order. With
-// AsyncStorageWrites the appends are written on the writer goroutine while
-// the worker applies and compacts the same shards; the store must see
-// those writes one at a time, or it hands raft entries at the wrong
-// indexes (raft then stops the process).
+// threshold, with and without the ack wait: every proposal succeeds, and
+// every replica applies the same entries in the same order.
 func TestLoadOnPebbleAppliesTheSameEntriesEverywhere(t *testing.T) {
 	for _, mode := range []struct {
 		name    string
-		async   bool
-		pipe    bool
 		ackWait time.Duration
-	}{{"Sync", false, false, 0}, {"SyncWithoutAckWait", false, false, -1}, {"PipelineWrites", false, true, 0}, {"AsyncStorageWrites", true, false, 0}} {
+	}{{"Sync", 0}, {"SyncWithoutAckWait", -1}} {
 		t.Run(mode.name, func(t *testing.T) {
 			c := newStoreCluster(t, 3, func(cfg *raftmux.Config) {
-				cfg.AsyncStorageWrites, cfg.PipelineWrites, cfg.AckWait = mode.async, mode.pipe, mode.ackWait
+				cfg.AckWait = mode.ackWait
 				cfg.CompactionOverhead, cfg.CompactionKeep = 64, 8
 				// Elections under a load of fsyncs on a shared machine
 				// are not what this test is about.
