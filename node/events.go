@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -114,22 +113,8 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	names := func(ids []uint64) []string {
-		out := make([]string, 0, len(ids))
-		for _, id := range ids {
-			name, ok := n.nameOf(id)
-			if !ok {
-				// A voter this node cannot name cannot vouch, but counts in
-				// the quorum.
-				name = fmt.Sprintf("raft-id-%d", id)
-			}
-			out = append(out, name)
-		}
-		return out
-	}
-	in, out := names(cs.Voters), names(cs.VotersOutgoing)
 	n.dutyMu.Lock()
-	n.duty.SetVoters(shard, in, out)
+	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
 	n.dutyMu.Unlock()
 	if len(cs.Voters) == 0 {
 		n.leadMu.Lock()

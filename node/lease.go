@@ -132,8 +132,14 @@ func (n *Node) leaseRound() {
 	seq, reqs, released := n.own.Round(now, n.leaderOfShard)
 	n.ownMu.Unlock()
 	n.dutyMu.Lock()
-	asks := n.duty.VouchRound(now, seq)
+	askIDs := n.duty.VouchRound(now, seq)
 	n.dutyMu.Unlock()
+	asks := make(map[string][]wire.ShardTerm, len(askIDs))
+	for id, st := range askIDs {
+		if name, ok := n.nameOf(id); ok {
+			asks[name] = st
+		}
+	}
 	peers := make(map[string]bool, len(reqs)+len(asks))
 	for p := range reqs {
 		peers[p] = true
@@ -225,7 +231,7 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	}
 	if len(r.Vouched) > 0 {
 		n.dutyMu.Lock()
-		n.duty.Vouched(from, r.Seq, r.Vouched)
+		n.duty.Vouched(RaftID(from), r.Seq, r.Vouched)
 		n.dutyMu.Unlock()
 	}
 }

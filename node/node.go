@@ -209,7 +209,7 @@ func New(cfg Config) (*Node, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if n.duty, err = duty.New(duty.Config{Self: cfg.ID, Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
+	if n.duty, err = duty.New(duty.Config{Self: RaftID(cfg.ID), Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
 		MaxDrift: cfg.MaxClockDrift, Resend: cfg.LeaseRenewInterval}); err != nil {
 		_ = store.Close()
 		return nil, err

@@ -36,8 +36,8 @@ import (
 
 // Config configures a Leader.
 type Config struct {
-	// Self is this node's id.
-	Self string
+	// Self is this node's raft id (replica ids are node ids).
+	Self uint64
 	// Lease is the lease length holders use. Required.
 	Lease time.Duration
 	// ConfirmFresh is how old a leadership confirmation may be for a grant
@@ -71,7 +71,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("duty: Lease, ConfirmFresh and Resend must be positive")
 	case c.MaxDrift < 0 || c.MaxDrift > 0.1:
 		return fmt.Errorf("duty: MaxDrift %v not in [0, 0.1]", c.MaxDrift)
-	case c.Self == "":
+	case c.Self == 0:
 		return fmt.Errorf("duty: Self required")
 	}
 	return nil
@@ -109,13 +109,13 @@ type led struct {
 }
 
 type voters struct {
-	in, out []string
+	in, out []uint64
 }
 
 type vouchRound struct {
 	at    time.Time
 	terms map[uint64]uint64          // shard → the term asked about
-	acks  map[uint64]map[string]bool // shard → voters that vouched (self included)
+	acks  map[uint64]map[uint64]bool // shard → voters that vouched (self included)
 }
 
 // Leader is one node's duties as the leader of some shards.
@@ -204,8 +204,8 @@ func (l *Leader) Confirm(shard, term uint64, at time.Time) {
 }
 
 // SetVoters records shard's voters (and the outgoing voters of a joint
-// configuration), by node id.
-func (l *Leader) SetVoters(shard uint64, in, out []string) {
+// configuration), by raft id.
+func (l *Leader) SetVoters(shard uint64, in, out []uint64) {
 	if len(in) == 0 && len(out) == 0 {
 		delete(l.voters, shard)
 		return
@@ -232,13 +232,13 @@ func (l *Leader) CanGrant(now time.Time, shard uint64) (uint64, bool) {
 // answers echo; it must rise) at now for every led shard someone asked a
 // lease of within the last lease: for each other voter, the shards it
 // should vouch for at their terms.
-func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTerm {
+func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64][]wire.ShardTerm {
 	for s, r := range l.vrounds {
 		if now.Sub(r.at) > l.cfg.ConfirmFresh {
 			delete(l.vrounds, s)
 		}
 	}
-	asks := make(map[string][]wire.ShardTerm)
+	asks := make(map[uint64][]wire.ShardTerm)
 	var rd *vouchRound
 	for shard, s := range l.led {
 		if s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
@@ -249,13 +249,13 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTe
 			continue
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[string]bool)}
+			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[uint64]bool)}
 			l.vrounds[seq] = rd
 		}
 		rd.terms[shard] = s.term
-		rd.acks[shard] = map[string]bool{l.cfg.Self: true}
-		asked := map[string]bool{l.cfg.Self: true}
-		for _, list := range [][]string{vs.in, vs.out} {
+		rd.acks[shard] = map[uint64]bool{l.cfg.Self: true}
+		asked := map[uint64]bool{l.cfg.Self: true}
+		for _, list := range [][]uint64{vs.in, vs.out} {
 			for _, v := range list {
 				if !asked[v] {
 					asked[v] = true
@@ -267,9 +267,9 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTe
 	return asks
 }
 
-// Vouched takes node from's answer to vouch round seq: the shards it
-// follows this node in, at the terms asked.
-func (l *Leader) Vouched(from string, seq uint64, shards []uint64) {
+// Vouched takes node from's (a raft id) answer to vouch round seq: the
+// shards it follows this node in, at the terms asked.
+func (l *Leader) Vouched(from, seq uint64, shards []uint64) {
 	rd := l.vrounds[seq]
 	if rd == nil {
 		return
@@ -287,7 +287,7 @@ func (l *Leader) Vouched(from string, seq uint64, shards []uint64) {
 	}
 }
 
-func quorum(voters []string, acks map[string]bool) bool {
+func quorum(voters []uint64, acks map[uint64]bool) bool {
 	n := 0
 	for _, v := range voters {
 		if acks[v] {

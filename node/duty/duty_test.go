@@ -14,7 +14,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func newLeader(t *testing.T) *Leader {
 	t.Helper()
-	l, err := New(Config{Self: "n1", Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
+	l, err := New(Config{Self: 1, Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func leading(l *Leader, shard, term uint64, at time.Time) {
 	l.Won(at, shard, term)
 	l.Current(shard, term)
 	l.Confirm(shard, term, at)
-	l.SetVoters(shard, []string{"n1", "n2", "n3"}, nil)
+	l.SetVoters(shard, []uint64{1, 2, 3}, nil)
 }
 
 func never(string) time.Time { return time.Time{} }
@@ -74,7 +74,7 @@ func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
 	l := newLeader(t)
 	l.Won(t0, 7, 3)
 	l.Current(7, 3)
-	l.SetVoters(7, []string{"n1", "n2", "n3"}, nil)
+	l.SetVoters(7, []uint64{1, 2, 3}, nil)
 	if asks := l.VouchRound(t0, 1); len(asks) != 0 {
 		t.Fatal("vouch round for a shard nobody asked a lease of")
 	}
@@ -82,14 +82,14 @@ func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
 	start := t0.Add(ms(100))
 	seq := uint64(2)
 	asks := l.VouchRound(start, seq)
-	if len(asks) != 2 || len(asks["n2"]) != 1 || asks["n2"][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
+	if len(asks) != 2 || len(asks[2]) != 1 || asks[2][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
 		t.Fatalf("asks %+v", asks)
 	}
-	l.Vouched("n9", seq, []uint64{7}) // not a voter
+	l.Vouched(9, seq, []uint64{7}) // not a voter
 	if _, ok := l.CanGrant(start.Add(ms(10)), 7); ok {
 		t.Fatal("confirmed without a quorum of voters")
 	}
-	l.Vouched("n3", seq, []uint64{7})
+	l.Vouched(3, seq, []uint64{7})
 	if _, ok := l.CanGrant(start.Add(ms(400)), 7); !ok {
 		t.Fatal("not confirmed by self and n3")
 	}
@@ -102,15 +102,15 @@ func TestAJointConfigurationNeedsBothMajorities(t *testing.T) {
 	l := newLeader(t)
 	l.Won(t0, 7, 3)
 	l.Current(7, 3)
-	l.SetVoters(7, []string{"n1", "n4", "n5"}, []string{"n1", "n2", "n3"})
+	l.SetVoters(7, []uint64{1, 4, 5}, []uint64{1, 2, 3})
 	l.CanGrant(t0, 7)
 	seq := uint64(1)
 	l.VouchRound(t0, seq)
-	l.Vouched("n4", seq, []uint64{7})
+	l.Vouched(4, seq, []uint64{7})
 	if _, ok := l.CanGrant(t0, 7); ok {
 		t.Fatal("confirmed by the incoming majority alone")
 	}
-	l.Vouched("n2", seq, []uint64{7})
+	l.Vouched(2, seq, []uint64{7})
 	if _, ok := l.CanGrant(t0, 7); !ok {
 		t.Fatal("not confirmed by both majorities")
 	}
