@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -85,36 +86,47 @@ type Node struct {
 	dutyMu    sync.Mutex
 	dutyKick  chan struct{}
 	leaderDue map[uint64]bool
+	takingUp  map[uint64]bool // leaderships being taken up (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
 	leadMu      sync.Mutex
 	replicaLead map[uint64]raftLead
 	leaseIn     chan leaseFrame
 	leaseKick   chan struct{}
-	// clock is the node's monotonic clock (time.Now).
-	clock func() time.Time
+	// clock is the node's monotonic clock (time.Now); afterFunc its
+	// timers (time.AfterFunc).
+	clock     func() time.Time
+	afterFunc func(d time.Duration, f func()) func() bool
+	// randIntN draws the node's random choices (a peer to sync with).
+	randMu  sync.Mutex
+	randSrc *rand.Rand
 
 	fwd forwarder
 
-	events  eventQueue
-	born    atomic.Bool
-	readyc  chan struct{}
-	ready   atomic.Bool
-	readyAt atomic.Int64 // unix ns
-	readyMu sync.Once
-	bornAt  atomic.Int64
+	events eventQueue
+	born   atomic.Bool
+	// birthing: this node's groups are being created.
+	birthing atomic.Bool
+	readyc   chan struct{}
+	ready    atomic.Bool
+	readyAt  atomic.Int64 // unix ns
+	readyMu  sync.Once
+	bornAt   atomic.Int64
 
 	// Metadata sync: lastSync is when a push was last merged.
 	lastSync  atomic.Int64
 	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	startedAt time.Time
-	// catchingUp: nodes given a replica recently (reconcile loop only).
-	catchingUp map[uint64]time.Time
-	// strays: replicas the ring no longer places here (reconcile loop).
-	strays     map[uint64]*strayState
-	strayRound int
-	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
+	// catchingUp: nodes given a replica recently; strays: replicas the
+	// ring no longer places here (both under reconcileMu).
+	reconcileMu sync.Mutex
+	catchingUp  map[uint64]time.Time
+	// reassigning, managing: reconcile's work in flight.
+	reassigning, managing inFlight
+	strays                map[uint64]*strayState
+	strayRound            int
+	strayList             atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 
@@ -200,10 +212,13 @@ func New(cfg Config) (*Node, error) {
 
 		dutyKick:    make(chan struct{}, 1),
 		leaderDue:   make(map[uint64]bool),
+		takingUp:    make(map[uint64]bool),
 		replicaLead: make(map[uint64]raftLead),
 		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
 		leaseKick:   make(chan struct{}, 1),
 		clock:       time.Now,
+		afterFunc:   realAfter,
+		randSrc:     rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), RaftID(cfg.ID))),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -352,7 +367,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.swim = drv
 	n.rebuildView()
 
-	n.startedAt = time.Now()
+	n.startedAt = n.clock()
 	n.serving.Store(true)
 	n.wg.Add(5)
 	go n.ownershipLoop()
@@ -392,7 +407,7 @@ func (n *Node) isReady() bool { return n.ready.Load() }
 
 func (n *Node) markReady() {
 	n.readyMu.Do(func() {
-		n.readyAt.Store(time.Now().UnixNano())
+		n.readyAt.Store(n.clock().UnixNano())
 		n.ready.Store(true)
 		close(n.readyc)
 	})
@@ -425,10 +440,10 @@ func (n *Node) routes() *router.Cache { return n.cache.Load() }
 // nodes that host no replica of the topic's shard.
 func (n *Node) rotateCache() {
 	if n.cacheAt.IsZero() {
-		n.cacheAt = time.Now()
+		n.cacheAt = n.clock()
 		return
 	}
-	if time.Since(n.cacheAt) < n.cfg.MetadataSyncInterval {
+	if n.clock().Sub(n.cacheAt) < n.cfg.MetadataSyncInterval {
 		return
 	}
 	fresh, err := router.NewCache(router.CacheConfig{})
@@ -442,7 +457,7 @@ func (n *Node) rotateCache() {
 	n.cacheBase.Misses += st.Misses
 	n.cacheBase.Evictions += st.Evictions
 	n.cacheMu.Unlock()
-	n.cacheAt = time.Now()
+	n.cacheAt = n.clock()
 }
 
 func (n *Node) cacheStats() router.CacheStats {
@@ -466,7 +481,7 @@ func (n *Node) markBorn() {
 	if n.born.Swap(true) {
 		return
 	}
-	n.bornAt.Store(time.Now().UnixNano())
+	n.bornAt.Store(n.clock().UnixNano())
 	b := n.store.NewBatch()
 	b.PutBorn()
 	if err := b.Commit(true); err != nil {
@@ -628,7 +643,7 @@ func (n *Node) rebuildView() {
 	n.namesMu.Unlock()
 	slices.Sort(v.live)
 	if !slices.Equal(v.live, old.live) {
-		v.changed = time.Now()
+		v.changed = n.clock()
 	}
 	ring, err := router.NewRing(rm, router.RingConfig{})
 	if err != nil {
