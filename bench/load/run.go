@@ -3,6 +3,7 @@ package load
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ type Result struct {
 	Ops         uint64        // successful requests
 	Errors      uint64        // failed requests
 	Late        uint64        // open loop: requests sent more than LateAfter after their scheduled time
+	Unsent      uint64        // open loop: requests due before the end that were never sent (0 if interrupted)
 	Interrupted bool          // the context ended before Duration did
 	Latency     *Histogram
 	ByKind      []KindResult // with more than one kind
@@ -101,6 +103,7 @@ type run struct {
 	second  atomic.Pointer[Histogram] // the current second's latencies
 	errSec  atomic.Uint64             // the current second's errors
 	late    atomic.Uint64
+	sent    atomic.Uint64
 	errMu   sync.Mutex
 	errs    map[string]*ErrorCount
 	workers sync.WaitGroup
@@ -170,7 +173,7 @@ func (r *run) openLoop(sending context.Context, do Do, w int, start time.Time) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for i := w; ; i += r.cfg.Workers {
-		at := start.Add(time.Duration(float64(i) / r.cfg.Rate * float64(time.Second)))
+		at := start.Add(r.offset(i))
 		if !at.Before(deadline) {
 			return
 		}
@@ -187,9 +190,27 @@ func (r *run) openLoop(sending context.Context, do Do, w int, start time.Time) {
 		if time.Since(at) > LateAfter {
 			r.late.Add(1)
 		}
+		r.sent.Add(1)
 		kind, err := do(r.ctx, w)
 		r.record(kind, err, time.Since(at))
 	}
+}
+
+// offset is when open-loop request i is due, after the start.
+func (r *run) offset(i int) time.Duration {
+	return time.Duration(float64(i) / r.cfg.Rate * float64(time.Second))
+}
+
+// due is the number of open-loop requests due before the end of Duration.
+func (r *run) due() uint64 {
+	n := int(math.Ceil(r.cfg.Rate * r.cfg.Duration.Seconds()))
+	for n > 0 && r.offset(n-1) >= r.cfg.Duration {
+		n--
+	}
+	for r.offset(n) < r.cfg.Duration {
+		n++
+	}
+	return uint64(n)
 }
 
 // record counts one request's outcome.
@@ -243,6 +264,9 @@ func (r *run) result(elapsed time.Duration) *Result {
 	}
 	for i := range r.kinds {
 		res.Errors += r.kinds[i].errors.Load()
+	}
+	if r.cfg.Rate > 0 && !res.Interrupted {
+		res.Unsent = r.due() - min(r.due(), r.sent.Load())
 	}
 	if len(r.kinds) > 1 {
 		for i, name := range r.cfg.Kinds {
