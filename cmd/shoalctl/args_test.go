@@ -47,6 +47,20 @@ func TestParseArgs(t *testing.T) {
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "status", statusAddr: "127.0.0.1:7102"}},
 		{"explicit false", []string{"lookup", "t", "--linearizable=false", "--json=false"}, nil,
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "lookup", topic: "t"}},
+		{"bench with defaults", []string{"bench", "--op", "assign"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "bench",
+				bench: benchArgs{op: "assign", clients: 64, duration: 10 * time.Second, topics: 1000, valueSize: 16}}},
+		{"bench with every flag", []string{"--json", "bench", "--op=mix", "--clients", "256", "--duration=1m30s",
+			"--rate", "5000", "--topics", "7", "--value-size=0", "--timeout", "2s"}, nil,
+			invocation{servers: devServers, json: true, timeout: 2 * time.Second, cmd: "bench",
+				bench: benchArgs{op: "mix", clients: 256, duration: 90 * time.Second, rate: 5000, topics: 7}}},
+		{"bench, flags before the command", []string{"--servers", "127.0.0.1:1", "bench", "--op", "lookup-lin", "--rate=0"}, nil,
+			invocation{servers: []string{"127.0.0.1:1"}, timeout: defaultTimeout, cmd: "bench",
+				bench: benchArgs{op: "lookup-lin", clients: 64, duration: 10 * time.Second, topics: 1000, valueSize: 16}}},
+		{"bench, largest values", []string{"bench", "--op", "produce", "--clients", "10000", "--topics", "1000000",
+			"--rate", "10000000", "--value-size", "1048576"}, nil,
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "bench",
+				bench: benchArgs{op: "produce", clients: 10000, duration: 10 * time.Second, rate: 10_000_000, topics: 1_000_000, valueSize: 1 << 20}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +105,21 @@ func TestParseArgsRejects(t *testing.T) {
 		{"bad cluster id", []string{"--cluster-id", "-1", "members"}, "cluster id wants an unsigned integer"},
 		{"status of a non-address", []string{"status", "n1"}, `status: "n1" is not a host:port address`},
 		{"owner too long", []string{"assign", "t", "--owner", long[:65]}, "node id is at most 64 bytes"},
+		{"bench without --op", []string{"bench", "--clients", "4"}, "bench: missing --op (one of assign, lookup, lookup-lin, produce, fetch, mix)"},
+		{"bench, unknown op", []string{"bench", "--op", "revoke"}, `bench: --op wants one of assign, lookup, lookup-lin, produce, fetch, mix, not "revoke"`},
+		{"bench, empty op", []string{"bench", "--op="}, "bench: missing --op"},
+		{"bench, no clients", []string{"bench", "--op", "assign", "--clients", "0"}, "--clients wants an integer in 1..10000"},
+		{"bench, too many clients", []string{"bench", "--op", "assign", "--clients", "10001"}, "--clients wants an integer in 1..10000"},
+		{"bench, bad duration", []string{"bench", "--op", "assign", "--duration", "10"}, "--duration wants a positive duration"},
+		{"bench, zero duration", []string{"bench", "--op", "assign", "--duration", "0s"}, "--duration wants a positive duration"},
+		{"bench, negative rate", []string{"bench", "--op", "assign", "--rate", "-5"}, "--rate wants an integer in 0..10000000"},
+		{"bench, fractional rate", []string{"bench", "--op", "assign", "--rate", "2.5"}, "--rate wants an integer"},
+		{"bench, no topics", []string{"bench", "--op", "lookup", "--topics", "0"}, "--topics wants an integer in 1..1000000"},
+		{"bench, value too large", []string{"bench", "--op", "produce", "--value-size", "1048577"}, "--value-size wants an integer in 0..1048576"},
+		{"bench, an argument", []string{"bench", "--op", "lookup", "t"}, `bench: unexpected argument "t"`},
+		{"bench flag on another command", []string{"lookup", "t", "--clients", "4"}, "lookup: unknown flag --clients"},
+		{"bench flag before the command", []string{"--op", "mix", "bench"}, "unknown flag --op before the command"},
+		{"bench, value missing", []string{"bench", "--op", "mix", "--rate"}, "--rate needs a value"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
