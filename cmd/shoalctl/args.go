@@ -47,6 +47,7 @@ type benchArgs struct {
 	rate      uint64 // total requests per second; 0 = closed loop
 	topics    int
 	valueSize int
+	conns     int // connections to each node; 0 = benchConns(clients)
 }
 
 // Defaults and limits of bench.
@@ -87,7 +88,7 @@ commands:
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
-  bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B]
+  bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
                                                drive a load at the cluster; report ops/s and latency
                                                (OP: assign, lookup, lookup-lin, produce, fetch, mix;
                                                defaults 64 clients, 10s, closed loop, 1000 topics, 16 bytes)
@@ -133,7 +134,7 @@ var commands = map[string]struct {
 	"shards":  {},
 	"status":  {optional: []string{"H:P"}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
-		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag}},
+		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 }
 
 // parseArgs parses a command line (without the program name). getenv
@@ -352,6 +353,7 @@ func (b *benchArgs) parse(values map[string]string) error {
 		{"clients", &b.clients, 1, maxBenchClients},
 		{"topics", &b.topics, 1, maxBenchTopics},
 		{"value-size", &b.valueSize, 0, wire.MaxRecordLen},
+		{"conns", &b.conns, 1, client.MaxConnsPerServer},
 	}
 	for _, f := range ints {
 		if v, ok := values[f.name]; ok {

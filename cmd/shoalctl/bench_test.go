@@ -191,3 +191,11 @@ func TestPickMix(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchConns(t *testing.T) {
+	for clients, want := range map[int]int{1: 1, 64: 1, 256: 1, 257: 2, 1024: 4, 2048: 8, 10000: 8} {
+		if got := benchConns(clients); got != want {
+			t.Errorf("benchConns(%d) = %d, want %d", clients, got, want)
+		}
+	}
+}
