@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/shoalmq/shoal/bench/load"
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // benchMix is what --op mix sends, in percent of its requests.
@@ -62,8 +64,12 @@ func runBench(ctx context.Context, inv *invocation, stdout, stderr io.Writer) in
 	if b.rate > 0 {
 		rate = fmt.Sprintf("open loop at %d ops/s", b.rate)
 	}
-	fmt.Fprintf(stderr, "bench: %s, %d clients over %d connections to each node, %s, for %v\n",
-		b.op, b.clients, cfg.ConnsPerServer, rate, b.duration)
+	conns := "connections"
+	if cfg.ConnsPerServer == 1 {
+		conns = "connection"
+	}
+	fmt.Fprintf(stderr, "bench: %s, %d clients over %d %s to each node, %s, for %v\n",
+		b.op, b.clients, cfg.ConnsPerServer, conns, rate, b.duration)
 	lc := load.Config{
 		Workers:  b.clients,
 		Rate:     float64(b.rate),
@@ -158,8 +164,8 @@ func newBenchWorkload(c *client.Client, inv *invocation) *benchWorkload {
 }
 
 // prepare checks that the cluster answers and, for the requests that need
-// them, assigns the topics (and, for fetch and mix, produces one record
-// to each, for fetches to read), all before timing starts.
+// them, assigns the topics and, for produce, fetch and mix, produces one
+// record to each (fetches read it), all before timing starts.
 func (w *benchWorkload) prepare(ctx context.Context, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, w.timeout)
 	_, err := w.c.Status(sctx, "")
@@ -167,31 +173,44 @@ func (w *benchWorkload) prepare(ctx context.Context, stderr io.Writer) error {
 	if err != nil || len(w.topics) == 0 {
 		return err
 	}
-	fill := w.op == "fetch" || w.op == "mix"
-	what := ""
-	if fill {
-		what = fmt.Sprintf(" and producing a %d-byte record to each", len(w.records[0]))
-	}
-	fmt.Fprintf(stderr, "bench: assigning topics %s … %s%s before timing starts, %d at a time\n",
-		w.topics[0], w.topics[len(w.topics)-1], what, min(w.clients, len(w.topics)))
 	start := time.Now()
+	fmt.Fprintf(stderr, "bench: assigning topics %s … %s before timing starts, %d at a time\n",
+		w.topics[0], w.topics[len(w.topics)-1], min(w.clients, len(w.topics)))
 	err = parallel(ctx, len(w.topics), w.clients, func(ctx context.Context, i int) error {
 		ctx, cancel := context.WithTimeout(ctx, w.timeout)
 		defer cancel()
-		if _, err := w.c.Assign(ctx, w.topics[i], client.AssignOptions{}); err != nil {
-			return err
-		}
-		if fill {
-			_, err := w.c.Produce(ctx, w.topics[i], w.records)
-			return err
-		}
-		return nil
+		_, err := w.c.Assign(ctx, w.topics[i], client.AssignOptions{})
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	if w.op == "produce" || w.op == "fetch" || w.op == "mix" {
+		fmt.Fprintf(stderr, "bench: producing a %d-byte record to each\n", len(w.records[0]))
+		err = parallel(ctx, len(w.topics), w.clients, func(ctx context.Context, i int) error {
+			return w.produceFirst(ctx, w.topics[i])
+		})
+		if err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stderr, "bench: %d topics ready in %.1fs\n", len(w.topics), time.Since(start).Seconds())
 	return nil
+}
+
+// produceFirst produces one record to a topic just assigned, within
+// --timeout. Its owner refuses it (NotLeaderForTopic) until it has learnt
+// of the assignment, which after a burst of assigns takes longer than the
+// client's own retries wait: they are started again until the timeout.
+func (w *benchWorkload) produceFirst(ctx context.Context, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	for {
+		_, err := w.c.Produce(ctx, topic, w.records)
+		if err == nil || !errors.Is(err, wire.ErrNotLeaderForTopic) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // do sends one request; its kind is the index of its op in benchMix for

@@ -35,7 +35,8 @@ func TestShoalctlBench(t *testing.T) {
 	if strings.Count(o.stdout, "\n") != 1 {
 		t.Fatalf("stdout is not one line: %q", o.stdout)
 	}
-	if !strings.Contains(o.stderr, "bench: assigning topics bench-0 … bench-19 and producing a 16-byte record to each") {
+	if !strings.Contains(o.stderr, "bench: assigning topics bench-0 … bench-19 before timing starts, 8 at a time\n"+
+		"bench: producing a 16-byte record to each\n") {
 		t.Fatalf("stderr does not tell of the preparation:\n%s", o.stderr)
 	}
 	// The preparation produced one record to each topic; mix's produces
@@ -132,7 +133,7 @@ func TestBenchCountsErrorsByCode(t *testing.T) {
 		clienttest.Fault{Err: wire.NewErrorResponse(wire.CodeBadRequest, "injected")})
 	stderr := newLineWriter("")
 	code, out := runIn(context.Background(), stderr, "--servers", n.Addr(),
-		"bench", "--op", "lookup", "--duration", "300ms", "--clients", "2", "--topics", "3")
+		"bench", "--op", "lookup", "--duration", "1s", "--clients", "2", "--topics", "3")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -143,6 +144,30 @@ func TestBenchCountsErrorsByCode(t *testing.T) {
 		!strings.HasPrefix(lines[4], "NotFound    2      lookup \"bench-") ||
 		!strings.HasPrefix(lines[5], "BadRequest  1      lookup \"bench-") {
 		t.Fatalf("summary:\n%s", out)
+	}
+}
+
+// A fresh topic's owner may refuse it for longer than the client's own
+// retries wait; the preparation keeps trying within --timeout.
+func TestBenchWaitsForAFreshTopicsOwner(t *testing.T) {
+	cl := &clienttest.Cluster{ClusterID: 7}
+	n, err := cl.Start("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	refused := clienttest.Fault{Err: wire.NewErrorResponse(wire.CodeNotLeaderForTopic, "not yet")}
+	for range cliMaxRetries + 3 {
+		n.Inject(wire.KindProduce, refused)
+	}
+	stderr := newLineWriter("")
+	code, out := runIn(context.Background(), stderr, "--servers", n.Addr(), "--json",
+		"bench", "--op", "produce", "--topics", "1", "--duration", "200ms", "--clients", "1")
+	if code != exitOK || !strings.Contains(out, `"errors":0`) {
+		t.Fatalf("exit %d, stdout %s, stderr:\n%s", code, out, stderr)
+	}
+	if got := n.Requests(wire.KindProduce); got < cliMaxRetries+4 {
+		t.Fatalf("%d produces, want the %d refused and more", got, cliMaxRetries+3)
 	}
 }
 
