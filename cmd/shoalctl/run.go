@@ -39,17 +39,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
 	}
-	c, err := client.New(client.Config{
-		Servers:        inv.servers,
-		ClusterID:      inv.clusterID,
-		Secret:         inv.secret,
-		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
-		RequestTimeout: inv.timeout,
-		// A person is waiting: give up on a down cluster within about two
-		// seconds, still long enough to ride out a leader election.
-		MaxRetries: cliMaxRetries,
-		BackoffMax: cliBackoffMax,
-	})
+	if inv.cmd == "bench" {
+		return runBench(ctx, inv, stdout, stderr)
+	}
+	c, err := client.New(clientConfig(inv))
 	if err != nil {
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
@@ -60,19 +53,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer cancel()
 	res, err := execute(ctx, c, inv)
 	if err != nil {
-		code, status := classify(err)
-		msg := err.Error()
-		if code == "Unreachable" {
-			msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
-		}
-		writeError(stderr, code, msg, inv.json)
-		return status
+		return fail(stderr, inv, err)
 	}
 	if err := writeResult(stdout, res, inv.json); err != nil {
 		writeError(stderr, "Output", err.Error(), inv.json)
 		return exitFailed
 	}
 	return exitOK
+}
+
+// clientConfig is the client's configuration for inv.
+func clientConfig(inv *invocation) client.Config {
+	return client.Config{
+		Servers:        inv.servers,
+		ClusterID:      inv.clusterID,
+		Secret:         inv.secret,
+		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
+		RequestTimeout: inv.timeout,
+		// A person is waiting: give up on a down cluster within about two
+		// seconds, still long enough to ride out a leader election.
+		MaxRetries: cliMaxRetries,
+		BackoffMax: cliBackoffMax,
+	}
+}
+
+// fail prints the one line of a command that failed with err and returns
+// the exit code.
+func fail(stderr io.Writer, inv *invocation, err error) int {
+	code, status := classify(err)
+	msg := err.Error()
+	if code == "Unreachable" {
+		msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
+	}
+	writeError(stderr, code, msg, inv.json)
+	return status
 }
 
 // execute runs the command with the client.
