@@ -185,10 +185,32 @@ func prepareDir(fsys vfs.FS, dir string) error {
 		}
 		return writeMarker(fsys, dir)
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return fmt.Errorf("shardstore: create %s: %w", dir, err)
 	}
 	return writeMarker(fsys, dir)
+}
+
+// mkdirDurable creates dir and its missing parents, syncing the parent of
+// each one it creates: a directory entry that was never synced may vanish
+// in a crash, and with it a store whose every write was synced.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	if _, err := fsys.Stat(dir); err == nil {
+		return nil
+	}
+	parent := fsys.PathDir(dir)
+	if parent != dir {
+		if err := mkdirDurable(fsys, parent); err != nil {
+			return err
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if parent == dir {
+		return nil
+	}
+	return syncDir(fsys, parent)
 }
 
 // writeMarker writes the format marker of this build into dir, atomically.
