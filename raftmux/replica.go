@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"go.etcd.io/raft/v3"
@@ -289,8 +290,8 @@ func (r *replica) info() Info {
 
 // failProposals resolves every pending proposal of r with err.
 func (r *replica) failProposals(err error) {
-	for id, req := range r.proposals {
-		req.finish(result{err: err})
+	for _, id := range slices.Sorted(maps.Keys(r.proposals)) {
+		r.proposals[id].finish(result{err: err})
 		delete(r.proposals, id)
 	}
 	r.ccPending = false
@@ -298,13 +299,9 @@ func (r *replica) failProposals(err error) {
 
 // failAll resolves every waiter of r with err.
 func (r *replica) failAll(err error) {
-	for id, req := range r.proposals {
-		req.finish(result{err: err})
-		delete(r.proposals, id)
-	}
-	r.ccPending = false
-	for id, req := range r.reads {
-		req.finish(result{err: err})
+	r.failProposals(err)
+	for _, id := range slices.Sorted(maps.Keys(r.reads)) {
+		r.reads[id].finish(result{err: err})
 		delete(r.reads, id)
 	}
 	for _, rw := range r.readWaits {
@@ -581,7 +578,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	switch s {
 	case nodeAlive:
 		delete(w.dead, node)
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.halted != nil {
 				continue
 			}
@@ -597,7 +594,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 		// Followers of the suspect wake and ask it to answer; those it
 		// leaves unanswered for suspectGraceTicks elect a new leader
 		// (suspectCampaign) without waiting for the death to be confirmed.
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
@@ -611,7 +608,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	case nodeDead:
 		w.dead[node] = true
 		self := w.h.cfg.NodeID
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
@@ -626,7 +623,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 			w.touch(r)
 		}
 	case nodeUnreachable:
-		for _, r := range w.awake {
+		for _, r := range inOrder(w.awake) {
 			if r.state == raft.StateLeader && isMember(r.confState, node) {
 				r.rn.ReportUnreachable(node)
 			}
@@ -835,7 +832,8 @@ func (w *worker) retryReads(r *replica) {
 		return
 	}
 	var again []*request
-	for id, req := range r.reads {
+	for _, id := range slices.Sorted(maps.Keys(r.reads)) {
+		req := r.reads[id]
 		if req.ctx.Err() != nil {
 			delete(r.reads, id)
 			continue

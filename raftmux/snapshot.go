@@ -1,9 +1,11 @@
 package raftmux
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -225,7 +227,12 @@ func (w *worker) releaseSnapData(r *replica) {
 // buffers do not hold the host's budget.
 func (w *worker) expireSnapshots() {
 	idle := uint64(w.h.cfg.SnapshotIdleTicks)
+	rs := make([]*replica, 0, len(w.receiving))
 	for r := range w.receiving {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *replica) int { return cmp.Compare(a.shard, b.shard) })
+	for _, r := range rs {
 		if in := r.inSnap; in == nil || w.tickCount-in.lastTick >= idle {
 			w.dropInSnap(r)
 		}

@@ -1,6 +1,8 @@
 package raftmux
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,6 +72,7 @@ type worker struct {
 	spare      []event
 	replicas   map[uint64]*replica
 	awake      map[uint64]*replica
+	tickOrder  []*replica        // tick's scratch: awake in shard order
 	tombstones map[uint64]uint64 // destroyed shard → the tick it was destroyed at
 	dead       map[uint64]bool
 	touched    []*replica
@@ -301,7 +304,7 @@ func (w *worker) shutdown() {
 			ev.req.finish(result{err: ErrStopped})
 		}
 	}
-	for _, r := range w.replicas {
+	for _, r := range inOrder(w.replicas) {
 		r.failAll(ErrStopped)
 	}
 }
@@ -388,7 +391,7 @@ func (w *worker) handle(ev *event) {
 		ev.req.finish(result{err: w.drop(ev.shard)})
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			out = append(out, r.info())
 		}
 		ev.req.finish(result{val: out})
@@ -401,7 +404,8 @@ func (w *worker) tick() {
 		w.expireSnapshots()
 	}
 	grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
-	for _, r := range w.awake {
+	w.tickOrder = appendInOrder(w.tickOrder[:0], w.awake)
+	for _, r := range w.tickOrder {
 		if r.removed && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
 			w.destroy(r)
 			continue
@@ -418,6 +422,19 @@ func (w *worker) tick() {
 			w.maybeQuiesce(r)
 		}
 	}
+}
+
+// inOrder returns the replicas of m in shard order. Rounds visit replicas
+// in a fixed order, so that a Manual host given the same inputs sends the
+// same messages in the same order (the simulator replays runs).
+func inOrder(m map[uint64]*replica) []*replica { return appendInOrder(nil, m) }
+
+func appendInOrder(dst []*replica, m map[uint64]*replica) []*replica {
+	for _, r := range m {
+		dst = append(dst, r)
+	}
+	slices.SortFunc(dst, func(a, b *replica) int { return cmp.Compare(a.shard, b.shard) })
+	return dst
 }
 
 // outbound returns the batch being built for node to.
@@ -498,7 +515,8 @@ func commitOnly(r *replica, m *raftpb.Message) bool {
 
 // flush sends every non-empty outbound batch, one per node.
 func (w *worker) flush() {
-	for to, b := range w.outbox {
+	for _, to := range slices.Sorted(maps.Keys(w.outbox)) {
+		b := w.outbox[to]
 		if b.Empty() {
 			continue
 		}
