@@ -28,6 +28,8 @@ package duty
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
@@ -240,7 +242,8 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64][]wire.ShardTe
 	}
 	asks := make(map[uint64][]wire.ShardTerm)
 	var rd *vouchRound
-	for shard, s := range l.led {
+	for _, shard := range slices.Sorted(maps.Keys(l.led)) {
+		s := l.led[shard]
 		if s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
 			continue
 		}
@@ -394,7 +397,8 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 // dropped, their fences stay until their leases run out.
 func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
 	var out []RPC
-	for k, r := range l.rpcs {
+	for _, k := range slices.Sorted(maps.Keys(l.rpcs)) {
+		r := l.rpcs[k]
 		s := l.led[r.Shard]
 		if s == nil || s.term != r.Term || gone(r.Node) {
 			l.drop(k, r)
@@ -460,6 +464,29 @@ func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
 	} else {
 		s.fences[topic] = kept
 	}
+}
+
+// Settled reports whether, at now, every owner that topic left by a
+// command at or below epoch is fenced: it acknowledged the close, or the
+// last lease it may hold has run out. A move or revoke is acknowledged to
+// its client only once settled, so no write at an older epoch is
+// acknowledged after it. When not settled, wait is how long until the
+// last of those leases runs out (an ack may come sooner). leads is false
+// when this node no longer leads shard at term: its fences are gone, and
+// the next leader fences the previous owners again.
+func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch uint64) (settled bool, wait time.Duration, leads bool) {
+	s := l.led[shard]
+	if s == nil || s.term != term {
+		return false, 0, false
+	}
+	settled = true
+	for _, f := range s.fences[topic] {
+		if f.epoch <= epoch && now.Before(f.deadline) {
+			settled = false
+			wait = max(wait, f.deadline.Sub(now))
+		}
+	}
+	return settled, wait, true
 }
 
 // Holding records that node asked for leases without saying it released

@@ -267,3 +267,38 @@ func TestWaitsAllowForClockDrift(t *testing.T) {
 		t.Fatalf("NewLeaderWait %v", w)
 	}
 }
+
+func TestAMoveIsSettledOnceEveryEarlierOwnerIsFenced(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0.Add(-time.Hour))
+	lastGrant := t0.Add(-ms(300))
+	l.Effects(t0, 7, []meta.Effect{
+		{Kind: meta.EffectClose, Node: "n2", Topic: "t", Epoch: 5, Partitions: 1},
+		{Kind: meta.EffectOpen, Node: "n3", Topic: "t", Epoch: 5, Partitions: 1},
+	}, func(string) time.Time { return lastGrant })
+	if ok, _, leads := l.Settled(t0, 7, 3, "t", 4); !ok || !leads {
+		t.Fatal("an earlier epoch is held back by a later move's fence")
+	}
+	ok, wait, leads := l.Settled(t0, 7, 3, "t", 5)
+	if ok || !leads {
+		t.Fatalf("settled before the old owner was fenced: %v %v", ok, leads)
+	}
+	if want := lastGrant.Add(l.cfg.OwnGrantWait()).Sub(t0); wait != want {
+		t.Fatalf("wait %v, want the rest of the old owner's lease %v", wait, want)
+	}
+	if ok, _, _ := l.Settled(t0.Add(wait), 7, 3, "t", 5); !ok {
+		t.Fatal("not settled once the old owner's lease ran out")
+	}
+	due := l.Due(t0, nobodyGone)
+	l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 5})
+	if ok, _, _ := l.Settled(t0, 7, 3, "t", 5); !ok {
+		t.Fatal("not settled once the old owner acknowledged the close")
+	}
+	if _, _, leads := l.Settled(t0, 7, 4, "t", 5); leads {
+		t.Fatal("settled at a term this node does not lead")
+	}
+	l.Lost(7)
+	if _, _, leads := l.Settled(t0, 7, 3, "t", 5); leads {
+		t.Fatal("a deposed leader still answers for its fences")
+	}
+}
