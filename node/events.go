@@ -100,6 +100,9 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 		delete(n.leaderDue, c.Shard)
 	}
 	n.dutyMu.Unlock()
+	if c.Leader != n.self {
+		n.recheckSettling()
+	}
 	if name, ok := n.nameOf(c.Leader); ok && c.Leader != 0 {
 		_, _ = n.leaders.Update(uint32(c.Shard), name, c.Term)
 	}
@@ -135,45 +138,50 @@ func (n *Node) eventLoop() {
 		case <-n.events.notify:
 		case <-tick.C:
 		}
-		evs, leads := n.events.take()
-		membership := false
-		var versions []swim.Event
-		for _, e := range evs {
-			switch e.Kind {
-			case swim.EventShardLeader:
-				if e.Shard < uint64(n.cfg.Shards) && e.Leader != "" {
-					_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
-				}
-			case swim.EventMetadataVersion:
-				versions = append(versions, e)
-			default:
-				membership = true
-				n.liveness(e)
-			}
-		}
-		for _, c := range leads {
-			if c.Leader == n.self {
-				n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
-				n.dutyMu.Lock()
-				if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
-					n.leaderDue[c.Shard] = true
-				}
-				n.dutyMu.Unlock()
-			}
-		}
-		if membership || len(evs) == 0 {
-			n.rebuildView()
-		}
-		// After the view is rebuilt, so that a change this node learned by
-		// SWIM in the same round counts before comparing versions.
-		for _, e := range versions {
-			n.onVersionAnnounced(e)
-		}
-		n.metadataTick(n.view.Load())
-		n.rotateCache()
-		n.maybeBirth()
-		n.maybeReady()
+		n.handleEvents()
 	}
+}
+
+// handleEvents is one pass of the event loop.
+func (n *Node) handleEvents() {
+	evs, leads := n.events.take()
+	membership := false
+	var versions []swim.Event
+	for _, e := range evs {
+		switch e.Kind {
+		case swim.EventShardLeader:
+			if e.Shard < uint64(n.cfg.Shards) && e.Leader != "" {
+				_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
+			}
+		case swim.EventMetadataVersion:
+			versions = append(versions, e)
+		default:
+			membership = true
+			n.liveness(e)
+		}
+	}
+	for _, c := range leads {
+		if c.Leader == n.self {
+			n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
+			n.dutyMu.Lock()
+			if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
+				n.leaderDue[c.Shard] = true
+			}
+			n.dutyMu.Unlock()
+		}
+	}
+	if membership || len(evs) == 0 {
+		n.rebuildView()
+	}
+	// After the view is rebuilt, so that a change this node learned by
+	// SWIM in the same round counts before comparing versions.
+	for _, e := range versions {
+		n.onVersionAnnounced(e)
+	}
+	n.metadataTick(n.view.Load())
+	n.rotateCache()
+	n.maybeBirth()
+	n.maybeReady()
 }
 
 func (n *Node) liveness(e swim.Event) {

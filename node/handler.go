@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 
 // deliverUnderFaults delivers a peer frame as a test's faults decide:
 // dropped, delayed, duplicated, or held while a node is paused.
-func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
 	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
 	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
 		return n.deliverFrame(c, h, frame)
@@ -71,10 +72,14 @@ func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bo
 }
 
 // deliverFrame hands one frame to its handler.
-func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
+			if n.driven {
+				n.in.Handle(c.Node(), h, frame)
+				return true
+			}
 			return n.in.Offer(c.Node(), h, frame)
 		case wire.KindTopicAck:
 			if payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil); err == nil {
@@ -104,6 +109,12 @@ func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
 	default:
 		return false
 	}
+	if n.driven {
+		// Nothing here waits: raft and forwards answer through callbacks.
+		defer func() { <-n.reqSem }()
+		n.serveFrame(c, h, frame)
+		return true
+	}
 	n.wg.Add(1)
 	cp := append([]byte(nil), frame...)
 	go func() {
@@ -122,7 +133,7 @@ var fastBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b 
 // plain Lookup that needs no wait: the topic is active in this node's own
 // replica of its shard, or cached with a live owner. Anything else (not
 // ready, compressed, linearizable, unknown here) takes the request path.
-func (n *Node) serveFast(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) serveFast(c Conn, h wire.Header, frame []byte) bool {
 	if h.Kind != wire.KindLookup || h.Flags&wire.FlagCompressed != 0 || c.Role() == wire.RolePeer || !n.isReady() {
 		return false
 	}
@@ -169,7 +180,7 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 	return f, err == nil
 }
 
-func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
+func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte) {
 	if hook := n.cfg.testHooks.beforeServe; hook != nil && c.Role() != wire.RolePeer {
 		hook()
 	}
@@ -239,7 +250,7 @@ func (n *Node) bounded(done answerFunc) answerFunc {
 	}
 }
 
-func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte) {
+func (n *Node) reply(c Conn, reqID uint64, kind wire.Kind, payload []byte) {
 	f, start := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+len(payload)), kind, reqID)
 	f = append(f, payload...)
 	f, err := wire.EndFrame(f, start)
@@ -249,7 +260,7 @@ func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte
 	_ = c.Write(f)
 }
 
-func (n *Node) serveOwnership(c *netio.Conn, h wire.Header, payload []byte) {
+func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
 	var ack wire.TopicAck
 	var ok bool
 	if h.Kind == wire.KindOpenTopic {
@@ -453,7 +464,7 @@ func (n *Node) notLeader(shard uint64, leader string) (wire.Kind, []byte) {
 
 func (n *Node) clientAddrOf(id string) string {
 	if id == n.cfg.ID {
-		return n.net.ClientAddr()
+		return n.clientAddr
 	}
 	return n.view.Load().byID[id].ClientAddr
 }
@@ -540,9 +551,23 @@ func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done an
 			done(metaError(ar.err))
 		case kind == wire.KindRevoke:
 			n.routes().Invalidate(topic, ar.a.Epoch)
-			done(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch}))
+			n.whenSettled(shard, topic, ar.a.Epoch, func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch}))
+			})
 		default:
-			done(n.assignmentAnswer(topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false))
+			n.whenSettled(shard, topic, ar.a.Epoch, func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(n.assignmentAnswer(topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false))
+			})
 		}
 	})
 }
@@ -755,12 +780,17 @@ func (f *forwarder) take(id uint64) (fwdWait, bool) {
 // peerDown fails at once every request waiting on node.
 func (f *forwarder) peerDown(node string) {
 	f.mu.Lock()
-	var down []fwdWait
+	var ids []uint64
 	for id, w := range f.waiting {
 		if w.node == node {
-			delete(f.waiting, id)
-			down = append(down, w)
+			ids = append(ids, id)
 		}
+	}
+	slices.Sort(ids) // fail them in the order they were sent
+	down := make([]fwdWait, len(ids))
+	for i, id := range ids {
+		down[i] = f.waiting[id]
+		delete(f.waiting, id)
 	}
 	f.mu.Unlock()
 	for _, w := range down {

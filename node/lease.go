@@ -1,11 +1,12 @@
 package node
 
 import (
-	"github.com/shoalmq/shoal/raftmux"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -38,6 +39,10 @@ type raftLead struct {
 func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
 	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
 	if err != nil {
+		return
+	}
+	if n.driven {
+		n.takeLeaseFrame(leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)})
 		return
 	}
 	select {
@@ -147,7 +152,7 @@ func (n *Node) leaseRound() {
 	for p := range asks {
 		peers[p] = true
 	}
-	for p := range peers {
+	for _, p := range slices.Sorted(maps.Keys(peers)) {
 		m := &wire.LeaseRound{Seq: seq, Requests: reqs[p], Vouch: asks[p], Released: released}
 		if p == n.cfg.ID {
 			n.takeLeaseReply(p, n.answerLeaseRound(p, m))
@@ -287,7 +292,7 @@ const maxLeaderDuties = 32
 func (n *Node) takeUpLeaderships() {
 	n.dutyMu.Lock()
 	var shards []uint64
-	for s := range n.leaderDue {
+	for _, s := range slices.Sorted(maps.Keys(n.leaderDue)) {
 		if len(shards)+len(n.takingUp) == maxLeaderDuties {
 			break
 		}

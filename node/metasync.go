@@ -10,7 +10,6 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -312,7 +311,7 @@ func (n *Node) sendPull(k int, peer string, have uint64) {
 // serveMetadataPull answers a peer's pull with this node's copy of the
 // kind and its version. Served whether or not this node is ready, so that
 // nodes starting together never wait on each other.
-func (n *Node) serveMetadataPull(c *netio.Conn, h wire.Header, payload []byte) {
+func (n *Node) serveMetadataPull(c Conn, h wire.Header, payload []byte) {
 	var m wire.MetadataPull
 	if err := wire.DecodeMetadataPull(payload, &m); err != nil {
 		return

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
@@ -54,11 +55,20 @@ type Node struct {
 	rs    *raftio.Storage
 	sm    *stateMachine
 
-	net  *netio.Transport
+	net  PeerNet // netio or a caller's network
 	rt   *raftio.Transport
 	in   *raftio.Inbound
 	host *raftmux.Host
-	swim *swim.Driver
+	swim Membership // a SWIM driver or a caller's
+	// netio and swimDrv are the real transport and SWIM driver (nil when
+	// a caller drives the node); clientAddr and peerAddr what the node
+	// says of itself.
+	netio                *netio.Transport
+	swimDrv              *swim.Driver
+	clientAddr, peerAddr string
+	// driven: a caller runs the node (NewDriven); drive is its schedule.
+	driven bool
+	drive  driveState
 
 	leaders *router.LeaderTable
 	// cache is the routing cache, replaced whole every
@@ -87,6 +97,7 @@ type Node struct {
 	dutyKick  chan struct{}
 	leaderDue map[uint64]bool
 	takingUp  map[uint64]bool // leaderships being taken up (under dutyMu)
+	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
 	leadMu      sync.Mutex
@@ -185,7 +196,13 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
+	now := time.Now()
+	return newNode(cfg, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
+}
+
+// newNode opens the store on fs (nil: the OS's) and builds the node.
+func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}
@@ -216,9 +233,9 @@ func New(cfg Config) (*Node, error) {
 		replicaLead: make(map[uint64]raftLead),
 		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
 		leaseKick:   make(chan struct{}, 1),
-		clock:       time.Now,
-		afterFunc:   realAfter,
-		randSrc:     rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), RaftID(cfg.ID))),
+		clock:       clock,
+		afterFunc:   after,
+		randSrc:     rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -318,7 +335,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
-	n.net = nt
+	n.net, n.netio = nt, nt
+	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
 	n.rt = raftio.NewTransport(nt, n.nameOf)
 	host, err := raftmux.NewHost(raftmux.Config{
 		NodeID:         n.self,
@@ -364,7 +382,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: swim: %w", err)
 	}
-	n.swim = drv
+	n.swim, n.swimDrv = drv, drv
 	n.rebuildView()
 
 	n.startedAt = n.clock()
@@ -416,9 +434,7 @@ func (n *Node) markReady() {
 // Addrs returns the bound client, peer and SWIM addresses (empty before
 // Start).
 func (n *Node) Addrs() (client, peer, swimAddr string) {
-	if n.net != nil {
-		client, peer = n.net.ClientAddr(), n.net.PeerAddr()
-	}
+	client, peer = n.clientAddr, n.peerAddr
 	if n.swim != nil {
 		swimAddr = n.swim.Self().SwimAddr
 	}
@@ -510,7 +526,10 @@ func (n *Node) Leave(ctx context.Context) error {
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it
 	// still leads after that is transferred explicitly.
-	if err := n.swim.Leave(4 * n.gossipInterval()); err != nil {
+	if n.swimDrv == nil {
+		return n.Close()
+	}
+	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
 	n.handOff(ctx)
@@ -583,13 +602,13 @@ func (n *Node) Close() error {
 	var errs []error
 	if started {
 		n.cancel()
-		if n.swim != nil {
-			if err := n.swim.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		if n.swimDrv != nil {
+			if err := n.swimDrv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
 		}
-		if n.net != nil {
-			if err := n.net.Close(); err != nil {
+		if n.netio != nil {
+			if err := n.netio.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -168,24 +168,29 @@ func (n *Node) ownershipLoop() {
 		case <-n.dutyKick:
 		case <-tick.C:
 		}
-		if !n.born.Load() {
-			continue
+		n.sendDue()
+	}
+}
+
+// sendDue sends the ownership messages that are due.
+func (n *Node) sendDue() {
+	if !n.born.Load() {
+		return
+	}
+	v := n.view.Load()
+	knowsAll := n.knowsAllMembers()
+	gone := func(node string) bool {
+		if node == n.cfg.ID {
+			return false
 		}
-		v := n.view.Load()
-		knowsAll := n.knowsAllMembers()
-		gone := func(node string) bool {
-			if node == n.cfg.ID {
-				return false
-			}
-			_, known := v.byID[node]
-			return v.dead[node] || (!known && knowsAll)
-		}
-		n.dutyMu.Lock()
-		due := n.duty.Due(n.clock(), gone)
-		n.dutyMu.Unlock()
-		for i := range due {
-			n.sendRPC(&due[i])
-		}
+		_, known := v.byID[node]
+		return v.dead[node] || (!known && knowsAll)
+	}
+	n.dutyMu.Lock()
+	due := n.duty.Due(n.clock(), gone)
+	n.dutyMu.Unlock()
+	for i := range due {
+		n.sendRPC(&due[i])
 	}
 }
 
@@ -206,6 +211,7 @@ func (n *Node) sendRPC(r *duty.RPC) {
 			n.dutyMu.Lock()
 			n.duty.Ack(n.cfg.ID, r.ReqID, &ack)
 			n.dutyMu.Unlock()
+			n.recheckSettling()
 		}
 		return
 	}
@@ -234,5 +240,6 @@ func (n *Node) takeTopicAck(from string, h wire.Header, payload []byte) {
 	n.dutyMu.Lock()
 	n.duty.Ack(from, h.RequestID, &a)
 	n.dutyMu.Unlock()
+	n.recheckSettling()
 	n.kickDuty() // an acknowledged close may let a new owner's open go
 }

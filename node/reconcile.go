@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -222,8 +223,8 @@ func (n *Node) managePass(v *clusterView, infos []raftmux.Info) {
 	// with a member that is not yet caught up are woken for it each pass
 	// (NodeAlive wakes the groups this node leads that include it).
 	n.reconcileMu.Lock()
-	for id, since := range n.catchingUp {
-		if n.clock().Sub(since) > catchUpWake {
+	for _, id := range slices.Sorted(maps.Keys(n.catchingUp)) {
+		if since := n.catchingUp[id]; n.clock().Sub(since) > catchUpWake {
 			delete(n.catchingUp, id)
 			continue
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -83,7 +84,8 @@ func (n *Node) collectStrays(v *clusterView, infos []raftmux.Info) {
 			delete(n.strays, s)
 		}
 	}
-	for leader, shards := range ask {
+	for _, leader := range slices.Sorted(maps.Keys(ask)) {
+		shards := ask[leader]
 		n.fwd.forward(n, leader, wire.KindShards, nil, wire.MaxForwardHops, func(kind wire.Kind, out []byte, err error) {
 			var sl wire.ShardList
 			if err != nil || kind != wire.KindShardList || wire.DecodeShardList(out, &sl) != nil {

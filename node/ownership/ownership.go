@@ -26,6 +26,8 @@ package ownership
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
@@ -295,7 +297,8 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 	rd := &round{at: now, asked: make(map[uint64]string)}
 	h.pending[seq] = rd
 	requests = make(map[string][]wire.LeaseRequest)
-	for s, st := range h.shards {
+	for _, s := range slices.Sorted(maps.Keys(h.shards)) {
+		st := h.shards[s]
 		if len(st.topics) == 0 {
 			if now.After(st.lease.expires) {
 				delete(h.shards, s)
