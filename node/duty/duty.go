@@ -32,6 +32,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -385,7 +386,7 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 	} else {
 		s.fences[r.Topic] = kept
 	}
-	if r.fresh {
+	if r.fresh || mutant.On(mutant.LeaseWait) {
 		return false
 	}
 	return len(kept) > 0 || now.Before(s.since.Add(l.cfg.NewLeaderWait()))
