@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -480,6 +481,12 @@ func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partit
 // serveLeader serves a metadata request on the shard's leader, through
 // done.
 func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done answerFunc) {
+	n.serveLeaderAt(kind, payload, shard, done, false)
+}
+
+// serveLeaderAt is serveLeader; current says a read index has just shown
+// this node's state to hold every committed command.
+func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done answerFunc, current bool) {
 	v := n.view.Load()
 	var cmd meta.Command
 	var perr error
@@ -501,7 +508,17 @@ func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done an
 			if led {
 				n.leaderProof(shard, term, start)
 			}
-			done(n.leaderLookup(shard, m.Topic))
+			// A move or revoke is visible to a linearizable read only once
+			// settled, as to its own client: until then the old owner may
+			// still acknowledge writes at its epoch.
+			n.whenSettled(shard, m.Topic, math.MaxUint64, func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(n.leaderLookup(shard, m.Topic))
+			})
 		})
 		return
 	case wire.KindAssign:
@@ -527,6 +544,19 @@ func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done an
 		_ = wire.DecodeUpdatePartition(payload, &m)
 		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: m.Topic, Partitions: m.Partitions}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+	}
+	if perr != nil && !current {
+		// A refusal is an answer too: it must come from a state that holds
+		// every committed command, which a leader that is new, or deposed
+		// without knowing it, may not have yet.
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) {
+			if r.Err != nil {
+				done(n.raftError(shard, r.Err))
+				return
+			}
+			n.serveLeaderAt(kind, payload, shard, done, true)
+		})
+		return
 	}
 	if perr != nil {
 		done(metaError(perr))
