@@ -471,8 +471,10 @@ func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
 // command at or below epoch is fenced: it acknowledged the close, or the
 // last lease it may hold has run out. A move or revoke is acknowledged to
 // its client only once settled, so no write at an older epoch is
-// acknowledged after it. When not settled, wait is how long until the
-// last of those leases runs out (an ack may come sooner). leads is false
+// acknowledged after it. A leader in its first NewLeaderWait settles
+// nothing: its predecessors' grants may still run. When not settled, wait
+// is how long until the last of those leases runs out (an ack may come
+// sooner). leads is false
 // when this node no longer leads shard at term: its fences are gone, and
 // the next leader fences the previous owners again.
 func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch uint64) (settled bool, wait time.Duration, leads bool) {
@@ -481,6 +483,12 @@ func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch 
 		return false, 0, false
 	}
 	settled = true
+	// A predecessor's grants are not all known here (only each topic's
+	// last owner is fenced again): until they have all run out, no older
+	// epoch can be counted as dead.
+	if end := s.since.Add(l.cfg.NewLeaderWait()); now.Before(end) {
+		settled, wait = false, end.Sub(now)
+	}
 	for _, f := range s.fences[topic] {
 		if f.epoch <= epoch && now.Before(f.deadline) {
 			settled = false
