@@ -39,8 +39,8 @@ type Config struct {
 	// be cut. It needs root.
 	Netns bool
 	// Dir holds the nodes' data directories and logs (DIR/nI, DIR/nI.log).
-	// Empty: a new temporary directory, removed by Close. A given Dir is
-	// kept.
+	// Empty: a new temporary directory, removed by Close (or, should this
+	// process die first, by a later Start). A given Dir is kept.
 	Dir string
 	// Args are more `shoal node` flags, given to every node after the ones
 	// Start sets (e.g. --log-level warn).
@@ -229,7 +229,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		c.dir = c.cfg.Dir
 	} else {
-		d, err := os.MkdirTemp("", "proccluster-")
+		sweepStaleDirs()
+		d, err := os.MkdirTemp("", dirPrefix())
 		if err != nil {
 			return fmt.Errorf("proccluster: %w", err)
 		}
@@ -643,6 +644,29 @@ func (c *Cluster) Close() error {
 	}
 	c.http.CloseIdleConnections()
 	return errors.Join(errs...)
+}
+
+// dirPrefix names the temporary directories of this process's clusters.
+func dirPrefix() string { return "proccluster-" + strconv.Itoa(os.Getpid()) + "-" }
+
+// sweepStaleDirs removes the temporary directories of clusters whose
+// process died without closing them. Failures are ignored.
+func sweepStaleDirs() {
+	entries, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "proccluster-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		digits, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(digits)
+		if ok && err == nil && pid > 0 && !alive(pid) {
+			_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+		}
+	}
 }
 
 // freePorts reserves tcp ports, and udp ports free for both UDP and TCP

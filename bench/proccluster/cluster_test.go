@@ -223,13 +223,7 @@ func TestSweepStale(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
 	}
-	dead := 0
-	for pid := 4194000; pid > 4000000; pid-- {
-		if !alive(pid) {
-			dead = pid
-			break
-		}
-	}
+	dead := deadPID(t)
 	deadTag := pad(strconv.FormatInt(int64(dead), 36), 5) + "zz"
 	liveTag := newTag()
 	made := []string{"pcl-" + deadTag + "-n1", "pcl-" + liveTag + "-n1"}
@@ -262,6 +256,38 @@ func TestSweepStale(t *testing.T) {
 	}
 	if !linkExists("pcb" + liveTag) {
 		t.Errorf("live bridge removed")
+	}
+}
+
+// deadPID is a pid no process has.
+func deadPID(t *testing.T) int {
+	for pid := 4194000; pid > 4000000; pid-- {
+		if !alive(pid) {
+			return pid
+		}
+	}
+	t.Fatal("no free pid found")
+	return 0
+}
+
+// TestSweepStaleDirs: the temporary directories of a process that no
+// longer runs are removed; this process's are kept.
+func TestSweepStaleDirs(t *testing.T) {
+	stale := filepath.Join(os.TempDir(), "proccluster-"+strconv.Itoa(deadPID(t))+"-123")
+	own, err := os.MkdirTemp("", dirPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(own); _ = os.RemoveAll(stale) })
+	if err := os.MkdirAll(filepath.Join(stale, "n1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sweepStaleDirs()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale %s kept (%v)", stale, err)
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Errorf("own %s removed: %v", own, err)
 	}
 }
 

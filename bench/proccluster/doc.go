@@ -9,9 +9,9 @@
 //
 // Every node is started with the parent-death signal set to SIGKILL, so a
 // benchmark that dies without calling Close does not leave nodes behind;
-// the namespaces and the bridge of such a run are removed by the next
-// Start in namespace mode (their names carry the pid of the process that
-// made them).
+// the temporary directory of such a run is removed by the next Start, and
+// its namespaces and bridge by the next Start in namespace mode (their
+// names carry the pid of the process that made them).
 //
 // Config.Command lets a caller change how a node is run (put it into a
 // cgroup, run it under another program): it sees every node's exec.Cmd
