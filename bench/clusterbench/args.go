@@ -49,6 +49,8 @@ flags:
                     or be empty (default: a temporary directory, removed)
   -timeout D        bound on every wait for the cluster: start, topics owned,
                     recovery after a fault (default 10m)
+  -log-level L      the nodes' --log-level: debug, info, warn (default) or error;
+                    each node logs to DIR/nI.log
   -json             print one JSON object
 
 idle:
@@ -69,6 +71,7 @@ type options struct {
 	mode                    string
 	nodes, shards, topics   int
 	preset, shoal, dir      string
+	logLevel                string
 	netns, json             bool
 	timeout, settle, window time.Duration
 	fault                   string
@@ -117,6 +120,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.StringVar(&o.shoal, "shoal", "", "")
 	fs.StringVar(&o.dir, "dir", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.IntVar(&o.topics, "topics", 10000, "")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "")
@@ -175,6 +179,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-shards %d: want 1 to %d", o.shards, maxShards)
 	case o.preset != "lan" && o.preset != "fast":
 		return nil, usagef("-preset %q: want lan or fast", o.preset)
+	case o.logLevel != "debug" && o.logLevel != "info" && o.logLevel != "warn" && o.logLevel != "error":
+		return nil, usagef("-log-level %q: want debug, info, warn or error", o.logLevel)
 	case o.timeout <= 0:
 		return nil, usagef("-timeout %v: want more than 0", o.timeout)
 	case o.topics < 0 || o.topics > maxTopics:

@@ -67,6 +67,7 @@ func TestParseArgsRefuses(t *testing.T) {
 		{[]string{"-window", "0s"}, false, "-window 0s"},
 		{[]string{"-settle", "-1s"}, false, "-settle -1s"},
 		{[]string{"-timeout", "0s"}, false, "-timeout 0s"},
+		{[]string{"-log-level", "loud"}, false, `-log-level "loud"`},
 		{[]string{"-mode", "failover", "-fault", "crash"}, false, `-fault "crash"`},
 		{[]string{"-mode", "failover", "-trials", "0"}, false, "-trials 0"},
 		{[]string{"-mode", "failover", "-trial-topics", "0"}, false, "-trial-topics 0"},

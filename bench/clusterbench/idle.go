@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,14 @@ type idleReport struct {
 	// LinkBytesPerSSum is every byte the nodes sent over their links
 	// (TCP and UDP, headers included): namespace mode only.
 	LinkBytesPerSSum *float64 `json:"link_bytes_per_s_sum,omitempty"`
-	Note             string   `json:"note"`
+	// TopicsOffTheirNode moved off the node they were assigned to before
+	// the window (see assignIdle); the per-node counts are as measured.
+	TopicsOffTheirNode int `json:"topics_off_their_node"`
+	// What happened during the window that a quiet cluster does not do:
+	// members declared dead, topics moved (the nodes' counters).
+	DeadDeclaredInWindow     float64 `json:"dead_declared_in_window"`
+	TopicsReassignedInWindow float64 `json:"topics_reassigned_in_window"`
+	Note                     string  `json:"note"`
 }
 
 // idleNode is one node's figures over the window.
@@ -73,13 +81,15 @@ const (
 
 // The counters the idle window reads.
 const (
-	mLeaseMsgs   = "shoal_lease_messages_sent_total"
-	mLeaseBytes  = "shoal_lease_sent_bytes_total"
-	mLeaseGrants = "shoal_lease_grants_total"
-	mFrames      = "shoal_frames_sent_total"
-	mSwimBytes   = "shoal_swim_sent_bytes_total"
-	mSwimPackets = "shoal_swim_packets_sent_total"
-	mTopicsOwned = "shoal_topics_owned"
+	mLeaseMsgs    = "shoal_lease_messages_sent_total"
+	mLeaseBytes   = "shoal_lease_sent_bytes_total"
+	mLeaseGrants  = "shoal_lease_grants_total"
+	mFrames       = "shoal_frames_sent_total"
+	mSwimBytes    = "shoal_swim_sent_bytes_total"
+	mSwimPackets  = "shoal_swim_packets_sent_total"
+	mTopicsOwned  = "shoal_topics_owned"
+	mDeadDeclared = "shoal_swim_dead_declared_total"
+	mReassigned   = "shoal_topics_reassigned_total"
 )
 
 // assignWorkers is how many assigns are in flight at once.
@@ -108,11 +118,12 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	if o.topics > 0 {
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, o.timeout)
-		err := assignIdle(wctx, c, o, owned, logf)
+		off, err := assignIdle(wctx, c, o, owned, logf)
 		cancel()
 		if err != nil {
 			return nil, withLogs(c, err)
 		}
+		r.TopicsOffTheirNode = off
 		r.AssignS = time.Since(start).Seconds()
 		logf("every node owns its topics and leases are granted, %.1fs", r.AssignS)
 	}
@@ -162,6 +173,8 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 			}
 			*r.LinkBytesPerSSum += v
 		}
+		r.DeadDeclaredInWindow += a.m.Value(mDeadDeclared) - b.m.Value(mDeadDeclared)
+		r.TopicsReassignedInWindow += a.m.Value(mReassigned) - b.m.Value(mReassigned)
 		r.PerNode = append(r.PerNode, n)
 		r.CPUPctSum += n.CPUPct
 		r.CPUPctMax = max(r.CPUPctMax, n.CPUPct)
@@ -181,7 +194,7 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 func startCluster(ctx context.Context, o *options, bin string) (*proccluster.Cluster, error) {
 	return proccluster.Start(ctx, proccluster.Config{
 		Binary: bin, Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Netns: o.netns, Dir: o.dir,
-		Args: []string{"--log-level", "warn"}, ReadyTimeout: o.timeout,
+		Args: []string{"--log-level", o.logLevel}, ReadyTimeout: o.timeout,
 	})
 }
 
@@ -207,67 +220,65 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// assignIdle assigns o.topics topics, topic k to node k mod nodes, then
-// waits until every node owns as many as it was given (owned) and the
-// lease grants counted by the nodes rise.
-func assignIdle(ctx context.Context, c *proccluster.Cluster, o *options, owned []int, logf func(string, ...any)) error {
+// assignIdle assigns o.topics topics, topic k to node k mod nodes (want[i]
+// topics to node i), waits until the nodes own them, and then until the
+// lease grants the nodes count rise. It returns how many topics ended up
+// on another node than the one they were assigned to.
+//
+// The cluster may move a topic on its own (a leader moves the topics of an
+// owner it has not heard from), so when the nodes' counts settle on
+// another spread, the misplaced topics are assigned back once, and the
+// spread that then settles is measured as it is.
+func assignIdle(ctx context.Context, c *proccluster.Cluster, o *options, want []int, logf func(string, ...any)) (int, error) {
 	cl, err := client.New(client.Config{Servers: c.ClientAddrs()})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer cl.Close()
-	logf("assigning %d topics", o.topics)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for range min(assignWorkers, o.topics) {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= o.topics || ctx.Err() != nil {
-					return
-				}
-				topic := "idle-" + strconv.Itoa(k)
-				owner := c.Node(k % o.nodes).ID
-				if err := assignTo(ctx, cl, topic, owner); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
+	owner := func(k int) string { return c.Node(k % o.nodes).ID }
+	all := make([]int, o.topics)
+	for k := range all {
+		all[k] = k
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	logf("assigning %d topics", o.topics)
+	if err := forEachTopic(ctx, all, logf, "assigned", func(k int) error {
+		return assignTo(ctx, cl, idleTopic(k), owner(k))
+	}); err != nil {
+		return 0, err
+	}
+	logf("waiting until every node owns its topics")
+	owned, err := waitPlaced(ctx, c, want)
+	if err != nil {
+		return 0, err
+	}
+	if off := offTheirNode(owned, want); off > 0 {
+		logf("%d topics are not on the node they were assigned to (owned %v, want %v): assigning them back", off, owned, want)
+		var mu sync.Mutex
+		var misplaced []int
+		if err := forEachTopic(ctx, all, logf, "looked up", func(k int) error {
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			a, err := cl.Lookup(lctx, idleTopic(k), false)
+			cancel()
+			if err == nil && a.Owner != owner(k) {
+				mu.Lock()
+				misplaced = append(misplaced, k)
+				mu.Unlock()
+			}
+			return nil // a topic not looked up stays where it is
+		}); err != nil {
+			return 0, err
+		}
+		if err := forEachTopic(ctx, misplaced, logf, "assigned back", func(k int) error {
+			return assignTo(ctx, cl, idleTopic(k), owner(k))
+		}); err != nil {
+			return 0, err
+		}
+		if owned, err = waitPlaced(ctx, c, want); err != nil {
+			return 0, err
+		}
 	}
 	cl.Close() // no client traffic in the window
 
-	logf("waiting until every node owns its topics")
-	for {
-		done := true
-		var why string
-		for i := range c.Nodes() {
-			v, err := c.Counter(ctx, i, mTopicsOwned)
-			if err != nil {
-				return err
-			}
-			if int(v) != owned[i] {
-				done, why = false, fmt.Sprintf("%s owns %v topics, want %d", c.Node(i).ID, v, owned[i])
-				break
-			}
-		}
-		if done {
-			break
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("topics owned: %w: %s", err, why)
-		}
-	}
 	grants := func() (float64, error) {
 		var sum float64
 		for i := range c.Nodes() {
@@ -279,22 +290,127 @@ func assignIdle(ctx context.Context, c *proccluster.Cluster, o *options, owned [
 		}
 		return sum, nil
 	}
-	g0, err := grants()
-	if err != nil {
-		return err
-	}
+	g0 := -1.0
 	for {
 		g, err := grants()
-		if err != nil {
-			return err
-		}
-		if g > g0 {
-			return nil
+		switch {
+		case err != nil: // a slow scrape: again
+		case g0 < 0:
+			g0 = g
+		case g > g0:
+			return offTheirNode(owned, want), nil
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return fmt.Errorf("lease grants did not rise: %w", err)
+			return 0, fmt.Errorf("lease grants did not rise: %w", err)
 		}
 	}
+}
+
+func idleTopic(k int) string { return "idle-" + strconv.Itoa(k) }
+
+// offTheirNode is how many topics the nodes own beyond what they were
+// given: the topics that moved.
+func offTheirNode(owned, want []int) int {
+	n := 0
+	for i := range want {
+		n += max(0, owned[i]-want[i])
+	}
+	return n
+}
+
+// settledPolls: how many polls in a row (placePoll apart) must show the
+// same counts, all topics owned, before a spread other than the one
+// assigned is taken as settled.
+const (
+	settledPolls = 6
+	placePoll    = 500 * time.Millisecond
+)
+
+// waitPlaced waits until every node owns the topics it was given, or
+// until the nodes together own them all and their counts have not changed
+// for settledPolls polls; it returns the counts.
+func waitPlaced(ctx context.Context, c *proccluster.Cluster, want []int) ([]int, error) {
+	total := 0
+	for _, w := range want {
+		total += w
+	}
+	var last []int
+	same := 0
+	why := "no scrape yet"
+	for {
+		owned := make([]int, len(want))
+		sum := 0
+		var err error
+		for i := range want {
+			// A scrape that fails (a node busy with its shards answers
+			// slowly) is tried again at the next poll.
+			var v float64
+			if v, err = c.Counter(ctx, i, mTopicsOwned); err != nil {
+				why = err.Error()
+				break
+			}
+			owned[i] = int(v)
+			sum += owned[i]
+		}
+		if err == nil {
+			if slices.Equal(owned, want) {
+				return owned, nil
+			}
+			if sum == total && slices.Equal(owned, last) {
+				same++
+			} else {
+				same = 0
+			}
+			if same >= settledPolls {
+				return owned, nil
+			}
+			last = owned
+			why = fmt.Sprintf("the nodes own %v topics, want %v", owned, want)
+		}
+		if err := sleep(ctx, placePoll); err != nil {
+			return nil, fmt.Errorf("topics owned: %w: %s", err, why)
+		}
+	}
+}
+
+// forEachTopic runs fn on every topic index of ks from assignWorkers
+// goroutines, logging progress every 10 s; the first error stops it.
+func forEachTopic(ctx context.Context, ks []int, logf func(string, ...any), what string, fn func(k int) error) error {
+	next, done := atomic.Int64{}, atomic.Int64{}
+	progress, stopProgress := context.WithCancel(ctx)
+	defer stopProgress()
+	go func() {
+		for sleep(progress, 10*time.Second) == nil {
+			logf("  %d of %d %s", done.Load(), len(ks), what)
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range min(assignWorkers, len(ks)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ks) || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ks[i]); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return firstErr
 }
 
 // assignTo assigns topic to owner, retrying until it is done or ctx ends:
@@ -399,6 +515,10 @@ func (r *idleReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(w, "all nodes: CPU %.2f%% of one core (max %.2f%%), RSS max %.1f MiB; per node pair, both directions: %.2f lease msg/s, %.0f lease B/s; sent in all: %.0f lease B/s, %.1f frames/s, %.0f SWIM B/s, link %s B/s\n",
 		r.CPUPctSum, r.CPUPctMax, float64(r.RSSMax)/(1<<20), r.LeaseMsgsPerSPerPair, r.LeaseBytesPerSPerPair,
 		r.LeaseBytesPerSSum, r.FramesPerSSum, r.SwimBytesPerSSum, link(r.LinkBytesPerSSum))
+	if r.TopicsOffTheirNode > 0 || r.DeadDeclaredInWindow > 0 || r.TopicsReassignedInWindow > 0 {
+		fmt.Fprintf(w, "not quiet: %d topics off the node they were assigned to; in the window %.0f members declared dead, %.0f topics moved\n",
+			r.TopicsOffTheirNode, r.DeadDeclaredInWindow, r.TopicsReassignedInWindow)
+	}
 	_, err := fmt.Fprintf(w, "note: %s\n", r.Note)
 	return err
 }

@@ -81,6 +81,9 @@ const (
 const (
 	pollEvery    = 100 * time.Millisecond
 	probeTimeout = 2 * time.Second
+	// A busy node with thousands of shards may take seconds to answer a
+	// scrape.
+	scrapeTimeout = 15 * time.Second
 	// A node that does not exit within this after SIGKILL is reported; it
 	// cannot normally happen.
 	killWait = 30 * time.Second
@@ -190,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.ReadyTimeout = 5 * time.Minute
 	}
 	c := &Cluster{cfg: cfg, http: &http.Client{
-		Timeout:   probeTimeout,
+		Timeout:   scrapeTimeout,
 		Transport: &http.Transport{DisableKeepAlives: true},
 	}}
 	if err := c.start(ctx); err != nil {
@@ -483,6 +486,8 @@ func (c *Cluster) LinkBytes(i int) (sent, received uint64, err error) {
 
 // Ready reports whether node i answers /readyz with 200.
 func (c *Cluster) Ready(ctx context.Context, i int) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
 	code, _, err := c.get(ctx, c.nodes[i], "/readyz")
 	return err == nil && code == http.StatusOK
 }
