@@ -22,10 +22,11 @@ stderr. Every process, namespace, bridge and temporary directory is
 removed on exit, also on Ctrl-C.
 
 -mode idle: assign -topics topics spread over the nodes, wait until every
-node owns its topics and leases are granted, settle, then measure over
--window each node's CPU (% of one core), RSS, lease messages and bytes
-sent per peer, frames sent and SWIM bytes sent (and, with -netns, every
-byte each node sent over its link). -topics 0 is the baseline: no leases.
+node owns its topics and leases are granted, then until nothing has moved
+for -settle, then measure over -window each node's CPU (% of one core),
+RSS, lease messages and bytes sent per peer, frames sent and SWIM bytes
+sent (and, with -netns, every byte each node sent over its link).
+-topics 0 is the baseline: no leases.
 
 -mode failover: -trials times, pick the next node (round-robin) as the
 victim, assign it -trial-topics fresh topics, produce to each from one
@@ -55,7 +56,10 @@ flags:
 
 idle:
   -topics N         topics to assign, spread round-robin over the nodes (default 10000)
-  -settle D         wait after leases flow, before measuring (default 5s)
+  -settle D         before measuring, wait until no shard leader moved, no raft
+                    configuration changed and no topic moved for D (default 10s;
+                    after a start the leaders of thousands of shards take
+                    minutes to balance over the nodes)
   -window D         measured window (default 30s)
 
 failover:
@@ -123,7 +127,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "warn", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.IntVar(&o.topics, "topics", 10000, "")
-	fs.DurationVar(&o.settle, "settle", 5*time.Second, "")
+	fs.DurationVar(&o.settle, "settle", 10*time.Second, "")
 	fs.DurationVar(&o.window, "window", 30*time.Second, "")
 	fs.StringVar(&o.fault, "fault", "kill", "")
 	fs.IntVar(&o.trials, "trials", 20, "")

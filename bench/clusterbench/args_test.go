@@ -19,7 +19,7 @@ func TestParseArgsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.mode != "idle" || o.nodes != 3 || o.shards != 10000 || o.topics != 10000 || o.preset != "lan" ||
-		o.window != 30*time.Second || o.settle != 5*time.Second || o.netns || o.json {
+		o.window != 30*time.Second || o.settle != 10*time.Second || o.netns || o.json {
 		t.Fatalf("idle defaults: %+v", o)
 	}
 	o, err = parseArgs([]string{"-mode", "failover"}, false)

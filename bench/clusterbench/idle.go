@@ -21,15 +21,19 @@ import (
 
 // idleReport is the result of -mode idle.
 type idleReport struct {
-	Mode    string     `json:"mode"`
-	Nodes   int        `json:"nodes"`
-	Shards  int        `json:"shards"`
-	Topics  int        `json:"topics"`
-	Preset  string     `json:"preset"`
-	Netns   bool       `json:"netns"`
-	ReadyS  float64    `json:"ready_s"`  // start until every node was ready with all members alive
-	AssignS float64    `json:"assign_s"` // the assigns until every node owned its topics
+	Mode    string  `json:"mode"`
+	Nodes   int     `json:"nodes"`
+	Shards  int     `json:"shards"`
+	Topics  int     `json:"topics"`
+	Preset  string  `json:"preset"`
+	Netns   bool    `json:"netns"`
+	ReadyS  float64 `json:"ready_s"`  // start until every node was ready with all members alive
+	AssignS float64 `json:"assign_s"` // the assigns until every node owned its topics
+	// SettleS is how long it took until nothing had moved for QuietS
+	// (-settle): shard leaders are balanced over the nodes after the
+	// start, which with thousands of shards takes minutes.
 	SettleS float64    `json:"settle_s"`
+	QuietS  float64    `json:"quiet_s"`
 	WindowS float64    `json:"window_s"`
 	PerNode []idleNode `json:"per_node"`
 
@@ -90,6 +94,8 @@ const (
 	mTopicsOwned  = "shoal_topics_owned"
 	mDeadDeclared = "shoal_swim_dead_declared_total"
 	mReassigned   = "shoal_topics_reassigned_total"
+	mTransfers    = "shoal_raft_leader_transfers_total"
+	mConfChanges  = "shoal_raft_conf_changes_total"
 )
 
 // assignWorkers is how many assigns are in flight at once.
@@ -97,7 +103,7 @@ const assignWorkers = 32
 
 func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*idleReport, error) {
 	r := &idleReport{Mode: "idle", Nodes: o.nodes, Shards: o.shards, Topics: o.topics, Preset: o.preset, Netns: o.netns,
-		SettleS: o.settle.Seconds(), WindowS: o.window.Seconds(), Note: noteLoopback}
+		QuietS: o.settle.Seconds(), WindowS: o.window.Seconds(), Note: noteLoopback}
 	if o.netns {
 		r.Note = noteNetns
 	}
@@ -127,10 +133,16 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 		r.AssignS = time.Since(start).Seconds()
 		logf("every node owns its topics and leases are granted, %.1fs", r.AssignS)
 	}
-	logf("settling %v", o.settle)
-	if err := sleep(ctx, o.settle); err != nil {
-		return nil, err
+	logf("waiting until no leader moved, no raft configuration changed and no topic moved for %v", o.settle)
+	start = time.Now()
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	err = waitQuiet(wctx, c, o.settle)
+	cancel()
+	if err != nil {
+		return nil, withLogs(c, err)
 	}
+	r.SettleS = time.Since(start).Seconds()
+	logf("settled in %.1fs", r.SettleS)
 
 	logf("measuring %v", o.window)
 	before, err := readAll(ctx, c, true)
@@ -217,6 +229,39 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// waitQuiet waits until, for quiet, no node transferred a shard's
+// leadership, changed a raft configuration or moved a topic.
+func waitQuiet(ctx context.Context, c *proccluster.Cluster, quiet time.Duration) error {
+	moves := func() (float64, error) {
+		var sum float64
+		for i := range c.Nodes() {
+			m, err := c.Scrape(ctx, i)
+			if err != nil {
+				return 0, err
+			}
+			sum += m.Value(mTransfers) + m.Value(mConfChanges) + m.Value(mReassigned)
+		}
+		return sum, nil
+	}
+	last, since := -1.0, time.Now()
+	why := "no scrape yet"
+	for {
+		v, err := moves()
+		switch {
+		case err != nil:
+			why = err.Error()
+		case v != last:
+			last, since = v, time.Now()
+			why = fmt.Sprintf("%.0f leader transfers, configuration changes and topic moves so far", v)
+		case time.Since(since) >= quiet:
+			return nil
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return fmt.Errorf("settle: %w: %s", err, why)
+		}
 	}
 }
 
@@ -495,8 +540,8 @@ func (r *idleReport) write(w io.Writer, asJSON bool) error {
 	if r.Netns {
 		where = "network namespaces"
 	}
-	fmt.Fprintf(w, "idle: %d nodes, %d shards, %d topics, preset %s, %s; ready in %.1fs, topics owned and leased in %.1fs; window %.0fs after %.0fs settling\n",
-		r.Nodes, r.Shards, r.Topics, r.Preset, where, r.ReadyS, r.AssignS, r.WindowS, r.SettleS)
+	fmt.Fprintf(w, "idle: %d nodes, %d shards, %d topics, preset %s, %s; ready in %.1fs, topics owned and leased in %.1fs, settled (%.0fs without a move) in %.1fs; window %.0fs\n",
+		r.Nodes, r.Shards, r.Topics, r.Preset, where, r.ReadyS, r.AssignS, r.QuietS, r.SettleS, r.WindowS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	link := func(v *float64) string {
 		if v == nil {
