@@ -249,6 +249,9 @@ func waitQuiet(ctx context.Context, c *proccluster.Cluster, quiet time.Duration)
 	last, since := -1.0, time.Now()
 	why := "no scrape yet"
 	for {
+		if err := c.Exited(); err != nil {
+			return err
+		}
 		v, err := moves()
 		switch {
 		case err != nil:
@@ -337,6 +340,9 @@ func assignIdle(ctx context.Context, c *proccluster.Cluster, o *options, want []
 	}
 	g0 := -1.0
 	for {
+		if err := c.Exited(); err != nil {
+			return 0, err
+		}
 		g, err := grants()
 		switch {
 		case err != nil: // a slow scrape: again
@@ -383,6 +389,9 @@ func waitPlaced(ctx context.Context, c *proccluster.Cluster, want []int) ([]int,
 	same := 0
 	why := "no scrape yet"
 	for {
+		if err := c.Exited(); err != nil {
+			return nil, err
+		}
 		owned := make([]int, len(want))
 		sum := 0
 		var err error

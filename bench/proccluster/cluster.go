@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,7 +337,7 @@ func (c *Cluster) startNode(nd *Node) error {
 			return fmt.Errorf("proccluster: %s: command hook: %w", nd.ID, err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("proccluster: start %s: %w", nd.ID, err)
 	}
@@ -352,6 +353,47 @@ func (c *Cluster) startNode(nd *Node) error {
 		nd.mu.Unlock()
 		close(exited)
 	}()
+	return nil
+}
+
+// The parent-death signal is sent when the thread that started the child
+// ends (go.dev/issue/27505), not the process, and the Go runtime ends a
+// thread whose locked goroutine returns. Every node is therefore started
+// from one goroutine locked to its thread for the life of the process.
+var (
+	spawnOnce sync.Once
+	spawnReq  chan spawnRequest
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnReq = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked, and the goroutine never returns
+			for r := range spawnReq {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnReq <- spawnRequest{cmd: cmd, done: done}
+	return <-done
+}
+
+// Exited returns an error naming the first node whose process is not
+// running, nil if all run: a wait that polls the nodes stops at once when
+// one died instead of running out its time.
+func (c *Cluster) Exited() error {
+	for _, nd := range c.nodes {
+		if !nd.Running() {
+			return fmt.Errorf("proccluster: %s is not running (%v); log %s", nd.ID, nd.ExitErr(), nd.LogPath)
+		}
+	}
 	return nil
 }
 
@@ -509,10 +551,10 @@ func (c *Cluster) WaitReady(ctx context.Context, i int) error {
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	want := float64(len(c.nodes))
 	return c.poll(ctx, func() (bool, string, error) {
+		if err := c.Exited(); err != nil {
+			return false, "", err
+		}
 		for _, nd := range c.nodes {
-			if !nd.Running() {
-				return false, "", fmt.Errorf("proccluster: %s is not running (%v); log %s", nd.ID, nd.ExitErr(), nd.LogPath)
-			}
 			if !c.Ready(ctx, nd.Index) {
 				return false, nd.ID + " not ready", nil
 			}
