@@ -41,8 +41,9 @@ type failoverReport struct {
 	// TrialsVictimLed is how many trials had a topic whose shard the victim
 	// also led when the fault came.
 	TrialsVictimLed int `json:"trials_victim_led_shard"`
-	// TopicsNotWritten took no acknowledged produce after the fault ended,
-	// within -trial-timeout: their unwritable window is a lower bound.
+	// TopicsNotWritten had no produce sent after the fault ended
+	// acknowledged within -trial-timeout: their unwritable window is a
+	// lower bound.
 	TopicsNotWritten int `json:"topics_not_written_after_fault"`
 	// TopicsMovedBefore were acknowledged at a higher epoch before the
 	// fault: the cluster moved them off the victim on its own. Their
@@ -81,7 +82,7 @@ type topicResult struct {
 	// FailoverMs is nil when no produce was acknowledged at a higher
 	// epoch; negative when one was before the fault.
 	FailoverMs *float64 `json:"failover_ms"`
-	// NotWritten: no produce was acknowledged after the fault ended.
+	// NotWritten: no produce sent after the fault ended was acknowledged.
 	NotWritten   bool    `json:"not_written_after_fault,omitempty"`
 	UnwritableMs float64 `json:"unwritable_ms"`
 	// LastErr is the last failed produce's error, kept for a topic not
@@ -195,11 +196,12 @@ func (p *producer) snapshot() []ack {
 func (p *producer) run(ctx context.Context, cl *client.Client) {
 	for i := 0; ctx.Err() == nil; i++ {
 		rctx, cancel := context.WithTimeout(ctx, produceTimeout)
+		start := time.Now()
 		res, err := cl.Produce(rctx, p.topic, [][]byte{[]byte(strconv.Itoa(i))})
 		end := time.Now()
 		cancel()
 		if err == nil {
-			p.record(ack{end: end, epoch: res.Epoch})
+			p.record(ack{start: start, end: end, epoch: res.Epoch})
 			continue
 		}
 		if ctx.Err() == nil {
@@ -308,8 +310,8 @@ func runTrial(ctx context.Context, c *proccluster.Cluster, o *options, prefix st
 	var healed time.Time
 	switch o.fault {
 	case "kill":
-		err = c.Kill(victim)
-		healed = t0
+		err = c.Kill(victim) // returns once the process is gone
+		healed = time.Now()
 	case "pause":
 		if err = c.Pause(victim); err == nil {
 			_ = sleep(ctx, o.pause)
@@ -329,9 +331,10 @@ func runTrial(ctx context.Context, c *proccluster.Cluster, o *options, prefix st
 	}
 	tr.FaultS = healed.Sub(t0).Seconds()
 
-	// Produce until every topic has been written after the fault ended,
-	// the last of them at least a second ago, and a second has passed
-	// since the fault ended; or until -trial-timeout.
+	// Produce until every topic has taken a write sent after the fault
+	// ended (for a kill: after the process was gone), the last of them at
+	// least a second ago, and a second has passed since the fault ended;
+	// or until -trial-timeout.
 	giveUp := healed.Add(o.trialTimeout)
 	for ctx.Err() == nil && time.Now().Before(giveUp) {
 		if last, ok := lastFirstAfter(producers, healed); ok && time.Since(last) >= afterFault && time.Since(healed) >= afterFault {
@@ -409,25 +412,20 @@ func describeAfter(ctx context.Context, admin *client.Client, topics []topicResu
 	}
 }
 
-// allAcked reports whether every producer has an ack that ended after
-// since.
+// allAcked reports whether every producer has an ack of a request sent
+// after since.
 func allAcked(ps []*producer, since time.Time) bool {
 	_, ok := lastFirstAfter(ps, since)
 	return ok
 }
 
 // lastFirstAfter is, over the producers, the latest of each one's first
-// ack after since; false if one has none.
+// ack of a request sent after since; false if one has none.
 func lastFirstAfter(ps []*producer, since time.Time) (time.Time, bool) {
 	var last time.Time
 	for _, p := range ps {
-		var first time.Time
-		for _, a := range p.snapshot() {
-			if a.end.After(since) && (first.IsZero() || a.end.Before(first)) {
-				first = a.end
-			}
-		}
-		if first.IsZero() {
+		first, ok := firstStartedAfter(p.snapshot(), since)
+		if !ok {
 			return time.Time{}, false
 		}
 		if first.After(last) {

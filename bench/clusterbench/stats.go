@@ -22,11 +22,27 @@ func percentile(xs []time.Duration, p float64) time.Duration {
 	return s[rank-1]
 }
 
-// ack is one acknowledged produce: when its answer came and at which
-// epoch.
+// ack is one acknowledged produce: when its answer came, at which epoch,
+// and when its request was sent.
 type ack struct {
 	end   time.Time
 	epoch uint64
+	start time.Time
+}
+
+// firstStartedAfter is the end of the first acknowledged produce whose
+// request was sent after since, and whether there is one. A request sent
+// before a fault may be answered after it by the node the fault hit;
+// one sent after the fault ended shows the topic writable again.
+func firstStartedAfter(acks []ack, since time.Time) (time.Time, bool) {
+	var first time.Time
+	found := false
+	for _, a := range acks {
+		if a.start.After(since) && (!found || a.end.Before(first)) {
+			first, found = a.end, true
+		}
+	}
+	return first, found
 }
 
 // firstAbove is the end of the first acknowledged produce at an epoch

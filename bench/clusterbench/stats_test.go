@@ -46,7 +46,7 @@ func TestPercentile(t *testing.T) {
 func TestFirstAbove(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	acks := []ack{{at(-10), 1}, {at(1500), 2}, {at(1400), 3}, {at(2000), 2}}
+	acks := []ack{{end: at(-10), epoch: 1}, {end: at(1500), epoch: 2}, {end: at(1400), epoch: 3}, {end: at(2000), epoch: 2}}
 	if got, ok := firstAbove(acks, 1); !ok || !got.Equal(at(1400)) {
 		t.Fatalf("firstAbove(1) = %v %v, want +1400ms", got.Sub(t0), ok)
 	}
@@ -72,26 +72,46 @@ func TestLongestGap(t *testing.T) {
 		want time.Duration
 	}{
 		{"the gap around the fault",
-			[]ack{{at(-300), 1}, {at(-200), 1}, {at(-20), 1}, {at(1480), 2}, {at(1500), 2}, {at(1520), 2}}, at(1530), ms(1500)},
+			[]ack{{end: at(-300), epoch: 1}, {end: at(-200), epoch: 1}, {end: at(-20), epoch: 1}, {end: at(1480), epoch: 2}, {end: at(1500), epoch: 2}, {end: at(1520), epoch: 2}}, at(1530), ms(1500)},
 		{"unordered acks",
-			[]ack{{at(1520), 2}, {at(-20), 1}, {at(1480), 2}, {at(-300), 1}}, at(1530), ms(1500)},
+			[]ack{{end: at(1520), epoch: 2}, {end: at(-20), epoch: 1}, {end: at(1480), epoch: 2}, {end: at(-300), epoch: 1}}, at(1530), ms(1500)},
 		{"a longer gap after the failover counts",
-			[]ack{{at(-20), 1}, {at(500), 2}, {at(3500), 2}, {at(3510), 2}}, at(3520), ms(3000)},
+			[]ack{{end: at(-20), epoch: 1}, {end: at(500), epoch: 2}, {end: at(3500), epoch: 2}, {end: at(3510), epoch: 2}}, at(3520), ms(3000)},
 		{"gaps before the fault do not count",
-			[]ack{{at(-5000), 1}, {at(-10), 1}, {at(90), 1}, {at(100), 1}}, at(110), ms(100)},
+			[]ack{{end: at(-5000), epoch: 1}, {end: at(-10), epoch: 1}, {end: at(90), epoch: 1}, {end: at(100), epoch: 1}}, at(110), ms(100)},
 		{"never written again: until the stop",
-			[]ack{{at(-10), 1}}, at(8000), ms(8010)},
+			[]ack{{end: at(-10), epoch: 1}}, at(8000), ms(8010)},
 		{"an ack exactly at t0 is before it",
-			[]ack{{at(0), 1}, {at(700), 2}}, at(710), ms(700)},
+			[]ack{{end: at(0), epoch: 1}, {end: at(700), epoch: 2}}, at(710), ms(700)},
 		{"no ack before the fault: from t0",
-			[]ack{{at(400), 2}, {at(410), 2}}, at(420), ms(400)},
+			[]ack{{end: at(400), epoch: 2}, {end: at(410), epoch: 2}}, at(420), ms(400)},
 		{"acks after the stop are left out",
-			[]ack{{at(-10), 1}, {at(100), 2}, {at(5000), 2}}, at(200), ms(110)},
+			[]ack{{end: at(-10), epoch: 1}, {end: at(100), epoch: 2}, {end: at(5000), epoch: 2}}, at(200), ms(110)},
 		{"nothing at all", nil, at(900), ms(900)},
 	}
 	for _, c := range cases {
 		if got := longestGap(c.acks, t0, c.stop); got != c.want {
 			t.Errorf("%s: longestGap = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestFirstStartedAfter(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	acks := []ack{
+		{start: at(-30), end: at(20), epoch: 1},   // sent before, answered after
+		{start: at(900), end: at(1300), epoch: 2}, // the first sent after
+		{start: at(1000), end: at(1100), epoch: 2},
+		{start: at(1400), end: at(1410), epoch: 2},
+	}
+	if got, ok := firstStartedAfter(acks, t0); !ok || !got.Equal(at(1100)) {
+		t.Fatalf("firstStartedAfter = %v %v, want +1100ms", got.Sub(t0), ok)
+	}
+	if _, ok := firstStartedAfter(acks[:1], t0); ok {
+		t.Fatal("an ack sent before the fault counted")
+	}
+	if _, ok := firstStartedAfter(nil, t0); ok {
+		t.Fatal("firstStartedAfter(nil) found one")
 	}
 }
