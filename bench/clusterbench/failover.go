@@ -58,9 +58,9 @@ type trialResult struct {
 	Victim    string        `json:"victim"`
 	VictimLed bool          `json:"victim_led_shard"`
 	Topics    []topicResult `json:"topics"`
-	// FaultS is how long the fault lasted (0 for kill); RecoverS from the
-	// end of the fault (for kill: from the restart, after the producers
-	// stopped) until every node was ready and counted every node alive.
+	// FaultS is how long the fault lasted (about 0 for kill); RecoverS how
+	// long, once the producers stopped, the restart (kill) and the wait
+	// until every node was ready and counted every node alive took.
 	FaultS   float64 `json:"fault_s"`
 	RecoverS float64 `json:"recover_s"`
 }
@@ -369,9 +369,8 @@ func runTrial(ctx context.Context, c *proccluster.Cluster, o *options, prefix st
 	describeAfter(ctx, admin, tr.Topics)
 
 	// Make the cluster whole again.
-	recoverStart := healed
+	recoverStart := time.Now()
 	if o.fault == "kill" {
-		recoverStart = time.Now()
 		if err := c.Restart(victim); err != nil {
 			return nil, err
 		}
