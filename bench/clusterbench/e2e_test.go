@@ -98,6 +98,9 @@ func TestFailoverEndToEnd(t *testing.T) {
 	if led != tr.VictimLed || (r.TrialsVictimLed == 1) != led {
 		t.Errorf("victim led: %v, trial %v, run %d", led, tr.VictimLed, r.TrialsVictimLed)
 	}
+	if r.TopicsLed > r.TopicsFailedOver || (r.TopicsLed > 0) != (r.FailoverLedMaxMs > 0) {
+		t.Errorf("victim-led split: %+v", r)
+	}
 	if r.TopicsFailedOver+r.TopicsMovedBefore+countNil(tr.Topics) != 4 {
 		t.Errorf("topics do not add up: %+v", r)
 	}

@@ -35,9 +35,17 @@ type failoverReport struct {
 	FailoverMaxMs float64 `json:"failover_max_ms"`
 	// TopicsFailedOver of Trials×TopicsPerTrial were acknowledged at a
 	// higher epoch before the trial ended.
-	TopicsFailedOver int     `json:"topics_failed_over"`
-	UnwritableP50Ms  float64 `json:"unwritable_p50_ms"`
-	UnwritableMaxMs  float64 `json:"unwritable_max_ms"`
+	TopicsFailedOver int `json:"topics_failed_over"`
+	// The same percentiles over the topics whose shard the victim led
+	// (its successor first waits NewLeaderWait, docs/leases.md) and over
+	// the others.
+	FailoverLedP50Ms   float64 `json:"failover_victim_led_p50_ms"`
+	FailoverLedMaxMs   float64 `json:"failover_victim_led_max_ms"`
+	TopicsLed          int     `json:"topics_victim_led_failed_over"`
+	FailoverOtherP50Ms float64 `json:"failover_other_p50_ms"`
+	FailoverOtherMaxMs float64 `json:"failover_other_max_ms"`
+	UnwritableP50Ms    float64 `json:"unwritable_p50_ms"`
+	UnwritableMaxMs    float64 `json:"unwritable_max_ms"`
 	// TrialsVictimLed is how many trials had a topic whose shard the victim
 	// also led when the fault came.
 	TrialsVictimLed int `json:"trials_victim_led_shard"`
@@ -118,7 +126,7 @@ func runFailover(ctx context.Context, o *options, bin string, logf func(string, 
 
 	// Topic names unique to this run, should -dir hold an earlier one's.
 	run := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
-	var failovers, windows []time.Duration
+	var failovers, windows, led, other []time.Duration
 	for trial := 1; trial <= o.trials; trial++ {
 		victim := (trial - 1) % o.nodes
 		tr, err := runTrial(ctx, c, o, fmt.Sprintf("fo-%s-%d", run, trial), victim)
@@ -144,6 +152,11 @@ func runFailover(ctx context.Context, o *options, bin string, logf func(string, 
 			default:
 				failovers = append(failovers, msDuration(*t.FailoverMs))
 				r.TopicsFailedOver++
+				if t.Leader == tr.Victim {
+					led = append(led, msDuration(*t.FailoverMs))
+				} else {
+					other = append(other, msDuration(*t.FailoverMs))
+				}
 			}
 		}
 		if f := maxFailover(tr.Topics); f != nil {
@@ -154,6 +167,8 @@ func runFailover(ctx context.Context, o *options, bin string, logf func(string, 
 	}
 	r.FailoverP50Ms, r.FailoverMaxMs = ms(percentile(failovers, 50)), ms(percentile(failovers, 100))
 	r.UnwritableP50Ms, r.UnwritableMaxMs = ms(percentile(windows, 50)), ms(percentile(windows, 100))
+	r.FailoverLedP50Ms, r.FailoverLedMaxMs, r.TopicsLed = ms(percentile(led, 50)), ms(percentile(led, 100)), len(led)
+	r.FailoverOtherP50Ms, r.FailoverOtherMaxMs = ms(percentile(other, 50)), ms(percentile(other, 100))
 	return r, nil
 }
 
@@ -466,6 +481,8 @@ func (r *failoverReport) write(w io.Writer, asJSON bool) error {
 	}
 	total := r.Trials * r.TopicsPerTrial
 	fmt.Fprintf(w, "failover over the %d of %d topics that failed over: p50 %.0f ms, max %.0f ms\n", r.TopicsFailedOver, total, r.FailoverP50Ms, r.FailoverMaxMs)
+	fmt.Fprintf(w, "  of which the victim led the shard: %d, p50 %.0f ms, max %.0f ms; the others: %d, p50 %.0f ms, max %.0f ms\n",
+		r.TopicsLed, r.FailoverLedP50Ms, r.FailoverLedMaxMs, r.TopicsFailedOver-r.TopicsLed, r.FailoverOtherP50Ms, r.FailoverOtherMaxMs)
 	fmt.Fprintf(w, "unwritable over %d topics: p50 %.0f ms, max %.0f ms\n", total, r.UnwritableP50Ms, r.UnwritableMaxMs)
 	if r.TopicsNotWritten > 0 {
 		fmt.Fprintf(w, "topics not written again within -trial-timeout after the fault ended: %d (their window is a lower bound)\n", r.TopicsNotWritten)
