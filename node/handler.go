@@ -511,7 +511,11 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 			// A move or revoke is visible to a linearizable read only once
 			// settled, as to its own client: until then the old owner may
 			// still acknowledge writes at its epoch.
-			n.whenSettled(shard, m.Topic, math.MaxUint64, func(settled bool) {
+			var a meta.Assignment
+			var found bool
+			_ = n.sm.with(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+			fresh := found && a.State == meta.Active && a.Epoch == 1 && a.Previous == ""
+			n.whenSettled(shard, m.Topic, math.MaxUint64, fresh, func(settled bool) {
 				if !settled {
 					l, _ := n.leaderOfShard(shard)
 					done(n.notLeader(shard, l))
@@ -581,7 +585,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 			done(metaError(ar.err))
 		case kind == wire.KindRevoke:
 			n.routes().Invalidate(topic, ar.a.Epoch)
-			n.whenSettled(shard, topic, ar.a.Epoch, func(settled bool) {
+			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
 				if !settled {
 					l, _ := n.leaderOfShard(shard)
 					done(n.notLeader(shard, l))
@@ -590,7 +594,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 				done(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch}))
 			})
 		default:
-			n.whenSettled(shard, topic, ar.a.Epoch, func(settled bool) {
+			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
 				if !settled {
 					l, _ := n.leaderOfShard(shard)
 					done(n.notLeader(shard, l))

@@ -17,6 +17,7 @@ import (
 // settleWait is a client's answer waiting for its command to settle.
 type settleWait struct {
 	shard, term, epoch uint64
+	fresh              bool // never owned before this epoch
 	topic              string
 	done               func(settled bool)
 }
@@ -24,7 +25,7 @@ type settleWait struct {
 // whenSettled calls done(true) once the command that took topic to epoch
 // on shard is settled, or done(false) as soon as this node no longer leads
 // shard (its successor fences the old owners again; the client asks it).
-func (n *Node) whenSettled(shard uint64, topic []byte, epoch uint64, done func(settled bool)) {
+func (n *Node) whenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(settled bool)) {
 	if mutant.On(mutant.Settle) {
 		done(true)
 		return
@@ -34,7 +35,7 @@ func (n *Node) whenSettled(shard uint64, topic []byte, epoch uint64, done func(s
 		done(false)
 		return
 	}
-	w := &settleWait{shard: shard, term: term, epoch: epoch, topic: string(topic), done: done}
+	w := &settleWait{shard: shard, term: term, epoch: epoch, fresh: fresh, topic: string(topic), done: done}
 	n.dutyMu.Lock()
 	finished, settled, wait := n.settleCheck(w)
 	if !finished {
@@ -51,7 +52,7 @@ func (n *Node) whenSettled(shard uint64, topic []byte, epoch uint64, done func(s
 // settleCheck reports whether w is answered, how, and otherwise how long
 // until the last lease in its way runs out. The caller holds dutyMu.
 func (n *Node) settleCheck(w *settleWait) (finished, settled bool, wait time.Duration) {
-	settled, wait, leads := n.duty.Settled(n.clock(), w.shard, w.term, w.topic, w.epoch)
+	settled, wait, leads := n.duty.Settled(n.clock(), w.shard, w.term, w.topic, w.epoch, w.fresh)
 	return settled || !leads, settled, wait
 }
 

