@@ -290,9 +290,10 @@ func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func
 			})
 		}
 	}
-	// Promote learners the ring wants (added on an earlier pass); drop the
-	// others.
-	for _, l := range in.Learners {
+	// Promote a learner the ring wants (added on an earlier pass), or
+	// drop it; one change per pass.
+	if len(in.Learners) > 0 {
+		l := in.Learners[0]
 		if want[l] {
 			return conf(raftmux.OpPromote, l, "promote", nil)
 		}
