@@ -171,6 +171,9 @@ func TestStartFailsCleanly(t *testing.T) {
 // heals it; Close must remove the namespaces and the bridge.
 func TestNetnsCluster(t *testing.T) {
 	if os.Geteuid() != 0 {
+		// Creating network namespaces and veth pairs needs root, which CI
+		// and the developers' machines have; elsewhere there is nothing to
+		// run this on.
 		t.Skip("network namespaces need root")
 	}
 	ctx := context.Background()
@@ -221,6 +224,9 @@ func TestNetnsCluster(t *testing.T) {
 // runs are removed; those of a live one are kept.
 func TestSweepStale(t *testing.T) {
 	if os.Geteuid() != 0 {
+		// Creating network namespaces and veth pairs needs root, which CI
+		// and the developers' machines have; elsewhere there is nothing to
+		// run this on.
 		t.Skip("network namespaces need root")
 	}
 	dead := deadPID(t)
