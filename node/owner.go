@@ -137,6 +137,23 @@ func (n *Node) ownedCount() int {
 // node a Close effect names, when this node last computed a lease grant
 // for it on the shard (see stateMachine.grant).
 func (n *Node) onEffects(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time) {
+	// A node given a topic here counts as asking for leases from now: its
+	// silence (reassignDead) starts when it became an owner, not at the
+	// last lease it asked for before, or never.
+	now := n.clock()
+	_ = n.sm.withShard(shard, func(sh *shardState) {
+		for _, e := range effs {
+			if e.Kind != meta.EffectOpen {
+				continue
+			}
+			if sh.lastAsk == nil {
+				sh.lastAsk = make(map[string]time.Time)
+			}
+			if now.After(sh.lastAsk[e.Node]) {
+				sh.lastAsk[e.Node] = now
+			}
+		}
+	})
 	n.dutyMu.Lock()
 	n.duty.Effects(n.clock(), shard, effs, func(node string) time.Time { return lastGrant[node] })
 	pending := n.duty.Pending()
