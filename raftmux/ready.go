@@ -462,9 +462,13 @@ func (w *worker) destroy(r *replica) {
 	delete(w.awake, r.shard)
 	// Stale members may still talk to us about this shard; do not let them
 	// recreate it for a while. Later, a leader that adds this node back
-	// again creates it afresh, as a new learner.
+	// again creates it afresh, as a new learner, from the durable
+	// tombstone: the term and vote this replica held, and the index below
+	// which it takes no snapshot.
 	w.tombstones[r.shard] = w.tickCount
-	if err := w.h.cfg.Storage.DeleteShard(r.shard); err != nil {
+	hs := r.rn.BasicStatus().HardState
+	tomb := Tombstone{Term: hs.Term, Vote: hs.Vote, Applied: max(r.applied, r.tombApplied)}
+	if err := w.h.cfg.Storage.DeleteShard(r.shard, tomb); err != nil {
 		w.h.cfg.Logger.Error("raftmux: delete removed shard", "shard", r.shard, "err", err)
 	}
 	w.h.cfg.StateMachine.Remove(r.shard)

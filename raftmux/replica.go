@@ -2,6 +2,7 @@ package raftmux
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -29,6 +30,9 @@ type replica struct {
 	removed     bool
 	destroyed   bool
 	removedTick uint64
+	// tombApplied: the applied index of this shard's replica this host
+	// destroyed before (see Tombstone); r takes no snapshot at or below it.
+	tombApplied uint64
 	heardTick   uint64 // the tick of the last message for this replica
 	// suspect is the leader the membership layer reported suspect while
 	// this replica followed it, and suspectTick when; a message from it
@@ -187,6 +191,26 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		}
 		hs.Commit = applied
 	}
+	var tombApplied uint64
+	if applied == 0 && len(cs.Voters) == 0 && len(cs.Learners) == 0 {
+		// Empty: created by a message, maybe after this host destroyed an
+		// earlier replica of the shard. That replica's term and vote hold.
+		t, ok, err := st.Tombstone(shard)
+		if err != nil {
+			return nil, fmt.Errorf("raftmux: shard %d: tombstone: %w", shard, err)
+		}
+		if ok {
+			tombApplied = t.Applied
+			if t.Term > hs.Term {
+				hs = raftpb.HardState{Term: t.Term, Vote: t.Vote, Commit: hs.Commit}
+				b := st.NewBatch()
+				b.Append(shard, &hs, nil)
+				if err := b.Commit(true); err != nil {
+					return nil, fmt.Errorf("raftmux: shard %d: restore term from tombstone: %w", shard, err)
+				}
+			}
+		}
+	}
 	first, err := rs.FirstIndex()
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: first index: %w", shard, err)
@@ -207,6 +231,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		persistedVote:   hs.Vote,
 		persistedCommit: hs.Commit,
 		applied:         applied,
+		tombApplied:     tombApplied,
 		compacted:       first - 1,
 		tail:            last,
 		confState:       &cs,
@@ -247,6 +272,12 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		r.destroyed = true
 		delete(w.replicas, shard)
 		delete(w.awake, shard)
+	}
+	if _, ok, err := w.h.cfg.Storage.Tombstone(shard); err != nil || ok {
+		// This host held a replica of the shard already: its group was
+		// born before, and a replica starting at index 1 would have
+		// forgotten its votes.
+		return errors.Join(ErrShardExists, err)
 	}
 	voters = slices.Clone(voters)
 	slices.Sort(voters)
@@ -382,6 +413,13 @@ func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
 	if isMember(r.confState, from) {
 		return true
+	}
+	if t == raftpb.MsgVote || t == raftpb.MsgPreVote {
+		// Not even from the leader r follows: an empty replica, or one
+		// behind on its group's changes, must not make a stale member
+		// leader of a group it has left.
+		w.h.refuse(refuseNonMember, r.shard, from, t)
+		return false
 	}
 	st := r.rn.BasicStatus()
 	if from == st.Lead || (leaderTraffic(t) && (term > st.Term || (term == st.Term && st.Lead == 0))) {

@@ -126,6 +126,12 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 		if !w.admit(r, from, raftpb.MsgSnap, c.Msg.Term) {
 			return
 		}
+		if idx := c.Msg.Snapshot.Metadata.Index; idx <= r.tombApplied {
+			// Only a stale member of the group this host's replica left
+			// can hold so old a state for it.
+			w.refuseChunk(r, c, from, fmt.Errorf("%w: snapshot at %d, a replica here had applied %d", ErrBadChunk, idx, r.tombApplied))
+			return
+		}
 	} else if r == nil || r.halted != nil {
 		// Only a stream's first chunk may create a replica.
 		h.refuse(refuseUnplaced, c.Shard, from, raftpb.MsgSnap)

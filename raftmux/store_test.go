@@ -27,8 +27,14 @@ func (p pebbleStorage) Storage(shard uint64) (raft.Storage, error) { return p.s.
 func (p pebbleStorage) NewBatch() raftmux.Batch                    { return pebbleBatch{p.s.NewBatch()} }
 func (p pebbleStorage) Applied(shard uint64) (uint64, error)       { return p.s.Applied(shard) }
 func (p pebbleStorage) Compact(shard, idx uint64) error            { return p.s.Compact(shard, idx) }
-func (p pebbleStorage) DeleteShard(shard uint64) error             { return p.s.DeleteShard(shard) }
-func (p pebbleStorage) Shards() ([]uint64, error)                  { return p.s.Shards(), nil }
+func (p pebbleStorage) DeleteShard(shard uint64, t raftmux.Tombstone) error {
+	return p.s.DeleteShard(shard, shardstore.Tombstone(t))
+}
+func (p pebbleStorage) Tombstone(shard uint64) (raftmux.Tombstone, bool, error) {
+	t, ok, err := p.s.Tombstone(shard)
+	return raftmux.Tombstone(t), ok, err
+}
+func (p pebbleStorage) Shards() ([]uint64, error) { return p.s.Shards(), nil }
 
 func (p pebbleStorage) SnapshotData(shard uint64) (*raftpb.SnapshotMetadata, io.ReadCloser, error) {
 	sr, err := p.s.SnapshotData(shard)
