@@ -10,7 +10,9 @@
 // clock rate (within 80% of the drift bound the leases allow for); and
 // the workload: assign, revoke, update of partition counts, plain and
 // linearizable lookups, produce and fetch, sent as Shoal's client frames
-// to any node. Faults aim too: a topic's owner is cut off (or only deaf)
+// to any node, some of the changes with a conflicting one racing them
+// (both pass the leader's check; the state machine must refuse the one
+// applied second). Faults aim too: a topic's owner is cut off (or only deaf)
 // while its clients still reach it and the others move its topic and
 // write to it. The same seed gives the same run, byte for byte; a failing
 // seed prints the command that replays it (make sim SEED=N) and the end

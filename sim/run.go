@@ -115,6 +115,7 @@ func Run(cfg Config) (*Result, error) {
 		w.clients = append(w.clients, c)
 		w.after(w.between(0, thinkMax), nil, c.step)
 	}
+	w.racer = &client{w: w, id: "racer", routes: make(map[string]route)}
 	start := w.now
 	if !cfg.NoFaults {
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)

@@ -88,8 +88,6 @@ func (c *client) step() {
 		}
 	}
 	req := &request{topic: topic, start: w.now}
-	c.nextID++
-	req.id = c.nextID
 	var payload []byte
 	switch {
 	case roll < 14:
@@ -116,7 +114,7 @@ func (c *client) step() {
 		req.kind = wire.KindProduce
 		r := c.routes[topic]
 		req.epoch = r.epoch
-		payload = wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: r.epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, req.id)}})
+		payload = wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: r.epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}})
 	default:
 		req.kind = wire.KindFetch
 		r := c.routes[topic]
@@ -131,6 +129,43 @@ func (c *client) step() {
 			}
 		}
 	}
+	c.send(req, payload)
+	if w.racer != nil && w.racer.cur == nil && w.rng.IntN(4) == 0 {
+		w.racer.race(req)
+	}
+}
+
+// race sends, at the same instant and to the same node, a change that
+// conflicts with req: both pass the leader's check against the state it
+// holds when they arrive, and the one applied second must be refused by
+// the state machine itself (a move and an update of partitions, two
+// partition counts, a revoke and an update).
+func (c *client) race(req *request) {
+	w := c.w
+	r := &request{topic: req.topic, start: w.now, to: req.to}
+	topic := []byte(req.topic)
+	var payload []byte
+	switch req.kind {
+	case wire.KindAssign:
+		r.kind = wire.KindAssign
+		r.owner = req.owner
+		r.parts = 1 + (req.parts+uint32(w.rng.IntN(3)))%4
+		payload = wire.AppendAssign(nil, &wire.Assign{Topic: topic, Owner: []byte(r.owner), Partitions: r.parts})
+	case wire.KindUpdatePartition, wire.KindRevoke:
+		r.kind = wire.KindUpdatePartition
+		r.parts = 1 + uint32(w.rng.IntN(8))
+		payload = wire.AppendUpdatePartition(nil, &wire.UpdatePartition{Topic: topic, Partitions: r.parts})
+	default:
+		return
+	}
+	c.send(r, payload)
+}
+
+// send frames req and delivers it to req.to after the client's lag.
+func (c *client) send(req *request, payload []byte) {
+	w := c.w
+	c.nextID++
+	req.id = c.nextID
 	f, start := wire.BeginFrame(nil, req.kind, req.id)
 	f = append(f, payload...)
 	f, _ = wire.EndFrame(f, start)
@@ -270,6 +305,10 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 	}
 	if ok {
 		w.logf("%s %s %s at %s: epoch %d", c.id, req.kindName(), req.topic, req.to.id, op.Epoch)
+	}
+	if c == w.racer {
+		// The racer sends only beside another client's change.
+		return
 	}
 	w.after(w.between(thinkMin, thinkMax), nil, c.step)
 }

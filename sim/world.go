@@ -115,8 +115,10 @@ type World struct {
 	// swimAt names the node at each SWIM address.
 	swimAt  map[string]*host
 	clients []*client
-	hist    *history.Recorder
-	acks    []writeAck // every acknowledged write, as its node sent it
+	// racer sends only beside another client's change, a conflicting one.
+	racer *client
+	hist  *history.Recorder
+	acks  []writeAck // every acknowledged write, as its node sent it
 	// owners: each topic's owner as the latest answer named it; hot: a
 	// topic whose owner a fault cut off, which the clients then press on.
 	owners map[string]route
