@@ -14,7 +14,7 @@ PKGS        ?= ./...
 export CGO_ENABLED ?= 0
 RACE_TAGS := pebblegozstd
 
-.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak chaos bench clean
+.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak chaos bench clean sim sim-mutants
 
 all: build
 
@@ -52,7 +52,25 @@ test-race:
 		$(GO) test -count=1 -timeout 8m $(PKGS); \
 	fi
 
-test: lint test-race fuzz-smoke
+test: lint test-race sim-mutants fuzz-smoke
+
+# The deterministic simulator (package sim): make sim SEEDS=N runs seeds
+# 1..N (FROM=first) in parallel, one process per core, with progress;
+# make sim SEED=N replays one seed and prints its violations and trace.
+# SIMFLAGS passes more flags (-nodes, -shards, -faulty, -calm, -j).
+SEEDS    ?= 1000
+SEED     ?=
+FROM     ?= 1
+SIMFLAGS ?=
+sim:
+	@$(GO) build -o bin/shoalsim ./cmd/shoalsim
+	@if [ -n "$(SEED)" ]; then bin/shoalsim -seed $(SEED) $(SIMFLAGS); \
+	else bin/shoalsim -seeds $(SEEDS) -from $(FROM) $(SIMFLAGS); fi
+
+# Each deliberate bug (internal/mutant) must be caught by the simulator
+# within a few seeds.
+sim-mutants:
+	$(GO) test -count=1 -tags mutants -run Mutants -timeout 5m ./sim
 
 fuzz-smoke:
 	@FUZZTIME=$(FUZZSMOKE) GO=$(GO) scripts/fuzz.sh

@@ -124,9 +124,13 @@ func (v Violation) String() string {
 // operation), with the earlier operation that makes it one.
 func Check(ops []Op, final map[string]Final) []Violation {
 	byTopic := make(map[string][]Op)
+	unanswered := make(map[string][]Op) // revokes whose outcome is unknown
 	for _, o := range ops {
-		if o.OK {
+		switch {
+		case o.OK:
 			byTopic[o.Topic] = append(byTopic[o.Topic], o)
+		case o.Kind == Revoke:
+			unanswered[o.Topic] = append(unanswered[o.Topic], o)
 		}
 	}
 	topics := make([]string, 0, len(byTopic))
@@ -138,7 +142,7 @@ func Check(ops []Op, final map[string]Final) []Violation {
 	for _, t := range topics {
 		out = append(out, checkTopic(byTopic[t])...)
 		if final != nil {
-			out = append(out, checkFinal(t, byTopic[t], final)...)
+			out = append(out, checkFinal(t, byTopic[t], unanswered[t], final)...)
 		}
 	}
 	return out
@@ -178,8 +182,8 @@ func checkTopic(ops []Op) []Violation {
 }
 
 // checkFinal checks that no acknowledged assign or revoke of topic is
-// above its final state.
-func checkFinal(topic string, ops []Op, final map[string]Final) []Violation {
+// above its final state; unanswered are its revokes with no answer.
+func checkFinal(topic string, ops, unanswered []Op, final map[string]Final) []Violation {
 	f, ok := final[topic]
 	var out []Violation
 	for _, o := range ops {
@@ -189,7 +193,7 @@ func checkFinal(topic string, ops []Op, final map[string]Final) []Violation {
 		switch {
 		case !ok:
 			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s has no final state", topic), Ops: []Op{o}})
-		case o.Kind == Assign && f.Gone && !revokedAfter(ops, o):
+		case o.Kind == Assign && f.Gone && len(unanswered) == 0 && !revokedAfter(ops, o):
 			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s is gone, and no acknowledged revoke came after", topic), Ops: []Op{o}})
 		case !f.Gone && f.Epoch < o.Epoch:
 			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s ends at epoch %d, below an acknowledged %d", topic, f.Epoch, o.Epoch), Ops: []Op{o}})
@@ -198,6 +202,11 @@ func checkFinal(topic string, ops []Op, final map[string]Final) []Violation {
 	return out
 }
 
+// revokedAfter reports whether an acknowledged revoke came after the
+// acknowledged assign a. (A revoke with no answer may have taken effect
+// at any time after it was sent: a raft entry in an old leader's log can
+// commit long after its client gave up, so checkFinal lets it explain a
+// gone topic too.)
 func revokedAfter(ops []Op, a Op) bool {
 	return slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == Revoke && o.Epoch > a.Epoch })
 }

@@ -57,6 +57,10 @@ func TestCheck(t *testing.T) {
 			op(Assign, "t", 0, 10, 4, "n1"),
 			op(Revoke, "t", 20, 30, 5, "n1"),
 		}, map[string]Final{"t": {Gone: true}}, nil},
+		{"a revoke with no answer may have taken effect", []Op{
+			op(Assign, "t", 20, 30, 4, "n1"),
+			{Client: "c", Kind: Revoke, Topic: "t", Start: at(0), End: at(10), Err: "timeout"},
+		}, map[string]Final{"t": {Gone: true}}, nil},
 		{"a gone topic whose assign was never revoked is lost", []Op{
 			op(Assign, "t", 0, 10, 4, "n1"),
 		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},

@@ -34,7 +34,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded command does not encode: %v", err)
 		}
-		if !bytes.Equal(out, in) {
+		// Version 1 commands (older logs) decode, and encode as the
+		// current version: only current ones must come back byte for byte.
+		if in[0] == commandVersion && !bytes.Equal(out, in) {
 			t.Fatalf("decode→encode changed the bytes:\n in %x\nout %x", in, out)
 		}
 		var again Command

@@ -425,6 +425,12 @@ func (c *Config) fillSecurity() error {
 	return c.fillLimits()
 }
 
+// initSecurity sets up the request byte budget; it runs for every node,
+// started or driven, so that a driven node bounds its requests too.
+func (n *Node) initSecurity() {
+	n.sec.budget.max = n.cfg.MaxRequestBytes
+}
+
 // secureTransport puts the node's credentials into the transport's
 // config: TLS on both ports and the peer dials, and the client token
 // check.
@@ -439,7 +445,6 @@ func (n *Node) secureTransport(nc *netio.Config) {
 		n.sec.tokens.Store(tt)
 		nc.CheckToken = n.checkToken
 	}
-	n.sec.budget.max = n.cfg.MaxRequestBytes
 }
 
 // checkToken is netio's token check (Config.CheckToken).
@@ -464,10 +469,19 @@ func (n *Node) secureSwim(dc *swim.DriverConfig) {
 	}
 }
 
+// granted is a connection that carries what its handshake's credential
+// granted (netio.Conn.Grant).
+type granted interface {
+	Grant() any
+}
+
 // authorize reports whether the client connection c may make request h;
 // when not, it answers Unauthorized (the connection stays open).
-func (n *Node) authorize(c *netio.Conn, h wire.Header) bool {
-	g, _ := c.Grant().(*tokenGrant)
+func (n *Node) authorize(c Conn, h wire.Header) bool {
+	var g *tokenGrant
+	if gc, ok := c.(granted); ok {
+		g, _ = gc.Grant().(*tokenGrant)
+	}
 	if g == nil {
 		return true // no client tokens: the client port's credential, if any, was proven
 	}
@@ -506,10 +520,10 @@ func (n *Node) SetClientTokens(toks []Token) error {
 // SetSwimKeys replaces the SWIM keyring, the primary first (README.md has
 // the rotation steps).
 func (n *Node) SetSwimKeys(keys [][]byte) error {
-	if n.swim == nil {
-		return fmt.Errorf("%w: the node is not started", ErrCredentials)
+	if n.swimDrv == nil {
+		return fmt.Errorf("%w: the node is not started (or is driven, without SWIM of its own)", ErrCredentials)
 	}
-	if err := n.swim.SetKeys(keys); err != nil {
+	if err := n.swimDrv.SetKeys(keys); err != nil {
 		return fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
 	n.log.Info("SWIM keys replaced", "keys", len(keys))
@@ -522,8 +536,8 @@ func (n *Node) logSecurity() {
 	s := &n.cfg.Security
 	secret, tlsOn, tokens := len(n.cfg.Secret) > 0, s.TLS != nil, len(s.ClientTokens) > 0
 	swimKeys := 0
-	if n.swim != nil {
-		swimKeys = n.swim.KeyCount()
+	if n.swimDrv != nil {
+		swimKeys = n.swimDrv.KeyCount()
 	}
 	if !secret && !tlsOn && !tokens {
 		level := slog.LevelWarn
@@ -582,8 +596,8 @@ func (n *Node) securityStats() SecurityStats {
 		RequestBytes:        n.sec.budget.used.Load(),
 		RequestBytesRefused: n.sec.budget.refused.Load(),
 	}
-	if n.net != nil {
-		c := n.net.Counters()
+	if n.netio != nil {
+		c := n.netio.Counters()
 		st.TokensRefused, st.TLSHandshakesFailed = c.HandshakeBadToken.Load(), c.HandshakeTLS.Load()
 	}
 	return st

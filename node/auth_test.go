@@ -124,7 +124,7 @@ func TestTokenRoles(t *testing.T) {
 		{wire.KindShards, func(string) []byte { return nil }, RoleRead},
 		{wire.KindStatus, func(string) []byte { return nil }, RoleRead},
 	}
-	accepted := n.net.Counters().ConnsAccepted.Load()
+	accepted := n.netio.Counters().ConnsAccepted.Load()
 	for _, tok := range testTokens() {
 		conn := dialToken(t, addr, tok.Value)
 		for _, rq := range requests {
@@ -139,7 +139,7 @@ func TestTokenRoles(t *testing.T) {
 			t.Fatalf("%v token: connection unusable after refusals: %v", tok.Role, kind)
 		}
 	}
-	if got := n.net.Counters().ConnsAccepted.Load() - accepted; got != 3 {
+	if got := n.netio.Counters().ConnsAccepted.Load() - accepted; got != 3 {
 		t.Fatalf("%d connections for three tokens: a refusal closed one", got)
 	}
 	if st := n.Stats().Security; st.Unauthorized != 3+4 {
@@ -192,7 +192,7 @@ func TestClientCredentialsDoNotOpenThePeerPort(t *testing.T) {
 	if _, err := cl.Assign(ctxFor(t), "still-works", client.AssignOptions{Owner: "n2"}); err != nil {
 		t.Fatalf("assign to n2 after the attempts: %v", err)
 	}
-	ctr := n.net.Counters()
+	ctr := n.netio.Counters()
 	if ctr.HandshakeWrongRole.Load() != 1 || ctr.HandshakeBadAuth.Load() < 1 || ctr.HandshakeBadToken.Load() != 1 {
 		t.Fatalf("wrong role %d, bad auth %d, bad token %d", ctr.HandshakeWrongRole.Load(), ctr.HandshakeBadAuth.Load(), ctr.HandshakeBadToken.Load())
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/wire"
 )
 
 const testShards = 64
@@ -128,6 +129,19 @@ func clientOf(t testing.TB, n *Node) *client.Client {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	return cl
+}
+
+// handleNow runs a client request through n's request path and waits for
+// its answer.
+func handleNow(n *Node, kind wire.Kind, payload []byte) (wire.Kind, []byte) {
+	type answer struct {
+		kind    wire.Kind
+		payload []byte
+	}
+	ch := make(chan answer, 1)
+	n.handle(kind, payload, 0, func(k wire.Kind, out []byte) { ch <- answer{k, out} })
+	a := <-ch
+	return a.kind, a.payload
 }
 
 // held returns how n holds topic.

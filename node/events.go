@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -102,6 +100,9 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 		delete(n.leaderDue, c.Shard)
 	}
 	n.dutyMu.Unlock()
+	if c.Leader != n.self {
+		n.recheckSettling()
+	}
 	if name, ok := n.nameOf(c.Leader); ok && c.Leader != 0 {
 		_, _ = n.leaders.Update(uint32(c.Shard), name, c.Term)
 	}
@@ -114,22 +115,8 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	names := func(ids []uint64) []string {
-		out := make([]string, 0, len(ids))
-		for _, id := range ids {
-			name, ok := n.nameOf(id)
-			if !ok {
-				// A voter this node cannot name cannot vouch, but counts in
-				// the quorum.
-				name = fmt.Sprintf("raft-id-%d", id)
-			}
-			out = append(out, name)
-		}
-		return out
-	}
-	in, out := names(cs.Voters), names(cs.VotersOutgoing)
 	n.dutyMu.Lock()
-	n.duty.SetVoters(shard, in, out)
+	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
 	n.dutyMu.Unlock()
 	if len(cs.Voters) == 0 {
 		n.leadMu.Lock()
@@ -151,45 +138,50 @@ func (n *Node) eventLoop() {
 		case <-n.events.notify:
 		case <-tick.C:
 		}
-		evs, leads := n.events.take()
-		membership := false
-		var versions []swim.Event
-		for _, e := range evs {
-			switch e.Kind {
-			case swim.EventShardLeader:
-				if e.Shard < uint64(n.cfg.Shards) && e.Leader != "" {
-					_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
-				}
-			case swim.EventMetadataVersion:
-				versions = append(versions, e)
-			default:
-				membership = true
-				n.liveness(e)
-			}
-		}
-		for _, c := range leads {
-			if c.Leader == n.self {
-				n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
-				n.dutyMu.Lock()
-				if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
-					n.leaderDue[c.Shard] = true
-				}
-				n.dutyMu.Unlock()
-			}
-		}
-		if membership || len(evs) == 0 {
-			n.rebuildView()
-		}
-		// After the view is rebuilt, so that a change this node learned by
-		// SWIM in the same round counts before comparing versions.
-		for _, e := range versions {
-			n.onVersionAnnounced(e)
-		}
-		n.metadataTick(n.view.Load())
-		n.rotateCache()
-		n.maybeBirth()
-		n.maybeReady()
+		n.handleEvents()
 	}
+}
+
+// handleEvents is one pass of the event loop.
+func (n *Node) handleEvents() {
+	evs, leads := n.events.take()
+	membership := false
+	var versions []swim.Event
+	for _, e := range evs {
+		switch e.Kind {
+		case swim.EventShardLeader:
+			if e.Shard < uint64(n.cfg.Shards) && e.Leader != "" {
+				_, _ = n.leaders.Update(uint32(e.Shard), e.Leader, e.Term)
+			}
+		case swim.EventMetadataVersion:
+			versions = append(versions, e)
+		default:
+			membership = true
+			n.liveness(e)
+		}
+	}
+	for _, c := range leads {
+		if c.Leader == n.self {
+			n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
+			n.dutyMu.Lock()
+			if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
+				n.leaderDue[c.Shard] = true
+			}
+			n.dutyMu.Unlock()
+		}
+	}
+	if membership || len(evs) == 0 {
+		n.rebuildView()
+	}
+	// After the view is rebuilt, so that a change this node learned by
+	// SWIM in the same round counts before comparing versions.
+	for _, e := range versions {
+		n.onVersionAnnounced(e)
+	}
+	n.metadataTick(n.view.Load())
+	n.rotateCache()
+	n.maybeBirth()
+	n.maybeReady()
 }
 
 func (n *Node) liveness(e swim.Event) {
@@ -241,9 +233,9 @@ func (n *Node) maybeBirth() {
 	// set just before this node, and it bootstraps at once.
 	if len(rows) == 0 {
 		if n.birthSeen.IsZero() {
-			n.birthSeen = time.Now()
+			n.birthSeen = n.clock()
 		}
-		if time.Since(n.birthSeen) < birthSettle {
+		if n.clock().Sub(n.birthSeen) < birthSettle {
 			return
 		}
 	}
@@ -267,46 +259,51 @@ func (n *Node) maybeBirth() {
 			return
 		}
 	}
+	if !n.birthing.CompareAndSwap(false, true) {
+		return // under way
+	}
 	n.log.Info("birth", "members", v.live[:n.cfg.BootstrapExpect], "shards", n.cfg.Shards)
-	type job struct {
-		shard  uint64
-		voters []uint64
-		lead   bool
-	}
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-				if err := n.host.Bootstrap(ctx, j.shard, j.voters); err != nil {
-					n.log.Warn("node: bootstrap", "shard", j.shard, "err", err)
-				} else if j.lead {
-					_ = n.host.Campaign(ctx, j.shard)
-				}
-				cancel()
-			}
-		}()
-	}
+	var mine []uint32
 	for s := range n.cfg.Shards {
-		reps = pl.Replicas(s, reps[:0])
-		if !slices.Contains(reps, n.cfg.ID) {
-			continue
+		if reps = pl.Replicas(s, reps[:0]); slices.Contains(reps, n.cfg.ID) {
+			mine = append(mine, s)
 		}
+	}
+	if len(mine) == 0 {
+		n.markBorn()
+		return
+	}
+	var mu sync.Mutex
+	left := len(mine)
+	finish := func() {
+		mu.Lock()
+		left--
+		last := left == 0
+		mu.Unlock()
+		if last {
+			n.markBorn()
+		}
+	}
+	for _, s := range mine {
+		reps = pl.Replicas(s, reps[:0])
 		voters := make([]uint64, len(reps))
 		for i, r := range reps {
 			voters[i] = RaftID(r)
 		}
-		select {
-		case jobs <- job{shard: uint64(s), voters: voters, lead: pl.Leader(s) == n.cfg.ID}:
-		case <-n.ctx.Done():
-		}
+		shard, lead := uint64(s), pl.Leader(s) == n.cfg.ID
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpBootstrap, Shard: shard, Voters: voters}, func(r raftmux.Result) {
+			if r.Err != nil {
+				n.log.Warn("node: bootstrap", "shard", shard, "err", r.Err)
+				finish()
+				return
+			}
+			if !lead {
+				finish()
+				return
+			}
+			n.host.Submit(raftmux.Op{Kind: raftmux.OpCampaign, Shard: shard}, func(raftmux.Result) { finish() })
+		})
 	}
-	close(jobs)
-	wg.Wait()
-	n.markBorn()
 }
 
 // birthSettle: how long the birth condition must hold before a node acts.
@@ -322,14 +319,14 @@ func (n *Node) maybeReady() {
 		return
 	}
 	if at := n.bornAt.Load(); at == 0 {
-		n.bornAt.Store(time.Now().UnixNano())
+		n.bornAt.Store(n.clock().UnixNano())
 	}
 	var rows []router.ShardLeader
 	rows, _ = n.leaders.Snapshot(rows)
 	if !n.metadataSynced() {
 		return
 	}
-	if len(rows) == int(n.cfg.Shards) || time.Since(time.Unix(0, n.bornAt.Load())) > birthGrace {
+	if len(rows) == int(n.cfg.Shards) || n.clock().Sub(time.Unix(0, n.bornAt.Load())) > birthGrace {
 		vs := n.MetadataVersions()
 		n.log.Info("ready", "leaders_known", len(rows), "membership_version", vs.Membership, "ring_version", vs.Ring, "leader_version", vs.ShardLeaders)
 		n.markReady()

@@ -1,9 +1,11 @@
 package node
 
 import (
-	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,7 +46,7 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 
 // deliverUnderFaults delivers a peer frame as a test's faults decide:
 // dropped, delayed, duplicated, or held while a node is paused.
-func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
 	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
 	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
 		return n.deliverFrame(c, h, frame)
@@ -71,13 +73,17 @@ func (n *Node) deliverUnderFaults(c *netio.Conn, h wire.Header, frame []byte) bo
 }
 
 // deliverFrame hands one frame to its handler.
-func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 	if c.Role() != wire.RolePeer && !n.authorize(c, h) {
 		return true // answered Unauthorized
 	}
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
+			if n.driven {
+				n.in.Handle(c.Node(), h, frame)
+				return true
+			}
 			return n.in.Offer(c.Node(), h, frame)
 		case wire.KindTopicAck:
 			if payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil); err == nil {
@@ -107,18 +113,27 @@ func (n *Node) deliverFrame(c *netio.Conn, h wire.Header, frame []byte) bool {
 	default:
 		return false
 	}
+	// The request's bytes are held until it is answered, which may be
+	// after serveFrame returns (raft and forwards answer through
+	// callbacks): serveFrame gives them back.
 	cost, ok := n.takeRequestBytes(h, frame)
 	if !ok {
 		<-n.reqSem
 		return false
+	}
+	release := sync.OnceFunc(func() { n.giveRequestBytes(cost) })
+	if n.driven {
+		// Nothing here waits: raft and forwards answer through callbacks.
+		defer func() { <-n.reqSem }()
+		n.serveFrame(c, h, frame, release)
+		return true
 	}
 	n.wg.Add(1)
 	cp := append([]byte(nil), frame...)
 	go func() {
 		defer n.wg.Done()
 		defer func() { <-n.reqSem }()
-		defer n.giveRequestBytes(cost)
-		n.serveFrame(c, h, cp)
+		n.serveFrame(c, h, cp, release)
 	}()
 	return true
 }
@@ -131,7 +146,7 @@ var fastBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b 
 // plain Lookup that needs no wait: the topic is active in this node's own
 // replica of its shard, or cached with a live owner. Anything else (not
 // ready, compressed, linearizable, unknown here) takes the request path.
-func (n *Node) serveFast(c *netio.Conn, h wire.Header, frame []byte) bool {
+func (n *Node) serveFast(c Conn, h wire.Header, frame []byte) bool {
 	if h.Kind != wire.KindLookup || h.Flags&wire.FlagCompressed != 0 || c.Role() == wire.RolePeer || !n.isReady() {
 		return false
 	}
@@ -178,7 +193,16 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 	return f, err == nil
 }
 
-func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
+// serveFrame serves one request frame and calls release, once, when it
+// has answered it (or decided not to): at return, or, for a request
+// answered through a callback, once the answer is written.
+func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
+	async := false // answered through a callback, which releases
+	defer func() {
+		if !async {
+			release()
+		}
+	}()
 	if hook := n.cfg.testHooks.beforeServe; hook != nil && c.Role() != wire.RolePeer {
 		hook()
 	}
@@ -187,8 +211,6 @@ func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-	defer cancel()
 	switch h.Kind {
 	case wire.KindOpenTopic, wire.KindCloseTopic:
 		if c.Role() != wire.RolePeer {
@@ -215,23 +237,48 @@ func (n *Node) serveFrame(c *netio.Conn, h wire.Header, frame []byte) {
 			return
 		}
 		n.counters.forwardsIn.Add(1)
-		kind, out := n.handle(ctx, fw.Kind, fw.Payload, int(fw.Hops))
-		f, start := wire.BeginFrame(nil, wire.KindForwardReply, h.RequestID)
-		f = wire.AppendForwardReply(f, &wire.ForwardReply{Kind: kind, Payload: out})
-		if f, err := wire.EndFrame(f, start); err == nil {
-			_ = c.Write(f)
-		}
+		async = true
+		n.handle(fw.Kind, fw.Payload, int(fw.Hops), n.bounded(func(kind wire.Kind, out []byte) {
+			defer release()
+			f, start := wire.BeginFrame(nil, wire.KindForwardReply, h.RequestID)
+			f = wire.AppendForwardReply(f, &wire.ForwardReply{Kind: kind, Payload: out})
+			if f, err := wire.EndFrame(f, start); err == nil {
+				_ = c.Write(f)
+			}
+		}))
 		return
 	}
 	if h.Kind < wire.KindAssign || h.Kind > wire.KindStatus {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unexpected %v frame", h.Kind)}))
 		return
 	}
-	kind, out := n.handle(ctx, h.Kind, payload, 0)
-	n.reply(c, h.RequestID, kind, out)
+	async = true
+	n.handle(h.Kind, payload, 0, n.bounded(func(kind wire.Kind, out []byte) {
+		defer release()
+		n.reply(c, h.RequestID, kind, out)
+	}))
 }
 
-func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte) {
+// answerFunc takes the answer to a request.
+type answerFunc func(kind wire.Kind, payload []byte)
+
+// bounded returns done, called at most once: with the request's answer,
+// or, if none comes within Config.RequestTimeout, with Unavailable (a
+// proposal or read raft never answered, a forward never returned).
+func (n *Node) bounded(done answerFunc) answerFunc {
+	var once sync.Once
+	stop := n.after(n.cfg.RequestTimeout, func() {
+		once.Do(func() { done(unavailable("request timed out")) })
+	})
+	return func(kind wire.Kind, payload []byte) {
+		once.Do(func() {
+			stop()
+			done(kind, payload)
+		})
+	}
+}
+
+func (n *Node) reply(c Conn, reqID uint64, kind wire.Kind, payload []byte) {
 	f, start := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+len(payload)), kind, reqID)
 	f = append(f, payload...)
 	f, err := wire.EndFrame(f, start)
@@ -241,7 +288,7 @@ func (n *Node) reply(c *netio.Conn, reqID uint64, kind wire.Kind, payload []byte
 	_ = c.Write(f)
 }
 
-func (n *Node) serveOwnership(c *netio.Conn, h wire.Header, payload []byte) {
+func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
 	var ack wire.TopicAck
 	var ok bool
 	if h.Kind == wire.KindOpenTopic {
@@ -275,92 +322,121 @@ func unavailable(msg string) (wire.Kind, []byte) {
 }
 
 // handle answers one client request (kind, payload), arrived directly
-// (hops 0) or forwarded.
-func (n *Node) handle(ctx context.Context, kind wire.Kind, payload []byte, hops int) (wire.Kind, []byte) {
+// (hops 0) or forwarded, through done: at once, or when raft or the node
+// it was forwarded to answers.
+func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc) {
 	n.counters.requests.Add(1)
 	switch kind {
 	case wire.KindMembers:
-		return n.members()
+		done(n.members())
+		return
 	case wire.KindShards:
-		return n.shardList(ctx)
+		n.shardList(done)
+		return
 	case wire.KindStatus:
 		st := n.Status()
-		return wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
+		done(wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
 			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
-			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})
+			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready}))
+		return
 	}
 	if hops == 0 && !n.isReady() {
 		// Not synced yet (or not born): the node's view of the cluster may
 		// be older than any client's.
-		return unavailable("node starting: cluster metadata not synced yet")
+		done(unavailable("node starting: cluster metadata not synced yet"))
+		return
 	}
 	switch kind {
 	case wire.KindProduce:
-		return n.produce(ctx, payload)
+		done(n.produce(payload))
+		return
 	case wire.KindFetch:
-		return n.fetch(ctx, payload)
+		done(n.fetch(payload))
+		return
 	}
 	if !n.born.Load() {
-		return unavailable("cluster not born yet")
+		done(unavailable("cluster not born yet"))
+		return
 	}
 	var topic []byte
 	switch kind {
 	case wire.KindAssign:
 		var m wire.Assign
 		if err := wire.DecodeAssign(payload, &m); err != nil {
-			return errAnswer(wire.CodeBadRequest, err.Error())
+			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			return
 		}
 		topic = m.Topic
 	case wire.KindRevoke:
 		var m wire.Revoke
 		if err := wire.DecodeRevoke(payload, &m); err != nil {
-			return errAnswer(wire.CodeBadRequest, err.Error())
+			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			return
 		}
 		topic = m.Topic
 	case wire.KindUpdatePartition:
 		var m wire.UpdatePartition
 		if err := wire.DecodeUpdatePartition(payload, &m); err != nil {
-			return errAnswer(wire.CodeBadRequest, err.Error())
+			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			return
 		}
 		topic = m.Topic
 	case wire.KindLookup:
 		var m wire.Lookup
 		if err := wire.DecodeLookup(payload, &m); err != nil {
-			return errAnswer(wire.CodeBadRequest, err.Error())
+			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			return
 		}
 		topic = m.Topic
 		if !m.Linearizable {
 			if k, out, ok := n.localLookup(topic); ok {
-				return k, out
+				done(k, out)
+				return
 			}
 		}
 	default:
-		return errAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind)))
+		return
 	}
 	shard := router.ShardOf(topic, n.cfg.Shards)
-	if n.led[shard].Load() {
-		k, out := n.serveLeader(ctx, kind, payload, uint64(shard))
-		if k != wire.KindError || !isNotLeader(out) {
-			return k, out
-		}
+	if !n.led[shard].Load() {
+		n.forwardToLeader(kind, payload, hops, shard, done)
+		return
 	}
+	n.serveLeader(kind, payload, uint64(shard), func(k wire.Kind, out []byte) {
+		if k == wire.KindError && isNotLeader(out) {
+			// Not the leader any more: as if it had never been.
+			n.forwardToLeader(kind, payload, hops, shard, done)
+			return
+		}
+		done(k, out)
+	})
+}
+
+// forwardToLeader forwards a request to the shard's leader as this node's
+// table knows it, or answers NotLeader (Unavailable with no leader known,
+// or no hop left).
+func (n *Node) forwardToLeader(kind wire.Kind, payload []byte, hops int, shard uint32, done answerFunc) {
 	leader, _, ok := n.leaders.Get(shard)
 	if !ok || leader == n.cfg.ID || hops >= wire.MaxForwardHops {
 		n.counters.notLeader.Add(1)
-		return n.notLeader(uint64(shard), leader)
+		done(n.notLeader(uint64(shard), leader))
+		return
 	}
 	n.counters.forwarded.Add(1)
-	k, out, err := n.fwd.forward(ctx, n, leader, kind, payload, hops+1)
-	if err != nil {
-		return unavailable(fmt.Sprintf("forward to shard %d leader %s: %v", shard, leader, err))
-	}
-	if k == wire.KindAssignment {
-		var a wire.Assignment
-		if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
-			n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch, a.Partitions)
+	n.fwd.forward(n, leader, kind, payload, hops+1, func(k wire.Kind, out []byte, err error) {
+		if err != nil {
+			done(unavailable(fmt.Sprintf("forward to shard %d leader %s: %v", shard, leader, err)))
+			return
 		}
-	}
-	return k, out
+		if k == wire.KindAssignment {
+			var a wire.Assignment
+			if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
+				n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch, a.Partitions)
+			}
+		}
+		done(k, out)
+	})
 }
 
 // localLookup answers a non-linearizable lookup without asking the shard
@@ -416,7 +492,7 @@ func (n *Node) notLeader(shard uint64, leader string) (wire.Kind, []byte) {
 
 func (n *Node) clientAddrOf(id string) string {
 	if id == n.cfg.ID {
-		return n.net.ClientAddr()
+		return n.clientAddr
 	}
 	return n.view.Load().byID[id].ClientAddr
 }
@@ -429,8 +505,15 @@ func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partit
 	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
 }
 
-// serveLeader serves a metadata request on the shard's leader.
-func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, shard uint64) (wire.Kind, []byte) {
+// serveLeader serves a metadata request on the shard's leader, through
+// done.
+func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done answerFunc) {
+	n.serveLeaderAt(kind, payload, shard, done, false)
+}
+
+// serveLeaderAt is serveLeader; current says a read index has just shown
+// this node's state to hold every committed command.
+func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done answerFunc, current bool) {
 	v := n.view.Load()
 	var cmd meta.Command
 	var perr error
@@ -438,30 +521,49 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 	case wire.KindLookup:
 		var m wire.Lookup
 		_ = wire.DecodeLookup(payload, &m)
-		if m.Linearizable {
-			if _, err := n.host.ReadIndex(ctx, shard); err != nil {
-				return n.raftError(shard, err)
+		if !m.Linearizable {
+			done(n.leaderLookup(shard, m.Topic))
+			return
+		}
+		term, led := n.leadsAt(shard)
+		start := n.clock()
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) {
+			if r.Err != nil {
+				done(n.raftError(shard, r.Err))
+				return
 			}
-		}
-		var a meta.Assignment
-		var ok bool
-		if err := n.sm.with(shard, func(st *meta.State) { a, ok = st.Get(m.Topic) }); err != nil {
-			return errAnswer(wire.CodeInternal, err.Error())
-		}
-		if !ok || a.State != meta.Active {
-			return errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", m.Topic))
-		}
-		return n.assignmentAnswer(m.Topic, a.Owner, a.Epoch, a.Partitions, shard, false)
+			if led {
+				n.leaderProof(shard, term, start)
+			}
+			// A move or revoke is visible to a linearizable read only once
+			// settled, as to its own client: until then the old owner may
+			// still acknowledge writes at its epoch.
+			var a meta.Assignment
+			var found bool
+			_ = n.sm.with(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+			fresh := found && a.State == meta.Active && a.Epoch == 1 && a.Previous == ""
+			n.whenSettled(shard, m.Topic, math.MaxUint64, fresh, func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(n.leaderLookup(shard, m.Topic))
+			})
+		})
+		return
 	case wire.KindAssign:
 		var m wire.Assign
 		_ = wire.DecodeAssign(payload, &m)
 		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
-			return errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner))
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner)))
+			return
 		}
 		if err := n.sm.with(shard, func(st *meta.State) {
 			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
 		}); err != nil {
-			return errAnswer(wire.CodeInternal, err.Error())
+			done(errAnswer(wire.CodeInternal, err.Error()))
+			return
 		}
 	case wire.KindRevoke:
 		var m wire.Revoke
@@ -474,29 +576,74 @@ func (n *Node) serveLeader(ctx context.Context, kind wire.Kind, payload []byte, 
 		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: m.Topic, Partitions: m.Partitions}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	}
+	if perr != nil && !current {
+		// A refusal is an answer too: it must come from a state that holds
+		// every committed command, which a leader that is new, or deposed
+		// without knowing it, may not have yet.
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) {
+			if r.Err != nil {
+				done(n.raftError(shard, r.Err))
+				return
+			}
+			n.serveLeaderAt(kind, payload, shard, done, true)
+		})
+		return
+	}
 	if perr != nil {
-		return metaError(perr)
+		done(metaError(perr))
+		return
 	}
 	data, err := meta.AppendCommand(nil, &cmd)
 	if err != nil {
-		return metaError(err)
+		done(metaError(err))
+		return
 	}
-	res, err := n.propose(ctx, shard, data)
-	if err != nil {
-		return n.raftError(shard, err)
+	topic := cmd.Topic
+	n.propose(shard, data, func(res any, err error) {
+		if err != nil {
+			done(n.raftError(shard, err))
+			return
+		}
+		ar, _ := res.(*applyResult)
+		switch {
+		case ar == nil:
+			done(errAnswer(wire.CodeInternal, "no apply result"))
+		case ar.err != nil:
+			done(metaError(ar.err))
+		case kind == wire.KindRevoke:
+			n.routes().Invalidate(topic, ar.a.Epoch)
+			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch}))
+			})
+		default:
+			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
+				if !settled {
+					l, _ := n.leaderOfShard(shard)
+					done(n.notLeader(shard, l))
+					return
+				}
+				done(n.assignmentAnswer(topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false))
+			})
+		}
+	})
+}
+
+// leaderLookup answers a lookup from the leader's state.
+func (n *Node) leaderLookup(shard uint64, topic []byte) (wire.Kind, []byte) {
+	var a meta.Assignment
+	var ok bool
+	if err := n.sm.with(shard, func(st *meta.State) { a, ok = st.Get(topic) }); err != nil {
+		return errAnswer(wire.CodeInternal, err.Error())
 	}
-	ar, _ := res.(*applyResult)
-	if ar == nil {
-		return errAnswer(wire.CodeInternal, "no apply result")
+	if !ok || a.State != meta.Active {
+		return errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
 	}
-	if ar.err != nil {
-		return metaError(ar.err)
-	}
-	if kind == wire.KindRevoke {
-		n.routes().Invalidate(cmd.Topic, ar.a.Epoch)
-		return wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: cmd.Topic, Epoch: ar.a.Epoch})
-	}
-	return n.assignmentAnswer(cmd.Topic, ar.a.Owner, ar.a.Epoch, ar.a.Partitions, shard, false)
+	return n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
 }
 
 func metaError(err error) (wire.Kind, []byte) {
@@ -527,7 +674,7 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 // under a lease that covers it: checked before the work, to refuse early,
 // and again after it, before the answer, so that a node paused or cut off
 // in between answers nothing its lease no longer covers.
-func (n *Node) produce(_ context.Context, payload []byte) (wire.Kind, []byte) {
+func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
@@ -551,7 +698,7 @@ func (n *Node) produce(_ context.Context, payload []byte) (wire.Kind, []byte) {
 	return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})
 }
 
-func (n *Node) fetch(_ context.Context, payload []byte) (wire.Kind, []byte) {
+func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
@@ -611,11 +758,18 @@ func (n *Node) members() (wire.Kind, []byte) {
 	return wire.KindMemberList, wire.AppendMemberList(nil, &ml)
 }
 
-func (n *Node) shardList(ctx context.Context) (wire.Kind, []byte) {
-	infos, err := n.host.Shards(ctx)
-	if err != nil {
-		return unavailable(err.Error())
-	}
+func (n *Node) shardList(done answerFunc) {
+	n.host.Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
+		if r.Err != nil {
+			done(unavailable(r.Err.Error()))
+			return
+		}
+		infos, _ := r.Value.([]raftmux.Info)
+		done(n.shardListAnswer(infos))
+	})
+}
+
+func (n *Node) shardListAnswer(infos []raftmux.Info) (wire.Kind, []byte) {
 	hosted := make(map[uint64]raftmux.Info, len(infos))
 	for _, in := range infos {
 		hosted[in.Shard] = in
@@ -651,82 +805,102 @@ type forwarder struct {
 	next    uint64
 }
 
+// fwdFunc takes a forwarded request's answer, or why there is none.
+type fwdFunc func(kind wire.Kind, payload []byte, err error)
+
 type fwdWait struct {
-	ch   chan fwdReply
+	done fwdFunc
 	node string
+	stop func() bool
 }
 
 // errPeerDown: the node a request was forwarded to became unreachable.
 var errPeerDown = errors.New("node: forward target unreachable")
 
-type fwdReply struct {
-	kind    wire.Kind
-	payload []byte
-	err     error
-}
+// errForwardTimeout: the node a request was forwarded to did not answer in
+// time.
+var errForwardTimeout = errors.New("node: forwarded request not answered in time")
 
 func (f *forwarder) init() { f.waiting = make(map[uint64]fwdWait) }
+
+// take removes and returns the waiter of request id.
+func (f *forwarder) take(id uint64) (fwdWait, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.waiting[id]
+	delete(f.waiting, id)
+	return w, ok
+}
 
 // peerDown fails at once every request waiting on node.
 func (f *forwarder) peerDown(node string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	var ids []uint64
 	for id, w := range f.waiting {
 		if w.node == node {
-			delete(f.waiting, id)
-			w.ch <- fwdReply{err: errPeerDown}
+			ids = append(ids, id)
 		}
+	}
+	slices.Sort(ids) // fail them in the order they were sent
+	down := make([]fwdWait, len(ids))
+	for i, id := range ids {
+		down[i] = f.waiting[id]
+		delete(f.waiting, id)
+	}
+	f.mu.Unlock()
+	for _, w := range down {
+		w.stop()
+		w.done(0, nil, errPeerDown)
 	}
 }
 
 func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
-	f.mu.Lock()
-	w, ok := f.waiting[h.RequestID]
-	delete(f.waiting, h.RequestID)
-	f.mu.Unlock()
+	w, ok := f.take(h.RequestID)
 	if !ok {
 		return
 	}
-	ch := w.ch
+	w.stop()
 	plain, _, err := wire.FramePayload(&h, payload, nil)
 	if err != nil {
+		w.done(0, nil, err)
 		return
 	}
 	var r wire.ForwardReply
-	if wire.DecodeForwardReply(plain, &r) != nil {
+	if err := wire.DecodeForwardReply(plain, &r); err != nil {
+		w.done(0, nil, err)
 		return
 	}
-	ch <- fwdReply{kind: r.Kind, payload: append([]byte(nil), r.Payload...)}
+	w.done(r.Kind, append([]byte(nil), r.Payload...), nil)
 }
 
-func (f *forwarder) forward(ctx context.Context, n *Node, to string, kind wire.Kind, payload []byte, hops int) (wire.Kind, []byte, error) {
-	ch := make(chan fwdReply, 1)
-	f.mu.Lock()
-	f.next++
-	id := f.next
-	f.waiting[id] = fwdWait{ch: ch, node: to}
-	f.mu.Unlock()
-	// Answer before a client with the same timeout gives up on us.
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout*3/4)
-	defer cancel()
-	defer func() {
-		f.mu.Lock()
-		delete(f.waiting, id)
-		f.mu.Unlock()
-	}()
-	fr, start := wire.BeginFrame(nil, wire.KindForward, id)
+// forward sends a request to node to and hands its answer to done, or an
+// error if it cannot be sent or is not answered within three quarters of
+// the request timeout (so that the asking client hears back before it
+// gives up on this node).
+func (f *forwarder) forward(n *Node, to string, kind wire.Kind, payload []byte, hops int, done fwdFunc) {
+	fr, start := wire.BeginFrame(nil, wire.KindForward, 0)
 	fr = wire.AppendForward(fr, &wire.Forward{Hops: uint8(hops), Origin: []byte(n.cfg.ID), Kind: kind, Payload: payload})
 	fr, err := wire.EndFrame(fr, start)
 	if err != nil {
-		return 0, nil, err
+		done(0, nil, err)
+		return
 	}
+	f.mu.Lock()
+	f.next++
+	id := f.next
+	w := fwdWait{done: done, node: to}
+	w.stop = n.after(n.cfg.RequestTimeout*3/4, func() {
+		if w, ok := f.take(id); ok {
+			w.done(0, nil, errForwardTimeout)
+		}
+	})
+	f.waiting[id] = w
+	f.mu.Unlock()
+	binary.LittleEndian.PutUint64(fr[8:16], id) // the header's request id
 	if err := n.net.Send(to, fr); err != nil {
-		return 0, nil, err
-	}
-	select {
-	case r := <-ch:
-		return r.kind, r.payload, r.err
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
+		if w, ok := f.take(id); ok {
+			w.stop()
+			w.done(0, nil, err)
+		}
 	}
 }

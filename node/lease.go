@@ -1,11 +1,12 @@
 package node
 
 import (
-	"context"
-	"sync"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -38,6 +39,10 @@ type raftLead struct {
 func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
 	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
 	if err != nil {
+		return
+	}
+	if n.driven {
+		n.takeLeaseFrame(leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)})
 		return
 	}
 	select {
@@ -76,14 +81,14 @@ func (n *Node) leaseLoop() {
 		case <-later:
 			later = nil
 		case <-n.leaseKick:
-			if wait := minGap - time.Since(last); wait > 0 {
+			if wait := minGap - n.clock().Sub(last); wait > 0 {
 				if later == nil {
 					later = time.After(wait)
 				}
 				continue
 			}
 		}
-		last = time.Now()
+		last = n.clock()
 		n.leaseRound()
 	}
 }
@@ -132,8 +137,14 @@ func (n *Node) leaseRound() {
 	seq, reqs, released := n.own.Round(now, n.leaderOfShard)
 	n.ownMu.Unlock()
 	n.dutyMu.Lock()
-	asks := n.duty.VouchRound(now, seq)
+	askIDs := n.duty.VouchRound(now, seq)
 	n.dutyMu.Unlock()
+	asks := make(map[string][]wire.ShardTerm, len(askIDs))
+	for id, st := range askIDs {
+		if name, ok := n.nameOf(id); ok {
+			asks[name] = st
+		}
+	}
 	peers := make(map[string]bool, len(reqs)+len(asks))
 	for p := range reqs {
 		peers[p] = true
@@ -141,7 +152,7 @@ func (n *Node) leaseRound() {
 	for p := range asks {
 		peers[p] = true
 	}
-	for p := range peers {
+	for _, p := range slices.Sorted(maps.Keys(peers)) {
 		m := &wire.LeaseRound{Seq: seq, Requests: reqs[p], Vouch: asks[p], Released: released}
 		if p == n.cfg.ID {
 			n.takeLeaseReply(p, n.answerLeaseRound(p, m))
@@ -225,7 +236,7 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	}
 	if len(r.Vouched) > 0 {
 		n.dutyMu.Lock()
-		n.duty.Vouched(from, r.Seq, r.Vouched)
+		n.duty.Vouched(RaftID(from), r.Seq, r.Vouched)
 		n.dutyMu.Unlock()
 	}
 }
@@ -240,17 +251,19 @@ func (n *Node) leaderProof(shard, term uint64, at time.Time) {
 	n.dutyMu.Unlock()
 }
 
-// propose proposes data on shard. A commit proves this node's leadership
-// at the term it led at when it proposed, from that moment on, and that
-// its state is current (leaderProof).
-func (n *Node) propose(ctx context.Context, shard uint64, data []byte) (any, error) {
+// propose proposes data on shard and hands the state machine's result to
+// done. A commit proves this node's leadership at the term it led at when
+// it proposed, from that moment on, and that its state is current
+// (leaderProof).
+func (n *Node) propose(shard uint64, data []byte, done func(res any, err error)) {
 	term, led := n.leadsAt(shard)
 	start := n.clock()
-	res, err := n.host.Propose(ctx, shard, data)
-	if err == nil && led {
-		n.leaderProof(shard, term, start)
-	}
-	return res, err
+	n.host.Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: shard, Data: data}, func(r raftmux.Result) {
+		if r.Err == nil && led {
+			n.leaderProof(shard, term, start)
+		}
+		done(r.Value, r.Err)
+	})
 }
 
 // leaderSince returns when this node became shard's leader.
@@ -268,69 +281,71 @@ func (n *Node) leadsAt(shard uint64) (uint64, bool) {
 	return n.duty.Leads(shard)
 }
 
-// maxLeaderDuties bounds the shards whose new leadership is taken up at
-// once.
+// maxLeaderDuties bounds the leaderships being taken up at once.
 const maxLeaderDuties = 32
 
-// takeUpLeaderships runs the duties of the leaderships this node won
-// since the last call: a read index proves the leadership and makes the
+// takeUpLeaderships starts the duties of the leaderships this node won
+// and has not taken up: a read index proves the leadership and makes the
 // state current, then every topic's Open (and its previous owner's Close)
 // is queued again, as the predecessor may have died before they were
 // acknowledged. A failed one is retried at the next call.
 func (n *Node) takeUpLeaderships() {
 	n.dutyMu.Lock()
-	shards := make([]uint64, 0, len(n.leaderDue))
-	for s := range n.leaderDue {
-		shards = append(shards, s)
+	var shards []uint64
+	for _, s := range slices.Sorted(maps.Keys(n.leaderDue)) {
+		if len(shards)+len(n.takingUp) == maxLeaderDuties {
+			break
+		}
+		if !n.takingUp[s] {
+			shards = append(shards, s)
+		}
 	}
-	clear(n.leaderDue)
-	n.dutyMu.Unlock()
-	sem := make(chan struct{}, maxLeaderDuties)
-	var wg sync.WaitGroup
 	for _, s := range shards {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if !n.takeUpLeadership(s) {
-				n.dutyMu.Lock()
-				if _, ok := n.duty.Leads(s); ok {
-					n.leaderDue[s] = true
-				}
-				n.dutyMu.Unlock()
-			}
-		}()
+		delete(n.leaderDue, s)
+		n.takingUp[s] = true
 	}
-	wg.Wait()
+	n.dutyMu.Unlock()
+	slices.Sort(shards)
+	for _, s := range shards {
+		n.takeUpLeadership(s, func(ok bool) {
+			n.dutyMu.Lock()
+			delete(n.takingUp, s)
+			if _, leads := n.duty.Leads(s); !ok && leads {
+				n.leaderDue[s] = true
+			}
+			n.dutyMu.Unlock()
+		})
+	}
 }
 
-func (n *Node) takeUpLeadership(shard uint64) bool {
+func (n *Node) takeUpLeadership(shard uint64, done func(ok bool)) {
 	term, ok := n.leadsAt(shard)
 	if !ok {
-		return true
+		done(true)
+		return
 	}
 	start := n.clock()
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-	_, err := n.host.ReadIndex(ctx, shard)
-	cancel()
-	if err != nil {
-		return false
-	}
-	n.leaderProof(shard, term, start)
-	var topics []meta.Assignment
-	if err := n.sm.with(shard, func(st *meta.State) {
-		for a := range st.Topics() {
-			topics = append(topics, a)
+	n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) {
+		if r.Err != nil {
+			done(false)
+			return
 		}
-	}); err != nil {
-		return false
-	}
-	n.dutyMu.Lock()
-	if t, ok := n.duty.Leads(shard); ok && t == term {
-		n.duty.Resend(shard, topics)
-	}
-	n.dutyMu.Unlock()
-	n.kickDuty()
-	return true
+		n.leaderProof(shard, term, start)
+		var topics []meta.Assignment
+		if err := n.sm.with(shard, func(st *meta.State) {
+			for a := range st.Topics() {
+				topics = append(topics, a)
+			}
+		}); err != nil {
+			done(false)
+			return
+		}
+		n.dutyMu.Lock()
+		if t, ok := n.duty.Leads(shard); ok && t == term {
+			n.duty.Resend(shard, topics)
+		}
+		n.dutyMu.Unlock()
+		n.kickDuty()
+		done(true)
+	})
 }

@@ -47,7 +47,7 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 			t.Fatalf("%s: %+v, want n2 at epoch 3 with 12 partitions", path, a)
 		}
 	}
-	kind, out := n.handle(context.Background(), wire.KindLookup, payload, 0)
+	kind, out := handleNow(n, wire.KindLookup, payload)
 	check("request path", kind, out)
 	f, ok := n.appendFastLookup(nil, 9, payload)
 	if !ok {

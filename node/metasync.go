@@ -4,14 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -313,7 +311,7 @@ func (n *Node) sendPull(k int, peer string, have uint64) {
 // serveMetadataPull answers a peer's pull with this node's copy of the
 // kind and its version. Served whether or not this node is ready, so that
 // nodes starting together never wait on each other.
-func (n *Node) serveMetadataPull(c *netio.Conn, h wire.Header, payload []byte) {
+func (n *Node) serveMetadataPull(c Conn, h wire.Header, payload []byte) {
 	var m wire.MetadataPull
 	if err := wire.DecodeMetadataPull(payload, &m); err != nil {
 		return
@@ -370,7 +368,7 @@ func (n *Node) onMetadataPush(from string, payload []byte) {
 		}
 	}
 	n.counters.metaSyncs.Add(1)
-	n.lastSync.Store(time.Now().UnixNano())
+	n.lastSync.Store(n.clock().UnixNano())
 	n.events.wake()
 }
 
@@ -437,7 +435,7 @@ func (n *Node) onVersionAnnounced(e swim.Event) {
 	}
 	have := n.MetadataVersions().get(k)
 	n.msync.mu.Lock()
-	pull := n.msync.track.announce(k, e.Leader, e.Version, have, time.Now())
+	pull := n.msync.track.announce(k, e.Leader, e.Version, have, n.clock())
 	n.msync.mu.Unlock()
 	if pull {
 		n.sendPull(k, e.Leader, have)
@@ -469,7 +467,7 @@ func (n *Node) metadataTick(v *clusterView) {
 			}
 		}
 	}
-	reqs := s.track.due(time.Now(), vs, peers, rand.IntN)
+	reqs := s.track.due(n.clock(), vs, peers, n.randIntN)
 	s.mu.Unlock()
 	for _, r := range reqs {
 		n.sendPull(r.kind, r.peer, vs.get(r.kind))
@@ -489,7 +487,7 @@ func (n *Node) metadataSynced() bool {
 	}
 	v := n.view.Load()
 	alone := len(v.live) <= 1 && (len(v.live) == 0 || v.live[0] == n.cfg.ID)
-	return alone && (len(n.cfg.Join) == 0 || time.Since(n.startedAt) > aloneGrace)
+	return alone && (len(n.cfg.Join) == 0 || n.clock().Sub(n.startedAt) > aloneGrace)
 }
 
 // aloneGrace: how long a node given seeds waits to hear of a peer before it

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -177,19 +176,19 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 		{wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}})},
 		{wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("t")})},
 	} {
-		kind, out := n.handle(context.Background(), req.kind, req.payload, 0)
+		kind, out := handleNow(n, req.kind, req.payload)
 		var e wire.Error
 		if kind != wire.KindError || wire.DecodeError(out, &e) != nil || e.Code != wire.CodeUnavailable || e.RetryAfter <= 0 {
 			t.Fatalf("%v before sync: %v %+v", req.kind, kind, e)
 		}
 	}
 	n.markReady()
-	kind, _ := n.handle(context.Background(), wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}), 0)
+	kind, _ := handleNow(n, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}))
 	var e wire.Error
 	if kind != wire.KindError {
 		t.Fatalf("produce after sync: %v", kind)
 	}
-	_, out := n.handle(context.Background(), wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}), 0)
+	_, out := handleNow(n, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}))
 	if wire.DecodeError(out, &e) != nil || e.Code != wire.CodeNotLeaderForTopic {
 		t.Fatalf("produce after sync: %+v, want NotLeaderForTopic", e)
 	}

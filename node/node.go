@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
@@ -53,11 +55,20 @@ type Node struct {
 	rs    *raftio.Storage
 	sm    *stateMachine
 
-	net  *netio.Transport
+	net  PeerNet // netio or a caller's network
 	rt   *raftio.Transport
 	in   *raftio.Inbound
 	host *raftmux.Host
-	swim *swim.Driver
+	swim Membership // a SWIM driver or a caller's
+	// netio and swimDrv are the real transport and SWIM driver (nil when
+	// a caller drives the node); clientAddr and peerAddr what the node
+	// says of itself.
+	netio                *netio.Transport
+	swimDrv              *swim.Driver
+	clientAddr, peerAddr string
+	// driven: a caller runs the node (NewDriven); drive is its schedule.
+	driven bool
+	drive  driveState
 
 	leaders *router.LeaderTable
 	// cache is the routing cache, replaced whole every
@@ -85,36 +96,48 @@ type Node struct {
 	dutyMu    sync.Mutex
 	dutyKick  chan struct{}
 	leaderDue map[uint64]bool
+	takingUp  map[uint64]bool // leaderships being taken up (under dutyMu)
+	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
 	leadMu      sync.Mutex
 	replicaLead map[uint64]raftLead
 	leaseIn     chan leaseFrame
 	leaseKick   chan struct{}
-	// clock is the node's monotonic clock (time.Now).
-	clock func() time.Time
+	// clock is the node's monotonic clock (time.Now); afterFunc its
+	// timers (time.AfterFunc).
+	clock     func() time.Time
+	afterFunc func(d time.Duration, f func()) func() bool
+	// randIntN draws the node's random choices (a peer to sync with).
+	randMu  sync.Mutex
+	randSrc *rand.Rand
 
 	fwd forwarder
 
-	events  eventQueue
-	born    atomic.Bool
-	readyc  chan struct{}
-	ready   atomic.Bool
-	readyAt atomic.Int64 // unix ns
-	readyMu sync.Once
-	bornAt  atomic.Int64
+	events eventQueue
+	born   atomic.Bool
+	// birthing: this node's groups are being created.
+	birthing atomic.Bool
+	readyc   chan struct{}
+	ready    atomic.Bool
+	readyAt  atomic.Int64 // unix ns
+	readyMu  sync.Once
+	bornAt   atomic.Int64
 
 	// Metadata sync: lastSync is when a push was last merged.
 	lastSync  atomic.Int64
 	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	startedAt time.Time
-	// catchingUp: nodes given a replica recently (reconcile loop only).
-	catchingUp map[uint64]time.Time
-	// strays: replicas the ring no longer places here (reconcile loop).
-	strays     map[uint64]*strayState
-	strayRound int
-	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
+	// catchingUp: nodes given a replica recently; strays: replicas the
+	// ring no longer places here (both under reconcileMu).
+	reconcileMu sync.Mutex
+	catchingUp  map[uint64]time.Time
+	// reassigning, managing: reconcile's work in flight.
+	reassigning, managing inFlight
+	strays                map[uint64]*strayState
+	strayRound            int
+	strayList             atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 	sec    security // credentials and request byte budget (auth.go, limits.go)
@@ -174,7 +197,13 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
+	now := time.Now()
+	return newNode(cfg, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
+}
+
+// newNode opens the store on fs (nil: the OS's) and builds the node.
+func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}
@@ -201,20 +230,24 @@ func New(cfg Config) (*Node, error) {
 
 		dutyKick:    make(chan struct{}, 1),
 		leaderDue:   make(map[uint64]bool),
+		takingUp:    make(map[uint64]bool),
 		replicaLead: make(map[uint64]raftLead),
 		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
 		leaseKick:   make(chan struct{}, 1),
-		clock:       time.Now,
+		clock:       clock,
+		afterFunc:   after,
+		randSrc:     rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
-	if n.duty, err = duty.New(duty.Config{Self: cfg.ID, Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
+	if n.duty, err = duty.New(duty.Config{Self: RaftID(cfg.ID), Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
 		MaxDrift: cfg.MaxClockDrift, Resend: cfg.LeaseRenewInterval}); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
+	n.initSecurity()
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
@@ -306,7 +339,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
-	n.net = nt
+	n.net, n.netio = nt, nt
+	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
 	n.rt = raftio.NewTransport(nt, n.nameOf)
 	host, err := raftmux.NewHost(raftmux.Config{
 		NodeID:         n.self,
@@ -352,10 +386,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: swim: %w", err)
 	}
-	n.swim = drv
+	n.swim, n.swimDrv = drv, drv
 	n.rebuildView()
 
-	n.startedAt = time.Now()
+	n.startedAt = n.clock()
 	n.serving.Store(true)
 	n.wg.Add(5)
 	go n.ownershipLoop()
@@ -397,7 +431,7 @@ func (n *Node) isReady() bool { return n.ready.Load() }
 
 func (n *Node) markReady() {
 	n.readyMu.Do(func() {
-		n.readyAt.Store(time.Now().UnixNano())
+		n.readyAt.Store(n.clock().UnixNano())
 		n.ready.Store(true)
 		close(n.readyc)
 	})
@@ -406,9 +440,7 @@ func (n *Node) markReady() {
 // Addrs returns the bound client, peer and SWIM addresses (empty before
 // Start).
 func (n *Node) Addrs() (client, peer, swimAddr string) {
-	if n.net != nil {
-		client, peer = n.net.ClientAddr(), n.net.PeerAddr()
-	}
+	client, peer = n.clientAddr, n.peerAddr
 	if n.swim != nil {
 		swimAddr = n.swim.Self().SwimAddr
 	}
@@ -430,10 +462,10 @@ func (n *Node) routes() *router.Cache { return n.cache.Load() }
 // nodes that host no replica of the topic's shard.
 func (n *Node) rotateCache() {
 	if n.cacheAt.IsZero() {
-		n.cacheAt = time.Now()
+		n.cacheAt = n.clock()
 		return
 	}
-	if time.Since(n.cacheAt) < n.cfg.MetadataSyncInterval {
+	if n.clock().Sub(n.cacheAt) < n.cfg.MetadataSyncInterval {
 		return
 	}
 	fresh, err := router.NewCache(router.CacheConfig{})
@@ -447,7 +479,7 @@ func (n *Node) rotateCache() {
 	n.cacheBase.Misses += st.Misses
 	n.cacheBase.Evictions += st.Evictions
 	n.cacheMu.Unlock()
-	n.cacheAt = time.Now()
+	n.cacheAt = n.clock()
 }
 
 func (n *Node) cacheStats() router.CacheStats {
@@ -471,7 +503,7 @@ func (n *Node) markBorn() {
 	if n.born.Swap(true) {
 		return
 	}
-	n.bornAt.Store(time.Now().UnixNano())
+	n.bornAt.Store(n.clock().UnixNano())
 	b := n.store.NewBatch()
 	b.PutBorn()
 	if err := b.Commit(true); err != nil {
@@ -500,7 +532,10 @@ func (n *Node) Leave(ctx context.Context) error {
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it
 	// still leads after that is transferred explicitly.
-	if err := n.swim.Leave(4 * n.gossipInterval()); err != nil {
+	if n.swimDrv == nil {
+		return n.Close()
+	}
+	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
 	n.handOff(ctx)
@@ -573,13 +608,13 @@ func (n *Node) Close() error {
 	var errs []error
 	if started {
 		n.cancel()
-		if n.swim != nil {
-			if err := n.swim.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		if n.swimDrv != nil {
+			if err := n.swimDrv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
 		}
-		if n.net != nil {
-			if err := n.net.Close(); err != nil {
+		if n.netio != nil {
+			if err := n.netio.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -633,7 +668,7 @@ func (n *Node) rebuildView() {
 	n.namesMu.Unlock()
 	slices.Sort(v.live)
 	if !slices.Equal(v.live, old.live) {
-		v.changed = time.Now()
+		v.changed = n.clock()
 	}
 	ring, err := router.NewRing(rm, router.RingConfig{})
 	if err != nil {

@@ -137,6 +137,23 @@ func (n *Node) ownedCount() int {
 // node a Close effect names, when this node last computed a lease grant
 // for it on the shard (see stateMachine.grant).
 func (n *Node) onEffects(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time) {
+	// A node given a topic here counts as asking for leases from now: its
+	// silence (reassignDead) starts when it became an owner, not at the
+	// last lease it asked for before, or never.
+	now := n.clock()
+	_ = n.sm.withShard(shard, func(sh *shardState) {
+		for _, e := range effs {
+			if e.Kind != meta.EffectOpen {
+				continue
+			}
+			if sh.lastAsk == nil {
+				sh.lastAsk = make(map[string]time.Time)
+			}
+			if now.After(sh.lastAsk[e.Node]) {
+				sh.lastAsk[e.Node] = now
+			}
+		}
+	})
 	n.dutyMu.Lock()
 	n.duty.Effects(n.clock(), shard, effs, func(node string) time.Time { return lastGrant[node] })
 	pending := n.duty.Pending()
@@ -168,24 +185,29 @@ func (n *Node) ownershipLoop() {
 		case <-n.dutyKick:
 		case <-tick.C:
 		}
-		if !n.born.Load() {
-			continue
+		n.sendDue()
+	}
+}
+
+// sendDue sends the ownership messages that are due.
+func (n *Node) sendDue() {
+	if !n.born.Load() {
+		return
+	}
+	v := n.view.Load()
+	knowsAll := n.knowsAllMembers()
+	gone := func(node string) bool {
+		if node == n.cfg.ID {
+			return false
 		}
-		v := n.view.Load()
-		knowsAll := n.knowsAllMembers()
-		gone := func(node string) bool {
-			if node == n.cfg.ID {
-				return false
-			}
-			_, known := v.byID[node]
-			return v.dead[node] || (!known && knowsAll)
-		}
-		n.dutyMu.Lock()
-		due := n.duty.Due(n.clock(), gone)
-		n.dutyMu.Unlock()
-		for i := range due {
-			n.sendRPC(&due[i])
-		}
+		_, known := v.byID[node]
+		return v.dead[node] || (!known && knowsAll)
+	}
+	n.dutyMu.Lock()
+	due := n.duty.Due(n.clock(), gone)
+	n.dutyMu.Unlock()
+	for i := range due {
+		n.sendRPC(&due[i])
 	}
 }
 
@@ -206,6 +228,7 @@ func (n *Node) sendRPC(r *duty.RPC) {
 			n.dutyMu.Lock()
 			n.duty.Ack(n.cfg.ID, r.ReqID, &ack)
 			n.dutyMu.Unlock()
+			n.recheckSettling()
 		}
 		return
 	}
@@ -234,5 +257,6 @@ func (n *Node) takeTopicAck(from string, h wire.Header, payload []byte) {
 	n.dutyMu.Lock()
 	n.duty.Ack(from, h.RequestID, &a)
 	n.dutyMu.Unlock()
+	n.recheckSettling()
 	n.kickDuty() // an acknowledged close may let a new owner's open go
 }

@@ -1,8 +1,9 @@
 package node
 
 import (
-	"context"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
@@ -10,9 +11,7 @@ import (
 )
 
 // reconcileLoop is the local controller of every shard this node leads:
-// each interval it takes up new leaderships, moves the topics of dead
-// owners, and fixes one difference between a shard's raft configuration
-// and the ring.
+// each interval it runs reconcile.
 func (n *Node) reconcileLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.ReconcileInterval)
@@ -23,14 +22,50 @@ func (n *Node) reconcileLoop() {
 			return
 		case <-tick.C:
 		}
-		if !n.born.Load() {
-			continue
-		}
-		v := n.view.Load()
-		n.takeUpLeaderships()
-		n.reassignDead(v)
-		n.manageShards(v)
+		n.reconcile()
 	}
+}
+
+// reconcile takes up new leaderships, moves the topics of dead or silent
+// owners, and fixes one difference between a shard's raft configuration
+// and the ring. It does not wait: what it asks raft for completes later,
+// and what is still in flight from an earlier call is not asked again.
+func (n *Node) reconcile() {
+	if !n.born.Load() {
+		return
+	}
+	v := n.view.Load()
+	n.takeUpLeaderships()
+	n.reassignDead(v)
+	n.manageShards(v)
+}
+
+// inFlight marks keys (a shard, a pass) with work in flight, so that a
+// periodic duty does not ask raft for the same thing again before the
+// first answer.
+type inFlight struct {
+	mu sync.Mutex
+	m  map[uint64]bool
+}
+
+// begin marks key and reports whether it was free.
+func (f *inFlight) begin(key uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[uint64]bool)
+	}
+	if f.m[key] {
+		return false
+	}
+	f.m[key] = true
+	return true
+}
+
+func (f *inFlight) end(key uint64) {
+	f.mu.Lock()
+	delete(f.m, key)
+	f.mu.Unlock()
 }
 
 // reassignDead proposes, in every shard this node leads, the move of the
@@ -85,23 +120,41 @@ func (n *Node) reassignDead(v *clusterView) {
 				cmds = append(cmds, cmd)
 			}
 		})
+		if len(cmds) == 0 || !n.reassigning.begin(shard) {
+			continue
+		}
+		left := len(cmds)
+		var mu sync.Mutex
 		for i := range cmds {
+			dead := cmds[i].Node
 			data, err := meta.AppendCommand(nil, &cmds[i])
 			if err != nil {
 				n.log.Error("node: encode reassign", "shard", shard, "err", err)
-				continue
 			}
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-			res, err := n.propose(ctx, shard, data)
-			cancel()
+			finish := func() {
+				mu.Lock()
+				left--
+				last := left == 0
+				mu.Unlock()
+				if last {
+					n.reassigning.end(shard)
+				}
+			}
 			if err != nil {
-				n.log.Warn("node: reassign", "shard", shard, "dead", cmds[i].Node, "err", err)
+				finish()
 				continue
 			}
-			if ar, ok := res.(*applyResult); ok && ar.err == nil {
-				n.counters.reassigned.Add(uint64(ar.moved))
-				n.log.Info("reassigned topics of a dead owner", "shard", shard, "dead", cmds[i].Node, "moved", ar.moved)
-			}
+			n.propose(shard, data, func(res any, err error) {
+				defer finish()
+				if err != nil {
+					n.log.Warn("node: reassign", "shard", shard, "dead", dead, "err", err)
+					return
+				}
+				if ar, ok := res.(*applyResult); ok && ar.err == nil {
+					n.counters.reassigned.Add(uint64(ar.moved))
+					n.log.Info("reassigned topics of a dead owner", "shard", shard, "dead", dead, "moved", ar.moved)
+				}
+			})
 		}
 	}
 }
@@ -128,16 +181,17 @@ func (n *Node) unknownOwnerGrace() time.Duration { return 10 * n.cfg.ReconcileIn
 // from taking the ones not started yet for gone.
 func (n *Node) knowsAllMembers() bool {
 	at := n.readyAt.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) > n.unknownOwnerGrace()
+	return at != 0 && n.clock().Sub(time.Unix(0, at)) > n.unknownOwnerGrace()
 }
 
 // manageShards compares, for every shard this node leads, the raft
 // configuration with the ring's desired replicas and starts at most one
-// change per shard, at most MaxConfChanges per round over all shards:
+// change per shard, at most MaxConfChanges per pass over all shards:
 // add a desired member as learner, promote a learner that had a round to
 // catch up, remove a voter the ring no longer wants once the group has
 // more voters than the replication factor, and finally hand leadership to
-// the preferred replica.
+// the preferred replica. One pass runs at a time; the next starts once
+// every change of this one has been answered.
 func (n *Node) manageShards(v *clusterView) {
 	if v.ring == nil || v.ring.Len() == 0 {
 		return
@@ -145,71 +199,105 @@ func (n *Node) manageShards(v *clusterView) {
 	// Act only on a settled view: with a member suspected, or the live set
 	// just changed, the ring may be about to change again, and a change
 	// made now could remove a replica the next view wants back.
-	if v.suspects > 0 || time.Since(v.changed) < membershipSettle*n.cfg.ReconcileInterval {
+	if v.suspects > 0 || n.clock().Sub(v.changed) < membershipSettle*n.cfg.ReconcileInterval {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-	defer cancel()
-	infos, err := n.host.Shards(ctx)
-	if err != nil {
+	if !n.managing.begin(0) {
 		return
 	}
-	n.collectStrays(ctx, v, infos)
-	if n.ledCount() == 0 {
-		return
-	}
-	budget := n.cfg.MaxConfChanges
+	n.host.Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
+		infos, _ := r.Value.([]raftmux.Info)
+		if r.Err != nil {
+			n.managing.end(0)
+			return
+		}
+		n.managePass(v, infos)
+	})
+}
+
+// managePass is one pass of manageShards over the replicas' infos.
+func (n *Node) managePass(v *clusterView, infos []raftmux.Info) {
+	n.collectStrays(v, infos)
 	// A replica added to a group starts empty and is caught up by its
 	// leader; a quiesced leader only does that while awake, so groups
-	// with a member that is not yet caught up are woken for it each round
+	// with a member that is not yet caught up are woken for it each pass
 	// (NodeAlive wakes the groups this node leads that include it).
-	defer func() {
-		for id, since := range n.catchingUp {
-			if time.Since(since) > catchUpWake {
-				delete(n.catchingUp, id)
-				continue
-			}
-			n.host.NodeAlive(id)
+	n.reconcileMu.Lock()
+	for _, id := range slices.Sorted(maps.Keys(n.catchingUp)) {
+		if since := n.catchingUp[id]; n.clock().Sub(since) > catchUpWake {
+			delete(n.catchingUp, id)
+			continue
 		}
-	}()
+		n.host.NodeAlive(id)
+	}
+	n.reconcileMu.Unlock()
+	var steps []func(done func(bool))
 	var desired []string
 	for _, in := range infos {
-		if budget == 0 {
-			return
+		if len(steps) == n.cfg.MaxConfChanges {
+			break
 		}
 		if in.Leader != n.self || in.Shard >= uint64(n.cfg.Shards) {
 			continue
 		}
-		s := uint32(in.Shard)
-		desired = v.placement.Replicas(s, desired[:0])
+		desired = v.placement.Replicas(uint32(in.Shard), desired[:0])
 		if len(desired) == 0 {
 			continue
 		}
-		if n.shardStep(ctx, v, in, desired) {
-			budget--
+		if step := n.shardStep(v, in, slices.Clone(desired)); step != nil {
+			steps = append(steps, step)
 		}
+	}
+	if len(steps) == 0 {
+		n.managing.end(0)
+		return
+	}
+	left := len(steps)
+	var mu sync.Mutex
+	for _, step := range steps {
+		step(func(bool) {
+			mu.Lock()
+			left--
+			last := left == 0
+			mu.Unlock()
+			if last {
+				n.managing.end(0)
+			}
+		})
 	}
 }
 
-func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, desired []string) bool {
+// shardStep returns the one change the shard needs (nil: none), which
+// reports through done whether it was made.
+func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func(done func(bool)) {
 	want := make(map[uint64]bool, len(desired))
 	for _, d := range desired {
 		want[RaftID(d)] = true
 	}
-	// Promote learners the ring wants (added on an earlier round).
-	for _, l := range in.Learners {
+	conf := func(kind raftmux.OpKind, node uint64, what string, onDone func()) func(func(bool)) {
+		return func(done func(bool)) {
+			n.host.Submit(raftmux.Op{Kind: kind, Shard: in.Shard, Node: node}, func(r raftmux.Result) {
+				if r.Err != nil {
+					n.log.Debug("node: "+what, "shard", in.Shard, "node", node, "err", r.Err)
+					done(false)
+					return
+				}
+				n.counters.confChanges.Add(1)
+				if onDone != nil {
+					onDone()
+				}
+				done(true)
+			})
+		}
+	}
+	// Promote a learner the ring wants (added on an earlier pass), or
+	// drop it; one change per pass.
+	if len(in.Learners) > 0 {
+		l := in.Learners[0]
 		if want[l] {
-			if _, err := n.host.Promote(ctx, in.Shard, l); err != nil {
-				n.log.Debug("node: promote", "shard", in.Shard, "err", err)
-				return false
-			}
-			n.counters.confChanges.Add(1)
-			return true
+			return conf(raftmux.OpPromote, l, "promote", nil)
 		}
-		if _, err := n.host.RemoveReplica(ctx, in.Shard, l); err == nil {
-			n.counters.confChanges.Add(1)
-			return true
-		}
+		return conf(raftmux.OpRemoveReplica, l, "remove learner", nil)
 	}
 	// Add a desired live member that is not in the group.
 	for _, d := range desired {
@@ -217,14 +305,12 @@ func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, d
 		if slices.Contains(in.Voters, id) || !v.alive(d) {
 			continue
 		}
-		if _, err := n.host.AddLearner(ctx, in.Shard, id); err != nil {
-			n.log.Debug("node: add learner", "shard", in.Shard, "node", d, "err", err)
-			return false
-		}
-		n.catchingUp[id] = time.Now()
-		n.counters.confChanges.Add(1)
-		n.log.Info("shard: learner added", "shard", in.Shard, "node", d)
-		return true
+		return conf(raftmux.OpAddLearner, id, "add learner", func() {
+			n.reconcileMu.Lock()
+			n.catchingUp[id] = n.clock()
+			n.reconcileMu.Unlock()
+			n.log.Info("shard: learner added", "shard", in.Shard, "node", d)
+		})
 	}
 	// Remove a voter the ring does not want, once enough others are in.
 	if len(in.Voters) > n.cfg.Replicas {
@@ -233,37 +319,39 @@ func (n *Node) shardStep(ctx context.Context, v *clusterView, in raftmux.Info, d
 				continue
 			}
 			if vo == n.self {
-				return n.transferTo(ctx, in, desired, v)
+				return n.transferTo(in, desired, v)
 			}
-			if _, err := n.host.RemoveReplica(ctx, in.Shard, vo); err != nil {
-				n.log.Debug("node: remove replica", "shard", in.Shard, "err", err)
-				return false
-			}
-			n.counters.confChanges.Add(1)
 			name, _ := n.nameOf(vo)
-			n.log.Info("shard: replica removed", "shard", in.Shard, "node", name)
-			return true
+			return conf(raftmux.OpRemoveReplica, vo, "remove replica", func() {
+				n.log.Info("shard: replica removed", "shard", in.Shard, "node", name)
+			})
 		}
 	}
 	// Leadership to the preferred replica.
 	if pref := v.placement.Leader(uint32(in.Shard)); pref != "" && pref != n.cfg.ID && v.alive(pref) && slices.Contains(in.Voters, RaftID(pref)) {
-		if err := n.host.TransferLeader(ctx, in.Shard, RaftID(pref)); err == nil {
-			n.counters.transfers.Add(1)
-			return true
-		}
+		return n.transfer(in.Shard, RaftID(pref))
 	}
-	return false
+	return nil
 }
 
-func (n *Node) transferTo(ctx context.Context, in raftmux.Info, desired []string, v *clusterView) bool {
+// transferTo hands a shard's leadership to a desired live voter.
+func (n *Node) transferTo(in raftmux.Info, desired []string, v *clusterView) func(func(bool)) {
 	for _, d := range desired {
 		id := RaftID(d)
 		if d != n.cfg.ID && v.alive(d) && slices.Contains(in.Voters, id) {
-			if err := n.host.TransferLeader(ctx, in.Shard, id); err == nil {
-				n.counters.transfers.Add(1)
-				return true
-			}
+			return n.transfer(in.Shard, id)
 		}
 	}
-	return false
+	return nil
+}
+
+func (n *Node) transfer(shard, to uint64) func(func(bool)) {
+	return func(done func(bool)) {
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpTransferLeader, Shard: shard, Node: to}, func(r raftmux.Result) {
+			if r.Err == nil {
+				n.counters.transfers.Add(1)
+			}
+			done(r.Err == nil)
+		})
+	}
 }

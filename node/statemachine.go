@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/shardstore"
@@ -184,6 +185,9 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
+		if mutant.On(mutant.ApplyError) {
+			err = nil
+		}
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
 		if err == nil && res.Changed {
 			effs = append(effs, res.Effects...)

@@ -137,14 +137,14 @@ func (n *Node) Stats() Stats {
 		ts := n.rt.Stats()
 		s.RaftFramesOut, s.RaftSendErrors = ts.FramesOut, ts.SendErrors
 	}
-	if n.net != nil {
-		c := n.net.Counters()
+	if n.netio != nil {
+		c := n.netio.Counters()
 		s.FramesIn, s.FramesOut = c.FramesIn.Load(), c.FramesOut.Load()
 		s.PeerSendDropped, s.Overloaded = c.PeerSendDropped.Load(), c.Overloaded.Load()
 		s.ConnsRefused, s.ClientsIdle = c.ConnsRefused.Load(), c.ClientsIdle.Load()
 	}
-	if n.swim != nil {
-		s.Swim = n.swim.Stats()
+	if n.swimDrv != nil {
+		s.Swim = n.swimDrv.Stats()
 	}
 	if n.host != nil {
 		s.Raft = n.host.Stats()

@@ -1,7 +1,7 @@
 package node
 
 import (
-	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -43,13 +43,16 @@ type strayState struct {
 	confirmed bool
 }
 
-// collectStrays runs on the reconcile loop with this node's replicas.
-func (n *Node) collectStrays(ctx context.Context, v *clusterView, infos []raftmux.Info) {
+// collectStrays runs in a shard manager pass with this node's replicas; it
+// asks the leaders about suspects without waiting for their answers.
+func (n *Node) collectStrays(v *clusterView, infos []raftmux.Info) {
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
 	n.strayRound++
 	if n.strayRound%strayCheckRounds != 0 || v.placement == nil {
 		return
 	}
-	now := time.Now()
+	now := n.clock()
 	ask := map[string][]uint64{} // leader → shards to ask about
 	seen := make(map[uint64]bool)
 	var reps []string
@@ -81,17 +84,27 @@ func (n *Node) collectStrays(ctx context.Context, v *clusterView, infos []raftmu
 			delete(n.strays, s)
 		}
 	}
-	for leader, shards := range ask {
-		var sl wire.ShardList
-		kind, out, err := n.fwd.forward(ctx, n, leader, wire.KindShards, nil, wire.MaxForwardHops)
-		if err != nil || kind != wire.KindShardList || wire.DecodeShardList(out, &sl) != nil {
-			n.log.Debug("node: stray check", "leader", leader, "err", err)
-			continue
-		}
-		for _, s := range shards {
-			n.judgeStray(ctx, s, leader, &sl)
-		}
+	for _, leader := range slices.Sorted(maps.Keys(ask)) {
+		shards := ask[leader]
+		n.fwd.forward(n, leader, wire.KindShards, nil, wire.MaxForwardHops, func(kind wire.Kind, out []byte, err error) {
+			var sl wire.ShardList
+			if err != nil || kind != wire.KindShardList || wire.DecodeShardList(out, &sl) != nil {
+				n.log.Debug("node: stray check", "leader", leader, "err", err)
+				return
+			}
+			n.reconcileMu.Lock()
+			defer n.reconcileMu.Unlock()
+			for _, s := range shards {
+				n.judgeStray(s, leader, &sl)
+			}
+			n.publishStrays()
+		})
 	}
+	n.publishStrays()
+}
+
+// publishStrays lists the confirmed strays for Stats. Under reconcileMu.
+func (n *Node) publishStrays() {
 	var confirmed []uint64
 	for s, st := range n.strays {
 		if st.confirmed {
@@ -110,8 +123,8 @@ func (n *Node) strayShards() []uint64 {
 	return nil
 }
 
-// judgeStray weighs the leader's answer about shard s.
-func (n *Node) judgeStray(ctx context.Context, s uint64, leader string, sl *wire.ShardList) {
+// judgeStray weighs the leader's answer about shard s. Under reconcileMu.
+func (n *Node) judgeStray(s uint64, leader string, sl *wire.ShardList) {
 	st := n.strays[s]
 	i := slices.IndexFunc(sl.Shards, func(si wire.ShardInfo) bool { return si.Shard == s })
 	if st == nil || i < 0 || string(sl.Shards[i].Leader) != leader {
@@ -125,12 +138,19 @@ func (n *Node) judgeStray(ctx context.Context, s uint64, leader string, sl *wire
 		return
 	}
 	st.confirmed = true
-	if err := n.host.DropReplica(ctx, s); err != nil {
-		st.verdicts = 0
-		n.log.Warn("node: drop stray replica", "shard", s, "err", err)
-		return
-	}
-	delete(n.strays, s)
-	n.counters.straysDropped.Add(1)
-	n.log.Info("stray replica dropped", "shard", s, "leader", leader)
+	n.host.Submit(raftmux.Op{Kind: raftmux.OpDropReplica, Shard: s}, func(r raftmux.Result) {
+		n.reconcileMu.Lock()
+		defer n.reconcileMu.Unlock()
+		if r.Err != nil {
+			if st := n.strays[s]; st != nil {
+				st.verdicts = 0
+			}
+			n.log.Warn("node: drop stray replica", "shard", s, "err", r.Err)
+			return
+		}
+		delete(n.strays, s)
+		n.publishStrays()
+		n.counters.straysDropped.Add(1)
+		n.log.Info("stray replica dropped", "shard", s, "leader", leader)
+	})
 }

@@ -31,10 +31,24 @@ type Storage interface {
 	// ApplySnapshot atomically replaces the shard's log, state and data with
 	// the snapshot.
 	ApplySnapshot(shard uint64, snap *raftpb.Snapshot, data io.Reader) error
-	// DeleteShard removes everything stored for the shard.
-	DeleteShard(shard uint64) error
+	// DeleteShard removes everything stored for the shard and records its
+	// tombstone, durably.
+	DeleteShard(shard uint64, tomb Tombstone) error
+	// Tombstone returns the tombstone DeleteShard last recorded for the
+	// shard (ok false: none).
+	Tombstone(shard uint64) (tomb Tombstone, ok bool, err error)
 	// Shards lists the shards with stored state, in ascending order.
 	Shards() ([]uint64, error)
+}
+
+// Tombstone is what a host keeps of a replica it destroyed. Raft replica
+// IDs are node IDs, so a replica this node holds later (added back, or
+// created by a stale member's message) is the same raft peer with its
+// memory wiped: it starts at the tombstone's term and vote, so it never
+// votes twice in one term, and takes no snapshot at or below the index it
+// had applied, which only a stale member of its old group could send.
+type Tombstone struct {
+	Term, Vote, Applied uint64
 }
 
 // Batch collects writes for many shards; Commit makes them durable together.

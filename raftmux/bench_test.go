@@ -89,49 +89,36 @@ func messages(c *cluster) int64 {
 	return n
 }
 
-// BenchmarkProposeDurable compares the storage paths where they differ:
-// one group, 64 concurrent callers, every synced commit fsynced to a file.
-// The synchronous path spends a round on each fsync, during which acks
-// wait; with AsyncStorageWrites the leader steps them while its own append
-// is written. Wall time per op is what differs (and suffers from load).
+// BenchmarkProposeDurable: one group, 64 concurrent callers, every synced
+// commit fsynced to a file.
 func BenchmarkProposeDurable(b *testing.B) {
-	for _, mode := range []struct {
-		name  string
-		async bool
-	}{{"sync", false}, {"async", true}} {
-		b.Run(mode.name, func(b *testing.B) {
-			c := newClusterLogged(b, 3, b.TempDir(), func(cfg *raftmux.Config) {
-				benchConfig(cfg)
-				cfg.PipelineWrites, cfg.AsyncStorageWrites = false, mode.async
-			})
-			c.bootstrap(1, []uint64{1, 2, 3})
-			lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
-			h := c.hosts[lead]
-			for _, kv := range c.kvs {
-				kv.Record = false
-			}
-			fsyncs := func() (n int64) {
-				for _, st := range c.stores {
-					n += st.Fsyncs()
-				}
-				return n
-			}
-			cmd := []byte("0123456789abcdef")
-			b.SetParallelism(32) // 64 callers on 2 cores
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0, fs0 := cpuTime(), fsyncs()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if _, err := h.Propose(ctx, 0, cmd); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
-			b.ReportMetric(float64(fsyncs()-fs0)/float64(b.N), "fsyncs/op")
-		})
+	c := newClusterLogged(b, 3, b.TempDir(), benchConfig)
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	h := c.hosts[lead]
+	for _, kv := range c.kvs {
+		kv.Record = false
 	}
+	fsyncs := func() (n int64) {
+		for _, st := range c.stores {
+			n += st.Fsyncs()
+		}
+		return n
+	}
+	cmd := []byte("0123456789abcdef")
+	b.SetParallelism(32) // 64 callers on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, fs0 := cpuTime(), fsyncs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, err := h.Propose(ctx, 0, cmd); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64(fsyncs()-fs0)/float64(b.N), "fsyncs/op")
 }

@@ -3,7 +3,6 @@ package raftmux_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -89,9 +88,6 @@ func (c *cluster) start(id uint64) *raftmux.Host {
 			c.mu.Unlock()
 		},
 	}
-	// The whole suite runs on either storage path.
-	cfg.PipelineWrites = os.Getenv("RAFTMUX_PIPELINE") != ""
-	cfg.AsyncStorageWrites = os.Getenv("RAFTMUX_ASYNC") != ""
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -28,8 +28,19 @@ type Config struct {
 	// replica is dropped. It must not block.
 	OnConfState func(shard uint64, cs raftpb.ConfState)
 
-	// Workers is the number of round loops. Default GOMAXPROCS.
+	// Workers is the number of round loops. Default GOMAXPROCS (1 when
+	// Manual).
 	Workers int
+	// Manual makes the caller drive the host, as a simulation does: no
+	// goroutine runs; Tick advances the raft clock by one tick and Step
+	// runs the rounds that are due, on the caller's goroutine; requests
+	// are made with Submit, whose callbacks run during Step. The blocking
+	// methods (Propose, ReadIndex, ...) must not be used.
+	Manual bool
+	// Seed starts the proposal ids (they must not repeat those of an
+	// earlier life of the host, whose entries may still be in the logs).
+	// Default: the clock in nanoseconds.
+	Seed uint64
 	// TickInterval is the raft logical clock period. Default 100 ms.
 	TickInterval time.Duration
 	// ElectionTicks: a follower that hears nothing from its leader for this
@@ -85,26 +96,12 @@ type Config struct {
 	// log, it is compacted down to CompactionKeep entries. Defaults 1024, 128.
 	CompactionOverhead uint64
 	CompactionKeep     uint64
-	// PipelineWrites commits a round's storage batch off the worker
-	// goroutine: the worker keeps stepping and starts rounds for the groups
-	// not being written (up to 4 batches in flight per worker) instead of
-	// waiting for the fsync. Default off (one synchronous batch per round).
-	PipelineWrites bool
-	// AsyncStorageWrites runs raft with its AsyncStorageWrites option: each
-	// worker hands log appends to a writer goroutine (one batch and one
-	// fsync for whatever queued up while the previous one was written) and
-	// keeps stepping, so a leader commits and applies as soon as a quorum,
-	// itself included, has the entries, without a round waiting for an
-	// fsync. Default off (the synchronous Ready path). Exclusive with
-	// PipelineWrites.
-	AsyncStorageWrites bool
 	// AckWait: after a round in which leaders here sent appends before
 	// their own fsync, the worker holds its next round back until a
 	// follower's ack is in, for at most this long after the round ended, so
 	// that the round steps the ack and answers the proposals instead of
 	// leaving the ack waiting through another fsync. Events arriving
 	// meanwhile join that round. Default 500 µs; negative turns it off.
-	// Not used with PipelineWrites or AsyncStorageWrites.
 	AckWait time.Duration
 	// DisableQuiesce keeps every group ticking (for comparison runs).
 	DisableQuiesce bool
@@ -136,6 +133,10 @@ func (c *Config) withDefaults() (Config, error) {
 		if *v == 0 {
 			*v = d
 		}
+	}
+	if o.Manual {
+		def(&o.Workers, 1)
+		o.AckWait = -1 // no round is held back: there is no clock to wait on
 	}
 	def(&o.Workers, runtime.GOMAXPROCS(0))
 	if o.AckWait == 0 {
@@ -170,8 +171,6 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, fmt.Errorf("%w: negative limit in Config", ErrInvalid)
 	case o.HeartbeatTicks >= o.ElectionTicks:
 		return o, fmt.Errorf("%w: HeartbeatTicks (%d) must be below ElectionTicks (%d)", ErrInvalid, o.HeartbeatTicks, o.ElectionTicks)
-	case o.AsyncStorageWrites && o.PipelineWrites:
-		return o, fmt.Errorf("%w: AsyncStorageWrites and PipelineWrites are exclusive", ErrInvalid)
 	case o.CompactionKeep >= o.CompactionOverhead:
 		return o, fmt.Errorf("%w: CompactionKeep must be below CompactionOverhead", ErrInvalid)
 	}

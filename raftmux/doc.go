@@ -11,14 +11,16 @@
 // Advance. A round sends at most two RaftBatches to a node: what may leave
 // before the fsync, and what must follow it.
 //
-// Raft's synchronous Ready path is the default. Config.AsyncStorageWrites
-// switches to raft's asynchronous storage writes: appends go to a writer
-// goroutine per worker (one batch and one fsync for whatever queued while
-// the previous one was written) and the worker keeps stepping and applying;
-// it was measured against the synchronous path and has not paid off on two
-// cores (it runs many more, smaller rounds). The PipelineWrites option,
-// which commits the synchronous path's batches off the worker goroutine,
-// did not pay off either (see bench/README.md).
+// There is one Ready path, raft's synchronous one: raft's asynchronous
+// storage writes and committing batches off the worker goroutine were
+// measured against it and did not pay off on two cores
+// (docs/decisions/raft-async-storage-writes.md, raft-pipelined-writes.md).
+//
+// A Host runs its workers and clock on goroutines, or, with Config.Manual,
+// not at all: the caller advances the raft clock with Tick and runs the
+// rounds with Step, and makes its requests with Submit, whose callbacks
+// run during Step. A simulation steps many hosts in virtual time on one
+// goroutine this way.
 //
 // A busy group costs four messages per commit: an append carrying only a
 // newer commit index is not sent to a follower that has or is being sent

@@ -60,13 +60,12 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	// Proposal ids start from the clock so a restarted host never reuses
 	// the ids of entries its previous life left in the logs.
-	seq := uint64(time.Now().UnixNano())
+	seq := c.Seed
+	if seq == 0 {
+		seq = uint64(time.Now().UnixNano())
+	}
 	for i := 0; i < c.Workers; i++ {
-		w := newWorker(h, i, seq)
-		if c.AsyncStorageWrites {
-			w.wr = newWriter(w)
-		}
-		h.workers = append(h.workers, w)
+		h.workers = append(h.workers, newWorker(h, i, seq))
 	}
 	shards, err := c.Storage.Shards()
 	if err != nil {
@@ -78,17 +77,44 @@ func NewHost(cfg Config) (*Host, error) {
 			return nil, err
 		}
 	}
+	if c.Manual {
+		return h, nil
+	}
 	for _, w := range h.workers {
 		h.wg.Add(1)
 		go w.run()
-		if w.wr != nil {
-			h.wg.Add(1)
-			go w.wr.run()
-		}
 	}
 	h.wg.Add(1)
 	go h.clock()
 	return h, nil
+}
+
+// Tick advances a Manual host's raft clock by one tick; the next Step
+// runs it.
+func (h *Host) Tick() {
+	for _, w := range h.workers {
+		w.ticks.Add(1)
+	}
+}
+
+// Step runs, on the caller's goroutine, one round of every worker of a
+// Manual host that has something to do (inbound messages, requests,
+// ticks, groups with work left), and reports whether any had. Callbacks of
+// Submit run during it. Call it until it reports false to settle the host.
+func (h *Host) Step() bool {
+	select {
+	case <-h.stopc:
+		return false
+	default:
+	}
+	did := false
+	for _, w := range h.workers {
+		if w.due() {
+			w.round()
+			did = true
+		}
+	}
+	return did
 }
 
 // ID is the host's node id.
@@ -162,7 +188,18 @@ type request struct {
 	target uint64
 	voters []uint64
 	done   chan result
+	// cb, when set, takes the answer instead of done (Submit).
+	cb     func(result)
 	issued uint64 // worker tick count when (re-)issued, for reads
+}
+
+// finish answers the request.
+func (r *request) finish(res result) {
+	if r.cb != nil {
+		r.cb(res)
+		return
+	}
+	r.done <- res
 }
 
 // requests recycles requests (and their done channels) whose answer was
@@ -390,4 +427,127 @@ func readHeader(b []byte) (node, seq uint64, ok bool) {
 		return 0, 0, false
 	}
 	return binary.LittleEndian.Uint64(b[0:8]), binary.LittleEndian.Uint64(b[8:16]), true
+}
+
+// OpKind names a request made with Submit.
+type OpKind uint8
+
+// The requests Submit takes; each is the blocking method of the same name.
+const (
+	OpPropose OpKind = iota + 1
+	OpReadIndex
+	OpTransferLeader
+	OpCampaign
+	OpBootstrap
+	OpAddLearner
+	OpPromote
+	OpRemoveReplica
+	OpDropReplica
+	OpShards
+)
+
+// Op is a request made with Submit.
+type Op struct {
+	Kind  OpKind
+	Shard uint64
+	// Data is OpPropose's command.
+	Data []byte
+	// Node is OpTransferLeader's target, and the node OpAddLearner,
+	// OpPromote and OpRemoveReplica change.
+	Node uint64
+	// Voters are OpBootstrap's voters.
+	Voters []uint64
+}
+
+// Result answers a Submit: Value is what Propose returns (the state
+// machine's result), a conf change's *raftpb.ConfState, or OpShards'
+// []Info; Index is what ReadIndex returns.
+type Result struct {
+	Value any
+	Index uint64
+	Err   error
+}
+
+// Submit makes a request without waiting for it: done gets the answer,
+// exactly once — on a worker goroutine, or, on a Manual host, during a
+// later Step on the caller's goroutine (at once, when the request cannot
+// even be queued). done must not block.
+func (h *Host) Submit(op Op, done func(Result)) {
+	fail := func(err error) { done(Result{Err: err}) }
+	if op.Kind == OpShards {
+		h.submitShards(done)
+		return
+	}
+	req := &request{ctx: context.Background(), cb: func(r result) { done(Result{Value: r.val, Index: r.index, Err: r.err}) }}
+	var kind evKind
+	switch op.Kind {
+	case OpPropose:
+		kind = evPropose
+		req.data = make([]byte, headerLen+len(op.Data))
+		copy(req.data[headerLen:], op.Data)
+	case OpReadIndex:
+		kind = evRead
+	case OpTransferLeader:
+		kind, req.target = evTransfer, op.Node
+	case OpCampaign:
+		kind = evCampaign
+	case OpBootstrap:
+		if len(op.Voters) == 0 {
+			fail(fmt.Errorf("%w: no voters", ErrInvalid))
+			return
+		}
+		kind, req.voters = evBootstrap, append([]uint64(nil), op.Voters...)
+	case OpAddLearner, OpPromote, OpRemoveReplica:
+		if op.Node == 0 {
+			fail(fmt.Errorf("%w: node 0", ErrInvalid))
+			return
+		}
+		tr, typ := raftpb.ConfChangeTransitionAuto, raftpb.ConfChangeAddLearnerNode
+		switch op.Kind {
+		case OpPromote:
+			tr, typ = raftpb.ConfChangeTransitionJointImplicit, raftpb.ConfChangeAddNode
+		case OpRemoveReplica:
+			tr, typ = raftpb.ConfChangeTransitionJointImplicit, raftpb.ConfChangeRemoveNode
+		}
+		kind = evConfChange
+		req.cc = &raftpb.ConfChangeV2{Transition: tr, Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: op.Node}}, Context: make([]byte, headerLen)}
+	case OpDropReplica:
+		kind = evDrop
+	default:
+		fail(fmt.Errorf("%w: op %d", ErrInvalid, op.Kind))
+		return
+	}
+	if err := h.worker(op.Shard).enqueue(event{kind: kind, shard: op.Shard, req: req}); err != nil {
+		fail(err)
+	}
+}
+
+// submitShards gathers every worker's Info for Submit(OpShards).
+func (h *Host) submitShards(done func(Result)) {
+	var out []Info
+	left := len(h.workers)
+	var failed error
+	var mu sync.Mutex
+	for _, w := range h.workers {
+		req := &request{ctx: context.Background(), cb: func(r result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.err != nil && failed == nil {
+				failed = r.err
+			}
+			if infos, ok := r.val.([]Info); ok {
+				out = append(out, infos...)
+			}
+			if left--; left == 0 {
+				if failed != nil {
+					done(Result{Err: failed})
+					return
+				}
+				done(Result{Value: out})
+			}
+		}}
+		if err := w.enqueueControl(event{kind: evInfo, req: req}); err != nil {
+			req.finish(result{err: err})
+		}
+	}
 }

@@ -99,16 +99,9 @@ func TestProposeToFollowerIsNotLeader(t *testing.T) {
 	}
 }
 
-// With PipelineWrites or AsyncStorageWrites the worker keeps going while
-// batches are written; the outcome must be the same: everything applied
-// everywhere, in order.
-func TestPipelinedWritesReplicateInOrder(t *testing.T) {
-	t.Run("PipelineWrites", func(t *testing.T) {
-		testReplicateInOrder(t, func(cfg *raftmux.Config) { cfg.PipelineWrites, cfg.AsyncStorageWrites = true, false })
-	})
-	t.Run("AsyncStorageWrites", func(t *testing.T) {
-		testReplicateInOrder(t, func(cfg *raftmux.Config) { cfg.PipelineWrites, cfg.AsyncStorageWrites = false, true })
-	})
+// Everything proposed is applied everywhere, in order.
+func TestReplicateInOrder(t *testing.T) {
+	testReplicateInOrder(t, func(*raftmux.Config) {})
 }
 
 func testReplicateInOrder(t *testing.T, tune func(*raftmux.Config)) {

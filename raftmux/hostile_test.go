@@ -313,8 +313,6 @@ func TestApplyFailureHaltsTheReplicaBelowTheEntry(t *testing.T) {
 		tune func(*raftmux.Config)
 	}{
 		{"sync", func(*raftmux.Config) {}},
-		{"pipelined", func(c *raftmux.Config) { c.PipelineWrites = true }},
-		{"async", func(c *raftmux.Config) { c.AsyncStorageWrites = true }},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")

@@ -75,16 +75,14 @@ func (b *orderBatch) Commit(sync bool) error {
 	return nil
 }
 
-// TestAppliedIndexNeverWrittenAboveCommitIndex checks the synchronous
-// storage path. With AsyncStorageWrites the writer goroutine owns the
-// HardState, so the apply path cannot write a commit index without racing
-// it; a store left with the applied index above the commit index is
-// repaired when the shard opens (TestStartsFromAppliedIndexAboveCommitIndex).
+// TestAppliedIndexNeverWrittenAboveCommitIndex: a round never persists an
+// applied index above the commit index it persisted (a store left so by
+// an older version is repaired when the shard opens,
+// TestStartsFromAppliedIndexAboveCommitIndex).
 func TestAppliedIndexNeverWrittenAboveCommitIndex(t *testing.T) {
 	stores := map[uint64]*orderStore{}
 	var mu sync.Mutex
 	c := newCluster(t, 3, func(cfg *raftmux.Config) {
-		cfg.AsyncStorageWrites = false
 		mu.Lock()
 		defer mu.Unlock()
 		s := &orderStore{storage: cfg.Storage, t: t, commit: map[uint64]uint64{}, applied: map[uint64]uint64{}}

@@ -10,57 +10,12 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// flight is one round's storage batch being committed off the worker
-// goroutine (Config.PipelineWrites), with the Readies it persists.
-type flight struct {
-	items []readyItem
-	err   error
-}
-
-// completeFlights finishes the rounds whose storage batch has committed.
-func (w *worker) completeFlights() {
-	for {
-		select {
-		case f := <-w.flights:
-			w.inflight--
-			for i := range f.items {
-				f.items[i].r.inFlight = false
-			}
-			if f.err != nil {
-				w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", f.err))
-				return
-			}
-			w.finish(f.items)
-		default:
-			return
-		}
-	}
-}
-
 // processReady runs the persist/send/apply/advance half of a round for
 // every touched group.
 func (w *worker) processReady() {
-	if w.wr != nil {
-		w.processReadyAsync()
-		return
-	}
 	cfg := &w.h.cfg
-	pipelined := cfg.PipelineWrites
-	if pipelined && w.inflight >= maxFlights {
-		w.flush()
-		return
-	}
 	items := w.readies[:0]
-	if pipelined {
-		items = nil
-	}
-	kept := w.touched[:0]
 	for _, r := range w.touched {
-		if r.inFlight {
-			// Its previous Ready is still being written; it stays touched.
-			kept = append(kept, r)
-			continue
-		}
 		r.touched = false
 		if r.destroyed || r.halted != nil || !r.rn.HasReady() {
 			continue
@@ -68,13 +23,11 @@ func (w *worker) processReady() {
 		items = append(items, readyItem{r: r, rd: r.rn.Ready()})
 		w.noteReady(r, &items[len(items)-1].rd)
 	}
-	w.touched = kept
-	if !pipelined {
-		defer func() {
-			clear(items)
-			w.readies = items[:0]
-		}()
-	}
+	w.touched = w.touched[:0]
+	defer func() {
+		clear(items)
+		w.readies = items[:0]
+	}()
 	if len(items) == 0 {
 		w.flush()
 		return
@@ -102,7 +55,7 @@ func (w *worker) processReady() {
 		}
 		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
-		if it.early && len(rd.Entries) > 0 && !pipelined && cfg.AckWait > 0 && len(r.confState.Voters) > 1 {
+		if it.early && len(rd.Entries) > 0 && cfg.AckWait > 0 && !cfg.Manual && len(r.confState.Voters) > 1 {
 			// Before the appends leave: an ack may beat this round's fsync.
 			w.awaitAcks = true
 			w.mu.Lock()
@@ -165,24 +118,6 @@ func (w *worker) processReady() {
 	}
 	if !write {
 		w.finish(items)
-		return
-	}
-	if pipelined {
-		// The worker goes on stepping and starting rounds for other groups
-		// while this batch is written; the store's group commit makes the
-		// concurrent batches share fsyncs.
-		f := &flight{items: items}
-		for i := range items {
-			items[i].r.inFlight = true
-		}
-		w.inflight++
-		w.h.wg.Add(1)
-		go func() {
-			defer w.h.wg.Done()
-			f.err = b.Commit(sync)
-			w.flights <- f
-			w.notify()
-		}()
 		return
 	}
 	if err := b.Commit(sync); err != nil {
@@ -295,11 +230,6 @@ func (w *worker) maybeCompact(r *replica) {
 		return
 	}
 	idx := r.applied - cfg.CompactionKeep
-	if w.wr != nil {
-		// The writer may be appending to this shard (see storeMu).
-		w.wr.storeMu.Lock()
-		defer w.wr.storeMu.Unlock()
-	}
 	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
 		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
 	} else {
@@ -351,7 +281,7 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 
 func (w *worker) reply() {
 	for i, wt := range w.waiters {
-		wt.req.done <- wt.res
+		wt.req.finish(wt.res)
 		w.waiters[i] = waiter{}
 	}
 	w.waiters = w.waiters[:0]
@@ -507,8 +437,7 @@ func (w *worker) applyConf(r *replica, e *raftpb.Entry, b Batch) error {
 }
 
 // drop destroys a replica on the caller's word that its group no longer
-// counts it (DropReplica). A write of it still in flight is waited for:
-// the replica is then marked removed with its grace period already over.
+// counts it (DropReplica).
 func (w *worker) drop(shard uint64) error {
 	r, err := w.hosted(shard)
 	if err != nil {
@@ -518,15 +447,6 @@ func (w *worker) drop(shard uint64) error {
 		return ErrLeads
 	}
 	r.failAll(ErrRemoved)
-	if r.writes > 0 {
-		// Backdate the removal and the last message by the grace period,
-		// so that tick destroys it as soon as its writes are done.
-		past := w.tickCount - min(uint64(removedGraceElections*w.h.cfg.ElectionTicks), w.tickCount)
-		r.removed, r.removedTick, r.heardTick = true, past, past
-		w.awake[shard] = r
-		r.quiesced = false
-		return nil
-	}
 	w.destroy(r)
 	return nil
 }
@@ -542,9 +462,13 @@ func (w *worker) destroy(r *replica) {
 	delete(w.awake, r.shard)
 	// Stale members may still talk to us about this shard; do not let them
 	// recreate it for a while. Later, a leader that adds this node back
-	// again creates it afresh, as a new learner.
+	// again creates it afresh, as a new learner, from the durable
+	// tombstone: the term and vote this replica held, and the index below
+	// which it takes no snapshot.
 	w.tombstones[r.shard] = w.tickCount
-	if err := w.h.cfg.Storage.DeleteShard(r.shard); err != nil {
+	hs := r.rn.BasicStatus().HardState
+	tomb := Tombstone{Term: hs.Term, Vote: hs.Vote, Applied: max(r.applied, r.tombApplied)}
+	if err := w.h.cfg.Storage.DeleteShard(r.shard, tomb); err != nil {
 		w.h.cfg.Logger.Error("raftmux: delete removed shard", "shard", r.shard, "err", err)
 	}
 	w.h.cfg.StateMachine.Remove(r.shard)

@@ -2,8 +2,10 @@ package raftmux
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"go.etcd.io/raft/v3"
@@ -18,7 +20,6 @@ type replica struct {
 	rs    raft.Storage
 
 	touched  bool
-	inFlight bool // its last Ready is being written (PipelineWrites)
 	quiesced bool
 	// removed: the last configuration this replica applied leaves it out.
 	// It goes on handling its Readies, and is destroyed, with its data,
@@ -29,6 +30,9 @@ type replica struct {
 	removed     bool
 	destroyed   bool
 	removedTick uint64
+	// tombApplied: the applied index of this shard's replica this host
+	// destroyed before (see Tombstone); r takes no snapshot at or below it.
+	tombApplied uint64
 	heardTick   uint64 // the tick of the last message for this replica
 	// suspect is the leader the membership layer reported suspect while
 	// this replica followed it, and suspectTick when; a message from it
@@ -48,9 +52,6 @@ type replica struct {
 	hbResps []uint64
 	// appSent: the tick of the last append sent to each follower.
 	appSent []appSent
-	// writes counts its appends queued to or being written by the writer
-	// (AsyncStorageWrites); a removed replica is destroyed only when none is.
-	writes int
 	// skipTicks holds a woken leader's clock back so that CheckQuorum does
 	// not count the silence of its quiescence against its followers before
 	// they have answered the wake-up heartbeat.
@@ -154,7 +155,6 @@ func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Co
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
-		AsyncStorageWrites:        c.AsyncStorageWrites,
 		Logger:                    raftLogger{c.Logger},
 	}
 }
@@ -191,6 +191,26 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		}
 		hs.Commit = applied
 	}
+	var tombApplied uint64
+	if applied == 0 && len(cs.Voters) == 0 && len(cs.Learners) == 0 {
+		// Empty: created by a message, maybe after this host destroyed an
+		// earlier replica of the shard. That replica's term and vote hold.
+		t, ok, err := st.Tombstone(shard)
+		if err != nil {
+			return nil, fmt.Errorf("raftmux: shard %d: tombstone: %w", shard, err)
+		}
+		if ok {
+			tombApplied = t.Applied
+			if t.Term > hs.Term {
+				hs = raftpb.HardState{Term: t.Term, Vote: t.Vote, Commit: hs.Commit}
+				b := st.NewBatch()
+				b.Append(shard, &hs, nil)
+				if err := b.Commit(true); err != nil {
+					return nil, fmt.Errorf("raftmux: shard %d: restore term from tombstone: %w", shard, err)
+				}
+			}
+		}
+	}
 	first, err := rs.FirstIndex()
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: first index: %w", shard, err)
@@ -211,6 +231,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		persistedVote:   hs.Vote,
 		persistedCommit: hs.Commit,
 		applied:         applied,
+		tombApplied:     tombApplied,
 		compacted:       first - 1,
 		tail:            last,
 		confState:       &cs,
@@ -242,7 +263,7 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		// one that holds a configuration may not.
 		// Nor one with state from its peers still being written (the
 		// leader then fills it by snapshot, as it would anyway).
-		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.writes > 0 || r.halted != nil {
+		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.halted != nil {
 			return ErrShardExists
 		}
 		r.failAll(ErrShardExists)
@@ -251,6 +272,12 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		r.destroyed = true
 		delete(w.replicas, shard)
 		delete(w.awake, shard)
+	}
+	if _, ok, err := w.h.cfg.Storage.Tombstone(shard); err != nil || ok {
+		// This host held a replica of the shard already: its group was
+		// born before, and a replica starting at index 1 would have
+		// forgotten its votes.
+		return errors.Join(ErrShardExists, err)
 	}
 	voters = slices.Clone(voters)
 	slices.Sort(voters)
@@ -294,8 +321,8 @@ func (r *replica) info() Info {
 
 // failProposals resolves every pending proposal of r with err.
 func (r *replica) failProposals(err error) {
-	for id, req := range r.proposals {
-		req.done <- result{err: err}
+	for _, id := range slices.Sorted(maps.Keys(r.proposals)) {
+		r.proposals[id].finish(result{err: err})
 		delete(r.proposals, id)
 	}
 	r.ccPending = false
@@ -303,17 +330,13 @@ func (r *replica) failProposals(err error) {
 
 // failAll resolves every waiter of r with err.
 func (r *replica) failAll(err error) {
-	for id, req := range r.proposals {
-		req.done <- result{err: err}
-		delete(r.proposals, id)
-	}
-	r.ccPending = false
-	for id, req := range r.reads {
-		req.done <- result{err: err}
+	r.failProposals(err)
+	for _, id := range slices.Sorted(maps.Keys(r.reads)) {
+		r.reads[id].finish(result{err: err})
 		delete(r.reads, id)
 	}
 	for _, rw := range r.readWaits {
-		rw.req.done <- result{err: err}
+		rw.req.finish(result{err: err})
 	}
 	r.readWaits = r.readWaits[:0]
 }
@@ -390,6 +413,13 @@ func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
 	if isMember(r.confState, from) {
 		return true
+	}
+	if t == raftpb.MsgVote || t == raftpb.MsgPreVote {
+		// Not even from the leader r follows: an empty replica, or one
+		// behind on its group's changes, must not make a stale member
+		// leader of a group it has left.
+		w.h.refuse(refuseNonMember, r.shard, from, t)
+		return false
 	}
 	st := r.rn.BasicStatus()
 	if from == st.Lead || (leaderTraffic(t) && (term > st.Term || (term == st.Term && st.Lead == 0))) {
@@ -586,7 +616,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	switch s {
 	case nodeAlive:
 		delete(w.dead, node)
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.halted != nil {
 				continue
 			}
@@ -602,7 +632,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 		// Followers of the suspect wake and ask it to answer; those it
 		// leaves unanswered for suspectGraceTicks elect a new leader
 		// (suspectCampaign) without waiting for the death to be confirmed.
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
@@ -616,7 +646,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	case nodeDead:
 		w.dead[node] = true
 		self := w.h.cfg.NodeID
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
@@ -631,7 +661,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 			w.touch(r)
 		}
 	case nodeUnreachable:
-		for _, r := range w.awake {
+		for _, r := range inOrder(w.awake) {
 			if r.state == raft.StateLeader && isMember(r.confState, node) {
 				r.rn.ReportUnreachable(node)
 			}
@@ -732,11 +762,11 @@ func (w *worker) hosted(shard uint64) (*replica, error) {
 func (w *worker) propose(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	if r.state != raft.StateLeader {
-		req.done <- result{err: r.notLeader()}
+		req.finish(result{err: r.notLeader()})
 		return
 	}
 	w.wake(r)
@@ -744,7 +774,7 @@ func (w *worker) propose(shard uint64, req *request) {
 	w.seq++
 	putHeader(req.data, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.Propose(req.data); err != nil {
-		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		req.finish(result{err: fmt.Errorf("%w: %w", ErrDropped, err)})
 		return
 	}
 	r.proposals[w.seq] = req
@@ -754,28 +784,28 @@ func (w *worker) propose(shard uint64, req *request) {
 func (w *worker) proposeConf(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	if r.state != raft.StateLeader {
-		req.done <- result{err: r.notLeader()}
+		req.finish(result{err: r.notLeader()})
 		return
 	}
 	w.wake(r)
 	// raft turns a conf change proposed while another is pending into an
 	// empty entry, which would leave this waiter hanging: refuse instead.
 	if r.ccPending || len(r.confState.VotersOutgoing) > 0 || r.applied < r.rn.BasicStatus().Commit {
-		req.done <- result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)}
+		req.finish(result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)})
 		return
 	}
 	if err := w.learnerCaughtUp(r, req.cc); err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	w.seq++
 	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.ProposeConfChange(req.cc); err != nil {
-		req.done <- result{err: fmt.Errorf("%w: %w", ErrDropped, err)}
+		req.finish(result{err: fmt.Errorf("%w: %w", ErrDropped, err)})
 		return
 	}
 	r.proposals[w.seq] = req
@@ -815,7 +845,7 @@ func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
 func (w *worker) read(shard uint64, req *request) {
 	r, err := w.hosted(shard)
 	if err != nil {
-		req.done <- result{err: err}
+		req.finish(result{err: err})
 		return
 	}
 	w.wake(r)
@@ -840,7 +870,8 @@ func (w *worker) retryReads(r *replica) {
 		return
 	}
 	var again []*request
-	for id, req := range r.reads {
+	for _, id := range slices.Sorted(maps.Keys(r.reads)) {
+		req := r.reads[id]
 		if req.ctx.Err() != nil {
 			delete(r.reads, id)
 			continue

@@ -383,7 +383,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 			continue
 		}
 		// The store may hold the snapshot's data a moment before the state
-		// machine is told (with AsyncStorageWrites the writer installs it).
+		// machine is told.
 		c.waitFor("lagger to install a snapshot", 10*time.Second, func() bool {
 			base, log := c.kvs[lagger].Log(s)
 			return c.stores[lagger].Len(s) == 60 && (base != 1 || len(log) >= 60)
@@ -686,6 +686,90 @@ func TestDropReplicaOfAStray(t *testing.T) {
 		return !hosted && c.stores[victim].Len(0) == 0
 	})
 	if _, err := c.propose(0, []byte("k1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDestroyedReplicaKeepsItsTermAndVote: replica ids are node ids, so a
+// replica destroyed and later created again by a stale member's message is
+// the same raft peer with its memory wiped. Its tombstone makes it start
+// at the term it had, refuse votes (an empty replica is in no group) and
+// refuse a snapshot older than what it had applied: a member cut off
+// before the removal cannot use it to lead the old configuration.
+func TestDestroyedReplicaKeepsItsTermAndVote(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *raftmux.Config) {
+		cfg.AcceptReplica = func(shard, _ uint64) bool { return shard == 0 }
+	})
+	ctx := context.Background()
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 5*time.Second)[0]
+	for i := range 3 {
+		if _, err := c.propose(0, fmt.Appendf(nil, "k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := uint64(3)
+	if victim == lead {
+		victim = 2
+	}
+	stale := 6 - lead - victim
+	c.waitFor("victim to apply", 5*time.Second, func() bool { return c.stores[victim].Len(0) == 3 })
+	c.stop(victim)
+	c.waitFor("removal", 5*time.Second, func() bool {
+		_, err := c.hosts[lead].RemoveReplica(ctx, 0, victim)
+		if err != nil && !errors.Is(err, raftmux.ErrDropped) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	h := c.start(victim)
+	if err := h.DropReplica(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the replica to be deleted", 5*time.Second, func() bool {
+		_, hosted := c.infos()[victim][0]
+		return !hosted
+	})
+	tomb, ok, err := c.stores[victim].Tombstone(0)
+	if err != nil || !ok || tomb.Term == 0 || tomb.Applied < 4 {
+		t.Fatalf("tombstone %+v, %v, %v: want the term and the applied index", tomb, ok, err)
+	}
+
+	// The stale member's heartbeats, at an older term, create an empty
+	// replica (once the host's own grace period is over).
+	c.waitFor("a replica created by the stale member", 10*time.Second, func() bool {
+		h.Deliver(stale, &raftmux.RaftBatch{Heartbeats: []raftmux.Heartbeat{{Shard: 0, Term: tomb.Term - 1}}})
+		_, hosted := c.infos()[victim][0]
+		return hosted
+	})
+	inf := c.infos()[victim][0]
+	if inf.Term < tomb.Term || inf.Applied != 0 {
+		t.Fatalf("recreated replica at term %d, applied %d: want term >= %d, empty", inf.Term, inf.Applied, tomb.Term)
+	}
+
+	// It votes for no one, not even the leader it follows, at a later term.
+	c.waitFor("the replica to follow the stale member", 5*time.Second, func() bool {
+		h.Deliver(stale, &raftmux.RaftBatch{Heartbeats: []raftmux.Heartbeat{{Shard: 0, Term: inf.Term}}})
+		return c.infos()[victim][0].Leader == stale
+	})
+	before := h.Stats().RefusedNonMember
+	h.Deliver(stale, msgBatch(0, &raftpb.Message{Type: raftpb.MsgVote, From: stale, To: victim, Term: tomb.Term + 10, LogTerm: tomb.Term, Index: tomb.Applied}))
+	c.waitFor("the vote to be refused", 5*time.Second, func() bool { return h.Stats().RefusedNonMember > before })
+	if got := c.infos()[victim][0].Term; got != inf.Term {
+		t.Fatalf("a refused vote moved the term from %d to %d", inf.Term, got)
+	}
+
+	// Nor does it take a snapshot of the history it has passed.
+	before = h.Stats().RefusedSnapshots
+	h.DeliverSnapshotChunk(stale, &raftmux.SnapshotChunk{Shard: 0, ID: 1, Last: true, Msg: &raftpb.Message{
+		Type: raftpb.MsgSnap, From: stale, To: victim, Term: tomb.Term + 10,
+		Snapshot: &raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: tomb.Applied, Term: tomb.Term, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}}}},
+	}})
+	c.waitFor("the snapshot to be refused", 5*time.Second, func() bool { return h.Stats().RefusedSnapshots > before })
+	if inf := c.infos()[victim][0]; inf.Applied != 0 || len(inf.Voters) != 0 {
+		t.Fatalf("the stale snapshot was installed: applied %d, voters %v", inf.Applied, inf.Voters)
+	}
+	if _, err := c.propose(0, []byte("after")); err != nil {
 		t.Fatal(err)
 	}
 }

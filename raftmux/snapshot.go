@@ -1,9 +1,11 @@
 package raftmux
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -23,6 +25,12 @@ func (w *worker) sendSnapshot(r *replica, m *raftpb.Message) {
 	w.snapID++
 	id := uint64(w.idx)<<48 | w.snapID
 	w.h.wg.Add(1)
+	if w.h.cfg.Manual {
+		// No goroutine runs beside the caller's: the whole stream goes
+		// out now, and its end is handled at the next round.
+		w.h.streamSnapshot(r.shard, to, id, m)
+		return
+	}
 	go w.h.streamSnapshot(r.shard, to, id, m)
 }
 
@@ -116,6 +124,12 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 			return
 		}
 		if !w.admit(r, from, raftpb.MsgSnap, c.Msg.Term) {
+			return
+		}
+		if idx := c.Msg.Snapshot.Metadata.Index; idx <= r.tombApplied {
+			// Only a stale member of the group this host's replica left
+			// can hold so old a state for it.
+			w.refuseChunk(r, c, from, fmt.Errorf("%w: snapshot at %d, a replica here had applied %d", ErrBadChunk, idx, r.tombApplied))
 			return
 		}
 	} else if r == nil || r.halted != nil {
@@ -219,7 +233,12 @@ func (w *worker) releaseSnapData(r *replica) {
 // buffers do not hold the host's budget.
 func (w *worker) expireSnapshots() {
 	idle := uint64(w.h.cfg.SnapshotIdleTicks)
+	rs := make([]*replica, 0, len(w.receiving))
 	for r := range w.receiving {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *replica) int { return cmp.Compare(a.shard, b.shard) })
+	for _, r := range rs {
 		if in := r.inSnap; in == nil || w.tickCount-in.lastTick >= idle {
 			w.dropInSnap(r)
 		}

@@ -1,6 +1,8 @@
 package raftmux
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,7 +29,6 @@ const (
 	evBootstrap
 	evLiveness
 	evInfo
-	evAppended
 	evDrop
 )
 
@@ -50,7 +51,6 @@ type event struct {
 	hb        Heartbeat
 	req       *request
 	chunk     *SnapshotChunk
-	jobs      []appendJob
 }
 
 // worker owns the replicas of the shards id mod W and runs their rounds.
@@ -72,6 +72,7 @@ type worker struct {
 	spare      []event
 	replicas   map[uint64]*replica
 	awake      map[uint64]*replica
+	tickOrder  []*replica        // tick's scratch: awake in shard order
 	tombstones map[uint64]uint64 // destroyed shard → the tick it was destroyed at
 	dead       map[uint64]bool
 	touched    []*replica
@@ -83,19 +84,12 @@ type worker struct {
 	cmds       []Command
 	seqs       []uint64 // proposal id of each of cmds (0: not ours)
 	waiters    []waiter
-	flights    chan *flight
-	inflight   int
 	// awaitAcks: the last round persisted appends that leaders here sent
 	// their followers before the fsync; the next round is held back (see
 	// Config.AckWait) until an ack is in or ackDeadline passes.
 	awaitAcks   bool
 	ackDeadline time.Time
 	ackTimer    *time.Timer
-	// With AsyncStorageWrites: the writer, and round buffers.
-	wr       *writer
-	jobs     []appendJob
-	applies  []applyItem
-	deferred deferredApplied
 	// staged holds a state machine's writes until its Apply succeeds.
 	staged staging
 	// receiving: replicas with an incoming snapshot stream in progress.
@@ -108,10 +102,6 @@ type worker struct {
 // entries, already acknowledged, that add it back; the leader stops
 // talking to a replica only once it applied the removal.
 const removedGraceElections = 3
-
-// maxFlights bounds the storage batches a worker has in flight with
-// Config.PipelineWrites.
-const maxFlights = 4
 
 type readyItem struct {
 	r     *replica
@@ -139,7 +129,6 @@ func newWorker(h *Host, idx int, seq uint64) *worker {
 		outbox:     make(map[uint64]*RaftBatch),
 		awaited:    make(map[uint64]uint64),
 		seq:        seq,
-		flights:    make(chan *flight, maxFlights),
 	}
 }
 
@@ -312,10 +301,10 @@ func (w *worker) shutdown() {
 	w.mu.Unlock()
 	for _, ev := range evs {
 		if ev.req != nil {
-			ev.req.done <- result{err: ErrStopped}
+			ev.req.finish(result{err: ErrStopped})
 		}
 	}
-	for _, r := range w.replicas {
+	for _, r := range inOrder(w.replicas) {
 		r.failAll(ErrStopped)
 	}
 }
@@ -332,7 +321,6 @@ func (w *worker) round() {
 		evs[i] = event{}
 	}
 	w.spare = evs[:0]
-	w.completeFlights()
 	if n := w.ticks.Swap(0); n > 0 {
 		w.tick()
 	}
@@ -374,41 +362,39 @@ func (w *worker) handle(ev *event) {
 	case evTransfer:
 		r, err := w.hosted(ev.shard)
 		if err != nil {
-			ev.req.done <- result{err: err}
+			ev.req.finish(result{err: err})
 			return
 		}
 		w.wake(r)
 		if r.state != raft.StateLeader {
-			ev.req.done <- result{err: r.notLeader()}
+			ev.req.finish(result{err: r.notLeader()})
 			return
 		}
 		r.rn.TransferLeader(ev.req.target)
 		w.touch(r)
-		ev.req.done <- result{}
+		ev.req.finish(result{})
 	case evCampaign:
 		r, err := w.hosted(ev.shard)
 		if err != nil {
-			ev.req.done <- result{err: err}
+			ev.req.finish(result{err: err})
 			return
 		}
 		w.wake(r)
 		err = r.rn.Campaign()
 		w.touch(r)
-		ev.req.done <- result{err: err}
+		ev.req.finish(result{err: err})
 	case evBootstrap:
-		ev.req.done <- result{err: w.bootstrap(ev.shard, ev.req.voters)}
+		ev.req.finish(result{err: w.bootstrap(ev.shard, ev.req.voters)})
 	case evLiveness:
 		w.handleLiveness(ev.from, ev.nodeState)
-	case evAppended:
-		w.appended(ev.jobs)
 	case evDrop:
-		ev.req.done <- result{err: w.drop(ev.shard)}
+		ev.req.finish(result{err: w.drop(ev.shard)})
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
-		for _, r := range w.replicas {
+		for _, r := range inOrder(w.replicas) {
 			out = append(out, r.info())
 		}
-		ev.req.done <- result{val: out}
+		ev.req.finish(result{val: out})
 	}
 }
 
@@ -418,8 +404,9 @@ func (w *worker) tick() {
 		w.expireSnapshots()
 	}
 	grace := uint64(removedGraceElections * w.h.cfg.ElectionTicks)
-	for _, r := range w.awake {
-		if r.removed && r.writes == 0 && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
+	w.tickOrder = appendInOrder(w.tickOrder[:0], w.awake)
+	for _, r := range w.tickOrder {
+		if r.removed && w.tickCount-r.removedTick >= grace && w.tickCount-r.heardTick >= grace {
 			w.destroy(r)
 			continue
 		}
@@ -435,6 +422,19 @@ func (w *worker) tick() {
 			w.maybeQuiesce(r)
 		}
 	}
+}
+
+// inOrder returns the replicas of m in shard order. Rounds visit replicas
+// in a fixed order, so that a Manual host given the same inputs sends the
+// same messages in the same order (the simulator replays runs).
+func inOrder(m map[uint64]*replica) []*replica { return appendInOrder(nil, m) }
+
+func appendInOrder(dst []*replica, m map[uint64]*replica) []*replica {
+	for _, r := range m {
+		dst = append(dst, r)
+	}
+	slices.SortFunc(dst, func(a, b *replica) int { return cmp.Compare(a.shard, b.shard) })
+	return dst
 }
 
 // outbound returns the batch being built for node to.
@@ -515,7 +515,8 @@ func commitOnly(r *replica, m *raftpb.Message) bool {
 
 // flush sends every non-empty outbound batch, one per node.
 func (w *worker) flush() {
-	for to, b := range w.outbox {
+	for _, to := range slices.Sorted(maps.Keys(w.outbox)) {
+		b := w.outbox[to]
 		if b.Empty() {
 			continue
 		}
@@ -528,4 +529,12 @@ func (w *worker) flush() {
 		}
 		b.Reset()
 	}
+}
+
+// due reports whether a round would have anything to do (Manual hosts).
+func (w *worker) due() bool {
+	w.mu.Lock()
+	n := len(w.inbox)
+	w.mu.Unlock()
+	return n > 0 || len(w.touched) > 0 || w.ticks.Load() > 0
 }

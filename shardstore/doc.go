@@ -22,9 +22,11 @@
 //	0x01 shard(8) 0x03 key...          state-machine data of the shard
 //	0x02 len(1) topic                  topic metadata (first retained offset)
 //	0x02 len(1) topic offset(8)        topic record
+//	0x03 shard(8)                      tombstone of a deleted shard (term,
+//	                                   vote, applied index)
 //
 // The whole of a shard is the range [0x01 shard, 0x01 shard+1), so removing a
-// replica is one range deletion. The format version is not in the database:
+// replica is one range deletion, written with its tombstone. The format version is not in the database:
 // it is the file FORMAT beside it, read before Pebble opens anything.
 //
 // # Values

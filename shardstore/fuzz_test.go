@@ -92,7 +92,7 @@ func FuzzApplySnapshot(f *testing.F) {
 	f.Cleanup(func() { _ = dst.Close() })
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		const shard = 9
-		if err := dst.DeleteShard(shard); err != nil {
+		if err := dst.DeleteShard(shard, Tombstone{}); err != nil {
 			t.Fatal(err)
 		}
 		err := dst.ApplySnapshot(shard, &raftpb.Snapshot{Metadata: meta}, bytes.NewReader(stream))

@@ -9,6 +9,7 @@ import (
 const (
 	prefixShard byte = 0x01
 	prefixTopic byte = 0x02
+	prefixTomb  byte = 0x03
 
 	kindState byte = 0x01
 	kindLog   byte = 0x02
@@ -48,6 +49,11 @@ func appendDataKey(dst []byte, shard uint64, key []byte) []byte {
 	dst = appendShardPrefix(dst, shard)
 	dst = append(dst, kindData)
 	return append(dst, key...)
+}
+
+func appendTombKey(dst []byte, shard uint64) []byte {
+	dst = append(dst, prefixTomb)
+	return binary.BigEndian.AppendUint64(dst, shard)
 }
 
 // shardSpan is the key range holding everything of one shard.
@@ -118,6 +124,9 @@ func keyString(key []byte) string {
 			return fmt.Sprintf("topic %q offset %d", topic, binary.BigEndian.Uint64(rest))
 		}
 		return fmt.Sprintf("topic %q meta", topic)
+	}
+	if len(key) == 9 && key[0] == prefixTomb {
+		return fmt.Sprintf("shard %d tombstone", binary.BigEndian.Uint64(key[1:]))
 	}
 	return fmt.Sprintf("key %x", key)
 }

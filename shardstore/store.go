@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // FormatVersion is the on-disk format this build writes and the newest it
@@ -185,10 +186,32 @@ func prepareDir(fsys vfs.FS, dir string) error {
 		}
 		return writeMarker(fsys, dir)
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return fmt.Errorf("shardstore: create %s: %w", dir, err)
 	}
 	return writeMarker(fsys, dir)
+}
+
+// mkdirDurable creates dir and its missing parents, syncing the parent of
+// each one it creates: a directory entry that was never synced may vanish
+// in a crash, and with it a store whose every write was synced.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	if _, err := fsys.Stat(dir); err == nil {
+		return nil
+	}
+	parent := fsys.PathDir(dir)
+	if parent != dir {
+		if err := mkdirDurable(fsys, parent); err != nil {
+			return err
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if parent == dir {
+		return nil
+	}
+	return syncDir(fsys, parent)
 }
 
 // writeMarker writes the format marker of this build into dir, atomically.
@@ -421,6 +444,20 @@ func (s *Store) Applied(shard uint64) (uint64, error) {
 	return applied, err
 }
 
+// Tombstone returns the tombstone DeleteShard left for shard; ok is false
+// if there is none.
+func (s *Store) Tombstone(shard uint64) (t Tombstone, ok bool, err error) {
+	if s.closed.Load() {
+		return Tombstone{}, false, ErrClosed
+	}
+	err = s.getValue(appendTombKey(nil, shard), func(k, v []byte) error {
+		h, err := decodeHardState(k, v)
+		t, ok = Tombstone{Term: h.term, Vote: h.vote, Applied: h.commit}, err == nil
+		return err
+	})
+	return t, ok, err
+}
+
 // Get returns a copy of the value of key in shard's state-machine data, or
 // (nil, nil) if it is absent.
 func (s *Store) Get(shard uint64, key []byte) ([]byte, error) {
@@ -463,15 +500,33 @@ func (s *Store) Iterate(shard uint64, prefix []byte, fn func(key, value []byte) 
 	return nil
 }
 
-// DeleteShard removes every key of shard (log, state, data) with one synced
-// range deletion and forgets its in-memory state. Handles to it fail with
-// ErrShardDeleted afterwards.
-func (s *Store) DeleteShard(shard uint64) error {
+// Tombstone is what the store keeps of a shard it deleted: the term and
+// vote its replica last held and the index it had applied. A replica of
+// the shard created here later starts from that term and vote, so it never
+// votes twice in one term, and knows which snapshots come from a history
+// it has already passed.
+type Tombstone struct {
+	Term, Vote, Applied uint64
+}
+
+// DeleteShard removes every key of shard (log, state, data) and writes its
+// tombstone, in one synced batch, and forgets its in-memory state. Handles
+// to it fail with ErrShardDeleted afterwards.
+func (s *Store) DeleteShard(shard uint64, tomb Tombstone) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	lo, hi := shardSpan(shard)
-	if err := s.db.DeleteRange(lo, hi, pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return fmt.Errorf("shardstore: delete shard %d: %w", shard, err)
+	}
+	hs := raftpb.HardState{Term: tomb.Term, Vote: tomb.Vote, Commit: tomb.Applied}
+	if err := b.Set(appendTombKey(nil, shard), appendHardState(nil, &hs), nil); err != nil {
+		return fmt.Errorf("shardstore: delete shard %d: %w", shard, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shardstore: delete shard %d: %w", shard, err)
 	}
 	s.mu.Lock()

@@ -468,8 +468,15 @@ func TestDeleteShardRemovesEverything(t *testing.T) {
 		commit(t, b, true)
 	}
 	r, _ := s.Storage(2)
-	if err := s.DeleteShard(2); err != nil {
+	if _, ok, _ := s.Tombstone(2); ok {
+		t.Fatal("tombstone before delete")
+	}
+	tomb := Tombstone{Term: 7, Vote: 3, Applied: 41}
+	if err := s.DeleteShard(2, tomb); err != nil {
 		t.Fatal(err)
+	}
+	if got, ok, err := s.Tombstone(2); err != nil || !ok || got != tomb {
+		t.Fatalf("Tombstone(2) = %+v, %v, %v; want %+v", got, ok, err, tomb)
 	}
 	if got := s.Shards(); !slices.Equal(got, []uint64{1, 3}) {
 		t.Fatalf("Shards() after delete = %v", got)
@@ -489,6 +496,32 @@ func TestDeleteShardRemovesEverything(t *testing.T) {
 	}
 	if last, _ := r2.LastIndex(); last != 0 {
 		t.Fatalf("recreated shard has last index %d", last)
+	}
+}
+
+func TestTombstoneSurvivesRestart(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs, Config{FS: fs})
+	w := newWorkload(3, []uint64{4})
+	for range 5 {
+		b := s.NewBatch()
+		w.step(b)
+		commit(t, b, true)
+	}
+	tomb := Tombstone{Term: 9, Vote: 2, Applied: 5}
+	if err := s.DeleteShard(4, tomb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs, Config{FS: fs})
+	defer s.Close()
+	if got, ok, err := s.Tombstone(4); err != nil || !ok || got != tomb {
+		t.Fatalf("Tombstone(4) after reopen = %+v, %v, %v; want %+v", got, ok, err, tomb)
+	}
+	if got := s.Shards(); len(got) != 0 {
+		t.Fatalf("Shards() = %v: a tombstone is not a shard", got)
 	}
 }
 

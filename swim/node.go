@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -873,7 +874,7 @@ func (n *Node) apply(now time.Time, e *wire.SwimEvent) bool {
 	if e.Generation > m.Generation {
 		return n.applyNewGeneration(now, m, e)
 	}
-	if m.State.final() {
+	if m.State.final() && !(mutant.On(mutant.DeadFinal) && e.Kind == wire.SwimAlive && e.Incarnation > m.Incarnation) {
 		return false
 	}
 	prev := m.State

@@ -177,9 +177,13 @@ func startNetCluster(t *testing.T, h *hostNet, n int) *cluster {
 // higher epoch had completed, no epoch going back, no acknowledged
 // assignment lost.
 func TestChaos(t *testing.T) {
+	// Minutes of real processes under faults do not fit make test's
+	// budget: make chaos (and make soak) run it, as root.
 	if *chaosFor == 0 {
 		t.Skip("runs only with -chaos DURATION: make chaos")
 	}
+	// Network namespaces and veth pairs need root, which CI and the
+	// developers' machines have.
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: needs root (network namespaces)")
 	}

@@ -123,18 +123,16 @@ func (c *cluster) newHost(id uint64, dir string) (*host, error) {
 		sm = newMemSM()
 	}
 	h, err := raftmux.NewHost(raftmux.Config{
-		NodeID:             id,
-		Storage:            st,
-		Transport:          tr,
-		StateMachine:       sm,
-		Workers:            o.workers,
-		OnLeaderChange:     c.onLeader,
-		DisableQuiesce:     o.noQuiesce,
-		PipelineWrites:     o.pipeline,
-		AsyncStorageWrites: o.async,
-		AckWait:            o.ackWait,
-		TickInterval:       o.tick,
-		HeartbeatTicks:     o.heartbeatTicks,
+		NodeID:         id,
+		Storage:        st,
+		Transport:      tr,
+		StateMachine:   sm,
+		Workers:        o.workers,
+		OnLeaderChange: c.onLeader,
+		DisableQuiesce: o.noQuiesce,
+		AckWait:        o.ackWait,
+		TickInterval:   o.tick,
+		HeartbeatTicks: o.heartbeatTicks,
 	})
 	if err != nil {
 		if hs.net != nil {

@@ -43,7 +43,6 @@ type options struct {
 	duration, warmup, idleWindow, settle, detect   time.Duration
 	suspect, ackWait                               time.Duration
 	idle, failover, jsonOut, fsync, noQuiesce      bool
-	pipeline, async                                bool
 	dir, cpuprofile, trace, memprofile, timeline   string
 	storage, transport, detector, sm               string
 	memtableMiB                                    int
@@ -61,8 +60,6 @@ type report struct {
 	SM        string `json:"state_machine"`
 	Transport string `json:"transport"`
 	Quiesce   bool   `json:"quiesce"`
-	Pipeline  bool   `json:"pipeline_writes"`
-	Async     bool   `json:"async_storage_writes"`
 	// TickMs and HeartbeatTicks are set only when -tick or
 	// -heartbeat-ticks changed raftmux's defaults.
 	TickMs         float64 `json:"tick_ms,omitempty"`
@@ -136,9 +133,7 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
 	flag.BoolVar(&o.fsync, "fsync", true, "-storage mem: fsync an append-only file per host on every synced commit")
 	flag.BoolVar(&o.noQuiesce, "no-quiesce", false, "keep all groups ticking")
-	flag.BoolVar(&o.pipeline, "pipeline", false, "raftmux Config.PipelineWrites: commit storage batches off the worker goroutine")
 	flag.DurationVar(&o.ackWait, "ackwait", 0, "raftmux Config.AckWait: how long a worker holds its next round back for followers' acks (0: default, negative: off)")
-	flag.BoolVar(&o.async, "async", false, "raftmux Config.AsyncStorageWrites: raft's asynchronous storage writes, appends on a writer goroutine")
 	flag.StringVar(&o.dir, "dir", "", "directory for the hosts' Pebble directories or fsync files (default a temp dir)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the measured window")
@@ -310,8 +305,6 @@ func run(o options) error {
 		SM:                o.sm,
 		Transport:         transport,
 		Quiesce:           !o.noQuiesce,
-		Pipeline:          o.pipeline,
-		Async:             o.async,
 		TickMs:            ms(o.tick),
 		HeartbeatTicks:    o.heartbeatTicks,
 		StartAllLeadersMs: ms(time.Since(start)),

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,33 @@ type invocation struct {
 	from         uint64
 	maxBytes     uint32
 	statusAddr   string // status: the node to ask; empty = any server
+	bench        benchArgs
 }
+
+// benchArgs are the settings of the bench command.
+type benchArgs struct {
+	op        string // one of benchOps
+	clients   int
+	duration  time.Duration
+	rate      uint64 // total requests per second; 0 = closed loop
+	topics    int
+	valueSize int
+	conns     int // connections to each node; 0 = benchConns(clients)
+}
+
+// Defaults and limits of bench.
+const (
+	defaultBenchClients   = 64
+	defaultBenchDuration  = 10 * time.Second
+	defaultBenchTopics    = 1000
+	defaultBenchValueSize = 16
+	maxBenchClients       = 10_000
+	maxBenchTopics        = 1_000_000
+	maxBenchRate          = 10_000_000
+)
+
+// benchOps are the values of bench --op.
+var benchOps = []string{"assign", "lookup", "lookup-lin", "produce", "fetch", "mix"}
 
 // errHelp asks for the usage text on stdout and exit 0.
 var errHelp = errors.New("help requested")
@@ -65,12 +92,16 @@ commands:
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
+  bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
+                                               drive a load at the cluster; report ops/s and latency
+                                               (OP: assign, lookup, lookup-lin, produce, fetch, mix;
+                                               defaults 64 clients, 10s, closed loop, 1000 topics, 16 bytes)
 
 global flags (before or after the command):
   --servers H:P,...   client addresses of nodes to ask (env SHOAL_SERVERS,
                       default ` + defaultServers + `)
   --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
-  --timeout D         give up after D, retries included (default 10s)
+  --timeout D         give up after D, retries included (default 10s; bench: each request)
   --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
   --tls-ca FILE       speak TLS, trusting the cluster CA in FILE (env SHOAL_TLS_CA)
   --tls-cert FILE     a client certificate, for nodes that ask for one (env SHOAL_TLS_CERT)
@@ -112,6 +143,8 @@ var commands = map[string]struct {
 	"members": {},
 	"shards":  {},
 	"status":  {optional: []string{"H:P"}},
+	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
+		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 }
 
 // parseArgs parses a command line (without the program name). getenv
@@ -133,7 +166,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		if len(tok) < 2 || tok[0] != '-' {
 			if inv.cmd == "" {
 				if _, ok := commands[tok]; !ok {
-					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status)", clip(tok))
+					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, bench)", clip(tok))
 				}
 				inv.cmd = tok
 				continue
@@ -322,6 +355,53 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 				return usagef("status: %q is not a host:port address", clip(positional[0]))
 			}
 			inv.statusAddr = positional[0]
+		}
+	case "bench":
+		return inv.bench.parse(values)
+	}
+	return nil
+}
+
+// parse fills the bench settings from its flags.
+func (b *benchArgs) parse(values map[string]string) error {
+	*b = benchArgs{op: values["op"], clients: defaultBenchClients, duration: defaultBenchDuration,
+		topics: defaultBenchTopics, valueSize: defaultBenchValueSize}
+	if b.op == "" {
+		return usagef("bench: missing --op (one of %s)", strings.Join(benchOps, ", "))
+	}
+	if !slices.Contains(benchOps, b.op) {
+		return usagef("bench: --op wants one of %s, not %q", strings.Join(benchOps, ", "), clip(b.op))
+	}
+	if v, ok := values["duration"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return usagef("--duration wants a positive duration such as 10s or 1m, not %q", clip(v))
+		}
+		b.duration = d
+	}
+	ints := []struct {
+		name   string
+		v      *int
+		lo, hi uint64
+	}{
+		{"clients", &b.clients, 1, maxBenchClients},
+		{"topics", &b.topics, 1, maxBenchTopics},
+		{"value-size", &b.valueSize, 0, wire.MaxRecordLen},
+		{"conns", &b.conns, 1, client.MaxConnsPerServer},
+	}
+	for _, f := range ints {
+		if v, ok := values[f.name]; ok {
+			n, err := parseUint(f.name, v, f.lo, f.hi)
+			if err != nil {
+				return err
+			}
+			*f.v = int(n)
+		}
+	}
+	if v, ok := values["rate"]; ok {
+		var err error
+		if b.rate, err = parseUint("rate", v, 0, maxBenchRate); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ func FuzzParseArgs(f *testing.F) {
 		"fetch\x00--from\x0018446744073709551615\x00t\x00--max-bytes=1",
 		"--servers=127.0.0.1:1,[::1]:2\x00status\x00127.0.0.1:3",
 		"-h", "", "--timeout\x00-1s\x00members",
+		"bench\x00--op\x00mix\x00--clients=8\x00--rate\x00100\x00--duration=2s",
 	} {
 		f.Add(s)
 	}
@@ -42,6 +44,10 @@ func FuzzParseArgs(f *testing.F) {
 		}
 		if len(commands[inv.cmd].required) > 0 && (inv.topic == "" || len(inv.topic) > wire.MaxTopicLen) {
 			t.Fatalf("topic of %d bytes accepted", len(inv.topic))
+		}
+		if b := inv.bench; inv.cmd == "bench" && (!slices.Contains(benchOps, b.op) || b.clients < 1 || b.duration <= 0 ||
+			b.topics < 1 || b.valueSize < 0 || b.valueSize > wire.MaxRecordLen) {
+			t.Fatalf("bench settings %+v accepted", b)
 		}
 		if len(inv.servers) == 0 || inv.timeout <= 0 {
 			t.Fatalf("servers %v, timeout %v", inv.servers, inv.timeout)

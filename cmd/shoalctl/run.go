@@ -42,12 +42,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
 	}
-	tlsCfg, err := inv.tlsConfig()
+	if inv.cmd == "bench" {
+		return runBench(ctx, inv, stdout, stderr)
+	}
+	cfg, err := clientConfig(inv)
 	if err != nil {
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
 	}
-	c, err := client.New(client.Config{
+	c, err := client.New(cfg)
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
+		fmt.Errorf("no answer within --timeout %v", inv.timeout))
+	defer cancel()
+	res, err := execute(ctx, c, inv)
+	if err != nil {
+		return fail(stderr, inv, err)
+	}
+	if err := writeResult(stdout, res, inv.json); err != nil {
+		writeError(stderr, "Output", err.Error(), inv.json)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// clientConfig is the client's configuration for inv; it reads the TLS
+// files, if any.
+func clientConfig(inv *invocation) (client.Config, error) {
+	tlsCfg, err := inv.tlsConfig()
+	if err != nil {
+		return client.Config{}, err
+	}
+	return client.Config{
 		Servers:        inv.servers,
 		ClusterID:      inv.clusterID,
 		Secret:         inv.secret,
@@ -59,30 +89,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// seconds, still long enough to ride out a leader election.
 		MaxRetries: cliMaxRetries,
 		BackoffMax: cliBackoffMax,
-	})
-	if err != nil {
-		writeError(stderr, "Usage", err.Error(), inv.json)
-		return exitUsage
+	}, nil
+}
+
+// fail prints the one line of a command that failed with err and returns
+// the exit code.
+func fail(stderr io.Writer, inv *invocation, err error) int {
+	code, status := classify(err)
+	msg := err.Error()
+	if code == "Unreachable" {
+		msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
-		fmt.Errorf("no answer within --timeout %v", inv.timeout))
-	defer cancel()
-	res, err := execute(ctx, c, inv)
-	if err != nil {
-		code, status := classify(err)
-		msg := err.Error()
-		if code == "Unreachable" {
-			msg += " (servers: " + strings.Join(inv.servers, ",") + "; set --servers or SHOAL_SERVERS)"
-		}
-		writeError(stderr, code, msg, inv.json)
-		return status
-	}
-	if err := writeResult(stdout, res, inv.json); err != nil {
-		writeError(stderr, "Output", err.Error(), inv.json)
-		return exitFailed
-	}
-	return exitOK
+	writeError(stderr, code, msg, inv.json)
+	return status
 }
 
 // maxPEMFile bounds a CA, certificate or key file.

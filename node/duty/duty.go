@@ -28,16 +28,19 @@ package duty
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
 
 // Config configures a Leader.
 type Config struct {
-	// Self is this node's id.
-	Self string
+	// Self is this node's raft id (replica ids are node ids).
+	Self uint64
 	// Lease is the lease length holders use. Required.
 	Lease time.Duration
 	// ConfirmFresh is how old a leadership confirmation may be for a grant
@@ -71,7 +74,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("duty: Lease, ConfirmFresh and Resend must be positive")
 	case c.MaxDrift < 0 || c.MaxDrift > 0.1:
 		return fmt.Errorf("duty: MaxDrift %v not in [0, 0.1]", c.MaxDrift)
-	case c.Self == "":
+	case c.Self == 0:
 		return fmt.Errorf("duty: Self required")
 	}
 	return nil
@@ -109,13 +112,13 @@ type led struct {
 }
 
 type voters struct {
-	in, out []string
+	in, out []uint64
 }
 
 type vouchRound struct {
 	at    time.Time
 	terms map[uint64]uint64          // shard → the term asked about
-	acks  map[uint64]map[string]bool // shard → voters that vouched (self included)
+	acks  map[uint64]map[uint64]bool // shard → voters that vouched (self included)
 }
 
 // Leader is one node's duties as the leader of some shards.
@@ -204,8 +207,8 @@ func (l *Leader) Confirm(shard, term uint64, at time.Time) {
 }
 
 // SetVoters records shard's voters (and the outgoing voters of a joint
-// configuration), by node id.
-func (l *Leader) SetVoters(shard uint64, in, out []string) {
+// configuration), by raft id.
+func (l *Leader) SetVoters(shard uint64, in, out []uint64) {
 	if len(in) == 0 && len(out) == 0 {
 		delete(l.voters, shard)
 		return
@@ -232,15 +235,16 @@ func (l *Leader) CanGrant(now time.Time, shard uint64) (uint64, bool) {
 // answers echo; it must rise) at now for every led shard someone asked a
 // lease of within the last lease: for each other voter, the shards it
 // should vouch for at their terms.
-func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTerm {
+func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64][]wire.ShardTerm {
 	for s, r := range l.vrounds {
 		if now.Sub(r.at) > l.cfg.ConfirmFresh {
 			delete(l.vrounds, s)
 		}
 	}
-	asks := make(map[string][]wire.ShardTerm)
+	asks := make(map[uint64][]wire.ShardTerm)
 	var rd *vouchRound
-	for shard, s := range l.led {
+	for _, shard := range slices.Sorted(maps.Keys(l.led)) {
+		s := l.led[shard]
 		if s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
 			continue
 		}
@@ -249,13 +253,13 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTe
 			continue
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[string]bool)}
+			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[uint64]bool)}
 			l.vrounds[seq] = rd
 		}
 		rd.terms[shard] = s.term
-		rd.acks[shard] = map[string]bool{l.cfg.Self: true}
-		asked := map[string]bool{l.cfg.Self: true}
-		for _, list := range [][]string{vs.in, vs.out} {
+		rd.acks[shard] = map[uint64]bool{l.cfg.Self: true}
+		asked := map[uint64]bool{l.cfg.Self: true}
+		for _, list := range [][]uint64{vs.in, vs.out} {
 			for _, v := range list {
 				if !asked[v] {
 					asked[v] = true
@@ -267,9 +271,9 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[string][]wire.ShardTe
 	return asks
 }
 
-// Vouched takes node from's answer to vouch round seq: the shards it
-// follows this node in, at the terms asked.
-func (l *Leader) Vouched(from string, seq uint64, shards []uint64) {
+// Vouched takes node from's (a raft id) answer to vouch round seq: the
+// shards it follows this node in, at the terms asked.
+func (l *Leader) Vouched(from, seq uint64, shards []uint64) {
 	rd := l.vrounds[seq]
 	if rd == nil {
 		return
@@ -287,7 +291,7 @@ func (l *Leader) Vouched(from string, seq uint64, shards []uint64) {
 	}
 }
 
-func quorum(voters []string, acks map[string]bool) bool {
+func quorum(voters []uint64, acks map[uint64]bool) bool {
 	n := 0
 	for _, v := range voters {
 		if acks[v] {
@@ -382,7 +386,7 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 	} else {
 		s.fences[r.Topic] = kept
 	}
-	if r.fresh {
+	if r.fresh || mutant.On(mutant.LeaseWait) {
 		return false
 	}
 	return len(kept) > 0 || now.Before(s.since.Add(l.cfg.NewLeaderWait()))
@@ -394,7 +398,8 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 // dropped, their fences stay until their leases run out.
 func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
 	var out []RPC
-	for k, r := range l.rpcs {
+	for _, k := range slices.Sorted(maps.Keys(l.rpcs)) {
+		r := l.rpcs[k]
 		s := l.led[r.Shard]
 		if s == nil || s.term != r.Term || gone(r.Node) {
 			l.drop(k, r)
@@ -460,6 +465,38 @@ func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
 	} else {
 		s.fences[topic] = kept
 	}
+}
+
+// Settled reports whether, at now, every owner that topic left by a
+// command at or below epoch is fenced: it acknowledged the close, or the
+// last lease it may hold has run out. A move or revoke is acknowledged to
+// its client only once settled, so no write at an older epoch is
+// acknowledged after it. A leader in its first NewLeaderWait settles
+// nothing but fresh topics (never owned before): its predecessors' grants
+// may still run. When not settled, wait
+// is how long until the last of those leases runs out (an ack may come
+// sooner). leads is false
+// when this node no longer leads shard at term: its fences are gone, and
+// the next leader fences the previous owners again.
+func (l *Leader) Settled(now time.Time, shard, term uint64, topic string, epoch uint64, fresh bool) (settled bool, wait time.Duration, leads bool) {
+	s := l.led[shard]
+	if s == nil || s.term != term {
+		return false, 0, false
+	}
+	settled = true
+	// A predecessor's grants are not all known here (only each topic's
+	// last owner is fenced again): until they have all run out, no older
+	// epoch can be counted as dead.
+	if end := s.since.Add(l.cfg.NewLeaderWait()); now.Before(end) && !fresh {
+		settled, wait = false, end.Sub(now)
+	}
+	for _, f := range s.fences[topic] {
+		if f.epoch <= epoch && now.Before(f.deadline) {
+			settled = false
+			wait = max(wait, f.deadline.Sub(now))
+		}
+	}
+	return settled, wait, true
 }
 
 // Holding records that node asked for leases without saying it released

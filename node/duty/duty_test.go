@@ -14,7 +14,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func newLeader(t *testing.T) *Leader {
 	t.Helper()
-	l, err := New(Config{Self: "n1", Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
+	l, err := New(Config{Self: 1, Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func leading(l *Leader, shard, term uint64, at time.Time) {
 	l.Won(at, shard, term)
 	l.Current(shard, term)
 	l.Confirm(shard, term, at)
-	l.SetVoters(shard, []string{"n1", "n2", "n3"}, nil)
+	l.SetVoters(shard, []uint64{1, 2, 3}, nil)
 }
 
 func never(string) time.Time { return time.Time{} }
@@ -74,7 +74,7 @@ func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
 	l := newLeader(t)
 	l.Won(t0, 7, 3)
 	l.Current(7, 3)
-	l.SetVoters(7, []string{"n1", "n2", "n3"}, nil)
+	l.SetVoters(7, []uint64{1, 2, 3}, nil)
 	if asks := l.VouchRound(t0, 1); len(asks) != 0 {
 		t.Fatal("vouch round for a shard nobody asked a lease of")
 	}
@@ -82,14 +82,14 @@ func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
 	start := t0.Add(ms(100))
 	seq := uint64(2)
 	asks := l.VouchRound(start, seq)
-	if len(asks) != 2 || len(asks["n2"]) != 1 || asks["n2"][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
+	if len(asks) != 2 || len(asks[2]) != 1 || asks[2][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
 		t.Fatalf("asks %+v", asks)
 	}
-	l.Vouched("n9", seq, []uint64{7}) // not a voter
+	l.Vouched(9, seq, []uint64{7}) // not a voter
 	if _, ok := l.CanGrant(start.Add(ms(10)), 7); ok {
 		t.Fatal("confirmed without a quorum of voters")
 	}
-	l.Vouched("n3", seq, []uint64{7})
+	l.Vouched(3, seq, []uint64{7})
 	if _, ok := l.CanGrant(start.Add(ms(400)), 7); !ok {
 		t.Fatal("not confirmed by self and n3")
 	}
@@ -102,15 +102,15 @@ func TestAJointConfigurationNeedsBothMajorities(t *testing.T) {
 	l := newLeader(t)
 	l.Won(t0, 7, 3)
 	l.Current(7, 3)
-	l.SetVoters(7, []string{"n1", "n4", "n5"}, []string{"n1", "n2", "n3"})
+	l.SetVoters(7, []uint64{1, 4, 5}, []uint64{1, 2, 3})
 	l.CanGrant(t0, 7)
 	seq := uint64(1)
 	l.VouchRound(t0, seq)
-	l.Vouched("n4", seq, []uint64{7})
+	l.Vouched(4, seq, []uint64{7})
 	if _, ok := l.CanGrant(t0, 7); ok {
 		t.Fatal("confirmed by the incoming majority alone")
 	}
-	l.Vouched("n2", seq, []uint64{7})
+	l.Vouched(2, seq, []uint64{7})
 	if _, ok := l.CanGrant(t0, 7); !ok {
 		t.Fatal("not confirmed by both majorities")
 	}
@@ -265,5 +265,54 @@ func TestWaitsAllowForClockDrift(t *testing.T) {
 	}
 	if w := l.cfg.NewLeaderWait(); w <= ms(1400) || w > ms(1400)*102/100+time.Millisecond*2 {
 		t.Fatalf("NewLeaderWait %v", w)
+	}
+}
+
+func TestAMoveIsSettledOnceEveryEarlierOwnerIsFenced(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0.Add(-time.Hour))
+	lastGrant := t0.Add(-ms(300))
+	l.Effects(t0, 7, []meta.Effect{
+		{Kind: meta.EffectClose, Node: "n2", Topic: "t", Epoch: 5, Partitions: 1},
+		{Kind: meta.EffectOpen, Node: "n3", Topic: "t", Epoch: 5, Partitions: 1},
+	}, func(string) time.Time { return lastGrant })
+	if ok, _, leads := l.Settled(t0, 7, 3, "t", 4, false); !ok || !leads {
+		t.Fatal("an earlier epoch is held back by a later move's fence")
+	}
+	ok, wait, leads := l.Settled(t0, 7, 3, "t", 5, false)
+	if ok || !leads {
+		t.Fatalf("settled before the old owner was fenced: %v %v", ok, leads)
+	}
+	if want := lastGrant.Add(l.cfg.OwnGrantWait()).Sub(t0); wait != want {
+		t.Fatalf("wait %v, want the rest of the old owner's lease %v", wait, want)
+	}
+	if ok, _, _ := l.Settled(t0.Add(wait), 7, 3, "t", 5, false); !ok {
+		t.Fatal("not settled once the old owner's lease ran out")
+	}
+	due := l.Due(t0, nobodyGone)
+	l.Ack("n2", due[0].ReqID, &wire.TopicAck{Topic: []byte("t"), Epoch: 5})
+	if ok, _, _ := l.Settled(t0, 7, 3, "t", 5, false); !ok {
+		t.Fatal("not settled once the old owner acknowledged the close")
+	}
+	if _, _, leads := l.Settled(t0, 7, 4, "t", 5, false); leads {
+		t.Fatal("settled at a term this node does not lead")
+	}
+	l.Lost(7)
+	if _, _, leads := l.Settled(t0, 7, 3, "t", 5, false); leads {
+		t.Fatal("a deposed leader still answers for its fences")
+	}
+}
+
+func TestANewLeaderSettlesOnlyFreshTopicsUntilItsPredecessorsGrantsRanOut(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 3, t0)
+	if ok, wait, _ := l.Settled(t0, 7, 3, "t", 5, false); ok || wait != l.cfg.NewLeaderWait() {
+		t.Fatalf("a new leader settled a topic with a past: %v, wait %v", ok, wait)
+	}
+	if ok, _, _ := l.Settled(t0, 7, 3, "t", 1, true); !ok {
+		t.Fatal("a fresh topic waited for the predecessors' grants")
+	}
+	if ok, _, _ := l.Settled(t0.Add(l.cfg.NewLeaderWait()), 7, 3, "t", 5, false); !ok {
+		t.Fatal("not settled once the predecessors' grants ran out")
 	}
 }

@@ -26,8 +26,11 @@ package ownership
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -258,7 +261,7 @@ func (h *Holder) Serve(now time.Time, topic []byte, epoch uint64) (Topic, Refusa
 		return t.Topic, OtherEpoch
 	}
 	l := &h.shards[t.Shard].lease
-	if !now.Before(l.expires) {
+	if !now.Before(l.expires) && !mutant.On(mutant.LeaseExpiry) {
 		return t.Topic, NoLease
 	}
 	if l.listed == nil {
@@ -295,7 +298,8 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 	rd := &round{at: now, asked: make(map[uint64]string)}
 	h.pending[seq] = rd
 	requests = make(map[string][]wire.LeaseRequest)
-	for s, st := range h.shards {
+	for _, s := range slices.Sorted(maps.Keys(h.shards)) {
+		st := h.shards[s]
 		if len(st.topics) == 0 {
 			if now.After(st.lease.expires) {
 				delete(h.shards, s)

@@ -153,6 +153,16 @@ func (in *Inbound) Run(ctx context.Context) {
 	}
 }
 
+// Handle decodes a raft frame from peer from and hands it to the Receiver
+// now, on the caller's goroutine, instead of queueing it for Run (a
+// caller that drives the host itself). It must not run beside Run.
+func (in *Inbound) Handle(from string, h wire.Header, frame []byte) {
+	if !IsRaftFrame(h.Kind) || len(frame) < wire.HeaderSize {
+		return
+	}
+	in.handle(&inboundFrame{from: from, h: h, frame: append([]byte(nil), frame...)})
+}
+
 func (in *Inbound) handle(f *inboundFrame) {
 	// A compressed payload is decompressed into a buffer of its own: the
 	// decoded messages alias it and raft keeps them.

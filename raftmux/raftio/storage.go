@@ -98,7 +98,15 @@ func (r *Storage) CheckSnapshot(shard uint64, meta *raftpb.SnapshotMetadata, dat
 var _ raftmux.SnapshotChecker = (*Storage)(nil)
 
 // DeleteShard implements raftmux.Storage.
-func (r *Storage) DeleteShard(shard uint64) error { return r.s.DeleteShard(shard) }
+func (r *Storage) DeleteShard(shard uint64, t raftmux.Tombstone) error {
+	return r.s.DeleteShard(shard, shardstore.Tombstone(t))
+}
+
+// Tombstone implements raftmux.Storage.
+func (r *Storage) Tombstone(shard uint64) (raftmux.Tombstone, bool, error) {
+	t, ok, err := r.s.Tombstone(shard)
+	return raftmux.Tombstone(t), ok, err
+}
 
 // Shards implements raftmux.Storage.
 func (r *Storage) Shards() ([]uint64, error) {

@@ -24,6 +24,7 @@ import (
 type MemStore struct {
 	mu     sync.Mutex
 	shards map[uint64]*memShard
+	tombs  map[uint64]raftmux.Tombstone
 
 	fileMu  sync.Mutex
 	file    *os.File
@@ -256,11 +257,23 @@ func (s *MemStore) CheckSnapshot(_ uint64, _ *raftpb.SnapshotMetadata, data []by
 var _ raftmux.SnapshotChecker = (*MemStore)(nil)
 
 // DeleteShard implements raftmux.Storage.
-func (s *MemStore) DeleteShard(shard uint64) error {
+func (s *MemStore) DeleteShard(shard uint64, t raftmux.Tombstone) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.shards, shard)
+	if s.tombs == nil {
+		s.tombs = make(map[uint64]raftmux.Tombstone)
+	}
+	s.tombs[shard] = t
 	return nil
+}
+
+// Tombstone implements raftmux.Storage.
+func (s *MemStore) Tombstone(shard uint64) (raftmux.Tombstone, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tombs[shard]
+	return t, ok, nil
 }
 
 // Shards implements raftmux.Storage.

@@ -1,0 +1,264 @@
+// Command shoalsim runs Shoal's deterministic simulator (package sim) over
+// many seeds, in parallel processes, or replays one seed with its report.
+//
+//	shoalsim -seeds 10000        # seeds 1..10000 on every core
+//	shoalsim -seed 4711          # replay one: violations and trace
+//
+// A run of many seeds prints its progress every few seconds, then every
+// failing seed with the command that replays it; it exits 1 if any
+// failed. Each worker is a process of its own: a run replaces
+// crypto/rand.Reader, so runs cannot share a process.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/sim"
+)
+
+type outcome struct {
+	Seed       uint64   `json:"seed"`
+	Violations []string `json:"violations,omitempty"`
+	Err        string   `json:"err,omitempty"`
+	Wall       float64  `json:"wall"`
+	Ops        int      `json:"ops"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "shoalsim:", err)
+		os.Exit(2)
+	}
+}
+
+func run() error {
+	var (
+		seed    = flag.Uint64("seed", 0, "replay this one seed and print its report")
+		seeds   = flag.Int("seeds", 0, "run this many seeds, from -from")
+		from    = flag.Uint64("from", 1, "first seed of -seeds")
+		jobs    = flag.Int("j", runtime.NumCPU(), "worker processes")
+		nodes   = flag.Int("nodes", 0, "nodes per cluster, 3 to 9 (default 5)")
+		shards  = flag.Uint("shards", 0, "metadata shards (default 64)")
+		faulty  = flag.Duration("faulty", 0, "virtual time under faults (default 60s)")
+		calm    = flag.Duration("calm", 0, "virtual time after the faults, before the liveness checks (default 20s)")
+		trace   = flag.Int("trace", 60, "trace lines to print for a replayed seed (0: all kept)")
+		worker  = flag.Bool("worker", false, "internal: run the seeds read from stdin")
+		verbose = flag.Bool("v", false, "print every seed's outcome")
+	)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	}
+	if *nodes != 0 && (*nodes < 3 || *nodes > 9) {
+		return fmt.Errorf("-nodes %d: want 3 to 9", *nodes)
+	}
+	if *jobs < 1 {
+		return fmt.Errorf("-j %d: want at least 1", *jobs)
+	}
+	cfg := sim.Config{Nodes: *nodes, Shards: uint32(*shards), Faulty: *faulty, Calm: *calm}
+	switch {
+	case *worker:
+		return work(cfg, os.Stdin, os.Stdout)
+	case *seed != 0 && *seeds != 0:
+		return errors.New("-seed and -seeds: give one")
+	case *seed != 0:
+		return replay(cfg, *seed, *trace)
+	case *seeds > 0:
+		failed, err := sweep(*from, *seeds, *jobs, *verbose)
+		if err != nil {
+			return err
+		}
+		if failed > 0 {
+			os.Exit(1)
+		}
+		return nil
+	}
+	return errors.New("give -seed N or -seeds N")
+}
+
+func replay(cfg sim.Config, seed uint64, traceLines int) error {
+	cfg.Seed = seed
+	start := time.Now()
+	res, err := sim.Run(cfg)
+	if err != nil {
+		return err
+	}
+	if !res.Failed() {
+		fmt.Printf("seed %d passed: %d requests (%d acknowledged), %v virtual in %v, history %s\n",
+			seed, res.Ops, res.Acked, res.Virtual, time.Since(start).Round(time.Millisecond), res.Digest)
+		return nil
+	}
+	if traceLines > 0 && len(res.Trace) > traceLines {
+		res.Trace = res.Trace[len(res.Trace)-traceLines:]
+	}
+	fmt.Print(res.Report())
+	os.Exit(1)
+	return nil
+}
+
+// work runs the seeds it reads, one per line, and writes one JSON outcome
+// per seed.
+func work(cfg sim.Config, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	enc := json.NewEncoder(out)
+	for sc.Scan() {
+		seed, err := strconv.ParseUint(sc.Text(), 10, 64)
+		if err != nil {
+			return fmt.Errorf("worker: bad seed %q", sc.Text())
+		}
+		c := cfg
+		c.Seed = seed
+		start := time.Now()
+		o := outcome{Seed: seed}
+		res, err := sim.Run(c)
+		if err != nil {
+			o.Err = err.Error()
+		} else {
+			o.Violations, o.Ops = res.Violations, res.Ops
+		}
+		o.Wall = time.Since(start).Seconds()
+		if err := enc.Encode(&o); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// sweep runs count seeds from first on jobs worker processes, handing each
+// the next seed as it finishes one.
+func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	jobs = min(jobs, count)
+	seeds := make(chan uint64)
+	results := make(chan outcome)
+	var wg sync.WaitGroup
+	errs := make(chan error, jobs)
+	for range jobs {
+		args := append([]string{"-worker"}, forwarded()...)
+		cmd := exec.Command(self, args...)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dec := json.NewDecoder(stdout)
+			for s := range seeds {
+				if _, err := fmt.Fprintln(stdin, s); err != nil {
+					errs <- fmt.Errorf("worker: %w", err)
+					return
+				}
+				var o outcome
+				if err := dec.Decode(&o); err != nil {
+					errs <- fmt.Errorf("worker died at seed %d: %w", s, err)
+					results <- outcome{Seed: s, Err: "worker died"}
+					continue
+				}
+				results <- o
+			}
+			stdin.Close()
+			_ = cmd.Wait()
+		}()
+	}
+	go func() {
+		for i := range uint64(count) {
+			seeds <- first + i
+		}
+		close(seeds)
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var done, failed, ops int
+	var wall float64
+	var failures []outcome
+	report := func() {
+		el := time.Since(start)
+		fmt.Printf("%d/%d seeds, %d failed, %.1f seeds/s, %.2f s per seed, %v elapsed\n",
+			done, count, failed, float64(done)/el.Seconds(), wall/float64(max(done, 1)), el.Round(time.Second))
+	}
+	for {
+		select {
+		case o, ok := <-results:
+			if !ok {
+				report()
+				for _, f := range failures {
+					fmt.Printf("seed %d failed: replay with: make sim SEED=%d\n", f.Seed, f.Seed)
+					if f.Err != "" {
+						fmt.Printf("  error: %s\n", f.Err)
+					}
+					for i, v := range f.Violations {
+						if i == 3 {
+							fmt.Printf("  ... %d more\n", len(f.Violations)-3)
+							break
+						}
+						fmt.Printf("  %s\n", firstLine(v))
+					}
+				}
+				select {
+				case err := <-errs:
+					return failed, err
+				default:
+				}
+				return failed, nil
+			}
+			done++
+			wall += o.Wall
+			ops += o.Ops
+			if o.Err != "" || len(o.Violations) > 0 {
+				failed++
+				failures = append(failures, o)
+				fmt.Printf("seed %d FAILED: %s\n", o.Seed, firstLine(append(o.Violations, o.Err)[0]))
+			} else if verbose {
+				fmt.Printf("seed %d ok (%d requests, %.2f s)\n", o.Seed, o.Ops, o.Wall)
+			}
+		case <-tick.C:
+			report()
+		}
+	}
+}
+
+// forwarded are the flags a worker needs to run the same configuration.
+func forwarded() []string {
+	var out []string
+	for _, name := range []string{"nodes", "shards", "faulty", "calm"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != f.DefValue {
+			out = append(out, "-"+name+"="+f.Value.String())
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,35 @@
+// Package mutant switches on deliberate bugs, one at a time, to prove that
+// the simulator (package sim) finds them. The bugs exist only in builds
+// with the mutants tag; in every other build On is a constant false and
+// the compiler drops the mutated branches.
+package mutant
+
+// Name names one mutant.
+type Name string
+
+// The mutants. Each names the safeguard it removes.
+const (
+	// LeaseWait: a topic's new owner is opened at once, without waiting
+	// for its old owners to close or for their leases to run out.
+	LeaseWait Name = "lease-wait-skipped"
+	// LeaseExpiry: an owner serves a topic after its lease ran out.
+	LeaseExpiry Name = "lease-expiry-ignored"
+	// ApplyError: a command the state machine refuses at apply is
+	// acknowledged as if it had been applied.
+	ApplyError Name = "apply-error-swallowed"
+	// DeadFinal: a member declared dead comes back alive in the same
+	// generation when it refutes with a higher incarnation.
+	DeadFinal Name = "dead-not-final"
+	// Settle: a move or revoke is acknowledged before its old owner is
+	// fenced.
+	Settle Name = "settle-skipped"
+)
+
+// Caught lists the mutants the simulator must catch (sim's TestMutants
+// fails if one survives its seeds).
+var Caught = []Name{LeaseExpiry, ApplyError, Settle}
+
+// Hunted lists the mutants the simulator does not yet catch within its
+// seeds: its faults do not yet make them matter often enough. TestMutants
+// reports on them without failing.
+var Hunted = []Name{LeaseWait, DeadFinal}

@@ -1,0 +1,195 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/raftmux/raftio"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Runtime is the world of a node that its caller runs instead of Start: a
+// simulation's network, membership, filesystem and clock. Such a node
+// opens no socket and starts no goroutine (its raft host is manual): the
+// caller hands it frames and SWIM events and calls Drive when time has
+// passed, all from one goroutine.
+type Runtime struct {
+	// Now is the node's clock. After runs f once d has passed on it, from
+	// the caller's loop; stop cancels it.
+	Now   func() time.Time
+	After func(d time.Duration, f func()) (stop func() bool)
+	// Peers carries the node's frames to other nodes; their frames to it
+	// come through DeliverFrame.
+	Peers PeerNet
+	// Swim is the node's membership; its events come through SwimEvents.
+	Swim Membership
+	// FS holds the node's store (e.g. vfs.NewCrashableMem).
+	FS vfs.FS
+	// Generation is this life's generation; it must rise from one life of
+	// the node to the next.
+	Generation uint64
+	// Seed seeds the node's random choices and its raft proposal ids
+	// (which must differ from one life to the next).
+	Seed uint64
+	// ClientAddr and PeerAddr are what the node says of itself.
+	ClientAddr, PeerAddr string
+}
+
+// driveState is when each duty of a driven node is next due.
+type driveState struct {
+	nextTick, nextEvents, nextReconcile, nextDue, nextLease time.Time
+	lastRound                                               time.Time
+	leaseKicked                                             bool
+}
+
+// ErrRuntime: a Runtime misses a part.
+var ErrRuntime = errors.New("node: incomplete runtime")
+
+// NewDriven builds a node run by its caller through rt (see Runtime),
+// with its store on rt.FS under cfg.DataDir, and starts it: its raft
+// groups are loaded; nothing more happens until the caller delivers
+// frames and events and calls Drive.
+func NewDriven(cfg Config, rt Runtime) (*Node, error) {
+	if rt.Now == nil || rt.After == nil || rt.Peers == nil || rt.Swim == nil || rt.FS == nil || rt.Generation == 0 {
+		return nil, ErrRuntime
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	n, err := newNode(cfg, rt.FS, rt.Generation, rt.Now, rt.After, rt.Seed)
+	if err != nil {
+		return nil, err
+	}
+	n.driven = true
+	n.started = true
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.net, n.swim = rt.Peers, rt.Swim
+	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
+	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
+	host, err := raftmux.NewHost(raftmux.Config{
+		NodeID:         n.self,
+		Storage:        n.rs,
+		Transport:      n.rt,
+		StateMachine:   n.sm,
+		OnLeaderChange: n.onLeaderChange,
+		OnConfState:    n.onConfState,
+		AcceptReplica:  n.acceptReplica,
+		TickInterval:   n.cfg.RaftTickInterval,
+		Logger:         n.log,
+		Manual:         true,
+		Seed:           rt.Seed<<20 | 1,
+	})
+	if err != nil {
+		_ = n.store.Close()
+		return nil, fmt.Errorf("node: raft host: %w", err)
+	}
+	n.host = host
+	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
+		_ = n.store.Close()
+		return nil, fmt.Errorf("node: raft inbound: %w", err)
+	}
+	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
+		n.markBorn()
+	}
+	n.rebuildView()
+	n.startedAt = n.clock()
+	n.serving.Store(true)
+	return n, nil
+}
+
+// DeliverFrame hands a driven node one frame (header and payload) that
+// arrived on c, from a peer or a client.
+func (n *Node) DeliverFrame(c Conn, frame []byte) {
+	var h wire.Header
+	if wire.DecodeHeader(frame, &h) != nil || len(frame) != wire.HeaderSize+int(h.Length) {
+		return
+	}
+	n.deliverFrame(c, h, frame)
+}
+
+// PeerDown tells a driven node that its connection to node broke:
+// requests forwarded there fail at once, and raft hears it is unreachable.
+func (n *Node) PeerDown(node string) {
+	n.host.Unreachable(RaftID(node))
+	n.fwd.peerDown(node)
+}
+
+// SwimEvents hands a driven node its membership's events.
+func (n *Node) SwimEvents(evs ...swim.Event) {
+	for _, e := range evs {
+		n.events.push(e)
+	}
+}
+
+// Drive does what is due on a driven node at its clock's now: the raft
+// tick, membership and leadership events, the shard manager, the
+// ownership messages, the lease round, and every raft round this makes
+// necessary. It returns when it is next due (it is also due after any
+// frame, event or timer).
+func (n *Node) Drive() time.Time {
+	d := &n.drive
+	now := n.clock()
+	if !now.Before(d.nextTick) {
+		n.host.Tick()
+		d.nextTick = now.Add(n.cfg.RaftTickInterval)
+	}
+	if !now.Before(d.nextReconcile) {
+		n.reconcile()
+		d.nextReconcile = now.Add(n.cfg.ReconcileInterval)
+	}
+	minGap := n.cfg.LeaseRenewInterval / 4
+	for range 64 {
+		busy := false
+		for n.host.Step() {
+			busy = true
+		}
+		if drained(n.events.notify) || !now.Before(d.nextEvents) {
+			n.handleEvents()
+			d.nextEvents = now.Add(n.cfg.ReconcileInterval)
+			busy = true
+		}
+		if drained(n.dutyKick) || !now.Before(d.nextDue) {
+			n.sendDue()
+			d.nextDue = now.Add(n.cfg.LeaseRenewInterval)
+			busy = true
+		}
+		if drained(n.leaseKick) {
+			d.leaseKicked = true
+		}
+		if !now.Before(d.nextLease) || (d.leaseKicked && now.Sub(d.lastRound) >= minGap) {
+			n.leaseRound()
+			d.lastRound, d.leaseKicked = now, false
+			d.nextLease = now.Add(n.cfg.LeaseRenewInterval)
+			busy = true
+		}
+		if !busy {
+			break
+		}
+	}
+	next := d.nextTick
+	for _, t := range []time.Time{d.nextEvents, d.nextReconcile, d.nextDue, d.nextLease} {
+		if t.Before(next) {
+			next = t
+		}
+	}
+	if d.leaseKicked && d.lastRound.Add(minGap).Before(next) {
+		next = d.lastRound.Add(minGap)
+	}
+	return next
+}
+
+// drained reports whether a kick was waiting on ch, and takes it.
+func drained(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

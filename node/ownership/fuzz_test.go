@@ -1,0 +1,96 @@
+package ownership
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// FuzzHolder drives a Holder with arbitrary opens, closes, rounds and
+// replies, as a hostile or confused leader could send them, keeping the
+// floors durable as the caller does, and checks after every step: no
+// panic; nothing at or below its floor is held; what Serve allows is held
+// at that epoch; the digests a round sends are those of what is held.
+func FuzzHolder(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 2, 1, 1, 1, 3, 0, 0, 0, 4, 1, 1, 1})
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		h, _ := New(Config{Lease: time.Second})
+		floors := map[string]uint64{}
+		now := time.Unix(1000, 0)
+		topics := []string{"a", "b", "c", "d"}
+		next := func() uint64 {
+			if len(in) == 0 {
+				return 0
+			}
+			v := uint64(in[0])
+			in = in[1:]
+			return v
+		}
+		apply := func(cs []Change) {
+			for _, c := range cs {
+				if c.Floor != 0 && c.Floor > floors[c.Topic] {
+					floors[c.Topic] = c.Floor
+				}
+			}
+		}
+		var seqs []uint64
+		for steps := 0; len(in) > 0 && steps < 200; steps++ {
+			op := next() % 5
+			topic := topics[next()%4]
+			shard := next() % 3
+			term := next() % 4
+			epoch := next() % 6
+			switch op {
+			case 0:
+				_, _, cs := h.Open(&wire.OpenTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch, Partitions: uint32(next()%3 + 1)}, floors[topic])
+				apply(cs)
+			case 1:
+				_, _, cs := h.Close(&wire.CloseTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch}, floors[topic])
+				apply(cs)
+			case 2:
+				seq, _, _ := h.Round(now, func(uint64) (string, bool) { return "L", true })
+				seqs = append(seqs, seq)
+			case 3:
+				if len(seqs) == 0 {
+					continue
+				}
+				g := wire.LeaseGrant{Shard: shard, Term: term, Listed: epoch%2 == 0}
+				if g.Listed {
+					g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(topic), Epoch: next() % 6})
+				}
+				from := "L"
+				if next()%5 == 0 {
+					from = "X"
+				}
+				cs, _ := h.Reply(from, &wire.LeaseReply{Seq: seqs[int(next())%len(seqs)], Grants: []wire.LeaseGrant{g}})
+				apply(cs)
+			case 4:
+				now = now.Add(time.Duration(next()) * 10 * time.Millisecond)
+			}
+			digests := map[uint64]uint64{}
+			for _, tp := range topics {
+				held, ok := h.Get([]byte(tp))
+				if ok && held.Epoch <= floors[tp] {
+					t.Fatalf("%s held at %d, at or below its floor %d", tp, held.Epoch, floors[tp])
+				}
+				if ok {
+					digests[held.Shard] ^= meta.TopicDigest(tp, held.Epoch)
+				}
+				for e := range uint64(6) {
+					if _, r := h.Serve(now, []byte(tp), e); r == Servable && (!ok || held.Epoch != e) {
+						t.Fatalf("%s served at %d, held %+v %v", tp, e, held, ok)
+					}
+				}
+			}
+			_, reqs, _ := h.Round(now, func(uint64) (string, bool) { return "L", true })
+			for _, q := range reqs["L"] {
+				if q.Digest != digests[q.Shard] {
+					t.Fatalf("round digest of shard %d is %x, held topics give %x", q.Shard, q.Digest, digests[q.Shard])
+				}
+			}
+		}
+	})
+}

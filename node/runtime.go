@@ -1,0 +1,55 @@
+package node
+
+import (
+	"time"
+
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// What a node needs of the world, as interfaces: Start wires the real
+// parts (netio, a SWIM driver, the clock and goroutines), StartDriven a
+// caller's (a simulation's network, membership and virtual clock).
+
+// PeerNet carries frames to other nodes (netio.Transport).
+type PeerNet interface {
+	// Send queues frame for node; an error means it was not sent.
+	Send(node string, frame []byte) error
+	// SetPeerAddr records where node listens for peers.
+	SetPeerAddr(node, addr string)
+	// RemovePeer forgets node.
+	RemovePeer(node string)
+}
+
+// Conn is the connection a frame arrived on (netio.Conn): the answer goes
+// back on it.
+type Conn interface {
+	Write(frame []byte) error
+	Role() wire.Role
+	Node() string
+}
+
+// Membership is the node's view of SWIM (swim.Driver).
+type Membership interface {
+	Members() []swim.Member
+	Self() swim.Member
+	AnnounceShardLeader(shard uint64, leader string, term uint64)
+	SetMetadataVersion(kind, version uint64)
+	Join(seeds []string)
+}
+
+// after runs f after d on the node's clock; stop cancels it and reports
+// whether it did.
+func (n *Node) after(d time.Duration, f func()) (stop func() bool) {
+	return n.afterFunc(d, f)
+}
+
+// realAfter is time.AfterFunc.
+func realAfter(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// randIntN draws a number in [0, k) from the node's random source.
+func (n *Node) randIntN(k int) int {
+	n.randMu.Lock()
+	defer n.randMu.Unlock()
+	return n.randSrc.IntN(k)
+}

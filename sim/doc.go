@@ -1,0 +1,49 @@
+// Package sim runs a whole Shoal cluster — 3 to 9 nodes with their real
+// request handling, raft groups, leases, SWIM cores, metadata sync and
+// Pebble stores on in-memory disks — in one process, on one goroutine, in
+// virtual time, and checks what happened.
+//
+// One seed decides everything: the network's delays, losses, duplicates
+// and reorderings; the cuts (both ways and one way) and partitions; the
+// pauses; the crashes (power losses keep only what was synced, kills keep
+// every write) and restarts from disk with a new generation; each node's
+// clock rate (within 80% of the drift bound the leases allow for); and
+// the workload: assign, revoke, update of partition counts, plain and
+// linearizable lookups, produce and fetch, sent as Shoal's client frames
+// to any node, some of the changes with a conflicting one racing them
+// (both pass the leader's check; the state machine must refuse the one
+// applied second). Faults aim too: a topic's owner is cut off (or only deaf)
+// while its clients still reach it and the others move its topic and
+// write to it. The same seed gives the same run, byte for byte; a failing
+// seed prints the command that replays it (make sim SEED=N) and the end
+// of a readable trace.
+//
+// The checkers:
+//   - linearizability of each topic's assigns, revokes, updates and
+//     linearizable lookups (porcupine, against a model that allows the
+//     moves the cluster makes on its own);
+//   - one owner at a time, where it happens: the writes each node
+//     acknowledged for a topic at one epoch span an interval of virtual
+//     time, and no two such intervals overlap or run against epoch order;
+//   - as the clients saw it (history.Check): no write acknowledged at an
+//     epoch after one at a higher epoch had completed, no answer going
+//     back in epoch, no acknowledged assignment lost;
+//   - SWIM's promises as each node's membership reports them: dead is
+//     final within a generation, incarnations never fall;
+//   - liveness: once the faults stop, within Config.Calm, every node is
+//     ready, every shard has one leader every node knows, every topic is
+//     owned by a live node and every node answers a plain lookup as the
+//     leader does; and no node spins (more than 300,000 events in one
+//     virtual second ends the run).
+//
+// Nodes are node.NewDriven nodes: the world hands them frames and SWIM
+// events and calls Drive; their raft hosts are manual. Raft draws its
+// election timeouts from crypto/rand, so Run replaces crypto/rand.Reader
+// with a seeded source while it runs: runs must not overlap in a process
+// (cmd/shoalsim starts one process per core). Crashes keep all or none of
+// the unsynced writes: Pebble's MemFS draws partial losses in map order,
+// which would not repeat (shardstore's crash tests cover partial losses).
+//
+// With the mutants build tag, internal/mutant switches on deliberate bugs
+// one at a time; TestMutants shows the checkers catch each.
+package sim

@@ -1,0 +1,339 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shoalmq/shoal/faultnet"
+	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// host is one simulated machine: a node, its SWIM core, its disk and its
+// clock, which keeps running across the node's lives.
+type host struct {
+	w     *World
+	index int
+	id    string
+	// gen counts the host's lives (the events of an earlier one are void);
+	// nodeGen is the node generation of the current one.
+	gen, nodeGen uint64
+	// rate is the clock's rate against true time (1 ± the drift bound).
+	rate float64
+	fs   *vfs.MemFS
+	node *node.Node
+	swim *swim.Node
+	// down: crashed, not restarted yet; paused: stopped (SIGSTOP), its
+	// events held until it resumes.
+	down, paused bool
+	held         []*event
+	// driveAt and swimAt are the pending wake-ups of the node and of its
+	// SWIM core (zero: none).
+	driveAt, swimAt time.Time
+	// linkFree is when each outgoing link to another host is next free:
+	// deliveries on a link keep their order unless a fault delays them.
+	linkFree map[int]time.Time
+}
+
+func (h *host) swimAddr() string   { return h.id + ":swim" }
+func (h *host) clientAddr() string { return h.id + ":client" }
+func (h *host) peerAddr() string   { return h.id + ":peer" }
+
+// clock is the host's clock at the world's now.
+func (h *host) clock() time.Time {
+	return epoch.Add(time.Duration(float64(h.w.now.Sub(epoch)) * h.rate))
+}
+
+// worldTime is when the host's clock shows t.
+func (h *host) worldTime(t time.Time) time.Time {
+	return epoch.Add(time.Duration(float64(t.Sub(epoch)) / h.rate))
+}
+
+// boot starts a new life of the host: a node on its disk (as the crash
+// left it) and a SWIM core with a new generation, joining the others.
+func (h *host) boot() error {
+	w := h.w
+	h.gen++
+	h.nodeGen++
+	h.down, h.paused, h.held = false, false, nil
+	h.driveAt, h.swimAt = time.Time{}, time.Time{}
+	h.linkFree = make(map[int]time.Time)
+	var seeds []string
+	for _, o := range w.hosts {
+		seeds = append(seeds, o.swimAddr())
+	}
+	sc := swim.LocalConfig()
+	sc.NodeID, sc.SwimAddr, sc.ClientAddr, sc.PeerAddr = h.id, h.swimAddr(), h.clientAddr(), h.peerAddr()
+	sc.Rack = fmt.Sprintf("r%d", h.index%3)
+	sc.Generation = h.nodeGen
+	sc.Seed = w.rng.Uint64()
+	sw, err := swim.New(sc)
+	if err != nil {
+		return err
+	}
+	h.swim = sw
+	cfg := node.Config{
+		ID: h.id, Rack: sc.Rack, DataDir: "/" + h.id,
+		ClientAddr: h.clientAddr(), PeerAddr: h.peerAddr(), SwimAddr: h.swimAddr(),
+		Join: seeds, BootstrapExpect: len(w.hosts), Shards: w.cfg.Shards, Replicas: 3,
+		SwimPreset: "fast", Logger: w.cfg.Logger.With("node", h.id),
+		// Small memtables: cheap to make at every boot, and flushed often,
+		// so crashes land around flushes too.
+		StoreMemTableBytes: 1 << 20,
+	}
+	n, err := node.NewDriven(cfg, node.Runtime{
+		Now:        h.clock,
+		After:      h.afterFunc,
+		Peers:      peerNet{h},
+		Swim:       membership{h},
+		FS:         h.fs,
+		Generation: h.nodeGen,
+		Seed:       w.rng.Uint64(),
+		ClientAddr: h.clientAddr(), PeerAddr: h.peerAddr(),
+	})
+	if err != nil {
+		return fmt.Errorf("sim: boot %s: %w", h.id, err)
+	}
+	h.node = n
+	sw.Join(seeds)
+	w.logf("%s boots (generation %d)", h.id, h.nodeGen)
+	h.wake()
+	return nil
+}
+
+// afterFunc is the node's timers: f runs after d on the host's clock.
+func (h *host) afterFunc(d time.Duration, f func()) func() bool {
+	stopped := false
+	done := false
+	h.w.after(time.Duration(float64(d)/h.rate), h, func() {
+		if stopped {
+			return
+		}
+		done = true
+		f()
+		h.wake()
+	})
+	return func() bool {
+		if stopped || done {
+			return false
+		}
+		stopped = true
+		return true
+	}
+}
+
+// wake runs what is due on the host now: the node's duties and raft
+// rounds, and what its SWIM core has to send.
+func (h *host) wake() {
+	if h.down || h.paused {
+		return
+	}
+	next := h.node.Drive()
+	h.flushSwim()
+	h.scheduleDrive(h.worldTime(next))
+}
+
+func (h *host) scheduleDrive(at time.Time) {
+	if !at.After(h.w.now) {
+		at = h.w.now.Add(time.Millisecond)
+	}
+	if !h.driveAt.IsZero() && !h.driveAt.After(at) && h.driveAt.After(h.w.now) {
+		return // an earlier wake-up is pending
+	}
+	h.driveAt = at
+	h.w.at(at, h, func() {
+		if !h.w.now.Equal(h.driveAt) {
+			return // superseded
+		}
+		h.driveAt = time.Time{}
+		h.wake()
+	})
+}
+
+// flushSwim sends what the SWIM core produced, hands its events to the
+// node, and schedules its next tick.
+func (h *host) flushSwim() {
+	w := h.w
+	for h.swim.HasReady() {
+		rd := h.swim.Ready()
+		for _, p := range rd.Packets {
+			w.sendDatagram(h, p.To, append([]byte(nil), p.Data...))
+		}
+		if len(rd.Events) > 0 {
+			for _, e := range rd.Events {
+				if e.Kind != swim.EventShardLeader && e.Kind != swim.EventMetadataVersion {
+					w.logf("%s: swim %v %s (generation %d)", h.id, e.Kind, e.Member.ID, e.Member.Generation)
+				}
+			}
+			w.noteMembership(h, rd.Events)
+			h.node.SwimEvents(rd.Events...)
+		}
+		for _, pp := range rd.PushPulls {
+			w.pushPull(h, pp.ID, pp.Addr, append([]byte(nil), pp.Payload...))
+		}
+		h.swim.Advance()
+		if len(rd.Events) > 0 {
+			next := h.node.Drive()
+			h.scheduleDrive(h.worldTime(next))
+		}
+	}
+	h.scheduleSwim(h.worldTime(h.swim.NextDeadline()))
+}
+
+func (h *host) scheduleSwim(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if !at.After(h.w.now) {
+		at = h.w.now.Add(time.Millisecond)
+	}
+	if !h.swimAt.IsZero() && !h.swimAt.After(at) && h.swimAt.After(h.w.now) {
+		return
+	}
+	h.swimAt = at
+	h.w.at(at, h, func() {
+		if !h.w.now.Equal(h.swimAt) {
+			return
+		}
+		h.swimAt = time.Time{}
+		h.swim.Tick(h.clock())
+		h.flushSwim()
+	})
+}
+
+// crash stops the host at once. Half the crashes are power losses (the
+// disk keeps only what was synced), half are process kills (the disk
+// keeps every write). A crash keeping a random part of the unsynced
+// writes would not repeat: MemFS draws its choices in map order.
+// shardstore's crash tests cover those.
+func (h *host) crash() {
+	w := h.w
+	h.down = true
+	kept, kind := 0, "power loss"
+	if w.rng.IntN(2) == 0 {
+		kept, kind = 100, "killed"
+	}
+	clone := h.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: kept, RNG: rand.New(rand.NewPCG(w.rng.Uint64(), 1))})
+	_ = h.node.Close()
+	h.fs = clone
+	w.logf("%s crashes (%s)", h.id, kind)
+}
+
+// peerNet is a host's network to the other nodes.
+type peerNet struct{ h *host }
+
+func (p peerNet) Send(to string, frame []byte) error {
+	t := p.h.w.byID[to]
+	if t == nil {
+		return fmt.Errorf("sim: no node %q", to)
+	}
+	p.h.w.sendFrame(p.h, t, append([]byte(nil), frame...))
+	return nil
+}
+
+func (peerNet) SetPeerAddr(string, string) {}
+func (peerNet) RemovePeer(string)          {}
+
+// peerConn is the connection frames from one node arrive on at another:
+// an answer on it goes back to the sender.
+type peerConn struct{ from, to *host }
+
+func (c peerConn) Write(frame []byte) error {
+	c.to.w.sendFrame(c.to, c.from, append([]byte(nil), frame...))
+	return nil
+}
+func (peerConn) Role() wire.Role { return wire.RolePeer }
+func (c peerConn) Node() string  { return c.from.id }
+
+// membership is a host's SWIM core as the node sees it.
+type membership struct{ h *host }
+
+func (m membership) Members() []swim.Member { return m.h.swim.Members() }
+func (m membership) Self() swim.Member      { return m.h.swim.Self() }
+func (m membership) AnnounceShardLeader(shard uint64, leader string, term uint64) {
+	m.h.swim.AnnounceShardLeader(shard, leader, term)
+}
+func (m membership) SetMetadataVersion(kind, version uint64) {
+	m.h.swim.SetMetadataVersion(kind, version)
+}
+func (m membership) Join(seeds []string) { m.h.swim.Join(seeds) }
+
+// baseLatency draws a message's delay on an unimpaired link.
+func (w *World) baseLatency() time.Duration {
+	return w.between(200*time.Microsecond, 1500*time.Microsecond)
+}
+
+// sendFrame carries a peer frame from one node to another, as the faults
+// decide.
+func (w *World) sendFrame(from, to *host, frame []byte) {
+	kind := uint8(0)
+	if len(frame) > 1 {
+		kind = frame[1]
+	}
+	v := w.net.DecideWith(w.rng, from.id, to.id, kind)
+	for _, d := range v.Delays {
+		at := w.now.Add(w.baseLatency())
+		if free := from.linkFree[to.index]; at.Before(free) {
+			at = free
+		}
+		from.linkFree[to.index] = at
+		at = at.Add(d)
+		gen := to.gen
+		w.at(at, to, func() {
+			if to.gen != gen {
+				return
+			}
+			to.node.DeliverFrame(peerConn{from: from, to: to}, frame)
+			to.wake()
+		})
+	}
+}
+
+// sendDatagram carries a SWIM datagram to the node at addr.
+func (w *World) sendDatagram(from *host, addr string, data []byte) {
+	to := w.swimAt[addr]
+	if to == nil {
+		return
+	}
+	v := w.net.DecideWith(w.rng, from.id, to.id, faultnet.KindSwim)
+	for _, d := range v.Delays {
+		fromAddr := from.swimAddr()
+		w.after(w.baseLatency()+d, to, func() {
+			to.swim.Receive(to.clock(), fromAddr, data)
+			to.flushSwim()
+		})
+	}
+}
+
+// pushPull runs a SWIM full-state exchange from one node with the node at
+// addr; a cut either way fails it after a connect timeout.
+func (w *World) pushPull(from *host, id uint64, addr string, req []byte) {
+	to := w.swimAt[addr]
+	fail := func() {
+		w.after(time.Second, from, func() {
+			from.swim.PushPullDone(from.clock(), id, nil, fmt.Errorf("sim: push-pull to %s failed", addr))
+			from.flushSwim()
+		})
+	}
+	if to == nil || to.down || w.net.DecideWith(w.rng, from.id, to.id, faultnet.KindSwim).Dropped() ||
+		w.net.DecideWith(w.rng, to.id, from.id, faultnet.KindSwim).Dropped() {
+		fail()
+		return
+	}
+	fromGen := from.gen
+	w.after(w.baseLatency(), to, func() {
+		reply, err := to.swim.HandlePushPull(to.clock(), req)
+		to.flushSwim()
+		w.after(w.baseLatency(), from, func() {
+			if from.gen != fromGen {
+				return
+			}
+			from.swim.PushPullDone(from.clock(), id, reply, err)
+			from.flushSwim()
+		})
+	})
+}

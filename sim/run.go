@@ -1,0 +1,453 @@
+package sim
+
+import (
+	crand "crypto/rand"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shoalmq/shoal/faultnet"
+	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Result is what a run found.
+type Result struct {
+	Seed uint64
+	// Violations lists every broken promise; empty when the run passed.
+	Violations []string
+	// Trace is the end of what happened (nodes booting and crashing,
+	// faults, acknowledged requests), for a failure's report.
+	Trace []string
+	// Ops counts the requests recorded; Acked those acknowledged.
+	Ops, Acked int
+	// Digest is a hash of the whole history, to compare runs.
+	Digest string
+	// Virtual is the virtual time the run covered.
+	Virtual time.Duration
+}
+
+// Failed reports whether a promise was broken.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Report is a failure's readable account: the violations, the command
+// that replays the run, and the trace's end.
+func (r *Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d violations\n", r.Seed, len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	fmt.Fprintf(&b, "replay: make sim SEED=%d\n", r.Seed)
+	fmt.Fprintf(&b, "trace (last %d lines):\n", len(r.Trace))
+	for _, l := range r.Trace {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
+
+// detRand is a deterministic stand-in for crypto/rand.Reader: raft draws
+// its election timeouts from crypto/rand, and a run must repeat.
+type detRand struct{ r *rand.ChaCha8 }
+
+func (d detRand) Read(p []byte) (int, error) { return d.r.Read(p) }
+
+// Run runs one simulation. It replaces crypto/rand.Reader while it runs
+// (raft draws its election timeouts from it): runs must not overlap in
+// one process.
+func Run(cfg Config) (*Result, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	var key [32]byte
+	for i := range 4 {
+		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	saved := crand.Reader
+	crand.Reader = detRand{rand.NewChaCha8(key)}
+	defer func() { crand.Reader = saved }()
+
+	w := &World{
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+		now:     epoch,
+		net:     faultnet.New(cfg.Seed),
+		byID:    make(map[string]*host),
+		swimAt:  make(map[string]*host),
+		hist:    &history.Recorder{},
+		members: make(map[string]memberSeen),
+		owners:  make(map[string]route),
+		seen:    make(map[string]bool),
+		lin:     newLinLog(),
+		trace:   newTrace(cfg.TraceLines),
+	}
+	defer w.close()
+	for i := range cfg.Nodes {
+		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
+		// Each clock runs at its own rate, within 80% of the bound the
+		// leases allow for.
+		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
+		w.hosts = append(w.hosts, h)
+		w.byID[h.id] = h
+		w.swimAt[h.swimAddr()] = h
+	}
+	for _, h := range w.hosts {
+		if err := h.boot(); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Seed: cfg.Seed}
+	if !w.waitReady(60 * time.Second) {
+		res.Violations = append(res.Violations, "liveness: the cluster was not ready 60 s after its start")
+		res.Trace = w.trace.Lines()
+		return res, nil
+	}
+	w.logf("cluster ready")
+	for i := range cfg.Clients {
+		c := &client{w: w, id: fmt.Sprintf("c%d", i+1), routes: make(map[string]route)}
+		w.clients = append(w.clients, c)
+		w.after(w.between(0, thinkMax), nil, c.step)
+	}
+	w.racer = &client{w: w, id: "racer", routes: make(map[string]route)}
+	start := w.now
+	if !cfg.NoFaults {
+		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
+	}
+	w.runUntil(start.Add(cfg.Faulty))
+	w.healAll()
+	w.runUntil(w.now.Add(cfg.Calm))
+	w.calm = true
+	// Let the requests in flight end.
+	w.runUntil(w.now.Add(opTimeout + time.Second))
+
+	res.Violations = append(res.Violations, w.early...)
+	if w.stuck != "" {
+		res.Violations = append(res.Violations, w.stuck)
+		res.Trace = w.trace.Lines()
+		return res, nil
+	}
+	res.Violations = append(res.Violations, w.checkLiveness()...)
+	final := w.finalState()
+	ops := w.hist.Ops()
+	for _, v := range history.Check(ops, final) {
+		res.Violations = append(res.Violations, v.String())
+	}
+	res.Violations = append(res.Violations, checkOwners(w.acks)...)
+	bad, unknown := w.lin.check(10 * time.Second)
+	res.Violations = append(res.Violations, bad...)
+	for _, t := range unknown {
+		w.logf("linearizability of %s: checker timed out", t)
+	}
+	res.Ops = len(ops)
+	for _, o := range ops {
+		if o.OK {
+			res.Acked++
+		}
+	}
+	res.Digest = digest(ops)
+	res.Virtual = w.elapsed()
+	res.Trace = w.trace.Lines()
+	return res, nil
+}
+
+// stopped: the clients stop sending once the run is calm.
+func (w *World) stopped() bool { return w.calm }
+
+func (w *World) close() {
+	for _, h := range w.hosts {
+		if h.node != nil && !h.down {
+			_ = h.node.Close()
+		}
+	}
+}
+
+// waitReady runs until every node is ready, for at most d.
+func (w *World) waitReady(d time.Duration) bool {
+	deadline := w.now.Add(d)
+	for w.now.Before(deadline) {
+		w.runUntil(w.now.Add(100 * time.Millisecond))
+		ready := true
+		for _, h := range w.hosts {
+			if !h.down && !h.node.Status().Ready {
+				ready = false
+			}
+		}
+		if ready {
+			return true
+		}
+	}
+	return false
+}
+
+// nextFault starts one fault, schedules its end, and the next fault.
+func (w *World) nextFault() {
+	if w.quiet {
+		return
+	}
+	hold := w.between(time.Second, 8*time.Second)
+	i := w.rng.IntN(len(w.hosts))
+	h := w.hosts[i]
+	switch w.rng.IntN(8) {
+	case 0:
+		w.logf("fault: %s cut off for %v", h.id, hold)
+		w.net.Isolate(h.id)
+		w.after(hold, nil, func() { w.net.HealLink(h.id, "*"); w.net.HealLink("*", h.id); w.logf("heal: %s", h.id) })
+	case 1:
+		o := w.hosts[(i+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
+		w.logf("fault: %s cannot send to %s for %v", h.id, o.id, hold)
+		w.net.Cut(h.id, o.id)
+		w.after(hold, nil, func() { w.net.HealLink(h.id, o.id); w.logf("heal: %s -> %s", h.id, o.id) })
+	case 2:
+		if h.down || h.paused {
+			break
+		}
+		w.logf("fault: %s paused for %v", h.id, hold)
+		h.paused = true
+		w.after(hold, nil, func() { w.resume(h) })
+	case 3:
+		if h.down || h.paused {
+			break
+		}
+		h.crash()
+		w.after(hold, nil, func() { w.restart(h) })
+	case 4:
+		l := faultnet.Link{Loss: 0.05, Dup: 0.1, DelayMax: 40 * time.Millisecond}
+		w.logf("fault: every link lossy (5%%), duplicating (10%%) and reordering (up to 40 ms) for %v", hold)
+		w.net.SetDefault(l)
+		w.after(hold, nil, func() { w.net.SetDefault(faultnet.Link{}); w.logf("heal: links") })
+	case 5:
+		perm := w.rng.Perm(len(w.hosts))
+		k := 1 + w.rng.IntN(len(w.hosts)/2)
+		var a, b []string
+		for j, p := range perm {
+			if j < k {
+				a = append(a, w.hosts[p].id)
+			} else {
+				b = append(b, w.hosts[p].id)
+			}
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		w.logf("fault: partition %v | %v for %v", a, b, hold)
+		w.net.Partition(a, b)
+		w.after(hold, nil, func() { w.net.Heal(); w.logf("heal: partition") })
+	case 6, 7:
+		// The owner of a topic cut off from the other nodes (case 6) or
+		// only from their messages (case 7: it still sends), while its
+		// clients still reach it and the others press on its topic.
+		topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
+		o := w.byID[w.owners[topic].owner]
+		if o == nil || o.down || w.hot != "" {
+			break
+		}
+		hold = w.between(300*time.Millisecond, 3*time.Second)
+		if c := w.rng.IntN(2); c == 0 {
+			w.logf("fault: %s, owner of %s, cut off for %v", o.id, topic, hold)
+			w.net.Isolate(o.id)
+		} else {
+			w.logf("fault: %s, owner of %s, hears no one for %v", o.id, topic, hold)
+			w.net.Cut("*", o.id)
+		}
+		w.hot = topic
+		w.after(hold, nil, func() {
+			w.net.HealLink(o.id, "*")
+			w.net.HealLink("*", o.id)
+			w.hot = ""
+			w.logf("heal: %s", o.id)
+		})
+	}
+	w.after(w.between(2*time.Second, 6*time.Second), nil, w.nextFault)
+}
+
+func (w *World) resume(h *host) {
+	if !h.paused || h.down {
+		return
+	}
+	h.paused = false
+	held := h.held
+	h.held = nil
+	w.logf("resume: %s", h.id)
+	for _, e := range held {
+		w.at(w.now, h, e.do)
+	}
+	h.wake()
+}
+
+func (w *World) restart(h *host) {
+	if !h.down {
+		return
+	}
+	if err := h.boot(); err != nil {
+		w.logf("%s does not boot: %v", h.id, err)
+	}
+}
+
+// healAll ends every fault.
+func (w *World) healAll() {
+	w.quiet = true
+	w.net.Heal()
+	w.net.SetDefault(faultnet.Link{})
+	for _, h := range w.hosts {
+		w.resume(h)
+		w.restart(h)
+	}
+	w.logf("every fault healed")
+}
+
+// ask sends one request to h as a client would, runs the world until the
+// answer comes (or a timeout), and returns it.
+func (w *World) ask(h *host, kind wire.Kind, payload []byte) (wire.Kind, []byte, bool) {
+	var gotKind wire.Kind
+	var got []byte
+	done := false
+	f, start := wire.BeginFrame(nil, kind, 1)
+	f = append(f, payload...)
+	f, _ = wire.EndFrame(f, start)
+	conn := answerConn{done: func(frame []byte) {
+		var hd wire.Header
+		if wire.DecodeHeader(frame, &hd) == nil {
+			gotKind, got, done = hd.Kind, frame[wire.HeaderSize:], true
+		}
+	}}
+	h.node.DeliverFrame(conn, f)
+	h.wake()
+	deadline := w.now.Add(opTimeout)
+	for !done && w.now.Before(deadline) {
+		w.runUntil(w.now.Add(10 * time.Millisecond))
+	}
+	return gotKind, got, done
+}
+
+// answerConn hands a node's answer to done.
+type answerConn struct{ done func([]byte) }
+
+func (a answerConn) Write(frame []byte) error { a.done(append([]byte(nil), frame...)); return nil }
+func (answerConn) Role() wire.Role            { return wire.RoleClient }
+func (answerConn) Node() string               { return "" }
+
+// finalState reads every topic with a linearizable lookup once the run is
+// calm.
+func (w *World) finalState() map[string]history.Final {
+	out := make(map[string]history.Final)
+	for i := range w.cfg.Topics {
+		topic := fmt.Sprintf("topic-%d", i)
+		for try := range 20 {
+			h := w.hosts[try%len(w.hosts)]
+			kind, p, ok := w.ask(h, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}))
+			if !ok {
+				continue
+			}
+			if kind == wire.KindAssignment {
+				var a wire.Assignment
+				if wire.DecodeAssignment(p, &a) == nil {
+					out[topic] = history.Final{Epoch: a.Epoch}
+					break
+				}
+			}
+			var e wire.Error
+			if kind == wire.KindError && wire.DecodeError(p, &e) == nil && e.Code == wire.CodeNotFound {
+				out[topic] = history.Final{Gone: true}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkLiveness checks, once the faults have stopped for Config.Calm, that
+// every node is ready, that every shard has one leader every node knows,
+// that every assigned topic is owned by a live node, and that every node
+// answers a plain lookup as the shard's leader does.
+func (w *World) checkLiveness() []string {
+	var out []string
+	for _, h := range w.hosts {
+		if !h.node.Status().Ready {
+			out = append(out, fmt.Sprintf("liveness: %s is not ready %v after the faults stopped", h.id, w.cfg.Calm))
+		}
+	}
+	var leaders []string
+	for _, h := range w.hosts {
+		kind, p, ok := w.ask(h, wire.KindShards, nil)
+		var sl wire.ShardList
+		if !ok || kind != wire.KindShardList || wire.DecodeShardList(p, &sl) != nil {
+			out = append(out, fmt.Sprintf("liveness: %s does not list its shards", h.id))
+			continue
+		}
+		for _, si := range sl.Shards {
+			if len(si.Leader) == 0 {
+				out = append(out, fmt.Sprintf("liveness: %s knows no leader of shard %d", h.id, si.Shard))
+				break
+			}
+		}
+		if leaders == nil {
+			for _, si := range sl.Shards {
+				leaders = append(leaders, fmt.Sprintf("%s@%d", si.Leader, si.Term))
+			}
+			continue
+		}
+		for i, si := range sl.Shards {
+			if i < len(leaders) && fmt.Sprintf("%s@%d", si.Leader, si.Term) != leaders[i] {
+				out = append(out, fmt.Sprintf("liveness: %s names %s@%d leader of shard %d, %s names %s", h.id, si.Leader, si.Term, si.Shard, w.hosts[0].id, leaders[i]))
+				break
+			}
+		}
+	}
+	for i := range w.cfg.Topics {
+		topic := fmt.Sprintf("topic-%d", i)
+		var want string
+		for try := range 10 {
+			kind, p, ok := w.ask(w.hosts[try%len(w.hosts)], wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}))
+			if !ok {
+				continue
+			}
+			var a wire.Assignment
+			if kind == wire.KindAssignment && wire.DecodeAssignment(p, &a) == nil {
+				want = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
+				if h := w.byID[string(a.Owner)]; h == nil || h.down {
+					out = append(out, fmt.Sprintf("liveness: %s is owned by %s, not a live node", topic, a.Owner))
+				}
+			} else {
+				want = "none"
+			}
+			break
+		}
+		for _, h := range w.hosts {
+			kind, p, ok := w.ask(h, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic)}))
+			got := "none"
+			var a wire.Assignment
+			if ok && kind == wire.KindAssignment && wire.DecodeAssignment(p, &a) == nil {
+				got = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
+			}
+			if ok && want != "" && got != want {
+				out = append(out, fmt.Sprintf("liveness: %s answers %s for %s, the leader %s", h.id, got, topic, want))
+			}
+		}
+	}
+	return out
+}
+
+// digest hashes a history (in a canonical order) for comparing runs.
+func digest(ops []history.Op) string {
+	lines := make([]string, len(ops))
+	for i, o := range ops {
+		lines[i] = fmt.Sprintf("%d %d %s %s %v %v %d %s %d %s", o.Start.UnixNano(), o.End.UnixNano(), o.Client, o.Topic, o.Kind, o.OK, o.Epoch, o.Node, o.Offset, o.Err)
+	}
+	slices.Sort(lines)
+	h := uint64(14695981039346656037)
+	for _, l := range lines {
+		for i := 0; i < len(l); i++ {
+			h ^= uint64(l[i])
+			h *= 1099511628211
+		}
+		h ^= '\n'
+		h *= 1099511628211
+	}
+	return fmt.Sprintf("%016x", h)
+}

@@ -1,0 +1,321 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// A client sends one request at a time, as Shoal's client protocol frames,
+// to a node of its choice: metadata requests to any node, produce and
+// fetch to the owner its answers so far name. What it sees is recorded
+// for the checkers; requests that get no answer within opTimeout count as
+// failed (their outcome is unknown).
+const (
+	opTimeout  = 3 * time.Second
+	thinkMin   = 5 * time.Millisecond
+	thinkMax   = 60 * time.Millisecond
+	clientLag  = 300 * time.Microsecond
+	clientLagX = 2 * time.Millisecond
+)
+
+type route struct {
+	owner string
+	epoch uint64
+}
+
+type client struct {
+	w      *World
+	id     string
+	routes map[string]route
+	nextID uint64
+	// cur is the request in flight (nil: none).
+	cur *request
+}
+
+type request struct {
+	id    uint64
+	kind  wire.Kind
+	topic string
+	to    *host
+	start time.Time
+	// owner is an assign's named owner; parts an assign's or update's
+	// partition count; lin a lookup's linearizable flag.
+	owner string
+	parts uint32
+	lin   bool
+	epoch uint64 // a produce's or fetch's epoch
+	done  bool
+	// refused: the answer was an error that says the request did nothing
+	// (not found, bad request); any other error leaves a change's outcome
+	// unknown.
+	refused bool
+}
+
+// clientConn is the connection a client's request reaches a node on.
+type clientConn struct {
+	c   *client
+	req *request
+}
+
+func (cc clientConn) Write(frame []byte) error {
+	f := append([]byte(nil), frame...)
+	w := cc.c.w
+	w.noteAnswer(cc.req.to.id, cc.req.topic, f)
+	w.after(w.between(clientLag, clientLagX), nil, func() { cc.c.answer(cc.req, f) })
+	return nil
+}
+func (clientConn) Role() wire.Role { return wire.RoleClient }
+func (clientConn) Node() string    { return "" }
+
+// step starts the client's next request.
+func (c *client) step() {
+	if c.w.stopped() {
+		return
+	}
+	w := c.w
+	topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
+	roll := w.rng.IntN(100)
+	if w.hot != "" && w.rng.IntN(2) == 0 {
+		// A fault cut the hot topic's owner off: half the requests go to
+		// that topic, mostly writes and moves away from the owner.
+		topic = w.hot
+		roll = 18 + w.rng.IntN(82)
+		if w.rng.IntN(6) == 0 {
+			roll = 0
+		}
+	}
+	req := &request{topic: topic, start: w.now}
+	var payload []byte
+	switch {
+	case roll < 14:
+		req.kind = wire.KindAssign
+		if w.rng.IntN(2) == 0 {
+			req.owner = w.hosts[w.rng.IntN(len(w.hosts))].id
+		}
+		req.parts = uint32(w.rng.IntN(4))
+		payload = wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(req.owner), Partitions: req.parts})
+	case roll < 16:
+		req.kind = wire.KindUpdatePartition
+		req.parts = 1 + uint32(w.rng.IntN(8))
+		payload = wire.AppendUpdatePartition(nil, &wire.UpdatePartition{Topic: []byte(topic), Partitions: req.parts})
+	case roll < 18:
+		req.kind = wire.KindRevoke
+		payload = wire.AppendRevoke(nil, &wire.Revoke{Topic: []byte(topic)})
+	case roll < 30:
+		req.kind = wire.KindLookup
+		payload = wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic)})
+	case roll < 45:
+		req.kind, req.lin = wire.KindLookup, true
+		payload = wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true})
+	case roll < 88:
+		req.kind = wire.KindProduce
+		r := c.routes[topic]
+		req.epoch = r.epoch
+		payload = wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: r.epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}})
+	default:
+		req.kind = wire.KindFetch
+		r := c.routes[topic]
+		req.epoch = r.epoch
+		payload = wire.AppendFetch(nil, &wire.Fetch{Topic: []byte(topic), Epoch: r.epoch})
+	}
+	req.to = w.hosts[w.rng.IntN(len(w.hosts))]
+	if req.kind == wire.KindProduce || req.kind == wire.KindFetch {
+		if r, ok := c.routes[topic]; ok {
+			if h := w.byID[r.owner]; h != nil {
+				req.to = h
+			}
+		}
+	}
+	c.send(req, payload)
+	if w.racer != nil && w.racer.cur == nil && w.rng.IntN(4) == 0 {
+		w.racer.race(req)
+	}
+}
+
+// race sends, at the same instant and to the same node, a change that
+// conflicts with req: both pass the leader's check against the state it
+// holds when they arrive, and the one applied second must be refused by
+// the state machine itself (a move and an update of partitions, two
+// partition counts, a revoke and an update).
+func (c *client) race(req *request) {
+	w := c.w
+	r := &request{topic: req.topic, start: w.now, to: req.to}
+	topic := []byte(req.topic)
+	var payload []byte
+	switch req.kind {
+	case wire.KindAssign:
+		r.kind = wire.KindAssign
+		r.owner = req.owner
+		r.parts = 1 + (req.parts+uint32(w.rng.IntN(3)))%4
+		payload = wire.AppendAssign(nil, &wire.Assign{Topic: topic, Owner: []byte(r.owner), Partitions: r.parts})
+	case wire.KindUpdatePartition, wire.KindRevoke:
+		r.kind = wire.KindUpdatePartition
+		r.parts = 1 + uint32(w.rng.IntN(8))
+		payload = wire.AppendUpdatePartition(nil, &wire.UpdatePartition{Topic: topic, Partitions: r.parts})
+	default:
+		return
+	}
+	c.send(r, payload)
+}
+
+// send frames req and delivers it to req.to after the client's lag.
+func (c *client) send(req *request, payload []byte) {
+	w := c.w
+	c.nextID++
+	req.id = c.nextID
+	f, start := wire.BeginFrame(nil, req.kind, req.id)
+	f = append(f, payload...)
+	f, _ = wire.EndFrame(f, start)
+	c.cur = req
+	to := req.to
+	w.after(w.between(clientLag, clientLagX), to, func() {
+		to.node.DeliverFrame(clientConn{c: c, req: req}, f)
+		to.wake()
+	})
+	w.after(opTimeout, nil, func() {
+		if !req.done {
+			c.finish(req, history.Op{Err: "timed out"}, false)
+		}
+	})
+}
+
+// answer takes a node's answer to req.
+func (c *client) answer(req *request, frame []byte) {
+	if req.done || c.cur != req {
+		return
+	}
+	var h wire.Header
+	if wire.DecodeHeader(frame, &h) != nil || h.RequestID != req.id {
+		return
+	}
+	payload := frame[wire.HeaderSize:]
+	op := history.Op{Node: req.to.id}
+	switch h.Kind {
+	case wire.KindError:
+		var e wire.Error
+		if wire.DecodeError(payload, &e) == nil {
+			op.Err = fmt.Sprintf("%v: %s", e.Code, e.Message)
+			req.refused = e.Code == wire.CodeNotFound || e.Code == wire.CodeBadRequest
+			if e.Code == wire.CodeNotLeaderForTopic {
+				if len(e.NodeID) > 0 && e.Epoch > c.routes[req.topic].epoch {
+					c.routes[req.topic] = route{owner: string(e.NodeID), epoch: e.Epoch}
+				} else {
+					delete(c.routes, req.topic)
+				}
+			}
+			if e.Code == wire.CodeNotFound && req.kind == wire.KindLookup && req.lin {
+				c.w.lin.add(req.topic, linOp{kind: linLookup, found: false}, req.start, c.w.now, true)
+			}
+			if e.Code == wire.CodeNotFound && req.kind == wire.KindRevoke {
+				c.w.lin.add(req.topic, linOp{kind: linRevoke, found: false}, req.start, c.w.now, true)
+			}
+			if req.kind == wire.KindUpdatePartition {
+				switch e.Code {
+				case wire.CodeNotFound:
+					c.w.lin.add(req.topic, linOp{kind: linUpdate, parts: req.parts, found: false}, req.start, c.w.now, true)
+				case wire.CodeBadRequest:
+					c.w.lin.add(req.topic, linOp{kind: linUpdate, parts: req.parts, found: true, refused: true}, req.start, c.w.now, true)
+				}
+			}
+		}
+		c.finish(req, op, false)
+		return
+	case wire.KindAssignment:
+		var a wire.Assignment
+		if wire.DecodeAssignment(payload, &a) != nil {
+			return
+		}
+		c.routes[req.topic] = route{owner: string(a.Owner), epoch: a.Epoch}
+		if a.Epoch >= c.w.owners[req.topic].epoch {
+			c.w.owners[req.topic] = route{owner: string(a.Owner), epoch: a.Epoch}
+		}
+		op.Epoch = a.Epoch
+		switch {
+		case req.kind == wire.KindAssign:
+			c.w.lin.add(req.topic, linOp{kind: linAssign, owner: req.owner, parts: req.parts, found: true, gotOwner: string(a.Owner), gotParts: a.Partitions, epoch: a.Epoch}, req.start, c.w.now, true)
+		case req.kind == wire.KindUpdatePartition:
+			c.w.lin.add(req.topic, linOp{kind: linUpdate, parts: req.parts, found: true, gotOwner: string(a.Owner), gotParts: a.Partitions, epoch: a.Epoch}, req.start, c.w.now, true)
+		case req.lin:
+			c.w.lin.add(req.topic, linOp{kind: linLookup, found: true, gotOwner: string(a.Owner), gotParts: a.Partitions, epoch: a.Epoch}, req.start, c.w.now, true)
+		}
+	case wire.KindRevoked:
+		var r wire.Revoked
+		if wire.DecodeRevoked(payload, &r) != nil {
+			return
+		}
+		delete(c.routes, req.topic)
+		op.Epoch = r.Epoch
+		c.w.lin.add(req.topic, linOp{kind: linRevoke, found: true, epoch: r.Epoch}, req.start, c.w.now, true)
+	case wire.KindProduceAck:
+		var a wire.ProduceAck
+		if wire.DecodeProduceAck(payload, &a) != nil {
+			return
+		}
+		op.Epoch, op.Offset = a.Epoch, a.Offset
+	case wire.KindFetchResult:
+		var r wire.FetchResult
+		if wire.DecodeFetchResult(payload, &r) != nil {
+			return
+		}
+		op.Epoch = r.Epoch
+	default:
+		return
+	}
+	c.finish(req, op, true)
+}
+
+// finish records req's outcome and schedules the next request.
+func (c *client) finish(req *request, op history.Op, ok bool) {
+	w := c.w
+	req.done = true
+	c.cur = nil
+	op.Client, op.Topic, op.Start, op.End, op.OK = c.id, req.topic, req.start, w.now, ok
+	switch req.kind {
+	case wire.KindProduce:
+		op.Kind = history.Produce
+	case wire.KindFetch:
+		op.Kind = history.Fetch
+	case wire.KindAssign:
+		op.Kind = history.Assign
+	case wire.KindRevoke:
+		op.Kind = history.Revoke
+	case wire.KindLookup:
+		op.Kind = history.Lookup
+	case wire.KindUpdatePartition:
+		op.Kind = history.Lookup // an answer naming the owner and epoch
+	}
+	if !ok && !req.refused && (req.kind == wire.KindAssign || req.kind == wire.KindRevoke || req.kind == wire.KindUpdatePartition) {
+		// It may still take effect.
+		kind := linAssign
+		switch req.kind {
+		case wire.KindRevoke:
+			kind = linRevoke
+		case wire.KindUpdatePartition:
+			kind = linUpdate
+		}
+		w.lin.add(req.topic, linOp{kind: kind, owner: req.owner, parts: req.parts, unknown: true}, req.start, w.now, false)
+	}
+	// Plain lookups may lag (bounded staleness); they are not part of
+	// the ordered history.
+	if !(req.kind == wire.KindLookup && !req.lin) {
+		w.hist.Add(op)
+	}
+	if ok {
+		w.logf("%s %s %s at %s: epoch %d", c.id, req.kindName(), req.topic, req.to.id, op.Epoch)
+	}
+	if c == w.racer {
+		// The racer sends only beside another client's change.
+		return
+	}
+	w.after(w.between(thinkMin, thinkMax), nil, c.step)
+}
+
+func (r *request) kindName() string {
+	if r.kind == wire.KindLookup && r.lin {
+		return "lookup-lin"
+	}
+	return r.kind.String()
+}

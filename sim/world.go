@@ -1,0 +1,233 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/shoalmq/shoal/faultnet"
+	"github.com/shoalmq/shoal/history"
+)
+
+// Config describes one simulated run. Zero fields take the defaults.
+type Config struct {
+	// Seed decides everything: the network's delays and losses, the
+	// faults, the clocks' rates, the workload, the nodes' random choices.
+	Seed uint64
+	// Nodes is the cluster's size, 3 to 9 (default 5).
+	Nodes int
+	// Shards is the number of metadata shards (default 64).
+	Shards uint32
+	// Faulty is how long (virtual) the workload runs under faults (default
+	// 60 s); Calm how long it runs after every fault has stopped, before
+	// the liveness checks (default 20 s).
+	Faulty, Calm time.Duration
+	// NoFaults runs the workload on a quiet network.
+	NoFaults bool
+	// Clients and Topics shape the workload (defaults 4 and 6).
+	Clients, Topics int
+	// TraceLines bounds the trace kept for a failure's report (default
+	// 4000 lines: the last ones).
+	TraceLines int
+	// Logger receives the nodes' logs (default: none).
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.Nodes == 0 {
+		c.Nodes = 5
+	}
+	if c.Nodes < 3 || c.Nodes > 9 {
+		return fmt.Errorf("sim: %d nodes, want 3 to 9", c.Nodes)
+	}
+	if c.Shards == 0 {
+		c.Shards = 64
+	}
+	if c.Faulty == 0 {
+		c.Faulty = 60 * time.Second
+	}
+	if c.Calm == 0 {
+		c.Calm = 20 * time.Second
+	}
+	if c.Clients == 0 {
+		c.Clients = 4
+	}
+	if c.Topics == 0 {
+		c.Topics = 6
+	}
+	if c.TraceLines == 0 {
+		c.TraceLines = 4000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// epoch is virtual time zero.
+var epoch = time.Unix(1_000_000_000, 0)
+
+// event is one thing that happens at a virtual time.
+type event struct {
+	at  time.Time
+	seq uint64
+	// host is the node the event happens on (-1: the world's), and gen its
+	// life when the event was made: a crash makes the events of the
+	// earlier life void.
+	host int
+	gen  uint64
+	// held: may wait while host is paused (everything but the world's).
+	do func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return e
+}
+
+// World is one simulated cluster: its nodes, network, clients and virtual
+// time, all on one goroutine and one random source.
+type World struct {
+	cfg   Config
+	rng   *rand.Rand
+	now   time.Time
+	q     eventQueue
+	seq   uint64
+	net   *faultnet.Net
+	hosts []*host
+	byID  map[string]*host
+	// swimAt names the node at each SWIM address.
+	swimAt  map[string]*host
+	clients []*client
+	// racer sends only beside another client's change, a conflicting one.
+	racer *client
+	hist  *history.Recorder
+	acks  []writeAck // every acknowledged write, as its node sent it
+	// owners: each topic's owner as the latest answer named it; hot: a
+	// topic whose owner a fault cut off, which the clients then press on.
+	owners map[string]route
+	hot    string
+	// members: what each node's SWIM last said of each member; early and
+	// seen: violations found while the run goes on.
+	members map[string]memberSeen
+	early   []string
+	seen    map[string]bool
+	lin     *linLog
+	trace   *trace
+	// quiet: the faults have stopped; calm: the calm period after them
+	// has passed too.
+	quiet, calm bool
+	// storm counts the events run since stormAt; stuck is set when more
+	// than maxPerSecond run in one virtual second (nodes spinning, as a
+	// message loop that never settles would burn a real CPU), and ends
+	// the run.
+	storm   int
+	stormAt time.Time
+	stuck   string
+}
+
+// maxPerSecond bounds the events of one virtual second: a busy run has a
+// few thousand.
+const maxPerSecond = 300_000
+
+// at schedules do at virtual time t on host h (nil: the world).
+func (w *World) at(t time.Time, h *host, do func()) {
+	if t.Before(w.now) {
+		t = w.now
+	}
+	w.seq++
+	e := &event{at: t, seq: w.seq, host: -1, do: do}
+	if h != nil {
+		e.host, e.gen = h.index, h.gen
+	}
+	heap.Push(&w.q, e)
+}
+
+// after schedules do d from now.
+func (w *World) after(d time.Duration, h *host, do func()) { w.at(w.now.Add(d), h, do) }
+
+// runUntil processes every event up to t.
+func (w *World) runUntil(t time.Time) {
+	for len(w.q) > 0 && !w.q[0].at.After(t) && w.stuck == "" {
+		e := heap.Pop(&w.q).(*event)
+		if e.at.Sub(w.stormAt) >= time.Second {
+			w.storm, w.stormAt = 0, e.at
+		}
+		if w.storm++; w.storm > maxPerSecond {
+			w.stuck = fmt.Sprintf("liveness: more than %d events in the virtual second from %.3fs: nodes spin", maxPerSecond, w.stormAt.Sub(epoch).Seconds())
+			return
+		}
+		w.now = e.at
+		if e.host >= 0 {
+			h := w.hosts[e.host]
+			if e.gen != h.gen || h.down {
+				continue // a crashed life's event
+			}
+			if h.paused {
+				h.held = append(h.held, e)
+				continue
+			}
+		}
+		e.do()
+	}
+	if w.now.Before(t) && w.stuck == "" {
+		w.now = t
+	}
+}
+
+// elapsed is the virtual time since the start.
+func (w *World) elapsed() time.Duration { return w.now.Sub(epoch) }
+
+// between draws a duration in [lo, hi].
+func (w *World) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
+}
+
+// logf adds a line to the trace.
+func (w *World) logf(format string, args ...any) {
+	w.trace.add(fmt.Sprintf("%9.3fs ", w.elapsed().Seconds()) + fmt.Sprintf(format, args...))
+}
+
+// trace keeps the last lines of what happened, for a failure's report.
+type trace struct {
+	lines []string
+	next  int
+	full  bool
+}
+
+func newTrace(n int) *trace { return &trace{lines: make([]string, n)} }
+
+func (t *trace) add(s string) {
+	t.lines[t.next] = s
+	t.next++
+	if t.next == len(t.lines) {
+		t.next, t.full = 0, true
+	}
+}
+
+// Lines returns the trace, oldest first.
+func (t *trace) Lines() []string {
+	if !t.full {
+		return append([]string(nil), t.lines[:t.next]...)
+	}
+	return append(append([]string(nil), t.lines[t.next:]...), t.lines[:t.next]...)
+}
