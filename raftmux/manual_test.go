@@ -1,6 +1,7 @@
 package raftmux_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -120,5 +121,98 @@ func TestManualHostsRunOnTheCallersGoroutineAndRepeat(t *testing.T) {
 	}
 	if second := manualRun(t); !reflect.DeepEqual(first, second) {
 		t.Fatalf("two runs differ:\n%v\n%v", first, second)
+	}
+}
+
+// TestConfChangeOfANewLeaderIsRefusedNotLost: a leader elected with
+// entries of the previous term still uncommitted in its log cannot tell
+// whether they hold a configuration change, and raft turns a conf change
+// proposed then into an empty entry. raftmux must refuse it (ErrDropped,
+// to be retried) rather than leave its proposer waiting forever.
+func TestConfChangeOfANewLeaderIsRefusedNotLost(t *testing.T) {
+	net := raftmuxtest.NewNetwork()
+	hosts := map[uint64]*raftmux.Host{}
+	isolate := uint64(0) // a host cut off from every other
+	for id := uint64(1); id <= 3; id++ {
+		st, err := raftmuxtest.NewMemStore("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		h, err := raftmux.NewHost(raftmux.Config{
+			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: raftmuxtest.NewKV(st, true),
+			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
+			OnLeaderChange: func(c raftmux.LeaderChange) {
+				if id == 2 && c.Leader == 2 {
+					isolate = 2 // before its first entry as leader leaves
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Stop)
+		net.Register(id, h)
+		hosts[id] = h
+	}
+	settle := func() {
+		for moved := true; moved; {
+			moved = false
+			for id := uint64(1); id <= 3; id++ {
+				moved = hosts[id].Step() || moved
+			}
+		}
+	}
+	call := func(id uint64, op raftmux.Op) (res raftmux.Result, answered bool) {
+		hosts[id].Submit(op, func(r raftmux.Result) { res, answered = r, true })
+		settle()
+		return res, answered
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if r, _ := call(id, raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if r, _ := call(1, raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r, ok := call(1, raftmux.Op{Kind: raftmux.OpPropose, Shard: 0, Data: []byte("a")}); !ok || r.Err != nil {
+		t.Fatalf("first proposal: answered %v, %v", ok, r.Err)
+	}
+	// Host 2 gets an entry nobody acknowledges to host 1.
+	net.SetFilter(func(from, to uint64) bool {
+		if isolate != 0 {
+			return from != isolate && to != isolate
+		}
+		return from == 1 && to == 2
+	})
+	hosts[1].Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: 0, Data: []byte("b")}, func(raftmux.Result) {})
+	settle()
+	// Host 1 is gone; host 2 wins host 3's vote, and is cut off the moment
+	// it leads: its own first entry, and "b" with it, stay uncommitted.
+	net.SetFilter(func(from, to uint64) bool {
+		if isolate != 0 {
+			return from != isolate && to != isolate
+		}
+		return from != 1 && to != 1
+	})
+	// (Only host 2 can win: host 3's log lacks "b".)
+	for range 1000 {
+		if isolate == 2 {
+			break
+		}
+		hosts[2].Tick()
+		hosts[3].Tick()
+		settle()
+	}
+	if isolate != 2 {
+		t.Fatal("host 2 was not elected")
+	}
+	r, ok := call(2, raftmux.Op{Kind: raftmux.OpAddLearner, Shard: 0, Node: 4})
+	if !ok {
+		t.Fatal("the conf change was never answered")
+	}
+	if !errors.Is(r.Err, raftmux.ErrDropped) {
+		t.Fatalf("conf change of a leader with an uncommitted tail: %v, want ErrDropped", r.Err)
 	}
 }

@@ -290,6 +290,11 @@ func (w *worker) reply() {
 func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 	wasLeader := r.state == raft.StateLeader
 	r.state = ss.RaftState
+	if !wasLeader && r.state == raft.StateLeader {
+		// raft appended its empty entry on becoming leader: the log's end
+		// as of this Ready (noteReady ran).
+		r.leadIndex = r.tail
+	}
 	if wasLeader && r.state != raft.StateLeader {
 		r.failProposals(fmt.Errorf("%w (%w)", ErrOutcomeUnknown, &NotLeaderError{Shard: r.shard, Leader: ss.Lead, Term: term}))
 	}

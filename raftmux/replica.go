@@ -74,6 +74,11 @@ type replica struct {
 
 	proposals map[uint64]*request // proposal id → waiter
 	ccPending bool                // a conf change of ours is in flight
+	// leadIndex: the index of the empty entry this replica appended when
+	// it last became leader. raft ignores conf changes proposed before
+	// the entries up to it are applied (it cannot tell whether the log
+	// holds an unapplied one), turning them into empty entries.
+	leadIndex uint64
 	reads     map[uint64]*request // read ctx id → waiter (not yet answered by raft)
 	readWaits []readWait          // answered, waiting for apply
 
@@ -792,9 +797,11 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 		return
 	}
 	w.wake(r)
-	// raft turns a conf change proposed while another is pending into an
-	// empty entry, which would leave this waiter hanging: refuse instead.
-	if r.ccPending || len(r.confState.VotersOutgoing) > 0 || r.applied < r.rn.BasicStatus().Commit {
+	// raft turns a conf change proposed while another may be pending into
+	// an empty entry, which would leave this waiter hanging: refuse
+	// instead, on the same grounds (a new leader's log may hold an
+	// unapplied change until its own first entry is applied).
+	if r.ccPending || len(r.confState.VotersOutgoing) > 0 || r.applied < r.rn.BasicStatus().Commit || r.applied < r.leadIndex {
 		req.finish(result{err: fmt.Errorf("%w: configuration change in progress", ErrDropped)})
 		return
 	}
