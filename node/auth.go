@@ -332,7 +332,7 @@ type security struct {
 	// budget bounds the bytes of the requests being served (limits.go).
 	budget byteBudget
 
-	unauthorized atomic.Uint64 // requests refused for the role of their token
+	unauthorized atomic.Uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
 }
 
 // tokenGrant is what a good token grants a connection. A connection keeps
@@ -425,9 +425,14 @@ func (c *Config) fillSecurity() error {
 	return c.fillLimits()
 }
 
-// initSecurity sets up the request byte budget; it runs for every node,
-// started or driven, so that a driven node bounds its requests too.
+// initSecurity sets up the token table and the request byte budget; it
+// runs for every node, started or driven, so that a driven node bounds
+// its requests and, given tokens, refuses a connection that proved none.
 func (n *Node) initSecurity() {
+	if toks := n.cfg.Security.ClientTokens; len(toks) > 0 {
+		tt, _ := newTokenTable(toks, nil) // checked in fillSecurity
+		n.sec.tokens.Store(tt)
+	}
 	n.sec.budget.max = n.cfg.MaxRequestBytes
 }
 
@@ -440,9 +445,7 @@ func (n *Node) secureTransport(nc *netio.Config) {
 		nc.ClientTLS = s.TLS.clientConfig()
 		nc.PeerTLS, nc.DialTLS = s.TLS.peerConfigs()
 	}
-	if len(s.ClientTokens) > 0 {
-		tt, _ := newTokenTable(s.ClientTokens, nil) // checked in fillSecurity
-		n.sec.tokens.Store(tt)
+	if n.sec.tokens.Load() != nil {
 		nc.CheckToken = n.checkToken
 	}
 }
@@ -483,7 +486,16 @@ func (n *Node) authorize(c Conn, h wire.Header) bool {
 		g, _ = gc.Grant().(*tokenGrant)
 	}
 	if g == nil {
-		return true // no client tokens: the client port's credential, if any, was proven
+		if n.sec.tokens.Load() == nil {
+			return true // no client tokens: the client port's credential, if any, was proven
+		}
+		// Tokens, and a connection that proved none (not one of netio's,
+		// whose client handshake requires one): refused.
+		n.sec.unauthorized.Add(1)
+		if f, err := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: "this client proved no token"}); err == nil {
+			_ = c.Write(f)
+		}
+		return false
 	}
 	if !g.revoked.Load() && Role(g.role.Load()).allows(h.Kind) {
 		return true
@@ -583,7 +595,7 @@ func (n *Node) logSecurity() {
 
 // SecurityStats counts what the credentials refused.
 type SecurityStats struct {
-	Unauthorized        uint64 // requests refused for the role of their token
+	Unauthorized        uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
 	TokensRefused       uint64 // client handshakes with a missing or unknown token
 	TLSHandshakesFailed uint64 // TLS handshakes that failed (no or a wrong certificate, not TLS)
 	RequestBytes        int64  // bytes of the requests being served (Config.MaxRequestBytes bounds them)

@@ -160,3 +160,22 @@ func TestDrivenNodeServesClients(t *testing.T) {
 		t.Fatalf("security counters %+v", st)
 	}
 }
+
+// TestDrivenNodeWithTokensRefusesTokenless: a driven node given client
+// tokens refuses a connection that proved none, rather than serving it as
+// a node without tokens would.
+func TestDrivenNodeWithTokensRefusesTokenless(t *testing.T) {
+	n, _ := newDrivenNode(t, func(c *Config) { c.Security.ClientTokens = testTokens() })
+	var got [][]byte
+	n.DeliverFrame(answers{&got}, request(wire.KindStatus, 7, nil))
+	if len(got) != 1 {
+		t.Fatalf("%d answers", len(got))
+	}
+	h, p := answerOf(t, got[0])
+	if h.RequestID != 7 || errCode(h.Kind, p) != wire.CodeUnauthorized {
+		t.Fatalf("answered %v code %d (request %d); want Unauthorized", h.Kind, errCode(h.Kind, p), h.RequestID)
+	}
+	if st := n.Stats().Security; st.Unauthorized != 1 || st.RequestBytes != 0 {
+		t.Fatalf("security counters %+v", st)
+	}
+}
