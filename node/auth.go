@@ -329,7 +329,7 @@ func readCredentialFile(path string) ([]byte, error) {
 type security struct {
 	// tokens is the client token table; nil without tokens.
 	tokens atomic.Pointer[tokenTable]
-	// budget bounds the bytes of the requests being served (limits.go).
+	// budget bounds the bytes of the requests not yet answered (limits.go).
 	budget byteBudget
 
 	unauthorized atomic.Uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
@@ -598,7 +598,7 @@ type SecurityStats struct {
 	Unauthorized        uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
 	TokensRefused       uint64 // client handshakes with a missing or unknown token
 	TLSHandshakesFailed uint64 // TLS handshakes that failed (no or a wrong certificate, not TLS)
-	RequestBytes        int64  // bytes of the requests being served (Config.MaxRequestBytes bounds them)
+	RequestBytes        int64  // bytes of the requests not yet answered (Config.MaxRequestBytes bounds them)
 	RequestBytesRefused uint64 // requests refused because they would pass Config.MaxRequestBytes
 }
 

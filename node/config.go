@@ -112,9 +112,10 @@ type Config struct {
 	// MaxRequests bounds the client and forwarded requests served at once;
 	// beyond it requests are answered Unavailable (default 16384).
 	MaxRequests int
-	// MaxRequestBytes bounds the bytes those requests hold, decompressed
-	// payloads included; beyond it requests are answered Unavailable
-	// (default 256 MiB, at least MinRequestBytes; limits.go).
+	// MaxRequestBytes bounds the bytes held by the requests not yet
+	// answered (those waiting on raft or on another node included),
+	// decompressed payloads included; beyond it requests are answered
+	// Unavailable (default 256 MiB, at least MinRequestBytes; limits.go).
 	MaxRequestBytes int64
 	// MaxFetchBytes caps the record bytes one Fetch returns, whatever it
 	// asks for (default 1 MiB, at most MaxFetchBytesLimit).

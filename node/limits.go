@@ -8,10 +8,12 @@ import (
 )
 
 // What an authenticated client may make a node spend. MaxRequests bounds
-// the requests served at once by count; MaxRequestBytes bounds them by
-// bytes, since a request is copied off the event loop and, compressed,
-// decompressed up to wire.MaxFrame: 16,384 requests of 16 MiB would be
-// 256 GiB. MaxFetchBytes caps what one Fetch returns, whatever it asks.
+// the requests being worked on at once by count; MaxRequestBytes bounds by
+// bytes those not yet answered, which outlive their handler while raft or
+// another node answers them, since a request is copied off the event loop
+// and, compressed, decompressed up to wire.MaxFrame: 16,384 requests of
+// 16 MiB would be 256 GiB. MaxFetchBytes caps what one Fetch returns,
+// whatever it asks.
 
 // Defaults and bounds of the request limits.
 const (
@@ -46,7 +48,7 @@ func (c *Config) fillLimits() error {
 	return nil
 }
 
-// byteBudget bounds the bytes held by the requests being served.
+// byteBudget bounds the bytes held by the requests not yet answered.
 type byteBudget struct {
 	max     int64
 	used    atomic.Int64
@@ -85,7 +87,8 @@ func (n *Node) takeRequestBytes(h wire.Header, frame []byte) (int64, bool) {
 	return cost, n.sec.budget.take(cost)
 }
 
-// giveRequestBytes releases what takeRequestBytes reserved.
+// giveRequestBytes releases what takeRequestBytes reserved, once the
+// request is answered (serveFrame).
 func (n *Node) giveRequestBytes(cost int64) { n.sec.budget.give(cost) }
 
 // fetchBytes is what a Fetch asking for asked bytes gets at most: the

@@ -130,7 +130,7 @@ var metrics = []metric{
 	{"Security.Unauthorized", "requests_unauthorized_total", "Client requests refused Unauthorized: the role of their token does not allow them, or the token was removed.", counter, ""},
 	{"Security.TokensRefused", "client_tokens_refused_total", "Client handshakes refused for a missing or unknown token.", counter, ""},
 	{"Security.TLSHandshakesFailed", "tls_handshakes_failed_total", "TLS handshakes that failed: no certificate, one the CA did not sign, or not TLS.", counter, ""},
-	{"Security.RequestBytes", "request_bytes", "Bytes held by the requests being served, decompressed payloads included.", gauge, ""},
+	{"Security.RequestBytes", "request_bytes", "Bytes held by the requests not yet answered, decompressed payloads included.", gauge, ""},
 	{"Security.RequestBytesRefused", "requests_over_byte_budget_total", "Requests answered Unavailable because their bytes would pass the node's request byte budget.", counter, ""},
 }
 
