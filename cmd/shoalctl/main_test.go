@@ -350,4 +350,14 @@ func TestShoalctlTokenAndTLS(t *testing.T) {
 		failsWith(t, exitUsage, "SHOAL_TOKEN and SHOAL_SECRET are both set")
 	shoalctlEnv(t, nil, servers, "--tls-ca", "/nonexistent/ca.crt", "status").
 		failsWith(t, exitUsage, "--tls-ca: open /nonexistent/ca.crt")
+
+	// bench speaks with the same credentials.
+	m := decode(t, shoalctlEnv(t, []string{"SHOAL_TOKEN=the-right-token-0123", "SHOAL_TLS_CA=" + caFile}, servers,
+		"--json", "bench", "--op", "lookup", "--duration", "300ms", "--clients", "2", "--topics", "3"), benchKeys...)
+	if ops, _ := m["ops"].(float64); ops <= 0 || m["errors"] != 0.0 {
+		t.Fatalf("bench over TLS with a token: %v", m)
+	}
+	shoalctlEnv(t, []string{"SHOAL_TOKEN=the-right-token-0123"}, servers, "--tls-ca", "/nonexistent/ca.crt",
+		"bench", "--op", "lookup", "--duration", "300ms").
+		failsWith(t, exitUsage, "--tls-ca: open /nonexistent/ca.crt")
 }
