@@ -63,46 +63,12 @@ func Run(cfg Config) (*Result, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	var key [32]byte
-	for i := range 4 {
-		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
-		for j := range 8 {
-			key[i*8+j] = byte(v >> (8 * j))
-		}
+	w, restore, err := newWorld(cfg)
+	if err != nil {
+		return nil, err
 	}
-	saved := crand.Reader
-	crand.Reader = detRand{rand.NewChaCha8(key)}
-	defer func() { crand.Reader = saved }()
-
-	w := &World{
-		cfg:     cfg,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
-		now:     epoch,
-		net:     faultnet.New(cfg.Seed),
-		byID:    make(map[string]*host),
-		swimAt:  make(map[string]*host),
-		hist:    &history.Recorder{},
-		members: make(map[string]memberSeen),
-		owners:  make(map[string]route),
-		seen:    make(map[string]bool),
-		lin:     newLinLog(),
-		trace:   newTrace(cfg.TraceLines),
-	}
+	defer restore()
 	defer w.close()
-	for i := range cfg.Nodes {
-		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
-		// Each clock runs at its own rate, within 80% of the bound the
-		// leases allow for.
-		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
-		w.hosts = append(w.hosts, h)
-		w.byID[h.id] = h
-		w.swimAt[h.swimAddr()] = h
-	}
-	for _, h := range w.hosts {
-		if err := h.boot(); err != nil {
-			return nil, err
-		}
-	}
 	res := &Result{Seed: cfg.Seed}
 	if !w.waitReady(60 * time.Second) {
 		res.Violations = append(res.Violations, "liveness: the cluster was not ready 60 s after its start")
@@ -155,6 +121,57 @@ func Run(cfg Config) (*Result, error) {
 	res.Virtual = w.elapsed()
 	res.Trace = w.trace.Lines()
 	return res, nil
+}
+
+// newWorld builds cfg's cluster and boots its nodes. restore gives
+// crypto/rand back its reader (the run replaces it, see Run); the caller
+// closes w and then calls restore.
+func newWorld(cfg Config) (w *World, restore func(), err error) {
+	if err := cfg.fill(); err != nil {
+		return nil, nil, err
+	}
+	var key [32]byte
+	for i := range 4 {
+		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	saved := crand.Reader
+	crand.Reader = detRand{rand.NewChaCha8(key)}
+	restore = func() { crand.Reader = saved }
+
+	w = &World{
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+		now:     epoch,
+		net:     faultnet.New(cfg.Seed),
+		byID:    make(map[string]*host),
+		swimAt:  make(map[string]*host),
+		hist:    &history.Recorder{},
+		members: make(map[string]memberSeen),
+		owners:  make(map[string]route),
+		seen:    make(map[string]bool),
+		lin:     newLinLog(),
+		trace:   newTrace(cfg.TraceLines),
+	}
+	for i := range cfg.Nodes {
+		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
+		// Each clock runs at its own rate, within 80% of the bound the
+		// leases allow for.
+		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
+		w.hosts = append(w.hosts, h)
+		w.byID[h.id] = h
+		w.swimAt[h.swimAddr()] = h
+	}
+	for _, h := range w.hosts {
+		if err := h.boot(); err != nil {
+			w.close()
+			restore()
+			return nil, nil, err
+		}
+	}
+	return w, restore, nil
 }
 
 // stopped: the clients stop sending once the run is calm.
@@ -412,6 +429,8 @@ func (w *World) checkLiveness() []string {
 				want = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
 				if h := w.byID[string(a.Owner)]; h == nil || h.down {
 					out = append(out, fmt.Sprintf("liveness: %s is owned by %s, not a live node", topic, a.Owner))
+				} else if why := w.writable(h, topic, a.Epoch); why != "" {
+					out = append(out, fmt.Sprintf("liveness: %s is not writable at its owner %s: %s", topic, want, why))
 				}
 			} else {
 				want = "none"
@@ -431,6 +450,28 @@ func (w *World) checkLiveness() []string {
 		}
 	}
 	return out
+}
+
+// writable produces one record to topic at its owner h, at epoch, and
+// says why that failed ("" if it did not); the owner may need a lease
+// round first, so it tries a few times.
+func (w *World) writable(h *host, topic string, epoch uint64) string {
+	why := ""
+	for range 3 {
+		kind, p, ok := w.ask(h, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: epoch, Records: [][]byte{[]byte("probe")}}))
+		switch {
+		case !ok:
+			why = "no answer"
+		case kind == wire.KindProduceAck:
+			return ""
+		default:
+			var e wire.Error
+			_ = wire.DecodeError(p, &e)
+			why = fmt.Sprintf("%v: %s", e.Code, e.Message)
+		}
+		w.runUntil(w.now.Add(time.Second))
+	}
+	return why
 }
 
 // digest hashes a history (in a canonical order) for comparing runs.
