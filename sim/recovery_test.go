@@ -19,7 +19,7 @@ const recoveryBound = 8 * time.Second
 // each topic must take writes at a new owner within recoveryBound. The
 // third victim is the first one again, back from its restart.
 func TestOwnerKilledAfterARestartRecovers(t *testing.T) {
-	w, restore, err := newWorld(Config{Seed: 11, NoFaults: true})
+	w, restore, err := newWorld(Config{Seed: 11, NoFaults: true, Nodes: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOwnerKilledAfterARestartRecovers(t *testing.T) {
 		w.restart(h)
 		w.runUntil(w.now.Add(10 * time.Second))
 	}
-	for round, victim := range []*host{w.hosts[2], w.hosts[4], w.hosts[2]} {
+	for round, victim := range []*host{w.hosts[2], w.hosts[1], w.hosts[2]} {
 		var topics []string
 		for i := range 8 {
 			topic := fmt.Sprintf("topic-%d-%d", round, i)
@@ -65,6 +65,20 @@ func TestOwnerKilledAfterARestartRecovers(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: %s killed, its %d topics writable again within %v", round, victim.id, len(topics), slowest.Round(time.Millisecond))
+		// And they stay writable: the new owners' leases are renewed.
+		for range 20 {
+			w.runUntil(w.now.Add(500 * time.Millisecond))
+			for _, topic := range topics {
+				owner, epoch := w.ownerOf(topic)
+				h := w.byID[owner]
+				if h == nil || h == victim {
+					t.Fatalf("round %d: %s owned by %q", round, topic, owner)
+				}
+				if why := w.writable(h, topic, epoch); why != "" {
+					t.Fatalf("round %d: %s not writable at %s@%d %v after the kill: %s", round, topic, owner, epoch, w.now.Sub(killed).Round(time.Millisecond), why)
+				}
+			}
+		}
 		w.restart(victim)
 		w.runUntil(w.now.Add(10 * time.Second))
 	}

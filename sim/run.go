@@ -82,6 +82,7 @@ func Run(cfg Config) (*Result, error) {
 		w.after(w.between(0, thinkMax), nil, c.step)
 	}
 	w.racer = &client{w: w, id: "racer", routes: make(map[string]route)}
+	w.side = &client{w: w, id: "side", routes: make(map[string]route)}
 	start := w.now
 	if !cfg.NoFaults {
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
@@ -211,7 +212,7 @@ func (w *World) nextFault() {
 	hold := w.between(time.Second, 8*time.Second)
 	i := w.rng.IntN(len(w.hosts))
 	h := w.hosts[i]
-	switch w.rng.IntN(8) {
+	switch w.rng.IntN(9) {
 	case 0:
 		w.logf("fault: %s cut off for %v", h.id, hold)
 		w.net.Isolate(h.id)
@@ -255,6 +256,26 @@ func (w *World) nextFault() {
 		w.logf("fault: partition %v | %v for %v", a, b, hold)
 		w.net.Partition(a, b)
 		w.after(hold, nil, func() { w.net.Heal(); w.logf("heal: partition") })
+	case 8:
+		// A slow node (an overloaded host, a slow NIC): everything to and
+		// from it is late, by different amounts, so that what it says
+		// about itself (an ack, a refutation) races what the others
+		// conclude about it.
+		slow := faultnet.Link{DelayMin: 50 * time.Millisecond, DelayMax: w.between(200*time.Millisecond, 1500*time.Millisecond)}
+		w.logf("fault: %s slow (links delayed %v to %v) for %v", h.id, slow.DelayMin, slow.DelayMax, hold)
+		for _, o := range w.hosts {
+			if o != h {
+				w.net.SetLink(h.id, o.id, slow)
+				w.net.SetLink(o.id, h.id, slow)
+			}
+		}
+		w.after(hold, nil, func() {
+			for _, o := range w.hosts {
+				w.net.ClearLink(h.id, o.id)
+				w.net.ClearLink(o.id, h.id)
+			}
+			w.logf("heal: %s not slow", h.id)
+		})
 	case 6, 7:
 		// The owner of a topic cut off from the other nodes (case 6) or
 		// only from their messages (case 7: it still sends), while its
@@ -272,11 +293,14 @@ func (w *World) nextFault() {
 			w.logf("fault: %s, owner of %s, hears no one for %v", o.id, topic, hold)
 			w.net.Cut("*", o.id)
 		}
-		w.hot = topic
+		w.hot, w.hotOwner = topic, o
+		if w.side != nil && w.side.cur == nil {
+			w.side.stickTo(o, topic, w.owners[topic].epoch)
+		}
 		w.after(hold, nil, func() {
 			w.net.HealLink(o.id, "*")
 			w.net.HealLink("*", o.id)
-			w.hot = ""
+			w.hot, w.hotOwner = "", nil
 			w.logf("heal: %s", o.id)
 		})
 	}
@@ -311,6 +335,11 @@ func (w *World) healAll() {
 	w.quiet = true
 	w.net.Heal()
 	w.net.SetDefault(faultnet.Link{})
+	for _, h := range w.hosts {
+		for _, o := range w.hosts {
+			w.net.ClearLink(h.id, o.id)
+		}
+	}
 	for _, h := range w.hosts {
 		w.resume(h)
 		w.restart(h)
