@@ -145,6 +145,13 @@ func (n *Net) SetLink(from, to string, l Link) {
 	n.links[pair{from, to}] = l
 }
 
+// ClearLink makes messages from → to fare as the default link again.
+func (n *Net) ClearLink(from, to string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.links, pair{from, to})
+}
+
 // Pause holds every message to or from node until Resume: to the others
 // it falls silent, and it hears nothing, as a stopped process would.
 func (n *Net) Pause(node string) {

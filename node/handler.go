@@ -236,6 +236,13 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 		if err := wire.DecodeForward(payload, &fw); err != nil {
 			return
 		}
+		if !n.fwdSeen.first(c.Node(), h.RequestID, n.clock(), n.cfg.RequestTimeout) {
+			// A copy of a forward already taken: served again later, a
+			// change refused the first time could still be made, after
+			// its origin had answered that it was refused.
+			n.counters.forwardDups.Add(1)
+			return
+		}
 		n.counters.forwardsIn.Add(1)
 		async = true
 		n.handle(fw.Kind, fw.Payload, int(fw.Hops), n.bounded(func(kind wire.Kind, out []byte) {
@@ -821,7 +828,60 @@ var errPeerDown = errors.New("node: forward target unreachable")
 // time.
 var errForwardTimeout = errors.New("node: forwarded request not answered in time")
 
-func (f *forwarder) init() { f.waiting = make(map[uint64]fwdWait) }
+// init readies f; its request ids start at start, different in each life
+// of the node so that a peer does not take a new request for a copy of an
+// old one (see forwardDedup).
+func (f *forwarder) init(start uint64) {
+	f.waiting = make(map[uint64]fwdWait)
+	f.next = start
+}
+
+// forwardDedup remembers the forwards this node took in the last window
+// (the request timeout, after which their origin has stopped waiting), by
+// sender and request id, so that a duplicated frame is served once.
+type forwardDedup struct {
+	mu    sync.Mutex
+	seen  map[fwdKey]bool
+	order []fwdSeenAt // oldest first
+}
+
+type fwdKey struct {
+	from string
+	id   uint64
+}
+
+type fwdSeenAt struct {
+	key fwdKey
+	at  time.Time
+}
+
+// maxForwardsSeen bounds the memory of forwardDedup under any load.
+const maxForwardsSeen = 1 << 16
+
+// first records the forward id from node from at now and reports whether
+// it is the first copy seen within window.
+func (d *forwardDedup) first(from string, id uint64, now time.Time, window time.Duration) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = make(map[fwdKey]bool)
+	}
+	drop := 0
+	for drop < len(d.order) && (now.Sub(d.order[drop].at) > window || len(d.order)-drop >= maxForwardsSeen) {
+		delete(d.seen, d.order[drop].key)
+		drop++
+	}
+	if drop > 0 {
+		d.order = append(d.order[:0], d.order[drop:]...)
+	}
+	k := fwdKey{from, id}
+	if d.seen[k] {
+		return false
+	}
+	d.seen[k] = true
+	d.order = append(d.order, fwdSeenAt{k, now})
+	return true
+}
 
 // take removes and returns the waiter of request id.
 func (f *forwarder) take(id uint64) (fwdWait, bool) {

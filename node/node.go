@@ -113,6 +113,8 @@ type Node struct {
 	randSrc *rand.Rand
 
 	fwd forwarder
+	// fwdSeen: forwards taken lately, to serve a duplicated one once.
+	fwdSeen forwardDedup
 
 	events eventQueue
 	born   atomic.Bool
@@ -159,11 +161,11 @@ type Node struct {
 }
 
 type counters struct {
-	requests, forwarded, forwardsIn, notLeader, produced, fetched atomic.Uint64
-	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected, metaPulls, metaSyncs, straysDropped                 atomic.Uint64
-	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals atomic.Uint64
-	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
+	requests, forwarded, forwardsIn, forwardDups, notLeader, produced, fetched atomic.Uint64
+	reassigned, confChanges, transfers, opensSent, closesSent                  atomic.Uint64
+	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
+	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
+	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -251,7 +253,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
-	n.fwd.init()
+	n.fwd.init(n.randSrc.Uint64() >> 1)
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {

@@ -52,6 +52,7 @@ type Stats struct {
 	Requests        uint64 // client and forwarded requests handled
 	Forwarded       uint64 // requests this node forwarded to a shard leader
 	ForwardsIn      uint64 // requests forwarded to this node
+	ForwardDups     uint64 // copies of a forward already taken, dropped
 	NotLeader       uint64 // requests answered NotLeader/Unavailable for want of a leader
 	TopicRejections uint64 // data requests answered NotLeaderForTopic
 	RecordsProduced uint64
@@ -94,6 +95,7 @@ func (n *Node) Stats() Stats {
 		Requests:           n.counters.requests.Load(),
 		Forwarded:          n.counters.forwarded.Load(),
 		ForwardsIn:         n.counters.forwardsIn.Load(),
+		ForwardDups:        n.counters.forwardDups.Load(),
 		NotLeader:          n.counters.notLeader.Load(),
 		TopicRejections:    n.counters.rejected.Load(),
 		RecordsProduced:    n.counters.produced.Load(),

@@ -13,10 +13,12 @@
 // to any node, some of the changes with a conflicting one racing them
 // (both pass the leader's check; the state machine must refuse the one
 // applied second). Faults aim too: a topic's owner is cut off (or only deaf)
-// while its clients still reach it and the others move its topic and
-// write to it. The same seed gives the same run, byte for byte; a failing
-// seed prints the command that replays it (make sim SEED=N) and the end
-// of a readable trace.
+// while a producer on its side keeps writing to it at its epoch and the
+// others move the topic away and write to it; a slow node's links are
+// late by varying amounts, so what it says about itself races what the
+// others conclude about it. The same seed gives the same run, byte for
+// byte; a failing seed prints the command that replays it (make sim
+// SEED=N) and the end of a readable trace.
 //
 // The checkers:
 //   - linearizability of each topic's assigns, revokes, updates and

@@ -63,46 +63,12 @@ func Run(cfg Config) (*Result, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	var key [32]byte
-	for i := range 4 {
-		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
-		for j := range 8 {
-			key[i*8+j] = byte(v >> (8 * j))
-		}
+	w, restore, err := newWorld(cfg)
+	if err != nil {
+		return nil, err
 	}
-	saved := crand.Reader
-	crand.Reader = detRand{rand.NewChaCha8(key)}
-	defer func() { crand.Reader = saved }()
-
-	w := &World{
-		cfg:     cfg,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
-		now:     epoch,
-		net:     faultnet.New(cfg.Seed),
-		byID:    make(map[string]*host),
-		swimAt:  make(map[string]*host),
-		hist:    &history.Recorder{},
-		members: make(map[string]memberSeen),
-		owners:  make(map[string]route),
-		seen:    make(map[string]bool),
-		lin:     newLinLog(),
-		trace:   newTrace(cfg.TraceLines),
-	}
+	defer restore()
 	defer w.close()
-	for i := range cfg.Nodes {
-		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
-		// Each clock runs at its own rate, within 80% of the bound the
-		// leases allow for.
-		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
-		w.hosts = append(w.hosts, h)
-		w.byID[h.id] = h
-		w.swimAt[h.swimAddr()] = h
-	}
-	for _, h := range w.hosts {
-		if err := h.boot(); err != nil {
-			return nil, err
-		}
-	}
 	res := &Result{Seed: cfg.Seed}
 	if !w.waitReady(60 * time.Second) {
 		res.Violations = append(res.Violations, "liveness: the cluster was not ready 60 s after its start")
@@ -116,6 +82,7 @@ func Run(cfg Config) (*Result, error) {
 		w.after(w.between(0, thinkMax), nil, c.step)
 	}
 	w.racer = &client{w: w, id: "racer", routes: make(map[string]route)}
+	w.side = &client{w: w, id: "side", routes: make(map[string]route)}
 	start := w.now
 	if !cfg.NoFaults {
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
@@ -157,6 +124,57 @@ func Run(cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// newWorld builds cfg's cluster and boots its nodes. restore gives
+// crypto/rand back its reader (the run replaces it, see Run); the caller
+// closes w and then calls restore.
+func newWorld(cfg Config) (w *World, restore func(), err error) {
+	if err := cfg.fill(); err != nil {
+		return nil, nil, err
+	}
+	var key [32]byte
+	for i := range 4 {
+		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	saved := crand.Reader
+	crand.Reader = detRand{rand.NewChaCha8(key)}
+	restore = func() { crand.Reader = saved }
+
+	w = &World{
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+		now:     epoch,
+		net:     faultnet.New(cfg.Seed),
+		byID:    make(map[string]*host),
+		swimAt:  make(map[string]*host),
+		hist:    &history.Recorder{},
+		members: make(map[string]memberSeen),
+		owners:  make(map[string]route),
+		seen:    make(map[string]bool),
+		lin:     newLinLog(),
+		trace:   newTrace(cfg.TraceLines),
+	}
+	for i := range cfg.Nodes {
+		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
+		// Each clock runs at its own rate, within 80% of the bound the
+		// leases allow for.
+		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
+		w.hosts = append(w.hosts, h)
+		w.byID[h.id] = h
+		w.swimAt[h.swimAddr()] = h
+	}
+	for _, h := range w.hosts {
+		if err := h.boot(); err != nil {
+			w.close()
+			restore()
+			return nil, nil, err
+		}
+	}
+	return w, restore, nil
+}
+
 // stopped: the clients stop sending once the run is calm.
 func (w *World) stopped() bool { return w.calm }
 
@@ -194,7 +212,7 @@ func (w *World) nextFault() {
 	hold := w.between(time.Second, 8*time.Second)
 	i := w.rng.IntN(len(w.hosts))
 	h := w.hosts[i]
-	switch w.rng.IntN(8) {
+	switch w.rng.IntN(9) {
 	case 0:
 		w.logf("fault: %s cut off for %v", h.id, hold)
 		w.net.Isolate(h.id)
@@ -238,6 +256,26 @@ func (w *World) nextFault() {
 		w.logf("fault: partition %v | %v for %v", a, b, hold)
 		w.net.Partition(a, b)
 		w.after(hold, nil, func() { w.net.Heal(); w.logf("heal: partition") })
+	case 8:
+		// A slow node (an overloaded host, a slow NIC): everything to and
+		// from it is late, by different amounts, so that what it says
+		// about itself (an ack, a refutation) races what the others
+		// conclude about it.
+		slow := faultnet.Link{DelayMin: 50 * time.Millisecond, DelayMax: w.between(200*time.Millisecond, 1500*time.Millisecond)}
+		w.logf("fault: %s slow (links delayed %v to %v) for %v", h.id, slow.DelayMin, slow.DelayMax, hold)
+		for _, o := range w.hosts {
+			if o != h {
+				w.net.SetLink(h.id, o.id, slow)
+				w.net.SetLink(o.id, h.id, slow)
+			}
+		}
+		w.after(hold, nil, func() {
+			for _, o := range w.hosts {
+				w.net.ClearLink(h.id, o.id)
+				w.net.ClearLink(o.id, h.id)
+			}
+			w.logf("heal: %s not slow", h.id)
+		})
 	case 6, 7:
 		// The owner of a topic cut off from the other nodes (case 6) or
 		// only from their messages (case 7: it still sends), while its
@@ -255,11 +293,14 @@ func (w *World) nextFault() {
 			w.logf("fault: %s, owner of %s, hears no one for %v", o.id, topic, hold)
 			w.net.Cut("*", o.id)
 		}
-		w.hot = topic
+		w.hot, w.hotOwner = topic, o
+		if w.side != nil && w.side.cur == nil {
+			w.side.stickTo(o, topic, w.owners[topic].epoch)
+		}
 		w.after(hold, nil, func() {
 			w.net.HealLink(o.id, "*")
 			w.net.HealLink("*", o.id)
-			w.hot = ""
+			w.hot, w.hotOwner = "", nil
 			w.logf("heal: %s", o.id)
 		})
 	}
@@ -294,6 +335,11 @@ func (w *World) healAll() {
 	w.quiet = true
 	w.net.Heal()
 	w.net.SetDefault(faultnet.Link{})
+	for _, h := range w.hosts {
+		for _, o := range w.hosts {
+			w.net.ClearLink(h.id, o.id)
+		}
+	}
 	for _, h := range w.hosts {
 		w.resume(h)
 		w.restart(h)
@@ -412,6 +458,8 @@ func (w *World) checkLiveness() []string {
 				want = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
 				if h := w.byID[string(a.Owner)]; h == nil || h.down {
 					out = append(out, fmt.Sprintf("liveness: %s is owned by %s, not a live node", topic, a.Owner))
+				} else if why := w.writable(h, topic, a.Epoch); why != "" {
+					out = append(out, fmt.Sprintf("liveness: %s is not writable at its owner %s: %s", topic, want, why))
 				}
 			} else {
 				want = "none"
@@ -431,6 +479,28 @@ func (w *World) checkLiveness() []string {
 		}
 	}
 	return out
+}
+
+// writable produces one record to topic at its owner h, at epoch, and
+// says why that failed ("" if it did not); the owner may need a lease
+// round first, so it tries a few times.
+func (w *World) writable(h *host, topic string, epoch uint64) string {
+	why := ""
+	for range 3 {
+		kind, p, ok := w.ask(h, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: epoch, Records: [][]byte{[]byte("probe")}}))
+		switch {
+		case !ok:
+			why = "no answer"
+		case kind == wire.KindProduceAck:
+			return ""
+		default:
+			var e wire.Error
+			_ = wire.DecodeError(p, &e)
+			why = fmt.Sprintf("%v: %s", e.Code, e.Message)
+		}
+		w.runUntil(w.now.Add(time.Second))
+	}
+	return why
 }
 
 // digest hashes a history (in a canonical order) for comparing runs.

@@ -33,6 +33,25 @@ type client struct {
 	nextID uint64
 	// cur is the request in flight (nil: none).
 	cur *request
+	// stuck: where the side client writes (see World.side).
+	stuck *stuckTo
+}
+
+type stuckTo struct {
+	to    *host
+	topic string
+	epoch uint64
+}
+
+// stickTo sends one produce of topic at epoch to h, and keeps doing so
+// while the fault that made topic hot lasts (see World.side).
+func (c *client) stickTo(h *host, topic string, epoch uint64) {
+	if c.cur != nil || h.down {
+		return
+	}
+	c.stuck = &stuckTo{to: h, topic: topic, epoch: epoch}
+	req := &request{topic: topic, start: c.w.now, kind: wire.KindProduce, epoch: epoch, to: h}
+	c.send(req, wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}}))
 }
 
 type request struct {
@@ -94,6 +113,11 @@ func (c *client) step() {
 		req.kind = wire.KindAssign
 		if w.rng.IntN(2) == 0 {
 			req.owner = w.hosts[w.rng.IntN(len(w.hosts))].id
+		}
+		if topic == w.hot && w.hotOwner != nil {
+			// Away from the owner the fault cut off.
+			o := w.hosts[(w.hotOwner.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
+			req.owner = o.id
 		}
 		req.parts = uint32(w.rng.IntN(4))
 		payload = wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(req.owner), Partitions: req.parts})
@@ -308,6 +332,15 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 	}
 	if c == w.racer {
 		// The racer sends only beside another client's change.
+		return
+	}
+	if c == w.side {
+		if c.stuck != nil && w.hot == c.stuck.topic && !w.stopped() {
+			s := c.stuck
+			w.after(w.between(2*time.Millisecond, 20*time.Millisecond), nil, func() { c.stickTo(s.to, s.topic, s.epoch) })
+		} else {
+			c.stuck = nil
+		}
 		return
 	}
 	w.after(w.between(thinkMin, thinkMax), nil, c.step)

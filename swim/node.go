@@ -890,7 +890,7 @@ func (n *Node) apply(now time.Time, e *wire.SwimEvent) bool {
 		}
 		m.Incarnation = e.Incarnation
 		changed := n.setAddrs(m, e)
-		if prev == StateSuspect {
+		if prev == StateSuspect || prev.final() { // final: only with the mutant
 			n.setState(now, m, StateAlive)
 			n.emit(EventAliveAgain, m, prev)
 		} else if changed {

@@ -100,6 +100,7 @@ var metrics = []metric{
 	{"Requests", "requests_total", "Client and forwarded requests handled.", counter, ""},
 	{"Forwarded", "requests_forwarded_total", "Requests this node forwarded to a shard leader.", counter, ""},
 	{"ForwardsIn", "requests_forwarded_in_total", "Requests other nodes forwarded to this node.", counter, ""},
+	{"ForwardDups", "requests_forwarded_duplicate_total", "Copies of a forwarded request already taken, dropped.", counter, ""},
 	{"NotLeader", "requests_not_leader_total", "Requests answered NotLeader or Unavailable for want of a shard leader.", counter, ""},
 	{"TopicRejections", "requests_not_leader_for_topic_total", "Data requests answered NotLeaderForTopic (wrong owner or epoch).", counter, ""},
 	{"RequestsActive", "requests_in_flight", "Requests being served.", gauge, ""},

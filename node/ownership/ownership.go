@@ -200,7 +200,7 @@ func (h *Holder) Open(m *wire.OpenTopic, floor uint64) (wire.TopicStatus, uint64
 	if !h.seeTerm(m.Shard, m.Term) {
 		return wire.TopicStaleTerm, 0, nil
 	}
-	if m.Epoch <= floor {
+	if m.Epoch <= floor && !mutant.On(mutant.EpochFloor) {
 		return wire.TopicBelowFloor, floor, nil
 	}
 	topic := string(m.Topic)

@@ -1,0 +1,33 @@
+package node
+
+import (
+	"testing"
+	"time"
+)
+
+// A duplicated forward is served once within the window; the same id from
+// another node, or after the window, is a new request; memory stays
+// bounded.
+func TestForwardDedupServesACopyOnce(t *testing.T) {
+	var d forwardDedup
+	t0 := time.Unix(100, 0)
+	const window = time.Second
+	if !d.first("n1", 7, t0, window) {
+		t.Fatal("first copy refused")
+	}
+	if d.first("n1", 7, t0.Add(500*time.Millisecond), window) {
+		t.Fatal("duplicate within the window taken")
+	}
+	if !d.first("n2", 7, t0.Add(500*time.Millisecond), window) {
+		t.Fatal("same id from another node refused")
+	}
+	if !d.first("n1", 7, t0.Add(2*time.Second), window) {
+		t.Fatal("id taken again after the window refused")
+	}
+	for i := range uint64(3 * maxForwardsSeen) {
+		d.first("n3", 1000+i, t0.Add(2*time.Second), window)
+	}
+	if len(d.seen) > maxForwardsSeen || len(d.order) > maxForwardsSeen {
+		t.Fatalf("remembers %d/%d forwards, bound %d", len(d.seen), len(d.order), maxForwardsSeen)
+	}
+}
