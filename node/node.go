@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -176,8 +177,9 @@ type clusterView struct {
 	dead      map[string]bool        // declared dead or left
 	ring      *router.Ring
 	placement *router.Placement
-	suspects  int       // members suspected now
-	changed   time.Time // when the live set last changed
+	ringOf    []router.Member // the members ring and placement were built of
+	suspects  int             // members suspected now
+	changed   time.Time       // when the live set last changed
 }
 
 func (v *clusterView) alive(id string) bool {
@@ -626,11 +628,21 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
+// sameMember reports whether two SWIM records are identical.
+func sameMember(a, b swim.Member) bool {
+	return a.ID == b.ID && a.Generation == b.Generation && a.Incarnation == b.Incarnation && a.State == b.State &&
+		a.SwimAddr == b.SwimAddr && a.ClientAddr == b.ClientAddr && a.PeerAddr == b.PeerAddr && a.Rack == b.Rack &&
+		bytes.Equal(a.Meta, b.Meta)
+}
+
 // rebuildView recomputes the membership view, the raft id map, the peer
 // addresses and the ring from SWIM.
 func (n *Node) rebuildView() {
 	ms := n.swim.Members()
 	old := n.view.Load()
+	if old.ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
+		return // nothing SWIM knows changed
+	}
 	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool)}
 	for id, d := range old.dead {
 		v.dead[id] = d
@@ -666,13 +678,20 @@ func (n *Node) rebuildView() {
 	if !slices.Equal(v.live, old.live) {
 		v.changed = n.clock()
 	}
-	ring, err := router.NewRing(rm, router.RingConfig{})
-	if err != nil {
-		n.log.Error("node: ring", "err", err)
-		ring, _ = router.NewRing(nil, router.RingConfig{})
+	v.ringOf = rm
+	if old.ring != nil && slices.Equal(rm, old.ringOf) {
+		// The same live members: the same ring and placement (placing
+		// every shard costs a rendezvous walk each).
+		v.ring, v.placement = old.ring, old.placement
+	} else {
+		ring, err := router.NewRing(rm, router.RingConfig{})
+		if err != nil {
+			n.log.Error("node: ring", "err", err)
+			ring, _ = router.NewRing(nil, router.RingConfig{})
+		}
+		v.ring = ring
+		v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	}
-	v.ring = ring
-	v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	n.view.Store(v)
 	n.observeMembers(ms)
 }

@@ -103,8 +103,14 @@ func (n *Node) reassignDead(v *clusterView) {
 		var cmds []meta.Command
 		_ = n.sm.withShard(shard, func(sh *shardState) {
 			st := sh.st
+			silent := func(id string) bool {
+				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor
+			}
+			if !st.AnyOwner(func(id string) bool { return gone(id) || silent(id) }) {
+				return // the common case, without sorting the owners
+			}
 			for _, o := range st.Owners() {
-				silent := leads && o.ID != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[o.ID]) > silentFor
+				silent := silent(o.ID)
 				if !gone(o.ID) && !silent {
 					continue
 				}
