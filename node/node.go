@@ -101,10 +101,16 @@ type Node struct {
 	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
-	leadMu      sync.Mutex
-	replicaLead map[uint64]raftLead
-	leaseIn     chan leaseFrame
-	leaseKick   chan struct{}
+	leadMu       sync.Mutex
+	replicaLead  map[uint64]raftLead
+	leaseIn      chan leaseFrame // rounds from peers, answered by the lease loop
+	leaseReplies chan leaseFrame // replies to this node's rounds (leaseReplyLoop)
+	leaseKick    chan struct{}
+	// roundsFrom: when a LeaseRound last arrived from each peer, taken as
+	// it arrives (before it waits for the lease loop): an owner whose
+	// rounds reach this node is not silent, however busy this node is.
+	roundsMu   sync.Mutex
+	roundsFrom map[string]time.Time
 	// clock is the node's monotonic clock (time.Now); afterFunc its
 	// timers (time.AfterFunc).
 	clock     func() time.Time
@@ -231,15 +237,17 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		catchingUp: make(map[uint64]time.Time),
 		strays:     make(map[uint64]*strayState),
 
-		dutyKick:    make(chan struct{}, 1),
-		leaderDue:   make(map[uint64]bool),
-		takingUp:    make(map[uint64]bool),
-		replicaLead: make(map[uint64]raftLead),
-		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
-		leaseKick:   make(chan struct{}, 1),
-		clock:       clock,
-		afterFunc:   after,
-		randSrc:     rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
+		dutyKick:     make(chan struct{}, 1),
+		leaderDue:    make(map[uint64]bool),
+		takingUp:     make(map[uint64]bool),
+		replicaLead:  make(map[uint64]raftLead),
+		leaseIn:      make(chan leaseFrame, maxLeaseFrames),
+		leaseReplies: make(chan leaseFrame, maxLeaseFrames),
+		roundsFrom:   make(map[string]time.Time),
+		leaseKick:    make(chan struct{}, 1),
+		clock:        clock,
+		afterFunc:    after,
+		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -391,9 +399,10 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.ownershipLoop()
 	go n.leaseLoop()
+	go n.leaseReplyLoop()
 	go func() {
 		defer n.wg.Done()
 		n.in.Run(n.ctx)
