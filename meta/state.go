@@ -478,6 +478,18 @@ func (s *State) Owners() []Node {
 	return out
 }
 
+// AnyOwner reports whether pred holds for some node owning active topics
+// here, without allocating (in no particular order: pred must not depend
+// on it).
+func (s *State) AnyOwner(pred func(id string) bool) bool {
+	for _, st := range s.owners {
+		if st.topics > 0 && pred(st.id) {
+			return true
+		}
+	}
+	return false
+}
+
 // TopicsOwnedBy returns the active topics owned by node, sorted by topic.
 func (s *State) TopicsOwnedBy(node string) []Assignment {
 	var out []Assignment

@@ -299,6 +299,11 @@ func TestQueries(t *testing.T) {
 	if got := s.Owners(); !slices.Equal(got, []Node{{"n1", 3}, {"n2", 2}}) {
 		t.Fatalf("Owners() = %v", got)
 	}
+	for id, want := range map[string]bool{"n1": true, "n2": true, "n3": false, "n9": false} {
+		if got := s.AnyOwner(func(o string) bool { return o == id }); got != want {
+			t.Fatalf("AnyOwner(is %s) = %v, want %v (n3 owns only a revoked topic)", id, got, want)
+		}
+	}
 	if s.Load("n1") != 3 || s.Load("n3") != 0 {
 		t.Fatalf("Load n1=%d n3=%d", s.Load("n1"), s.Load("n3"))
 	}

@@ -41,15 +41,48 @@ func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
 	if err != nil {
 		return
 	}
+	if h.Kind == wire.KindLeaseRound {
+		n.roundsMu.Lock()
+		n.roundsFrom[from] = n.clock()
+		n.roundsMu.Unlock()
+	}
+	f := leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)}
 	if n.driven {
-		n.takeLeaseFrame(leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)})
+		n.takeLeaseFrame(f)
 		return
 	}
+	// Rounds and replies wait apart: taking a reply may write to disk
+	// (topics it closes), which must not hold up answering the peers.
+	in := n.leaseIn
+	if h.Kind == wire.KindLeaseReply {
+		in = n.leaseReplies
+	}
 	select {
-	case n.leaseIn <- leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)}:
+	case in <- f:
 	default:
 		n.counters.leaseFramesDropped.Add(1)
 	}
+}
+
+// leaseReplyLoop takes the replies to this node's lease rounds.
+func (n *Node) leaseReplyLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case f := <-n.leaseReplies:
+			n.takeLeaseFrame(f)
+		}
+	}
+}
+
+// lastRoundFrom returns when a LeaseRound last arrived from node (zero:
+// never in this life).
+func (n *Node) lastRoundFrom(node string) time.Time {
+	n.roundsMu.Lock()
+	defer n.roundsMu.Unlock()
+	return n.roundsFrom[node]
 }
 
 // kickLeases asks for a round soon: a topic of shard was just opened here.

@@ -85,14 +85,7 @@ func digests(rs []wire.MemberRecord) (members, ring uint64) {
 // leaderVersion is the version of the shard-leader table: the sum of its
 // terms. Terms only rise, so a higher sum means a newer view of at least one
 // shard; two nodes with equal sums usually agree.
-func (n *Node) leaderVersion() uint64 {
-	rows, _ := n.leaders.Snapshot(nil)
-	var v uint64
-	for _, r := range rows {
-		v += r.Term
-	}
-	return v
-}
+func (n *Node) leaderVersion() uint64 { return n.leaders.TermSum() }
 
 // leaderRows is the table as wire's rows.
 func leaderRows(rows []router.ShardLeader) []wire.LeaderRow {

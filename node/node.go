@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -100,10 +101,16 @@ type Node struct {
 	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
-	leadMu      sync.Mutex
-	replicaLead map[uint64]raftLead
-	leaseIn     chan leaseFrame
-	leaseKick   chan struct{}
+	leadMu       sync.Mutex
+	replicaLead  map[uint64]raftLead
+	leaseIn      chan leaseFrame // rounds from peers, answered by the lease loop
+	leaseReplies chan leaseFrame // replies to this node's rounds (leaseReplyLoop)
+	leaseKick    chan struct{}
+	// roundsFrom: when a LeaseRound last arrived from each peer, taken as
+	// it arrives (before it waits for the lease loop): an owner whose
+	// rounds reach this node is not silent, however busy this node is.
+	roundsMu   sync.Mutex
+	roundsFrom map[string]time.Time
 	// clock is the node's monotonic clock (time.Now); afterFunc its
 	// timers (time.AfterFunc).
 	clock     func() time.Time
@@ -177,8 +184,9 @@ type clusterView struct {
 	dead      map[string]bool        // declared dead or left
 	ring      *router.Ring
 	placement *router.Placement
-	suspects  int       // members suspected now
-	changed   time.Time // when the live set last changed
+	ringOf    []router.Member // the members ring and placement were built of
+	suspects  int             // members suspected now
+	changed   time.Time       // when the live set last changed
 }
 
 func (v *clusterView) alive(id string) bool {
@@ -230,15 +238,17 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		catchingUp: make(map[uint64]time.Time),
 		strays:     make(map[uint64]*strayState),
 
-		dutyKick:    make(chan struct{}, 1),
-		leaderDue:   make(map[uint64]bool),
-		takingUp:    make(map[uint64]bool),
-		replicaLead: make(map[uint64]raftLead),
-		leaseIn:     make(chan leaseFrame, maxLeaseFrames),
-		leaseKick:   make(chan struct{}, 1),
-		clock:       clock,
-		afterFunc:   after,
-		randSrc:     rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
+		dutyKick:     make(chan struct{}, 1),
+		leaderDue:    make(map[uint64]bool),
+		takingUp:     make(map[uint64]bool),
+		replicaLead:  make(map[uint64]raftLead),
+		leaseIn:      make(chan leaseFrame, maxLeaseFrames),
+		leaseReplies: make(chan leaseFrame, maxLeaseFrames),
+		roundsFrom:   make(map[string]time.Time),
+		leaseKick:    make(chan struct{}, 1),
+		clock:        clock,
+		afterFunc:    after,
+		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -393,9 +403,10 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.ownershipLoop()
 	go n.leaseLoop()
+	go n.leaseReplyLoop()
 	go func() {
 		defer n.wg.Done()
 		n.in.Run(n.ctx)
@@ -632,11 +643,21 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
+// sameMember reports whether two SWIM records are identical.
+func sameMember(a, b swim.Member) bool {
+	return a.ID == b.ID && a.Generation == b.Generation && a.Incarnation == b.Incarnation && a.State == b.State &&
+		a.SwimAddr == b.SwimAddr && a.ClientAddr == b.ClientAddr && a.PeerAddr == b.PeerAddr && a.Rack == b.Rack &&
+		bytes.Equal(a.Meta, b.Meta)
+}
+
 // rebuildView recomputes the membership view, the raft id map, the peer
 // addresses and the ring from SWIM.
 func (n *Node) rebuildView() {
 	ms := n.swim.Members()
 	old := n.view.Load()
+	if old.ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
+		return // nothing SWIM knows changed
+	}
 	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool)}
 	for id, d := range old.dead {
 		v.dead[id] = d
@@ -672,13 +693,20 @@ func (n *Node) rebuildView() {
 	if !slices.Equal(v.live, old.live) {
 		v.changed = n.clock()
 	}
-	ring, err := router.NewRing(rm, router.RingConfig{})
-	if err != nil {
-		n.log.Error("node: ring", "err", err)
-		ring, _ = router.NewRing(nil, router.RingConfig{})
+	v.ringOf = rm
+	if old.ring != nil && slices.Equal(rm, old.ringOf) {
+		// The same live members: the same ring and placement (placing
+		// every shard costs a rendezvous walk each).
+		v.ring, v.placement = old.ring, old.placement
+	} else {
+		ring, err := router.NewRing(rm, router.RingConfig{})
+		if err != nil {
+			n.log.Error("node: ring", "err", err)
+			ring, _ = router.NewRing(nil, router.RingConfig{})
+		}
+		v.ring = ring
+		v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	}
-	v.ring = ring
-	v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
 	n.view.Store(v)
 	n.observeMembers(ms)
 }

@@ -73,7 +73,10 @@ func (f *inFlight) end(key uint64) {
 // and of those owned by a member that has not asked this leader for a
 // lease on the shard for silentOwnerLeases leases (it cannot reach this
 // node, a one-way partition SWIM does not see: its topics are unwritable
-// where they are).
+// where they are). An owner whose lease rounds keep arriving is not
+// silent, even if none named the shard: its shard-leader table lags (a
+// refusal's hint sends it here next round), or this node has not yet
+// taken its rounds. Moving its topics then would only add work.
 //
 // An owner SWIM does not know at all counts as gone too, once this node has
 // synced its membership with a peer and run long enough since to have heard
@@ -103,8 +106,15 @@ func (n *Node) reassignDead(v *clusterView) {
 		var cmds []meta.Command
 		_ = n.sm.withShard(shard, func(sh *shardState) {
 			st := sh.st
+			silent := func(id string) bool {
+				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
+					now.Sub(n.lastRoundFrom(id)) > silentFor
+			}
+			if !st.AnyOwner(func(id string) bool { return gone(id) || silent(id) }) {
+				return // the common case, without sorting the owners
+			}
 			for _, o := range st.Owners() {
-				silent := leads && o.ID != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[o.ID]) > silentFor
+				silent := silent(o.ID)
 				if !gone(o.ID) && !silent {
 					continue
 				}

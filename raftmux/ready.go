@@ -464,6 +464,7 @@ func (w *worker) destroy(r *replica) {
 	w.dropInSnap(r)
 	w.releaseSnapData(r)
 	delete(w.replicas, r.shard)
+	w.orderStale = true
 	delete(w.awake, r.shard)
 	// Stale members may still talk to us about this shard; do not let them
 	// recreate it for a while. Later, a leader that adds this node back

@@ -244,6 +244,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		reads:           make(map[uint64]*request),
 	}
 	w.replicas[shard] = r
+	w.orderStale = true
 	w.awake[shard] = r
 	w.touch(r)
 	w.confChanged(r)
@@ -276,6 +277,7 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		w.releaseSnapData(r)
 		r.destroyed = true
 		delete(w.replicas, shard)
+		w.orderStale = true
 		delete(w.awake, shard)
 	}
 	if _, ok, err := w.h.cfg.Storage.Tombstone(shard); err != nil || ok {
@@ -621,7 +623,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	switch s {
 	case nodeAlive:
 		delete(w.dead, node)
-		for _, r := range inOrder(w.replicas) {
+		for _, r := range w.ordered() {
 			if r.halted != nil {
 				continue
 			}
@@ -637,7 +639,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 		// Followers of the suspect wake and ask it to answer; those it
 		// leaves unanswered for suspectGraceTicks elect a new leader
 		// (suspectCampaign) without waiting for the death to be confirmed.
-		for _, r := range inOrder(w.replicas) {
+		for _, r := range w.ordered() {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}
@@ -651,7 +653,7 @@ func (w *worker) handleLiveness(node uint64, s nodeState) {
 	case nodeDead:
 		w.dead[node] = true
 		self := w.h.cfg.NodeID
-		for _, r := range inOrder(w.replicas) {
+		for _, r := range w.ordered() {
 			if r.lead != node || r.state == raft.StateLeader || r.halted != nil {
 				continue
 			}

@@ -69,8 +69,12 @@ type worker struct {
 	ticks   atomic.Int64
 
 	// Everything below is owned by the worker goroutine.
-	spare      []event
-	replicas   map[uint64]*replica
+	spare    []event
+	replicas map[uint64]*replica
+	// order: replicas in shard order, rebuilt after the set changes
+	// (orderStale); read on every pass, changed rarely.
+	order      []*replica
+	orderStale bool
 	awake      map[uint64]*replica
 	tickOrder  []*replica        // tick's scratch: awake in shard order
 	tombstones map[uint64]uint64 // destroyed shard → the tick it was destroyed at
@@ -304,7 +308,7 @@ func (w *worker) shutdown() {
 			ev.req.finish(result{err: ErrStopped})
 		}
 	}
-	for _, r := range inOrder(w.replicas) {
+	for _, r := range w.ordered() {
 		r.failAll(ErrStopped)
 	}
 }
@@ -391,7 +395,7 @@ func (w *worker) handle(ev *event) {
 		ev.req.finish(result{err: w.drop(ev.shard)})
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
-		for _, r := range inOrder(w.replicas) {
+		for _, r := range w.ordered() {
 			out = append(out, r.info())
 		}
 		ev.req.finish(result{val: out})
@@ -422,6 +426,17 @@ func (w *worker) tick() {
 			w.maybeQuiesce(r)
 		}
 	}
+}
+
+// ordered returns the worker's replicas in shard order. The slice is not
+// changed afterwards (a change of the set makes a new one), so a caller
+// may destroy replicas while ranging over it.
+func (w *worker) ordered() []*replica {
+	if w.orderStale || len(w.order) != len(w.replicas) {
+		w.order = appendInOrder(make([]*replica, 0, len(w.replicas)), w.replicas)
+		w.orderStale = false
+	}
+	return w.order
 }
 
 // inOrder returns the replicas of m in shard order. Rounds visit replicas

@@ -25,6 +25,7 @@ type leaderCell struct {
 type LeaderTable struct {
 	cells   []atomic.Pointer[leaderCell]
 	version atomic.Uint64
+	termSum atomic.Uint64
 }
 
 // NewLeaderTable returns a table for shards [0, shards), every leader
@@ -71,6 +72,11 @@ func (t *LeaderTable) Update(shard uint32, leader string, term uint64) (bool, er
 			next = &leaderCell{leader: leader, term: term}
 		}
 		if cell.CompareAndSwap(cur, next) {
+			var was uint64
+			if cur != nil {
+				was = cur.term
+			}
+			t.termSum.Add(term - was)
 			t.version.Add(1)
 			return true, nil
 		}
@@ -80,6 +86,11 @@ func (t *LeaderTable) Update(shard uint32, leader string, term uint64) (bool, er
 // Version returns a counter that changes whenever the table changes. Two
 // equal reads with no change in between mean no update was applied.
 func (t *LeaderTable) Version() uint64 { return t.version.Load() }
+
+// TermSum returns the sum of every shard's term: two tables that agree on
+// every row have the same sum, and a row learned at a later term raises
+// it. Nodes compare it to know whose table is newer, without a scan.
+func (t *LeaderTable) TermSum() uint64 { return t.termSum.Load() }
 
 // Snapshot appends every shard with a known leader to dst in shard order
 // and returns the table version read before the scan: rows reflect at least

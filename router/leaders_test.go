@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 )
@@ -111,6 +112,24 @@ func TestLeaderTableConcurrent(t *testing.T) {
 	for s := range uint32(shards) {
 		if _, term, _ := lt.Get(s); term != terms+2 {
 			t.Fatalf("shard %d ended at term %d, want %d", s, term, terms+2)
+		}
+	}
+}
+
+// TermSum is the sum of the rows' terms after any sequence of updates,
+// applied or refused.
+func TestLeaderTableTermSum(t *testing.T) {
+	tb := NewLeaderTable(16)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		_, _ = tb.Update(uint32(rng.IntN(16)), fmt.Sprintf("n%d", rng.IntN(3)), uint64(rng.IntN(50)))
+		rows, _ := tb.Snapshot(nil)
+		var sum uint64
+		for _, r := range rows {
+			sum += r.Term
+		}
+		if got := tb.TermSum(); got != sum {
+			t.Fatalf("TermSum %d, rows sum to %d", got, sum)
 		}
 	}
 }

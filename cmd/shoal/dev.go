@@ -128,14 +128,27 @@ func (o *devOptions) devAddrs(i int) (client, peer, swim string) {
 	return at(0), at(100), at(200)
 }
 
+// devDir returns the cluster's data directory: dir, made with its parents
+// if missing, or a new temporary one when dir is "".
+func devDir(dir string) (string, bool, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "shoal-dev-")
+		return d, true, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, fmt.Errorf("--dir: %w", err)
+	}
+	return dir, false, nil
+}
+
 // runDev runs a local cluster until ctx is cancelled.
 func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err error) {
 	logger := newLogger(stderr, o.logFormat, o.logLevel)
-	dir, temporary := o.dir, o.dir == ""
+	dir, temporary, err := devDir(o.dir)
+	if err != nil {
+		return err
+	}
 	if temporary {
-		if dir, err = os.MkdirTemp("", "shoal-dev-"); err != nil {
-			return err
-		}
 		defer func() {
 			if rmErr := os.RemoveAll(dir); rmErr != nil && err == nil {
 				err = rmErr
