@@ -27,7 +27,12 @@ func TestForwardDedupServesACopyOnce(t *testing.T) {
 	for i := range uint64(3 * maxForwardsSeen) {
 		d.first("n3", 1000+i, t0.Add(2*time.Second), window)
 	}
-	if len(d.seen) > maxForwardsSeen || len(d.order) > maxForwardsSeen {
-		t.Fatalf("remembers %d/%d forwards, bound %d", len(d.seen), len(d.order), maxForwardsSeen)
+	if len(d.seen) > maxForwardsSeen || d.n > maxForwardsSeen || len(d.ring) > maxForwardsSeen {
+		t.Fatalf("remembers %d/%d forwards in a ring of %d, bound %d", len(d.seen), d.n, len(d.ring), maxForwardsSeen)
+	}
+	// The latest are remembered, the oldest forgotten.
+	last := 1000 + uint64(3*maxForwardsSeen) - 1
+	if d.first("n3", last, t0.Add(2*time.Second), window) || !d.first("n3", 1000, t0.Add(2*time.Second), window) {
+		t.Fatal("the ring kept the wrong forwards")
 	}
 }

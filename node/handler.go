@@ -840,9 +840,13 @@ func (f *forwarder) init(start uint64) {
 // (the request timeout, after which their origin has stopped waiting), by
 // sender and request id, so that a duplicated frame is served once.
 type forwardDedup struct {
-	mu    sync.Mutex
-	seen  map[fwdKey]bool
-	order []fwdSeenAt // oldest first
+	mu   sync.Mutex
+	seen map[fwdKey]bool
+	// ring holds the forwards of seen, n of them, the oldest at head: a
+	// ring, so that forgetting the oldest costs the same however many
+	// are remembered.
+	ring    []fwdSeenAt
+	head, n int
 }
 
 type fwdKey struct {
@@ -866,20 +870,30 @@ func (d *forwardDedup) first(from string, id uint64, now time.Time, window time.
 	if d.seen == nil {
 		d.seen = make(map[fwdKey]bool)
 	}
-	drop := 0
-	for drop < len(d.order) && (now.Sub(d.order[drop].at) > window || len(d.order)-drop >= maxForwardsSeen) {
-		delete(d.seen, d.order[drop].key)
-		drop++
-	}
-	if drop > 0 {
-		d.order = append(d.order[:0], d.order[drop:]...)
+	for d.n > 0 {
+		old := &d.ring[d.head]
+		if now.Sub(old.at) <= window && d.n < maxForwardsSeen {
+			break
+		}
+		delete(d.seen, old.key)
+		*old = fwdSeenAt{}
+		d.head = (d.head + 1) % len(d.ring)
+		d.n--
 	}
 	k := fwdKey{from, id}
 	if d.seen[k] {
 		return false
 	}
 	d.seen[k] = true
-	d.order = append(d.order, fwdSeenAt{k, now})
+	if d.n == len(d.ring) {
+		grown := make([]fwdSeenAt, min(max(16, 2*len(d.ring)), maxForwardsSeen))
+		for i := range d.n {
+			grown[i] = d.ring[(d.head+i)%len(d.ring)]
+		}
+		d.ring, d.head = grown, 0
+	}
+	d.ring[(d.head+d.n)%len(d.ring)] = fwdSeenAt{k, now}
+	d.n++
 	return true
 }
 
