@@ -144,9 +144,13 @@ type Node struct {
 	catchingUp  map[uint64]time.Time
 	// reassigning, managing: reconcile's work in flight.
 	reassigning, managing inFlight
-	strays                map[uint64]*strayState
-	strayRound            int
-	strayList             atomic.Pointer[[]uint64] // confirmed strays, for Stats
+	// deadPass counts reassignDead's passes and deadView is the view its
+	// last full pass saw (both used by the reconcile goroutine only).
+	deadPass   int
+	deadView   *clusterView
+	strays     map[uint64]*strayState
+	strayRound int
+	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 	sec    security // credentials and request byte budget (auth.go, limits.go)

@@ -87,6 +87,15 @@ func (n *Node) reassignDead(v *clusterView) {
 	if len(v.live) == 0 {
 		return
 	}
+	// A pass looks at every shard this node leads: with the membership
+	// unchanged, one pass in reassignEvery is enough to find an owner
+	// that fell silent (it has silentOwnerLeases leases to do so) or that
+	// SWIM forgot.
+	n.deadPass++
+	if v == n.deadView && n.deadPass%reassignEvery != 0 {
+		return
+	}
+	n.deadView = v
 	knowsAll := n.knowsAllMembers()
 	gone := func(id string) bool {
 		if v.dead[id] {
@@ -168,6 +177,10 @@ func (n *Node) reassignDead(v *clusterView) {
 		}
 	}
 }
+
+// reassignEvery: with the membership unchanged, reassignDead looks at its
+// shards every this many reconcile intervals (0.8 s "fast", 2 s "lan").
+const reassignEvery = 4
 
 // silentOwnerLeases: how many lease lengths an owner may go without asking
 // its shard's leader for a lease before the leader moves its topics.
