@@ -78,9 +78,10 @@
 // owners. An owner persists the topics it holds and the epochs it closed
 // (the store's node slot), so a restart keeps them; it serves them again
 // once a lease covers them. When SWIM declares a member dead or left, or
-// a member has not asked a leader for a lease on a shard for three lease
-// lengths, every shard leader moves the topics that member owned there to
-// live members (meta PlanReassign, epoch + 1).
+// a member has not asked a leader for a lease on a shard, nor sent it any
+// lease round, for three lease lengths, every shard leader moves the
+// topics that member owned there to live members (meta PlanReassign,
+// epoch + 1).
 //
 // # The shard manager
 //
