@@ -55,10 +55,13 @@
 // topic's partition count as the route was learned. Such an answer (own
 // replica or cache) is given on the connection's event loop without
 // allocating; every other request runs on a goroutine of its own, bounded
-// by Config.MaxRequests. Produce and Fetch are served by the owner
-// of the topic at the epoch the request names (records appended to the
-// owner's shardstore topic log and acknowledged after fsync); anything else
-// gets NotLeaderForTopic with the newest epoch the node knows.
+// by Config.MaxRequests, and holds its bytes against
+// Config.MaxRequestBytes until it is answered. With client tokens, a
+// client's requests are first checked against its token's role (auth.go).
+// Produce and Fetch are served by the owner of the topic at the epoch the
+// request names (records appended to the owner's shardstore topic log and
+// acknowledged after fsync); anything else gets NotLeaderForTopic with the
+// newest epoch the node knows.
 //
 // # Ownership
 //
