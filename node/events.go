@@ -142,6 +142,10 @@ func (n *Node) eventLoop() {
 	}
 }
 
+// viewRefreshTicks: quiet event-loop ticks between two reads of SWIM's
+// members without an event (5 s "lan", 2 s "fast").
+const viewRefreshTicks = 10
+
 // handleEvents is one pass of the event loop.
 func (n *Node) handleEvents() {
 	evs, leads := n.events.take()
@@ -170,7 +174,14 @@ func (n *Node) handleEvents() {
 			n.dutyMu.Unlock()
 		}
 	}
-	if membership || len(evs) == 0 {
+	if !membership && len(evs) == 0 {
+		// A quiet tick: SWIM's events carry every change, so the view is
+		// read again only now and then, in case one was missed (reading
+		// it copies and sorts every member).
+		n.quietTicks++
+		membership = n.quietTicks%viewRefreshTicks == 0
+	}
+	if membership {
 		n.rebuildView()
 	}
 	// After the view is rebuilt, so that a change this node learned by

@@ -146,8 +146,11 @@ type Node struct {
 	reassigning, managing inFlight
 	// deadPass counts reassignDead's passes and deadView is the view its
 	// last full pass saw (both used by the reconcile goroutine only).
-	deadPass   int
-	deadView   *clusterView
+	deadPass int
+	deadView *clusterView
+	// quietTicks counts event-loop passes without an event (the event
+	// loop's, or Drive's, goroutine only).
+	quietTicks int
 	strays     map[uint64]*strayState
 	strayRound int
 	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
