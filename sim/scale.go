@@ -96,6 +96,10 @@ type ScaleResult struct {
 	// after).
 	Members time.Duration `json:"members_ns"`
 	Ready   time.Duration `json:"ready_ns"`
+	// Quiet is when every SWIM core had gossiped all it had to (its
+	// broadcast queue empty), from the nodes' start; the window starts
+	// then (-1: not within 5 minutes, and the window starts anyway).
+	Quiet time.Duration `json:"quiet_ns"`
 	// Window is the steady window.
 	Window time.Duration `json:"window_ns"`
 
@@ -245,12 +249,19 @@ func Scale(cfg ScaleConfig) (*ScaleResult, error) {
 			res.Assigned++
 		}
 	}
-	// The owners take their topics up and their first leases.
+	// The owners take their topics up and their first leases; then the
+	// SWIM cores gossip what the birth made them announce (a leader per
+	// shard, each node's metadata versions) until every queue is empty.
 	w.runUntil(w.now.Add(5 * time.Second))
+	progress("%d of %d topics assigned", res.Assigned, cfg.Topics)
+	res.Quiet = -1
+	if w.runUntilQuiet(5 * time.Minute) {
+		res.Quiet = w.elapsed() - res.Members
+	}
 	if w.stuck != "" {
 		return fail("before the window")
 	}
-	progress("%d of %d topics assigned; the window starts", res.Assigned, cfg.Topics)
+	progress("gossip quiet; the window starts")
 
 	// The steady window.
 	for _, h := range w.hosts {
@@ -305,6 +316,23 @@ func (w *World) waitMembers(d time.Duration) bool {
 			}
 		}
 		if all {
+			return true
+		}
+		w.runUntil(w.now.Add(100 * time.Millisecond))
+	}
+	return false
+}
+
+// runUntilQuiet runs until no SWIM core has anything left to gossip, for
+// at most d.
+func (w *World) runUntilQuiet(d time.Duration) bool {
+	deadline := w.now.Add(d)
+	for w.now.Before(deadline) && w.stuck == "" {
+		queued := 0
+		for _, h := range w.hosts {
+			queued += h.swim.QueueLen()
+		}
+		if queued == 0 {
 			return true
 		}
 		w.runUntil(w.now.Add(100 * time.Millisecond))

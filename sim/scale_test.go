@@ -9,7 +9,7 @@ import (
 // TestScaleSmoke runs scale mode on a small cluster: every figure is
 // measured, and a seed repeats them (all but the wall-clock ones).
 func TestScaleSmoke(t *testing.T) {
-	cfg := ScaleConfig{Seed: 3, Nodes: 20, Window: 5 * time.Second, Bound: 30 * time.Second}
+	cfg := ScaleConfig{Seed: 3, Nodes: 20, Window: 10 * time.Second, Bound: 30 * time.Second}
 	a, err := Scale(cfg)
 	if err != nil {
 		t.Fatal(err)

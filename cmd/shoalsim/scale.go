@@ -102,17 +102,17 @@ func printScale(out io.Writer, rs []*sim.ScaleResult) {
 	}
 	classes := []string{"swim", "pushpull", "raft", "lease", "metadata", "ownership", "forward", "other"}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "| nodes | bytes/s per node: %s | ready at | heap | peak RSS | wall |\n", strings.Join(classes, " | "))
-	fmt.Fprintf(out, "|---:|%s---:|---:|---:|---:|\n", strings.Repeat("---:|", len(classes)))
+	fmt.Fprintf(out, "| nodes | bytes/s per node: %s | ready, gossip quiet | heap | peak RSS | load | wall |\n", strings.Join(classes, " | "))
+	fmt.Fprintf(out, "|---:|%s---|---:|---:|---:|---:|\n", strings.Repeat("---:|", len(classes)))
 	for _, r := range rs {
 		fmt.Fprintf(out, "| %d |", r.Nodes)
 		for _, c := range classes {
 			fmt.Fprintf(out, " %.0f |", r.Classes[c].Bytes)
 		}
-		fmt.Fprintf(out, " %s | %s | %s | %v |\n", secs(r.Ready), mib(r.HeapBytes), mib(r.MaxRSS), r.Wall.Round(time.Second))
+		fmt.Fprintf(out, " %s, %s | %s | %s | %.1f | %v |\n", secs(r.Ready), secs(r.Quiet), mib(r.HeapBytes), mib(r.MaxRSS), r.Load, r.Wall.Round(time.Second))
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Times are virtual seconds; \"-\": not within the bound. Wall and CPU measure this machine; the rest repeats for a seed.")
+	fmt.Fprintln(out, "Times are virtual seconds (ready and quiet from the nodes' start); \"-\": not within the bound. Wall, CPU, memory and load measure this machine; the rest repeats for a seed.")
 }
 
 func secs(d time.Duration) string {
