@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -62,7 +63,10 @@ type ScaleConfig struct {
 	// Topics is how many topics are assigned before the window (default
 	// Nodes/10, at least 4): their owners renew leases during it.
 	Topics int
-	// Window is the steady window (virtual, default 30 s).
+	// Window is the steady window (virtual). The default is one period of
+	// SWIM's full-state exchange at this size (pushPullPeriod), in which
+	// every node starts one: 90 s at 100 nodes, 180 s at 1,000. A shorter
+	// window counts those exchanges by the chance of their phase.
 	Window time.Duration
 	// Bound bounds each convergence measurement (virtual, default 60 s).
 	Bound time.Duration
@@ -164,7 +168,7 @@ func (c *ScaleConfig) fill() error {
 		c.Topics = max(4, c.Nodes/10)
 	}
 	if c.Window == 0 {
-		c.Window = 30 * time.Second
+		c.Window = pushPullPeriod(c.Nodes)
 	}
 	if c.Bound == 0 {
 		c.Bound = 60 * time.Second
@@ -173,6 +177,17 @@ func (c *ScaleConfig) fill() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// pushPullPeriod is how often each SWIM core of a cluster of n starts a
+// full-state exchange with the production timing: the interval, longer
+// for larger clusters as swim.Node scales it.
+func pushPullPeriod(n int) time.Duration {
+	mult := 1.0
+	if size := float64(n); size > 32 {
+		mult = math.Ceil(math.Log2(size)-5) + 1
+	}
+	return time.Duration(mult * float64(swim.LANConfig().PushPullInterval))
 }
 
 // scaleRouteCache is each node's routing cache capacity in a scale run:
