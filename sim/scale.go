@@ -161,6 +161,9 @@ func (c *ScaleConfig) fill() error {
 	if c.Nodes < 5 {
 		return fmt.Errorf("sim: scale of %d nodes, want at least 5", c.Nodes)
 	}
+	if c.Window < 0 || c.Bound < 0 || c.Topics < 0 {
+		return fmt.Errorf("sim: scale window %v, bound %v, topics %d: none may be negative", c.Window, c.Bound, c.Topics)
+	}
 	if c.Shards == 0 {
 		c.Shards = uint32(c.Nodes)
 	}

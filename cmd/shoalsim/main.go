@@ -73,7 +73,7 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
-	if *scale == "" && *scaleWorker == 0 && *nodes != 0 && (*nodes < 3 || *nodes > 9) {
+	if *nodes != 0 && (*nodes < 3 || *nodes > 9) {
 		return fmt.Errorf("-nodes %d: want 3 to 9", *nodes)
 	}
 	if *jobs < 1 {
