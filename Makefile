@@ -14,7 +14,7 @@ PKGS        ?= ./...
 export CGO_ENABLED ?= 0
 RACE_TAGS := pebblegozstd
 
-.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak chaos bench clean sim sim-mutants
+.PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak chaos bench clean sim sim-mutants sim-scale
 
 all: build
 
@@ -66,6 +66,17 @@ sim:
 	@$(GO) build -o bin/shoalsim ./cmd/shoalsim
 	@if [ -n "$(SEED)" ]; then bin/shoalsim -seed $(SEED) $(SIMFLAGS); \
 	else bin/shoalsim -seeds $(SEEDS) -from $(FROM) $(SIMFLAGS); fi
+
+# Scale mode of the simulator: clusters of SCALE nodes, one after the
+# other, each in its own process; prints per-node cost against N (the
+# table in bench/README.md). Not part of make test: 1,000 nodes take about
+# 13 minutes and 9 GiB. SCALEFLAGS passes more flags (-seed, -window, -bound,
+# -shards, -json, -cpuprofile).
+SCALE      ?= 100,300,1000
+SCALEFLAGS ?=
+sim-scale:
+	@$(GO) build -o bin/shoalsim ./cmd/shoalsim
+	bin/shoalsim -scale $(SCALE) $(SCALEFLAGS)
 
 # Each deliberate bug (internal/mutant) must be caught by the simulator
 # within a few seeds.

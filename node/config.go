@@ -122,6 +122,11 @@ type Config struct {
 	MaxFetchBytes int
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
+	// RouteCacheEntries bounds the routing cache (topic → owner) that
+	// answers plain lookups for shards this node hosts no replica of;
+	// 0 means router.DefaultCacheCapacity. The cache is allocated whole,
+	// 128 bytes per entry.
+	RouteCacheEntries int
 
 	// Logger; default slog.Default().
 	Logger *slog.Logger

@@ -224,7 +224,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}
-	cache, err := router.NewCache(router.CacheConfig{})
+	cache, err := router.NewCache(router.CacheConfig{Capacity: cfg.RouteCacheEntries})
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("node: cache: %w", err)
@@ -488,7 +488,7 @@ func (n *Node) rotateCache() {
 	if n.clock().Sub(n.cacheAt) < n.cfg.MetadataSyncInterval {
 		return
 	}
-	fresh, err := router.NewCache(router.CacheConfig{})
+	fresh, err := router.NewCache(router.CacheConfig{Capacity: n.cfg.RouteCacheEntries})
 	if err != nil {
 		return
 	}

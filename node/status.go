@@ -29,6 +29,12 @@ func (n *Node) Status() Status {
 	return st
 }
 
+// ShardLeader reports the leader of shard as this node's shard-leader
+// table names it, and its term; ok is false while it knows none.
+func (n *Node) ShardLeader(shard uint32) (leader string, term uint64, ok bool) {
+	return n.leaders.Get(shard)
+}
+
 // Stats are the node's counters, for metrics.
 type Stats struct {
 	Swim swim.DriverStats

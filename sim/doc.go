@@ -48,4 +48,10 @@
 //
 // With the mutants build tag, internal/mutant switches on deliberate bugs
 // one at a time; TestMutants shows the checkers catch each.
+//
+// Scale (scale.go) runs the same hosts as one cluster of hundreds or
+// thousands of nodes, on a quiet network with the production timing, and
+// measures per node against N what the nodes send, the simulator's time,
+// the shard leaders, and how fast a join and a kill converge (shoalsim
+// -scale, make sim-scale; the figures are in bench/README.md).
 package sim

@@ -37,6 +37,8 @@ type host struct {
 	// linkFree is when each outgoing link to another host is next free:
 	// deliveries on a link keep their order unless a fault delays them.
 	linkFree map[int]time.Time
+	// sent counts what the host sent (Scale reports it).
+	sent traffic
 }
 
 func (h *host) swimAddr() string   { return h.id + ":swim" }
@@ -56,19 +58,70 @@ func (h *host) worldTime(t time.Time) time.Time {
 // boot starts a new life of the host: a node on its disk (as the crash
 // left it) and a SWIM core with a new generation, joining the others.
 func (h *host) boot() error {
+	if err := h.startSwim(); err != nil {
+		return err
+	}
+	if err := h.startNode(); err != nil {
+		return err
+	}
+	h.swim.Join(h.seeds())
+	h.w.logf("%s boots (generation %d)", h.id, h.nodeGen)
+	h.wake()
+	return nil
+}
+
+// bootSwim starts a new life of the host with its SWIM core alone, joining
+// the others; bootNode adds the node later. (Scale forms a large
+// cluster's membership first: see there.)
+func (h *host) bootSwim() error {
+	if err := h.startSwim(); err != nil {
+		return err
+	}
+	h.swim.Join(h.seeds())
+	h.w.logf("%s: SWIM boots (generation %d)", h.id, h.nodeGen)
+	h.wake()
+	return nil
+}
+
+// bootNode starts the node of a host whose SWIM core runs alone.
+func (h *host) bootNode() error {
+	if err := h.startNode(); err != nil {
+		return err
+	}
+	h.w.logf("%s boots (generation %d)", h.id, h.nodeGen)
+	h.wake()
+	return nil
+}
+
+// seeds are the SWIM addresses the host joins through.
+func (h *host) seeds() []string {
+	var seeds []string
+	for _, o := range h.w.hosts {
+		if h.w.opts.seeds > 0 && o.index >= h.w.opts.seeds {
+			break
+		}
+		seeds = append(seeds, o.swimAddr())
+	}
+	return seeds
+}
+
+func (h *host) rack() string { return fmt.Sprintf("r%d", h.index%3) }
+
+// startSwim begins a new life of the host with a new SWIM core.
+func (h *host) startSwim() error {
 	w := h.w
 	h.gen++
 	h.nodeGen++
+	h.node = nil
 	h.down, h.paused, h.held = false, false, nil
 	h.driveAt, h.swimAt = time.Time{}, time.Time{}
 	h.linkFree = make(map[int]time.Time)
-	var seeds []string
-	for _, o := range w.hosts {
-		seeds = append(seeds, o.swimAddr())
-	}
 	sc := swim.LocalConfig()
+	if w.opts.lan {
+		sc = swim.LANConfig()
+	}
 	sc.NodeID, sc.SwimAddr, sc.ClientAddr, sc.PeerAddr = h.id, h.swimAddr(), h.clientAddr(), h.peerAddr()
-	sc.Rack = fmt.Sprintf("r%d", h.index%3)
+	sc.Rack = h.rack()
 	sc.Generation = h.nodeGen
 	sc.Seed = w.rng.Uint64()
 	sw, err := swim.New(sc)
@@ -76,14 +129,29 @@ func (h *host) boot() error {
 		return err
 	}
 	h.swim = sw
+	return nil
+}
+
+// startNode makes the host's node, on its disk as the last life left it.
+func (h *host) startNode() error {
+	w := h.w
+	preset := "fast"
+	if w.opts.lan {
+		preset = "lan"
+	}
+	expect := len(w.hosts)
+	if w.opts.expect > 0 {
+		expect = w.opts.expect
+	}
 	cfg := node.Config{
-		ID: h.id, Rack: sc.Rack, DataDir: "/" + h.id,
+		ID: h.id, Rack: h.rack(), DataDir: "/" + h.id,
 		ClientAddr: h.clientAddr(), PeerAddr: h.peerAddr(), SwimAddr: h.swimAddr(),
-		Join: seeds, BootstrapExpect: len(w.hosts), Shards: w.cfg.Shards, Replicas: 3,
-		SwimPreset: "fast", Logger: w.cfg.Logger.With("node", h.id),
+		Join: h.seeds(), BootstrapExpect: expect, Shards: w.cfg.Shards, Replicas: 3,
+		SwimPreset: preset, Logger: w.cfg.Logger.With("node", h.id),
 		// Small memtables: cheap to make at every boot, and flushed often,
 		// so crashes land around flushes too.
 		StoreMemTableBytes: 1 << 20,
+		RouteCacheEntries:  w.opts.routeCache,
 	}
 	n, err := node.NewDriven(cfg, node.Runtime{
 		Now:        h.clock,
@@ -99,9 +167,6 @@ func (h *host) boot() error {
 		return fmt.Errorf("sim: boot %s: %w", h.id, err)
 	}
 	h.node = n
-	sw.Join(seeds)
-	w.logf("%s boots (generation %d)", h.id, h.nodeGen)
-	h.wake()
 	return nil
 }
 
@@ -130,6 +195,10 @@ func (h *host) afterFunc(d time.Duration, f func()) func() bool {
 // rounds, and what its SWIM core has to send.
 func (h *host) wake() {
 	if h.down || h.paused {
+		return
+	}
+	if h.node == nil {
+		h.flushSwim() // the SWIM core alone, as yet
 		return
 	}
 	next := h.node.Drive()
@@ -170,13 +239,15 @@ func (h *host) flushSwim() {
 				}
 			}
 			w.noteMembership(h, rd.Events)
-			h.node.SwimEvents(rd.Events...)
+			if h.node != nil {
+				h.node.SwimEvents(rd.Events...)
+			}
 		}
 		for _, pp := range rd.PushPulls {
 			w.pushPull(h, pp.ID, pp.Addr, append([]byte(nil), pp.Payload...))
 		}
 		h.swim.Advance()
-		if len(rd.Events) > 0 {
+		if len(rd.Events) > 0 && h.node != nil {
 			next := h.node.Drive()
 			h.scheduleDrive(h.worldTime(next))
 		}
@@ -274,6 +345,7 @@ func (w *World) sendFrame(from, to *host, frame []byte) {
 	if len(frame) > 1 {
 		kind = frame[1]
 	}
+	from.sent.frame(wire.Kind(kind), len(frame))
 	v := w.net.DecideWith(w.rng, from.id, to.id, kind)
 	for _, d := range v.Delays {
 		at := w.now.Add(w.baseLatency())
@@ -284,7 +356,7 @@ func (w *World) sendFrame(from, to *host, frame []byte) {
 		at = at.Add(d)
 		gen := to.gen
 		w.at(at, to, func() {
-			if to.gen != gen {
+			if to.gen != gen || to.node == nil {
 				return
 			}
 			to.node.DeliverFrame(peerConn{from: from, to: to}, frame)
@@ -295,6 +367,8 @@ func (w *World) sendFrame(from, to *host, frame []byte) {
 
 // sendDatagram carries a SWIM datagram to the node at addr.
 func (w *World) sendDatagram(from *host, addr string, data []byte) {
+	from.sent.datagrams++
+	from.sent.datagramBytes += uint64(len(data))
 	to := w.swimAt[addr]
 	if to == nil {
 		return
@@ -312,6 +386,8 @@ func (w *World) sendDatagram(from *host, addr string, data []byte) {
 // pushPull runs a SWIM full-state exchange from one node with the node at
 // addr; a cut either way fails it after a connect timeout.
 func (w *World) pushPull(from *host, id uint64, addr string, req []byte) {
+	from.sent.pushPulls++
+	from.sent.pushPullBytes += uint64(len(req))
 	to := w.swimAt[addr]
 	fail := func() {
 		w.after(time.Second, from, func() {
@@ -327,6 +403,8 @@ func (w *World) pushPull(from *host, id uint64, addr string, req []byte) {
 	fromGen := from.gen
 	w.after(w.baseLatency(), to, func() {
 		reply, err := to.swim.HandlePushPull(to.clock(), req)
+		to.sent.pushPulls++
+		to.sent.pushPullBytes += uint64(len(reply))
 		to.flushSwim()
 		w.after(w.baseLatency(), from, func() {
 			if from.gen != fromGen {

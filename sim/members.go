@@ -21,6 +21,9 @@ func (w *World) noteMembership(observer *host, evs []swim.Event) {
 		if e.Kind == swim.EventShardLeader || e.Kind == swim.EventMetadataVersion || e.Member.ID == observer.id {
 			continue
 		}
+		if w.onMember != nil {
+			w.onMember(observer, e)
+		}
 		// A new life of the observer starts knowing nothing.
 		key := fmt.Sprintf("%s#%d/%s", observer.id, observer.nodeGen, e.Member.ID)
 		m := e.Member

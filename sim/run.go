@@ -131,6 +131,11 @@ func newWorld(cfg Config) (w *World, restore func(), err error) {
 	if err := cfg.fill(); err != nil {
 		return nil, nil, err
 	}
+	return buildWorld(cfg, worldOpts{})
+}
+
+// buildWorld is newWorld for a filled cfg, with opts.
+func buildWorld(cfg Config, opts worldOpts) (w *World, restore func(), err error) {
 	var key [32]byte
 	for i := range 4 {
 		v := cfg.Seed ^ uint64(i)*0x9e3779b97f4a7c15
@@ -155,24 +160,41 @@ func newWorld(cfg Config) (w *World, restore func(), err error) {
 		seen:    make(map[string]bool),
 		lin:     newLinLog(),
 		trace:   newTrace(cfg.TraceLines),
+		opts:    opts,
+
+		maxEvents: maxPerSecond,
 	}
-	for i := range cfg.Nodes {
-		h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
-		// Each clock runs at its own rate, within 80% of the bound the
-		// leases allow for.
-		h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
-		w.hosts = append(w.hosts, h)
-		w.byID[h.id] = h
-		w.swimAt[h.swimAddr()] = h
+	if opts.perNodeEvents > 0 {
+		w.maxEvents = opts.perNodeEvents * cfg.Nodes
+	}
+	for range cfg.Nodes {
+		w.addHost()
 	}
 	for _, h := range w.hosts {
-		if err := h.boot(); err != nil {
+		boot := h.boot
+		if opts.swimFirst {
+			boot = h.bootSwim
+		}
+		if err := boot(); err != nil {
 			w.close()
 			restore()
 			return nil, nil, err
 		}
 	}
 	return w, restore, nil
+}
+
+// addHost adds a host, not booted yet, to the world.
+func (w *World) addHost() *host {
+	i := len(w.hosts)
+	h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
+	// Each clock runs at its own rate, within 80% of the bound the leases
+	// allow for.
+	h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
+	w.hosts = append(w.hosts, h)
+	w.byID[h.id] = h
+	w.swimAt[h.swimAddr()] = h
+	return h
 }
 
 // stopped: the clients stop sending once the run is calm.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/swim"
 )
 
 // Config describes one simulated run. Zero fields take the defaults.
@@ -146,6 +147,35 @@ type World struct {
 	storm   int
 	stormAt time.Time
 	stuck   string
+	// maxEvents is the bound on one virtual second's events (maxPerSecond,
+	// or more for a large cluster, see worldOpts).
+	maxEvents int
+	// opts: how the hosts are built and what the world keeps (zero: Run's).
+	opts worldOpts
+	// onMember, when set, sees every membership event (not the leader and
+	// version ones) a node's SWIM core reports.
+	onMember func(observer *host, e swim.Event)
+}
+
+// worldOpts are what a large cluster (Scale) changes in how the world is
+// built; the zero value is Run's.
+type worldOpts struct {
+	// lan: the nodes and SWIM cores run the production timing ("lan"),
+	// not the fast one for tests.
+	lan bool
+	// seeds: each node joins through the first seeds hosts (0: all).
+	seeds int
+	// expect: BootstrapExpect of every node (0: the number of hosts).
+	expect int
+	// perNodeEvents, when set, bounds one virtual second's events to this
+	// many per host.
+	perNodeEvents int
+	// routeCache: each node's routing cache capacity (0: the node's
+	// default, 8 MiB a node).
+	routeCache int
+	// swimFirst: the hosts boot their SWIM cores alone; the caller boots
+	// the nodes (host.bootNode).
+	swimFirst bool
 }
 
 // maxPerSecond bounds the events of one virtual second: a busy run has a
@@ -175,8 +205,8 @@ func (w *World) runUntil(t time.Time) {
 		if e.at.Sub(w.stormAt) >= time.Second {
 			w.storm, w.stormAt = 0, e.at
 		}
-		if w.storm++; w.storm > maxPerSecond {
-			w.stuck = fmt.Sprintf("liveness: more than %d events in the virtual second from %.3fs: nodes spin", maxPerSecond, w.stormAt.Sub(epoch).Seconds())
+		if w.storm++; w.storm > w.maxEvents {
+			w.stuck = fmt.Sprintf("liveness: more than %d events in the virtual second from %.3fs: nodes spin", w.maxEvents, w.stormAt.Sub(epoch).Seconds())
 			return
 		}
 		w.now = e.at

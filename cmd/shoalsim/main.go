@@ -1,13 +1,19 @@
 // Command shoalsim runs Shoal's deterministic simulator (package sim) over
-// many seeds, in parallel processes, or replays one seed with its report.
+// many seeds, in parallel processes, or replays one seed with its report,
+// or measures what each node costs as the cluster grows (scale mode).
 //
-//	shoalsim -seeds 10000        # seeds 1..10000 on every core
-//	shoalsim -seed 4711          # replay one: violations and trace
+//	shoalsim -seeds 10000            # seeds 1..10000 on every core
+//	shoalsim -seed 4711              # replay one: violations and trace
+//	shoalsim -scale 100,300,1000     # per-node cost against N (sim.Scale)
+//	shoalsim -scale 300 -json        # the same as one JSON object per size
 //
 // A run of many seeds prints its progress every few seconds, then every
 // failing seed with the command that replays it; it exits 1 if any
 // failed. Each worker is a process of its own: a run replaces
-// crypto/rand.Reader, so runs cannot share a process.
+// crypto/rand.Reader, so runs cannot share a process. Scale mode measures
+// one size at a time, each in a process of its own, and prints a table
+// (-seed, default 1, picks the run; -window and -bound set the steady
+// window and the bound on each convergence, both virtual).
 package main
 
 import (
@@ -55,6 +61,13 @@ func run() error {
 		trace   = flag.Int("trace", 60, "trace lines to print for a replayed seed (0: all kept)")
 		worker  = flag.Bool("worker", false, "internal: run the seeds read from stdin")
 		verbose = flag.Bool("v", false, "print every seed's outcome")
+
+		scale       = flag.String("scale", "", "scale mode: measure clusters of these sizes, e.g. 100,300,1000 (seed: -seed, default 1)")
+		window      = flag.Duration("window", 0, "scale: the steady window, virtual (default one period of SWIM's push-pull at the size: 90s at 100 nodes, 180s at 1000)")
+		bound       = flag.Duration("bound", 0, "scale: bound on each convergence measurement, virtual (default 60s)")
+		jsonOut     = flag.Bool("json", false, "scale: print one JSON object per size instead of the table")
+		cpuProfile  = flag.String("cpuprofile", "", "scale: write a CPU profile of each size's window to FILE.N")
+		scaleWorker = flag.Int("scale-worker", 0, "internal: run one scale measurement of this size and print it as JSON")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -65,6 +78,30 @@ func run() error {
 	}
 	if *jobs < 1 {
 		return fmt.Errorf("-j %d: want at least 1", *jobs)
+	}
+	if *scaleWorker > 0 || *scale != "" {
+		sc := sim.ScaleConfig{Seed: *seed, Shards: uint32(*shards), Window: *window, Bound: *bound}
+		if sc.Seed == 0 {
+			sc.Seed = 1
+		}
+		if *scaleWorker > 0 {
+			sc.Nodes = *scaleWorker
+			sc.Progress = func(s string) { fmt.Fprintln(os.Stderr, "scale:", s) }
+			if *cpuProfile != "" {
+				f, err := os.Create(fmt.Sprintf("%s.%d", *cpuProfile, sc.Nodes))
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				sc.CPUProfile = f
+			}
+			return scaleOne(sc, os.Stdout)
+		}
+		sizes, err := parseSizes(*scale)
+		if err != nil {
+			return err
+		}
+		return scaleRun(sizes, *jsonOut, os.Stdout)
 	}
 	cfg := sim.Config{Nodes: *nodes, Shards: uint32(*shards), Faulty: *faulty, Calm: *calm}
 	switch {
