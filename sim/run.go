@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -83,6 +84,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	w.racer = &client{w: w, id: "racer", routes: make(map[string]route)}
 	w.side = &client{w: w, id: "side", routes: make(map[string]route)}
+	w.mover = &client{w: w, id: "mover", routes: make(map[string]route)}
 	start := w.now
 	if !cfg.NoFaults {
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
@@ -234,7 +236,7 @@ func (w *World) nextFault() {
 	hold := w.between(time.Second, 8*time.Second)
 	i := w.rng.IntN(len(w.hosts))
 	h := w.hosts[i]
-	switch w.rng.IntN(9) {
+	switch w.rng.IntN(10) {
 	case 0:
 		w.logf("fault: %s cut off for %v", h.id, hold)
 		w.net.Isolate(h.id)
@@ -298,11 +300,20 @@ func (w *World) nextFault() {
 			}
 			w.logf("heal: %s not slow", h.id)
 		})
-	case 6, 7:
-		// The owner of a topic cut off from the other nodes (case 6) or
-		// only from their messages (case 7: it still sends), while its
+	case 6, 7, 9:
+		// The owner of a topic cut off from the other nodes or only from
+		// their messages (it still sends), while its
 		// clients still reach it and the others press on its topic.
+		// A topic whose owner does not also lead its shard, when there is
+		// one (else a move waits for a new leader, and the old owner's
+		// lease has run out before the topic can move).
 		topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
+		for range w.cfg.Topics {
+			if w.owners[topic].owner != w.shardLeader(topic) {
+				break
+			}
+			topic = fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
+		}
 		o := w.byID[w.owners[topic].owner]
 		if o == nil || o.down || w.hot != "" {
 			break
@@ -319,10 +330,16 @@ func (w *World) nextFault() {
 		if w.side != nil && w.side.cur == nil {
 			w.side.stickTo(o, topic, w.owners[topic].epoch)
 		}
+		// And someone moves the topic away from it at once.
+		w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, func() {
+			if w.hot == topic && w.mover.cur == nil {
+				w.mover.moveAway(topic, o)
+			}
+		})
 		w.after(hold, nil, func() {
 			w.net.HealLink(o.id, "*")
 			w.net.HealLink("*", o.id)
-			w.hot, w.hotOwner = "", nil
+			w.hot, w.hotOwner, w.hotTarget = "", nil, nil
 			w.logf("heal: %s", o.id)
 		})
 	}
@@ -350,6 +367,18 @@ func (w *World) restart(h *host) {
 	if err := h.boot(); err != nil {
 		w.logf("%s does not boot: %v", h.id, err)
 	}
+}
+
+// shardLeader is the leader of topic's shard as the first live node's
+// table has it ("" if none).
+func (w *World) shardLeader(topic string) string {
+	for _, h := range w.hosts {
+		if !h.down {
+			l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(topic), w.cfg.Shards))
+			return l
+		}
+	}
+	return ""
 }
 
 // healAll ends every fault.

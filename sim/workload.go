@@ -43,6 +43,16 @@ type stuckTo struct {
 	epoch uint64
 }
 
+// moveAway assigns topic to a node other than from, as a client that saw
+// its owner fail would.
+func (c *client) moveAway(topic string, from *host) {
+	w := c.w
+	to := w.hosts[(from.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
+	w.hotTarget = to
+	req := &request{topic: topic, start: w.now, kind: wire.KindAssign, owner: to.id, to: w.hosts[w.rng.IntN(len(w.hosts))]}
+	c.send(req, wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(to.id)}))
+}
+
 // stickTo sends one produce of topic at epoch to h, and keeps doing so
 // while the fault that made topic hot lasts (see World.side).
 func (c *client) stickTo(h *host, topic string, epoch uint64) {
@@ -118,6 +128,7 @@ func (c *client) step() {
 			// Away from the owner the fault cut off.
 			o := w.hosts[(w.hotOwner.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
 			req.owner = o.id
+			w.hotTarget = o
 		}
 		req.parts = uint32(w.rng.IntN(4))
 		payload = wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(req.owner), Partitions: req.parts})
@@ -151,6 +162,12 @@ func (c *client) step() {
 			if h := w.byID[r.owner]; h != nil {
 				req.to = h
 			}
+		}
+		if topic == w.hot && w.hotTarget != nil && w.rng.IntN(2) == 0 {
+			// A client that heard of the move away from the cut-off
+			// owner writes to the node it was moved to (redirected there
+			// to the new epoch by the answer if it had the old one).
+			req.to = w.hotTarget
 		}
 	}
 	c.send(req, payload)
@@ -333,6 +350,9 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 	if c == w.racer {
 		// The racer sends only beside another client's change.
 		return
+	}
+	if c == w.mover {
+		return // it sends only when a fault cuts an owner off
 	}
 	if c == w.side {
 		if c.stuck != nil && w.hot == c.stuck.topic && !w.stopped() {

@@ -122,14 +122,17 @@ type World struct {
 	// that owner at the epoch it held: a producer on the owner's side of
 	// the cut, which reaches no one else.
 	side *client
-	hist *history.Recorder
-	acks []writeAck // every acknowledged write, as its node sent it
+	// mover moves a topic away from the owner a fault cut off.
+	mover *client
+	hist  *history.Recorder
+	acks  []writeAck // every acknowledged write, as its node sent it
 	// owners: each topic's owner as the latest answer named it; hot: a
 	// topic whose owner a fault cut off, which the clients then press on.
 	owners map[string]route
 	hot    string
-	// hotOwner is the node the fault cut off.
-	hotOwner *host
+	// hotOwner is the node the fault cut off; hotTarget the node the
+	// latest move of the hot topic named.
+	hotOwner, hotTarget *host
 	// members: what each node's SWIM last said of each member; early and
 	// seen: violations found while the run goes on.
 	members map[string]memberSeen
