@@ -72,19 +72,9 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	n.net, n.swim = rt.Peers, rt.Swim
 	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
 	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
-	host, err := raftmux.NewHost(raftmux.Config{
-		NodeID:         n.self,
-		Storage:        n.rs,
-		Transport:      n.rt,
-		StateMachine:   n.sm,
-		OnLeaderChange: n.onLeaderChange,
-		OnConfState:    n.onConfState,
-		AcceptReplica:  n.acceptReplica,
-		TickInterval:   n.cfg.RaftTickInterval,
-		Logger:         n.log,
-		Manual:         true,
-		Seed:           rt.Seed<<20 | 1,
-	})
+	hc := n.hostConfig()
+	hc.Manual, hc.Seed = true, rt.Seed<<20|1
+	host, err := raftmux.NewHost(hc)
 	if err != nil {
 		_ = n.store.Close()
 		return nil, fmt.Errorf("node: raft host: %w", err)

@@ -77,14 +77,6 @@ func (n *Node) leaseReplyLoop() {
 	}
 }
 
-// lastRoundFrom returns when a LeaseRound last arrived from node (zero:
-// never in this life).
-func (n *Node) lastRoundFrom(node string) time.Time {
-	n.roundsMu.Lock()
-	defer n.roundsMu.Unlock()
-	return n.roundsFrom[node]
-}
-
 // kickLeases asks for a round soon: a topic of shard was just opened here.
 func (n *Node) kickLeases(uint64) {
 	select {

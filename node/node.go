@@ -361,17 +361,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.net, n.netio = nt, nt
 	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
 	n.rt = raftio.NewTransport(nt, n.nameOf)
-	host, err := raftmux.NewHost(raftmux.Config{
-		NodeID:         n.self,
-		Storage:        n.rs,
-		Transport:      n.rt,
-		StateMachine:   n.sm,
-		OnLeaderChange: n.onLeaderChange,
-		OnConfState:    n.onConfState,
-		AcceptReplica:  n.acceptReplica,
-		TickInterval:   n.cfg.RaftTickInterval,
-		Logger:         n.log,
-	})
+	host, err := raftmux.NewHost(n.hostConfig())
 	if err != nil {
 		return fmt.Errorf("node: raft host: %w", err)
 	}
@@ -648,6 +638,22 @@ func (n *Node) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// hostConfig is the raft host's configuration, as Start and NewDriven
+// share it.
+func (n *Node) hostConfig() raftmux.Config {
+	return raftmux.Config{
+		NodeID:         n.self,
+		Storage:        n.rs,
+		Transport:      n.rt,
+		StateMachine:   n.sm,
+		OnLeaderChange: n.onLeaderChange,
+		OnConfState:    n.onConfState,
+		AcceptReplica:  n.acceptReplica,
+		TickInterval:   n.cfg.RaftTickInterval,
+		Logger:         n.log,
+	}
 }
 
 // sameMember reports whether two SWIM records are identical.

@@ -106,6 +106,9 @@ func (n *Node) reassignDead(v *clusterView) {
 	}
 	silentFor := silentOwnerLeases * n.cfg.LeaseDuration
 	now := n.clock()
+	n.roundsMu.Lock()
+	roundsFrom := maps.Clone(n.roundsFrom)
+	n.roundsMu.Unlock()
 	for s := range n.led {
 		if !n.led[s].Load() {
 			continue
@@ -117,7 +120,7 @@ func (n *Node) reassignDead(v *clusterView) {
 			st := sh.st
 			silent := func(id string) bool {
 				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
-					now.Sub(n.lastRoundFrom(id)) > silentFor
+					now.Sub(roundsFrom[id]) > silentFor
 			}
 			if !st.AnyOwner(func(id string) bool { return gone(id) || silent(id) }) {
 				return // the common case, without sorting the owners
