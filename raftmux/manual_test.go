@@ -18,37 +18,9 @@ func manualRun(t *testing.T) []string {
 	t.Helper()
 	net := raftmuxtest.NewNetwork()
 	var log []string
-	hosts := map[uint64]*raftmux.Host{}
-	kvs := map[uint64]*raftmuxtest.KV{}
-	for id := uint64(1); id <= 3; id++ {
-		st, err := raftmuxtest.NewMemStore("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		kvs[id] = raftmuxtest.NewKV(st, true)
-		h, err := raftmux.NewHost(raftmux.Config{
-			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: kvs[id],
-			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
-			OnLeaderChange: func(c raftmux.LeaderChange) {
-				log = append(log, fmt.Sprintf("host %d: shard %d leader %d term %d", id, c.Shard, c.Leader, c.Term))
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Stop)
-		net.Register(id, h)
-		hosts[id] = h
-	}
-	settle := func() {
-		for moved := true; moved; {
-			moved = false
-			for id := uint64(1); id <= 3; id++ {
-				moved = hosts[id].Step() || moved
-			}
-		}
-	}
+	hosts, kvs, settle := manualHosts(t, net, func(id uint64, c raftmux.LeaderChange) {
+		log = append(log, fmt.Sprintf("host %d: shard %d leader %d term %d", id, c.Shard, c.Leader, c.Term))
+	})
 	// until ticks the clock (settling between ticks) until cond holds.
 	until := func(what string, cond func() bool) {
 		for range 1000 {
@@ -114,6 +86,44 @@ func manualRun(t *testing.T) []string {
 	return log
 }
 
+// manualHosts starts three Manual hosts on net, each on its own MemStore
+// with a KV state machine; onLeader hears each host's leader changes. It
+// returns the hosts and their KVs, and settle, which steps every host
+// until none has work left.
+func manualHosts(t *testing.T, net *raftmuxtest.Network, onLeader func(id uint64, c raftmux.LeaderChange)) (map[uint64]*raftmux.Host, map[uint64]*raftmuxtest.KV, func()) {
+	t.Helper()
+	hosts := map[uint64]*raftmux.Host{}
+	kvs := map[uint64]*raftmuxtest.KV{}
+	for id := uint64(1); id <= 3; id++ {
+		st, err := raftmuxtest.NewMemStore("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		kvs[id] = raftmuxtest.NewKV(st, true)
+		h, err := raftmux.NewHost(raftmux.Config{
+			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: kvs[id],
+			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
+			OnLeaderChange: func(c raftmux.LeaderChange) { onLeader(id, c) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Stop)
+		net.Register(id, h)
+		hosts[id] = h
+	}
+	settle := func() {
+		for moved := true; moved; {
+			moved = false
+			for id := uint64(1); id <= 3; id++ {
+				moved = hosts[id].Step() || moved
+			}
+		}
+	}
+	return hosts, kvs, settle
+}
+
 func TestManualHostsRunOnTheCallersGoroutineAndRepeat(t *testing.T) {
 	first := manualRun(t)
 	if len(first) < 10 {
@@ -131,38 +141,12 @@ func TestManualHostsRunOnTheCallersGoroutineAndRepeat(t *testing.T) {
 // to be retried) rather than leave its proposer waiting forever.
 func TestConfChangeOfANewLeaderIsRefusedNotLost(t *testing.T) {
 	net := raftmuxtest.NewNetwork()
-	hosts := map[uint64]*raftmux.Host{}
 	isolate := uint64(0) // a host cut off from every other
-	for id := uint64(1); id <= 3; id++ {
-		st, err := raftmuxtest.NewMemStore("")
-		if err != nil {
-			t.Fatal(err)
+	hosts, _, settle := manualHosts(t, net, func(id uint64, c raftmux.LeaderChange) {
+		if id == 2 && c.Leader == 2 {
+			isolate = 2 // before its first entry as leader leaves
 		}
-		t.Cleanup(func() { _ = st.Close() })
-		h, err := raftmux.NewHost(raftmux.Config{
-			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: raftmuxtest.NewKV(st, true),
-			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
-			OnLeaderChange: func(c raftmux.LeaderChange) {
-				if id == 2 && c.Leader == 2 {
-					isolate = 2 // before its first entry as leader leaves
-				}
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Stop)
-		net.Register(id, h)
-		hosts[id] = h
-	}
-	settle := func() {
-		for moved := true; moved; {
-			moved = false
-			for id := uint64(1); id <= 3; id++ {
-				moved = hosts[id].Step() || moved
-			}
-		}
-	}
+	})
 	call := func(id uint64, op raftmux.Op) (res raftmux.Result, answered bool) {
 		hosts[id].Submit(op, func(r raftmux.Result) { res, answered = r, true })
 		settle()
