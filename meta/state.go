@@ -98,11 +98,18 @@ type Result struct {
 	// Effects lists the RPCs to send, in order: for a move, the Close to
 	// the previous owner comes before the Open to the new one.
 	Effects []Effect
+	// Changes lists the topics the command changed, as watchers see them,
+	// in the order of its moves.
+	Changes []Change
 }
 
 func (r *Result) reset() {
-	effects := r.Effects[:0]
-	*r = Result{Effects: effects}
+	effects, changes := r.Effects[:0], r.Changes[:0]
+	*r = Result{Effects: effects, Changes: changes}
+}
+
+func (r *Result) change(kind ChangeKind, rec *record) {
+	r.Changes = append(r.Changes, Change{Kind: kind, Topic: rec.topic, Owner: rec.owner, Epoch: rec.epoch, Partitions: rec.partitions})
 }
 
 type record struct {
@@ -293,6 +300,7 @@ func (s *State) assign(c *Command, res *Result) {
 	res.Assignment = r.assignment()
 	res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions,
 		Fresh: r.epoch == 1 && r.prev == ""})
+	res.change(ChangeAssigned, r)
 }
 
 // move hands an active record to owner at the next epoch.
@@ -306,6 +314,7 @@ func (s *State) move(r *record, owner string, res *Result) {
 	res.Effects = append(res.Effects,
 		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
 		Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+	res.change(ChangeMoved, r)
 }
 
 func (s *State) revoke(c *Command, res *Result) {
@@ -322,6 +331,7 @@ func (s *State) revoke(c *Command, res *Result) {
 		s.touch(r.topic)
 		res.Changed = true
 		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch})
+		res.change(ChangeRevoked, r)
 	}
 	res.Assignment = r.assignment()
 }
@@ -334,6 +344,7 @@ func (s *State) updatePartitions(c *Command, res *Result) {
 		res.Changed = true
 		res.Effects = append(res.Effects, Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions,
 			Fresh: r.epoch == 1 && r.prev == ""})
+		res.change(ChangeUpdated, r)
 	}
 	res.Assignment = r.assignment()
 }

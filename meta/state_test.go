@@ -21,6 +21,39 @@ func ok(a Assignment, changed bool, effects ...Effect) Result {
 	return Result{Assignment: a, Changed: changed, Effects: effects}
 }
 
+// checkChanges checks that an applied command's changes say what its
+// topics became: one change per topic it changed (a compaction changes
+// none a watcher sees), each matching the topic's record.
+func checkChanges(t *testing.T, step int, s *State, c *Command, res *Result) {
+	t.Helper()
+	if want := res.Changed && c.Op != OpCompact; want != (len(res.Changes) > 0) {
+		t.Fatalf("step %d (%s): changed %v but %d changes", step, c.Op, res.Changed, len(res.Changes))
+	}
+	if c.Op == OpReassignNode && len(res.Changes) != res.Moved {
+		t.Fatalf("step %d (%s): %d moves, %d changes", step, c.Op, res.Moved, len(res.Changes))
+	}
+	for _, ch := range res.Changes {
+		a, ok := s.Get([]byte(ch.Topic))
+		if !ok || a.Owner != ch.Owner || a.Epoch != ch.Epoch || a.Partitions != ch.Partitions || (a.State == Revoked) != (ch.Kind == ChangeRevoked) {
+			t.Fatalf("step %d (%s): change %+v, record %+v", step, c.Op, ch, a)
+		}
+		var want ChangeKind
+		switch {
+		case c.Op == OpRevoke:
+			want = ChangeRevoked
+		case c.Op == OpUpdatePartition:
+			want = ChangeUpdated
+		case c.Op == OpReassignNode || a.Epoch > 1 && a.Previous != "" && ch.Kind == ChangeMoved:
+			want = ChangeMoved
+		default:
+			want = ChangeAssigned
+		}
+		if ch.Kind != want {
+			t.Fatalf("step %d (%s): change %v, want %v", step, c.Op, ch.Kind, want)
+		}
+	}
+}
+
 func runScenario(t *testing.T, steps []step) *State {
 	t.Helper()
 	s := New()
@@ -42,6 +75,8 @@ func runScenario(t *testing.T, steps []step) *State {
 			if len(res.Effects) == 0 {
 				res.Effects = nil
 			}
+			checkChanges(t, i, s, &st.cmd, &res)
+			res.Changes = nil
 			if !reflect.DeepEqual(res, st.want) {
 				t.Fatalf("step %d (%s):\n got %+v\nwant %+v", i, st.cmd.Op, res, st.want)
 			}
@@ -383,5 +418,53 @@ func TestApplyEntry(t *testing.T) {
 	}
 	if err := s.checkInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A watcher is told each kind of change, in the order the commands
+// applied.
+func TestChangesOfEachKind(t *testing.T) {
+	s := New()
+	var got []Change
+	for _, c := range []Command{
+		assign("a", "n1", 2), assign("a", "n2", 0), {Op: OpUpdatePartition, Topic: []byte("a"), Partitions: 5},
+		revoke("a"), assign("a", "n1", 0), assign("a", "n1", 0),
+	} {
+		var res Result
+		if err := applyEncoded(s, &c, &res); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Changes...)
+	}
+	want := []Change{
+		{Kind: ChangeAssigned, Topic: "a", Owner: "n1", Epoch: 1, Partitions: 2},
+		{Kind: ChangeMoved, Topic: "a", Owner: "n2", Epoch: 2, Partitions: 2},
+		{Kind: ChangeUpdated, Topic: "a", Owner: "n2", Epoch: 2, Partitions: 5},
+		{Kind: ChangeRevoked, Topic: "a", Epoch: 3},
+		{Kind: ChangeAssigned, Topic: "a", Owner: "n1", Epoch: 4, Partitions: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes\n got %+v\nwant %+v", got, want)
+	}
+	for _, c := range want {
+		b := AppendChange(nil, &c)
+		d, err := DecodeChange(b)
+		if err != nil || d != c {
+			t.Fatalf("change %+v decodes as %+v, %v", c, d, err)
+		}
+		if _, err := DecodeChange(b[:len(b)-1]); !errors.Is(err, ErrBadChange) {
+			t.Fatalf("truncated change: %v", err)
+		}
+	}
+	for _, bad := range []Change{
+		{Kind: 9, Topic: "a", Owner: "n1", Epoch: 1, Partitions: 1},
+		{Kind: ChangeAssigned, Topic: "a", Epoch: 1, Partitions: 1},
+		{Kind: ChangeRevoked, Topic: "a", Owner: "n1", Epoch: 1},
+		{Kind: ChangeMoved, Topic: "a", Owner: "n1", Partitions: 1},
+		{Kind: ChangeMoved, Owner: "n1", Epoch: 1, Partitions: 1},
+	} {
+		if _, err := DecodeChange(AppendChange(nil, &bad)); !errors.Is(err, ErrBadChange) {
+			t.Errorf("%+v decodes: %v", bad, err)
+		}
 	}
 }

@@ -6,12 +6,12 @@ package wire
 // again allocates nothing once its slices have grown.
 
 // IsClientRequest reports whether k is a request a client sends.
-func (k Kind) IsClientRequest() bool { return k >= KindAssign && k <= KindStatus }
+func (k Kind) IsClientRequest() bool { return k >= KindAssign && k <= KindListTopics }
 
 // IsClientResponse reports whether k answers a client request (KindError
 // included).
 func (k Kind) IsClientResponse() bool {
-	return k == KindError || (k >= KindAssignment && k <= KindStatusInfo)
+	return k == KindError || (k >= KindAssignment && k <= KindTopicList)
 }
 
 // IsPeer reports whether k is a message only nodes send each other.

@@ -23,6 +23,8 @@ const (
 	KindMembers         Kind = 16
 	KindShards          Kind = 17
 	KindStatus          Kind = 18
+	KindWatch           Kind = 19
+	KindListTopics      Kind = 20
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -32,6 +34,8 @@ const (
 	KindMemberList  Kind = 34
 	KindShardList   Kind = 35
 	KindStatusInfo  Kind = 36
+	KindWatchEvents Kind = 37 // answer to Watch
+	KindTopicList   Kind = 38 // answer to ListTopics
 
 	// Peer messages (node ↔ node).
 	KindRaftBatch     Kind = 50
@@ -56,9 +60,10 @@ var kindNames = [maxKind + 1]string{
 	KindAssign: "Assign", KindRevoke: "Revoke", KindUpdatePartition: "UpdatePartition",
 	KindLookup: "Lookup", KindProduce: "Produce", KindFetch: "Fetch",
 	KindMembers: "Members", KindShards: "Shards", KindStatus: "Status",
+	KindWatch: "Watch", KindListTopics: "ListTopics",
 	KindAssignment: "Assignment", KindRevoked: "Revoked", KindProduceAck: "ProduceAck",
 	KindFetchResult: "FetchResult", KindMemberList: "MemberList", KindShardList: "ShardList",
-	KindStatusInfo: "StatusInfo",
+	KindStatusInfo: "StatusInfo", KindWatchEvents: "WatchEvents", KindTopicList: "TopicList",
 	KindRaftBatch:  "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
