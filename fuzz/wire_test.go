@@ -228,3 +228,34 @@ func FuzzEmpty(f *testing.F) {
 		}
 	})
 }
+
+func FuzzWatch(f *testing.F) {
+	codec(f, []*wire.Watch{
+		{Match: b("topic-"), WaitMillis: 2500, Positions: []wire.ShardPosition{{Shard: 0, Index: 9}, {Shard: 3, Index: 1 << 40, Skip: 2}}},
+		{Match: b("topic-blue"), Exact: true, Positions: []wire.ShardPosition{{Shard: 37, Index: 12}}},
+	}, wire.AppendWatch, wire.DecodeWatch)
+}
+
+func FuzzWatchEvents(f *testing.F) {
+	codec(f, []*wire.WatchEvents{{
+		Positions: []wire.ShardPosition{{Shard: 1, Index: 20}, {Shard: 2, Index: 7}},
+		Events: []wire.WatchEvent{
+			{Shard: 1, Index: 18, Seq: 1, Change: wire.ChangeMoved, Topic: b("t"), Owner: b("n2"), OwnerAddr: b("127.0.0.1:7102"), Epoch: 2, Partitions: 1},
+			{Shard: 1, Index: 19, Change: wire.ChangeRevoked, Topic: b("t"), Epoch: 3},
+		},
+		NotHosted: []uint64{4, 9},
+		Compacted: []wire.ShardPosition{{Shard: 5, Index: 100}},
+	}}, wire.AppendWatchEvents, wire.DecodeWatchEvents)
+}
+
+func FuzzListTopics(f *testing.F) {
+	codec(f, []*wire.ListTopics{{Prefix: b("topic-"), Shard: 3, After: b("topic-b"), Limit: 100}}, wire.AppendListTopics, wire.DecodeListTopics)
+}
+
+func FuzzTopicList(f *testing.F) {
+	codec(f, []*wire.TopicList{{
+		Topics:    []wire.Assignment{{Topic: b("topic-blue"), Owner: b("n2"), OwnerAddr: b("127.0.0.1:7102"), Epoch: 1, Partitions: 1, Shard: 3}},
+		NextShard: 3, NextAfter: b("topic-blue"),
+		Positions: []wire.ShardPosition{{Shard: 3, Index: 40}},
+	}, {Done: true}}, wire.AppendTopicList, wire.DecodeTopicList)
+}

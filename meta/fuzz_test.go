@@ -156,3 +156,23 @@ func FuzzLoadRecord(f *testing.F) {
 		}
 	})
 }
+
+// Any input either fails to decode or is the encoding of the change it
+// decodes to.
+func FuzzDecodeChange(f *testing.F) {
+	for _, c := range []Change{
+		{Kind: ChangeAssigned, Topic: "orders", Owner: "n1", Epoch: 1, Partitions: 12},
+		{Kind: ChangeRevoked, Topic: "orders", Epoch: 3},
+	} {
+		f.Add(AppendChange(nil, &c))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := DecodeChange(in)
+		if err != nil {
+			return
+		}
+		if out := AppendChange(nil, &c); !bytes.Equal(out, in) {
+			t.Fatalf("decode→encode changed the bytes:\n in %x\nout %x", in, out)
+		}
+	})
+}

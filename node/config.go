@@ -122,6 +122,15 @@ type Config struct {
 	MaxFetchBytes int
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
+	// ChangeLogLen bounds the changes of topic assignments each shard's
+	// replica keeps for watchers, on disk and in memory (default
+	// DefaultChangeLogLen, at most MaxChangeLogLen; limits.go). A watcher
+	// that falls further behind is told to list again.
+	ChangeLogLen int
+	// MaxWatchers bounds the watches held open on this node while nothing
+	// changed; beyond it a watch is answered at once (default
+	// DefaultMaxWatchers).
+	MaxWatchers int
 	// RouteCacheEntries bounds the routing cache (topic → owner) that
 	// answers plain lookups for shards this node hosts no replica of;
 	// 0 means router.DefaultCacheCapacity. The cache is allocated whole,

@@ -360,6 +360,12 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 	case wire.KindFetch:
 		done(n.fetch(payload))
 		return
+	case wire.KindWatch:
+		n.serveWatch(payload, done)
+		return
+	case wire.KindListTopics:
+		n.serveListTopics(payload, done)
+		return
 	}
 	if !n.born.Load() {
 		done(unavailable("cluster not born yet"))

@@ -29,6 +29,18 @@ const (
 	// many record bytes, plus the one record a Fetch always gets and the
 	// records' framing, stays within wire.MaxFrame.
 	MaxFetchBytesLimit = wire.MaxFrame / 2
+
+	// DefaultChangeLogLen is Config.ChangeLogLen's default: 1,024 changes
+	// per shard (about 100 KiB of memory for a shard whose log is full).
+	DefaultChangeLogLen = 1024
+	// MaxChangeLogLen bounds Config.ChangeLogLen: 65,536.
+	MaxChangeLogLen = 1 << 16
+	// DefaultMaxWatchers is Config.MaxWatchers' default: 4,096 watches held
+	// open at once.
+	DefaultMaxWatchers = 4096
+	// maxWatchEventsPerAnswer: a watch answer stops taking changes past
+	// this many, once the raft entry it is in is complete.
+	maxWatchEventsPerAnswer = 4096
 )
 
 // fillLimits checks the request limits and sets their defaults.
@@ -41,6 +53,18 @@ func (c *Config) fillLimits() error {
 	}
 	if c.MaxFetchBytes == 0 {
 		c.MaxFetchBytes = DefaultMaxFetchBytes
+	}
+	if c.ChangeLogLen == 0 {
+		c.ChangeLogLen = DefaultChangeLogLen
+	}
+	if c.ChangeLogLen < 1 || c.ChangeLogLen > MaxChangeLogLen {
+		return fmt.Errorf("%w: change log length %d not in 1..%d", ErrConfig, c.ChangeLogLen, MaxChangeLogLen)
+	}
+	if c.MaxWatchers == 0 {
+		c.MaxWatchers = DefaultMaxWatchers
+	}
+	if c.MaxWatchers < 0 {
+		return fmt.Errorf("%w: max watchers %d is negative", ErrConfig, c.MaxWatchers)
 	}
 	if c.MaxFetchBytes < 1 || c.MaxFetchBytes > MaxFetchBytesLimit {
 		return fmt.Errorf("%w: max fetch bytes %d not in 1..%d", ErrConfig, c.MaxFetchBytes, MaxFetchBytesLimit)

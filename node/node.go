@@ -168,8 +168,10 @@ type Node struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	closeMu sync.Mutex
-	closed  bool
+	// watchers holds the watches waiting for a change (watch.go).
+	watchers watchHub
+	closeMu  sync.Mutex
+	closed   bool
 
 	counters counters
 }
@@ -180,6 +182,7 @@ type counters struct {
 	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
+	watches, watchEvents, watchesCompacted, watchesRefused                     atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -269,7 +272,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.initSecurity()
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
-	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
+	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, changed: n.watchers.changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64() >> 1)
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})

@@ -43,6 +43,8 @@ type shardState struct {
 	// lastAsk: when each owner last asked for a lease on the shard here,
 	// granted or not (see reassignDead).
 	lastAsk map[string]time.Time
+	// log is the shard's change log, for watchers (changelog.go).
+	log changeLog
 }
 
 // stateMachine is the raftmux.StateMachine of every shard on the node: one
@@ -54,6 +56,11 @@ type stateMachine struct {
 	// owe topic owners, with the last grant computed here for every owner
 	// a Close names; it decides whether this node must send them.
 	effects func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
+	// changed is told, after a run of commands applied, that the shard's
+	// change log grew (watchers wait for it). May be nil.
+	changed func(shard uint64)
+	// changeLogLen is Config.ChangeLogLen (0: DefaultChangeLogLen).
+	changeLogLen int
 
 	mu     sync.Mutex
 	shards map[uint64]*shardState
@@ -110,9 +117,21 @@ func (m *stateMachine) shard(shard uint64) (*shardState, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &shardState{st: st, legacy: legacy}
+	log, err := m.loadLog(shard, st)
+	if err != nil {
+		return nil, err
+	}
+	s := &shardState{st: st, legacy: legacy, log: log}
 	m.shards[shard] = s
 	return s, nil
+}
+
+func (m *stateMachine) loadLog(shard uint64, st *meta.State) (changeLog, error) {
+	n := m.changeLogLen
+	if n == 0 {
+		n = DefaultChangeLogLen
+	}
+	return loadChangeLog(m.store, shard, n, st)
 }
 
 // with runs fn on shard's state under its lock.
@@ -182,6 +201,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	var effs []meta.Effect
 	var res meta.Result
 	var lastGrant map[string]time.Time
+	logged := false
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
@@ -189,6 +209,11 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 			err = nil
 		}
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
+		s.log.applied = cmds[i].Index
+		if err == nil && len(res.Changes) > 0 {
+			s.log.add(cmds[i].Index, res.Changes)
+			logged = true
+		}
 		if err == nil && res.Changed {
 			effs = append(effs, res.Effects...)
 			for _, e := range res.Effects {
@@ -205,6 +230,9 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	s.mu.Unlock()
 	if len(effs) > 0 && m.effects != nil {
 		m.effects(shard, slices.Clone(effs), lastGrant)
+	}
+	if logged && m.changed != nil {
+		m.changed(shard)
 	}
 	return nil
 }
@@ -248,6 +276,8 @@ func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock fu
 // persist writes the records the applied commands changed into b (the
 // round's batch, committed with the applied index). Under s.mu.
 func (s *shardState) persist(shard uint64, b raftmux.Batch) {
+	s.log.trim()
+	s.key, s.val = s.log.persist(shard, b, s.key, s.val)
 	if s.legacy {
 		s.legacy = false
 		for a := range s.st.All() {
@@ -278,22 +308,30 @@ func (s *shardState) putFloor(shard uint64, b raftmux.Batch) {
 	b.Put(shard, shardstore.EpochFloorKey, s.val)
 }
 
-func (m *stateMachine) Restore(shard, _ uint64) error {
+func (m *stateMachine) Restore(shard, index uint64) error {
 	st, legacy, err := m.load(shard)
 	if err != nil {
 		return err
 	}
+	log, err := m.loadLog(shard, st)
+	if err != nil {
+		return err
+	}
+	log.applied = max(log.applied, index)
 	m.mu.Lock()
 	s := m.shards[shard]
 	if s == nil {
-		m.shards[shard] = &shardState{st: st, legacy: legacy}
+		m.shards[shard] = &shardState{st: st, legacy: legacy, log: log}
 		m.mu.Unlock()
-		return nil
+	} else {
+		m.mu.Unlock()
+		s.mu.Lock()
+		s.st, s.legacy, s.log = st, legacy, log
+		s.mu.Unlock()
 	}
-	m.mu.Unlock()
-	s.mu.Lock()
-	s.st, s.legacy = st, legacy
-	s.mu.Unlock()
+	if m.changed != nil {
+		m.changed(shard)
+	}
 	return nil
 }
 

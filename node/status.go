@@ -64,6 +64,11 @@ type Stats struct {
 	RecordsProduced uint64
 	RecordsFetched  uint64
 	RequestsActive  int
+	Watches         uint64 // Watch requests taken
+	WatchEvents     uint64 // changes sent to watchers
+	WatchCompacted  uint64 // watches answered that their position was compacted away
+	WatchRefused    uint64 // watches answered at once because MaxWatchers were held
+	WatchesWaiting  int    // watches held until a change
 
 	Cache router.CacheStats
 
@@ -107,6 +112,11 @@ func (n *Node) Stats() Stats {
 		RecordsProduced:    n.counters.produced.Load(),
 		RecordsFetched:     n.counters.fetched.Load(),
 		RequestsActive:     len(n.reqSem),
+		Watches:            n.counters.watches.Load(),
+		WatchEvents:        n.counters.watchEvents.Load(),
+		WatchCompacted:     n.counters.watchesCompacted.Load(),
+		WatchRefused:       n.counters.watchesRefused.Load(),
+		WatchesWaiting:     n.watchers.count(),
 		Cache:              n.cacheStats(),
 		TopicsOwned:        n.ownedCount(),
 		OwnershipPending:   n.dutyPending(),

@@ -64,7 +64,7 @@ var kindNames = [maxKind + 1]string{
 	KindAssignment: "Assignment", KindRevoked: "Revoked", KindProduceAck: "ProduceAck",
 	KindFetchResult: "FetchResult", KindMemberList: "MemberList", KindShardList: "ShardList",
 	KindStatusInfo: "StatusInfo", KindWatchEvents: "WatchEvents", KindTopicList: "TopicList",
-	KindRaftBatch:  "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
+	KindRaftBatch: "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",

@@ -47,11 +47,18 @@ func (c ChangeKind) String() string {
 }
 
 // ShardPosition is a watcher's place in one shard: every change committed
-// at a raft index up to Index has been seen.
+// at a raft index up to Index has been seen, and the first Skip changes
+// (by Seq) of index Index+1 (a command that changed several topics, whose
+// changes a watcher took only part of). Index NowIndex in a Watch asks for
+// no change, only the position the replica is at: a watch from now.
 type ShardPosition struct {
 	Shard uint64
 	Index uint64
+	Skip  uint32
 }
+
+// NowIndex is the Index of a ShardPosition that means "from now".
+const NowIndex = ^uint64(0)
 
 // Watch asks for the assignment changes after Positions (KindWatch): of the
 // topic Match when Exact is set, else of every topic starting with Match.
@@ -64,9 +71,9 @@ type Watch struct {
 	Positions  []ShardPosition // 1..MaxListEntries, strictly ascending shards
 }
 
-// minShardPositionSize is the smallest encoded ShardPosition: two
+// minShardPositionSize is the smallest encoded ShardPosition: three
 // one-byte uvarints.
-const minShardPositionSize = 2
+const minShardPositionSize = 3
 
 // AppendWatch appends m's payload.
 func AppendWatch(dst []byte, m *Watch) []byte {
@@ -99,6 +106,7 @@ func DecodeWatch(b []byte, m *Watch) error {
 type WatchEvent struct {
 	Shard      uint64
 	Index      uint64 // the raft index the change committed at
+	Seq        uint32 // its place among the changes of that index
 	Change     ChangeKind
 	Topic      []byte
 	Owner      []byte // empty for ChangeRevoked
@@ -123,7 +131,7 @@ type WatchEvents struct {
 }
 
 // minWatchEventSize is the smallest encoded WatchEvent.
-const minWatchEventSize = 1 + 1 + 1 + 2 + 1 + 1 + 1 + 1
+const minWatchEventSize = 1 + 1 + 1 + 1 + 2 + 1 + 1 + 1 + 1
 
 // AppendWatchEvents appends m's payload.
 func AppendWatchEvents(dst []byte, m *WatchEvents) []byte {
@@ -133,6 +141,7 @@ func AppendWatchEvents(dst []byte, m *WatchEvents) []byte {
 		e := &m.Events[i]
 		dst = appendUvarint(dst, e.Shard)
 		dst = appendUvarint(dst, e.Index)
+		dst = appendUvarint(dst, uint64(e.Seq))
 		dst = append(dst, byte(e.Change))
 		dst = appendBytes(dst, e.Topic)
 		dst = appendBytes(dst, e.Owner)
@@ -159,6 +168,7 @@ func DecodeWatchEvents(b []byte, m *WatchEvents) error {
 		e := &m.Events[i]
 		e.Shard = r.uvarint()
 		e.Index = r.uvarint()
+		e.Seq = r.u32v()
 		e.Change = ChangeKind(r.u8())
 		e.Topic = r.topic()
 		e.Owner = r.bytes(MaxNodeIDLen)
@@ -283,6 +293,7 @@ func appendPositions(dst []byte, ps []ShardPosition) []byte {
 	for _, p := range ps {
 		dst = appendUvarint(dst, p.Shard)
 		dst = appendUvarint(dst, p.Index)
+		dst = appendUvarint(dst, uint64(p.Skip))
 	}
 	return dst
 }
@@ -295,6 +306,7 @@ func (r *reader) positions(ps []ShardPosition) []ShardPosition {
 	for i := range ps {
 		ps[i].Shard = r.uvarint()
 		ps[i].Index = r.uvarint()
+		ps[i].Skip = r.u32v()
 		if r.err == nil && i > 0 && ps[i].Shard <= ps[i-1].Shard {
 			r.fail(ErrMalformed)
 		}

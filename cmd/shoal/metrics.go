@@ -106,6 +106,11 @@ var metrics = []metric{
 	{"RequestsActive", "requests_in_flight", "Requests being served.", gauge, ""},
 	{"RecordsProduced", "records_produced_total", "Records appended to topics this node owns.", counter, ""},
 	{"RecordsFetched", "records_fetched_total", "Records returned by fetches.", counter, ""},
+	{"Watches", "watch_requests_total", "Watch requests taken.", counter, ""},
+	{"WatchEvents", "watch_events_total", "Assignment changes sent to watchers.", counter, ""},
+	{"WatchCompacted", "watch_compacted_total", "Watches answered that their position is older than the change log keeps.", counter, ""},
+	{"WatchRefused", "watch_refused_total", "Watches answered at once because the node held its most.", counter, ""},
+	{"WatchesWaiting", "watches_waiting", "Watches held until a change.", gauge, ""},
 
 	// The routing cache.
 	{"Cache.Hits", "route_cache_hits_total", "Routing cache hits.", counter, ""},

@@ -1,0 +1,660 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Errors of Watch.
+var (
+	// ErrCompacted: a watch position is older than the oldest change the
+	// cluster still keeps for its shard: changes after it may be lost.
+	// List the topics again (ListTopics) and watch from the listing's
+	// position.
+	ErrCompacted = errors.New("client: watch position compacted: list again")
+	// ErrWatchTooSlow: a watcher fell behind by more than the changes a
+	// node keeps per shard (its Config.ChangeLogLen) between two calls of
+	// Next. It also matches ErrCompacted.
+	ErrWatchTooSlow = errors.New("client: watcher too slow")
+	// ErrBadPosition: a position or cursor string that this client did not
+	// make, or one of another cluster (another shard count).
+	ErrBadPosition = errors.New("client: bad position")
+)
+
+// Limits of the listing.
+const (
+	// DefaultListLimit is the page size of ListTopics when
+	// ListOptions.Limit is 0: 1,000 topics.
+	DefaultListLimit = 1000
+)
+
+// WatchOptions say what Watch watches and from where.
+type WatchOptions struct {
+	// Topic watches one topic; else Prefix watches every topic whose name
+	// starts with it ("" watches all). Not both.
+	Topic  string
+	Prefix string
+	// From is a position returned by Watcher.Position or
+	// TopicPage.Position: the watch gives every change after it. Empty
+	// starts from now. A prefix watch needs a position of every shard (a
+	// whole listing's, merged with MergePositions); a topic watch, of its
+	// topic's shard.
+	From string
+}
+
+// Change is one change of a topic's assignment, as Watch gives it.
+type Change struct {
+	Topic      string
+	Change     wire.ChangeKind // assigned, moved, updated, revoked
+	Owner      string          // empty for a revoke
+	OwnerAddr  string
+	Epoch      uint64
+	Partitions uint32 // 0 for a revoke
+	Shard      uint64
+}
+
+// Watcher streams assignment changes; see Client.Watch. Not safe for
+// concurrent use.
+type Watcher struct {
+	c      *Client
+	match  []byte
+	exact  bool
+	shards uint32
+	// pos is the position of every watched shard after the changes Next
+	// returned.
+	pos map[uint64]wire.ShardPosition
+	// queue holds changes taken from nodes and not yet returned, each with
+	// the position of its shard once it is returned.
+	queue []queuedChange
+	// served says which node address serves each shard; failed the
+	// addresses that failed since the table was built.
+	served map[uint64]string
+	failed map[string]bool
+	stale  bool // a node failed: build served again before the next poll
+	// started: pos holds positions nodes gave this watcher.
+	started bool
+}
+
+type queuedChange struct {
+	ch    Change
+	after wire.ShardPosition
+}
+
+// Watch starts watching topic assignments. Changes come from the replicas
+// of their shards, in commit order within a shard (so in order for one
+// topic), each exactly once, also across node failures and restarts:
+// Watcher.Position is where to resume after a disconnect. Nodes keep the
+// last changes of each shard only (Config.ChangeLogLen of the node): a
+// position older than that is refused with ErrCompacted, and a watcher
+// that falls that far behind gets ErrWatchTooSlow.
+func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error) {
+	k := call{op: "watch", subject: opts.Topic}
+	w := &Watcher{c: c, match: []byte(opts.Prefix), failed: map[string]bool{}}
+	switch {
+	case opts.Topic != "" && opts.Prefix != "":
+		return nil, fmt.Errorf("client: %v: %w: a topic and a prefix", k, ErrInvalidArgument)
+	case opts.Topic != "":
+		if err := validateTopic(opts.Topic); err != nil {
+			return nil, fmt.Errorf("client: %v: %w", k, err)
+		}
+		w.match, w.exact = []byte(opts.Topic), true
+	case len(opts.Prefix) > wire.MaxTopicLen:
+		return nil, fmt.Errorf("client: %v: %w: prefix longer than %d bytes", k, ErrInvalidArgument, wire.MaxTopicLen)
+	}
+	if err := w.table(ctx); err != nil {
+		return nil, fmt.Errorf("client: %v: %w", k, err)
+	}
+	var scope []uint64
+	if w.exact {
+		scope = []uint64{uint64(router.ShardOf(w.match, w.shards))}
+	} else {
+		for s := range uint64(w.shards) {
+			scope = append(scope, s)
+		}
+	}
+	w.pos = make(map[uint64]wire.ShardPosition, len(scope))
+	if opts.From == "" {
+		// From now: the replicas' positions, asked at once, so that every
+		// change committed after Watch returns is given.
+		for _, s := range scope {
+			w.pos[s] = wire.ShardPosition{Shard: s, Index: wire.NowIndex}
+		}
+		if err := w.fill(ctx, func() bool { return !w.hasNow() }); err != nil {
+			return nil, fmt.Errorf("client: %v: %w", k, err)
+		}
+		return w, nil
+	}
+	from, err := decodePosition(opts.From, w.shards)
+	if err != nil {
+		return nil, fmt.Errorf("client: %v: %w", k, err)
+	}
+	for _, s := range scope {
+		p, ok := from[s]
+		if !ok {
+			return nil, fmt.Errorf("client: %v: %w: it has no place in shard %d", k, ErrBadPosition, s)
+		}
+		w.pos[s] = p
+	}
+	return w, nil
+}
+
+// table learns the shard count and a node to ask for each shard: the first
+// of its replicas among the seeds, else any live one, leaving out the
+// addresses that failed.
+func (w *Watcher) table(ctx context.Context) error {
+	shards, err := w.c.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	members, err := w.c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	if w.shards != 0 && int(w.shards) != len(shards) {
+		return fmt.Errorf("%w: the cluster now has %d shards, the watch %d", ErrBadPosition, len(shards), w.shards)
+	}
+	w.shards = uint32(len(shards))
+	addr := make(map[string]string, len(members))
+	for _, m := range members {
+		if m.State == wire.MemberAlive || m.State == wire.MemberSuspect {
+			addr[m.ID] = m.ClientAddr
+		}
+	}
+	rank := func(a string) int {
+		if w.failed[a] {
+			return math.MaxInt
+		}
+		if i := slices.Index(w.c.cfg.Servers, a); i >= 0 {
+			return i
+		}
+		return len(w.c.cfg.Servers)
+	}
+	w.served = make(map[uint64]string, len(shards))
+	for _, s := range shards {
+		best, bestRank := "", math.MaxInt
+		for _, r := range s.Replicas {
+			if a := addr[r]; a != "" && ValidateAddr(a) == nil && rank(a) < bestRank {
+				best, bestRank = a, rank(a)
+			}
+		}
+		if best == "" {
+			best = addr[s.Leader]
+		}
+		if best != "" {
+			w.served[s.Shard] = best
+		}
+	}
+	w.stale = false
+	return nil
+}
+
+// Position returns where the watch stands: after every change Next
+// returned. A later Watch from it gives the changes after those, none
+// twice.
+func (w *Watcher) Position() string {
+	ps := make([]wire.ShardPosition, 0, len(w.pos))
+	for _, p := range w.pos {
+		ps = append(ps, p)
+	}
+	return encodePosition(ps, w.shards)
+}
+
+// Next returns the next change, waiting for one until ctx ends. Errors
+// other than ctx's are ErrCompacted, ErrWatchTooSlow, ErrClosed, or the
+// failure of every node that could serve a shard after the client's
+// retries.
+func (w *Watcher) Next(ctx context.Context) (Change, error) {
+	if err := w.fill(ctx, func() bool { return len(w.queue) > 0 }); err != nil {
+		return Change{}, fmt.Errorf("client: %v: %w", call{op: "watch", subject: string(w.match)}, err)
+	}
+	q := w.queue[0]
+	w.queue[0] = queuedChange{}
+	w.queue = w.queue[1:]
+	w.pos[q.after.Shard] = q.after
+	return q.ch, nil
+}
+
+// hasNow reports whether a shard's position is still "from now".
+func (w *Watcher) hasNow() bool {
+	for _, p := range w.pos {
+		if p.Index == wire.NowIndex {
+			return true
+		}
+	}
+	return false
+}
+
+// fill polls until done, retrying failed nodes (others, once the table is
+// built again) with backoff, MaxRetries times in a row at most.
+func (w *Watcher) fill(ctx context.Context, done func() bool) error {
+	var last error
+	attempts := 0
+	for !done() {
+		if err := ctx.Err(); err != nil {
+			if last != nil {
+				return fmt.Errorf("%w, last: %w", ctxErr(ctx), last)
+			}
+			return ctxErr(ctx)
+		}
+		if last != nil {
+			attempts++
+			if attempts > w.c.cfg.MaxRetries {
+				return fmt.Errorf("%d attempts failed, last: %w", attempts, last)
+			}
+			if err := w.c.sleep(ctx, w.c.backoff(attempts-1, last)); err != nil {
+				return fmt.Errorf("%w, last: %w", err, last)
+			}
+		}
+		if w.stale {
+			if err := w.table(ctx); err != nil {
+				last = err
+				continue
+			}
+		}
+		err := w.poll(ctx)
+		if err == nil {
+			last, attempts = nil, 0
+			continue
+		}
+		if errors.Is(err, ErrCompacted) || errors.Is(err, ErrBadPosition) || classify(err) == fatal && !errors.Is(err, ErrProtocol) && !errors.Is(err, wire.ErrUnavailable) {
+			return err
+		}
+		w.stale = true
+		last = err
+	}
+	return nil
+}
+
+type pollResult struct {
+	addr string
+	ev   wire.WatchEvents
+	err  error
+}
+
+// poll asks every node serving watched shards, at once, for the changes
+// after their positions, held up to half the request timeout; the first
+// to give something ends the others' waits. It queues what came back.
+func (w *Watcher) poll(ctx context.Context) error {
+	groups := map[string][]wire.ShardPosition{}
+	for s, p := range w.pos {
+		a, ok := w.served[s]
+		if !ok {
+			return fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, s)
+		}
+		groups[a] = append(groups[a], p)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan pollResult, len(groups))
+	var wg sync.WaitGroup
+	for addr, ps := range groups {
+		slices.SortFunc(ps, comparePosition)
+		m := wire.Watch{Match: w.match, Exact: w.exact, WaitMillis: uint32(min(w.c.cfg.RequestTimeout/2/1e6, wire.MaxWatchWaitMillis)), Positions: ps}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r pollResult
+			r.addr = addr
+			req := &request{kind: wire.KindWatch, expect: wire.KindWatchEvents,
+				encode: func(b []byte) []byte { return wire.AppendWatch(b, &m) },
+				decode: func(b []byte) error {
+					if err := wire.DecodeWatchEvents(b, &r.ev); err != nil {
+						return err
+					}
+					r.ev = cloneWatchEvents(&r.ev)
+					return nil
+				}}
+			r.err = w.c.attempt(pctx, addr, req)
+			if r.err == nil && (len(r.ev.Events) > 0 || len(r.ev.NotHosted) > 0 || len(r.ev.Compacted) > 0) {
+				cancel()
+			}
+			results <- r
+		}()
+	}
+	wg.Wait()
+	close(results)
+	var firstErr error
+	for r := range results {
+		if r.err != nil {
+			if pctx.Err() != nil && ctx.Err() == nil && errors.Is(r.err, context.Canceled) {
+				continue // ended because another node answered first
+			}
+			if f := classify(r.err); f == connection || f == busy {
+				w.failed[r.addr] = true
+			}
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			continue
+		}
+		if err := w.take(r.addr, &r.ev); err != nil {
+			return err
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if !w.hasNow() {
+		w.started = true
+	}
+	return nil
+}
+
+// take queues one node's answer.
+func (w *Watcher) take(addr string, ev *wire.WatchEvents) error {
+	for _, c := range ev.Compacted {
+		p := w.pos[c.Shard]
+		if w.started && p.Index != wire.NowIndex {
+			return fmt.Errorf("%w (%w): shard %d at %s keeps changes after position %d, the watcher was at %d",
+				ErrWatchTooSlow, ErrCompacted, c.Shard, addr, c.Index, p.Index)
+		}
+		return fmt.Errorf("%w: shard %d at %s keeps changes after position %d, the position is at %d", ErrCompacted, c.Shard, addr, c.Index, p.Index)
+	}
+	if len(ev.NotHosted) > 0 {
+		w.failed[addr] = true
+		return fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, ev.NotHosted[0])
+	}
+	final := make(map[uint64]wire.ShardPosition, len(ev.Positions))
+	for _, p := range ev.Positions {
+		if _, ok := w.pos[p.Shard]; ok {
+			final[p.Shard] = p
+		}
+	}
+	lastOf := map[uint64]int{}
+	for i, e := range ev.Events {
+		lastOf[e.Shard] = i
+	}
+	for i, e := range ev.Events {
+		if _, ok := final[e.Shard]; !ok {
+			return fmt.Errorf("%w: %s sent a change of shard %d, not asked for", ErrProtocol, addr, e.Shard)
+		}
+		after := final[e.Shard]
+		if i != lastOf[e.Shard] {
+			after = wire.ShardPosition{Shard: e.Shard, Index: e.Index}
+			if next := nextOfShard(ev.Events[i+1:], e.Shard); next != nil && next.Index == e.Index {
+				after = wire.ShardPosition{Shard: e.Shard, Index: e.Index - 1, Skip: e.Seq + 1}
+			}
+		}
+		w.queue = append(w.queue, queuedChange{ch: Change{Topic: string(e.Topic), Change: e.Change, Owner: string(e.Owner), OwnerAddr: string(e.OwnerAddr),
+			Epoch: e.Epoch, Partitions: e.Partitions, Shard: e.Shard}, after: after})
+	}
+	for s, p := range final {
+		if _, ok := lastOf[s]; !ok {
+			w.pos[s] = p
+		}
+	}
+	return nil
+}
+
+func nextOfShard(evs []wire.WatchEvent, shard uint64) *wire.WatchEvent {
+	for i := range evs {
+		if evs[i].Shard == shard {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// cloneWatchEvents copies what aliases the network buffer.
+func cloneWatchEvents(m *wire.WatchEvents) wire.WatchEvents {
+	out := wire.WatchEvents{Positions: slices.Clone(m.Positions), NotHosted: slices.Clone(m.NotHosted), Compacted: slices.Clone(m.Compacted)}
+	for _, e := range m.Events {
+		e.Topic, e.Owner, e.OwnerAddr = slices.Clone(e.Topic), slices.Clone(e.Owner), slices.Clone(e.OwnerAddr)
+		out.Events = append(out.Events, e)
+	}
+	return out
+}
+
+// ListOptions say which topics ListTopics lists.
+type ListOptions struct {
+	// Prefix lists only the topics whose name starts with it.
+	Prefix string
+	// Limit is the page size: 0 means DefaultListLimit; at most
+	// wire.MaxListTopics.
+	Limit int
+	// Cursor is TopicPage.Next of the page before; empty starts.
+	Cursor string
+}
+
+// TopicPage is one page of ListTopics.
+type TopicPage struct {
+	Topics []Assignment // in (shard, topic) order
+	// Next is the cursor of the next page; empty after the last one.
+	Next string
+	// Position is, for every shard this page read, where its replica
+	// stood: merged over every page (MergePositions), a watch from it gives
+	// every change after the listing.
+	Position string
+}
+
+// ListTopics returns one page of the active topic assignments of every
+// shard, read from replicas of the shards (so, like a plain Lookup, a
+// change committed an instant before may not show yet: a watch from the
+// page's Position gives it).
+func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, error) {
+	k := call{op: "topics", subject: opts.Prefix}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 0 || limit > wire.MaxListTopics {
+		return TopicPage{}, fmt.Errorf("client: %v: %w: limit %d not in 1..%d", k, ErrInvalidArgument, opts.Limit, wire.MaxListTopics)
+	}
+	if len(opts.Prefix) > wire.MaxTopicLen {
+		return TopicPage{}, fmt.Errorf("client: %v: %w: prefix longer than %d bytes", k, ErrInvalidArgument, wire.MaxTopicLen)
+	}
+	shard, after, err := decodeCursor(opts.Cursor)
+	if err != nil {
+		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
+	}
+	w := &Watcher{c: c, failed: map[string]bool{}}
+	if err := w.table(ctx); err != nil {
+		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
+	}
+	if shard >= uint64(w.shards) {
+		return TopicPage{}, fmt.Errorf("client: %v: %w: cursor at shard %d of %d", k, ErrBadPosition, shard, w.shards)
+	}
+	var page TopicPage
+	var positions []wire.ShardPosition
+	var last error
+	for attempt := 0; len(page.Topics) < limit; {
+		addr, ok := w.served[shard]
+		var m wire.TopicList
+		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, shard)
+		if ok {
+			req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
+				encode: func(b []byte) []byte {
+					return wire.AppendListTopics(b, &wire.ListTopics{Prefix: []byte(opts.Prefix), Shard: shard, After: after, Limit: uint32(limit - len(page.Topics))})
+				},
+				decode: func(b []byte) error { return wire.DecodeTopicList(b, &m) }}
+			err = c.attempt(ctx, addr, req)
+		}
+		if err == nil && !m.Done && m.NextShard == shard && string(m.NextAfter) == string(after) && len(m.Topics) == 0 {
+			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, shard)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return TopicPage{}, k.stop(attempt+1, ctxErr(ctx), last)
+			}
+			last = err
+			attempt++
+			if f := classify(err); f == fatal || attempt > c.cfg.MaxRetries {
+				return TopicPage{}, k.stop(attempt, nil, err)
+			}
+			w.failed[addr] = true
+			if err := c.sleep(ctx, c.backoff(attempt-1, err)); err != nil {
+				return TopicPage{}, k.stop(attempt, err, last)
+			}
+			if err := w.table(ctx); err != nil {
+				last = err
+			}
+			continue
+		}
+		for i := range m.Topics {
+			page.Topics = append(page.Topics, assignmentOf(&m.Topics[i]))
+		}
+		positions = append(positions, m.Positions...)
+		if m.Done {
+			page.Position = encodePosition(positions, w.shards)
+			return page, nil
+		}
+		shard, after = m.NextShard, slices.Clone(m.NextAfter)
+		if shard >= uint64(w.shards) {
+			return TopicPage{}, fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d of %d", k, ErrProtocol, addr, shard, w.shards)
+		}
+	}
+	page.Next = encodeCursor(shard, after)
+	page.Position = encodePosition(positions, w.shards)
+	return page, nil
+}
+
+// Positions and cursors are base64url strings (no padding):
+//
+//	position: u8 version (1) · uvarint shard count · uvarint n ·
+//	          n × (uvarint shard, uvarint index, uvarint skip), shards ascending
+//	cursor:   u8 version (1) · uvarint shard · after topic (the rest)
+const positionVersion = 1
+
+// encodePosition encodes ps, the smallest of each shard's positions when
+// one appears twice.
+func encodePosition(ps []wire.ShardPosition, shards uint32) string {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, comparePosition)
+	ps = slices.CompactFunc(ps, func(a, b wire.ShardPosition) bool { return a.Shard == b.Shard })
+	b := []byte{positionVersion}
+	b = binary.AppendUvarint(b, uint64(shards))
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, p.Shard)
+		b = binary.AppendUvarint(b, p.Index)
+		b = binary.AppendUvarint(b, uint64(p.Skip))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// comparePosition orders by shard, then earliest first.
+func comparePosition(a, b wire.ShardPosition) int {
+	switch {
+	case a.Shard != b.Shard:
+		return cmpU64(a.Shard, b.Shard)
+	case a.Index != b.Index:
+		return cmpU64(a.Index, b.Index)
+	}
+	return cmpU64(uint64(a.Skip), uint64(b.Skip))
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decodePosition decodes a position of a cluster of shards shards (0: any).
+func decodePosition(s string, shards uint32) (map[uint64]wire.ShardPosition, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 || b[0] != positionVersion {
+		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
+	}
+	b = b[1:]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	total, ok1 := next()
+	count, ok2 := next()
+	if !ok1 || !ok2 || total == 0 || total > wire.MaxListEntries || count > total {
+		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
+	}
+	if shards != 0 && total != uint64(shards) {
+		return nil, fmt.Errorf("%w: made in a cluster of %d shards, this one has %d", ErrBadPosition, total, shards)
+	}
+	out := make(map[uint64]wire.ShardPosition, count)
+	prev := -1
+	for range count {
+		shard, ok1 := next()
+		index, ok2 := next()
+		skip, ok3 := next()
+		if !ok1 || !ok2 || !ok3 || shard >= total || int(shard) <= prev || skip > math.MaxUint32 {
+			return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
+		}
+		prev = int(shard)
+		out[shard] = wire.ShardPosition{Shard: shard, Index: index, Skip: uint32(skip)}
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
+	}
+	return out, nil
+}
+
+// MergePositions merges positions of the same cluster (the pages of one
+// listing): each shard at the earliest of its places, so that a watch
+// from the result misses nothing that any of them would give.
+func MergePositions(positions ...string) (string, error) {
+	var all []wire.ShardPosition
+	var shards uint32
+	for _, s := range positions {
+		m, err := decodePosition(s, shards)
+		if err != nil {
+			return "", fmt.Errorf("client: merge positions: %w", err)
+		}
+		if shards == 0 {
+			total, _ := positionShards(s)
+			shards = total
+		}
+		for _, p := range m {
+			all = append(all, p)
+		}
+	}
+	if shards == 0 {
+		return "", fmt.Errorf("client: merge positions: %w: none given", ErrBadPosition)
+	}
+	return encodePosition(all, shards), nil
+}
+
+// positionShards returns the shard count of a valid position.
+func positionShards(s string) (uint32, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 2 {
+		return 0, false
+	}
+	v, n := binary.Uvarint(b[1:])
+	return uint32(v), n > 0
+}
+
+func encodeCursor(shard uint64, after []byte) string {
+	b := binary.AppendUvarint([]byte{positionVersion}, shard)
+	return base64.RawURLEncoding.EncodeToString(append(b, after...))
+}
+
+func decodeCursor(s string) (uint64, []byte, error) {
+	if s == "" {
+		return 0, nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) < 2 || b[0] != positionVersion {
+		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
+	}
+	shard, n := binary.Uvarint(b[1:])
+	if n <= 0 || shard > wire.MaxListEntries || len(b[1+n:]) > wire.MaxTopicLen {
+		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
+	}
+	return shard, b[1+n:], nil
+}

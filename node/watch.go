@@ -1,0 +1,326 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Watch and ListTopics are answered by the node they reach, from its own
+// replicas, whatever their role: every replica keeps its shard's change
+// log (changelog.go), and a watcher's position is a raft index, the same
+// on every replica. A replica behind the watcher's position gives nothing
+// for its shard until it catches up; one ahead gives the changes in
+// between. A shard this node hosts no replica of is named in the answer,
+// and the client asks a replica of it. A watch with nothing to give is
+// held, as a callback and no goroutine, until a change is applied to one
+// of its shards or its wait ends; the node holds at most
+// Config.MaxWatchers of them and answers the others at once.
+
+// watchHub holds the watches waiting for a change.
+type watchHub struct {
+	mu      sync.Mutex
+	waiting map[*watchWait]struct{}
+}
+
+// watchWait is one held watch: the shards it waits on, as a bit set, and
+// what to do when one of them changes.
+type watchWait struct {
+	shards []uint64
+	wake   func()
+}
+
+func (w *watchWait) has(shard uint64) bool {
+	i := shard / 64
+	return i < uint64(len(w.shards)) && w.shards[i]&(1<<(shard%64)) != 0
+}
+
+// add holds w unless max watches are held already.
+func (h *watchHub) add(w *watchWait, max int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting == nil {
+		h.waiting = make(map[*watchWait]struct{})
+	}
+	if _, ok := h.waiting[w]; !ok && len(h.waiting) >= max {
+		return false
+	}
+	h.waiting[w] = struct{}{}
+	return true
+}
+
+func (h *watchHub) remove(w *watchWait) {
+	h.mu.Lock()
+	delete(h.waiting, w)
+	h.mu.Unlock()
+}
+
+func (h *watchHub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.waiting)
+}
+
+// changed wakes, once, every watch waiting on shard.
+func (h *watchHub) changed(shard uint64) {
+	h.mu.Lock()
+	var woken []*watchWait
+	for w := range h.waiting {
+		if w.has(shard) {
+			woken = append(woken, w)
+			delete(h.waiting, w)
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range woken {
+		w.wake()
+	}
+}
+
+// hostedShards returns which shards this node holds a replica of.
+func (n *Node) hostedShards() ([]bool, error) {
+	ids, err := n.rs.Shards()
+	if err != nil {
+		return nil, err
+	}
+	hosted := make([]bool, n.cfg.Shards)
+	for _, s := range ids {
+		if s < uint64(len(hosted)) {
+			hosted[s] = true
+		}
+	}
+	return hosted, nil
+}
+
+// serveWatch answers a Watch through done: at once when there are changes
+// to give (or shards to send elsewhere, or compacted positions), else once
+// one is applied or the wait, at most half the request timeout, ends.
+func (n *Node) serveWatch(payload []byte, done answerFunc) {
+	var m wire.Watch
+	if err := wire.DecodeWatch(payload, &m); err != nil {
+		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		return
+	}
+	if last := m.Positions[len(m.Positions)-1].Shard; last >= uint64(n.cfg.Shards) {
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", last, n.cfg.Shards)))
+		return
+	}
+	hosted, err := n.hostedShards()
+	if err != nil {
+		done(errAnswer(wire.CodeInternal, err.Error()))
+		return
+	}
+	n.counters.watches.Add(1)
+	wait := min(time.Duration(m.WaitMillis)*time.Millisecond, n.cfg.RequestTimeout/2)
+	for _, p := range m.Positions {
+		if p.Index == wire.NowIndex {
+			wait = 0 // a watch from now wants its positions at once
+		}
+	}
+	collect := func() (wire.WatchEvents, bool) {
+		ev := n.collectWatch(&m, hosted)
+		return ev, len(ev.Events) > 0 || len(ev.NotHosted) > 0 || len(ev.Compacted) > 0
+	}
+	answer := func(ev wire.WatchEvents) {
+		n.counters.watchEvents.Add(uint64(len(ev.Events)))
+		if len(ev.Compacted) > 0 {
+			n.counters.watchesCompacted.Add(1)
+		}
+		done(wire.KindWatchEvents, wire.AppendWatchEvents(nil, &ev))
+	}
+	ev, any := collect()
+	if any || wait <= 0 {
+		answer(ev)
+		return
+	}
+	// Held: woken by a change to one of its shards, answered by the first
+	// wake that finds something or by the end of the wait.
+	w := &watchWait{shards: make([]uint64, (n.cfg.Shards+63)/64)}
+	for _, p := range m.Positions {
+		if hosted[p.Shard] {
+			w.shards[p.Shard/64] |= 1 << (p.Shard % 64)
+		}
+	}
+	var mu sync.Mutex
+	answered := false
+	var stop func() bool
+	finish := func(ev wire.WatchEvents) {
+		mu.Lock()
+		if answered {
+			mu.Unlock()
+			return
+		}
+		answered = true
+		s := stop
+		mu.Unlock()
+		if s != nil {
+			s()
+		}
+		n.watchers.remove(w)
+		answer(ev)
+	}
+	check := func() {
+		mu.Lock()
+		over := answered
+		mu.Unlock()
+		if over {
+			return
+		}
+		// Held again before looking, so that a change applied in between
+		// wakes it.
+		n.watchers.add(w, n.cfg.MaxWatchers+1)
+		if ev, any := collect(); any {
+			finish(ev)
+		}
+		mu.Lock()
+		over = answered
+		mu.Unlock()
+		if over {
+			n.watchers.remove(w) // answered meanwhile, by the end of the wait
+		}
+	}
+	w.wake = func() {
+		if n.driven {
+			check()
+			return
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			check()
+		}()
+	}
+	if !n.watchers.add(w, n.cfg.MaxWatchers) {
+		n.counters.watchesRefused.Add(1)
+		answer(ev) // nothing now; the client asks again
+		return
+	}
+	if ev, any := collect(); any {
+		finish(ev)
+		return
+	}
+	s := n.after(wait, func() {
+		ev, _ := collect()
+		finish(ev)
+	})
+	mu.Lock()
+	stop = s
+	mu.Unlock()
+}
+
+// collectWatch gathers the changes after m's positions that match it, in
+// the shards this node hosts, up to about maxWatchEventsPerAnswer of them.
+func (n *Node) collectWatch(m *wire.Watch, hosted []bool) wire.WatchEvents {
+	var out wire.WatchEvents
+	budget := maxWatchEventsPerAnswer
+	for _, p := range m.Positions {
+		if !hosted[p.Shard] {
+			out.NotHosted = append(out.NotHosted, p.Shard)
+			continue
+		}
+		if budget <= 0 {
+			out.Positions = append(out.Positions, p)
+			continue
+		}
+		s, err := n.sm.shard(p.Shard)
+		if err != nil {
+			n.log.Warn("node: watch: load shard", "shard", p.Shard, "err", err)
+			out.NotHosted = append(out.NotHosted, p.Shard)
+			continue
+		}
+		s.mu.Lock()
+		if p.Index == wire.NowIndex {
+			out.Positions = append(out.Positions, wire.ShardPosition{Shard: p.Shard, Index: s.log.applied})
+			s.mu.Unlock()
+			continue
+		}
+		if p.Index < s.log.trimmed {
+			out.Compacted = append(out.Compacted, wire.ShardPosition{Shard: p.Shard, Index: s.log.trimmed})
+			s.mu.Unlock()
+			continue
+		}
+		pos := max(p.Index, s.log.applied)
+		var last uint64
+		s.log.since(p.Index, func(e *loggedChange) bool {
+			if budget <= 0 && e.index != last {
+				pos = last // the rest next time
+				return false
+			}
+			last = e.index
+			if e.index == p.Index+1 && e.seq < p.Skip {
+				return true // seen already
+			}
+			if topic := e.c.Topic; (m.Exact && topic == string(m.Match)) || (!m.Exact && len(topic) >= len(m.Match) && topic[:len(m.Match)] == string(m.Match)) {
+				out.Events = append(out.Events, wire.WatchEvent{
+					Shard: p.Shard, Index: e.index, Seq: e.seq, Change: wire.ChangeKind(e.c.Kind),
+					Topic: []byte(topic), Owner: []byte(e.c.Owner), OwnerAddr: []byte(n.clientAddrOf(e.c.Owner)),
+					Epoch: e.c.Epoch, Partitions: e.c.Partitions,
+				})
+				budget--
+			}
+			return true
+		})
+		s.mu.Unlock()
+		out.Positions = append(out.Positions, wire.ShardPosition{Shard: p.Shard, Index: pos})
+	}
+	return out
+}
+
+// serveListTopics answers a ListTopics from this node's replicas: the
+// topics from the cursor on, shard after shard while this node hosts
+// them, up to the limit.
+func (n *Node) serveListTopics(payload []byte, done answerFunc) {
+	var m wire.ListTopics
+	if err := wire.DecodeListTopics(payload, &m); err != nil {
+		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		return
+	}
+	if m.Shard >= uint64(n.cfg.Shards) {
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", m.Shard, n.cfg.Shards)))
+		return
+	}
+	hosted, err := n.hostedShards()
+	if err != nil {
+		done(errAnswer(wire.CodeInternal, err.Error()))
+		return
+	}
+	out := wire.TopicList{NextShard: m.Shard, NextAfter: m.After}
+	shard, after := m.Shard, m.After
+	for ; shard < uint64(n.cfg.Shards) && hosted[shard]; shard, after = shard+1, nil {
+		s, err := n.sm.shard(shard)
+		if err != nil {
+			done(errAnswer(wire.CodeInternal, err.Error()))
+			return
+		}
+		full := false
+		s.mu.Lock()
+		out.Positions = append(out.Positions, wire.ShardPosition{Shard: shard, Index: s.log.applied})
+		for a := range s.st.Topics() {
+			t := []byte(a.Topic)
+			if (len(after) > 0 && bytes.Compare(t, after) <= 0) || !bytes.HasPrefix(t, m.Prefix) {
+				continue
+			}
+			out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: []byte(a.Owner), OwnerAddr: []byte(n.clientAddrOf(a.Owner)),
+				Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard})
+			if len(out.Topics) == int(m.Limit) {
+				full = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if full {
+			out.NextShard, out.NextAfter = shard, out.Topics[len(out.Topics)-1].Topic
+			done(wire.KindTopicList, wire.AppendTopicList(nil, &out))
+			return
+		}
+	}
+	out.NextShard, out.NextAfter = shard, after
+	out.Done = shard == uint64(n.cfg.Shards)
+	if out.Done {
+		out.NextShard, out.NextAfter = 0, nil
+	}
+	done(wire.KindTopicList, wire.AppendTopicList(nil, &out))
+}
