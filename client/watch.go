@@ -79,6 +79,7 @@ type Watcher struct {
 	// served says which node address serves each shard; failed the
 	// addresses that failed since the table was built.
 	served map[uint64]string
+	leader map[uint64]string
 	failed map[string]bool
 	stale  bool // a node failed: build served again before the next poll
 	// started: pos holds positions nodes gave this watcher.
@@ -180,7 +181,11 @@ func (w *Watcher) table(ctx context.Context) error {
 		return len(w.c.cfg.Servers)
 	}
 	w.served = make(map[uint64]string, len(shards))
+	w.leader = make(map[uint64]string, len(shards))
 	for _, s := range shards {
+		if a := addr[s.Leader]; a != "" && ValidateAddr(a) == nil {
+			w.leader[s.Shard] = a
+		}
 		best, bestRank := "", math.MaxInt
 		for _, r := range s.Replicas {
 			if a := addr[r]; a != "" && ValidateAddr(a) == nil && rank(a) < bestRank {
@@ -438,9 +443,9 @@ type TopicPage struct {
 }
 
 // ListTopics returns one page of the active topic assignments of every
-// shard, read from replicas of the shards (so, like a plain Lookup, a
-// change committed an instant before may not show yet: a watch from the
-// page's Position gives it).
+// shard, read from the shards' leaders (a leader deposed without knowing
+// it may answer a moment out of date: a watch from the page's Position
+// gives what it missed).
 func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, error) {
 	k := call{op: "topics", subject: opts.Prefix}
 	limit := opts.Limit
@@ -468,9 +473,9 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 	var positions []wire.ShardPosition
 	var last error
 	for attempt := 0; len(page.Topics) < limit; {
-		addr, ok := w.served[shard]
+		addr, ok := w.leader[shard]
 		var m wire.TopicList
-		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, shard)
+		err := fmt.Errorf("%w: no leader of shard %d known", wire.ErrUnavailable, shard)
 		if ok {
 			req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
 				encode: func(b []byte) []byte {
@@ -480,7 +485,7 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 			err = c.attempt(ctx, addr, req)
 		}
 		if err == nil && !m.Done && m.NextShard == shard && string(m.NextAfter) == string(after) && len(m.Topics) == 0 {
-			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, shard)
+			err = fmt.Errorf("%w: %s does not lead shard %d", wire.ErrUnavailable, addr, shard)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

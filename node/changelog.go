@@ -144,8 +144,13 @@ func loadChangeLog(store *shardstore.Store, shard uint64, max int, st *meta.Stat
 			return l, fmt.Errorf("node: shard %d: %w: change trim mark %x", shard, meta.ErrBadChange, b)
 		}
 		l.trimmed = t
-	case st.Count() > 0 || st.Tombstones() > 0 || st.Floor() > 0:
-		l.trimmed, l.trimDirty = applied, true
+	default:
+		// Written at the next apply, so that a restart tells a shard
+		// whose log starts empty from one written before logs existed.
+		l.trimDirty = true
+		if st.Count() > 0 || st.Tombstones() > 0 || st.Floor() > 0 {
+			l.trimmed = applied
+		}
 	}
 	var decodeErr error
 	if err := store.Iterate(shard, shardstore.ChangePrefix, func(key, value []byte) bool {

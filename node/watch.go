@@ -9,8 +9,9 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-// Watch and ListTopics are answered by the node they reach, from its own
-// replicas, whatever their role: every replica keeps its shard's change
+// Watch is answered by the node it reaches, from its own replicas,
+// whatever their role (ListTopics by the shards' leaders, see
+// serveListTopics): every replica keeps its shard's change
 // log (changelog.go), and a watcher's position is a raft index, the same
 // on every replica. A replica behind the watcher's position gives nothing
 // for its shard until it catches up; one ahead gives the changes in
@@ -269,9 +270,11 @@ func (n *Node) collectWatch(m *wire.Watch, hosted []bool) wire.WatchEvents {
 	return out
 }
 
-// serveListTopics answers a ListTopics from this node's replicas: the
-// topics from the cursor on, shard after shard while this node hosts
-// them, up to the limit.
+// serveListTopics answers a ListTopics from the shards this node leads:
+// the topics from the cursor on, shard after shard while this node leads
+// them, up to the limit. A follower may not have applied what its leader
+// has acknowledged, so a listing, like a "not assigned" answer, is the
+// leader's to give.
 func (n *Node) serveListTopics(payload []byte, done answerFunc) {
 	var m wire.ListTopics
 	if err := wire.DecodeListTopics(payload, &m); err != nil {
@@ -289,7 +292,7 @@ func (n *Node) serveListTopics(payload []byte, done answerFunc) {
 	}
 	out := wire.TopicList{NextShard: m.Shard, NextAfter: m.After}
 	shard, after := m.Shard, m.After
-	for ; shard < uint64(n.cfg.Shards) && hosted[shard]; shard, after = shard+1, nil {
+	for ; shard < uint64(n.cfg.Shards) && hosted[shard] && n.led[shard].Load(); shard, after = shard+1, nil {
 		s, err := n.sm.shard(shard)
 		if err != nil {
 			done(errAnswer(wire.CodeInternal, err.Error()))

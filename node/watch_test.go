@@ -1,0 +1,221 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// nextChange reads one change or fails the test.
+func nextChange(t *testing.T, ctx context.Context, w *client.Watcher) client.Change {
+	t.Helper()
+	ch, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	return ch
+}
+
+func changeLine(ch client.Change) string {
+	return fmt.Sprintf("%s %v %s@%d/%d", ch.Topic, ch.Change, ch.Owner, ch.Epoch, ch.Partitions)
+}
+
+// A watch sees each kind of change in commit order, and resumes from its
+// position after a disconnect and a restart of the node that served it,
+// with no change missed or given twice.
+func TestWatchInOrderAndResumesAcrossRestart(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.node("n1"))
+	w, err := cl.Watch(ctx, client.WatchOptions{Prefix: "w-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Assign(ctx, "other", client.AssignOptions{Owner: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	mustAssign := func(cl *client.Client, topic, owner string) {
+		t.Helper()
+		if _, err := cl.Assign(ctx, topic, client.AssignOptions{Owner: owner}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAssign(cl, "w-a", "n2")
+	mustAssign(cl, "w-a", "n3")
+	if _, err := cl.UpdatePartitions(ctx, "w-a", 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Revoke(ctx, "w-a"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 4 {
+		got = append(got, changeLine(nextChange(t, ctx, w)))
+	}
+	want := []string{"w-a assigned n2@1/1", "w-a moved n3@2/1", "w-a updated n3@2/4", "w-a revoked @3/0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes\n got %q\nwant %q", got, want)
+	}
+	pos := w.Position()
+	_ = cl.Close() // the watcher is gone
+
+	// Changes while nobody watches, then a restart of the node the watch
+	// was served by, and changes while it is down.
+	other := clientOf(t, c.node("n2"))
+	mustAssign(other, "w-b", "n1")
+	mustAssign(other, "w-b", "n2")
+	n1 := c.node("n1")
+	if err := n1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustAssign(other, "w-c", "n3")
+	_, _, seed := c.node("n2").Addrs()
+	n1, err = New(nodeConfig("n1", c.dirs[0], []string{seed}, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[0] = n1
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n1.Ready():
+	case <-ctx.Done():
+		t.Fatalf("restarted n1 not ready: %+v", n1.Status())
+	}
+	mustAssign(other, "w-z", "n2")
+
+	again := clientOf(t, n1)
+	w, err = again.Watch(ctx, client.WatchOptions{Prefix: "w-", From: pos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Topics of different shards come in no fixed order among each other:
+	// read until the last change of each topic came.
+	want = []string{"w-b assigned n1@1/1", "w-b moved n2@2/1", "w-c assigned n3@1/1", "w-z assigned n2@1/1"}
+	got = nil
+	for !slices.Contains(got, want[1]) || !slices.Contains(got, want[2]) || !slices.Contains(got, want[3]) {
+		got = append(got, changeLine(nextChange(t, ctx, w)))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after resume\n got %q\nwant %q", got, want)
+	}
+	if st := n1.Stats(); st.Watches == 0 {
+		t.Fatalf("restarted n1 served no watch: %+v", st)
+	}
+}
+
+// A listing covers every shard page by page, with a prefix and a limit,
+// and its position lets a watch continue right after it. A position older
+// than a node keeps is refused, and a watcher that falls behind is told.
+func TestListTopicsThenWatchAndCompaction(t *testing.T) {
+	c := startClusterWith(t, 3, func(cfg *Config) { cfg.ChangeLogLen = 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.node("n2"))
+	var want []string
+	for i := range 30 {
+		topic := fmt.Sprintf("l-%02d", i)
+		want = append(want, topic)
+		if _, err := cl.Assign(ctx, topic, client.AssignOptions{Owner: "n3"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if _, err := cl.Assign(ctx, fmt.Sprintf("x-%d", i), client.AssignOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var listed []string
+	var positions []string
+	shards := map[uint64]bool{}
+	cursor, pages := "", 0
+	for {
+		page, err := cl.ListTopics(ctx, client.ListOptions{Prefix: "l-", Limit: 7, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page.Topics) > 7 {
+			t.Fatalf("page of %d topics, limit 7", len(page.Topics))
+		}
+		for _, a := range page.Topics {
+			listed = append(listed, a.Topic)
+			shards[a.Shard] = true
+			if a.Owner != "n3" || a.Epoch != 1 || a.OwnerAddr == "" {
+				t.Fatalf("listed %+v", a)
+			}
+		}
+		positions = append(positions, page.Position)
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, want) || pages < 5 || len(shards) < 2 {
+		t.Fatalf("listed %q in %d pages over %d shards, want %q", listed, pages, len(shards), want)
+	}
+	if _, err := cl.ListTopics(ctx, client.ListOptions{Limit: wire.MaxListTopics + 1}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("limit too large: %v", err)
+	}
+	if _, err := cl.ListTopics(ctx, client.ListOptions{Cursor: "!!"}); !errors.Is(err, client.ErrBadPosition) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+
+	// List, then watch from the listing: the change after it comes first.
+	from, err := client.MergePositions(positions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Assign(ctx, "l-new", client.AssignOptions{Owner: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cl.Watch(ctx, client.WatchOptions{Prefix: "l-", From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changeLine(nextChange(t, ctx, w)); got != "l-new assigned n1@1/1" {
+		t.Fatalf("first change after the listing: %s", got)
+	}
+
+	// A watcher that does not keep up with more changes than a node keeps.
+	w, err = cl.Watch(ctx, client.WatchOptions{Topic: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Assign(ctx, "slow", client.AssignOptions{Owner: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	nextChange(t, ctx, w)
+	old := w.Position()
+	for i := range 6 {
+		if _, err := cl.Assign(ctx, "slow", client.AssignOptions{Owner: []string{"n2", "n3"}[i%2]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Next(ctx); !errors.Is(err, client.ErrWatchTooSlow) || !errors.Is(err, client.ErrCompacted) {
+		t.Fatalf("slow watcher: %v", err)
+	}
+	w, err = cl.Watch(ctx, client.WatchOptions{Topic: "slow", From: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Next(ctx); !errors.Is(err, client.ErrCompacted) || errors.Is(err, client.ErrWatchTooSlow) {
+		t.Fatalf("compacted position: %v", err)
+	}
+	if _, err := cl.Watch(ctx, client.WatchOptions{Topic: "slow", From: "nonsense"}); !errors.Is(err, client.ErrBadPosition) {
+		t.Fatalf("bad position: %v", err)
+	}
+	if _, err := cl.Watch(ctx, client.WatchOptions{Topic: "a", Prefix: "b"}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("topic and prefix: %v", err)
+	}
+}
