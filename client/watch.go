@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -130,7 +131,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		for _, s := range scope {
 			w.pos[s] = wire.ShardPosition{Shard: s, Index: wire.NowIndex}
 		}
-		if err := w.fill(ctx, func() bool { return !w.hasNow() }); err != nil {
+		if err := w.fill(ctx, 0, func() bool { return !w.hasNow() }); err != nil {
 			return nil, fmt.Errorf("client: %v: %w", k, err)
 		}
 		return w, nil
@@ -145,6 +146,11 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 			return nil, fmt.Errorf("client: %v: %w: it has no place in shard %d", k, ErrBadPosition, s)
 		}
 		w.pos[s] = p
+	}
+	// One look at once, so that a position the nodes no longer keep is
+	// refused here.
+	if err := w.fill(ctx, 0, func() bool { return w.started }); err != nil {
+		return nil, fmt.Errorf("client: %v: %w", k, err)
 	}
 	return w, nil
 }
@@ -219,7 +225,7 @@ func (w *Watcher) Position() string {
 // failure of every node that could serve a shard after the client's
 // retries.
 func (w *Watcher) Next(ctx context.Context) (Change, error) {
-	if err := w.fill(ctx, func() bool { return len(w.queue) > 0 }); err != nil {
+	if err := w.fill(ctx, w.c.cfg.RequestTimeout/2, func() bool { return len(w.queue) > 0 }); err != nil {
 		return Change{}, fmt.Errorf("client: %v: %w", call{op: "watch", subject: string(w.match)}, err)
 	}
 	q := w.queue[0]
@@ -239,9 +245,10 @@ func (w *Watcher) hasNow() bool {
 	return false
 }
 
-// fill polls until done, retrying failed nodes (others, once the table is
-// built again) with backoff, MaxRetries times in a row at most.
-func (w *Watcher) fill(ctx context.Context, done func() bool) error {
+// fill polls, each poll held up to wait, until done, retrying failed nodes
+// (others, once the table is built again) with backoff, MaxRetries times
+// in a row at most.
+func (w *Watcher) fill(ctx context.Context, wait time.Duration, done func() bool) error {
 	var last error
 	attempts := 0
 	for !done() {
@@ -266,7 +273,7 @@ func (w *Watcher) fill(ctx context.Context, done func() bool) error {
 				continue
 			}
 		}
-		err := w.poll(ctx)
+		err := w.poll(ctx, wait)
 		if err == nil {
 			last, attempts = nil, 0
 			continue
@@ -287,9 +294,9 @@ type pollResult struct {
 }
 
 // poll asks every node serving watched shards, at once, for the changes
-// after their positions, held up to half the request timeout; the first
+// after their positions, held up to wait; the first
 // to give something ends the others' waits. It queues what came back.
-func (w *Watcher) poll(ctx context.Context) error {
+func (w *Watcher) poll(ctx context.Context, wait time.Duration) error {
 	groups := map[string][]wire.ShardPosition{}
 	for s, p := range w.pos {
 		a, ok := w.served[s]
@@ -304,7 +311,7 @@ func (w *Watcher) poll(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for addr, ps := range groups {
 		slices.SortFunc(ps, comparePosition)
-		m := wire.Watch{Match: w.match, Exact: w.exact, WaitMillis: uint32(min(w.c.cfg.RequestTimeout/2/1e6, wire.MaxWatchWaitMillis)), Positions: ps}
+		m := wire.Watch{Match: w.match, Exact: w.exact, WaitMillis: uint32(min(wait.Milliseconds(), wire.MaxWatchWaitMillis)), Positions: ps}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -40,6 +40,10 @@ type invocation struct {
 	from         uint64
 	maxBytes     uint32
 	statusAddr   string // status: the node to ask; empty = any server
+	prefix       string // watch, topics: the topics whose name starts with it
+	position     string // watch --from: where to resume
+	limit        int    // topics --limit: the page size
+	cursor       string // topics --cursor: the page to list
 	bench        benchArgs
 }
 
@@ -92,6 +96,12 @@ commands:
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
+  watch [TOPIC | --prefix P] [--from POS]      print every change of the topic's (or prefix's) assignment as it
+                                               commits, until interrupted; then print the position to resume
+                                               from on stderr (default: every topic, from now)
+  topics [--prefix P] [--limit N] [--cursor C] list assigned topics across every shard, N per page
+                                               (default 1000, at most 10000); --cursor continues at the
+                                               "next" cursor a page printed
   bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
                                                drive a load at the cluster; report ops/s and latency
                                                (OP: assign, lookup, lookup-lin, produce, fetch, mix;
@@ -143,6 +153,8 @@ var commands = map[string]struct {
 	"members": {},
 	"shards":  {},
 	"status":  {optional: []string{"H:P"}},
+	"watch":   {flags: map[string]flagKind{"prefix": valueFlag, "from": valueFlag}, optional: []string{"TOPIC"}},
+	"topics":  {flags: map[string]flagKind{"prefix": valueFlag, "limit": valueFlag, "cursor": valueFlag}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 }
@@ -166,7 +178,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		if len(tok) < 2 || tok[0] != '-' {
 			if inv.cmd == "" {
 				if _, ok := commands[tok]; !ok {
-					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, bench)", clip(tok))
+					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, watch, topics, bench)", clip(tok))
 				}
 				inv.cmd = tok
 				continue
@@ -305,7 +317,7 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 // command fills the command's arguments and flags and checks them against
 // the protocol's limits, so that nothing the cluster would refuse is sent.
 func (inv *invocation) command(positional []string, values map[string]string) error {
-	if len(commands[inv.cmd].required) > 0 {
+	if len(commands[inv.cmd].required) > 0 || (inv.cmd == "watch" && len(positional) > 0) {
 		topic := positional[0]
 		switch {
 		case topic == "":
@@ -355,6 +367,29 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 				return usagef("status: %q is not a host:port address", clip(positional[0]))
 			}
 			inv.statusAddr = positional[0]
+		}
+	case "watch", "topics":
+		prefix, hasPrefix := values["prefix"]
+		switch {
+		case hasPrefix && inv.topic != "":
+			return usagef("watch: give a TOPIC or --prefix, not both")
+		case len(prefix) > wire.MaxTopicLen:
+			return usagef("%s: --prefix is %d bytes long; the limit is %d bytes", inv.cmd, len(prefix), wire.MaxTopicLen)
+		}
+		inv.prefix = prefix
+		inv.position, inv.cursor = values["from"], values["cursor"]
+		if v, ok := values["from"]; ok && v == "" {
+			return usagef("watch: --from needs a position (printed when a watch stops)")
+		}
+		if inv.cmd == "topics" {
+			inv.limit = client.DefaultListLimit
+		}
+		if v, ok := values["limit"]; ok {
+			n, err := parseUint("limit", v, 1, wire.MaxListTopics)
+			if err != nil {
+				return err
+			}
+			inv.limit = int(n)
 		}
 	case "bench":
 		return inv.bench.parse(values)

@@ -29,7 +29,14 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binDir)
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(
+			// In-process nodes (watch_test.go): gnet's package-level worker
+			// pool (ants) lives for the process, as do Pebble's cache
+			// goroutines.
+			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+			goleak.IgnoreAnyFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),
+		); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}

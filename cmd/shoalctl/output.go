@@ -84,6 +84,22 @@ type statusJSON struct {
 	Ready        bool   `json:"ready"`
 }
 
+// changeJSON is one line of watch --json.
+type changeJSON struct {
+	Topic      string `json:"topic"`
+	Change     string `json:"change"`
+	Owner      string `json:"owner"`
+	OwnerAddr  string `json:"owner_addr"`
+	Epoch      uint64 `json:"epoch"`
+	Partitions uint32 `json:"partitions"`
+	Shard      uint64 `json:"shard"`
+}
+
+type topicsJSON struct {
+	Topics []assignmentJSON `json:"topics"`
+	Next   string           `json:"next"`
+}
+
 type errorJSON struct {
 	Error errorBody `json:"error"`
 }
@@ -205,6 +221,45 @@ func (r statusResult) table(w *tabwriter.Writer) {
 	row(w, "NODE", "GENERATION", "MEMBERS ALIVE", "SHARDS HOSTED", "SHARDS LED", "TOPICS OWNED", "READY")
 	row(w, text(r.Node), u64(r.Generation), u64(uint64(r.MembersAlive)), u64(uint64(r.ShardsHosted)),
 		u64(uint64(r.ShardsLed)), u64(r.TopicsOwned), strconv.FormatBool(r.Ready))
+}
+
+type topicsResult client.TopicPage
+
+func (r topicsResult) jsonValue() any {
+	out := topicsJSON{Topics: make([]assignmentJSON, len(r.Topics)), Next: r.Next}
+	for i, a := range r.Topics {
+		out.Topics[i] = assignmentJSON(a)
+	}
+	return out
+}
+
+func (r topicsResult) table(w *tabwriter.Writer) {
+	row(w, "TOPIC", "OWNER", "OWNER ADDR", "EPOCH", "PARTITIONS", "SHARD")
+	for _, a := range r.Topics {
+		row(w, text(a.Topic), text(a.Owner), text(a.OwnerAddr), u64(a.Epoch), u64(uint64(a.Partitions)), u64(a.Shard))
+	}
+	if r.Next != "" {
+		row(w, "next page: --cursor "+r.Next)
+	}
+}
+
+// watchHeader heads the table of watch: its lines are written as changes
+// come, so the columns are fixed widths, not aligned on the widest.
+const watchHeader = "CHANGE    TOPIC                     OWNER   OWNER ADDR             EPOCH  PARTITIONS  SHARD\n"
+
+// writeChange prints one change of a watch: a line of JSON or of the
+// table.
+func writeChange(w io.Writer, ch client.Change, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, changeJSON{Topic: ch.Topic, Change: ch.Change.String(), Owner: ch.Owner, OwnerAddr: ch.OwnerAddr,
+			Epoch: ch.Epoch, Partitions: ch.Partitions, Shard: ch.Shard})
+	}
+	owner, addr := text(ch.Owner), text(ch.OwnerAddr)
+	if ch.Owner == "" {
+		owner, addr = "-", "-"
+	}
+	_, err := fmt.Fprintf(w, "%-9s %-25s %-7s %-22s %-6d %-11d %d\n", ch.Change, text(ch.Topic), owner, addr, ch.Epoch, ch.Partitions, ch.Shard)
+	return err
 }
 
 // writeResult prints r as one line of JSON or as a table.

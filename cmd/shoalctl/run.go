@@ -45,6 +45,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if inv.cmd == "bench" {
 		return runBench(ctx, inv, stdout, stderr)
 	}
+	if inv.cmd == "watch" {
+		return runWatch(ctx, inv, stdout, stderr)
+	}
 	cfg, err := clientConfig(inv)
 	if err != nil {
 		writeError(stderr, "Usage", err.Error(), inv.json)
@@ -68,6 +71,54 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitFailed
 	}
 	return exitOK
+}
+
+// runWatch prints the changes of a watch until ctx ends (an interrupt):
+// then it prints, on stderr, the position to resume from, and exits 0. A
+// watch that fails says the position in its one error line (unless the
+// position is what failed: compacted).
+func runWatch(ctx context.Context, inv *invocation, stdout, stderr io.Writer) int {
+	cfg, err := clientConfig(inv)
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		writeError(stderr, "Usage", err.Error(), inv.json)
+		return exitUsage
+	}
+	defer c.Close()
+	// --timeout bounds the start (and each request): a watch then runs
+	// until interrupted.
+	sctx, cancel := context.WithTimeoutCause(ctx, inv.timeout, fmt.Errorf("no answer within --timeout %v", inv.timeout))
+	w, err := c.Watch(sctx, client.WatchOptions{Topic: inv.topic, Prefix: inv.prefix, From: inv.position})
+	cancel()
+	if err != nil {
+		return fail(stderr, inv, err)
+	}
+	if !inv.json {
+		if _, err := io.WriteString(stdout, watchHeader); err != nil {
+			return exitFailed
+		}
+	}
+	for {
+		ch, err := w.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "shoalctl: watch stopped; resume with --from %s\n", w.Position())
+				return exitOK
+			}
+			if !errors.Is(err, client.ErrCompacted) {
+				err = fmt.Errorf("%w; resume with --from %s", err, w.Position())
+			}
+			return fail(stderr, inv, err)
+		}
+		if err := writeChange(stdout, ch, inv.json); err != nil {
+			writeError(stderr, "Output", err.Error(), inv.json)
+			return exitFailed
+		}
+	}
 }
 
 // clientConfig is the client's configuration for inv; it reads the TLS
@@ -174,6 +225,9 @@ func execute(ctx context.Context, c *client.Client, inv *invocation) (result, er
 	case "status":
 		s, err := c.Status(ctx, inv.statusAddr)
 		return statusResult(s), err
+	case "topics":
+		p, err := c.ListTopics(ctx, client.ListOptions{Prefix: inv.prefix, Limit: inv.limit, Cursor: inv.cursor})
+		return topicsResult(p), err
 	}
 	return nil, usagef("unknown command %q", inv.cmd)
 }
@@ -185,8 +239,12 @@ func classify(err error) (string, int) {
 	var er *wire.ErrorResponse
 	var ue *usageError
 	switch {
-	case errors.As(err, &ue), errors.Is(err, client.ErrInvalidArgument):
+	case errors.As(err, &ue), errors.Is(err, client.ErrInvalidArgument), errors.Is(err, client.ErrBadPosition):
 		return "Usage", exitUsage
+	case errors.Is(err, client.ErrWatchTooSlow):
+		return "TooSlow", exitFailed
+	case errors.Is(err, client.ErrCompacted):
+		return "Compacted", exitFailed
 	case errors.Is(err, context.DeadlineExceeded):
 		return "Timeout", exitUnreachable
 	case errors.As(err, &er):
