@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -537,6 +536,19 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 //	cursor:   u8 version (1) · uvarint shard · after topic (the rest)
 const positionVersion = 1
 
+// positionEncoding refuses the padding and the non-zero trailing bits that
+// would let two strings name one position.
+var positionEncoding = base64.RawURLEncoding.Strict()
+
+// uvarint is binary.Uvarint refusing non-minimal encodings (n 0).
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || n != len(binary.AppendUvarint(nil, v)) {
+		return 0, 0
+	}
+	return v, n
+}
+
 // encodePosition encodes ps, the smallest of each shard's positions when
 // one appears twice.
 func encodePosition(ps []wire.ShardPosition, shards uint32) string {
@@ -551,7 +563,7 @@ func encodePosition(ps []wire.ShardPosition, shards uint32) string {
 		b = binary.AppendUvarint(b, p.Index)
 		b = binary.AppendUvarint(b, uint64(p.Skip))
 	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	return positionEncoding.EncodeToString(b)
 }
 
 // comparePosition orders by shard, then earliest first.
@@ -577,13 +589,13 @@ func cmpU64(a, b uint64) int {
 
 // decodePosition decodes a position of a cluster of shards shards (0: any).
 func decodePosition(s string, shards uint32) (map[uint64]wire.ShardPosition, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := positionEncoding.DecodeString(s)
 	if err != nil || len(b) == 0 || b[0] != positionVersion {
 		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
 	}
 	b = b[1:]
 	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
+		v, n := uvarint(b)
 		if n <= 0 {
 			return 0, false
 		}
@@ -643,28 +655,28 @@ func MergePositions(positions ...string) (string, error) {
 
 // positionShards returns the shard count of a valid position.
 func positionShards(s string) (uint32, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := positionEncoding.DecodeString(s)
 	if err != nil || len(b) < 2 {
 		return 0, false
 	}
-	v, n := binary.Uvarint(b[1:])
+	v, n := uvarint(b[1:])
 	return uint32(v), n > 0
 }
 
 func encodeCursor(shard uint64, after []byte) string {
 	b := binary.AppendUvarint([]byte{positionVersion}, shard)
-	return base64.RawURLEncoding.EncodeToString(append(b, after...))
+	return positionEncoding.EncodeToString(append(b, after...))
 }
 
 func decodeCursor(s string) (uint64, []byte, error) {
 	if s == "" {
 		return 0, nil, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
+	b, err := positionEncoding.DecodeString(s)
 	if err != nil || len(b) < 2 || b[0] != positionVersion {
 		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
 	}
-	shard, n := binary.Uvarint(b[1:])
+	shard, n := uvarint(b[1:])
 	if n <= 0 || shard > wire.MaxListEntries || len(b[1+n:]) > wire.MaxTopicLen {
 		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
 	}

@@ -82,7 +82,8 @@ func TestApplyWritesOnlyChangedRecords(t *testing.T) {
 	if err := cb.Commit(false); err != nil {
 		t.Fatal(err)
 	}
-	if cb.puts != 2 || cb.bytes > 200 {
+	// Two records and their two entries in the change log.
+	if cb.puts != 4 || cb.bytes > 300 {
 		t.Fatalf("an apply of two changes wrote %d values, %d bytes", cb.puts, cb.bytes)
 	}
 	want := sm.shards[shard].st.AppendSnapshot(nil)
@@ -174,5 +175,85 @@ func BenchmarkApply(b *testing.B) {
 				batch.Close()
 			}
 		})
+	}
+}
+
+// applyAt applies cmds to shard as the raft entries from index on, and
+// commits them with the applied index.
+func applyAt(tb testing.TB, st *shardstore.Store, sm *stateMachine, shard, index uint64, cmds ...raftmux.Command) {
+	tb.Helper()
+	for i := range cmds {
+		cmds[i].Index = index + uint64(i)
+	}
+	b := st.NewBatch()
+	if err := sm.Apply(shard, cmds, b); err != nil {
+		tb.Fatal(err)
+	}
+	b.SetApplied(shard, index+uint64(len(cmds))-1)
+	if err := b.Commit(false); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// loggedLines lists the kept changes of a shard's log as "index:topic".
+func loggedLines(l *changeLog) []string {
+	var out []string
+	l.since(0, func(e *loggedChange) bool {
+		out = append(out, fmt.Sprintf("%d:%s", e.index, e.c.Topic))
+		return true
+	})
+	return out
+}
+
+// The change log keeps the last changes, trims whole raft indexes, and
+// a reload (a restart, a snapshot restored) finds the same log and mark.
+func TestChangeLogTrimsAndReloads(t *testing.T) {
+	st, sm := openTestStore(t)
+	sm.changeLogLen = 3
+	const shard = 5
+	var woken []uint64
+	sm.changed = func(s uint64) { woken = append(woken, s) }
+	applyAt(t, st, sm, shard, 10, assignEntry(t, "a", "n1"), assignEntry(t, "b", "n1"))
+	// A command moving two topics at once: its changes share an index.
+	data, err := meta.AppendCommand(nil, &meta.Command{Op: meta.OpReassignNode, Node: "n1",
+		Moves: []meta.Move{{Topic: []byte("a"), Owner: "n2", Epoch: 1}, {Topic: []byte("b"), Owner: "n2", Epoch: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAt(t, st, sm, shard, 12, raftmux.Command{Data: data}, assignEntry(t, "a", "n2"))
+	s := sm.shards[shard]
+	if got := loggedLines(&s.log); fmt.Sprint(got) != "[11:b 12:a 12:b]" || s.log.trimmed != 10 || s.log.applied != 13 {
+		t.Fatalf("log %v, trimmed %d, applied %d", got, s.log.trimmed, s.log.applied)
+	}
+	if fmt.Sprint(woken) != "[5 5]" {
+		t.Fatalf("watchers woken for %v", woken)
+	}
+	applyAt(t, st, sm, shard, 14, assignEntry(t, "c", "n3"))
+	if got := loggedLines(&s.log); fmt.Sprint(got) != "[12:a 12:b 14:c]" || s.log.trimmed != 11 {
+		t.Fatalf("log %v, trimmed %d", got, s.log.trimmed)
+	}
+	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState), changeLogLen: 3}
+	r, err := fresh.shard(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loggedLines(&r.log); fmt.Sprint(got) != "[12:a 12:b 14:c]" || r.log.trimmed != 11 || r.log.applied != 14 {
+		t.Fatalf("reloaded log %v, trimmed %d, applied %d", got, r.log.trimmed, r.log.applied)
+	}
+	// A shard whose log never trimmed keeps position 0 valid across a
+	// restart; one with records written before logs existed starts its
+	// mark at the applied index.
+	applyAt(t, st, sm, 6, 3, assignEntry(t, "x", "n1"))
+	if r, err := fresh.shard(6); err != nil || r.log.trimmed != 0 || len(r.log.kept()) != 1 {
+		t.Fatalf("fresh shard reloaded: %v %+v", err, r.log)
+	}
+	b := st.NewBatch()
+	b.Delete(6, shardstore.ChangeTrimKey)
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	older := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	if r, err := older.shard(6); err != nil || r.log.trimmed != 3 {
+		t.Fatalf("shard without a trim mark: %v, trimmed %d", err, r.log.trimmed)
 	}
 }

@@ -56,6 +56,7 @@ type nodeOptions struct {
 	leaseDuration, leaseRenew        time.Duration
 	maxClockDrift                    float64
 	memtableMiB                      int
+	changeLogLen                     int
 	logFormat                        string
 	logLevel                         slog.Level
 	configFile, secretFile, levelArg string
@@ -128,6 +129,9 @@ ownership leases (see docs/leases.md):
                           (default 0.01, at most 0.1)
 
 storage:
+  --change-log-len N      changes of topic assignments each shard replica keeps for
+                          watchers, 1 to 65536 (default 1024): a watcher further behind
+                          is told to list again
   --store-memtable-mib N  Pebble memtable size in MiB, 1 to 1024 (default 32): smaller
                           makes each write cheaper and suits a node whose writes go to
                           few shards; larger flushes less often and keeps a node with
@@ -193,6 +197,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.DurationVar(&o.leaseRenew, "lease-renew-interval", 0, "")
 	fs.Float64Var(&o.maxClockDrift, "max-clock-drift", 0, "")
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
+	fs.IntVar(&o.changeLogLen, "change-log-len", node.DefaultChangeLogLen, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
 	return fs
@@ -454,6 +459,9 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.maxClockDrift < 0 || o.maxClockDrift > 0.1 {
 		return usagef("--max-clock-drift %v: must be 0 to 0.1", o.maxClockDrift)
+	}
+	if o.changeLogLen < 1 || o.changeLogLen > node.MaxChangeLogLen {
+		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, node.MaxChangeLogLen)
 	}
 	if o.memtableMiB < 1 || o.memtableMiB > 1024 {
 		return usagef("--store-memtable-mib %d: must be 1 to 1024", o.memtableMiB)

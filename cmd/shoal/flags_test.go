@@ -27,7 +27,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--bootstrap-expect", "3", "--shards", "256", "--replicas", "5",
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
-		"--store-memtable-mib", "4",
+		"--store-memtable-mib", "4", "--change-log-len", "100",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestParseNodeArgs(t *testing.T) {
 		join:            []string{"127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7303"},
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
-		metadataSync: 3 * time.Second, memtableMiB: 4,
+		metadataSync: 3 * time.Second, memtableMiB: 4, changeLogLen: 100,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -52,7 +52,7 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	}
 	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
-		o.memtableMiB != 32 {
+		o.memtableMiB != 32 || o.changeLogLen != 1024 {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -82,6 +82,8 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"cluster id", with("--cluster-id", "x"), `--cluster-id "x": not a number`},
 		{"preset", with("--swim-preset", "wan"), `--swim-preset "wan"`},
 		{"sync interval", with("--metadata-sync-interval", "-1s"), "--metadata-sync-interval -1s"},
+		{"change log empty", with("--change-log-len", "0"), "--change-log-len 0: must be 1 to 65536"},
+		{"change log huge", with("--change-log-len", "65537"), "--change-log-len 65537: must be 1 to 65536"},
 		{"memtable zero", with("--store-memtable-mib", "0"), "--store-memtable-mib 0: must be 1 to 1024"},
 		{"memtable huge", with("--store-memtable-mib", "4096"), "--store-memtable-mib 4096: must be 1 to 1024"},
 		{"memtable text", with("--store-memtable-mib", "big"), `--store-memtable-mib "big": not a number`},

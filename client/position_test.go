@@ -1,0 +1,85 @@
+package client
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/shoalmq/shoal/wire"
+)
+
+func TestPositionRoundTripAndMerge(t *testing.T) {
+	a := encodePosition([]wire.ShardPosition{{Shard: 3, Index: 40}, {Shard: 0, Index: 7, Skip: 2}, {Shard: 3, Index: 30}}, 4)
+	got, err := decodePosition(a, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]wire.ShardPosition{0: {Shard: 0, Index: 7, Skip: 2}, 3: {Shard: 3, Index: 30}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("decoded %v, want %v (a shard twice keeps its earliest place)", got, want)
+	}
+	b := encodePosition([]wire.ShardPosition{{Shard: 1, Index: 9}, {Shard: 2}, {Shard: 3, Index: 12}}, 4)
+	m, err := MergePositions(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = decodePosition(m, 4)
+	want = map[uint64]wire.ShardPosition{0: {Shard: 0, Index: 7, Skip: 2}, 1: {Shard: 1, Index: 9}, 2: {Shard: 2}, 3: {Shard: 3, Index: 12}}
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("merged %v, %v; want %v", got, err, want)
+	}
+	if _, err := decodePosition(a, 8); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("a position of another cluster: %v", err)
+	}
+	if _, err := MergePositions(a, encodePosition(nil, 8)); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("merging positions of two clusters: %v", err)
+	}
+	for _, bad := range []string{"", "!", "AA", "AQ", "AUBA", a + "A", a[:len(a)-1]} {
+		if _, err := decodePosition(bad, 0); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%q decodes: %v", bad, err)
+		}
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	c := encodeCursor(37, []byte("topic-blue"))
+	shard, after, err := decodeCursor(c)
+	if err != nil || shard != 37 || string(after) != "topic-blue" {
+		t.Fatalf("cursor %q: %d %q %v", c, shard, after, err)
+	}
+	if s, a, err := decodeCursor(""); err != nil || s != 0 || a != nil {
+		t.Fatalf("empty cursor: %d %q %v", s, a, err)
+	}
+	for _, bad := range []string{"!", "AA", "Ag", encodeCursor(1, make([]byte, 256))} {
+		if _, _, err := decodeCursor(bad); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%q decodes: %v", bad, err)
+		}
+	}
+}
+
+// Any string either is refused or decodes to a position that encodes back
+// to itself.
+func FuzzDecodePosition(f *testing.F) {
+	f.Add(encodePosition([]wire.ShardPosition{{Shard: 0, Index: 7, Skip: 2}, {Shard: 3, Index: 30}}, 4))
+	f.Add(encodeCursor(3, []byte("t")))
+	f.Fuzz(func(t *testing.T, s string) {
+		if shard, after, err := decodeCursor(s); err == nil && s != "" {
+			if again := encodeCursor(shard, after); again != s {
+				t.Fatalf("cursor %q re-encodes as %q", s, again)
+			}
+		}
+		m, err := decodePosition(s, 0)
+		if err != nil {
+			return
+		}
+		shards, _ := positionShards(s)
+		var ps []wire.ShardPosition
+		for _, p := range m {
+			ps = append(ps, p)
+		}
+		again, err := decodePosition(encodePosition(ps, shards), shards)
+		if err != nil || !maps.Equal(again, m) {
+			t.Fatalf("%q: %v, then %v, %v", s, m, again, err)
+		}
+	})
+}
