@@ -80,8 +80,8 @@ type Watcher struct {
 	// addresses that failed since the table was built.
 	served map[uint64]string
 	leader map[uint64]string
-	failed map[string]bool
-	stale  bool // a node failed: build served again before the next poll
+	failed map[string]bool // since the last poll every node answered
+	stale  bool            // a node failed: build served again before the next poll
 	// started: pos holds positions nodes gave this watcher.
 	started bool
 }
@@ -176,14 +176,17 @@ func (w *Watcher) table(ctx context.Context) error {
 			addr[m.ID] = m.ClientAddr
 		}
 	}
+	// Seeds first, in order, then the others; the addresses that failed
+	// last, still taken when a shard has no other replica.
 	rank := func(a string) int {
-		if w.failed[a] {
-			return math.MaxInt
-		}
+		r := len(w.c.cfg.Servers)
 		if i := slices.Index(w.c.cfg.Servers, a); i >= 0 {
-			return i
+			r = i
 		}
-		return len(w.c.cfg.Servers)
+		if w.failed[a] {
+			r += len(w.c.cfg.Servers) + 1
+		}
+		return r
 	}
 	w.served = make(map[uint64]string, len(shards))
 	w.leader = make(map[uint64]string, len(shards))
@@ -358,6 +361,7 @@ func (w *Watcher) poll(ctx context.Context, wait time.Duration) error {
 	if !w.hasNow() {
 		w.started = true
 	}
+	clear(w.failed) // every node asked answered
 	return nil
 }
 

@@ -188,6 +188,12 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 			check()
 			return
 		}
+		// Off the raft worker that applied the change.
+		n.lifeMu.RLock()
+		defer n.lifeMu.RUnlock()
+		if n.closing {
+			return
+		}
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -196,7 +202,7 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 	}
 	if !n.watchers.add(w, n.cfg.MaxWatchers) {
 		n.counters.watchesRefused.Add(1)
-		answer(ev) // nothing now; the client asks again
+		done(unavailable(fmt.Sprintf("node holds %d watches already", n.cfg.MaxWatchers)))
 		return
 	}
 	if ev, any := collect(); any {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -117,7 +118,10 @@ func TestWatchInOrderAndResumesAcrossRestart(t *testing.T) {
 // and its position lets a watch continue right after it. A position older
 // than a node keeps is refused, and a watcher that falls behind is told.
 func TestListTopicsThenWatchAndCompaction(t *testing.T) {
-	c := startClusterWith(t, 3, func(cfg *Config) { cfg.ChangeLogLen = 4 })
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.ChangeLogLen, cfg.MaxWatchers = 16, 1
+		cfg.RequestTimeout = time.Minute // a held watch stays held while the test looks
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := clientOf(t, c.node("n2"))
@@ -197,7 +201,7 @@ func TestListTopicsThenWatchAndCompaction(t *testing.T) {
 	}
 	nextChange(t, ctx, w)
 	old := w.Position()
-	for i := range 6 {
+	for i := range 18 {
 		if _, err := cl.Assign(ctx, "slow", client.AssignOptions{Owner: []string{"n2", "n3"}[i%2]}); err != nil {
 			t.Fatal(err)
 		}
@@ -205,11 +209,7 @@ func TestListTopicsThenWatchAndCompaction(t *testing.T) {
 	if _, err := w.Next(ctx); !errors.Is(err, client.ErrWatchTooSlow) || !errors.Is(err, client.ErrCompacted) {
 		t.Fatalf("slow watcher: %v", err)
 	}
-	w, err = cl.Watch(ctx, client.WatchOptions{Topic: "slow", From: old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Next(ctx); !errors.Is(err, client.ErrCompacted) || errors.Is(err, client.ErrWatchTooSlow) {
+	if _, err := cl.Watch(ctx, client.WatchOptions{Topic: "slow", From: old}); !errors.Is(err, client.ErrCompacted) || errors.Is(err, client.ErrWatchTooSlow) {
 		t.Fatalf("compacted position: %v", err)
 	}
 	if _, err := cl.Watch(ctx, client.WatchOptions{Topic: "slow", From: "nonsense"}); !errors.Is(err, client.ErrBadPosition) {
@@ -217,5 +217,42 @@ func TestListTopicsThenWatchAndCompaction(t *testing.T) {
 	}
 	if _, err := cl.Watch(ctx, client.WatchOptions{Topic: "a", Prefix: "b"}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("topic and prefix: %v", err)
+	}
+
+	// A node holds at most MaxWatchers watches while nothing changes.
+	n := c.node("n2")
+	shard := uint64(router.ShardOf([]byte("held"), testShards))
+	watch := func(index uint64, wait uint32) wire.WatchEvents {
+		t.Helper()
+		k, out := handleNow(n, wire.KindWatch, wire.AppendWatch(nil, &wire.Watch{Match: []byte("held"), Exact: true, WaitMillis: wait,
+			Positions: []wire.ShardPosition{{Shard: shard, Index: index}}}))
+		var ev wire.WatchEvents
+		if k != wire.KindWatchEvents || wire.DecodeWatchEvents(out, &ev) != nil {
+			t.Fatalf("watch answered %v %x", k, out)
+		}
+		return ev
+	}
+	now := watch(wire.NowIndex, 0).Positions[0].Index
+	held := make(chan wire.WatchEvents, 1)
+	go func() { held <- watch(now, 60_000) }()
+	waitUntil(t, 10*time.Second, "a watch held", func() bool { return n.Stats().WatchesWaiting == 1 })
+	k, out := handleNow(n, wire.KindWatch, wire.AppendWatch(nil, &wire.Watch{Match: []byte("held"), Exact: true, WaitMillis: 60_000,
+		Positions: []wire.ShardPosition{{Shard: shard, Index: now}}}))
+	var e wire.Error
+	if k != wire.KindError || wire.DecodeError(out, &e) != nil || e.Code != wire.CodeUnavailable {
+		t.Fatalf("a watch past MaxWatchers: %v %x", k, out)
+	}
+	if _, err := cl.Assign(ctx, "held", client.AssignOptions{Owner: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-held
+	for len(ev.Events) == 0 { // n2 had not applied it when the wait ended
+		ev = watch(ev.Positions[0].Index, 60_000)
+	}
+	if len(ev.Events) != 1 || string(ev.Events[0].Topic) != "held" || ev.Events[0].Change != wire.ChangeAssigned || ev.Positions[0].Index < ev.Events[0].Index {
+		t.Fatalf("the held watch was answered %+v", ev)
+	}
+	if st := n.Stats(); st.WatchRefused != 1 || st.WatchesWaiting != 0 || st.WatchCompacted == 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
