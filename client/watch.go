@@ -367,7 +367,8 @@ func (w *Watcher) poll(ctx context.Context, wait time.Duration) error {
 
 // take queues one node's answer.
 func (w *Watcher) take(addr string, ev *wire.WatchEvents) error {
-	for _, c := range ev.Compacted {
+	if len(ev.Compacted) > 0 {
+		c := ev.Compacted[0]
 		p := w.pos[c.Shard]
 		if w.started && p.Index != wire.NowIndex {
 			return fmt.Errorf("%w (%w): shard %d at %s keeps changes after position %d, the watcher was at %d",

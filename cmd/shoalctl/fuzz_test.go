@@ -20,6 +20,7 @@ func FuzzParseArgs(f *testing.F) {
 		"--servers=127.0.0.1:1,[::1]:2\x00status\x00127.0.0.1:3",
 		"-h", "", "--timeout\x00-1s\x00members",
 		"bench\x00--op\x00mix\x00--clients=8\x00--rate\x00100\x00--duration=2s",
+		"watch\x00--prefix\x00t-\x00--from\x00AQ", "watch\x00topic-blue", "topics\x00--limit=7\x00--cursor\x00AQE",
 	} {
 		f.Add(s)
 	}
@@ -48,6 +49,12 @@ func FuzzParseArgs(f *testing.F) {
 		if b := inv.bench; inv.cmd == "bench" && (!slices.Contains(benchOps, b.op) || b.clients < 1 || b.duration <= 0 ||
 			b.topics < 1 || b.valueSize < 0 || b.valueSize > wire.MaxRecordLen) {
 			t.Fatalf("bench settings %+v accepted", b)
+		}
+		if inv.cmd == "watch" && (len(inv.topic) > wire.MaxTopicLen || len(inv.prefix) > wire.MaxTopicLen || (inv.topic != "" && inv.prefix != "")) {
+			t.Fatalf("watch of topic %d bytes, prefix %d bytes accepted", len(inv.topic), len(inv.prefix))
+		}
+		if inv.cmd == "topics" && (inv.limit < 1 || inv.limit > wire.MaxListTopics || len(inv.prefix) > wire.MaxTopicLen) {
+			t.Fatalf("topics limit %d, prefix %d bytes accepted", inv.limit, len(inv.prefix))
 		}
 		if len(inv.servers) == 0 || inv.timeout <= 0 {
 			t.Fatalf("servers %v, timeout %v", inv.servers, inv.timeout)
