@@ -83,3 +83,50 @@ func FuzzDecodePosition(f *testing.F) {
 		}
 	})
 }
+
+// Changes of one raft index (a command that moved several topics) are
+// given one by one, and the position after each names exactly the ones
+// given, so that a resume neither repeats nor skips the others.
+func TestPositionInsideOneCommand(t *testing.T) {
+	c, err := New(Config{Servers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := &Watcher{c: c, pos: map[uint64]wire.ShardPosition{5: {Shard: 5, Index: 10}, 6: {Shard: 6, Index: 3}}, failed: map[string]bool{}}
+	ev := wire.WatchEvents{
+		Positions: []wire.ShardPosition{{Shard: 5, Index: 20}, {Shard: 6, Index: 9}},
+		Events: []wire.WatchEvent{
+			{Shard: 5, Index: 12, Seq: 0, Change: wire.ChangeMoved, Topic: []byte("a"), Owner: []byte("n2"), Epoch: 2, Partitions: 1},
+			{Shard: 5, Index: 12, Seq: 1, Change: wire.ChangeMoved, Topic: []byte("b"), Owner: []byte("n2"), Epoch: 2, Partitions: 1},
+			{Shard: 5, Index: 15, Seq: 0, Change: wire.ChangeRevoked, Topic: []byte("c"), Epoch: 4},
+		},
+	}
+	if err := w.take("127.0.0.1:1", &ev); err != nil {
+		t.Fatal(err)
+	}
+	if w.pos[6].Index != 9 {
+		t.Fatalf("a shard without changes is at %+v, want its answered position", w.pos[6])
+	}
+	want := []wire.ShardPosition{{Shard: 5, Index: 11, Skip: 1}, {Shard: 5, Index: 12}, {Shard: 5, Index: 20}}
+	for i, p := range want {
+		ch, err := w.Next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Topic != string(ev.Events[i].Topic) || w.pos[5] != p {
+			t.Fatalf("change %d: %+v, position %+v, want %+v", i, ch, w.pos[5], p)
+		}
+	}
+	if err := w.take("127.0.0.1:1", &wire.WatchEvents{Compacted: []wire.ShardPosition{{Shard: 5, Index: 30}}}); !errors.Is(err, ErrCompacted) || errors.Is(err, ErrWatchTooSlow) {
+		t.Fatalf("compacted before the watch started: %v", err)
+	}
+	w.started = true
+	if err := w.take("127.0.0.1:1", &wire.WatchEvents{Compacted: []wire.ShardPosition{{Shard: 5, Index: 30}}}); !errors.Is(err, ErrWatchTooSlow) || !errors.Is(err, ErrCompacted) {
+		t.Fatalf("compacted while watching: %v", err)
+	}
+	if err := w.take("127.0.0.1:1", &wire.WatchEvents{Positions: []wire.ShardPosition{{Shard: 5, Index: 31}},
+		Events: []wire.WatchEvent{{Shard: 7, Index: 31, Change: wire.ChangeAssigned, Topic: []byte("x")}}}); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("a change of a shard not asked for: %v", err)
+	}
+}
