@@ -79,7 +79,6 @@ type Watcher struct {
 	// served says which node address serves each shard; failed the
 	// addresses that failed since the table was built.
 	served map[uint64]string
-	leader map[uint64]string
 	failed map[string]bool // since the last poll every node answered
 	stale  bool            // a node failed: build served again before the next poll
 	// started: pos holds positions nodes gave this watcher.
@@ -189,11 +188,7 @@ func (w *Watcher) table(ctx context.Context) error {
 		return r
 	}
 	w.served = make(map[uint64]string, len(shards))
-	w.leader = make(map[uint64]string, len(shards))
 	for _, s := range shards {
-		if a := addr[s.Leader]; a != "" && ValidateAddr(a) == nil {
-			w.leader[s.Shard] = a
-		}
 		best, bestRank := "", math.MaxInt
 		for _, r := range s.Replicas {
 			if a := addr[r]; a != "" && ValidateAddr(a) == nil && rank(a) < bestRank {
@@ -454,9 +449,11 @@ type TopicPage struct {
 }
 
 // ListTopics returns one page of the active topic assignments of every
-// shard, read from the shards' leaders (a leader deposed without knowing
-// it may answer a moment out of date: a watch from the page's Position
-// gives what it missed).
+// shard, read from replicas of the shards once they caught up with their
+// leader (a raft read index): a page misses nothing committed before it
+// was asked for. A change committed while the listing pages on is in
+// the pages after it or not, as the shards were read: a watch from the
+// merged Position of the pages gives it.
 func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, error) {
 	k := call{op: "topics", subject: opts.Prefix}
 	limit := opts.Limit
@@ -484,9 +481,9 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 	var positions []wire.ShardPosition
 	var last error
 	for attempt := 0; len(page.Topics) < limit; {
-		addr, ok := w.leader[shard]
+		addr, ok := w.served[shard]
 		var m wire.TopicList
-		err := fmt.Errorf("%w: no leader of shard %d known", wire.ErrUnavailable, shard)
+		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, shard)
 		if ok {
 			req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
 				encode: func(b []byte) []byte {
@@ -496,7 +493,7 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 			err = c.attempt(ctx, addr, req)
 		}
 		if err == nil && !m.Done && m.NextShard == shard && string(m.NextAfter) == string(after) && len(m.Topics) == 0 {
-			err = fmt.Errorf("%w: %s does not lead shard %d", wire.ErrUnavailable, addr, shard)
+			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, shard)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
 
-// Watch is answered by the node it reaches, from its own replicas,
-// whatever their role (ListTopics by the shards' leaders, see
-// serveListTopics): every replica keeps its shard's change
+// Watch and ListTopics are answered by the node they reach, from its own
+// replicas, whatever their role: every replica keeps its shard's change
 // log (changelog.go), and a watcher's position is a raft index, the same
 // on every replica. A replica behind the watcher's position gives nothing
 // for its shard until it catches up; one ahead gives the changes in
@@ -183,23 +183,7 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 			n.watchers.remove(w) // answered meanwhile, by the end of the wait
 		}
 	}
-	w.wake = func() {
-		if n.driven {
-			check()
-			return
-		}
-		// Off the raft worker that applied the change.
-		n.lifeMu.RLock()
-		defer n.lifeMu.RUnlock()
-		if n.closing {
-			return
-		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			check()
-		}()
-	}
+	w.wake = func() { n.spawn(check) } // off the raft worker that applied the change
 	if !n.watchers.add(w, n.cfg.MaxWatchers) {
 		n.counters.watchesRefused.Add(1)
 		done(unavailable(fmt.Sprintf("node holds %d watches already", n.cfg.MaxWatchers)))
@@ -276,11 +260,13 @@ func (n *Node) collectWatch(m *wire.Watch, hosted []bool) wire.WatchEvents {
 	return out
 }
 
-// serveListTopics answers a ListTopics from the shards this node leads:
-// the topics from the cursor on, shard after shard while this node leads
+// serveListTopics answers a ListTopics from this node's replicas: the
+// topics from the cursor on, shard after shard while this node hosts
 // them, up to the limit. A follower may not have applied what its leader
-// has acknowledged, so a listing, like a "not assigned" answer, is the
-// leader's to give.
+// has acknowledged, so each shard is read only after a raft read index
+// (answered once the replica applied up to the leader's commit): a
+// listing misses nothing committed before it asked, on any replica.
+// Shards are read listReadAhead at a time.
 func (n *Node) serveListTopics(payload []byte, done answerFunc) {
 	var m wire.ListTopics
 	if err := wire.DecodeListTopics(payload, &m); err != nil {
@@ -296,40 +282,110 @@ func (n *Node) serveListTopics(payload []byte, done answerFunc) {
 		done(errAnswer(wire.CodeInternal, err.Error()))
 		return
 	}
-	out := wire.TopicList{NextShard: m.Shard, NextAfter: m.After}
-	shard, after := m.Shard, m.After
-	for ; shard < uint64(n.cfg.Shards) && hosted[shard] && n.led[shard].Load(); shard, after = shard+1, nil {
-		s, err := n.sm.shard(shard)
-		if err != nil {
-			done(errAnswer(wire.CodeInternal, err.Error()))
-			return
-		}
-		full := false
-		s.mu.Lock()
-		out.Positions = append(out.Positions, wire.ShardPosition{Shard: shard, Index: s.log.applied})
-		for a := range s.st.Topics() {
-			t := []byte(a.Topic)
-			if (len(after) > 0 && bytes.Compare(t, after) <= 0) || !bytes.HasPrefix(t, m.Prefix) {
-				continue
+	n.listShards(&m, hosted, m.Shard, m.After, &wire.TopicList{}, done)
+}
+
+// listShards lists the next hosted shards from shard (the first from
+// after) into out, and answers once the page is full, a shard is not
+// hosted here or cannot be read, or no shard is left.
+func (n *Node) listShards(m *wire.ListTopics, hosted []bool, shard uint64, after []byte, out *wire.TopicList, done answerFunc) {
+	var batch []uint64
+	for s := shard; s < uint64(n.cfg.Shards) && hosted[s] && len(batch) < listReadAhead; s++ {
+		batch = append(batch, s)
+	}
+	if len(batch) == 0 {
+		n.endList(out, shard, after, done)
+		return
+	}
+	var mu sync.Mutex
+	left := len(batch)
+	errs := make([]error, len(batch))
+	for i, s := range batch {
+		n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: s}, func(r raftmux.Result) {
+			mu.Lock()
+			errs[i] = r.Err
+			left--
+			last := left == 0
+			mu.Unlock()
+			if !last {
+				return
 			}
-			out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: []byte(a.Owner), OwnerAddr: []byte(n.clientAddrOf(a.Owner)),
-				Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard})
-			if len(out.Topics) == int(m.Limit) {
-				full = true
-				break
-			}
+			// Off the raft worker: a page may be thousands of topics.
+			n.spawn(func() {
+				after := after
+				for i, s := range batch {
+					if errs[i] != nil {
+						if len(out.Topics) == 0 && len(out.Positions) == 0 {
+							done(unavailable(fmt.Sprintf("list shard %d: %v", s, errs[i])))
+							return
+						}
+						n.endList(out, s, after, done)
+						return
+					}
+					if full, err := n.listShard(m, s, after, out); err != nil {
+						done(errAnswer(wire.CodeInternal, err.Error()))
+						return
+					} else if full {
+						last := out.Topics[len(out.Topics)-1].Topic
+						n.endList(out, s, last, done)
+						return
+					}
+					after = nil
+				}
+				n.listShards(m, hosted, batch[len(batch)-1]+1, nil, out, done)
+			})
+		})
+	}
+}
+
+// listShard appends the topics of shard above after to out, until the
+// page is full (then it reports true).
+func (n *Node) listShard(m *wire.ListTopics, shard uint64, after []byte, out *wire.TopicList) (bool, error) {
+	s, err := n.sm.shard(shard)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out.Positions = append(out.Positions, wire.ShardPosition{Shard: shard, Index: s.log.applied})
+	for a := range s.st.Topics() {
+		t := []byte(a.Topic)
+		if (len(after) > 0 && bytes.Compare(t, after) <= 0) || !bytes.HasPrefix(t, m.Prefix) {
+			continue
 		}
-		s.mu.Unlock()
-		if full {
-			out.NextShard, out.NextAfter = shard, out.Topics[len(out.Topics)-1].Topic
-			done(wire.KindTopicList, wire.AppendTopicList(nil, &out))
-			return
+		out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: []byte(a.Owner), OwnerAddr: []byte(n.clientAddrOf(a.Owner)),
+			Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard})
+		if len(out.Topics) == int(m.Limit) {
+			return true, nil
 		}
 	}
+	return false, nil
+}
+
+// endList answers a listing whose next page starts at (shard, after).
+func (n *Node) endList(out *wire.TopicList, shard uint64, after []byte, done answerFunc) {
 	out.NextShard, out.NextAfter = shard, after
-	out.Done = shard == uint64(n.cfg.Shards)
-	if out.Done {
-		out.NextShard, out.NextAfter = 0, nil
+	if shard >= uint64(n.cfg.Shards) {
+		out.NextShard, out.NextAfter, out.Done = 0, nil, true
 	}
-	done(wire.KindTopicList, wire.AppendTopicList(nil, &out))
+	done(wire.KindTopicList, wire.AppendTopicList(nil, out))
+}
+
+// spawn runs fn on a goroutine of its own (at once on a driven node),
+// unless the node is closing.
+func (n *Node) spawn(fn func()) {
+	if n.driven {
+		fn()
+		return
+	}
+	n.lifeMu.RLock()
+	defer n.lifeMu.RUnlock()
+	if n.closing {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
 }

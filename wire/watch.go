@@ -199,8 +199,10 @@ func DecodeWatchEvents(b []byte, m *WatchEvents) error {
 // with Prefix (KindListTopics), in (shard, topic) order from the cursor
 // (Shard, After): the topics of Shard above After (all of them when After
 // is empty), then those of the shards after it. The node lists the shards
-// it leads, from Shard on, and stops at Limit topics or at the first shard
-// it does not lead. Answered by TopicList.
+// it hosts a replica of, from Shard on, each once its replica caught up
+// with its leader (a raft read index), and stops at Limit topics or at the
+// first shard it hosts none of (or cannot read now). Answered by
+// TopicList.
 type ListTopics struct {
 	Prefix []byte // 0..MaxTopicLen bytes
 	Shard  uint64
@@ -238,7 +240,7 @@ func DecodeListTopics(b []byte, m *ListTopics) error {
 // unless Done (no shard is left), and for every shard the page read, the
 // position its replica was at: a watch from there misses nothing that
 // changed after the listing. A cursor equal to the request's, with no
-// topic, means the node does not lead its shard.
+// topic, means the node hosts no replica of its shard.
 type TopicList struct {
 	Topics    []Assignment // at most MaxListTopics
 	NextShard uint64
