@@ -132,8 +132,8 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 		}
 		done(wire.KindWatchEvents, wire.AppendWatchEvents(nil, &ev))
 	}
-	ev, any := collect()
-	if any || wait <= 0 {
+	ev, some := collect()
+	if some || wait <= 0 {
 		answer(ev)
 		return
 	}
@@ -173,7 +173,7 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 		// Held again before looking, so that a change applied in between
 		// wakes it.
 		n.watchers.add(w, n.cfg.MaxWatchers+1)
-		if ev, any := collect(); any {
+		if ev, some := collect(); some {
 			finish(ev)
 		}
 		mu.Lock()
@@ -189,7 +189,7 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 		done(unavailable(fmt.Sprintf("node holds %d watches already", n.cfg.MaxWatchers)))
 		return
 	}
-	if ev, any := collect(); any {
+	if ev, some := collect(); some {
 		finish(ev)
 		return
 	}
