@@ -175,28 +175,36 @@ func (w *Watcher) table(ctx context.Context) error {
 			addr[m.ID] = m.ClientAddr
 		}
 	}
-	// Seeds first, in order, then the others; the addresses that failed
-	// last, still taken when a shard has no other replica.
-	rank := func(a string) int {
-		r := len(w.c.cfg.Servers)
+	// The shard's leader first: it applies a change first (a follower
+	// learns of a commit with the leader's next message, a heartbeat
+	// later at worst). Then the seeds, in order, then the others. The
+	// addresses that failed come last, still taken when a shard has no
+	// other replica.
+	servers := len(w.c.cfg.Servers)
+	rank := func(a, leader string) int {
+		r := servers
 		if i := slices.Index(w.c.cfg.Servers, a); i >= 0 {
 			r = i
 		}
+		if a != leader {
+			r += servers + 1
+		}
 		if w.failed[a] {
-			r += len(w.c.cfg.Servers) + 1
+			r += 2 * (servers + 1)
 		}
 		return r
 	}
 	w.served = make(map[uint64]string, len(shards))
 	for _, s := range shards {
+		leader := addr[s.Leader]
 		best, bestRank := "", math.MaxInt
 		for _, r := range s.Replicas {
-			if a := addr[r]; a != "" && ValidateAddr(a) == nil && rank(a) < bestRank {
-				best, bestRank = a, rank(a)
+			if a := addr[r]; a != "" && ValidateAddr(a) == nil && rank(a, leader) < bestRank {
+				best, bestRank = a, rank(a, leader)
 			}
 		}
 		if best == "" {
-			best = addr[s.Leader]
+			best = leader
 		}
 		if best != "" {
 			w.served[s.Shard] = best
