@@ -77,7 +77,7 @@ type Watcher struct {
 	// the position of its shard once it is returned.
 	queue []queuedChange
 	// served says which node address serves each shard; failed the
-	// addresses that failed since the table was built.
+	// addresses that failed since a poll last had every answer.
 	served map[uint64]string
 	failed map[string]bool // since the last poll every node answered
 	stale  bool            // a node failed: build served again before the next poll
@@ -153,9 +153,9 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 	return w, nil
 }
 
-// table learns the shard count and a node to ask for each shard: the first
-// of its replicas among the seeds, else any live one, leaving out the
-// addresses that failed.
+// table learns the shard count and a node to ask for each shard: its
+// leader, else the first of its replicas among the seeds, else any live
+// one; the addresses that failed only when nothing else is left.
 func (w *Watcher) table(ctx context.Context) error {
 	shards, err := w.c.Shards(ctx)
 	if err != nil {
