@@ -168,8 +168,10 @@ type Node struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	// watchers holds the watches waiting for a change (watch.go).
+	// watchers holds the watches waiting for a change; hosted caches the
+	// shards this node hosts for them (watch.go).
 	watchers watchHub
+	hosted   atomic.Pointer[hostedSet]
 	closeMu  sync.Mutex
 	closed   bool
 
