@@ -88,6 +88,7 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	if c.Shard >= uint64(n.cfg.Shards) {
 		return
 	}
+	n.shardEvents.Add(1)
 	n.leadMu.Lock()
 	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
 	n.leadMu.Unlock()
@@ -115,6 +116,7 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
+	n.shardEvents.Add(1)
 	n.dutyMu.Lock()
 	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
 	n.dutyMu.Unlock()

@@ -144,6 +144,12 @@ type Node struct {
 	catchingUp  map[uint64]time.Time
 	// reassigning, managing: reconcile's work in flight.
 	reassigning, managing inFlight
+	// shardEvents counts leadership and configuration changes of hosted
+	// replicas; manageIdle remembers a shard-manager pass that found
+	// nothing to do, which is not repeated while neither they nor the
+	// view change (up to manageEvery passes).
+	shardEvents atomic.Uint64
+	manageIdle  manageMemo
 	// deadPass counts reassignDead's passes and deadView is the view its
 	// last full pass saw (both used by the reconcile goroutine only).
 	deadPass int
