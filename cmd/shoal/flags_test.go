@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoalmq/shoal/internal/version"
 )
 
 // required are the flags every `shoal node` needs.
@@ -216,6 +218,8 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"help"}, exitOK, "usage: shoal COMMAND", ""},
 		{[]string{"node", "--help"}, exitOK, "usage: shoal node", ""},
 		{[]string{"dev", "-h"}, exitOK, "usage: shoal dev", ""},
+		{[]string{"--version"}, exitOK, version.Get().String("shoal") + "\n", ""},
+		{[]string{"version"}, exitOK, "shoal ", ""},
 		{[]string{"node", "--id", "n1"}, exitUsage, "", "shoal node: missing --data"},
 		{[]string{"dev", "--nodes", "x"}, exitUsage, "", `shoal dev: --nodes "x": not a number`},
 	}
