@@ -172,6 +172,7 @@ type Node struct {
 	closed  bool
 
 	counters counters
+	lat      latencyHists
 }
 
 type counters struct {
@@ -270,7 +271,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
-	n.fwd.init(n.randSrc.Uint64() >> 1)
+	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {
