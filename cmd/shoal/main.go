@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "node":
 		cmdUsage = nodeUsage
 		var o *nodeOptions
-		if o, err = parseNodeArgs(args[1:]); err == nil {
+		if o, err = parseNodeArgs(args[1:], os.Getenv); err == nil {
 			err = runNode(ctx, o, stderr)
 		}
 	case "dev":

@@ -87,7 +87,7 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	var ms *metricsServer
 	if o.metricsAddr != "" {
 		// Started before the node so that /healthz answers while it joins.
-		ms, err = startMetrics(o.metricsAddr, logger, []*node.Node{n})
+		ms, err = startMetrics(o.metricsAddr, logger, []*node.Node{n}, o.pprof)
 		if err != nil {
 			_ = n.Close()
 			return err
