@@ -137,6 +137,9 @@ type Node struct {
 	lastSync  atomic.Int64
 	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
+	// birthWaitLogged: event loop: when the wait for BootstrapExpect
+	// members was last logged.
+	birthWaitLogged time.Time
 	startedAt time.Time
 	// catchingUp: nodes given a replica recently; strays: replicas the
 	// ring no longer places here (both under reconcileMu).

@@ -94,6 +94,12 @@ func TestRunNode(t *testing.T) {
 				t.Fatalf("log line is not JSON: %q", l)
 			}
 			ready = strings.Contains(l, `"msg":"node ready"`)
+			// The one summary line of a start.
+			for _, want := range []string{`"members_alive":1`, `"shards_hosted":4`, `"shards_led":4`, `"client_addr":"` + clientAddr + `"`} {
+				if ready && !strings.Contains(l, want) {
+					t.Errorf("the ready line %q lacks %s", l, want)
+				}
+			}
 		case err := <-done:
 			t.Fatalf("runNode returned before ready: %v", err)
 		case <-deadline:
