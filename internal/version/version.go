@@ -16,6 +16,14 @@ const devel = "(devel)"
 // shortCommitLen is how many hex digits of a commit are shown.
 const shortCommitLen = 12
 
+// Set at link time by builds that have no VCS information to stamp, such
+// as a container build without the .git directory:
+//
+//	go build -ldflags "-X github.com/shoalmq/shoal/internal/version.linkVersion=v1.2.0 -X github.com/shoalmq/shoal/internal/version.linkCommit=0123456789ab" ./cmd/shoal
+//
+// Each wins over what the build information says.
+var linkVersion, linkCommit string
+
 // Info is how a binary was built.
 type Info struct {
 	Version   string // module version, e.g. v1.2.0; "devel" for a build from a work tree
@@ -27,9 +35,20 @@ type Info struct {
 func Get() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: "devel", Commit: "unknown", GoVersion: "unknown"}
+		bi = &debug.BuildInfo{}
 	}
-	return fromBuildInfo(bi)
+	return withLinked(fromBuildInfo(bi), linkVersion, linkCommit)
+}
+
+// withLinked is in with the version and commit set at link time, if any.
+func withLinked(in Info, version, commit string) Info {
+	if version != "" {
+		in.Version = version
+	}
+	if commit != "" {
+		in.Commit = commit
+	}
+	return in
 }
 
 // fromBuildInfo turns the toolchain's record into an Info. A build from a

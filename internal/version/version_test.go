@@ -39,3 +39,13 @@ func TestGetAndString(t *testing.T) {
 		t.Fatalf("String = %q", s)
 	}
 }
+
+func TestLinkedWin(t *testing.T) {
+	in := Info{"devel", "unknown", "go1.26.8"}
+	if got := withLinked(in, "v1.2.0", "0123456789ab"); got != (Info{"v1.2.0", "0123456789ab", "go1.26.8"}) {
+		t.Fatalf("got %+v", got)
+	}
+	if got := withLinked(in, "", ""); got != in {
+		t.Fatalf("got %+v", got)
+	}
+}
