@@ -140,7 +140,7 @@ type Node struct {
 	// birthWaitLogged: event loop: when the wait for BootstrapExpect
 	// members was last logged.
 	birthWaitLogged time.Time
-	startedAt time.Time
+	startedAt       time.Time
 	// catchingUp: nodes given a replica recently; strays: replicas the
 	// ring no longer places here (both under reconcileMu).
 	reconcileMu sync.Mutex
