@@ -337,8 +337,12 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	n.ownWrite.Lock()
 	n.ownMu.Lock()
+	sent, pending := n.own.RoundAt(r.Seq)
 	changes, refused, again := n.own.Reply(from, r)
 	n.ownMu.Unlock()
+	if pending && from != n.cfg.ID {
+		n.lat.leaseRound.Observe(n.clock().Sub(sent))
+	}
 	_ = n.persistOwnership(changes)
 	n.ownWrite.Unlock()
 	for _, f := range refused {
@@ -376,8 +380,11 @@ func (n *Node) propose(shard uint64, data []byte, done func(res any, err error))
 	term, led := n.leadsAt(shard)
 	start := n.clock()
 	n.host.Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: shard, Data: data}, func(r raftmux.Result) {
-		if r.Err == nil && led {
-			n.leaderProof(shard, term, start)
+		if r.Err == nil {
+			n.lat.raftCommit.Observe(n.clock().Sub(start))
+			if led {
+				n.leaderProof(shard, term, start)
+			}
 		}
 		done(r.Value, r.Err)
 	})

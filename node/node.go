@@ -137,7 +137,10 @@ type Node struct {
 	lastSync  atomic.Int64
 	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
-	startedAt time.Time
+	// birthWaitLogged: event loop: when the wait for BootstrapExpect
+	// members was last logged.
+	birthWaitLogged time.Time
+	startedAt       time.Time
 	// catchingUp: nodes given a replica recently; strays: replicas the
 	// ring no longer places here (both under reconcileMu).
 	reconcileMu sync.Mutex
@@ -178,6 +181,7 @@ type Node struct {
 	closed  bool
 
 	counters counters
+	lat      latencyHists
 }
 
 type counters struct {
@@ -276,7 +280,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
-	n.fwd.init(n.randSrc.Uint64() >> 1)
+	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {

@@ -369,6 +369,16 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 	return seq, asks, h.released
 }
 
+// RoundAt returns when round seq started, while its replies are still
+// taken.
+func (h *Holder) RoundAt(seq uint64) (time.Time, bool) {
+	rd, ok := h.pending[seq]
+	if !ok {
+		return time.Time{}, false
+	}
+	return rd.at, true
+}
+
 // Reply takes node from's answer to round r.Seq. Only grants of shards the
 // round asked of from count. It returns the changes the grants caused
 // (topics a grant's list showed this node no longer owns at the epoch it
