@@ -255,7 +255,7 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 		}))
 		return
 	}
-	if h.Kind < wire.KindAssign || h.Kind > wire.KindStatus {
+	if !h.Kind.IsClientRequest() {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unexpected %v frame", h.Kind)}))
 		return
 	}
@@ -339,6 +339,9 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		return
 	case wire.KindShards:
 		n.shardList(done)
+		return
+	case wire.KindShardLeaders:
+		done(n.leaderTableAnswer())
 		return
 	case wire.KindStatus:
 		st := n.Status()
