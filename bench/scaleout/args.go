@@ -34,6 +34,8 @@ flags:
                     fetch or mix (default assign)
   -clients N        concurrent clients, one request in flight each (default 256)
   -duration D       measured run per size (default 15s)
+  -rate R           open loop: R requests a second in all, latency counted from
+                    each one's scheduled send time (default 0: closed loop)
   -topics K         topics prepared for ops other than assign (default 1000)
   -shards N         metadata shards (default 1024)
   -settle D         before measuring, wait until every node leads its share of
@@ -50,6 +52,7 @@ type options struct {
 	nodeCores, loadCore float64
 	op                  string
 	clients, topics     int
+	rate                int
 	shards              int
 	duration, settle    time.Duration
 	timeout             time.Duration
@@ -75,6 +78,7 @@ const (
 	maxShards  = 1 << 20 // node.MaxShards
 	maxClients = 100_000
 	maxTopics  = 1_000_000
+	maxRate    = 10_000_000
 	// minCores is the smallest quota the kernel takes: 1 ms per 100 ms.
 	minCores = 0.01
 	maxCores = 64
@@ -94,6 +98,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.StringVar(&o.op, "op", "assign", "")
 	fs.IntVar(&o.clients, "clients", 256, "")
 	fs.DurationVar(&o.duration, "duration", 15*time.Second, "")
+	fs.IntVar(&o.rate, "rate", 0, "")
 	fs.IntVar(&o.topics, "topics", 1000, "")
 	fs.IntVar(&o.shards, "shards", 1024, "")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "")
@@ -124,6 +129,8 @@ func parseArgs(args []string) (*options, error) {
 		return nil, usagef("-op %q, want one of %s", o.op, strings.Join(ops, ", "))
 	case o.clients < 1 || o.clients > maxClients:
 		return nil, usagef("-clients %d, want 1 to %d", o.clients, maxClients)
+	case o.rate < 0 || o.rate > maxRate:
+		return nil, usagef("-rate %d, want 0 (closed loop) to %d", o.rate, maxRate)
 	case o.topics < 1 || o.topics > maxTopics:
 		return nil, usagef("-topics %d, want 1 to %d", o.topics, maxTopics)
 	case o.shards < 1 || o.shards > maxShards:

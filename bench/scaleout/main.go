@@ -89,7 +89,7 @@ func measure(ctx context.Context, o *options, groups *cgroups, stdout, stderr io
 			}
 		}
 	}
-	r := &result{Op: o.op, Clients: o.clients, DurationS: o.duration.Seconds(), Shards: o.shards,
+	r := &result{Op: o.op, Clients: o.clients, Rate: o.rate, DurationS: o.duration.Seconds(), Shards: o.shards,
 		NodeCores: o.nodeCores, LoadCores: o.loadCore}
 	for _, n := range o.sizes {
 		s, err := runSize(ctx, o, groups, n, logf)
@@ -139,6 +139,9 @@ type benchSummary struct {
 func runBench(ctx context.Context, o *options, dir string, servers []string, stderr io.Writer) (benchSummary, error) {
 	args := []string{"--servers", strings.Join(servers, ","), "--json", "bench", "--op", o.op,
 		"--clients", strconv.Itoa(o.clients), "--duration", o.duration.String(), "--topics", strconv.Itoa(o.topics)}
+	if o.rate > 0 {
+		args = append(args, "--rate", strconv.Itoa(o.rate))
+	}
 	name, args := enterCommand(dir, o.shoalctl, args)
 	cmd := exec.CommandContext(ctx, name, args...)
 	var out bytes.Buffer

@@ -23,7 +23,7 @@ func TestParseArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-sizes", "3,x"}, {"-sizes", "0"}, {"-sizes", "3,3"}, {"-sizes", "251"},
 		{"-node-cores", "0"}, {"-node-cores", "0.001"}, {"-load-cores", "-1"},
-		{"-op", "write"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
+		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
 		{"-settle", "-1s"}, {"-timeout", "0s"}, {"extra"}, {"-nope"},
 	} {
 		_, err := parseArgs(bad)

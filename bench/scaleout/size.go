@@ -56,6 +56,7 @@ type sizeResult struct {
 type result struct {
 	Op        string       `json:"op"`
 	Clients   int          `json:"clients"`
+	Rate      int          `json:"rate"`
 	DurationS float64      `json:"duration_s"`
 	Shards    int          `json:"shards"`
 	NodeCores float64      `json:"node_cores"`
@@ -89,8 +90,12 @@ func (r *result) write(w io.Writer, asJSON bool) error {
 	if r.LoadCores > 0 {
 		load = strconv.FormatFloat(r.LoadCores, 'g', -1, 64) + " of a core"
 	}
-	fmt.Fprintf(w, "scaleout: %s, %d clients, %.0fs per size, %d shards; each node held to %g of a core, the load generator %s\n",
-		r.Op, r.Clients, r.DurationS, r.Shards, r.NodeCores, load)
+	loop := "closed loop"
+	if r.Rate > 0 {
+		loop = fmt.Sprintf("open loop at %d/s", r.Rate)
+	}
+	fmt.Fprintf(w, "scaleout: %s, %s, %d clients, %.0fs per size, %d shards; each node held to %g of a core, the load generator %s\n",
+		r.Op, loop, r.Clients, r.DurationS, r.Shards, r.NodeCores, load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODES\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU/OP US\tNODE CPU (CORES)\tTHROTTLED %\tSPEEDUP\tEFFICIENCY")
 	for _, s := range r.Sizes {
