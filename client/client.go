@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,12 @@ type Client struct {
 	leaders         atomic.Pointer[leaderTable]
 	leadersPulling  atomic.Bool
 	leadersPulledAt atomic.Int64
+	// avoid holds the leaders a request could not reach, each until when
+	// leaderAddr skips it (unix ns); avoidN is its size, read without the
+	// lock.
+	avoidMu sync.Mutex
+	avoid   map[string]int64
+	avoidN  atomic.Int32
 	// seed is the index in cfg.Servers of the seed that answered last:
 	// metadata requests start there, so a dead seed costs one failed dial,
 	// not one per request.
@@ -242,6 +249,9 @@ func (c *Client) toServers(ctx context.Context, k call, req *request, leader str
 		f := classify(err)
 		if addr == leader && leader != "" && f != fatal {
 			// The table named a node that does not serve the shard now.
+			if f == connection {
+				c.avoidLeader(addr)
+			}
 			c.maybePullLeaders(minLeaderPullGap)
 		}
 		switch f {

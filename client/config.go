@@ -104,8 +104,8 @@ type Config struct {
 	// shard's leader as that table names it, the seeds being the fallback
 	// (any node forwards to the leader). A NotLeader answer corrects the
 	// table at once, and a failure at the named leader pulls it again
-	// sooner. Default 5s; negative sends every metadata request to the
-	// seeds.
+	// sooner; a leader that could not be reached is skipped for this long.
+	// Default 5s; negative sends every metadata request to the seeds.
 	LeaderTableRefresh time.Duration
 
 	// Logger receives retries and connection events at debug and warn

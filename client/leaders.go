@@ -29,6 +29,10 @@ const minLeaderPullGap = 500 * time.Millisecond
 // leaderPullTimeout bounds one pull of the table.
 const leaderPullTimeout = 5 * time.Second
 
+// maxAvoided bounds the leaders the client avoids at once; beyond it the
+// oldest is forgotten.
+const maxAvoided = 64
+
 // leaderTable is the client's copy of a node's shard-leader table.
 type leaderTable struct {
 	shards uint32
@@ -68,10 +72,50 @@ func (c *Client) leaderAddr(topic []byte) (addr string, shard int64) {
 		return "", -1
 	}
 	s := router.ShardOf(topic, t.shards)
-	if p := t.addrs[s].Load(); p != nil {
+	if p := t.addrs[s].Load(); p != nil && !c.avoided(*p) {
 		return *p, int64(s)
 	}
 	return "", int64(s)
+}
+
+// avoidLeader makes leaderAddr skip addr for Config.LeaderTableRefresh: a
+// leader that could not be reached (down, or cut off) would otherwise cost
+// every request routed to it a failed attempt, a dial timeout when cut
+// off, until a table without it arrives.
+func (c *Client) avoidLeader(addr string) {
+	until := time.Now().Add(c.cfg.LeaderTableRefresh).UnixNano()
+	c.avoidMu.Lock()
+	defer c.avoidMu.Unlock()
+	if c.avoid == nil {
+		c.avoid = make(map[string]int64)
+	}
+	if _, ok := c.avoid[addr]; !ok && len(c.avoid) >= maxAvoided {
+		var oldest string
+		for a, u := range c.avoid {
+			if oldest == "" || u < c.avoid[oldest] {
+				oldest = a
+			}
+		}
+		delete(c.avoid, oldest)
+	}
+	c.avoid[addr] = until
+	c.avoidN.Store(int32(len(c.avoid)))
+}
+
+// avoided reports whether leaderAddr skips addr now.
+func (c *Client) avoided(addr string) bool {
+	if c.avoidN.Load() == 0 {
+		return false
+	}
+	c.avoidMu.Lock()
+	defer c.avoidMu.Unlock()
+	until, ok := c.avoid[addr]
+	if ok && time.Now().UnixNano() >= until {
+		delete(c.avoid, addr)
+		c.avoidN.Store(int32(len(c.avoid)))
+		return false
+	}
+	return ok
 }
 
 // learnLeader replaces shard's entry with the leader a NotLeader answer

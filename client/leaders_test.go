@@ -137,6 +137,28 @@ func TestLeaderDownFallsBackToTheSeeds(t *testing.T) {
 	}
 }
 
+// A leader that does not answer is tried once: the requests after go to
+// the seeds until the table is refreshed.
+func TestUnreachableLeaderIsAvoided(t *testing.T) {
+	nodes := leaderCluster(t, 3)
+	c := newClient(t, client.Config{Servers: addrs(nodes[0]), LeaderTableRefresh: time.Hour, RequestTimeout: 200 * time.Millisecond})
+	waitTable(t, c, nodes[2], 2, 3)
+	at := nodes[2].Requests(wire.KindAssign)
+	faults := make([]clienttest.Fault, 10)
+	for i := range faults {
+		faults[i].Stall = true
+	}
+	nodes[2].Inject(wire.KindAssign, faults...)
+	for _, topic := range topicsLedBy("stalled", 2, 3, 5) {
+		if _, err := c.Assign(ctxT(t), topic, client.AssignOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := nodes[2].Requests(wire.KindAssign) - at; got != 1 {
+		t.Fatalf("the unreachable leader was tried %d times, want once", got)
+	}
+}
+
 // With LeaderTableRefresh negative the table is never asked for.
 func TestLeaderRoutingOff(t *testing.T) {
 	nodes := leaderCluster(t, 2)
