@@ -25,6 +25,7 @@ const (
 	KindStatus          Kind = 18
 	KindWatch           Kind = 19
 	KindListTopics      Kind = 20
+	KindShardLeaders    Kind = 25
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -36,6 +37,7 @@ const (
 	KindStatusInfo  Kind = 36
 	KindWatchEvents Kind = 37 // answer to Watch
 	KindTopicList   Kind = 38 // answer to ListTopics
+	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
 	KindRaftBatch     Kind = 50
@@ -64,6 +66,7 @@ var kindNames = [maxKind + 1]string{
 	KindAssignment: "Assignment", KindRevoked: "Revoked", KindProduceAck: "ProduceAck",
 	KindFetchResult: "FetchResult", KindMemberList: "MemberList", KindShardList: "ShardList",
 	KindStatusInfo: "StatusInfo", KindWatchEvents: "WatchEvents", KindTopicList: "TopicList",
+	KindShardLeaders: "ShardLeaders", KindLeaderTable: "LeaderTable",
 	KindRaftBatch: "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
