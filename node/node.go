@@ -153,6 +153,10 @@ type Node struct {
 	// view change (up to manageEvery passes).
 	shardEvents atomic.Uint64
 	manageIdle  manageMemo
+	// heldCache: per owner, the last summary of its shards here that
+	// matched its own (answerHeld), under heldMu.
+	heldMu    sync.Mutex
+	heldCache map[string]heldSummary
 	// deadPass counts reassignDead's passes and deadView is the view its
 	// last full pass saw (both used by the reconcile goroutine only).
 	deadPass int
@@ -262,6 +266,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		leaseIn:      make(chan leaseFrame, maxLeaseFrames),
 		leaseReplies: make(chan leaseFrame, maxLeaseFrames),
 		roundsFrom:   make(map[string]time.Time),
+		heldCache:    make(map[string]heldSummary),
 		leaseKick:    make(chan struct{}, 1),
 		clock:        clock,
 		afterFunc:    after,
