@@ -228,3 +228,17 @@ func FuzzEmpty(f *testing.F) {
 		}
 	})
 }
+
+func FuzzAdminNode(f *testing.F) {
+	codec(f, []*wire.AdminNode{{Node: b("n3")}, {Node: b("n4"), Force: true}}, wire.AppendAdminNode, wire.DecodeAdminNode)
+}
+
+func FuzzTransferLeader(f *testing.F) {
+	codec(f, []*wire.TransferLeader{{Shard: 7, Node: b("n2")}, {Shard: 1 << 20, Node: b("n1"), Prepare: true}},
+		wire.AppendTransferLeader, wire.DecodeTransferLeader)
+}
+
+func FuzzAdminResult(f *testing.F) {
+	codec(f, []*wire.AdminResult{{Node: b("n2"), Shard: 7, Term: 3, Topics: 30, Leaders: 21, Shards: 4, Drained: true}},
+		wire.AppendAdminResult, wire.DecodeAdminResult)
+}

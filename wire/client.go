@@ -6,12 +6,18 @@ package wire
 // again allocates nothing once its slices have grown.
 
 // IsClientRequest reports whether k is a request a client sends.
-func (k Kind) IsClientRequest() bool { return k >= KindAssign && k <= KindStatus }
+func (k Kind) IsClientRequest() bool {
+	return (k >= KindAssign && k <= KindStatus) || k.IsAdminRequest()
+}
+
+// IsAdminRequest reports whether k is one of the operators' requests
+// (Drain, Undrain, TransferLeader, RemoveNode).
+func (k Kind) IsAdminRequest() bool { return k >= KindDrain && k <= KindRemoveNode }
 
 // IsClientResponse reports whether k answers a client request (KindError
 // included).
 func (k Kind) IsClientResponse() bool {
-	return k == KindError || (k >= KindAssignment && k <= KindStatusInfo)
+	return k == KindError || (k >= KindAssignment && k <= KindStatusInfo) || k == KindAdminResult
 }
 
 // IsPeer reports whether k is a message only nodes send each other.

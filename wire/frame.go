@@ -23,6 +23,10 @@ const (
 	KindMembers         Kind = 16
 	KindShards          Kind = 17
 	KindStatus          Kind = 18
+	KindDrain           Kind = 21 // admin: move a node's topics and leaderships away, and keep them away
+	KindUndrain         Kind = 22 // admin: let a drained node take work again
+	KindTransferLeader  Kind = 23 // admin: hand a shard's leadership to one of its replicas
+	KindRemoveNode      Kind = 24 // admin: forget a node gone for good
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -32,6 +36,7 @@ const (
 	KindMemberList  Kind = 34
 	KindShardList   Kind = 35
 	KindStatusInfo  Kind = 36
+	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode
 
 	// Peer messages (node ↔ node).
 	KindRaftBatch     Kind = 50
@@ -64,6 +69,9 @@ var kindNames = [maxKind + 1]string{
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
 	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
+
+	KindDrain: "Drain", KindUndrain: "Undrain", KindTransferLeader: "TransferLeader", KindRemoveNode: "RemoveNode",
+	KindAdminResult: "AdminResult",
 }
 
 // Known reports whether k is a kind this build understands.
