@@ -242,3 +242,8 @@ func FuzzAdminResult(f *testing.F) {
 	codec(f, []*wire.AdminResult{{Node: b("n2"), Shard: 7, Term: 3, Topics: 30, Leaders: 21, Shards: 4, Drained: true}},
 		wire.AppendAdminResult, wire.DecodeAdminResult)
 }
+
+func FuzzNodeMeta(f *testing.F) {
+	codec(f, []*wire.NodeMeta{{Drained: true, Origin: 9, Removed: []wire.RemovedNode{{Node: b("n2"), At: 5}, {Node: b("n4"), At: 7}}}},
+		wire.AppendNodeMeta, wire.DecodeNodeMeta)
+}

@@ -52,3 +52,22 @@ func TestPropertyAdminMessages(t *testing.T) {
 		return &AdminResult{Node: g.nodeID(), Shard: g.u64(), Term: g.u64(), Topics: g.u64(), Leaders: g.u64(), Shards: g.u64(), Drained: g.bool()}
 	}, AppendAdminResult, DecodeAdminResult)
 }
+
+func TestNodeMeta(t *testing.T) {
+	m := &NodeMeta{Drained: true, Origin: 1 << 60, Removed: []RemovedNode{{Node: []byte("n2"), At: 5}, {Node: []byte("n4"), At: 1 << 62}}}
+	roundTrip(t, m, AppendNodeMeta, DecodeNodeMeta)
+	roundTrip(t, &NodeMeta{Origin: 3}, AppendNodeMeta, DecodeNodeMeta)
+	if got, want := NodeMetaLen(m), len(AppendNodeMeta(nil, m)); got != want {
+		t.Fatalf("NodeMetaLen %d, encoding %d bytes", got, want)
+	}
+	unordered := AppendNodeMeta(nil, &NodeMeta{Removed: []RemovedNode{{Node: []byte("n4")}, {Node: []byte("n2")}}})
+	if err := DecodeNodeMeta(unordered, new(NodeMeta)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("ids out of order: %v", err)
+	}
+	if err := DecodeNodeMeta([]byte{2, 0, 0}, new(NodeMeta)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("unknown flag: %v", err)
+	}
+	if err := DecodeNodeMeta(make([]byte, MaxMetaLen+1), new(NodeMeta)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("too long: %v", err)
+	}
+}
