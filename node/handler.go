@@ -255,7 +255,7 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 		}))
 		return
 	}
-	if h.Kind < wire.KindAssign || h.Kind > wire.KindStatus {
+	if !h.Kind.IsClientRequest() {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unexpected %v frame", h.Kind)}))
 		return
 	}
@@ -363,6 +363,14 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 	}
 	if !n.born.Load() {
 		done(unavailable("cluster not born yet"))
+		return
+	}
+	if n.removedSelf() {
+		done(unavailable(fmt.Sprintf("node %s was removed from the cluster", n.cfg.ID)))
+		return
+	}
+	if kind.IsAdminRequest() {
+		n.handleAdmin(kind, payload, hops, done)
 		return
 	}
 	var topic []byte
@@ -564,6 +572,10 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 		_ = wire.DecodeAssign(payload, &m)
 		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
 			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner)))
+			return
+		}
+		if len(m.Owner) > 0 && v.drained[string(m.Owner)] {
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is drained (shoalctl undrain lets it take topics again)", m.Owner)))
 			return
 		}
 		if err := n.sm.with(shard, func(st *meta.State) {
