@@ -40,6 +40,9 @@ type invocation struct {
 	from         uint64
 	maxBytes     uint32
 	statusAddr   string // status: the node to ask; empty = any server
+	node         string // drain, undrain, transfer-leader, remove: the node
+	shard        uint64 // transfer-leader: the shard
+	force        bool   // remove --force
 	bench        benchArgs
 }
 
@@ -92,6 +95,11 @@ commands:
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
+  drain NODE                                   move a node's topics and shard leaderships away, and keep them away
+  undrain NODE                                 let a drained node take topics and leaderships again
+  transfer-leader SHARD NODE                   hand a shard's leadership to NODE, one of its replicas
+  remove NODE [--force]                        forget a node gone for good and replace its replicas
+                                               (--force: even one that is alive, or unknown)
   bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
                                                drive a load at the cluster; report ops/s and latency
                                                (OP: assign, lookup, lookup-lin, produce, fetch, mix;
@@ -135,14 +143,18 @@ var commands = map[string]struct {
 	required []string
 	optional []string
 }{
-	"assign":  {flags: map[string]flagKind{"owner": valueFlag, "partitions": valueFlag}, required: []string{"TOPIC"}},
-	"lookup":  {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
-	"revoke":  {required: []string{"TOPIC"}},
-	"produce": {required: []string{"TOPIC", "MSG"}},
-	"fetch":   {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag}, required: []string{"TOPIC"}},
-	"members": {},
-	"shards":  {},
-	"status":  {optional: []string{"H:P"}},
+	"assign":          {flags: map[string]flagKind{"owner": valueFlag, "partitions": valueFlag}, required: []string{"TOPIC"}},
+	"lookup":          {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
+	"revoke":          {required: []string{"TOPIC"}},
+	"produce":         {required: []string{"TOPIC", "MSG"}},
+	"fetch":           {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag}, required: []string{"TOPIC"}},
+	"members":         {},
+	"shards":          {},
+	"status":          {optional: []string{"H:P"}},
+	"drain":           {required: []string{"NODE"}},
+	"undrain":         {required: []string{"NODE"}},
+	"remove":          {flags: map[string]flagKind{"force": boolFlag}, required: []string{"NODE"}},
+	"transfer-leader": {required: []string{"SHARD", "NODE"}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 }
@@ -166,7 +178,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		if len(tok) < 2 || tok[0] != '-' {
 			if inv.cmd == "" {
 				if _, ok := commands[tok]; !ok {
-					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, bench)", clip(tok))
+					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, bench, drain, undrain, transfer-leader, remove)", clip(tok))
 				}
 				inv.cmd = tok
 				continue
@@ -305,7 +317,7 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 // command fills the command's arguments and flags and checks them against
 // the protocol's limits, so that nothing the cluster would refuse is sent.
 func (inv *invocation) command(positional []string, values map[string]string) error {
-	if len(commands[inv.cmd].required) > 0 {
+	if req := commands[inv.cmd].required; len(req) > 0 && req[0] == "TOPIC" {
 		topic := positional[0]
 		switch {
 		case topic == "":
@@ -356,9 +368,32 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 			}
 			inv.statusAddr = positional[0]
 		}
+	case "drain", "undrain", "remove":
+		inv.force = values["force"] == "true"
+		return inv.setNode(positional[0])
+	case "transfer-leader":
+		if inv.shard, err = strconv.ParseUint(positional[0], 10, 64); err != nil || inv.shard >= maxShards {
+			return usagef("transfer-leader: SHARD wants a shard number in 0..%d, not %q", maxShards-1, clip(positional[0]))
+		}
+		return inv.setNode(positional[1])
 	case "bench":
 		return inv.bench.parse(values)
 	}
+	return nil
+}
+
+// maxShards bounds a shard number: no cluster has more shards (node.MaxShards).
+const maxShards = 1 << 20
+
+// setNode checks and sets the node a command names.
+func (inv *invocation) setNode(id string) error {
+	switch {
+	case id == "":
+		return usagef("%s: empty node id", inv.cmd)
+	case len(id) > wire.MaxNodeIDLen:
+		return usagef("%s: node id is %d bytes long; a node id is at most %d bytes", inv.cmd, len(id), wire.MaxNodeIDLen)
+	}
+	inv.node = id
 	return nil
 }
 
