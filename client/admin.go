@@ -134,7 +134,7 @@ func (c *Client) Undrain(ctx context.Context, node string) (DrainProgress, error
 // voter of the shard, and returns once node leads it. The shard manager
 // leaves it there while the cluster's placement stays as it is.
 func (c *Client) TransferLeader(ctx context.Context, shard uint64, node string) (LeaderTransfer, error) {
-	k := call{op: "transfer-leader", subject: fmt.Sprintf("%d", shard)}
+	k := call{op: fmt.Sprintf("transfer-leader %d", shard)}
 	if err := validateNode(k, node); err != nil {
 		return LeaderTransfer{}, err
 	}

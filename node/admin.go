@@ -85,18 +85,18 @@ func (n *Node) forwardTo(to string, kind wire.Kind, payload []byte, hops int, do
 }
 
 // liveMember answers an error unless id is a live member of the view.
-func (n *Node) liveMember(id, what string, done answerFunc) bool {
+func (n *Node) liveMember(id string, done answerFunc) bool {
 	v := n.view.Load()
 	if v.removed[id] {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s: node %q was removed from the cluster", what, id)))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("node %q was removed from the cluster", id)))
 		return false
 	}
 	if _, known := v.byID[id]; !known {
-		done(errAnswer(wire.CodeNotFound, fmt.Sprintf("%s: no member %q", what, id)))
+		done(errAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q", id)))
 		return false
 	}
 	if !v.alive(id) {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s: member %q is not alive (shoalctl remove forgets a node gone for good)", what, id)))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("member %q is not alive (shoalctl remove forgets a node gone for good)", id)))
 		return false
 	}
 	return true
@@ -105,7 +105,7 @@ func (n *Node) liveMember(id, what string, done answerFunc) bool {
 // drain serves Drain and Undrain: at the node named, or forwarded there.
 func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, done answerFunc) {
 	if target != n.cfg.ID {
-		if n.liveMember(target, strings.ToLower(kind.String()), done) {
+		if n.liveMember(target, done) {
 			n.forwardTo(target, kind, payload, hops, done)
 		}
 		return
@@ -123,20 +123,20 @@ func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, do
 // transfer at the shard's leader (any other node forwards it there).
 func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, done answerFunc) {
 	if m.Shard >= uint64(n.cfg.Shards) {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("transfer-leader: shard %d does not exist (shards 0..%d)", m.Shard, n.cfg.Shards-1)))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d does not exist (shards 0..%d)", m.Shard, n.cfg.Shards-1)))
 		return
 	}
 	target := string(m.Node)
-	if !n.liveMember(target, "transfer-leader", done) {
+	if !n.liveMember(target, done) {
 		return
 	}
 	if v := n.view.Load(); v.drained[target] {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("transfer-leader: %q is drained (shoalctl undrain first)", target)))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%q is drained (shoalctl undrain first)", target)))
 		return
 	}
 	if m.Prepare {
 		if target != n.cfg.ID {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("transfer-leader: a prepare for %s reached %s", target, n.cfg.ID)))
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("a prepare for %s reached %s", target, n.cfg.ID)))
 			return
 		}
 		n.pin(m.Shard)
@@ -161,7 +161,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 		}
 		in := infos[i]
 		if !slices.Contains(in.Voters, RaftID(target)) {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("transfer-leader: %s is not a replica of shard %d (voters: %s)",
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is not a replica of shard %d (voters: %s)",
 				target, m.Shard, strings.Join(n.namesOf(in.Voters), ","))))
 			return
 		}
@@ -245,7 +245,7 @@ func (n *Node) namesOf(ids []uint64) []string {
 // it leads whose configuration still has the node.
 func (n *Node) removeNode(target string, force bool, done answerFunc) {
 	if target == n.cfg.ID {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("remove: %s cannot remove itself; ask another node", target)))
+		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s cannot remove itself; ask another node", target)))
 		return
 	}
 	v := n.view.Load()
@@ -253,10 +253,10 @@ func (n *Node) removeNode(target string, force bool, done answerFunc) {
 		mem, known := v.byID[target]
 		switch {
 		case !known && !force:
-			done(errAnswer(wire.CodeNotFound, fmt.Sprintf("remove: no member %q (--force removes an id the membership does not know)", target)))
+			done(errAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q (--force removes an id the membership does not know)", target)))
 			return
 		case v.alive(target) && !force:
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("remove: %s is alive; stop it first, or --force", target)))
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is alive; stop it first, or --force", target)))
 			return
 		}
 		at := max(uint64(n.clock().UnixNano()), mem.Generation)

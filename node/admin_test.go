@@ -312,6 +312,15 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 			t.Fatalf("%s counts the removed n4 live", n.ID())
 		}
 	}
+	members, err := cl.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.ID == "n4" && m.State != wire.MemberLeft {
+			t.Fatalf("members shows the removed n4 %v", m.State)
+		}
+	}
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -770,9 +770,14 @@ func (n *Node) notOwner(topic []byte, held uint64, why string) (wire.Kind, []byt
 
 func (n *Node) members() (wire.Kind, []byte) {
 	var ml wire.MemberList
+	v := n.view.Load()
 	for _, m := range n.swim.Members() {
+		st := wire.MemberState(m.State)
+		if v.removed[m.ID] {
+			st = wire.MemberLeft // out for good (marks.go), whatever SWIM says
+		}
 		ml.Members = append(ml.Members, wire.Member{ID: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation,
-			State: wire.MemberState(m.State), Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
+			State: st, Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
 	}
 	return wire.KindMemberList, wire.AppendMemberList(nil, &ml)
 }

@@ -39,16 +39,18 @@ func (s *Store) Born() (bool, error) {
 
 // Keys in the node slot for the operators' marks:
 //
-//	"drained"          → 1 byte (1): the node is drained (shoalctl drain)
-//	"origin"           → u64 (big-endian): the generation of the life that
-//	                     created this store
-//	"removed/" + node  → u64 (big-endian): node was removed from the
-//	                     cluster at that time (unix ns); a member of that id
-//	                     whose store was created before it stays out
+//	"m/drained"          → 1 byte (1): the node is drained (shoalctl drain)
+//	"m/origin"           → u64 (big-endian): the generation of the life
+//	                       that created this store
+//	"m/removed/" + node  → u64 (big-endian): node was removed from the
+//	                       cluster at that time (unix ns); a member of that
+//	                       id whose store was created before it stays out
+//
+// (Their "m/" keeps them clear of the owned topics' and floors' prefixes.)
 var (
-	drainedKey    = []byte("drained")
-	originKey     = []byte("origin")
-	removedPrefix = []byte("removed/")
+	drainedKey    = []byte("m/drained")
+	originKey     = []byte("m/origin")
+	removedPrefix = []byte("m/removed/")
 )
 
 // PutDrained records whether the node is drained.

@@ -47,3 +47,22 @@ func TestOperatorMarksSurviveReopen(t *testing.T) {
 		t.Fatal("still drained after PutDrained(false)")
 	}
 }
+
+func TestOperatorMarksAreNotOwnedTopics(t *testing.T) {
+	s := openMem(t, vfs.NewMem(), Config{})
+	defer s.Close()
+	b := s.NewBatch()
+	b.PutDrained(true)
+	b.PutOrigin(1)
+	b.PutRemoved("n4", 1)
+	b.PutOwnedTopic("t", OwnedTopic{Epoch: 1, Partitions: 1})
+	b.PutTopicFloor("t", 1)
+	commit(t, b, true)
+	var topics []string
+	if err := s.OwnedTopics(func(topic string, _ OwnedTopic) bool { topics = append(topics, topic); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(topics) != 1 || topics[0] != "t" {
+		t.Fatalf("owned topics %q", topics)
+	}
+}
