@@ -35,7 +35,9 @@ import (
 //     0) is out: not live for the view, the ring, owners or raft, and the
 //     shard managers replace its replicas. If X comes back with its old
 //     data it stays out, and refuses requests itself; a node X started on
-//     an empty data directory has a later origin and joins as new.
+//     an empty data directory has a later origin and joins as new. (This
+//     compares one node's clock with another's: it assumes they agree
+//     within the time it takes to stop a node and start it afresh.)
 
 // marks is the node's side of the operators' marks.
 type marks struct {
