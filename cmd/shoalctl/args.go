@@ -17,6 +17,11 @@ const (
 	// defaultServers are the client ports `shoal dev` listens on.
 	defaultServers = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
 	defaultTimeout = 10 * time.Second
+	// defaultAdminTimeout bounds drain and remove, which wait for the
+	// cluster to move what the node held: a node leading hundreds of
+	// shards hands them over a few at a time. Each request still gets
+	// defaultTimeout.
+	defaultAdminTimeout = 10 * time.Minute
 )
 
 // invocation is a parsed command line.
@@ -109,7 +114,8 @@ global flags (before or after the command):
   --servers H:P,...   client addresses of nodes to ask (env SHOAL_SERVERS,
                       default ` + defaultServers + `)
   --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
-  --timeout D         give up after D, retries included (default 10s; bench: each request)
+  --timeout D         give up after D, retries included (default 10s; drain, remove: 10m;
+                      bench: each request)
   --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
   --tls-ca FILE       speak TLS, trusting the cluster CA in FILE (env SHOAL_TLS_CA)
   --tls-cert FILE     a client certificate, for nodes that ask for one (env SHOAL_TLS_CERT)
@@ -266,6 +272,9 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 	}
 	if len(inv.servers) == 0 {
 		return usagef("--servers: no address given")
+	}
+	if inv.cmd == "drain" || inv.cmd == "remove" {
+		inv.timeout = defaultAdminTimeout
 	}
 	if v, ok := values["timeout"]; ok {
 		d, err := time.ParseDuration(v)

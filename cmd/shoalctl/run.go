@@ -84,12 +84,21 @@ func clientConfig(inv *invocation) (client.Config, error) {
 		Token:          inv.token,
 		TLS:            tlsCfg,
 		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
-		RequestTimeout: inv.timeout,
+		RequestTimeout: inv.requestTimeout(),
 		// A person is waiting: give up on a down cluster within about two
 		// seconds, still long enough to ride out a leader election.
 		MaxRetries: cliMaxRetries,
 		BackoffMax: cliBackoffMax,
 	}, nil
+}
+
+// requestTimeout bounds one request: the whole --timeout, but for drain
+// and remove, whose --timeout bounds the wait for the cluster's work.
+func (inv *invocation) requestTimeout() time.Duration {
+	if inv.cmd == "drain" || inv.cmd == "remove" {
+		return min(inv.timeout, defaultTimeout)
+	}
+	return inv.timeout
 }
 
 // fail prints the one line of a command that failed with err and returns
