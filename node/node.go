@@ -210,9 +210,6 @@ type clusterView struct {
 	noLead           []string // drained, sorted: the placement's input besides ringOf
 }
 
-// isDrained reports whether the view has id drained.
-func (v *clusterView) isDrained(id string) bool { return v.drained[id] }
-
 func (v *clusterView) alive(id string) bool {
 	m, ok := v.byID[id]
 	return ok && (m.State == swim.StateAlive || m.State == swim.StateSuspect)
