@@ -103,6 +103,11 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 			t.Fatalf("%s still owned by drained n3", topic)
 		}
 	}
+	// Moved through the ownership path: a new epoch, served by the new
+	// owner.
+	if p, err := cl.Produce(ctx, topics[0], [][]byte{[]byte("after the drain")}); err != nil || p.Epoch < 2 {
+		t.Fatalf("produce to a moved topic: %+v %v", p, err)
+	}
 	// New topics avoid it; naming it is refused.
 	for i := range 20 {
 		a, err := cl.Assign(ctx, fmt.Sprintf("after-drain-%02d", i), client.AssignOptions{})
