@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -348,5 +349,52 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	})
 	if fresh.removedSelf() {
 		t.Fatal("the new n4 took itself for removed")
+	}
+}
+
+// TestDrainedOwnerStopsBeforeItsTopicsNextOwnerServes: a drain moves
+// topics through the ownership path, so producers on both sides of the
+// move never see two owners (history.Check), even when the drained node
+// hears no CloseTopic and its next owners must wait its leases out; one
+// topic's shard is led by the drained node itself, whose leadership moves
+// too.
+func TestDrainedOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
+	fc := startFaultCluster(t, 3, 11)
+	admin := fc.confinedClient("n1", "n2")
+	away, _ := fc.topicLedBy("drain-away", "n1")
+	with, _ := fc.topicLedBy("drain-with", "n3")
+	epochs := map[string]uint64{}
+	for _, topic := range []string{away, with} {
+		a := assignTo(t, admin, topic, "n3")
+		waitServes(t, fc.node("n3"), topic, a.Epoch)
+		epochs[topic] = a.Epoch
+	}
+	rec := &history.Recorder{}
+	var loads []*producers
+	for _, topic := range []string{away, with} {
+		loads = append(loads, startProducers(rec, topic, map[string]*client.Client{
+			"beside-n3": fc.onlyClient("n3"),
+			"elsewhere": fc.confinedClient("n1", "n2"),
+		}))
+	}
+	time.Sleep(time.Second)
+	fc.net.Cut("*", "n3", uint8(wire.KindCloseTopic))
+	drainedAt := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.Drain(ctx, "n3", nil); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	for _, p := range loads {
+		p.stop()
+	}
+	ops := checkHistory(t, rec)
+	for _, topic := range []string{away, with} {
+		e, at := maxAckedEpoch(ops, topic)
+		if e <= epochs[topic] || at.Before(drainedAt) {
+			t.Fatalf("%s was never written at its next owner after the drain (highest epoch %d)", topic, e)
+		}
+		t.Logf("%s: first write at epoch %d %v after the drain began", topic, e, at.Sub(drainedAt).Round(time.Millisecond))
 	}
 }
