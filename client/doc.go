@@ -1,6 +1,7 @@
 // Package client is Shoal's native Go client: it assigns, looks up and
-// revokes topics, produces and fetches records, and lists members, shards
-// and node status.
+// revokes topics, produces and fetches records, lists members, shards and
+// node status, and takes nodes out of service (Drain, Undrain,
+// TransferLeader, RemoveNode: admin.go).
 //
 // # Connections
 //
@@ -18,7 +19,9 @@
 //
 // Metadata requests (Assign, Lookup, Revoke, UpdatePartitions, Members,
 // Shards, Status) go to any seed of Config.Servers; the node forwards them to
-// the shard leader. Data requests (Produce, Fetch) go to the topic's owner,
+// the shard leader. So do Drain, Undrain and TransferLeader (forwarded to
+// the node named, or the shard's leader); RemoveNode asks every live
+// member. Data requests (Produce, Fetch) go to the topic's owner,
 // carrying the ownership epoch of the route they were sent on. Routes come
 // from a router.Cache: on a miss the client looks the topic up and caches the
 // answer (Assign and Lookup answers are cached too).
