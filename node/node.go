@@ -716,6 +716,9 @@ func (n *Node) rebuildView() {
 			}
 			continue
 		}
+		if old.removed[m.ID] && m.ID != n.cfg.ID && (m.State == swim.StateAlive || m.State == swim.StateSuspect) {
+			n.host.NodeAlive(rid) // back as a new node: its events were ignored while it was out
+		}
 		if m.State == swim.StateSuspect {
 			v.suspects++
 		}
