@@ -150,22 +150,24 @@ func (n *Node) isDrained() bool {
 	return n.marks.drained
 }
 
-// addRemovals records removals this node did not know (an earlier time
-// for a node already known is kept: the first removal decides) and
-// reports whether any was new.
+// addRemovals records removals this node did not know, or later ones of
+// a node it knew removed (a node removed, back as new, then removed again),
+// and reports whether any was new.
 func (n *Node) addRemovals(rs map[string]uint64) (bool, error) {
 	m := &n.marks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var b *shardstore.Batch
+	var fresh []string
 	for _, id := range slices.Sorted(maps.Keys(rs)) {
-		if _, ok := m.removed[id]; ok || id == "" {
+		if at, ok := m.removed[id]; (ok && at >= rs[id]) || id == "" {
 			continue
 		}
 		if b == nil {
 			b = n.store.NewBatch()
 		}
 		b.PutRemoved(id, rs[id])
+		fresh = append(fresh, id)
 	}
 	if b == nil {
 		return false, nil
@@ -173,10 +175,8 @@ func (n *Node) addRemovals(rs map[string]uint64) (bool, error) {
 	if err := b.Commit(true); err != nil {
 		return false, fmt.Errorf("node: write removals: %w", err)
 	}
-	for id, at := range rs {
-		if _, ok := m.removed[id]; !ok && id != "" {
-			m.removed[id] = at
-		}
+	for _, id := range fresh {
+		m.removed[id] = rs[id]
 	}
 	return true, nil
 }
@@ -204,7 +204,7 @@ func (n *Node) readMarks(ms []swim.Member) (map[string]memberMarks, map[string]u
 		}
 		out[mb.ID] = memberMarks{drained: nm.Drained, origin: nm.Origin}
 		for _, r := range nm.Removed {
-			if at, ok := removals[string(r.Node)]; !ok || r.At < at {
+			if at, ok := removals[string(r.Node)]; !ok || r.At > at {
 				removals[string(r.Node)] = r.At
 			}
 		}
@@ -256,7 +256,7 @@ func (n *Node) removedSelf() bool {
 }
 
 // recordRemoval records that node was removed at (unix ns), unless a
-// removal of it is already known, and spreads it.
+// later removal of it is already known, and spreads it.
 func (n *Node) recordRemoval(node string, at uint64) error {
 	added, err := n.addRemovals(map[string]uint64{node: at})
 	if err != nil {
