@@ -30,7 +30,8 @@ import (
 //     leases). Its replicas stay where they are.
 //   - Removed: a removal of node X at time T (unix ns on the node that
 //     recorded it) spreads in every node's metadata: each node adds the
-//     removals it hears of to its own. A member X whose store was created
+//     removals it hears of to its own (of a node removed twice, the
+//     later). A member X whose store was created
 //     before T (its Origin, said in its metadata; no metadata counts as
 //     0) is out: not live for the view, the ring, owners or raft, and the
 //     shard managers replace its replicas. If X comes back with its old
