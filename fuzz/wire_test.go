@@ -152,13 +152,14 @@ func FuzzTopicAck(f *testing.F) {
 }
 
 func FuzzLeaseRound(f *testing.F) {
-	codec(f, []*wire.LeaseRound{{Seq: 3, Requests: []wire.LeaseRequest{{Shard: 1, Digest: 7}}, Vouch: []wire.ShardTerm{{Shard: 2, Term: 5}}, Released: true}},
+	codec(f, []*wire.LeaseRound{{Seq: 3, Requests: []wire.LeaseRequest{{Shard: 1, Digest: 7}}, Vouch: []wire.ShardTerm{{Shard: 2, Term: 5}}, Released: true,
+		Held: wire.Summary{Count: 1, Digest: 9}, Led: wire.Summary{Count: 2, Digest: 1 << 60}}},
 		wire.AppendLeaseRound, wire.DecodeLeaseRound)
 }
 
 func FuzzLeaseReply(f *testing.F) {
 	codec(f, []*wire.LeaseReply{{Seq: 3, Grants: []wire.LeaseGrant{{Shard: 1, Term: 2, Listed: true, Topics: []wire.TopicEpoch{{Topic: b("t"), Epoch: 4}}}},
-		Refused: []wire.LeaseRefusal{{Shard: 9, Leader: b("n2"), Term: 3}}, Vouched: []uint64{4}}},
+		Refused: []wire.LeaseRefusal{{Shard: 9, Leader: b("n2"), Term: 3}}, Vouched: []uint64{4}, HeldMatched: true, LedMatched: true}},
 		wire.AppendLeaseReply, wire.DecodeLeaseReply)
 }
 

@@ -210,7 +210,8 @@ func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
 	}
 	// The shard manager leaves it there: a whole pass over the shards
 	// starts no transfer of it.
-	target.managePass(target.view.Load(), mustShards(t, target))
+	waitUntil(t, 10*time.Second, "no shard-manager pass in flight", func() bool { return target.managing.begin(0) })
+	target.managePass(target.view.Load(), target.shardEvents.Load(), mustShards(t, target))
 	if !target.led[shard].Load() {
 		t.Fatalf("%s handed shard %d back", to, shard)
 	}
