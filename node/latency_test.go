@@ -69,7 +69,7 @@ func TestLatenciesCountWhatHappened(t *testing.T) {
 	if led := c.nodes[0].Stats().ShardsLed; led < int(c.nodes[0].cfg.Shards) && forwards == 0 {
 		t.Errorf("no forward timed, though n1 leads %d of %d shards", led, c.nodes[0].cfg.Shards)
 	}
-	if ops := RequestOps(); len(ops) != 9 || ops[0] != "assign" || ops[2] != "update_partition" {
+	if ops := RequestOps(); len(ops) != 13 || ops[0] != "assign" || ops[2] != "update_partition" || ops[11] != "transfer_leader" {
 		t.Errorf("RequestOps() = %v", ops)
 	}
 }
