@@ -134,6 +134,12 @@ func FuzzShardList(f *testing.F) {
 		wire.AppendShardList, wire.DecodeShardList)
 }
 
+func FuzzLeaderTableAnswer(f *testing.F) {
+	codec(f, []*wire.LeaderTable{{Shards: 3, Nodes: []wire.LeaderNode{{ID: b("n1"), Addr: b("127.0.0.1:7101")}, {ID: b("n2")}},
+		Leaders: []uint32{1, 0, 2}, Terms: []uint64{4, 0, 9}}},
+		wire.AppendLeaderTableAnswer, wire.DecodeLeaderTableAnswer)
+}
+
 func FuzzStatusInfo(f *testing.F) {
 	codec(f, []*wire.StatusInfo{{Node: b("n1"), Generation: 1, MembersAlive: 3, ShardsHosted: 10, ShardsLed: 4, TopicsOwned: 2, Ready: true}},
 		wire.AppendStatusInfo, wire.DecodeStatusInfo)

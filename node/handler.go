@@ -166,8 +166,10 @@ func (n *Node) serveFast(c Conn, h wire.Header, frame []byte, start time.Time) b
 	f, ok := n.appendFastLookup((*bp)[:0], h.RequestID, frame[wire.HeaderSize:])
 	if ok {
 		n.counters.requests.Add(1)
-		_ = c.Write(f) // copies
+		// Counted before the answer leaves: a client that reads the
+		// metrics once answered finds its request there.
 		n.lat.request(h.Kind, wire.KindAssignment, nil, n.clock().Sub(start))
+		_ = c.Write(f) // copies
 	}
 	*bp = f[:0]
 	fastBufs.Put(bp)
@@ -279,8 +281,8 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 	async = true
 	n.handle(h.Kind, payload, 0, n.bounded(func(kind wire.Kind, out []byte) {
 		defer release()
-		n.reply(c, h.RequestID, kind, out)
 		n.lat.request(h.Kind, kind, out, n.clock().Sub(start))
+		n.reply(c, h.RequestID, kind, out)
 	}))
 }
 
@@ -357,6 +359,9 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		return
 	case wire.KindShards:
 		n.shardList(done)
+		return
+	case wire.KindShardLeaders:
+		done(n.leaderTableAnswer())
 		return
 	case wire.KindStatus:
 		st := n.Status()

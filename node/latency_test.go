@@ -19,7 +19,15 @@ func TestLatenciesCountWhatHappened(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const assigns = 20
-	cl := clientOf(t, c.nodes[0])
+	// A client that asks node 0 only, never the shard leaders directly,
+	// so that forwards are timed too.
+	addr, _, _ := c.nodes[0].Addrs()
+	cl, err := client.New(client.Config{Servers: []string{addr}, ClusterID: 42, RequestTimeout: 3 * time.Second,
+		MaxRetries: 20, LeaderTableRefresh: -1, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	for i := range assigns {
 		if _, err := cl.Assign(ctx, "lat-"+string(rune('a'+i)), client.AssignOptions{}); err != nil {
 			t.Fatal(err)
@@ -69,7 +77,7 @@ func TestLatenciesCountWhatHappened(t *testing.T) {
 	if led := c.nodes[0].Stats().ShardsLed; led < int(c.nodes[0].cfg.Shards) && forwards == 0 {
 		t.Errorf("no forward timed, though n1 leads %d of %d shards", led, c.nodes[0].cfg.Shards)
 	}
-	if ops := RequestOps(); len(ops) != 13 || ops[0] != "assign" || ops[2] != "update_partition" || ops[11] != "transfer_leader" {
+	if ops := RequestOps(); len(ops) != 14 || ops[0] != "assign" || ops[2] != "update_partition" || ops[11] != "transfer_leader" || ops[13] != "shard_leaders" {
 		t.Errorf("RequestOps() = %v", ops)
 	}
 }

@@ -27,6 +27,7 @@ const (
 	KindUndrain         Kind = 22 // admin: let a drained node take work again
 	KindTransferLeader  Kind = 23 // admin: hand a shard's leadership to one of its replicas
 	KindRemoveNode      Kind = 24 // admin: forget a node gone for good
+	KindShardLeaders    Kind = 25
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -37,6 +38,7 @@ const (
 	KindShardList   Kind = 35
 	KindStatusInfo  Kind = 36
 	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode
+	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
 	KindRaftBatch     Kind = 50
@@ -63,8 +65,8 @@ var kindNames = [maxKind + 1]string{
 	KindMembers: "Members", KindShards: "Shards", KindStatus: "Status",
 	KindAssignment: "Assignment", KindRevoked: "Revoked", KindProduceAck: "ProduceAck",
 	KindFetchResult: "FetchResult", KindMemberList: "MemberList", KindShardList: "ShardList",
-	KindStatusInfo: "StatusInfo",
-	KindRaftBatch:  "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
+	KindStatusInfo: "StatusInfo", KindShardLeaders: "ShardLeaders", KindLeaderTable: "LeaderTable",
+	KindRaftBatch: "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
