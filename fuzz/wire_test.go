@@ -14,23 +14,27 @@ func codec[T any](f *testing.F, seeds []*T, enc func([]byte, *T) []byte, dec fun
 		f.Add(enc(nil, s))
 	}
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var m T
-		if dec(data, &m) != nil {
-			return
-		}
-		b := enc(nil, &m)
-		var again T
-		if err := dec(b, &again); err != nil {
-			t.Fatalf("re-encoding of an accepted input fails to decode: %v\ninput %x\nre-encoded %x", err, data, b)
-		}
-		if !reflect.DeepEqual(m, again) {
-			t.Fatalf("decode(encode(decode(x))) differs:\n%+v\n%+v", m, again)
-		}
-		if b2 := enc(nil, &again); !bytes.Equal(b, b2) {
-			t.Fatalf("encoding is not stable:\n%x\n%x", b, b2)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { check(t, data, enc, dec) })
+}
+
+// check is codec's test of one input.
+func check[T any](t *testing.T, data []byte, enc func([]byte, *T) []byte, dec func([]byte, *T) error) {
+	t.Helper()
+	var m T
+	if dec(data, &m) != nil {
+		return
+	}
+	b := enc(nil, &m)
+	var again T
+	if err := dec(b, &again); err != nil {
+		t.Fatalf("re-encoding of an accepted input fails to decode: %v\ninput %x\nre-encoded %x", err, data, b)
+	}
+	if !reflect.DeepEqual(m, again) {
+		t.Fatalf("decode(encode(decode(x))) differs:\n%+v\n%+v", m, again)
+	}
+	if b2 := enc(nil, &again); !bytes.Equal(b, b2) {
+		t.Fatalf("encoding is not stable:\n%x\n%x", b, b2)
+	}
 }
 
 func b(s string) []byte { return []byte(s) }
@@ -236,15 +240,30 @@ func FuzzEmpty(f *testing.F) {
 	})
 }
 
-func FuzzWatch(f *testing.F) {
-	codec(f, []*wire.Watch{
-		{Match: b("topic-"), WaitMillis: 2500, Positions: []wire.ShardPosition{{Shard: 0, Index: 9}, {Shard: 3, Index: 1 << 40, Skip: 2}}},
-		{Match: b("topic-blue"), Exact: true, Positions: []wire.ShardPosition{{Shard: 37, Index: 12}}},
-	}, wire.AppendWatch, wire.DecodeWatch)
+// FuzzAdmin runs the operators' messages and the node metadata through
+// one target (each input through every decoder): small formats, one short
+// smoke run.
+func FuzzAdmin(f *testing.F) {
+	f.Add(wire.AppendAdminNode(nil, &wire.AdminNode{Node: b("n4"), Force: true}))
+	f.Add(wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: 7, Node: b("n2"), Prepare: true}))
+	f.Add(wire.AppendAdminResult(nil, &wire.AdminResult{Node: b("n2"), Shard: 7, Term: 3, Topics: 30, Leaders: 21, Shards: 4, Drained: true}))
+	f.Add(wire.AppendNodeMeta(nil, &wire.NodeMeta{Drained: true, Origin: 9, Removed: []wire.RemovedNode{{Node: b("n2"), At: 5}, {Node: b("n4"), At: 7}}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check(t, data, wire.AppendAdminNode, wire.DecodeAdminNode)
+		check(t, data, wire.AppendTransferLeader, wire.DecodeTransferLeader)
+		check(t, data, wire.AppendAdminResult, wire.DecodeAdminResult)
+		check(t, data, wire.AppendNodeMeta, wire.DecodeNodeMeta)
+	})
 }
 
-func FuzzWatchEvents(f *testing.F) {
-	codec(f, []*wire.WatchEvents{{
+// FuzzWatchMessages runs the watch and listing messages through one
+// target (each input through every decoder).
+func FuzzWatchMessages(f *testing.F) {
+	f.Add(wire.AppendWatch(nil, &wire.Watch{Match: b("topic-"), WaitMillis: 2500,
+		Positions: []wire.ShardPosition{{Shard: 0, Index: 9}, {Shard: 3, Index: 1 << 40, Skip: 2}}}))
+	f.Add(wire.AppendWatch(nil, &wire.Watch{Match: b("topic-blue"), Exact: true, Positions: []wire.ShardPosition{{Shard: 37, Index: 12}}}))
+	f.Add(wire.AppendWatchEvents(nil, &wire.WatchEvents{
 		Positions: []wire.ShardPosition{{Shard: 1, Index: 20}, {Shard: 2, Index: 7}},
 		Events: []wire.WatchEvent{
 			{Shard: 1, Index: 18, Seq: 1, Change: wire.ChangeMoved, Topic: b("t"), Owner: b("n2"), OwnerAddr: b("127.0.0.1:7102"), Epoch: 2, Partitions: 1},
@@ -252,17 +271,19 @@ func FuzzWatchEvents(f *testing.F) {
 		},
 		NotHosted: []uint64{4, 9},
 		Compacted: []wire.ShardPosition{{Shard: 5, Index: 100}},
-	}}, wire.AppendWatchEvents, wire.DecodeWatchEvents)
-}
-
-func FuzzListTopics(f *testing.F) {
-	codec(f, []*wire.ListTopics{{Prefix: b("topic-"), Shard: 3, After: b("topic-b"), Limit: 100}}, wire.AppendListTopics, wire.DecodeListTopics)
-}
-
-func FuzzTopicList(f *testing.F) {
-	codec(f, []*wire.TopicList{{
+	}))
+	f.Add(wire.AppendListTopics(nil, &wire.ListTopics{Prefix: b("topic-"), Shard: 3, After: b("topic-b"), Limit: 100}))
+	f.Add(wire.AppendTopicList(nil, &wire.TopicList{
 		Topics:    []wire.Assignment{{Topic: b("topic-blue"), Owner: b("n2"), OwnerAddr: b("127.0.0.1:7102"), Epoch: 1, Partitions: 1, Shard: 3}},
 		NextShard: 3, NextAfter: b("topic-blue"),
 		Positions: []wire.ShardPosition{{Shard: 3, Index: 40}},
-	}, {Done: true}}, wire.AppendTopicList, wire.DecodeTopicList)
+	}))
+	f.Add(wire.AppendTopicList(nil, &wire.TopicList{Done: true}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check(t, data, wire.AppendWatch, wire.DecodeWatch)
+		check(t, data, wire.AppendWatchEvents, wire.DecodeWatchEvents)
+		check(t, data, wire.AppendListTopics, wire.DecodeListTopics)
+		check(t, data, wire.AppendTopicList, wire.DecodeTopicList)
+	})
 }

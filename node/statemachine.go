@@ -56,14 +56,67 @@ type stateMachine struct {
 	// owe topic owners, with the last grant computed here for every owner
 	// a Close names; it decides whether this node must send them.
 	effects func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
-	// changed is told, after a run of commands applied, that the shard's
+	// logged is told, after a run of commands applied, that the shard's
 	// change log grew (watchers wait for it). May be nil.
-	changed func(shard uint64)
+	logged func(shard uint64)
 	// changeLogLen is Config.ChangeLogLen (0: DefaultChangeLogLen).
 	changeLogLen int
 
 	mu     sync.Mutex
 	shards map[uint64]*shardState
+
+	// grantMu orders grants answered from a cached summary (answerHeld)
+	// against applies: version counts the applies that changed a state,
+	// restores and removals; summaryGrant holds, per owner, when this node
+	// last granted it leases on a summary without reading each shard. An
+	// apply that closes an owner's topic takes the later of it and the
+	// shard's lastGrant as the owner's last grant.
+	grantMu      sync.Mutex
+	version      uint64
+	summaryGrant map[string]time.Time
+}
+
+// stateVersion returns the count of state changes so far (see grantMu).
+func (m *stateMachine) stateVersion() uint64 {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	return m.version
+}
+
+// grantIfUnchanged records a grant to owner at now and reports true if no
+// state changed since stateVersion returned version; else it records
+// nothing.
+func (m *stateMachine) grantIfUnchanged(owner string, version uint64, now time.Time) bool {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	if m.version != version {
+		return false
+	}
+	if m.summaryGrant == nil {
+		m.summaryGrant = make(map[string]time.Time)
+	}
+	m.summaryGrant[owner] = now
+	return true
+}
+
+// changed counts a state change; closes lists the owners an apply closed
+// topics of, whose last grants it fills in lastGrant (may be nil).
+func (m *stateMachine) changed(closes []meta.Effect, lastGrant map[string]time.Time) map[string]time.Time {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	m.version++
+	for _, e := range closes {
+		if e.Kind != meta.EffectClose {
+			continue
+		}
+		if g, ok := m.summaryGrant[e.Node]; ok && g.After(lastGrant[e.Node]) {
+			if lastGrant == nil {
+				lastGrant = make(map[string]time.Time)
+			}
+			lastGrant[e.Node] = g
+		}
+	}
+	return lastGrant
 }
 
 var _ raftmux.StateMachine = (*stateMachine)(nil)
@@ -201,7 +254,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	var effs []meta.Effect
 	var res meta.Result
 	var lastGrant map[string]time.Time
-	logged := false
+	changed, logged := false, false
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
@@ -215,6 +268,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 			logged = true
 		}
 		if err == nil && res.Changed {
+			changed = true
 			effs = append(effs, res.Effects...)
 			for _, e := range res.Effects {
 				if g, ok := s.lastGrant[e.Node]; ok && e.Kind == meta.EffectClose {
@@ -226,13 +280,18 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 			}
 		}
 	}
+	if changed {
+		// Under the shard's lock: a grant from a cached summary either
+		// comes before (and is counted here) or sees the new version.
+		lastGrant = m.changed(effs, lastGrant)
+	}
 	s.persist(shard, b)
 	s.mu.Unlock()
 	if len(effs) > 0 && m.effects != nil {
 		m.effects(shard, slices.Clone(effs), lastGrant)
 	}
-	if logged && m.changed != nil {
-		m.changed(shard)
+	if logged && m.logged != nil {
+		m.logged(shard)
 	}
 	return nil
 }
@@ -318,6 +377,10 @@ func (m *stateMachine) Restore(shard, index uint64) error {
 		return err
 	}
 	log.applied = max(log.applied, index)
+	// Counted before and after the state is replaced, so that no summary
+	// read in between outlives it.
+	m.changed(nil, nil)
+	defer m.changed(nil, nil)
 	m.mu.Lock()
 	s := m.shards[shard]
 	if s == nil {
@@ -329,8 +392,8 @@ func (m *stateMachine) Restore(shard, index uint64) error {
 		s.st, s.legacy, s.log = st, legacy, log
 		s.mu.Unlock()
 	}
-	if m.changed != nil {
-		m.changed(shard)
+	if m.logged != nil {
+		m.logged(shard)
 	}
 	return nil
 }
@@ -339,4 +402,5 @@ func (m *stateMachine) Remove(shard uint64) {
 	m.mu.Lock()
 	delete(m.shards, shard)
 	m.mu.Unlock()
+	m.changed(nil, nil)
 }

@@ -212,7 +212,7 @@ func TestChangeLogTrimsAndReloads(t *testing.T) {
 	sm.changeLogLen = 3
 	const shard = 5
 	var woken []uint64
-	sm.changed = func(s uint64) { woken = append(woken, s) }
+	sm.logged = func(s uint64) { woken = append(woken, s) }
 	applyAt(t, st, sm, shard, 10, assignEntry(t, "a", "n1"), assignEntry(t, "b", "n1"))
 	// A command moving two topics at once: its changes share an index.
 	data, err := meta.AppendCommand(nil, &meta.Command{Op: meta.OpReassignNode, Node: "n1",

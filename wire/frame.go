@@ -25,6 +25,10 @@ const (
 	KindStatus          Kind = 18
 	KindWatch           Kind = 19
 	KindListTopics      Kind = 20
+	KindDrain           Kind = 21 // admin: move a node's topics and leaderships away, and keep them away
+	KindUndrain         Kind = 22 // admin: let a drained node take work again
+	KindTransferLeader  Kind = 23 // admin: hand a shard's leadership to one of its replicas
+	KindRemoveNode      Kind = 24 // admin: forget a node gone for good
 	KindShardLeaders    Kind = 25
 
 	// Client responses.
@@ -37,6 +41,7 @@ const (
 	KindStatusInfo  Kind = 36
 	KindWatchEvents Kind = 37 // answer to Watch
 	KindTopicList   Kind = 38 // answer to ListTopics
+	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode
 	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
@@ -72,6 +77,9 @@ var kindNames = [maxKind + 1]string{
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
 	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
+
+	KindDrain: "Drain", KindUndrain: "Undrain", KindTransferLeader: "TransferLeader", KindRemoveNode: "RemoveNode",
+	KindAdminResult: "AdminResult",
 }
 
 // Known reports whether k is a kind this build understands.

@@ -30,9 +30,8 @@ func TestMain(m *testing.M) {
 	}
 	if code == 0 {
 		if err := goleak.Find(
-			// In-process nodes (watch_test.go): gnet's package-level worker
-			// pool (ants) lives for the process, as do Pebble's cache
-			// goroutines.
+			// The admin and watch tests run real nodes: gnet's worker pool
+			// (ants) and Pebble's cache goroutines live for the process.
 			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
 			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
 			goleak.IgnoreAnyFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -104,6 +106,28 @@ type changeJSON struct {
 type topicsJSON struct {
 	Topics []assignmentJSON `json:"topics"`
 	Next   string           `json:"next"`
+}
+
+type drainedJSON struct {
+	Node         string  `json:"node"`
+	TopicsMoved  uint64  `json:"topics_moved"`
+	LeadersMoved uint64  `json:"leaders_moved"`
+	DurationS    float64 `json:"duration_s"`
+}
+
+type undrainedJSON struct {
+	Node string `json:"node"`
+}
+
+type transferredJSON struct {
+	Shard  uint64 `json:"shard"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+}
+
+type removedJSON struct {
+	Node           string `json:"node"`
+	ShardsReplaced uint64 `json:"shards_replaced"`
 }
 
 type errorJSON struct {
@@ -300,6 +324,47 @@ func writeChange(w io.Writer, ch client.Change, asJSON bool) error {
 	}
 	_, err := fmt.Fprintf(w, "%-9s %-25s %-7s %-22s %-6d %-11d %d\n", ch.Change, text(ch.Topic), owner, addr, ch.Epoch, ch.Partitions, ch.Shard)
 	return err
+}
+
+type drainedResult client.DrainResult
+
+func (r drainedResult) jsonValue() any {
+	return drainedJSON{Node: r.Node, TopicsMoved: r.TopicsMoved, LeadersMoved: r.LeadersMoved,
+		DurationS: math.Round(r.Duration.Seconds()*1000) / 1000}
+}
+
+func (r drainedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "TOPICS MOVED", "LEADERS MOVED", "DURATION")
+	row(w, text(r.Node), u64(r.TopicsMoved), u64(r.LeadersMoved), r.Duration.Round(time.Millisecond).String())
+}
+
+type undrainedResult client.DrainProgress
+
+func (r undrainedResult) jsonValue() any { return undrainedJSON{Node: r.Node} }
+
+func (r undrainedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "UNDRAINED")
+	row(w, text(r.Node), "true")
+}
+
+type transferredResult client.LeaderTransfer
+
+func (r transferredResult) jsonValue() any { return transferredJSON(r) }
+
+func (r transferredResult) table(w *tabwriter.Writer) {
+	row(w, "SHARD", "LEADER", "TERM")
+	row(w, u64(r.Shard), text(r.Leader), u64(r.Term))
+}
+
+type removedResult client.RemoveResult
+
+func (r removedResult) jsonValue() any {
+	return removedJSON{Node: r.Node, ShardsReplaced: r.ShardsReplaced}
+}
+
+func (r removedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "SHARDS REPLACED")
+	row(w, text(r.Node), u64(r.ShardsReplaced))
 }
 
 // writeResult prints r as one line of JSON or as a table.

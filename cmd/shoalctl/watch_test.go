@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,52 +15,6 @@ import (
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/node"
 )
-
-// startRealNodes starts three in-process nodes (watch and topics need
-// the real change logs and listings), and returns their client addresses.
-func startRealNodes(t *testing.T) []string {
-	t.Helper()
-	root := t.TempDir()
-	var nodes []*node.Node
-	var addrs []string
-	seed := ""
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			_ = n.Close()
-		}
-	})
-	for i := range 3 {
-		id := fmt.Sprintf("n%d", i+1)
-		var join []string
-		if seed != "" {
-			join = []string{seed}
-		}
-		n, err := node.New(node.Config{ID: id, Rack: "r-" + id, DataDir: filepath.Join(root, id),
-			ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", SwimAddr: "127.0.0.1:0",
-			Join: join, BootstrapExpect: 3, Shards: 16, Replicas: 3, ClusterID: 7, SwimPreset: "fast",
-			ChangeLogLen: 6, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-		addr, _, swimAddr := n.Addrs()
-		if seed == "" {
-			seed = swimAddr
-		}
-		addrs = append(addrs, addr)
-	}
-	for _, n := range nodes {
-		select {
-		case <-n.Ready():
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not ready: %+v", n.ID(), n.Status())
-		}
-	}
-	return addrs
-}
 
 // watchProcess is a running shoalctl watch.
 type watchProcess struct {
@@ -117,7 +68,7 @@ func (w *watchProcess) stop(t *testing.T) string {
 }
 
 func TestShoalctlWatchAndTopics(t *testing.T) {
-	servers := startRealNodes(t)
+	_, servers := startRealClusterWith(t, 3, func(c *node.Config) { c.ChangeLogLen = 6 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ok := func(args ...string) outcome {
