@@ -114,7 +114,7 @@ func FuzzProduceAck(f *testing.F) {
 }
 
 func FuzzFetchResult(f *testing.F) {
-	codec(f, []*wire.FetchResult{{Topic: b("t"), Epoch: 2, Records: []wire.Record{{Offset: 0, Value: b("a")}, {Offset: 1}}, Next: 2, HighWatermark: 5}},
+	codec(f, []*wire.FetchResult{{Topic: b("t"), Epoch: 2, Records: []wire.Record{{Offset: 0, Epoch: 2, Value: b("a")}, {Offset: 1 << 40, Epoch: 3}}, Next: 2, HighWatermark: 5}},
 		wire.AppendFetchResult, wire.DecodeFetchResult)
 }
 
