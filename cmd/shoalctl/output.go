@@ -39,6 +39,7 @@ type producedJSON struct {
 
 type recordJSON struct {
 	Offset uint64 `json:"offset"`
+	Epoch  uint64 `json:"epoch"`
 	Value  string `json:"value"`
 }
 
@@ -135,15 +136,15 @@ type fetchedResult client.FetchResult
 func (r fetchedResult) jsonValue() any {
 	out := fetchedJSON{Topic: r.Topic, Epoch: r.Epoch, Records: make([]recordJSON, len(r.Records))}
 	for i, rec := range r.Records {
-		out.Records[i] = recordJSON{Offset: rec.Offset, Value: string(rec.Value)}
+		out.Records[i] = recordJSON{Offset: rec.Offset, Epoch: rec.Epoch, Value: string(rec.Value)}
 	}
 	return out
 }
 
 func (r fetchedResult) table(w *tabwriter.Writer) {
-	row(w, "OFFSET", "VALUE")
+	row(w, "OFFSET", "EPOCH", "VALUE")
 	for _, rec := range r.Records {
-		row(w, u64(rec.Offset), text(string(rec.Value)))
+		row(w, u64(rec.Offset), u64(rec.Epoch), text(string(rec.Value)))
 	}
 }
 
