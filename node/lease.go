@@ -252,7 +252,7 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	n.ownMu.Lock()
 	changes, refused := n.own.Reply(from, r)
 	n.ownMu.Unlock()
-	_ = n.persistOwnership(changes)
+	_ = n.persistOwnership(changes, ReasonSuperseded)
 	n.ownWrite.Unlock()
 	for _, f := range refused {
 		if f.Shard < uint64(n.cfg.Shards) && len(f.Leader) > 0 && string(f.Leader) != from && f.Term > 0 {

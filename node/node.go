@@ -91,6 +91,9 @@ type Node struct {
 	own      *ownership.Holder
 	ownMu    sync.RWMutex
 	ownWrite sync.Mutex
+	// ownFeed: the ownership events for an embedding program, pushed
+	// under ownWrite once a change is durable.
+	ownFeed *ownershipFeed
 	// duty: what this node owes as a shard leader (under dutyMu), and
 	// leaderDue the leaderships won and not yet taken up.
 	duty      *duty.Leader
@@ -180,6 +183,7 @@ type counters struct {
 	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
+	producesRemoved                                                            atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -256,6 +260,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		clock:        clock,
 		afterFunc:    after,
 		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
+		ownFeed:      newOwnershipFeed(),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -400,7 +405,8 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
-	n.wg.Add(6)
+	n.wg.Add(7)
+	go n.pumpOwnershipEvents()
 	go n.ownershipLoop()
 	go n.leaseLoop()
 	go n.leaseReplyLoop()
@@ -534,9 +540,17 @@ func (n *Node) Leave(ctx context.Context) error {
 	// Stop serving first, and say so to the leaders that granted the
 	// leases, before anyone can learn of the leave and move the topics:
 	// their next owners then need not wait the leases out.
+	n.ownWrite.Lock()
 	n.ownMu.Lock()
 	n.own.Release()
+	var held []string
+	n.own.Each(func(topic string, _ ownership.Topic) { held = append(held, topic) })
 	n.ownMu.Unlock()
+	slices.Sort(held)
+	for _, t := range held {
+		n.ownFeed.dropped(t, ReasonLeaving)
+	}
+	n.ownWrite.Unlock()
 	n.leaseRound()
 	// Then leave SWIM: the others drop this node from their rings, so no
 	// shard manager hands a leadership back, and their followers elect new

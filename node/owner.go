@@ -28,6 +28,7 @@ func (n *Node) loadOwned() error {
 		}
 		if t.Epoch > floor {
 			n.own.Load(topic, ownership.Topic{Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
+			n.ownFeed.held(topic, t.Epoch, t.Partitions)
 		}
 		return true
 	})
@@ -40,9 +41,11 @@ func (n *Node) loadOwned() error {
 	return nil
 }
 
-// persistOwnership makes changes durable in one synced batch. The caller
-// holds ownWrite, so batches commit in the order their changes were made.
-func (n *Node) persistOwnership(changes []ownership.Change) error {
+// persistOwnership makes changes durable in one synced batch, then
+// announces them (why: the reason of the drops among them). The caller
+// holds ownWrite, so batches commit, and events queue, in the order their
+// changes were made.
+func (n *Node) persistOwnership(changes []ownership.Change, why ReleaseReason) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -62,6 +65,7 @@ func (n *Node) persistOwnership(changes []ownership.Change) error {
 		n.log.Error("node: ownership changes not persisted", "err", err)
 		return err
 	}
+	n.announce(changes, why)
 	return nil
 }
 
@@ -93,7 +97,11 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 		st, epoch, changes = n.own.Close(closeMsg, floor)
 	}
 	n.ownMu.Unlock()
-	if err := n.persistOwnership(changes); err != nil {
+	why := ReasonClosed
+	if open != nil {
+		why = ReasonSuperseded
+	}
+	if err := n.persistOwnership(changes, why); err != nil {
 		return wire.TopicAck{}, false
 	}
 	if open != nil && st == wire.TopicDone && len(changes) > 0 {

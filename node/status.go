@@ -63,6 +63,9 @@ type Stats struct {
 	TopicRejections uint64 // data requests answered NotLeaderForTopic
 	RecordsProduced uint64
 	RecordsFetched  uint64
+	// ProducesRemoved: produces refused after their append, whose
+	// records were removed again.
+	ProducesRemoved uint64
 	RequestsActive  int
 
 	Cache router.CacheStats
@@ -78,19 +81,22 @@ type Stats struct {
 	LeaseRefusals      uint64 // shard leases refused (not the leader, or not confirmed yet)
 	LeaseFramesDropped uint64 // lease frames dropped for want of room in the queue
 	NotServedNoLease   uint64 // data requests refused because no lease covered the topic
-	TopicsReassigned   uint64
-	ConfChanges        uint64
-	LeaderTransfers    uint64
-	ShardsLed          int
-	EventQueueLen      int
-	LeadersKnown       int
-	LeaderTableVersion uint64 // local change counter of the table
-	StrayReplicas      int    // confirmed strays not dropped yet (a drop failed)
-	StraysDropped      uint64 // replicas dropped because their group no longer counts this node
-	MembershipVersion  uint64 // see MetadataVersions
-	RingVersion        uint64
-	MetadataPulls      uint64 // metadata pulls sent (every kind)
-	MetadataSyncs      uint64 // metadata pushes received and merged
+	// OwnershipEventsFolded: ownership events an embedding program never
+	// saw because it read too slowly (OwnershipEvents folds them).
+	OwnershipEventsFolded uint64
+	TopicsReassigned      uint64
+	ConfChanges           uint64
+	LeaderTransfers       uint64
+	ShardsLed             int
+	EventQueueLen         int
+	LeadersKnown          int
+	LeaderTableVersion    uint64 // local change counter of the table
+	StrayReplicas         int    // confirmed strays not dropped yet (a drop failed)
+	StraysDropped         uint64 // replicas dropped because their group no longer counts this node
+	MembershipVersion     uint64 // see MetadataVersions
+	RingVersion           uint64
+	MetadataPulls         uint64 // metadata pulls sent (every kind)
+	MetadataSyncs         uint64 // metadata pushes received and merged
 
 	Security SecurityStats
 }
@@ -98,32 +104,34 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
 	s := Stats{
-		Requests:           n.counters.requests.Load(),
-		Forwarded:          n.counters.forwarded.Load(),
-		ForwardsIn:         n.counters.forwardsIn.Load(),
-		ForwardDups:        n.counters.forwardDups.Load(),
-		NotLeader:          n.counters.notLeader.Load(),
-		TopicRejections:    n.counters.rejected.Load(),
-		RecordsProduced:    n.counters.produced.Load(),
-		RecordsFetched:     n.counters.fetched.Load(),
-		RequestsActive:     len(n.reqSem),
-		Cache:              n.cacheStats(),
-		TopicsOwned:        n.ownedCount(),
-		OwnershipPending:   n.dutyPending(),
-		OpensSent:          n.counters.opensSent.Load(),
-		ClosesSent:         n.counters.closesSent.Load(),
-		OwnershipFences:    n.dutyFences(),
-		LeaseMessagesSent:  n.counters.leaseMessagesSent.Load(),
-		LeaseBytesSent:     n.counters.leaseBytesSent.Load(),
-		LeaseGrants:        n.counters.leaseGrants.Load(),
-		LeaseRefusals:      n.counters.leaseRefusals.Load(),
-		LeaseFramesDropped: n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
-		NotServedNoLease:   n.counters.notServedNoLease.Load(),
-		TopicsReassigned:   n.counters.reassigned.Load(),
-		ConfChanges:        n.counters.confChanges.Load(),
-		LeaderTransfers:    n.counters.transfers.Load(),
-		ShardsLed:          n.ledCount(),
-		EventQueueLen:      n.events.len(),
+		Requests:              n.counters.requests.Load(),
+		Forwarded:             n.counters.forwarded.Load(),
+		ForwardsIn:            n.counters.forwardsIn.Load(),
+		ForwardDups:           n.counters.forwardDups.Load(),
+		NotLeader:             n.counters.notLeader.Load(),
+		TopicRejections:       n.counters.rejected.Load(),
+		RecordsProduced:       n.counters.produced.Load(),
+		RecordsFetched:        n.counters.fetched.Load(),
+		ProducesRemoved:       n.counters.producesRemoved.Load(),
+		RequestsActive:        len(n.reqSem),
+		Cache:                 n.cacheStats(),
+		TopicsOwned:           n.ownedCount(),
+		OwnershipPending:      n.dutyPending(),
+		OpensSent:             n.counters.opensSent.Load(),
+		ClosesSent:            n.counters.closesSent.Load(),
+		OwnershipFences:       n.dutyFences(),
+		LeaseMessagesSent:     n.counters.leaseMessagesSent.Load(),
+		LeaseBytesSent:        n.counters.leaseBytesSent.Load(),
+		LeaseGrants:           n.counters.leaseGrants.Load(),
+		LeaseRefusals:         n.counters.leaseRefusals.Load(),
+		LeaseFramesDropped:    n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
+		NotServedNoLease:      n.counters.notServedNoLease.Load(),
+		OwnershipEventsFolded: n.ownFeed.foldedCount(),
+		TopicsReassigned:      n.counters.reassigned.Load(),
+		ConfChanges:           n.counters.confChanges.Load(),
+		LeaderTransfers:       n.counters.transfers.Load(),
+		ShardsLed:             n.ledCount(),
+		EventQueueLen:         n.events.len(),
 	}
 	rs := n.rs.Stats()
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs

@@ -106,6 +106,7 @@ var metrics = []metric{
 	{"RequestsActive", "requests_in_flight", "Requests being served.", gauge, ""},
 	{"RecordsProduced", "records_produced_total", "Records appended to topics this node owns.", counter, ""},
 	{"RecordsFetched", "records_fetched_total", "Records returned by fetches.", counter, ""},
+	{"ProducesRemoved", "produces_removed_total", "Produces refused after their append (the lease ran out), whose records were removed again.", counter, ""},
 
 	// The routing cache.
 	{"Cache.Hits", "route_cache_hits_total", "Routing cache hits.", counter, ""},
@@ -126,6 +127,7 @@ var metrics = []metric{
 	{"LeaseRefusals", "lease_refusals_total", "Shard leases refused: not the shard's leader, or its leadership not confirmed yet.", counter, ""},
 	{"LeaseFramesDropped", "lease_frames_dropped_total", "Lease frames dropped: queue full or undecodable.", counter, ""},
 	{"NotServedNoLease", "requests_without_lease_total", "Data requests refused because no unexpired lease covered the topic.", counter, ""},
+	{"OwnershipEventsFolded", "ownership_events_folded_total", "Ownership events an embedding program did not read in time, folded into the net change.", counter, ""},
 
 	// Credentials and request limits.
 	{"Security.Unauthorized", "requests_unauthorized_total", "Client requests refused Unauthorized: the role of their token does not allow them, or the token was removed.", counter, ""},
