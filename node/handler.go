@@ -96,6 +96,9 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 		case wire.KindForwardReply:
 			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
 			return true
+		case wire.KindRecordsChunk:
+			n.takeRecordsChunk(c.Node(), h, frame)
+			return true
 		}
 	}
 	if n.serveFast(c, h, frame) {
@@ -217,6 +220,12 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 			break
 		}
 		n.serveOwnership(c, h, payload)
+		return
+	case wire.KindRecordsPull:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		n.serveRecordsPull(c, h, payload)
 		return
 	case wire.KindMetadataPull, wire.KindMetadataPush:
 		if c.Role() != wire.RolePeer {
@@ -688,8 +697,16 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
+	// A pull of this topic's records answers only once no produce holds
+	// the gate: none can append after the log was read for a new owner.
+	g := n.ho.gate(m.Topic)
+	g.RLock()
+	defer g.RUnlock()
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
+	}
+	if n.ho.pending(m.Topic) {
+		return handingOver(m.Topic)
 	}
 	base, err := epochOffsetBase(m.Epoch)
 	if err != nil {
@@ -724,6 +741,9 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
+	if n.ho.pending(m.Topic) {
+		return handingOver(m.Topic)
+	}
 	maxBytes := n.fetchBytes(m.MaxBytes)
 	res := wire.FetchResult{Topic: m.Topic, Epoch: m.Epoch}
 	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off, epoch uint64, v []byte) bool {
@@ -746,6 +766,12 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	res.Next, res.HighWatermark = next, max(hw, next)
 	n.counters.fetched.Add(uint64(len(res.Records)))
 	return wire.KindFetchResult, wire.AppendFetchResult(nil, &res)
+}
+
+// handingOver answers a data request of a topic whose records are still
+// being pulled from its previous owner: ask again soon.
+func handingOver(topic []byte) (wire.Kind, []byte) {
+	return unavailable(fmt.Sprintf("records of %q are being handed over from its previous owner", topic))
 }
 
 // notServed answers a data request this node may not serve.

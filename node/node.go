@@ -94,6 +94,8 @@ type Node struct {
 	// ownFeed: the ownership events for an embedding program, pushed
 	// under ownWrite once a change is durable.
 	ownFeed *ownershipFeed
+	// ho: the record pulls of topics newly held (handoff.go).
+	ho handoffs
 	// duty: what this node owes as a shard leader (under dutyMu), and
 	// leaderDue the leaderships won and not yet taken up.
 	duty      *duty.Leader
@@ -183,7 +185,8 @@ type counters struct {
 	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
-	producesRemoved                                                            atomic.Uint64
+	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
+	topicsDeleted                                                              atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -276,6 +279,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
 	n.fwd.init(n.randSrc.Uint64() >> 1)
+	n.ho.init()
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {

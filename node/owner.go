@@ -91,11 +91,13 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 	var epoch uint64
 	var changes []ownership.Change
 	n.ownMu.Lock()
+	before, _ := n.own.Get(topic)
 	if open != nil {
 		st, epoch, changes = n.own.Open(open, floor)
 	} else {
 		st, epoch, changes = n.own.Close(closeMsg, floor)
 	}
+	after, held := n.own.Get(topic)
 	n.ownMu.Unlock()
 	why := ReasonClosed
 	if open != nil {
@@ -105,9 +107,27 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 		return wire.TopicAck{}, false
 	}
 	if open != nil && st == wire.TopicDone && len(changes) > 0 {
+		if held && after.Epoch == open.Epoch && before.Epoch < open.Epoch && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID {
+			// Newly held after a move: the previous owner's records
+			// come over before the topic is served.
+			n.beginHandoff(string(topic), open.Epoch, string(open.Prev))
+		}
 		// A topic newly held is served once a lease covers it: ask now
 		// rather than at the next round.
 		n.kickLeases(shard)
+	}
+	if closeMsg != nil && closeMsg.Revoked && st == wire.TopicDone && (!held || after.Epoch <= closeMsg.Epoch) {
+		// A revoked topic's records go with it, once no produce of it
+		// is in flight.
+		g := n.ho.gate(topic)
+		g.Lock()
+		err := n.store.DeleteTopic(topic)
+		g.Unlock()
+		if err != nil {
+			n.log.Error("node: delete the records of a revoked topic", "topic", topic, "err", err)
+			return wire.TopicAck{}, false
+		}
+		n.counters.topicsDeleted.Add(1)
 	}
 	return wire.TopicAck{Topic: topic, Epoch: epoch, Status: st}, true
 }
@@ -222,8 +242,8 @@ func (n *Node) sendDue() {
 // sendRPC sends one ownership message; the node's own topics are opened
 // or closed in place.
 func (n *Node) sendRPC(r *duty.RPC) {
-	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term}
-	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term}
+	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
+	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
 	if r.Open {
 		closeMsg = nil
 		n.counters.opensSent.Add(1)

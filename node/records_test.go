@@ -104,9 +104,12 @@ func (s *seen) fetchAll(ctx context.Context, cl *client.Client, topic string) []
 func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 	// A produce of the topic "refused" on n2 is held after its append
 	// until the topic moved away, so that its lease check fails.
-	var refuseOnce atomic.Bool
+	// n2 answers only the first pull of the topic "cut", as if it died
+	// in the middle of its handoff; pulls take one record at a time.
+	var refuseOnce, cutOnce atomic.Bool
 	var moveAway atomic.Pointer[func()]
 	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.testHooks.handoffChunkBytes = 1
 		if cfg.ID != "n2" {
 			return
 		}
@@ -114,6 +117,9 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 			if topic == "refused" && refuseOnce.CompareAndSwap(false, true) {
 				(*moveAway.Load())()
 			}
+		}
+		cfg.testHooks.answerPull = func(topic string) bool {
+			return topic != "cut" || cutOnce.CompareAndSwap(false, true)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -134,14 +140,18 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 	for i := range 3 {
 		s.produce(ctx, cl, topic, fmt.Sprintf("a%d", i), a1.Epoch)
 	}
+	// The move hands n2's records to n1 before n1 serves.
 	a2 := assignTo(t, cl, topic, "n1")
 	s.produce(ctx, cl, topic, "b0", a2.Epoch)
+	if got := s.fetchAll(ctx, cl, topic); fmt.Sprint(got) != "[a0 a1 a2 b0]" {
+		t.Fatalf("n1 after n2→n1 serves %v", got)
+	}
 	if err := n2.Guard(topic, a1.Epoch).Check(); !errors.Is(err, ErrNotServing) {
 		t.Fatalf("n2's guard after the move: %v", err)
 	}
 	a3 := assignTo(t, cl, topic, "n2")
 	s.produce(ctx, cl, topic, "c0", a3.Epoch)
-	if got := s.fetchAll(ctx, cl, topic); fmt.Sprint(got) != "[a0 a1 a2 c0]" {
+	if got := s.fetchAll(ctx, cl, topic); fmt.Sprint(got) != "[a0 a1 a2 b0 c0]" {
 		t.Fatalf("n2 after n2→n1→n2 serves %v", got)
 	}
 
@@ -170,9 +180,43 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 		t.Fatalf("the retried produce got offset %d, want %d", off, base)
 	}
 
+	// A revoked topic's records are deleted; assigned again, it starts
+	// above its old offsets, empty.
+	ag := assignTo(t, cl, "gone", "n1")
+	waitUntil(t, 10*time.Second, "n1's guard on gone", func() bool { return n1.Guard("gone", ag.Epoch).Check() == nil })
+	s.produce(ctx, cl, "gone", "old", ag.Epoch)
+	if _, err := cl.Revoke(ctx, "gone"); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "n1 deleted gone", func() bool { return n1.Stats().TopicsDeleted == 1 })
+	if hw, err := n1.store.HighWatermark([]byte("gone")); hw != 0 || err != nil {
+		t.Fatalf("n1 keeps the log of a revoked topic: high watermark %d, %v", hw, err)
+	}
+	ag = assignTo(t, cl, "gone", "n1")
+	s.produce(ctx, cl, "gone", "new", ag.Epoch)
+	if got := s.fetchAll(ctx, cl, "gone"); fmt.Sprint(got) != "[new]" {
+		t.Fatalf("gone assigned again serves %v", got)
+	}
+
+	// The previous owner dies in the middle of a handoff: the new owner
+	// serves what it copied, and writes above it.
+	ac := assignTo(t, cl, "cut", "n2")
+	waitUntil(t, 10*time.Second, "n2's guard on cut", func() bool { return n2.Guard("cut", ac.Epoch).Check() == nil })
+	for i := range 3 {
+		s.produce(ctx, cl, "cut", fmt.Sprintf("x%d", i), ac.Epoch)
+	}
+	ac = assignTo(t, cl, "cut", "n3")
+	n3 := c.node("n3")
+	waitUntil(t, 10*time.Second, "n3 pulling cut", func() bool { return n3.Stats().HandoffRecords >= 1 })
+
 	// A crash of the owner: the next one writes above everything before.
 	if err := n2.Close(); err != nil {
 		t.Fatalf("crash n2: %v", err)
+	}
+	waitUntil(t, 30*time.Second, "n3 gave up the pull", func() bool { return n3.Stats().HandoffsCut >= 1 })
+	s.produce(ctx, cl, "cut", "y0", ac.Epoch)
+	if got := s.fetchAll(ctx, cl, "cut"); fmt.Sprint(got) != "[x0 y0]" {
+		t.Fatalf("n3 after its previous owner died mid-handoff serves %v", got)
 	}
 	var a4 client.Assignment
 	waitUntil(t, 30*time.Second, "the topic moved off the crashed owner", func() bool {
@@ -183,7 +227,15 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 		return err == nil && a4.Owner != "n2"
 	})
 	s.produce(ctx, cl, topic, "d0", a4.Epoch)
-	s.fetchAll(ctx, cl, topic)
+	// The dead owner's records are lost to the new one, but for those it
+	// held itself from before; no offset is reused.
+	wantAfterCrash := "[d0]"
+	if a4.Owner == "n1" {
+		wantAfterCrash = "[a0 a1 a2 b0 d0]"
+	}
+	if got := s.fetchAll(ctx, cl, topic); fmt.Sprint(got) != wantAfterCrash {
+		t.Fatalf("%s after the crash of n2 serves %v, want %s", a4.Owner, got, wantAfterCrash)
+	}
 
 	// The events: every holding of the topic, in order, on every node.
 	<-logs["n2"].done

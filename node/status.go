@@ -67,6 +67,14 @@ type Stats struct {
 	// records were removed again.
 	ProducesRemoved uint64
 	RequestsActive  int
+	// Record handoffs (handoff.go): pulls started by this node as a new
+	// owner, pulls that ended without every record (the previous owner
+	// died, the timeout passed, the topic moved on), records pulled, and
+	// revoked topics whose records this node deleted.
+	HandoffsStarted uint64
+	HandoffsCut     uint64
+	HandoffRecords  uint64
+	TopicsDeleted   uint64
 
 	Cache router.CacheStats
 
@@ -113,6 +121,10 @@ func (n *Node) Stats() Stats {
 		RecordsProduced:       n.counters.produced.Load(),
 		RecordsFetched:        n.counters.fetched.Load(),
 		ProducesRemoved:       n.counters.producesRemoved.Load(),
+		HandoffsStarted:       n.counters.handoffsStarted.Load(),
+		HandoffsCut:           n.counters.handoffsCut.Load(),
+		HandoffRecords:        n.counters.handoffRecords.Load(),
+		TopicsDeleted:         n.counters.topicsDeleted.Load(),
 		RequestsActive:        len(n.reqSem),
 		Cache:                 n.cacheStats(),
 		TopicsOwned:           n.ownedCount(),

@@ -15,7 +15,7 @@ func (k Kind) IsClientResponse() bool {
 }
 
 // IsPeer reports whether k is a message only nodes send each other.
-func (k Kind) IsPeer() bool { return k >= KindRaftBatch && k <= KindLeaseReply }
+func (k Kind) IsPeer() bool { return k >= KindRaftBatch && k <= KindRecordsChunk }
 
 // Assign asks the topic's shard leader to assign topic to an owner
 // (KindAssign). It is idempotent: assigning a topic to its current owner

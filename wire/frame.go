@@ -48,6 +48,8 @@ const (
 	KindKeepalive     Kind = 61
 	KindLeaseRound    Kind = 62 // ownership leases and leadership vouches, node ↔ node
 	KindLeaseReply    Kind = 63 // answer to LeaseRound
+	KindRecordsPull   Kind = 64 // a topic's new owner asks the previous one for its records
+	KindRecordsChunk  Kind = 65 // answer to RecordsPull
 	maxKind           Kind = 127
 )
 
@@ -64,6 +66,7 @@ var kindNames = [maxKind + 1]string{
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
 	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
+	KindRecordsPull: "RecordsPull", KindRecordsChunk: "RecordsChunk",
 }
 
 // Known reports whether k is a kind this build understands.

@@ -107,6 +107,10 @@ var metrics = []metric{
 	{"RecordsProduced", "records_produced_total", "Records appended to topics this node owns.", counter, ""},
 	{"RecordsFetched", "records_fetched_total", "Records returned by fetches.", counter, ""},
 	{"ProducesRemoved", "produces_removed_total", "Produces refused after their append (the lease ran out), whose records were removed again.", counter, ""},
+	{"HandoffsStarted", "handoffs_started_total", "Pulls of a moved topic's records from its previous owner, started by this node as the new owner.", counter, ""},
+	{"HandoffsCut", "handoffs_cut_total", "Record pulls that ended without every record: the previous owner died, the handoff timeout passed, or the topic moved on.", counter, ""},
+	{"HandoffRecords", "handoff_records_total", "Records pulled from previous owners of topics.", counter, ""},
+	{"TopicsDeleted", "topics_deleted_total", "Revoked topics whose records this node deleted.", counter, ""},
 
 	// The routing cache.
 	{"Cache.Hits", "route_cache_hits_total", "Routing cache hits.", counter, ""},
