@@ -110,3 +110,25 @@ func TestAStoreOfFormatTwoGetsItsRecordsAtEpochZero(t *testing.T) {
 		t.Fatalf("format after migration: %d, %v", v, err)
 	}
 }
+
+func TestPutRecordsKeepsOffsetsAndEpochs(t *testing.T) {
+	s := openMem(t, vfs.NewMem(), Config{})
+	defer s.Close()
+	topic := []byte("moved")
+	if _, err := s.AppendRecords(topic, 1, 0, [][]byte{[]byte("a")}, true); err != nil {
+		t.Fatal(err)
+	}
+	in := []Record{{Offset: 0, Epoch: 1, Value: []byte("a")}, {Offset: 1 << 40, Epoch: 2, Value: []byte("b")}}
+	if err := s.PutRecords(topic, in); err != nil {
+		t.Fatal(err)
+	}
+	if got, next := readAll(t, s, "moved", 0); got != "0@1:a 1099511627776@2:b " || next != 1<<40+1 {
+		t.Fatalf("after put: %q next %d", got, next)
+	}
+	if first, err := s.AppendRecords(topic, 3, 2<<40, [][]byte{[]byte("c")}, true); first != 2<<40 || err != nil {
+		t.Fatalf("append after put: %d, %v", first, err)
+	}
+	if err := s.PutRecords(topic, []Record{{Offset: 5}, {Offset: 5}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("records out of order: %v", err)
+	}
+}

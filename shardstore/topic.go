@@ -156,6 +156,54 @@ func (s *Store) AppendRecords(topic []byte, epoch, atLeast uint64, records [][]b
 	return first, nil
 }
 
+// Record is one record of a topic's log, as PutRecords takes it.
+type Record struct {
+	Offset, Epoch uint64
+	Value         []byte
+}
+
+// PutRecords writes records of another log of topic (a handoff from its
+// previous owner) at their own offsets and epochs, durably; the high
+// watermark rises past the last. Records below the first retained offset
+// are skipped, and records already there are overwritten with what
+// should be the same.
+func (s *Store) PutRecords(topic []byte, records []Record) error {
+	for i, r := range records {
+		if len(r.Value) > wire.MaxRecordLen || r.Offset == math.MaxUint64 || (i > 0 && r.Offset <= records[i-1].Offset) {
+			return fmt.Errorf("shardstore: topic %q: record %d at offset %d out of order or too large: %w", topic, i, r.Offset, ErrInvalid)
+		}
+	}
+	t, err := s.topicLocked(topic)
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	key := make([]byte, 0, 2+len(topic)+8)
+	var prefix [binary.MaxVarintLen64]byte
+	next := t.next
+	for _, r := range records {
+		if r.Offset < t.start {
+			continue
+		}
+		key = appendTopicKey(key[:0], topic, r.Offset)
+		p := binary.PutUvarint(prefix[:], r.Epoch)
+		op := b.SetDeferred(len(key), p+len(r.Value))
+		copy(op.Key, key)
+		copy(op.Value[copy(op.Value, prefix[:p]):], r.Value)
+		if err := op.Finish(); err != nil {
+			return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
+		}
+		next = max(next, r.Offset+1)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
+	}
+	t.next = next
+	return nil
+}
+
 // RemoveRecords removes the n records from offset first on (an append
 // whose acknowledgement was refused). The offsets are not handed out
 // again: when they were the last ones, the log's meta records the high
