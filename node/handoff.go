@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -25,17 +27,27 @@ import (
 // reading): its log no longer changes, and what the asker copies holds no
 // record that is still to be refused and removed.
 //
+// A leaving node (Leave) stays up, after it stopped serving and left SWIM,
+// until the new owners of its topics pulled them to the end, or
+// Config.HandoffTimeout passed.
+//
 // A pull ends without the rest when the previous owner is declared dead by
-// SWIM (or left), when Config.HandoffTimeout has passed, or when this node
-// stops holding the topic at that epoch; the new owner then serves what it
-// copied. A pull is not resumed after a restart of the new owner. Nodes
-// driven by a caller (NewDriven) do not hand records over.
+// SWIM, when a previous owner that left stops answering
+// (maxLeftUnanswered pulls in a row), when Config.HandoffTimeout has
+// passed, or when this node stops holding the topic at that epoch; the new
+// owner then serves what it copied. A pull is not resumed after a restart
+// of the new owner. Nodes driven by a caller (NewDriven) do not hand
+// records over.
 
 // maxHandoffChunkBytes bounds the record values of one RecordsChunk.
 const maxHandoffChunkBytes = 1 << 20
 
 // maxHandoffs bounds the pulls that run at once; more wait their turn.
 const maxHandoffs = 16
+
+// maxLeftUnanswered is how many pulls in a row a previous owner that left
+// the cluster may leave unanswered before the new owner stops asking.
+const maxLeftUnanswered = 3
 
 // handoffs is the state of the record pulls of this node.
 type handoffs struct {
@@ -50,6 +62,11 @@ type handoffs struct {
 	// its first lease check to its answer, and taken for writing by a
 	// pull's answer.
 	gates sync.Map
+	// leaving: while this node leaves, the topics it held (→ epoch) whose
+	// records no new owner has pulled to the end yet; left is closed when
+	// none is left.
+	leaving map[string]uint64
+	left    chan struct{}
 }
 
 func (h *handoffs) init() {
@@ -130,6 +147,7 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 	deadline := n.clock().Add(n.cfg.HandoffTimeout)
 	wait := n.cfg.LeaseRenewInterval
 	var from uint64
+	unanswered := 0
 	for {
 		if n.ctx.Err() != nil {
 			return false
@@ -137,8 +155,8 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 		if t, ok := n.holding(topic); !ok || t != epoch {
 			return false
 		}
-		if v := n.view.Load(); v.dead[prev] {
-			n.log.Warn("node: previous owner died during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
+		if v := n.view.Load(); v.dead[prev] && (v.byID[prev].State != swim.StateLeft || unanswered >= maxLeftUnanswered) {
+			n.log.Warn("node: previous owner died or left during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
 			return false
 		}
 		if !n.clock().Before(deadline) {
@@ -146,8 +164,13 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 			return false
 		}
 		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, 2*wait)
-		switch {
-		case err != nil || c.Status == wire.HandoffNotClosed:
+		if err != nil {
+			unanswered++
+			n.sleep(wait / 2)
+			continue
+		}
+		unanswered = 0
+		if c.Status == wire.HandoffNotClosed {
 			n.sleep(wait / 2)
 			continue
 		}
@@ -261,7 +284,7 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 		return
 	}
 	res := wire.RecordsChunk{Topic: m.Topic}
-	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch {
+	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.releasedAll(m.Topic, e) {
 		res.Status = wire.HandoffNotClosed
 	} else {
 		g := n.ho.gate(m.Topic)
@@ -281,10 +304,60 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 		default:
 			res.Next, res.End = next, max(hw, next)
 		}
+		if res.Next >= res.End {
+			n.handedOver(string(m.Topic), m.Epoch)
+		}
 	}
 	f, start := wire.BeginFrame(nil, wire.KindRecordsChunk, h.RequestID)
 	f = wire.AppendRecordsChunk(f, &res)
 	if f, err := wire.EndFrame(f, start); err == nil {
 		_ = c.Write(f)
+	}
+}
+
+// releasedAll reports whether this node gave up every topic (it is
+// leaving), which closes topic at epoch as surely as a Close.
+func (n *Node) releasedAll(topic []byte, epoch uint64) bool {
+	_, r := n.serveCheck(topic, epoch)
+	return r == ownership.Released
+}
+
+// awaitHandoffs is the leaving node's wait for the new owners of the
+// topics it held to pull their records, bounded by ctx and
+// Config.HandoffTimeout. The caller released every topic first.
+func (n *Node) awaitHandoffs(ctx context.Context, held map[string]uint64) {
+	if n.driven || len(held) == 0 {
+		return
+	}
+	h := &n.ho
+	h.mu.Lock()
+	h.leaving = held
+	h.left = make(chan struct{})
+	left := h.left
+	h.mu.Unlock()
+	t := time.NewTimer(n.cfg.HandoffTimeout)
+	defer t.Stop()
+	select {
+	case <-left:
+	case <-t.C:
+		h.mu.Lock()
+		n.log.Warn("node: left before every topic's records were pulled", "topics", len(h.leaving))
+		h.mu.Unlock()
+	case <-ctx.Done():
+	}
+}
+
+// handedOver notes that a new owner at epoch pulled topic's records to the
+// end.
+func (n *Node) handedOver(topic string, epoch uint64) {
+	h := &n.ho
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.leaving[topic]; !ok || e >= epoch {
+		return
+	}
+	delete(h.leaving, topic)
+	if len(h.leaving) == 0 {
+		close(h.left)
 	}
 }

@@ -533,7 +533,9 @@ func (n *Node) markBorn() {
 
 // Leave leaves gracefully: SWIM announces the leave, leaderships still held
 // are handed to other replicas, then the node closes. The topics this node
-// owned are moved by their shard leaders, as for a dead node.
+// owned are moved by their shard leaders, as for a dead node, and the node
+// closes once their new owners pulled its records of them (bounded by ctx
+// and Config.HandoffTimeout).
 func (n *Node) Leave(ctx context.Context) error {
 	n.lifeMu.RLock()
 	started := n.started && !n.closing
@@ -548,7 +550,11 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.ownMu.Lock()
 	n.own.Release()
 	var held []string
-	n.own.Each(func(topic string, _ ownership.Topic) { held = append(held, topic) })
+	epochs := make(map[string]uint64)
+	n.own.Each(func(topic string, t ownership.Topic) {
+		held = append(held, topic)
+		epochs[topic] = t.Epoch
+	})
 	n.ownMu.Unlock()
 	slices.Sort(held)
 	for _, t := range held {
@@ -567,6 +573,8 @@ func (n *Node) Leave(ctx context.Context) error {
 		n.log.Warn("node: swim leave", "err", err)
 	}
 	n.handOff(ctx)
+	// The topics' next owners pull their records from here first.
+	n.awaitHandoffs(ctx, epochs)
 	return n.Close()
 }
 
