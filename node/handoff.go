@@ -127,10 +127,6 @@ func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
 	}()
 }
 
-// errHandoffOver ends a pull: this node no longer holds the topic at the
-// pull's epoch.
-var errHandoffOver = errors.New("node: topic no longer held at the pull's epoch")
-
 // pullRecords pulls prev's records of topic for epoch; it reports whether
 // it got all of them.
 func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
@@ -287,9 +283,7 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.releasedAll(m.Topic, e) {
 		res.Status = wire.HandoffNotClosed
 	} else {
-		g := n.ho.gate(m.Topic)
-		g.Lock() // every produce that passed its first lease check is done
-		g.Unlock()
+		n.awaitProduces(m.Topic)
 		maxBytes := int(min(m.MaxBytes, maxHandoffChunkBytes))
 		next, err := n.store.ReadRecords(m.Topic, m.From, max(maxBytes, 1), func(off, epoch uint64, v []byte) bool {
 			res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
@@ -360,4 +354,13 @@ func (n *Node) handedOver(topic string, epoch uint64) {
 	if len(h.leaving) == 0 {
 		close(h.left)
 	}
+}
+
+// awaitProduces returns once every produce of topic that passed its first
+// lease check when it was called has answered: taking the gate for
+// writing waits for them, and what comes later fails its check.
+func (n *Node) awaitProduces(topic []byte) {
+	g := n.ho.gate(topic)
+	g.Lock()
+	defer g.Unlock()
 }
