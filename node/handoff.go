@@ -32,10 +32,11 @@ import (
 // Config.HandoffTimeout passed.
 //
 // A pull ends without the rest when the previous owner is declared dead by
-// SWIM, when a previous owner that left stops answering
-// (maxLeftUnanswered pulls in a row), when Config.HandoffTimeout has
-// passed, or when this node stops holding the topic at that epoch; the new
-// owner then serves what it copied. A pull is not resumed after a restart
+// SWIM, when it leaves maxUnanswered pulls in a row unanswered (it left
+// and closed, or cannot reach this node: an owner moved for its silence
+// often cannot), when Config.HandoffTimeout has passed, or when this node
+// stops holding the topic at that epoch; the new owner then serves what it
+// copied. A pull is not resumed after a restart
 // of the new owner. Nodes driven by a caller (NewDriven) do not hand
 // records over.
 
@@ -45,9 +46,10 @@ const maxHandoffChunkBytes = 1 << 20
 // maxHandoffs bounds the pulls that run at once; more wait their turn.
 const maxHandoffs = 16
 
-// maxLeftUnanswered is how many pulls in a row a previous owner that left
-// the cluster may leave unanswered before the new owner stops asking.
-const maxLeftUnanswered = 3
+// maxUnanswered is how many pulls in a row a previous owner may leave
+// unanswered (each waits two lease renewal intervals) before the new
+// owner stops asking.
+const maxUnanswered = 3
 
 // handoffs is the state of the record pulls of this node.
 type handoffs struct {
@@ -58,6 +60,7 @@ type handoffs struct {
 	n       atomic.Int32                       // len(active), read without the lock
 	seq     uint64
 	sem     chan struct{}
+	enabled bool // records are handed over (a started node, not driven)
 	// gates: topic → *sync.RWMutex, held for reading by a produce from
 	// its first lease check to its answer, and taken for writing by a
 	// pull's answer.
@@ -96,31 +99,42 @@ func (h *handoffs) pending(topic []byte) bool {
 	return ok
 }
 
-// beginHandoff marks topic's records at epoch as being pulled from prev
-// and starts the pull. The caller holds ownWrite, before the topic can be
-// served at epoch.
-func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
-	if n.driven || n.ctx == nil {
-		return
-	}
-	h := &n.ho
+// mark marks topic's records at epoch as being pulled, before the topic is
+// held at epoch; it reports false on a node that does not hand records
+// over (driven, or not started).
+func (h *handoffs) mark(topic string, epoch uint64) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.enabled {
+		return false
+	}
 	if _, ok := h.active[topic]; !ok {
 		h.n.Add(1)
 	}
 	h.active[topic] = epoch
-	h.mu.Unlock()
+	return true
+}
+
+// unmark ends what mark began for topic at epoch.
+func (h *handoffs) unmark(topic string, epoch uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.active[topic]; ok && e == epoch {
+		delete(h.active, topic)
+		h.n.Add(-1)
+	}
+}
+
+// beginHandoff starts the pull of topic's records at epoch from prev,
+// which mark announced. The caller holds ownWrite.
+func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
+	h := &n.ho
 	n.counters.handoffsStarted.Add(1)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		complete := n.pullRecords(topic, epoch, prev)
-		h.mu.Lock()
-		if h.active[topic] == epoch {
-			delete(h.active, topic)
-			h.n.Add(-1)
-		}
-		h.mu.Unlock()
+		h.unmark(topic, epoch)
 		if !complete {
 			n.counters.handoffsCut.Add(1)
 		}
@@ -151,8 +165,8 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 		if t, ok := n.holding(topic); !ok || t != epoch {
 			return false
 		}
-		if v := n.view.Load(); v.dead[prev] && (v.byID[prev].State != swim.StateLeft || unanswered >= maxLeftUnanswered) {
-			n.log.Warn("node: previous owner died or left during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
+		if v := n.view.Load(); (v.dead[prev] && v.byID[prev].State != swim.StateLeft) || unanswered >= maxUnanswered {
+			n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
 			return false
 		}
 		if !n.clock().Before(deadline) {

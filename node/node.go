@@ -409,6 +409,9 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
+	n.ho.mu.Lock()
+	n.ho.enabled = true
+	n.ho.mu.Unlock()
 	n.wg.Add(7)
 	go n.pumpOwnershipEvents()
 	go n.ownershipLoop()

@@ -92,6 +92,10 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 	var changes []ownership.Change
 	n.ownMu.Lock()
 	before, _ := n.own.Get(topic)
+	// A topic newly held after a move is marked as handed over before
+	// the holder has it, so that no lease can let it be served before.
+	handing := open != nil && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID && before.Epoch < open.Epoch &&
+		n.ho.mark(string(topic), open.Epoch)
 	if open != nil {
 		st, epoch, changes = n.own.Open(open, floor)
 	} else {
@@ -103,15 +107,20 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 	if open != nil {
 		why = ReasonSuperseded
 	}
-	if err := n.persistOwnership(changes, why); err != nil {
-		return wire.TopicAck{}, false
-	}
-	if open != nil && st == wire.TopicDone && len(changes) > 0 {
-		if held && after.Epoch == open.Epoch && before.Epoch < open.Epoch && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID {
+	err = n.persistOwnership(changes, why)
+	if handing {
+		if err == nil && st == wire.TopicDone && held && after.Epoch == open.Epoch {
 			// Newly held after a move: the previous owner's records
 			// come over before the topic is served.
 			n.beginHandoff(string(topic), open.Epoch, string(open.Prev))
+		} else {
+			n.ho.unmark(string(topic), open.Epoch)
 		}
+	}
+	if err != nil {
+		return wire.TopicAck{}, false
+	}
+	if open != nil && st == wire.TopicDone && len(changes) > 0 {
 		// A topic newly held is served once a lease covers it: ask now
 		// rather than at the next round.
 		n.kickLeases(shard)
