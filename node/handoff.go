@@ -36,9 +36,11 @@ import (
 // and closed, or cannot reach this node: an owner moved for its silence
 // often cannot), when Config.HandoffTimeout has passed, or when this node
 // stops holding the topic at that epoch; the new owner then serves what it
-// copied. A pull is not resumed after a restart
-// of the new owner. Nodes driven by a caller (NewDriven) do not hand
-// records over.
+// copied. A pull is not resumed after a restart of the new owner. Nodes
+// driven by a caller (NewDriven) do not hand records over.
+//
+// A produce gate is kept for every topic this node was asked to write to
+// (a lock and the topic's name), as the store keeps each topic's bounds.
 
 // maxHandoffChunkBytes bounds the record values of one RecordsChunk.
 const maxHandoffChunkBytes = 1 << 20

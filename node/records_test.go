@@ -239,6 +239,20 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 
 	// The events: every holding of the topic, in order, on every node.
 	<-logs["n2"].done
+	// n2 restarted tells again what its disk says it holds, then that it
+	// holds it no more.
+	_, _, seed := n1.Addrs()
+	r2, err := New(nodeConfig("n2", c.dirs[1], []string{seed}, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[1] = r2
+	restarted := watchEvents(r2)
+	if err := r2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held3 := fmt.Sprintf("%s+%d/1 %s-%d(", topic, a3.Epoch, topic, a3.Epoch)
+	waitUntil(t, 20*time.Second, "restarted n2 releases "+topic, func() bool { return strings.HasPrefix(restarted.of(topic), held3) })
 	want := map[string]string{
 		"n2": fmt.Sprintf("%[1]s+%[2]d/1 %[1]s-%[2]d(closed) %[1]s+%[3]d/1", topic, a1.Epoch, a3.Epoch),
 		"n1": fmt.Sprintf("%[1]s+%[2]d/1 %[1]s-%[2]d(closed)", topic, a2.Epoch),
