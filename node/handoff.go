@@ -49,8 +49,9 @@ const maxHandoffChunkBytes = 1 << 20
 const maxHandoffs = 16
 
 // maxUnanswered is how many pulls in a row a previous owner may leave
-// unanswered (each waits two lease renewal intervals) before the new
-// owner stops asking.
+// unanswered (each waits a lease renewal interval, then half of one)
+// before the new owner stops asking: a topic moved off an owner that
+// cannot answer waits about 4.5 renewal intervals longer for it.
 const maxUnanswered = 3
 
 // handoffs is the state of the record pulls of this node.
@@ -175,7 +176,7 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 			n.log.Warn("node: handoff timed out; serving what was copied", "topic", topic, "from", prev, "at", from)
 			return false
 		}
-		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, 2*wait)
+		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, wait)
 		if err != nil {
 			unanswered++
 			n.sleep(wait / 2)
