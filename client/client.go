@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,18 @@ type Client struct {
 	log   *slog.Logger
 	pool  *pool
 	cache *router.Cache
+	// leaders is the shard-leader table last pulled (nil before the first
+	// pull); leadersPulling is set while a pull runs, leadersPulledAt is
+	// when the last one started (unix ns).
+	leaders         atomic.Pointer[leaderTable]
+	leadersPulling  atomic.Bool
+	leadersPulledAt atomic.Int64
+	// avoid holds the leaders a request could not reach, each until when
+	// leaderAddr skips it (unix ns); avoidN is its size, read without the
+	// lock.
+	avoidMu sync.Mutex
+	avoid   map[string]int64
+	avoidN  atomic.Int32
 	// seed is the index in cfg.Servers of the seed that answered last:
 	// metadata requests start there, so a dead seed costs one failed dial,
 	// not one per request.
@@ -186,11 +199,27 @@ func (k call) stop(attempts int, cause, last error) error {
 // serves a metadata request (it forwards to the shard leader); a NotLeader
 // answer naming the leader's address sends the next attempt there.
 func (c *Client) anyServer(ctx context.Context, k call, req *request) error {
+	return c.toServers(ctx, k, req, "", -1)
+}
+
+// toLeader sends a metadata request about topic to its shard's leader as
+// the client's shard-leader table names it, or, with no leader known
+// there, to the seeds as anyServer does; after a failure there the seeds
+// take over, and the table is pulled again.
+func (c *Client) toLeader(ctx context.Context, k call, topic []byte, req *request) error {
+	addr, shard := c.leaderAddr(topic)
+	return c.toServers(ctx, k, req, addr, shard)
+}
+
+// toServers is anyServer with a first address to try: leader, which the
+// table names as the leader of shard (empty for none; shard -1 when the
+// request is not routed by the table).
+func (c *Client) toServers(ctx context.Context, k call, req *request, leader string, shard int64) error {
 	n := len(c.cfg.Servers)
 	seed := int(c.seed.Load())
 	var last error
-	var hint string
-	waits, sinceWait := 0, 0
+	hint := leader
+	waits, sinceWait, seeds := 0, 0, 0
 	for attempt := 0; attempt <= c.cfg.MaxRetries; attempt++ {
 		if attempt > 0 && (classify(last) != connection || sinceWait >= n) {
 			if err := c.sleep(ctx, c.backoff(waits, last)); err != nil {
@@ -200,8 +229,9 @@ func (c *Client) anyServer(ctx context.Context, k call, req *request) error {
 		}
 		addr, idx := hint, -1
 		if addr == "" {
-			idx = (seed + attempt) % n
+			idx = (seed + seeds) % n
 			addr = c.cfg.Servers[idx]
+			seeds++
 		}
 		hint = ""
 		sinceWait++
@@ -216,7 +246,15 @@ func (c *Client) anyServer(ctx context.Context, k call, req *request) error {
 			return k.stop(attempt+1, ctxErr(ctx), last)
 		}
 		last = err
-		switch classify(err) {
+		f := classify(err)
+		if addr == leader && leader != "" && f != fatal {
+			// The table named a node that does not serve the shard now.
+			if f == connection {
+				c.avoidLeader(addr)
+			}
+			c.maybePullLeaders(minLeaderPullGap)
+		}
+		switch f {
 		case fatal:
 			return k.stop(attempt+1, nil, err)
 		case busy:
@@ -224,6 +262,9 @@ func (c *Client) anyServer(ctx context.Context, k call, req *request) error {
 			if errors.As(err, &er) && er.Code == wire.CodeNotLeader && er.Addr != "" && er.Addr != addr &&
 				ValidateAddr(er.Addr) == nil {
 				hint = er.Addr
+				if shard >= 0 && er.Shard == uint64(shard) {
+					c.learnLeader(er.Shard, er.Addr)
+				}
 			}
 		}
 		c.log.Debug("client: retrying", "call", k.String(), "addr", addr, "attempt", attempt+1, "err", err)
@@ -374,7 +415,7 @@ func (c *Client) Assign(ctx context.Context, topic string, opts AssignOptions) (
 	m := wire.Assign{Topic: []byte(topic), Owner: []byte(opts.Owner), Partitions: opts.Partitions}
 	var a Assignment
 	req := assignmentRequest(wire.KindAssign, func(b []byte) []byte { return wire.AppendAssign(b, &m) }, &a)
-	if err := c.anyServer(ctx, k, req); err != nil {
+	if err := c.toLeader(ctx, k, m.Topic, req); err != nil {
 		return Assignment{}, err
 	}
 	c.remember(&a)
@@ -413,8 +454,12 @@ func (c *Client) lookup(ctx context.Context, topic []byte, linearizable bool) (A
 	m := wire.Lookup{Topic: topic, Linearizable: linearizable}
 	var a Assignment
 	req := assignmentRequest(wire.KindLookup, func(b []byte) []byte { return wire.AppendLookup(b, &m) }, &a)
-	err := c.anyServer(ctx, call{op: "lookup", subject: string(topic)}, req)
-	return a, err
+	k := call{op: "lookup", subject: string(topic)}
+	if !linearizable {
+		// Any node answers from its replica or its routing cache.
+		return a, c.anyServer(ctx, k, req)
+	}
+	return a, c.toLeader(ctx, k, topic, req)
 }
 
 // remember caches an assignment's route when it names a usable address.
@@ -442,7 +487,7 @@ func (c *Client) Revoke(ctx context.Context, topic string) (Revoked, error) {
 			out = Revoked{Topic: string(r.Topic), Epoch: r.Epoch}
 			return nil
 		}}
-	if err := c.anyServer(ctx, call{op: "revoke", subject: topic}, req); err != nil {
+	if err := c.toLeader(ctx, call{op: "revoke", subject: topic}, m.Topic, req); err != nil {
 		return Revoked{}, err
 	}
 	c.cache.Invalidate(m.Topic, out.Epoch)
@@ -461,7 +506,7 @@ func (c *Client) UpdatePartitions(ctx context.Context, topic string, partitions 
 	m := wire.UpdatePartition{Topic: []byte(topic), Partitions: partitions}
 	var a Assignment
 	req := assignmentRequest(wire.KindUpdatePartition, func(b []byte) []byte { return wire.AppendUpdatePartition(b, &m) }, &a)
-	if err := c.anyServer(ctx, call{op: "update partitions", subject: topic}, req); err != nil {
+	if err := c.toLeader(ctx, call{op: "update partitions", subject: topic}, m.Topic, req); err != nil {
 		return Assignment{}, err
 	}
 	c.remember(&a)

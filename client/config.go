@@ -98,6 +98,16 @@ type Config struct {
 	// Default router.DefaultCacheCapacity.
 	CacheCapacity int
 
+	// LeaderTableRefresh is how often the client pulls a node's
+	// shard-leader table again while it sends metadata requests: Assign,
+	// Revoke, UpdatePartitions and linearizable Lookups go straight to the
+	// shard's leader as that table names it, the seeds being the fallback
+	// (any node forwards to the leader). A NotLeader answer corrects the
+	// table at once, and a failure at the named leader pulls it again
+	// sooner; a leader that could not be reached is skipped for this long.
+	// Default 5s; negative sends every metadata request to the seeds.
+	LeaderTableRefresh time.Duration
+
 	// Logger receives retries and connection events at debug and warn
 	// level. Default: discard.
 	Logger *slog.Logger
@@ -112,6 +122,8 @@ const (
 	DefaultBackoffMax     = 2 * time.Second
 	DefaultConnsPerServer = 1
 	DefaultMaxInFlight    = 1024
+
+	DefaultLeaderTableRefresh = 5 * time.Second
 
 	MaxServers        = 1024
 	MaxConnsPerServer = 64
@@ -157,6 +169,9 @@ func (c Config) withDefaults() (Config, error) {
 		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
 		{"BackoffBase", &c.BackoffBase, DefaultBackoffBase},
 		{"BackoffMax", &c.BackoffMax, DefaultBackoffMax},
+	}
+	if c.LeaderTableRefresh == 0 {
+		c.LeaderTableRefresh = DefaultLeaderTableRefresh
 	}
 	for _, d := range durations {
 		if *d.v < 0 {

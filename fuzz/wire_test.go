@@ -130,6 +130,12 @@ func FuzzShardList(f *testing.F) {
 		wire.AppendShardList, wire.DecodeShardList)
 }
 
+func FuzzLeaderTableAnswer(f *testing.F) {
+	codec(f, []*wire.LeaderTable{{Shards: 3, Nodes: []wire.LeaderNode{{ID: b("n1"), Addr: b("127.0.0.1:7101")}, {ID: b("n2")}},
+		Leaders: []uint32{1, 0, 2}, Terms: []uint64{4, 0, 9}}},
+		wire.AppendLeaderTableAnswer, wire.DecodeLeaderTableAnswer)
+}
+
 func FuzzStatusInfo(f *testing.F) {
 	codec(f, []*wire.StatusInfo{{Node: b("n1"), Generation: 1, MembersAlive: 3, ShardsHosted: 10, ShardsLed: 4, TopicsOwned: 2, Ready: true}},
 		wire.AppendStatusInfo, wire.DecodeStatusInfo)
@@ -157,13 +163,14 @@ func FuzzTopicAck(f *testing.F) {
 }
 
 func FuzzLeaseRound(f *testing.F) {
-	codec(f, []*wire.LeaseRound{{Seq: 3, Requests: []wire.LeaseRequest{{Shard: 1, Digest: 7}}, Vouch: []wire.ShardTerm{{Shard: 2, Term: 5}}, Released: true}},
+	codec(f, []*wire.LeaseRound{{Seq: 3, Requests: []wire.LeaseRequest{{Shard: 1, Digest: 7}}, Vouch: []wire.ShardTerm{{Shard: 2, Term: 5}}, Released: true,
+		Held: wire.Summary{Count: 1, Digest: 9}, Led: wire.Summary{Count: 2, Digest: 1 << 60}}},
 		wire.AppendLeaseRound, wire.DecodeLeaseRound)
 }
 
 func FuzzLeaseReply(f *testing.F) {
 	codec(f, []*wire.LeaseReply{{Seq: 3, Grants: []wire.LeaseGrant{{Shard: 1, Term: 2, Listed: true, Topics: []wire.TopicEpoch{{Topic: b("t"), Epoch: 4}}}},
-		Refused: []wire.LeaseRefusal{{Shard: 9, Leader: b("n2"), Term: 3}}, Vouched: []uint64{4}}},
+		Refused: []wire.LeaseRefusal{{Shard: 9, Leader: b("n2"), Term: 3}}, Vouched: []uint64{4}, HeldMatched: true, LedMatched: true}},
 		wire.AppendLeaseReply, wire.DecodeLeaseReply)
 }
 

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"math"
@@ -409,6 +410,17 @@ func (s *State) release(r *record) {
 // TopicDigest is one topic's share of an owner digest: a hash of the topic
 // and the epoch it is held at.
 func TopicDigest(topic string, epoch uint64) uint64 { return xxh3.HashStringSeed(topic, epoch) }
+
+// ShardSummary is one shard's share of a lease round's summary
+// (wire.Summary): a hash of the shard, its leader's term, and an owner
+// digest there (0 where none is meant).
+func ShardSummary(shard, term, digest uint64) uint64 {
+	var b [24]byte
+	binary.LittleEndian.PutUint64(b[0:], shard)
+	binary.LittleEndian.PutUint64(b[8:], term)
+	binary.LittleEndian.PutUint64(b[16:], digest)
+	return xxh3.Hash(b[:])
+}
 
 // OwnerDigest returns the XOR of TopicDigest(topic, epoch) over the active
 // topics node owns in this shard (0 when none). An owner that computes the

@@ -1,6 +1,9 @@
 package netio
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by the transport. Handshake failures and malformed input
 // close the offending connection and are counted (see Counters); they are
@@ -23,4 +26,12 @@ var (
 	// ErrHandshake: a handshake was refused (wrong cluster, version, role,
 	// node or secret).
 	ErrHandshake = errors.New("netio: handshake refused")
+	// ErrWrongCluster: the other side of a push-pull handshake is in
+	// another cluster (its Hello named another cluster id). Wraps
+	// ErrHandshake.
+	ErrWrongCluster = fmt.Errorf("%w: another cluster id", ErrHandshake)
+	// ErrAuthFailed: the other side of a push-pull handshake did not
+	// prove the cluster secret, or asked for a proof this side cannot
+	// give, or its TLS certificate was refused. Wraps ErrHandshake.
+	ErrAuthFailed = fmt.Errorf("%w: not authenticated", ErrHandshake)
 )

@@ -225,6 +225,11 @@ func (p *PushPull) Exchange(ctx context.Context, addr string, req []byte) ([]byt
 		tc := tls.Client(c, p.cfg.DialTLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			p.hsFailed.Add(1)
+			var ve *tls.CertificateVerificationError
+			var ae tls.AlertError
+			if errors.As(err, &ve) || errors.As(err, &ae) {
+				err = fmt.Errorf("%w: %w", ErrAuthFailed, err)
+			}
 			return nil, fmt.Errorf("%w: %s: tls: %w", ErrPushPull, addr, err)
 		}
 		c = tc
@@ -238,6 +243,11 @@ func (p *PushPull) Exchange(ctx context.Context, addr string, req []byte) ([]byt
 	}
 	reply, _, err := readPushPull(c, p.cfg.MaxFrame)
 	if err != nil {
+		if len(p.cfg.Secret) == 0 && errors.Is(err, wire.ErrUnknownKind) {
+			// A seed with a secret answers this node's state with its
+			// HelloAuth, which this node, having none, did not expect.
+			err = fmt.Errorf("%w: the seed asks for the cluster secret, which this node was not given", ErrAuthFailed)
+		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrPushPull, addr, err)
 	}
 	return reply, nil
@@ -268,8 +278,16 @@ func (p *PushPull) handshake(c net.Conn, dialler bool) error {
 	if err := wire.DecodeHello(theirs, &hello); err != nil {
 		return fmt.Errorf("push-pull handshake: %w", err)
 	}
-	if hello.ClusterID != p.cfg.ClusterID || hello.Role != wire.RolePeer {
-		return fmt.Errorf("push-pull handshake: cluster %d role %d: %w", hello.ClusterID, hello.Role, ErrHandshake)
+	if hello.ClusterID != p.cfg.ClusterID {
+		if !dialler {
+			// Our Hello first, so that the dialler can tell why it was
+			// refused: a cluster id is no secret.
+			_, _ = c.Write(frameOf(wire.KindHello, ours))
+		}
+		return fmt.Errorf("push-pull handshake: the other side is in cluster %d, this node in %d: %w", hello.ClusterID, p.cfg.ClusterID, ErrWrongCluster)
+	}
+	if hello.Role != wire.RolePeer {
+		return fmt.Errorf("push-pull handshake: role %d: %w", hello.Role, ErrHandshake)
 	}
 	if !dialler {
 		if _, err := c.Write(frameOf(wire.KindHello, ours)); err != nil {
@@ -285,15 +303,20 @@ func (p *PushPull) handshake(c net.Conn, dialler bool) error {
 	}
 	h, payload, err := readFrame(c)
 	if err != nil {
+		if dialler && errors.Is(err, io.EOF) {
+			// The seed sends its proof before it reads ours: one that
+			// closes instead has no secret.
+			return fmt.Errorf("the other side closed the connection instead of proving the cluster secret (is it given one?): %w", ErrAuthFailed)
+		}
 		return err
 	}
 	var auth wire.HelloAuth
 	if h.Kind != wire.KindHelloAuth || wire.DecodeHelloAuth(payload, &auth) != nil {
-		return fmt.Errorf("expected HelloAuth: %w", ErrHandshake)
+		return fmt.Errorf("expected HelloAuth: %w", ErrAuthFailed)
 	}
 	want := authTag(p.cfg.Secret, m.Nonce[:], theirs)
 	if !hmac.Equal(want[:], auth.Tag[:]) {
-		return fmt.Errorf("HelloAuth did not verify: %w", ErrHandshake)
+		return fmt.Errorf("HelloAuth did not verify (another cluster secret): %w", ErrAuthFailed)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func ParseRole(s string) (Role, error) {
 // allows reports whether the role may make a request of kind k.
 func (r Role) allows(k wire.Kind) bool {
 	switch k {
-	case wire.KindLookup, wire.KindFetch, wire.KindMembers, wire.KindShards, wire.KindStatus:
+	case wire.KindLookup, wire.KindFetch, wire.KindMembers, wire.KindShards, wire.KindStatus, wire.KindShardLeaders:
 		return r >= RoleRead
 	case wire.KindProduce:
 		return r >= RoleWrite

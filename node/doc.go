@@ -46,7 +46,10 @@
 // applied. Any other node forwards the request over the peer connection to
 // the leader its table names (at most wire.MaxForwardHops hops), or answers
 // NotLeader/Unavailable with the hint it has; requests forwarded by a peer
-// are served even before this node is Ready. A plain Lookup is answered
+// are served even before this node is Ready. Any node answers ShardLeaders
+// with its shard-leader table and each leader's client address (leaders.go),
+// so that a client sends these requests to the leader itself and the hop
+// is the exception. A plain Lookup is answered
 // from the node's own replica of the shard when it hosts one, else from the
 // routing cache while the cached owner is alive, else by the leader. The
 // cache is replaced whole every Config.MetadataSyncInterval, so a cached

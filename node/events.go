@@ -88,6 +88,7 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	if c.Shard >= uint64(n.cfg.Shards) {
 		return
 	}
+	n.shardEvents.Add(1)
 	n.leadMu.Lock()
 	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
 	n.leadMu.Unlock()
@@ -115,6 +116,7 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
+	n.shardEvents.Add(1)
 	n.dutyMu.Lock()
 	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
 	n.dutyMu.Unlock()
@@ -214,6 +216,10 @@ func (n *Node) liveness(e swim.Event) {
 	}
 }
 
+// birthWaitLogInterval: while a fresh node waits for BootstrapExpect
+// members, it says how many it sees this often, at info level.
+const birthWaitLogInterval = 5 * time.Second
+
 // maybeBirth creates this node's groups once SWIM shows BootstrapExpect
 // members and no shard has a leader anywhere (a cluster already born
 // announces its leaders, and a joining node then only joins it).
@@ -226,6 +232,11 @@ func (n *Node) maybeBirth() {
 	v := n.view.Load()
 	if len(v.live) < n.cfg.BootstrapExpect {
 		n.birthSeen = time.Time{}
+		if now := n.clock(); n.birthWaitLogged.IsZero() || now.Sub(n.birthWaitLogged) >= birthWaitLogInterval {
+			n.birthWaitLogged = now
+			n.log.Info("waiting for members to create the cluster", "seen", len(v.live), "expect", n.cfg.BootstrapExpect,
+				"members", v.live, "join", n.cfg.Join)
+		}
 		return
 	}
 	initial := v.live[:n.cfg.BootstrapExpect]

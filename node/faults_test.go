@@ -368,11 +368,16 @@ func maxAckedEpoch(ops []history.Op, topic string) (uint64, time.Time) {
 // leader (as leader's replica knows it).
 func (c *testCluster) topicLedBy(prefix, leader string) (string, uint32) {
 	n := c.node(leader)
-	for i := 0; i < 100000; i++ {
-		topic := fmt.Sprintf("%s-%d", prefix, i)
-		s := router.ShardOf([]byte(topic), testShards)
-		if n.led[s].Load() {
-			return topic, s
+	// A shard the placement prefers leader to lead too: the shard manager
+	// does not hand its leadership away meanwhile.
+	for _, preferred := range []bool{true, false} {
+		v := n.view.Load()
+		for i := 0; i < 100000; i++ {
+			topic := fmt.Sprintf("%s-%d", prefix, i)
+			s := router.ShardOf([]byte(topic), testShards)
+			if n.led[s].Load() && (!preferred || (v.placement != nil && v.placement.Leader(s) == leader)) {
+				return topic, s
+			}
 		}
 	}
 	c.t.Fatalf("%s leads no shard", leader)

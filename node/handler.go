@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/histogram"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/ownership"
@@ -41,7 +42,16 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if c.Role() == wire.RolePeer && n.cfg.testHooks.peerIn != nil {
 		return n.deliverUnderFaults(c, h, frame)
 	}
-	return n.deliverFrame(c, h, frame)
+	if c.Role() == wire.RolePeer {
+		return n.deliverFrame(c, h, frame, time.Time{})
+	}
+	start := n.clock()
+	if !n.deliverFrame(c, h, frame, start) {
+		// netio answers it "overloaded" (Unavailable).
+		n.lat.requestRefused(h.Kind, wire.CodeUnavailable, n.clock().Sub(start))
+		return false
+	}
+	return true
 }
 
 // deliverUnderFaults delivers a peer frame as a test's faults decide:
@@ -49,7 +59,7 @@ func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
 	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
 	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
-		return n.deliverFrame(c, h, frame)
+		return n.deliverFrame(c, h, frame, time.Time{})
 	}
 	cp := append([]byte(nil), frame...)
 	if fate.hold != nil {
@@ -65,16 +75,18 @@ func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
 	for _, d := range fate.delays {
 		time.AfterFunc(d, func() {
 			if n.ctx.Err() == nil {
-				n.deliverFrame(c, h, cp)
+				n.deliverFrame(c, h, cp, time.Time{})
 			}
 		})
 	}
 	return true
 }
 
-// deliverFrame hands one frame to its handler.
-func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
+// deliverFrame hands one frame to its handler; start is when a client's
+// request arrived (zero for a peer's frame).
+func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time) bool {
 	if c.Role() != wire.RolePeer && !n.authorize(c, h) {
+		n.lat.requestRefused(h.Kind, wire.CodeUnauthorized, n.clock().Sub(start))
 		return true // answered Unauthorized
 	}
 	if c.Role() == wire.RolePeer {
@@ -101,7 +113,7 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 			return true
 		}
 	}
-	if n.serveFast(c, h, frame) {
+	if n.serveFast(c, h, frame, start) {
 		return true
 	}
 	// Everything else is a request that may block: its own goroutine,
@@ -128,7 +140,7 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 	if n.driven {
 		// Nothing here waits: raft and forwards answer through callbacks.
 		defer func() { <-n.reqSem }()
-		n.serveFrame(c, h, frame, release)
+		n.serveFrame(c, h, frame, start, release)
 		return true
 	}
 	n.wg.Add(1)
@@ -136,7 +148,7 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte) bool {
 	go func() {
 		defer n.wg.Done()
 		defer func() { <-n.reqSem }()
-		n.serveFrame(c, h, cp, release)
+		n.serveFrame(c, h, cp, start, release)
 	}()
 	return true
 }
@@ -149,7 +161,7 @@ var fastBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b 
 // plain Lookup that needs no wait: the topic is active in this node's own
 // replica of its shard, or cached with a live owner. Anything else (not
 // ready, compressed, linearizable, unknown here) takes the request path.
-func (n *Node) serveFast(c Conn, h wire.Header, frame []byte) bool {
+func (n *Node) serveFast(c Conn, h wire.Header, frame []byte, start time.Time) bool {
 	if h.Kind != wire.KindLookup || h.Flags&wire.FlagCompressed != 0 || c.Role() == wire.RolePeer || !n.isReady() {
 		return false
 	}
@@ -157,6 +169,9 @@ func (n *Node) serveFast(c Conn, h wire.Header, frame []byte) bool {
 	f, ok := n.appendFastLookup((*bp)[:0], h.RequestID, frame[wire.HeaderSize:])
 	if ok {
 		n.counters.requests.Add(1)
+		// Counted before the answer leaves: a client that reads the
+		// metrics once answered finds its request there.
+		n.lat.request(h.Kind, wire.KindAssignment, nil, n.clock().Sub(start))
 		_ = c.Write(f) // copies
 	}
 	*bp = f[:0]
@@ -198,8 +213,9 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 
 // serveFrame serves one request frame and calls release, once, when it
 // has answered it (or decided not to): at return, or, for a request
-// answered through a callback, once the answer is written.
-func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
+// answered through a callback, once the answer is written. start is when
+// a client's request arrived.
+func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, release func()) {
 	async := false // answered through a callback, which releases
 	defer func() {
 		if !async {
@@ -212,6 +228,9 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
 	if err != nil {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: err.Error()}))
+		if c.Role() != wire.RolePeer {
+			n.lat.requestRefused(h.Kind, wire.CodeBadRequest, n.clock().Sub(start))
+		}
 		return
 	}
 	switch h.Kind {
@@ -264,13 +283,14 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, release func()) {
 		}))
 		return
 	}
-	if h.Kind < wire.KindAssign || h.Kind > wire.KindStatus {
+	if !h.Kind.IsClientRequest() {
 		n.reply(c, h.RequestID, wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeBadRequest, Message: fmt.Sprintf("unexpected %v frame", h.Kind)}))
 		return
 	}
 	async = true
 	n.handle(h.Kind, payload, 0, n.bounded(func(kind wire.Kind, out []byte) {
 		defer release()
+		n.lat.request(h.Kind, kind, out, n.clock().Sub(start))
 		n.reply(c, h.RequestID, kind, out)
 	}))
 }
@@ -348,6 +368,9 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		return
 	case wire.KindShards:
 		n.shardList(done)
+		return
+	case wire.KindShardLeaders:
+		done(n.leaderTableAnswer())
 		return
 	case wire.KindStatus:
 		st := n.Status()
@@ -847,6 +870,9 @@ type forwarder struct {
 	mu      sync.Mutex
 	waiting map[uint64]fwdWait
 	next    uint64
+	// clock and hops time each forward that is answered.
+	clock func() time.Time
+	hops  *histogram.Histogram
 }
 
 // fwdFunc takes a forwarded request's answer, or why there is none.
@@ -856,6 +882,7 @@ type fwdWait struct {
 	done fwdFunc
 	node string
 	stop func() bool
+	sent time.Time
 }
 
 // errPeerDown: the node a request was forwarded to became unreachable.
@@ -868,9 +895,10 @@ var errForwardTimeout = errors.New("node: forwarded request not answered in time
 // init readies f; its request ids start at start, different in each life
 // of the node so that a peer does not take a new request for a copy of an
 // old one (see forwardDedup).
-func (f *forwarder) init(start uint64) {
+func (f *forwarder) init(start uint64, clock func() time.Time, hops *histogram.Histogram) {
 	f.waiting = make(map[uint64]fwdWait)
 	f.next = start
+	f.clock, f.hops = clock, hops
 }
 
 // forwardDedup remembers the forwards this node took in the last window
@@ -971,6 +999,7 @@ func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
 		return
 	}
 	w.stop()
+	f.hops.Observe(f.clock().Sub(w.sent))
 	plain, _, err := wire.FramePayload(&h, payload, nil)
 	if err != nil {
 		w.done(0, nil, err)
@@ -999,7 +1028,7 @@ func (f *forwarder) forward(n *Node, to string, kind wire.Kind, payload []byte, 
 	f.mu.Lock()
 	f.next++
 	id := f.next
-	w := fwdWait{done: done, node: to}
+	w := fwdWait{done: done, node: to, sent: n.clock()}
 	w.stop = n.after(n.cfg.RequestTimeout*3/4, func() {
 		if w, ok := f.take(id); ok {
 			w.done(0, nil, errForwardTimeout)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -164,7 +165,7 @@ func (n *Node) leaseRound() {
 	n.dutyMu.Lock()
 	askIDs := n.duty.VouchRound(now, seq)
 	n.dutyMu.Unlock()
-	asks := make(map[string][]wire.ShardTerm, len(askIDs))
+	asks := make(map[string]*duty.VouchAsk, len(askIDs))
 	for id, st := range askIDs {
 		if name, ok := n.nameOf(id); ok {
 			asks[name] = st
@@ -178,7 +179,13 @@ func (n *Node) leaseRound() {
 		peers[p] = true
 	}
 	for _, p := range slices.Sorted(maps.Keys(peers)) {
-		m := &wire.LeaseRound{Seq: seq, Requests: reqs[p], Vouch: asks[p], Released: released}
+		m := &wire.LeaseRound{Seq: seq, Released: released}
+		if q := reqs[p]; q != nil {
+			m.Requests, m.Held = q.Requests, q.Held
+		}
+		if a := asks[p]; a != nil {
+			m.Vouch, m.Led = a.Vouch, a.Led
+		}
 		if p == n.cfg.ID {
 			n.takeLeaseReply(p, n.answerLeaseRound(p, m))
 			continue
@@ -206,7 +213,7 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 	n.dutyMu.Lock()
 	if m.Released {
 		n.duty.Released(from)
-	} else if len(m.Requests) > 0 {
+	} else if len(m.Requests) > 0 || m.Held.Count > 0 {
 		n.duty.Holding(from)
 	}
 	n.dutyMu.Unlock()
@@ -217,7 +224,13 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 			return n.duty.CanGrant(now, shard)
 		}
 	}
+	if m.Held.Count > 0 {
+		n.answerHeld(from, m.Held, reply)
+	}
 	for _, q := range m.Requests {
+		if reply.HeldMatched {
+			break // answered for the summary's shards
+		}
 		if q.Shard >= uint64(n.cfg.Shards) {
 			continue
 		}
@@ -233,12 +246,24 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 		}
 		reply.Refused = append(reply.Refused, f)
 	}
-	if len(m.Vouch) > 0 {
+	if len(m.Vouch) > 0 || m.Led.Count > 0 {
 		rid := RaftID(from)
 		n.leadMu.Lock()
-		for _, v := range m.Vouch {
-			if rl, ok := n.replicaLead[v.Shard]; ok && rl.lead == rid && rl.term == v.Term {
-				reply.Vouched = append(reply.Vouched, v.Shard)
+		if m.Led.Count > 0 {
+			var sum wire.Summary
+			for shard, rl := range n.replicaLead {
+				if rl.lead == rid {
+					sum.Count++
+					sum.Digest ^= meta.ShardSummary(shard, rl.term, 0)
+				}
+			}
+			reply.LedMatched = sum == m.Led
+		}
+		if !reply.LedMatched {
+			for _, v := range m.Vouch {
+				if rl, ok := n.replicaLead[v.Shard]; ok && rl.lead == rid && rl.term == v.Term {
+					reply.Vouched = append(reply.Vouched, v.Shard)
+				}
 			}
 		}
 		n.leadMu.Unlock()
@@ -246,12 +271,78 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 	return reply
 }
 
+// answerHeld answers the summary of a lease round from node from: if this
+// node's state sums to the same over the shards it leads in which from
+// owns topics, it answers for all of them — a grant of every one at the
+// term summed, or grants and refusals one by one when some cannot be
+// granted now. Each shard is read under its lock, which orders the read
+// against every apply, and the grant is recorded there before the answer
+// is known: an apply that moves a topic after the read counts the grant
+// (a longer fence for a grant not given costs a wait, never safety).
+func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply) {
+	now := n.clock()
+	n.dutyMu.Lock()
+	led := n.duty.LedTerms()
+	n.dutyMu.Unlock()
+	var sum wire.Summary
+	mine := led[:0]
+	for _, st := range led {
+		if st.Shard >= uint64(n.cfg.Shards) {
+			continue
+		}
+		owns := false
+		_ = n.sm.withShard(st.Shard, func(sh *shardState) {
+			if sh.st.Load(from) == 0 {
+				return
+			}
+			owns = true
+			if sh.lastAsk == nil {
+				sh.lastAsk = make(map[string]time.Time)
+			}
+			if sh.lastGrant == nil {
+				sh.lastGrant = make(map[string]time.Time)
+			}
+			sh.lastAsk[from], sh.lastGrant[from] = now, now
+			sum.Count++
+			sum.Digest ^= meta.ShardSummary(st.Shard, st.Term, sh.st.OwnerDigest(from))
+		})
+		if owns {
+			mine = append(mine, st)
+		}
+	}
+	if sum != held {
+		return
+	}
+	reply.HeldMatched, reply.HeldGranted = true, true
+	n.dutyMu.Lock()
+	for _, st := range mine {
+		if term, ok := n.duty.CanGrant(now, st.Shard); ok && term == st.Term {
+			reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: term})
+			continue
+		}
+		reply.HeldGranted = false
+		reply.Refused = append(reply.Refused, wire.LeaseRefusal{Shard: st.Shard, Leader: []byte(n.cfg.ID), Term: st.Term})
+	}
+	n.dutyMu.Unlock()
+	if reply.HeldGranted {
+		n.counters.leaseGrants.Add(uint64(len(reply.Grants)))
+		reply.Grants = reply.Grants[:0]
+	} else {
+		n.counters.leaseGrants.Add(uint64(len(reply.Grants)))
+		n.counters.leaseRefusals.Add(uint64(len(reply.Refused)))
+	}
+}
+
 // takeLeaseReply takes node from's answer to one of this node's rounds.
 func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	n.ownWrite.Lock()
 	n.ownMu.Lock()
-	changes, refused := n.own.Reply(from, r)
+	sent, pending := n.own.RoundAt(r.Seq)
+	changes, refused, again := n.own.Reply(from, r)
 	n.ownMu.Unlock()
+	if pending && from != n.cfg.ID {
+		n.lat.leaseRound.Observe(n.clock().Sub(sent))
+	}
 	_ = n.persistOwnership(changes, ReasonSuperseded)
 	n.ownWrite.Unlock()
 	for _, f := range refused {
@@ -259,10 +350,15 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 			_, _ = n.leaders.Update(uint32(f.Shard), string(f.Leader), f.Term)
 		}
 	}
-	if len(r.Vouched) > 0 {
-		n.dutyMu.Lock()
-		n.duty.Vouched(RaftID(from), r.Seq, r.Vouched)
-		n.dutyMu.Unlock()
+	n.dutyMu.Lock()
+	if n.duty.Vouched(RaftID(from), r.Seq, r.Vouched, r.LedMatched) {
+		again = true
+	}
+	n.dutyMu.Unlock()
+	if again {
+		// A summary alone asked and the peer's state sums otherwise: the
+		// next round lists, and comes soon.
+		n.kickLeases(0)
 	}
 }
 
@@ -284,8 +380,11 @@ func (n *Node) propose(shard uint64, data []byte, done func(res any, err error))
 	term, led := n.leadsAt(shard)
 	start := n.clock()
 	n.host.Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: shard, Data: data}, func(r raftmux.Result) {
-		if r.Err == nil && led {
-			n.leaderProof(shard, term, start)
+		if r.Err == nil {
+			n.lat.raftCommit.Observe(n.clock().Sub(start))
+			if led {
+				n.leaderProof(shard, term, start)
+			}
 		}
 		done(r.Value, r.Err)
 	})

@@ -142,13 +142,22 @@ type Node struct {
 	lastSync  atomic.Int64
 	msync     metaSync
 	birthSeen time.Time // event loop: when the birth condition began to hold
-	startedAt time.Time
+	// birthWaitLogged: event loop: when the wait for BootstrapExpect
+	// members was last logged.
+	birthWaitLogged time.Time
+	startedAt       time.Time
 	// catchingUp: nodes given a replica recently; strays: replicas the
 	// ring no longer places here (both under reconcileMu).
 	reconcileMu sync.Mutex
 	catchingUp  map[uint64]time.Time
 	// reassigning, managing: reconcile's work in flight.
 	reassigning, managing inFlight
+	// shardEvents counts leadership and configuration changes of hosted
+	// replicas; manageIdle remembers a shard-manager pass that found
+	// nothing to do, which is not repeated while neither they nor the
+	// view change (up to manageEvery passes).
+	shardEvents atomic.Uint64
+	manageIdle  manageMemo
 	// deadPass counts reassignDead's passes and deadView is the view its
 	// last full pass saw (both used by the reconcile goroutine only).
 	deadPass int
@@ -177,6 +186,7 @@ type Node struct {
 	closed  bool
 
 	counters counters
+	lat      latencyHists
 }
 
 type counters struct {
@@ -278,7 +288,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache.Store(cache)
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects}
-	n.fwd.init(n.randSrc.Uint64() >> 1)
+	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.ho.init()
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})

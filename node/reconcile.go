@@ -228,6 +228,10 @@ func (n *Node) manageShards(v *clusterView) {
 	if v.suspects > 0 || n.clock().Sub(v.changed) < membershipSettle*n.cfg.ReconcileInterval {
 		return
 	}
+	events := n.shardEvents.Load()
+	if n.manageIdle.skip(v, events) {
+		return
+	}
 	if !n.managing.begin(0) {
 		return
 	}
@@ -237,12 +241,50 @@ func (n *Node) manageShards(v *clusterView) {
 			n.managing.end(0)
 			return
 		}
-		n.managePass(v, infos)
+		n.managePass(v, events, infos)
 	})
 }
 
-// managePass is one pass of manageShards over the replicas' infos.
-func (n *Node) managePass(v *clusterView, infos []raftmux.Info) {
+// manageEvery: with nothing to do, the view unchanged and no replica's
+// leadership or configuration changed, the shard manager looks at every
+// replica once in this many reconcile intervals (5 s "lan", 2 s "fast"):
+// a pass reads the state of every hosted replica, the largest part of an
+// idle node's work otherwise.
+const manageEvery = 10
+
+// manageMemo remembers the last shard-manager pass that had nothing to do.
+type manageMemo struct {
+	mu     sync.Mutex
+	view   *clusterView
+	events uint64
+	skips  int
+}
+
+// skip reports whether a pass at view v with events shard events can be
+// left out: the last pass saw the same and found nothing to do.
+func (m *manageMemo) skip(v *clusterView, events uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.view != v || m.events != events || m.skips >= manageEvery-1 {
+		return false
+	}
+	m.skips++
+	return true
+}
+
+// done records a pass's outcome.
+func (m *manageMemo) done(v *clusterView, events uint64, idle bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.view, m.events, m.skips = nil, 0, 0
+	if idle {
+		m.view, m.events = v, events
+	}
+}
+
+// managePass is one pass of manageShards over the replicas' infos; events
+// is the count of shard events before the infos were read.
+func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 	n.collectStrays(v, infos)
 	// A replica added to a group starts empty and is caught up by its
 	// leader; a quiesced leader only does that while awake, so groups
@@ -256,6 +298,7 @@ func (n *Node) managePass(v *clusterView, infos []raftmux.Info) {
 		}
 		n.host.NodeAlive(id)
 	}
+	quiet := len(n.catchingUp) == 0 && len(n.strays) == 0
 	n.reconcileMu.Unlock()
 	var steps []func(done func(bool))
 	var desired []string
@@ -274,6 +317,7 @@ func (n *Node) managePass(v *clusterView, infos []raftmux.Info) {
 			steps = append(steps, step)
 		}
 	}
+	n.manageIdle.done(v, events, quiet && len(steps) == 0)
 	if len(steps) == 0 {
 		n.managing.end(0)
 		return

@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/internal/histogram"
 )
 
 // Host runs every shard replica of one node.
@@ -36,6 +38,8 @@ type Host struct {
 	// snapBuffered: bytes held for incoming snapshots by every worker,
 	// bounded by Config.MaxSnapshotBufferBytes.
 	snapBuffered atomic.Int64
+	// snapSend, snapRecv time the snapshots streamed out and taken in.
+	snapSend, snapRecv histogram.Histogram
 }
 
 // NewHost opens every shard found in cfg.Storage and starts the workers and

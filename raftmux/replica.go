@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -140,6 +141,7 @@ type inSnapshot struct {
 	buf  []byte
 	// lastTick: the worker tick of its last chunk (see expireSnapshots).
 	lastTick uint64
+	started  time.Time // its first chunk's arrival, for Host.SnapshotLatencies
 }
 
 func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Config {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/internal/histogram"
 )
 
 // sendSnapshot streams the shard's state to m's target in chunks, on its own
@@ -36,7 +39,11 @@ func (w *worker) sendSnapshot(r *replica, m *raftpb.Message) {
 
 func (h *Host) streamSnapshot(shard, to, id uint64, m *raftpb.Message) {
 	defer h.wg.Done()
+	start := time.Now()
 	err := h.streamSnapshotData(shard, to, id, m)
+	if err == nil {
+		h.snapSend.Since(start)
+	}
 	<-h.snapSem
 	if err != nil {
 		h.cfg.Logger.Warn("raftmux: snapshot send failed", "shard", shard, "to", to, "err", err)
@@ -156,7 +163,7 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 	}
 	if c.Seq == 0 {
 		w.dropInSnap(r)
-		r.inSnap = &inSnapshot{id: c.ID, from: from, msg: c.Msg}
+		r.inSnap = &inSnapshot{id: c.ID, from: from, msg: c.Msg, started: time.Now()}
 		w.receiving[r] = struct{}{}
 	}
 	in := r.inSnap
@@ -191,6 +198,7 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 			return
 		}
 	}
+	h.snapRecv.Since(in.started)
 	w.releaseSnapData(r)
 	r.snapData = in.buf
 	r.snapDataIdx = meta.Index
@@ -260,3 +268,11 @@ func (h *Host) reserveSnap(n int) bool {
 }
 
 func (h *Host) releaseSnap(n int) { h.snapBuffered.Add(-int64(n)) }
+
+// SnapshotLatencies are the histograms of the snapshots this host streamed
+// to peers (first chunk to the end of the stream) and took in (first chunk
+// to the last one, checked). The times are the wall clock's, also for a
+// manual host: they are read by metrics only.
+func (h *Host) SnapshotLatencies() (send, receive *histogram.Histogram) {
+	return &h.snapSend, &h.snapRecv
+}

@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/shoalmq/shoal/netio"
@@ -355,16 +357,50 @@ func (d *Driver) flush() {
 func (d *Driver) exchange(pp PushPullRequest) {
 	defer d.wg.Done()
 	reply, err := d.pp.Exchange(d.ctx, pp.Addr, pp.Payload)
-	if err != nil && d.ctx.Err() == nil {
-		d.log.Debug("swim: push-pull failed", "addr", pp.Addr, "join", pp.Join, "err", err)
+	if err != nil && d.ctx.Err() == nil && !pp.Join {
+		d.log.Debug("swim: push-pull failed", "addr", pp.Addr, "err", err)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closing {
+		d.mu.Unlock()
 		return
 	}
-	d.node.PushPullDone(time.Now(), pp.ID, reply, err)
+	join, err := d.node.PushPullDone(time.Now(), pp.ID, reply, err)
 	d.flush()
+	d.mu.Unlock()
+	if join && err != nil && d.ctx.Err() == nil {
+		// At info: a node that cannot join says so, and why, at the
+		// default level; it retries with backoff.
+		d.log.Info("join attempt failed", "seed", pp.Addr, "cause", JoinFailureCause(err), "err", err)
+	}
+}
+
+// Causes of a failed join attempt, as JoinFailureCause names them.
+const (
+	JoinUnreachable  = "unreachable"      // no answer: nothing listens there, a firewall, a timeout
+	JoinWrongCluster = "wrong cluster id" // the seed is in another cluster
+	JoinAuth         = "authentication"   // another cluster secret, SWIM key or CA, or none where one is needed
+	JoinRefused      = "refused"          // anything else the seed or its state did wrong
+)
+
+// JoinFailureCause names why a join attempt failed, from its error.
+func JoinFailureCause(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, netio.ErrWrongCluster), errors.Is(err, ErrStateWrongCluster):
+		return JoinWrongCluster
+	case errors.Is(err, netio.ErrAuthFailed), errors.Is(err, ErrStateUnauthenticated):
+		return JoinAuth
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return JoinUnreachable
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return JoinUnreachable
+	}
+	return JoinRefused
 }
 
 func (d *Driver) servePushPull(req []byte) ([]byte, error) {

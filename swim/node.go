@@ -1206,6 +1206,15 @@ func (n *Node) applyVersion(node string, kind, version uint64) bool {
 // ErrPushPull is wrapped by push-pull errors.
 var ErrPushPull = errors.New("swim: push-pull")
 
+// Why a push-pull's state was refused; each wraps ErrPushPull.
+var (
+	// ErrStateWrongCluster: the state came from another cluster.
+	ErrStateWrongCluster = fmt.Errorf("%w: state of another cluster", ErrPushPull)
+	// ErrStateUnauthenticated: the state did not open with this node's
+	// SWIM keys, was a replay, or came from this node itself.
+	ErrStateUnauthenticated = fmt.Errorf("%w: state refused: unauthenticated (another SWIM key?), replayed or from this node", ErrPushPull)
+)
+
 func (n *Node) requestPushPull(addr string, join bool) {
 	n.ppNext++
 	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join, addr: addr})
@@ -1277,11 +1286,11 @@ func (n *Node) mergeState(now time.Time, b []byte) error {
 	}
 	if p.Header.ClusterID != n.cfg.ClusterID {
 		n.stats.DropClusterID++
-		return errors.Join(ErrPushPull, errors.New("swim: another cluster"))
+		return ErrStateWrongCluster
 	}
 	body, ok := n.open(b, off, &p.Header, true)
 	if !ok {
-		return errors.Join(ErrPushPull, errors.New("swim: refused: unauthenticated, replayed or from this node"))
+		return ErrStateUnauthenticated
 	}
 	if err := wire.DecodeSwimPushPullBody(body, p); err != nil {
 		n.stats.DropMalformed++
@@ -1345,10 +1354,14 @@ func (n *Node) HandlePushPull(now time.Time, req []byte) ([]byte, error) {
 
 // PushPullDone gives the node the answer to its PushPullRequest id: the
 // remote state, or the error that prevented the exchange.
-func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) {
+//
+// It returns whether the exchange was a join attempt, and why it failed
+// (the transport's error, or why the state was refused), nil if it did
+// not.
+func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) (join bool, _ error) {
 	i := slices.IndexFunc(n.ppPending, func(p ppPending) bool { return p.id == id })
 	if i < 0 {
-		return
+		return false, nil
 	}
 	pending := n.ppPending[i]
 	n.ppPending = slices.Delete(n.ppPending, i, i+1)
@@ -1360,7 +1373,7 @@ func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) {
 		if pending.join {
 			n.joinFailed(now)
 		}
-		return
+		return pending.join, err
 	}
 	if pending.join {
 		n.joinPending = false
@@ -1374,6 +1387,7 @@ func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) {
 		}
 		n.nextJoin = now.Add(n.cfg.JoinRetryMin)
 	}
+	return pending.join, nil
 }
 
 // ringKey places a member on the aligned probe ring.

@@ -5,13 +5,14 @@ package wire
 // reused (truncated and appended to), so decoding into the same struct
 // again allocates nothing once its slices have grown.
 
-// IsClientRequest reports whether k is a request a client sends.
-func (k Kind) IsClientRequest() bool { return k >= KindAssign && k <= KindStatus }
+// IsClientRequest reports whether k is a request a client sends: a known
+// kind from 10 to 29.
+func (k Kind) IsClientRequest() bool { return k >= KindAssign && k < KindAssignment && k.Known() }
 
-// IsClientResponse reports whether k answers a client request (KindError
-// included).
+// IsClientResponse reports whether k answers a client request: KindError,
+// or a known kind from 30 to 49.
 func (k Kind) IsClientResponse() bool {
-	return k == KindError || (k >= KindAssignment && k <= KindStatusInfo)
+	return k == KindError || (k >= KindAssignment && k < KindRaftBatch && k.Known())
 }
 
 // IsPeer reports whether k is a message only nodes send each other.

@@ -23,6 +23,7 @@ const (
 	KindMembers         Kind = 16
 	KindShards          Kind = 17
 	KindStatus          Kind = 18
+	KindShardLeaders    Kind = 25
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -32,6 +33,7 @@ const (
 	KindMemberList  Kind = 34
 	KindShardList   Kind = 35
 	KindStatusInfo  Kind = 36
+	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
 	KindRaftBatch     Kind = 50
@@ -60,8 +62,8 @@ var kindNames = [maxKind + 1]string{
 	KindMembers: "Members", KindShards: "Shards", KindStatus: "Status",
 	KindAssignment: "Assignment", KindRevoked: "Revoked", KindProduceAck: "ProduceAck",
 	KindFetchResult: "FetchResult", KindMemberList: "MemberList", KindShardList: "ShardList",
-	KindStatusInfo: "StatusInfo",
-	KindRaftBatch:  "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
+	KindStatusInfo: "StatusInfo", KindShardLeaders: "ShardLeaders", KindLeaderTable: "LeaderTable",
+	KindRaftBatch: "RaftBatch", KindOpenTopic: "OpenTopic", KindCloseTopic: "CloseTopic",
 	KindTopicAck: "TopicAck", KindForward: "Forward", KindSnapshotChunk: "SnapshotChunk",
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",

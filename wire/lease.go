@@ -5,6 +5,13 @@ package wire
 // for leases on the shards the peer leads; as a shard leader, it asks the
 // peer to vouch that it still follows it. The peer answers with one
 // LeaseReply. []byte fields alias the input.
+//
+// Both questions come in bulk: a Summary stands for every shard the sender
+// means, and when the receiver's own state sums to the same Summary the
+// answer covers them all in one flag. The per-shard lists are sent only
+// while the sender is not sure the summaries agree (its first round after
+// something changed), so an idle exchange costs the same whatever the
+// number of shards and topics.
 
 // LeaseRound is one node's lease exchange with one peer (KindLeaseRound),
 // answered by LeaseReply with the same Seq.
@@ -20,6 +27,21 @@ type LeaseRound struct {
 	// Released: the sender serves no topic any more (it is leaving), so
 	// none of its leases needs to be waited out.
 	Released bool
+	// Held sums every shard the sender holds topics in and believes the
+	// receiver leads: LeaseSummary of (shard, the highest term of its
+	// leader the sender has seen, the digest of what it holds there).
+	// Zero Count: none.
+	Held Summary
+	// Led sums every shard the sender leads of which the receiver is a
+	// voter: LeaseSummary of (shard, term, 0). Zero Count: none asked.
+	Led Summary
+}
+
+// Summary stands for a set of shards: how many, and the XOR of one
+// LeaseSummary value per shard.
+type Summary struct {
+	Count  uint64
+	Digest uint64
 }
 
 // LeaseRequest asks for a lease on one shard. Digest is the XOR of
@@ -44,6 +66,17 @@ type LeaseReply struct {
 	// Vouched lists the shards of the round's Vouch whose replica here
 	// follows the round's sender at the term it named.
 	Vouched []uint64
+	// HeldMatched: the round's Held summed to what the receiver's state
+	// sums for the sender over the shards it leads. Then Grants and
+	// Refused answer for exactly those shards, and HeldGranted says
+	// whether every one of them is granted at the term the sender summed
+	// (Grants then empty). Otherwise they answer the round's Requests.
+	HeldMatched bool
+	HeldGranted bool
+	// LedMatched: the round's Led summed to the replicas here that follow
+	// the sender, at their terms: this node vouches for every one
+	// (Vouched then empty).
+	LedMatched bool
 }
 
 // LeaseGrant is a lease on one shard from its leader at Term, running from
@@ -81,7 +114,8 @@ const MaxLeaseTopics = 1 << 20
 // AppendLeaseRound appends m's payload:
 //
 //	u64 seq · []{uvarint shard · u64 digest} requests · []{uvarint shard ·
-//	uvarint term} vouch · bool released
+//	uvarint term} vouch · bool released · uvarint held count · u64 held
+//	digest · uvarint led count · u64 led digest
 func AppendLeaseRound(dst []byte, m *LeaseRound) []byte {
 	dst = appendU64(dst, m.Seq)
 	dst = appendUvarint(dst, uint64(len(m.Requests)))
@@ -94,7 +128,11 @@ func AppendLeaseRound(dst []byte, m *LeaseRound) []byte {
 		dst = appendUvarint(dst, v.Shard)
 		dst = appendUvarint(dst, v.Term)
 	}
-	return appendBool(dst, m.Released)
+	dst = appendBool(dst, m.Released)
+	dst = appendUvarint(dst, m.Held.Count)
+	dst = appendU64(dst, m.Held.Digest)
+	dst = appendUvarint(dst, m.Led.Count)
+	return appendU64(dst, m.Led.Digest)
 }
 
 // DecodeLeaseRound decodes a LeaseRound payload into m.
@@ -112,6 +150,8 @@ func DecodeLeaseRound(b []byte, m *LeaseRound) error {
 		m.Vouch[i] = ShardTerm{Shard: r.uvarint(), Term: r.uvarint()}
 	}
 	m.Released = r.bool()
+	m.Held = Summary{Count: r.uvarint(), Digest: r.u64()}
+	m.Led = Summary{Count: r.uvarint(), Digest: r.u64()}
 	return r.end()
 }
 
@@ -119,7 +159,8 @@ func DecodeLeaseRound(b []byte, m *LeaseRound) error {
 //
 //	u64 seq · []{uvarint shard · uvarint term · bool listed ·
 //	[]{bytes topic · uvarint epoch}} grants · []{uvarint shard · bytes
-//	leader (may be empty) · uvarint term} refused · []uvarint vouched
+//	leader (may be empty) · uvarint term} refused · []uvarint vouched ·
+//	u8 flags (1 held matched, 2 held granted, 4 led matched)
 func AppendLeaseReply(dst []byte, m *LeaseReply) []byte {
 	dst = appendU64(dst, m.Seq)
 	dst = appendUvarint(dst, uint64(len(m.Grants)))
@@ -144,8 +185,25 @@ func AppendLeaseReply(dst []byte, m *LeaseReply) []byte {
 	for _, s := range m.Vouched {
 		dst = appendUvarint(dst, s)
 	}
-	return dst
+	var flags byte
+	if m.HeldMatched {
+		flags |= replyHeldMatched
+	}
+	if m.HeldGranted {
+		flags |= replyHeldGranted
+	}
+	if m.LedMatched {
+		flags |= replyLedMatched
+	}
+	return append(dst, flags)
 }
+
+const (
+	replyHeldMatched = 1 << iota
+	replyHeldGranted
+	replyLedMatched
+	replyFlags = replyHeldMatched | replyHeldGranted | replyLedMatched
+)
 
 // DecodeLeaseReply decodes a LeaseReply payload into m. A grant's topics
 // alias b. More than MaxLeaseTopics topics in all is ErrTooLarge.
@@ -180,5 +238,12 @@ func DecodeLeaseReply(b []byte, m *LeaseReply) error {
 	for i := range m.Vouched {
 		m.Vouched[i] = r.uvarint()
 	}
+	flags := r.u8()
+	if flags&^replyFlags != 0 {
+		r.fail(ErrMalformed)
+	}
+	m.HeldMatched = flags&replyHeldMatched != 0
+	m.HeldGranted = flags&replyHeldGranted != 0
+	m.LedMatched = flags&replyLedMatched != 0
 	return r.end()
 }

@@ -17,11 +17,14 @@ func TestPeerMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2, Status: TopicBelowFloor}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &LeaseRound{Seq: 9, Requests: []LeaseRequest{{Shard: 1, Digest: 1 << 63}, {Shard: 300, Digest: 5}},
-		Vouch: []ShardTerm{{Shard: 2, Term: 4}}, Released: true}, AppendLeaseRound, DecodeLeaseRound)
+		Vouch: []ShardTerm{{Shard: 2, Term: 4}}, Released: true, Held: Summary{Count: 2, Digest: 1 << 63}, Led: Summary{Count: 300, Digest: 7}},
+		AppendLeaseRound, DecodeLeaseRound)
 	roundTrip(t, &LeaseRound{Seq: 1}, AppendLeaseRound, DecodeLeaseRound)
 	roundTrip(t, &LeaseReply{Seq: 9,
 		Grants:  []LeaseGrant{{Shard: 1, Term: 3}, {Shard: 2, Term: 4, Listed: true, Topics: []TopicEpoch{{Topic: []byte("a"), Epoch: 2}, {Topic: []byte("b"), Epoch: 1 << 40}}}},
-		Refused: []LeaseRefusal{{Shard: 5, Leader: []byte("n2"), Term: 8}, {Shard: 6}}, Vouched: []uint64{2, 9}}, AppendLeaseReply, DecodeLeaseReply)
+		Refused: []LeaseRefusal{{Shard: 5, Leader: []byte("n2"), Term: 8}, {Shard: 6}}, Vouched: []uint64{2, 9}, HeldMatched: true, LedMatched: true},
+		AppendLeaseReply, DecodeLeaseReply)
+	roundTrip(t, &LeaseReply{Seq: 3, HeldMatched: true, HeldGranted: true}, AppendLeaseReply, DecodeLeaseReply)
 	roundTrip(t, &LeaseReply{Seq: 2}, AppendLeaseReply, DecodeLeaseReply)
 	inner := AppendProduce(nil, &Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{[]byte("x")}})
 	roundTrip(t, &Forward{Hops: 1, Origin: []byte("n1"), Kind: KindProduce, Payload: inner}, AppendForward, DecodeForward)
@@ -53,6 +56,7 @@ func TestPeerMessagesReject(t *testing.T) {
 		{"pull without topic", DecodeRecordsPull(AppendRecordsPull(nil, &RecordsPull{}), new(RecordsPull)), ErrMalformed},
 		{"ack status", DecodeTopicAck(AppendTopicAck(nil, &TopicAck{Topic: []byte("t"), Status: 3}), new(TopicAck)), ErrMalformed},
 		{"granted topic without name", DecodeLeaseReply(AppendLeaseReply(nil, &LeaseReply{Grants: []LeaseGrant{{Listed: true, Topics: []TopicEpoch{{Epoch: 1}}}}}), new(LeaseReply)), ErrMalformed},
+		{"lease reply flags", DecodeLeaseReply(append(AppendLeaseReply(nil, &LeaseReply{})[:11], 8), new(LeaseReply)), ErrMalformed},
 		{"lease requests the input cannot hold", DecodeLeaseRound([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x7f}, new(LeaseRound)), ErrTruncated},
 	}
 	for _, c := range cases {

@@ -44,6 +44,10 @@ type Cluster struct {
 	TLS *tls.Config
 	// Shards is the shard count used for Assignment.Shard. Default 64.
 	Shards uint32
+	// Leaders, when set, makes every node answer ShardLeaders with a table
+	// in which shard s is led by the s mod n-th node started; without it
+	// ShardLeaders is answered BadRequest, as by a node that predates it.
+	Leaders bool
 	// OmitHints leaves the owner's id and address out of
 	// NotLeaderForTopic answers (the epoch is always there), so a client
 	// must look the topic up again.
@@ -623,6 +627,21 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 			m.Shards = append(m.Shards, info)
 		}
 		return wire.KindShardList, wire.AppendShardList(nil, &m), nil
+	case wire.KindShardLeaders:
+		if !c.Leaders {
+			break
+		}
+		shards := c.shards()
+		m := wire.LeaderTable{Shards: uint64(shards), Leaders: make([]uint32, shards), Terms: make([]uint64, shards)}
+		for _, o := range c.nodes {
+			m.Nodes = append(m.Nodes, wire.LeaderNode{ID: []byte(o.ID), Addr: []byte(o.addr)})
+		}
+		for s := range m.Leaders {
+			if len(c.nodes) > 0 {
+				m.Leaders[s], m.Terms[s] = uint32(s%len(c.nodes)+1), 1
+			}
+		}
+		return wire.KindLeaderTable, wire.AppendLeaderTableAnswer(nil, &m), nil
 	case wire.KindStatus:
 		if err := wire.DecodeEmpty(payload); err != nil {
 			return 0, nil, badRequest(err)
@@ -686,11 +705,16 @@ func (c *Cluster) chooseLocked(topic []byte) string {
 	return best
 }
 
-func (c *Cluster) assignmentLocked(topic []byte, t *topicState) []byte {
-	shards := c.Shards
-	if shards == 0 {
-		shards = 64
+// shards is Shards or its default.
+func (c *Cluster) shards() uint32 {
+	if c.Shards == 0 {
+		return 64
 	}
+	return c.Shards
+}
+
+func (c *Cluster) assignmentLocked(topic []byte, t *topicState) []byte {
+	shards := c.shards()
 	a := wire.Assignment{Topic: topic, Owner: []byte(t.owner), Epoch: t.epoch, Partitions: t.partitions,
 		Shard: uint64(router.ShardOf(topic, shards))}
 	if o := c.nodeLocked(t.owner); o != nil {

@@ -193,7 +193,7 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 
 	var ms *metricsServer
 	if o.metricsAddr != "" {
-		if ms, err = startMetrics(o.metricsAddr, logger, nodes); err != nil {
+		if ms, err = startMetrics(o.metricsAddr, logger, nodes, false); err != nil {
 			return err
 		}
 		defer ms.close()

@@ -49,6 +49,7 @@ type nodeOptions struct {
 	shards                           uint32
 	replicas                         int
 	metricsAddr                      string
+	pprof                            bool
 	clusterID                        uint64
 	secret                           []byte
 	swimPreset                       string
@@ -139,10 +140,17 @@ storage:
 
 operations:
   --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
+  --pprof                 also serve Go's profiles under /debug/pprof/ on --metrics-addr
+                          (CPU, heap, goroutines, ...: keep that address private)
   --log-format F          text (default) or json, on stderr
   --log-level L           debug, info (default), warn or error
   --config FILE           read flags from FILE: one "name = value" per line, '#' comments;
                           flags on the command line win over the file
+
+environment: every flag can also be given as SHOAL_ and its name in capitals with
+'_' for '-' (SHOAL_CLIENT_ADDR=H:P, SHOAL_TLS_CLIENT_AUTH=true, SHOAL_CONFIG=FILE).
+A flag on the command line wins over the environment, which wins over --config,
+which wins over the default.
 `
 
 // newFlagSet is a flag set that reports errors to its caller only.
@@ -182,6 +190,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	o.shards = 1024
 	fs.IntVar(&o.replicas, "replicas", 3, "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
+	fs.BoolVar(&o.pprof, "pprof", false, "")
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
 	fs.StringVar(&o.secretFile, "secret-file", "", "")
@@ -204,17 +213,22 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 }
 
 // parseNodeArgs parses the arguments of `shoal node` (after the word
-// "node"), reads --config and --secret-file, and validates everything that
-// can be checked before the node starts.
-func parseNodeArgs(args []string) (*nodeOptions, error) {
+// "node"), then the SHOAL_* variables getenv gives for the flags not on
+// the command line, then --config for the flags still unset; it reads
+// --secret-file, and validates everything that can be checked before the
+// node starts.
+func parseNodeArgs(args []string, getenv func(string) string) (*nodeOptions, error) {
 	o := &nodeOptions{}
 	fs := newNodeFlagSet(o)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := applyEnv(fs, getenv, set); err != nil {
+		return nil, err
+	}
 	if o.configFile != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if err := applyConfigFile(fs, o.configFile, set); err != nil {
 			return nil, err
 		}
@@ -351,8 +365,36 @@ func flagError(err error) string {
 	return clip(msg)
 }
 
+// envName is the environment variable of a flag: SHOAL_ and the flag's
+// name in capitals, '_' for '-'.
+func envName(flagName string) string {
+	return "SHOAL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyEnv sets every flag not in set whose variable getenv gives (an
+// empty value counts as unset), and adds it to set.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string, set map[string]bool) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] {
+			return
+		}
+		name := envName(f.Name)
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = usagef("%s=%q: %v", name, clip(v), e)
+			return
+		}
+		set[f.Name] = true
+	})
+	return err
+}
+
 // applyConfigFile sets, from a file of "name = value" lines, every flag
-// not already set on the command line.
+// not already set on the command line or by the environment.
 func applyConfigFile(fs *flag.FlagSet, path string, set map[string]bool) error {
 	b, err := readSmallFile(path)
 	if err != nil {
@@ -435,6 +477,9 @@ func (o *nodeOptions) validate() error {
 		if err := checkHTTPAddr(o.metricsAddr); err != nil {
 			return usagef("--metrics-addr %q: %v", clip(o.metricsAddr), err)
 		}
+	}
+	if o.pprof && o.metricsAddr == "" {
+		return usagef("--pprof needs --metrics-addr (the profiles are served there)")
 	}
 	if o.bootstrapExpect < 1 {
 		return usagef("--bootstrap-expect %d: must be 1 or more", o.bootstrapExpect)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoalmq/shoal/internal/version"
 )
 
 // required are the flags every `shoal node` needs.
@@ -28,7 +31,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 		"--store-memtable-mib", "4", "--handoff-timeout", "5s",
-	))
+	), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func TestParseNodeArgs(t *testing.T) {
 }
 
 func TestParseNodeArgsDefaults(t *testing.T) {
-	o, err := parseNodeArgs(required)
+	o, err := parseNodeArgs(required, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +99,7 @@ func TestParseNodeArgsRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseNodeArgs(c.args)
+			_, err := parseNodeArgs(c.args, noEnv)
 			var ue *usageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err = %v, want a usage error", err)
@@ -130,7 +133,7 @@ join = 127.0.0.1:7301, 127.0.0.1:7302
 --shards = 128
 log-level = warn
 `)
-	o, err := parseNodeArgs([]string{"--config", conf, "--id", "n8", "--log-level", "error"})
+	o, err := parseNodeArgs([]string{"--config", conf, "--id", "n8", "--log-level", "error"}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +155,7 @@ func TestConfigFileRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseNodeArgs(with("--config", writeFile(t, "c.conf", c.text)))
+			_, err := parseNodeArgs(with("--config", writeFile(t, "c.conf", c.text)), noEnv)
 			var ue *usageError
 			if !errors.As(err, &ue) || !strings.Contains(ue.msg, c.want) {
 				t.Fatalf("err = %v, want a usage error containing %q", err, c.want)
@@ -162,14 +165,14 @@ func TestConfigFileRejects(t *testing.T) {
 }
 
 func TestSecretFile(t *testing.T) {
-	o, err := parseNodeArgs(with("--secret-file", writeFile(t, "secret", "s3cret\n")))
+	o, err := parseNodeArgs(with("--secret-file", writeFile(t, "secret", "s3cret\n")), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(o.secret) != "s3cret" {
 		t.Fatalf("secret %q", o.secret)
 	}
-	_, err = parseNodeArgs(with("--secret-file", writeFile(t, "empty", "\n")))
+	_, err = parseNodeArgs(with("--secret-file", writeFile(t, "empty", "\n")), noEnv)
 	if err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("empty secret: err = %v", err)
 	}
@@ -217,6 +220,8 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"help"}, exitOK, "usage: shoal COMMAND", ""},
 		{[]string{"node", "--help"}, exitOK, "usage: shoal node", ""},
 		{[]string{"dev", "-h"}, exitOK, "usage: shoal dev", ""},
+		{[]string{"--version"}, exitOK, version.Get().String("shoal") + "\n", ""},
+		{[]string{"version"}, exitOK, "shoal ", ""},
 		{[]string{"node", "--id", "n1"}, exitUsage, "", "shoal node: missing --data"},
 		{[]string{"dev", "--nodes", "x"}, exitUsage, "", `shoal dev: --nodes "x": not a number`},
 	}
@@ -230,4 +235,89 @@ func TestRunUsage(t *testing.T) {
 			t.Errorf("%q: stderr is not one line: %q", c.args, stderr.String())
 		}
 	}
+}
+
+// noEnv is an environment with no SHOAL_* variables.
+func noEnv(string) string { return "" }
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// TestEnvPrecedence: a flag on the command line wins over its SHOAL_*
+// variable, which wins over --config (itself given as SHOAL_CONFIG here),
+// which wins over the default.
+func TestEnvPrecedence(t *testing.T) {
+	conf := writeFile(t, "shoal.conf", "rack = r-file\nshards = 128\nreplicas = 2\nlog-level = warn\n")
+	env := envOf(map[string]string{
+		"SHOAL_CONFIG":          conf,
+		"SHOAL_RACK":            "r-env",
+		"SHOAL_SHARDS":          "256",
+		"SHOAL_LOG_LEVEL":       "debug",
+		"SHOAL_JOIN":            "127.0.0.1:7302,127.0.0.1:7303",
+		"SHOAL_TLS_CLIENT_AUTH": "", // empty: unset
+		"SHOAL_PPROF":           "true",
+		"SHOAL_METRICS_ADDR":    ":9100",
+		"SHOAL_SERVERS":         "not a flag of shoal node: ignored",
+	})
+	o, err := parseNodeArgs(with("--log-level", "error"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case o.logLevel != slog.LevelError:
+		t.Errorf("log level %v: the flag must win", o.logLevel)
+	case o.rack != "r-env" || o.shards != 256:
+		t.Errorf("rack %q shards %d: the environment must win over the file", o.rack, o.shards)
+	case o.replicas != 2:
+		t.Errorf("replicas %d: the file must win over the default", o.replicas)
+	case o.memtableMiB != 32 || o.tlsClientAuth:
+		t.Errorf("memtable %d tls-client-auth %v: defaults", o.memtableMiB, o.tlsClientAuth)
+	case !reflect.DeepEqual(o.join, []string{"127.0.0.1:7302", "127.0.0.1:7303"}) || !o.pprof || o.metricsAddr != ":9100":
+		t.Errorf("join %v pprof %v metrics %q from the environment", o.join, o.pprof, o.metricsAddr)
+	}
+	// A flag given both ways is taken from the command line only.
+	o, err = parseNodeArgs(with("--join", "127.0.0.1:7304"), env)
+	if err != nil || !reflect.DeepEqual(o.join, []string{"127.0.0.1:7304"}) {
+		t.Fatalf("join %v, %v", o.join, err)
+	}
+	// The required flags can all come from the environment.
+	o, err = parseNodeArgs(nil, envOf(map[string]string{"SHOAL_ID": "n5", "SHOAL_DATA": "/tmp/n5",
+		"SHOAL_CLIENT_ADDR": "127.0.0.1:7105", "SHOAL_PEER_ADDR": "127.0.0.1:7205", "SHOAL_SWIM_ADDR": "127.0.0.1:7305"}))
+	if err != nil || o.id != "n5" || o.swimAddr != "127.0.0.1:7305" {
+		t.Fatalf("from the environment only: %+v, %v", o, err)
+	}
+}
+
+func TestEnvRejects(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SHOAL_SHARDS": "lots"}, `SHOAL_SHARDS="lots": want a number of shards`},
+		{map[string]string{"SHOAL_TLS_CLIENT_AUTH": "maybe"}, `SHOAL_TLS_CLIENT_AUTH="maybe"`},
+		{map[string]string{"SHOAL_CONFIG": "/nonexistent/shoal.conf"}, "--config: open /nonexistent/shoal.conf"},
+		{map[string]string{"SHOAL_PPROF": "true"}, "--pprof needs --metrics-addr"},
+	} {
+		_, err := parseNodeArgs(required, envOf(c.env))
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(ue.msg, c.want) {
+			t.Errorf("%v: err = %v, want a usage error containing %q", c.env, err, c.want)
+		}
+	}
+}
+
+// TestReadmeListsEveryNodeFlag: the README's flag table names each flag
+// of shoal node and its variable.
+func TestReadmeListsEveryNodeFlag(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	newNodeFlagSet(&nodeOptions{}).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(readme, "| `--"+f.Name) || !strings.Contains(readme, "`"+envName(f.Name)+"` |") {
+			t.Errorf("README.md does not list `--%s` with `%s`", f.Name, envName(f.Name))
+		}
+	})
 }

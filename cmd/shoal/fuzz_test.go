@@ -22,7 +22,7 @@ func FuzzParseNodeArgs(f *testing.F) {
 		if strings.Contains(line, "config") || strings.Contains(line, "secret") {
 			return // these read files named by the input
 		}
-		o, err := parseNodeArgs(strings.Split(line, "\x00"))
+		o, err := parseNodeArgs(strings.Split(line, "\x00"), noEnv)
 		if err != nil {
 			var ue *usageError
 			if !errors.Is(err, errHelp) && !errors.As(err, &ue) {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/shoalmq/shoal/internal/version"
 )
 
 const usage = `usage: shoal COMMAND [flags]
@@ -19,6 +21,9 @@ commands:
   node    run one node of a cluster         (shoal node --help for its flags)
   dev     run a local cluster on loopback   (shoal dev --help for its flags)
   help    print this text
+
+flags:
+  --version  print the version, commit and Go version, and exit
 `
 
 // Exit statuses.
@@ -57,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "node":
 		cmdUsage = nodeUsage
 		var o *nodeOptions
-		if o, err = parseNodeArgs(args[1:]); err == nil {
+		if o, err = parseNodeArgs(args[1:], os.Getenv); err == nil {
 			err = runNode(ctx, o, stderr)
 		}
 	case "dev":
@@ -68,6 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.Get().String("shoal"))
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "shoal: unknown command %q (want node, dev or help)\n", clip(args[0]))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shoalmq/shoal/internal/histogram"
+	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/node"
 )
 
@@ -155,6 +157,80 @@ type nodeCollector struct {
 	descs map[string]*prometheus.Desc // by metric name
 
 	generation, membersAlive, shardsHosted, ready *prometheus.Desc
+	hists                                         histDescs
+}
+
+// histDescs are the latency histograms of a node (node.Latencies).
+type histDescs struct {
+	requests, requestsTotal        *prometheus.Desc // by op and code
+	forward, raftCommit, storeSync *prometheus.Desc
+	leaseRound, snapshot           *prometheus.Desc // snapshot: by direction
+}
+
+// Names of the histogram families, for the README and the dashboard test.
+const (
+	metricRequestDuration  = "shoal_client_request_duration_seconds"
+	metricRequestsByCode   = "shoal_client_requests_total"
+	metricForwardDuration  = "shoal_forward_duration_seconds"
+	metricRaftCommit       = "shoal_raft_commit_duration_seconds"
+	metricStorageSync      = "shoal_storage_sync_duration_seconds"
+	metricLeaseRoundTrip   = "shoal_lease_round_trip_seconds"
+	metricSnapshotDuration = "shoal_raft_snapshot_duration_seconds"
+)
+
+func newHistDescs(labels prometheus.Labels) histDescs {
+	return histDescs{
+		requests: prometheus.NewDesc(metricRequestDuration,
+			"Client requests from arrival to answer, by op (assign, lookup, produce, ...) and code (OK or the error code answered).",
+			[]string{"op", "code"}, labels),
+		requestsTotal: prometheus.NewDesc(metricRequestsByCode,
+			"Client requests answered, by op and code (OK or the error code answered).", []string{"op", "code"}, labels),
+		forward: prometheus.NewDesc(metricForwardDuration,
+			"Requests this node forwarded to a shard leader, from sending to the answer (one hop and the leader's work).", nil, labels),
+		raftCommit: prometheus.NewDesc(metricRaftCommit,
+			"Metadata commands this node proposed as a shard leader, from proposal to apply.", nil, labels),
+		storeSync: prometheus.NewDesc(metricStorageSync,
+			"Synced raft storage commits: the write, the WAL's fsync and the wait for it.", nil, labels),
+		leaseRound: prometheus.NewDesc(metricLeaseRoundTrip,
+			"Lease rounds sent to a peer, until its reply was taken.", nil, labels),
+		snapshot: prometheus.NewDesc(metricSnapshotDuration,
+			"Raft snapshots streamed to a peer (direction send) or taken in (receive), first chunk to last.", []string{"direction"}, labels),
+	}
+}
+
+// collect sends the histograms of l.
+func (d *histDescs) collect(ch chan<- prometheus.Metric, l node.Latencies) {
+	hist := func(desc *prometheus.Desc, s histogram.Snapshot, labels ...string) {
+		ch <- prometheus.MustNewConstHistogram(desc, s.Count, s.SumSeconds, s.Buckets(), labels...)
+	}
+	for _, r := range l.Requests {
+		hist(d.requests, r.Hist, r.Op, r.Code)
+		ch <- prometheus.MustNewConstMetric(d.requestsTotal, counter, float64(r.Hist.Count), r.Op, r.Code)
+	}
+	hist(d.forward, l.Forward)
+	hist(d.raftCommit, l.RaftCommit)
+	hist(d.storeSync, l.StorageSync)
+	hist(d.leaseRound, l.LeaseRound)
+	hist(d.snapshot, l.SnapshotSend, "send")
+	hist(d.snapshot, l.SnapshotReceive, "receive")
+}
+
+func (d *histDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{d.requests, d.requestsTotal, d.forward, d.raftCommit, d.storeSync, d.leaseRound, d.snapshot} {
+		ch <- desc
+	}
+}
+
+// buildInfo is shoal_build_info, one per process.
+func newBuildInfo() prometheus.Collector {
+	in := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "shoal_build_info",
+		Help:        "Always 1; the labels say which build runs: its module version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 func newNodeCollector(n *node.Node) *nodeCollector {
@@ -174,6 +250,7 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 	c.membersAlive = prometheus.NewDesc("shoal_members_alive", "Live cluster members this node knows, itself included.", nil, labels)
 	c.shardsHosted = prometheus.NewDesc("shoal_shards_hosted", "Shard replicas this node hosts.", nil, labels)
 	c.ready = prometheus.NewDesc("shoal_ready", "1 once the node serves requests.", nil, labels)
+	c.hists = newHistDescs(labels)
 	return c
 }
 
@@ -186,6 +263,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.membersAlive
 	ch <- c.shardsHosted
 	ch <- c.ready
+	c.hists.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -214,6 +292,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.membersAlive, gauge, float64(st.MembersAlive))
 	ch <- prometheus.MustNewConstMetric(c.shardsHosted, gauge, float64(st.ShardsHosted))
 	ch <- prometheus.MustNewConstMetric(c.ready, gauge, ready)
+	c.hists.collect(ch, c.n.Latencies())
 }
 
 // statsField reads the numeric field at a dotted path of a Stats value.

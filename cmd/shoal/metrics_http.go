@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,9 @@ const (
 	metricsWriteTimeout      = 30 * time.Second
 	metricsMaxHeaderBytes    = 16 << 10
 	metricsShutdownTimeout   = 2 * time.Second
+	// With --pprof, a CPU profile or trace is written for as long as it
+	// was asked to run (30 s by default): up to a minute.
+	pprofWriteTimeout = 70 * time.Second
 )
 
 // startMetrics listens on addr and serves, for the given nodes:
@@ -38,10 +42,11 @@ const (
 //     the Go runtime's and the process's;
 //   - /healthz: 200 while the process runs;
 //   - /readyz: 200 once every node is ready to serve, 503 before, and
-//     503 while a shard replica is halted at an entry it could not apply.
-func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node) (*metricsServer, error) {
+//     503 while a shard replica is halted at an entry it could not apply;
+//   - with pprof, Go's profiles under /debug/pprof/ (net/http/pprof).
+func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node, pprof bool) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
 	for _, n := range nodes {
 		if err := reg.Register(newNodeCollector(n)); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
@@ -52,6 +57,13 @@ func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node) (*metric
 		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -81,11 +93,15 @@ func startMetrics(addr string, logger *slog.Logger, nodes []*node.Node) (*metric
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	writeTimeout := metricsWriteTimeout
+	if pprof {
+		writeTimeout = pprofWriteTimeout
+	}
 	m := &metricsServer{
 		srv: &http.Server{
 			Handler:           mux,
 			ReadHeaderTimeout: metricsReadHeaderTimeout,
-			WriteTimeout:      metricsWriteTimeout,
+			WriteTimeout:      writeTimeout,
 			MaxHeaderBytes:    metricsMaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -49,6 +50,26 @@ func TestMetricsCoverStats(t *testing.T) {
 	for _, f := range leafFields(reflect.TypeFor[node.Stats](), "") {
 		if !exported[f] && notExported[f] == "" {
 			t.Errorf("node.Stats.%s is not exported as a metric", f)
+		}
+	}
+}
+
+// TestReadmeListsEveryMetric: the README's metric tables name every
+// metric the node exports.
+func TestReadmeListsEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"shoal_build_info", "shoal_generation", "shoal_members_alive", "shoal_shards_hosted", "shoal_ready",
+		metricRequestDuration, metricRequestsByCode, metricForwardDuration, metricRaftCommit, metricStorageSync,
+		metricLeaseRoundTrip, metricSnapshotDuration}
+	for _, m := range metrics {
+		names = append(names, "shoal_"+m.name)
+	}
+	for _, name := range names {
+		if !strings.Contains(string(b), "| `"+name+"` |") {
+			t.Errorf("README.md has no row for %s", name)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/node"
 )
 
@@ -88,7 +89,7 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	var ms *metricsServer
 	if o.metricsAddr != "" {
 		// Started before the node so that /healthz answers while it joins.
-		ms, err = startMetrics(o.metricsAddr, logger, []*node.Node{n})
+		ms, err = startMetrics(o.metricsAddr, logger, []*node.Node{n}, o.pprof)
 		if err != nil {
 			_ = n.Close()
 			return err
@@ -111,7 +112,12 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	for done := false; !done; {
 		select {
 		case <-ready:
-			logger.Info("node ready", "after", time.Since(start).Round(time.Millisecond))
+			st := n.Status()
+			client, peer, swimAddr := n.Addrs()
+			logger.Info("node ready", "after", time.Since(start).Round(time.Millisecond),
+				"version", version.Get().Version, "generation", st.Generation, "members_alive", st.MembersAlive,
+				"shards_hosted", st.ShardsHosted, "shards_led", st.ShardsLed, "topics_owned", st.TopicsOwned,
+				"client_addr", client, "peer_addr", peer, "swim_addr", swimAddr)
 			ready = nil
 		case <-hup:
 			reloadCredentials(n, o, logger)

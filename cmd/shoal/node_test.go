@@ -2,15 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/internal/version"
+	"github.com/shoalmq/shoal/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -60,10 +68,16 @@ func TestRunNode(t *testing.T) {
 	}
 	metricsAddr := ln.Addr().String()
 	_ = ln.Close()
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientAddr := ln.Addr().String()
+	_ = ln.Close()
 	o, err := parseNodeArgs([]string{"--id", "n1", "--data", filepath.Join(t.TempDir(), "n1"),
-		"--client-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--swim-addr", "127.0.0.1:0",
+		"--client-addr", clientAddr, "--peer-addr", "127.0.0.1:0", "--swim-addr", "127.0.0.1:0",
 		"--shards", "4", "--replicas", "1", "--swim-preset", "fast",
-		"--metrics-addr", metricsAddr, "--log-format", "json"})
+		"--metrics-addr", metricsAddr, "--pprof", "--log-format", "json"}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +94,12 @@ func TestRunNode(t *testing.T) {
 				t.Fatalf("log line is not JSON: %q", l)
 			}
 			ready = strings.Contains(l, `"msg":"node ready"`)
+			// The one summary line of a start.
+			for _, want := range []string{`"members_alive":1`, `"shards_hosted":4`, `"shards_led":4`, `"client_addr":"` + clientAddr + `"`} {
+				if ready && !strings.Contains(l, want) {
+					t.Errorf("the ready line %q lacks %s", l, want)
+				}
+			}
 		case err := <-done:
 			t.Fatalf("runNode returned before ready: %v", err)
 		case <-deadline:
@@ -93,8 +113,31 @@ func TestRunNode(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != 200 || body != "ready\n" {
 		t.Fatalf("/readyz: %d %q", code, body)
 	}
+	// One request of each outcome the histograms must show.
+	cl, err := client.New(client.Config{Servers: []string{clientAddr}, MaxRetries: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if _, err := cl.Assign(rctx, "t", client.AssignOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Lookup(rctx, "nowhere", false); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("lookup: %v", err)
+	}
+	bi := version.Get()
 	code, body := get(t, base+"/metrics")
 	for _, want := range []string{
+		`shoal_build_info{commit="` + bi.Commit + `",goversion="` + bi.GoVersion + `",version="` + bi.Version + `"} 1`,
+		`# TYPE shoal_client_request_duration_seconds histogram`,
+		`shoal_client_request_duration_seconds_bucket{code="OK",node="n1",op="assign",le="2.5e-05"}`,
+		`shoal_client_request_duration_seconds_count{code="OK",node="n1",op="assign"} 1`,
+		`shoal_client_requests_total{code="NotFound",node="n1",op="lookup"} 1`,
+		`shoal_raft_commit_duration_seconds_count{node="n1"}`,
+		`shoal_storage_sync_duration_seconds_bucket{node="n1",le="+Inf"}`,
+		`shoal_raft_snapshot_duration_seconds_count{direction="receive",node="n1"} 0`,
 		`shoal_ready{node="n1"} 1`,
 		`shoal_members_alive{node="n1"} 1`,
 		`shoal_shards_hosted{node="n1"} 4`,
@@ -105,6 +148,11 @@ func TestRunNode(t *testing.T) {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics: %d, no %q in:\n%s", code, want, body)
 		}
+	}
+
+	checkDashboard(t, body)
+	if code, body := get(t, base+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/: %d %q", code, body)
 	}
 
 	cancel()
@@ -118,5 +166,77 @@ func TestRunNode(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("metrics server still answers after the node stopped")
+	}
+}
+
+// dashboardFile is the Grafana dashboard shipped with Shoal.
+const dashboardFile = "../../deploy/grafana/shoal.json"
+
+// metricName finds the metric names in a PromQL expression: the
+// identifiers of Shoal's, Go's and the process's families.
+var metricName = regexp.MustCompile(`\b(?:shoal|go|process)_[a-zA-Z0-9_]+`)
+
+// checkDashboard checks that every metric the dashboard's queries use is
+// one a real node exposed in scrape (its text exposition): a histogram's
+// _bucket, _sum and _count series count as its family.
+func checkDashboard(t *testing.T, scrape string) {
+	t.Helper()
+	families := map[string]string{} // name -> type
+	for line := range strings.SplitSeq(scrape, "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(rest, " ")
+			families[name] = typ
+		}
+	}
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct {
+			List []struct{ Query any }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if q, ok := v.Query.(string); ok {
+			exprs = append(exprs, q)
+		}
+	}
+	used := 0
+	for _, e := range exprs {
+		for _, name := range metricName.FindAllString(e, -1) {
+			used++
+			if _, ok := families[name]; ok {
+				continue
+			}
+			found := false
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok && families[base] == "histogram" {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("the dashboard queries %s, which the node does not expose (in %q)", name, e)
+			}
+		}
+	}
+	if used < len(dash.Panels) {
+		t.Fatalf("only %d metric names in %d panels: the test reads the dashboard wrong", used, len(dash.Panels))
 	}
 }

@@ -29,7 +29,7 @@ func TestCredentialFlags(t *testing.T) {
 	tokens := writeFile(t, "tokens", "# ops\n"+testAdmin+" admin\n\n"+testRead+"   read  # dashboards\n")
 	keys := writeFile(t, "swim.keys", testKey1+"\n"+testKey2+"\n")
 	o, err := parseNodeArgs(with("--client-token-file", tokens, "--swim-key-file", keys,
-		"--tls-cert", cert, "--tls-key", key, "--tls-ca", caFile, "--tls-client-auth"))
+		"--tls-cert", cert, "--tls-key", key, "--tls-ca", caFile, "--tls-client-auth"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestCredentialFlagsReject(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseNodeArgs(c.args)
+			_, err := parseNodeArgs(c.args, noEnv)
 			var ue *usageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err = %v, want a usage error", err)
@@ -106,7 +106,7 @@ func TestRunSecuredNodeReloadsOnSIGHUP(t *testing.T) {
 		"--shards", "4", "--replicas", "1", "--swim-preset", "fast", "--log-format", "json",
 		"--secret-file", writeFile(t, "secret", "peers only\n"),
 		"--client-token-file", tokens, "--swim-key-file", keys,
-		"--tls-cert", cert, "--tls-key", key, "--tls-ca", caFile})
+		"--tls-cert", cert, "--tls-key", key, "--tls-ca", caFile}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,14 @@ type invocation struct {
 	maxBytes     uint32
 	statusAddr   string // status: the node to ask; empty = any server
 	bench        benchArgs
+	fromStdin    bool   // produce TOPIC -: records are stdin's lines
+	format       string // fetch: one of fetchFormats
+	helpCmd      string // help: the command whose usage is asked for; empty = shoalctl's
+	shell        string // completion: one of completionShells
 }
+
+// fetchFormats are the values of fetch --format.
+var fetchFormats = []string{"text", "base64", "raw"}
 
 // benchArgs are the settings of the bench command.
 type benchArgs struct {
@@ -68,8 +75,12 @@ const (
 // benchOps are the values of bench --op.
 var benchOps = []string{"assign", "lookup", "lookup-lin", "produce", "fetch", "mix"}
 
-// errHelp asks for the usage text on stdout and exit 0.
+// errHelp asks for the usage text on stdout and exit 0: shoalctl's, or
+// that of invocation.helpCmd when set.
 var errHelp = errors.New("help requested")
+
+// errVersion asks for the version line on stdout and exit 0.
+var errVersion = errors.New("version requested")
 
 // usageError is a command line that cannot be run; its text is the whole
 // message shown.
@@ -87,8 +98,9 @@ commands:
   assign TOPIC [--owner ID] [--partitions N]   assign a topic (to a node, or let its shard leader choose)
   lookup TOPIC [--linearizable]                show who owns a topic
   revoke TOPIC                                 remove a topic's assignment
-  produce TOPIC MSG                            append MSG to a topic at its owner
-  fetch TOPIC [--from N] [--max-bytes N]       read a topic's records from offset N
+  produce TOPIC MSG|-                          append MSG (or stdin's lines, with -) to a topic at its owner
+  fetch TOPIC [--from N] [--max-bytes N] [--format text|base64|raw]
+                                               read a topic's records from offset N
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
@@ -96,6 +108,8 @@ commands:
                                                drive a load at the cluster; report ops/s and latency
                                                (OP: assign, lookup, lookup-lin, produce, fetch, mix;
                                                defaults 64 clients, 10s, closed loop, 1000 topics, 16 bytes)
+  help [COMMAND]                               show a command's usage (also: COMMAND --help)
+  completion bash|zsh|fish                     print a shell completion script
 
 global flags (before or after the command):
   --servers H:P,...   client addresses of nodes to ask (env SHOAL_SERVERS,
@@ -109,6 +123,7 @@ global flags (before or after the command):
   credentials are read from the environment, not the command line:
     SHOAL_TOKEN       this client's token (nodes with client tokens)
     SHOAL_SECRET      the cluster's shared secret (nodes without client tokens)
+  --version           print the version, commit and Go version, and exit
 
 Flags may come before or after a command's arguments; "--" ends the flags.
 exit status: 0 success, 1 the cluster refused or failed the request,
@@ -125,7 +140,7 @@ const (
 var globalFlags = map[string]flagKind{
 	"servers": valueFlag, "json": boolFlag, "timeout": valueFlag, "cluster-id": valueFlag,
 	"tls-ca": valueFlag, "tls-cert": valueFlag, "tls-key": valueFlag,
-	"help": boolFlag, "h": boolFlag,
+	"help": boolFlag, "h": boolFlag, "version": boolFlag,
 }
 
 // commands lists each command's flags and its positional arguments: the
@@ -139,12 +154,14 @@ var commands = map[string]struct {
 	"lookup":  {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
 	"revoke":  {required: []string{"TOPIC"}},
 	"produce": {required: []string{"TOPIC", "MSG"}},
-	"fetch":   {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag}, required: []string{"TOPIC"}},
+	"fetch":   {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag, "format": valueFlag}, required: []string{"TOPIC"}},
 	"members": {},
 	"shards":  {},
 	"status":  {optional: []string{"H:P"}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
+	"help":       {optional: []string{"COMMAND"}},
+	"completion": {required: []string{"SHELL"}},
 }
 
 // parseArgs parses a command line (without the program name). getenv
@@ -156,7 +173,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 	inv := &invocation{timeout: defaultTimeout}
 	values := make(map[string]string)
 	var positional []string
-	help := false
+	help, showVersion := false, false
 	for i := 0; i < len(args); i++ {
 		tok := args[i]
 		if tok == "--" {
@@ -166,7 +183,7 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		if len(tok) < 2 || tok[0] != '-' {
 			if inv.cmd == "" {
 				if _, ok := commands[tok]; !ok {
-					return inv, usagef("unknown command %q (want one of assign, lookup, revoke, produce, fetch, members, shards, status, bench)", clip(tok))
+					return inv, usagef("unknown command %q (want one of %s)", clip(tok), strings.Join(commandNames(), ", "))
 				}
 				inv.cmd = tok
 				continue
@@ -211,10 +228,18 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 			help = value == "true"
 			continue
 		}
+		if name == "version" {
+			showVersion = value == "true"
+			continue
+		}
 		values[name] = value
 	}
 	if help {
+		inv.helpCmd = inv.cmd
 		return inv, errHelp
+	}
+	if showVersion {
+		return inv, errVersion
 	}
 	if err := inv.globals(values, getenv); err != nil {
 		return inv, err
@@ -305,7 +330,7 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 // command fills the command's arguments and flags and checks them against
 // the protocol's limits, so that nothing the cluster would refuse is sent.
 func (inv *invocation) command(positional []string, values map[string]string) error {
-	if len(commands[inv.cmd].required) > 0 {
+	if spec := commands[inv.cmd]; len(spec.required) > 0 && spec.required[0] == "TOPIC" {
 		topic := positional[0]
 		switch {
 		case topic == "":
@@ -333,6 +358,9 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 		inv.linearizable = values["linearizable"] == "true"
 	case "produce":
 		inv.msg = positional[1]
+		if inv.msg == "-" {
+			inv.fromStdin, inv.msg = true, ""
+		}
 		if len(inv.msg) > wire.MaxRecordLen {
 			return usagef("produce: MSG is %d bytes long; the limit is %d bytes", len(inv.msg), wire.MaxRecordLen)
 		}
@@ -349,6 +377,16 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 			}
 			inv.maxBytes = uint32(n)
 		}
+		inv.format = "text"
+		if v, ok := values["format"]; ok {
+			if !slices.Contains(fetchFormats, v) {
+				return usagef("fetch: --format wants one of %s, not %q", strings.Join(fetchFormats, ", "), clip(v))
+			}
+			inv.format = v
+		}
+		if inv.format == "raw" && inv.json {
+			return usagef("fetch: --format raw writes the values' bytes, which --json cannot carry; use --format base64")
+		}
 	case "status":
 		if len(positional) > 0 {
 			if client.ValidateAddr(positional[0]) != nil {
@@ -358,6 +396,19 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 		}
 	case "bench":
 		return inv.bench.parse(values)
+	case "help":
+		if len(positional) > 0 {
+			if _, ok := commands[positional[0]]; !ok {
+				return usagef("help: unknown command %q (want one of %s)", clip(positional[0]), strings.Join(commandNames(), ", "))
+			}
+			inv.helpCmd = positional[0]
+		}
+		return errHelp
+	case "completion":
+		if !slices.Contains(completionShells, positional[0]) {
+			return usagef("completion: want one of %s, not %q", strings.Join(completionShells, ", "), clip(positional[0]))
+		}
+		inv.shell = positional[0]
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestParseArgs(t *testing.T) {
 		{"produce with spaces", []string{"produce", "t", "hello world"}, nil,
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "produce", topic: "t", msg: "hello world"}},
 		{"fetch from an offset", []string{"fetch", "--from", "17", "t", "--max-bytes=4096"}, nil,
-			invocation{servers: devServers, timeout: defaultTimeout, cmd: "fetch", topic: "t", from: 17, maxBytes: 4096}},
+			invocation{servers: devServers, timeout: defaultTimeout, cmd: "fetch", topic: "t", from: 17, maxBytes: 4096, format: "text"}},
 		{"status of one node", []string{"status", "127.0.0.1:7102"}, nil,
 			invocation{servers: devServers, timeout: defaultTimeout, cmd: "status", statusAddr: "127.0.0.1:7102"}},
 		{"explicit false", []string{"lookup", "t", "--linearizable=false", "--json=false"}, nil,

@@ -65,7 +65,7 @@ func TestShoalctlBenchTable(t *testing.T) {
 // runIn runs shoalctl in this process with the fake cluster's id.
 func runIn(ctx context.Context, stderr *lineWriter, args ...string) (int, string) {
 	var stdout bytes.Buffer
-	code := run(ctx, args, env(map[string]string{"SHOAL_CLUSTER_ID": "7"}), &stdout, stderr)
+	code := run(ctx, args, env(map[string]string{"SHOAL_CLUSTER_ID": "7"}), nil, &stdout, stderr)
 	return code, stdout.String()
 }
 

@@ -20,6 +20,7 @@ func FuzzParseArgs(f *testing.F) {
 		"--servers=127.0.0.1:1,[::1]:2\x00status\x00127.0.0.1:3",
 		"-h", "", "--timeout\x00-1s\x00members",
 		"bench\x00--op\x00mix\x00--clients=8\x00--rate\x00100\x00--duration=2s",
+		"--version", "help\x00fetch", "completion\x00zsh", "fetch\x00t\x00--format\x00raw", "produce\x00t\x00-",
 	} {
 		f.Add(s)
 	}
@@ -31,8 +32,8 @@ func FuzzParseArgs(f *testing.F) {
 		}
 		if err != nil {
 			var ue *usageError
-			if !errors.Is(err, errHelp) && !errors.As(err, &ue) {
-				t.Fatalf("error %v is neither help nor a usage error", err)
+			if !errors.Is(err, errHelp) && !errors.Is(err, errVersion) && !errors.As(err, &ue) {
+				t.Fatalf("error %v is neither help, version nor a usage error", err)
 			}
 			if msg := err.Error(); len(msg) > 1024 {
 				t.Fatalf("message of %d bytes", len(msg))
@@ -42,12 +43,16 @@ func FuzzParseArgs(f *testing.F) {
 		if _, ok := commands[inv.cmd]; !ok {
 			t.Fatalf("unknown command %q accepted", inv.cmd)
 		}
-		if len(commands[inv.cmd].required) > 0 && (inv.topic == "" || len(inv.topic) > wire.MaxTopicLen) {
+		if req := commands[inv.cmd].required; len(req) > 0 && req[0] == "TOPIC" && (inv.topic == "" || len(inv.topic) > wire.MaxTopicLen) {
 			t.Fatalf("topic of %d bytes accepted", len(inv.topic))
 		}
 		if b := inv.bench; inv.cmd == "bench" && (!slices.Contains(benchOps, b.op) || b.clients < 1 || b.duration <= 0 ||
 			b.topics < 1 || b.valueSize < 0 || b.valueSize > wire.MaxRecordLen) {
 			t.Fatalf("bench settings %+v accepted", b)
+		}
+		if inv.cmd == "completion" && !slices.Contains(completionShells, inv.shell) ||
+			inv.cmd == "fetch" && !slices.Contains(fetchFormats, inv.format) {
+			t.Fatalf("shell %q, format %q accepted", inv.shell, inv.format)
 		}
 		if len(inv.servers) == 0 || inv.timeout <= 0 {
 			t.Fatalf("servers %v, timeout %v", inv.servers, inv.timeout)

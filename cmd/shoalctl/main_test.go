@@ -270,7 +270,7 @@ func TestShoalctlTimeout(t *testing.T) {
 // carry) is refused before anything is dialled.
 func TestRunRefusesA10MBTopic(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--servers", "127.0.0.1:1", "assign", strings.Repeat("t", 10<<20)}, env(nil), &stdout, &stderr)
+	code := run(context.Background(), []string{"--servers", "127.0.0.1:1", "assign", strings.Repeat("t", 10<<20)}, env(nil), nil, &stdout, &stderr)
 	if code != exitUsage || stdout.Len() != 0 {
 		t.Fatalf("exit %d, stdout %q", code, stdout.String())
 	}
@@ -282,7 +282,7 @@ func TestRunRefusesA10MBTopic(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"--help"}, env(nil), &stdout, &stderr); code != exitOK ||
+	if code := run(context.Background(), []string{"--help"}, env(nil), nil, &stdout, &stderr); code != exitOK ||
 		!strings.HasPrefix(stdout.String(), "usage: shoalctl") || stderr.Len() != 0 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}

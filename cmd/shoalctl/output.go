@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,10 +39,14 @@ type producedJSON struct {
 	Offset uint64 `json:"offset"`
 }
 
+// recordJSON is one fetched record. Value is the record as text when it
+// is UTF-8 and no other format was asked for; otherwise it is base64, and
+// Encoding says so.
 type recordJSON struct {
-	Offset uint64 `json:"offset"`
-	Epoch  uint64 `json:"epoch"`
-	Value  string `json:"value"`
+	Offset   uint64 `json:"offset"`
+	Epoch    uint64 `json:"epoch"`
+	Value    string `json:"value"`
+	Encoding string `json:"encoding,omitempty"` // "base64", or absent for text
 }
 
 type fetchedJSON struct {
@@ -133,9 +139,18 @@ func (r producedResult) table(w *tabwriter.Writer) {
 
 type fetchedResult client.FetchResult
 
-func (r fetchedResult) jsonValue() any {
+func (r fetchedResult) jsonValue() any { return fetchJSON(r, false) }
+
+// fetchJSON is the --json shape of a fetch. A value that is not valid
+// UTF-8 is always base64: as a JSON string it would come out with U+FFFD in
+// place of its bytes.
+func fetchJSON(r fetchedResult, allBase64 bool) fetchedJSON {
 	out := fetchedJSON{Topic: r.Topic, Epoch: r.Epoch, Records: make([]recordJSON, len(r.Records))}
 	for i, rec := range r.Records {
+		if allBase64 || !utf8.Valid(rec.Value) {
+			out.Records[i] = recordJSON{Offset: rec.Offset, Epoch: rec.Epoch, Value: base64.StdEncoding.EncodeToString(rec.Value), Encoding: "base64"}
+			continue
+		}
 		out.Records[i] = recordJSON{Offset: rec.Offset, Epoch: rec.Epoch, Value: string(rec.Value)}
 	}
 	return out
@@ -146,6 +161,31 @@ func (r fetchedResult) table(w *tabwriter.Writer) {
 	for _, rec := range r.Records {
 		row(w, u64(rec.Offset), u64(rec.Epoch), text(string(rec.Value)))
 	}
+}
+
+// formattedFetch is a fetch shown with --format base64 or raw.
+type formattedFetch struct {
+	r      fetchedResult
+	format string // "base64" or "raw"
+}
+
+func (f formattedFetch) jsonValue() any { return fetchJSON(f.r, true) }
+
+func (f formattedFetch) table(w *tabwriter.Writer) {
+	row(w, "OFFSET", "EPOCH", "VALUE")
+	for _, rec := range f.r.Records {
+		row(w, u64(rec.Offset), u64(rec.Epoch), base64.StdEncoding.EncodeToString(rec.Value))
+	}
+}
+
+// writeRaw writes each value's bytes followed by a line break.
+func (f formattedFetch) writeRaw(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	for _, rec := range f.r.Records {
+		bw.Write(rec.Value)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
 }
 
 type membersResult []client.Member
@@ -210,6 +250,9 @@ func (r statusResult) table(w *tabwriter.Writer) {
 
 // writeResult prints r as one line of JSON or as a table.
 func writeResult(w io.Writer, r result, asJSON bool) error {
+	if f, ok := r.(formattedFetch); ok && f.format == "raw" {
+		return f.writeRaw(w)
+	}
 	if asJSON {
 		return writeJSON(w, r.jsonValue())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -32,18 +33,33 @@ const (
 
 // run executes one command line and returns the exit code. Results go to
 // stdout, errors to stderr as one line.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	inv, err := parseArgs(args, getenv)
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, version.Get().String("shoalctl"))
+		return exitOK
+	}
 	if errors.Is(err, errHelp) {
-		_, _ = io.WriteString(stdout, usage)
+		text := usage
+		if inv.helpCmd != "" {
+			text = commandHelp[inv.helpCmd]
+		}
+		_, _ = io.WriteString(stdout, text)
 		return exitOK
 	}
 	if err != nil {
 		writeError(stderr, "Usage", err.Error(), inv.json)
 		return exitUsage
 	}
-	if inv.cmd == "bench" {
+	switch inv.cmd {
+	case "bench":
 		return runBench(ctx, inv, stdout, stderr)
+	case "completion":
+		if err := writeCompletion(stdout, inv.shell); err != nil {
+			writeError(stderr, "Output", err.Error(), inv.json)
+			return exitFailed
+		}
+		return exitOK
 	}
 	cfg, err := clientConfig(inv)
 	if err != nil {
@@ -56,12 +72,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitUsage
 	}
 	defer c.Close()
+	if inv.fromStdin {
+		return produceLines(ctx, c, inv, stdin, stdout, stderr)
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
 		fmt.Errorf("no answer within --timeout %v", inv.timeout))
 	defer cancel()
 	res, err := execute(ctx, c, inv)
 	if err != nil {
 		return fail(stderr, inv, err)
+	}
+	if f, ok := res.(fetchedResult); ok && inv.format != "text" {
+		res = formattedFetch{r: f, format: inv.format}
 	}
 	if err := writeResult(stdout, res, inv.json); err != nil {
 		writeError(stderr, "Output", err.Error(), inv.json)

@@ -27,6 +27,8 @@
 package duty
 
 import (
+	"cmp"
+	"container/heap"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,6 +100,9 @@ type RPC struct {
 	fresh  bool
 	sentAt time.Time
 	sent   bool
+	tries  int    // times sent
+	k      string // key in Leader.rpcs
+	wseq   uint64 // the seq of its live entry in Leader.queue
 }
 
 type fence struct {
@@ -123,6 +128,11 @@ type vouchRound struct {
 	at    time.Time
 	terms map[uint64]uint64          // shard → the term asked about
 	acks  map[uint64]map[uint64]bool // shard → voters that vouched (self included)
+	led   map[uint64]wire.Summary    // voter → the summary it was asked
+	// listed: voters asked with the list of shards, not only the summary.
+	listed map[uint64]bool
+	// asked: voter → the shards the round asks it about.
+	asked map[uint64][]wire.ShardTerm
 }
 
 // Leader is one node's duties as the leader of some shards.
@@ -132,7 +142,22 @@ type Leader struct {
 	voters  map[uint64]voters
 	rpcs    map[string]*RPC // node + "\x00" + topic
 	byReq   map[uint64]string
+	byShard map[uint64]map[*RPC]struct{}
 	nextReq uint64
+	// vouchMatched: per voter, the last summary it said it shares.
+	vouchMatched map[uint64]wire.Summary
+	// demanded: led shards someone asked a lease of (see led.demand);
+	// vouch rounds look at these only.
+	demanded map[uint64]struct{}
+	// queue holds every owed message at the time Due should look at it
+	// next: at once for a new one, when its resend is due, or when the
+	// wait that holds back an Open ends. A pass costs the messages due,
+	// not the messages owed. Entries are invalidated lazily (RPC.wseq).
+	queue wakeQueue
+	wseq  uint64
+	// gatedBy: Opens found held back, by topic; a close acknowledged or a
+	// node released looks at them again at once.
+	gatedBy map[string][]*RPC
 	vrounds map[uint64]*vouchRound
 	// released: nodes that gave up every topic they held; none needs
 	// fencing until it holds something again (an Open was sent to it, or
@@ -146,8 +171,10 @@ func New(cfg Config) (*Leader, error) {
 		return nil, err
 	}
 	return &Leader{cfg: cfg, led: make(map[uint64]*led), voters: make(map[uint64]voters),
-		rpcs: make(map[string]*RPC), byReq: make(map[uint64]string), nextReq: 1 << 62, vrounds: make(map[uint64]*vouchRound),
-		released: make(map[string]bool)}, nil
+		rpcs: make(map[string]*RPC), byReq: make(map[uint64]string), byShard: make(map[uint64]map[*RPC]struct{}),
+		nextReq: 1 << 62, vrounds: make(map[uint64]*vouchRound), released: make(map[string]bool),
+		gatedBy: make(map[string][]*RPC), demanded: make(map[uint64]struct{}),
+		vouchMatched: make(map[uint64]wire.Summary)}, nil
 }
 
 // Config returns the configuration.
@@ -170,10 +197,8 @@ func (l *Leader) Lost(shard uint64) {
 		return
 	}
 	delete(l.led, shard)
-	for k, r := range l.rpcs {
-		if r.Shard == shard {
-			l.drop(k, r)
-		}
+	for r := range l.byShard[shard] {
+		l.drop(r.k, r)
 	}
 }
 
@@ -183,6 +208,16 @@ func (l *Leader) Leads(shard uint64) (uint64, bool) {
 		return s.term, true
 	}
 	return 0, false
+}
+
+// LedTerms returns the shards this node leads, each at its term, sorted.
+func (l *Leader) LedTerms() []wire.ShardTerm {
+	out := make([]wire.ShardTerm, 0, len(l.led))
+	for shard, s := range l.led {
+		out = append(out, wire.ShardTerm{Shard: shard, Term: s.term})
+	}
+	slices.SortFunc(out, func(a, b wire.ShardTerm) int { return cmp.Compare(a.Shard, b.Shard) })
+	return out
 }
 
 // Since returns when this node became shard's leader.
@@ -229,27 +264,41 @@ func (l *Leader) CanGrant(now time.Time, shard uint64) (uint64, bool) {
 		return 0, false
 	}
 	s.demand = now
+	l.demanded[shard] = struct{}{}
 	if !s.current || s.confirmedAt.IsZero() || now.Sub(s.confirmedAt) > l.cfg.ConfirmFresh {
 		return s.term, false
 	}
 	return s.term, true
 }
 
+// VouchAsk is a vouch round's question to one voter.
+type VouchAsk struct {
+	// Led sums every shard this node leads of which the voter is a voter:
+	// meta.ShardSummary(shard, term, 0).
+	Led wire.Summary
+	// Vouch lists the shards to vouch for (those someone asked a lease
+	// of) at their terms, unless the voter said, answering an earlier
+	// round with the same Led, that it follows this node in exactly those
+	// shards: then the summary alone asks.
+	Vouch []wire.ShardTerm
+}
+
 // VouchRound starts vouch round seq (the caller's round number, which the
 // answers echo; it must rise) at now for every led shard someone asked a
-// lease of within the last lease: for each other voter, the shards it
-// should vouch for at their terms.
-func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64][]wire.ShardTerm {
+// lease of within the last lease: what to ask each other voter. Nothing is
+// asked when no lease was.
+func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 	for s, r := range l.vrounds {
 		if now.Sub(r.at) > l.cfg.ConfirmFresh {
 			delete(l.vrounds, s)
 		}
 	}
-	asks := make(map[uint64][]wire.ShardTerm)
+	lists := make(map[uint64][]wire.ShardTerm)
 	var rd *vouchRound
-	for _, shard := range slices.Sorted(maps.Keys(l.led)) {
+	for _, shard := range slices.Sorted(maps.Keys(l.demanded)) {
 		s := l.led[shard]
-		if s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
+		if s == nil || s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
+			delete(l.demanded, shard)
 			continue
 		}
 		vs, ok := l.voters[shard]
@@ -257,41 +306,106 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64][]wire.ShardTe
 			continue
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[uint64]bool)}
+			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[uint64]bool),
+				led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool),
+				asked: make(map[uint64][]wire.ShardTerm)}
 			l.vrounds[seq] = rd
 		}
 		rd.terms[shard] = s.term
 		rd.acks[shard] = map[uint64]bool{l.cfg.Self: true}
-		asked := map[uint64]bool{l.cfg.Self: true}
-		for _, list := range [][]uint64{vs.in, vs.out} {
-			for _, v := range list {
-				if !asked[v] {
-					asked[v] = true
-					asks[v] = append(asks[v], wire.ShardTerm{Shard: shard, Term: s.term})
-				}
-			}
+		l.eachVoter(vs, func(v uint64) {
+			lists[v] = append(lists[v], wire.ShardTerm{Shard: shard, Term: s.term})
+		})
+	}
+	if rd == nil {
+		return nil
+	}
+	sums := make(map[uint64]wire.Summary, len(lists))
+	for shard, s := range l.led {
+		vs, ok := l.voters[shard]
+		if !ok {
+			continue
 		}
+		share := meta.ShardSummary(shard, s.term, 0)
+		l.eachVoter(vs, func(v uint64) {
+			if _, asked := lists[v]; asked {
+				sum := sums[v]
+				sum.Count++
+				sum.Digest ^= share
+				sums[v] = sum
+			}
+		})
+	}
+	asks := make(map[uint64]*VouchAsk, len(lists))
+	for v, list := range lists {
+		a := &VouchAsk{Led: sums[v]}
+		if m, ok := l.vouchMatched[v]; !ok || m != a.Led {
+			a.Vouch = list
+			rd.listed[v] = true
+		}
+		rd.led[v] = a.Led
+		rd.asked[v] = list
+		asks[v] = a
 	}
 	return asks
 }
 
+// eachVoter calls fn once for every voter of vs but this node.
+func (l *Leader) eachVoter(vs voters, fn func(v uint64)) {
+	for _, v := range vs.in {
+		if v != l.cfg.Self {
+			fn(v)
+		}
+	}
+	for _, v := range vs.out {
+		if v != l.cfg.Self && !slices.Contains(vs.in, v) {
+			fn(v)
+		}
+	}
+}
+
 // Vouched takes node from's (a raft id) answer to vouch round seq: the
-// shards it follows this node in, at the terms asked.
-func (l *Leader) Vouched(from, seq uint64, shards []uint64) {
+// shards it follows this node in, at the terms asked. all: it follows this
+// node in every shard the round's summary stood for, so it vouches for
+// every shard the round asked it about. again reports that the round
+// asked by its summary alone and the voter's state sums otherwise: it
+// vouched for nothing, and the next round lists the shards.
+func (l *Leader) Vouched(from, seq uint64, shards []uint64, all bool) (again bool) {
 	rd := l.vrounds[seq]
 	if rd == nil {
-		return
+		return false
+	}
+	led, asked := rd.led[from]
+	if !asked {
+		return false
+	}
+	if all {
+		l.vouchMatched[from] = led
+		for _, st := range rd.asked[from] {
+			l.vouch(rd, st.Shard, from)
+		}
+		return false
+	}
+	delete(l.vouchMatched, from)
+	if !rd.listed[from] {
+		return true // asked by the summary alone, which the voter does not share
 	}
 	for _, shard := range shards {
-		acks := rd.acks[shard]
-		if acks == nil {
-			continue
-		}
-		acks[from] = true
-		vs := l.voters[shard]
-		if quorum(vs.in, acks) && (len(vs.out) == 0 || quorum(vs.out, acks)) {
-			l.Confirm(shard, rd.terms[shard], rd.at)
-		}
+		l.vouch(rd, shard, from)
+	}
+	return false
+}
+
+// vouch counts from's vouch for shard in round rd.
+func (l *Leader) vouch(rd *vouchRound, shard, from uint64) {
+	acks := rd.acks[shard]
+	if acks == nil {
+		return
+	}
+	acks[from] = true
+	vs := l.voters[shard]
+	if quorum(vs.in, acks) && (len(vs.out) == 0 || quorum(vs.out, acks)) {
+		l.Confirm(shard, rd.terms[shard], rd.at)
 	}
 }
 
@@ -313,17 +427,95 @@ func (l *Leader) add(r *RPC) {
 		if old.Epoch > r.Epoch {
 			return
 		}
-		delete(l.byReq, old.ReqID)
+		l.drop(k, old)
 	}
 	l.nextReq++
 	r.ReqID = l.nextReq
+	r.k = k
 	l.rpcs[k] = r
 	l.byReq[r.ReqID] = k
+	m := l.byShard[r.Shard]
+	if m == nil {
+		m = make(map[*RPC]struct{})
+		l.byShard[r.Shard] = m
+	}
+	m[r] = struct{}{}
+	l.schedule(r, time.Time{})
 }
 
 func (l *Leader) drop(k string, r *RPC) {
+	if l.rpcs[k] != r {
+		return
+	}
 	delete(l.rpcs, k)
 	delete(l.byReq, r.ReqID)
+	if m := l.byShard[r.Shard]; m != nil {
+		delete(m, r)
+		if len(m) == 0 {
+			delete(l.byShard, r.Shard)
+		}
+	}
+}
+
+// schedule makes Due look at r at time at (zero: at once); an earlier
+// entry of r no longer counts.
+func (l *Leader) schedule(r *RPC, at time.Time) {
+	l.wseq++
+	r.wseq = l.wseq
+	heap.Push(&l.queue, wake{at: at, seq: l.wseq, r: r})
+}
+
+// wakeGated makes Due look again at once at the held-back Opens of topic
+// (of every topic if all).
+func (l *Leader) wakeGated(topic string, all bool) {
+	wakeList := func(rs []*RPC) {
+		for _, r := range rs {
+			if l.rpcs[r.k] == r {
+				l.schedule(r, time.Time{})
+			}
+		}
+	}
+	if all {
+		for _, t := range slices.Sorted(maps.Keys(l.gatedBy)) {
+			wakeList(l.gatedBy[t])
+		}
+		clear(l.gatedBy)
+		return
+	}
+	wakeList(l.gatedBy[topic])
+	delete(l.gatedBy, topic)
+}
+
+// maxResendShift bounds the resend backoff: an unacknowledged message is
+// sent again after Resend, 2·Resend, 4·Resend, then every 8·Resend, so a
+// slow owner is not buried under copies of what it has not yet taken.
+const maxResendShift = 3
+
+// wake is one entry of the queue.
+type wake struct {
+	at  time.Time
+	seq uint64
+	r   *RPC
+}
+
+// wakeQueue is a min-heap of wakes by (at, seq).
+type wakeQueue []wake
+
+func (q wakeQueue) Len() int { return len(q) }
+func (q wakeQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q wakeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *wakeQueue) Push(x any)   { *q = append(*q, x.(wake)) }
+func (q *wakeQueue) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = wake{}
+	*q = old[:len(old)-1]
+	return w
 }
 
 // Effects takes the effects of commands shard applied at now. lastGrant
@@ -376,13 +568,17 @@ func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
 }
 
 // gated reports whether an Open must still wait at now: for the new
-// leader's wait, or for an earlier owner of its topic.
-func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
+// leader's wait, or for an earlier owner of its topic; until is when the
+// wait ends unless an acknowledged close ends it sooner.
+func (l *Leader) gated(now time.Time, s *led, r *RPC) (until time.Time, gated bool) {
 	fs := s.fences[r.Topic]
 	kept := fs[:0]
 	for _, f := range fs {
 		if now.Before(f.deadline) {
 			kept = append(kept, f)
+			if f.deadline.After(until) {
+				until = f.deadline
+			}
 		}
 	}
 	if len(kept) == 0 {
@@ -391,9 +587,12 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 		s.fences[r.Topic] = kept
 	}
 	if r.fresh || mutant.On(mutant.LeaseWait) {
-		return false
+		return time.Time{}, false
 	}
-	return len(kept) > 0 || now.Before(s.since.Add(l.cfg.NewLeaderWait()))
+	if end := s.since.Add(l.cfg.NewLeaderWait()); now.Before(end) && end.After(until) {
+		until = end
+	}
+	return until, !until.IsZero()
 }
 
 // Due returns the messages to send at now: those never sent whose topic is
@@ -402,24 +601,31 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) bool {
 // dropped, their fences stay until their leases run out.
 func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
 	var out []RPC
-	for _, k := range slices.Sorted(maps.Keys(l.rpcs)) {
-		r := l.rpcs[k]
+	for len(l.queue) > 0 && !l.queue[0].at.After(now) {
+		w := heap.Pop(&l.queue).(wake)
+		r := w.r
+		if r.wseq != w.seq || l.rpcs[r.k] != r {
+			continue // rescheduled, acknowledged or dropped since
+		}
 		s := l.led[r.Shard]
 		if s == nil || s.term != r.Term || gone(r.Node) {
-			l.drop(k, r)
+			l.drop(r.k, r)
 			continue
 		}
-		if r.Open && l.gated(now, s, r) {
-			continue
-		}
-		if r.sent && now.Sub(r.sentAt) < l.cfg.Resend {
-			continue
+		if r.Open {
+			if until, gated := l.gated(now, s, r); gated {
+				l.gatedBy[r.Topic] = append(l.gatedBy[r.Topic], r)
+				l.schedule(r, until)
+				continue
+			}
 		}
 		r.sent, r.sentAt = true, now
+		r.tries++
 		if r.Open {
 			delete(l.released, r.Node)
 		}
 		out = append(out, *r)
+		l.schedule(r, now.Add(l.cfg.Resend<<min(r.tries-1, maxResendShift)))
 	}
 	return out
 }
@@ -469,6 +675,7 @@ func (l *Leader) fenced(shard uint64, topic, node string, epoch uint64) {
 	} else {
 		s.fences[topic] = kept
 	}
+	l.wakeGated(topic, false)
 }
 
 // Settled reports whether, at now, every owner that topic left by a
@@ -531,6 +738,7 @@ func (l *Leader) Released(node string) {
 			l.drop(k, r)
 		}
 	}
+	l.wakeGated("", true)
 }
 
 // Pending is the number of messages owed.

@@ -1,6 +1,7 @@
 package duty
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,19 +83,63 @@ func TestAVouchRoundConfirmsAtItsStartOnceAQuorumVouched(t *testing.T) {
 	start := t0.Add(ms(100))
 	seq := uint64(2)
 	asks := l.VouchRound(start, seq)
-	if len(asks) != 2 || len(asks[2]) != 1 || asks[2][0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
+	if len(asks) != 2 || len(asks[2].Vouch) != 1 || asks[2].Vouch[0] != (wire.ShardTerm{Shard: 7, Term: 3}) {
 		t.Fatalf("asks %+v", asks)
 	}
-	l.Vouched(9, seq, []uint64{7}) // not a voter
+	l.Vouched(9, seq, []uint64{7}, false) // not a voter
 	if _, ok := l.CanGrant(start.Add(ms(10)), 7); ok {
 		t.Fatal("confirmed without a quorum of voters")
 	}
-	l.Vouched(3, seq, []uint64{7})
+	l.Vouched(3, seq, []uint64{7}, false)
 	if _, ok := l.CanGrant(start.Add(ms(400)), 7); !ok {
 		t.Fatal("not confirmed by self and n3")
 	}
 	if _, ok := l.CanGrant(start.Add(ms(401)), 7); ok {
 		t.Fatal("the confirmation must date from the round's start")
+	}
+}
+
+func TestAVoterThatSharesTheSummaryVouchesForEveryShardAsked(t *testing.T) {
+	l := newLeader(t)
+	for _, shard := range []uint64{7, 8, 9} {
+		l.Won(t0, shard, shard)
+		l.Current(shard, shard)
+		l.SetVoters(shard, []uint64{1, 2, 3}, nil)
+	}
+	l.SetVoters(9, []uint64{1, 3, 4}, nil) // n2 is no voter of 9
+	l.CanGrant(t0, 7)
+	l.CanGrant(t0, 9)
+	sum2 := wire.Summary{Count: 2, Digest: meta.ShardSummary(7, 7, 0) ^ meta.ShardSummary(8, 8, 0)}
+	// The first round lists what it asks (the shards a lease was asked
+	// of), beside the summary of every shard n2 votes in.
+	asks := l.VouchRound(t0, 1)
+	if a := asks[2]; a == nil || a.Led != sum2 || len(a.Vouch) != 1 || a.Vouch[0].Shard != 7 {
+		t.Fatalf("n2 asked %+v, want summary %+v and shard 7", a, sum2)
+	}
+	if again := l.Vouched(2, 1, nil, true); again {
+		t.Fatal("asked again after a vouch")
+	}
+	if _, ok := l.CanGrant(t0, 7); !ok {
+		t.Fatal("shard 7 not confirmed by self and n2")
+	}
+	if _, ok := l.CanGrant(t0, 9); ok {
+		t.Fatal("shard 9 confirmed by a node that does not vote in it")
+	}
+	// n2 shares the summary: the next round sends it alone.
+	asks = l.VouchRound(t0.Add(ms(100)), 2)
+	if a := asks[2]; a.Led != sum2 || a.Vouch != nil {
+		t.Fatalf("n2 asked %+v, want the summary alone", a)
+	}
+	// Until n2's state sums otherwise: then nothing is vouched for, and
+	// the next round lists again.
+	if again := l.Vouched(2, 2, []uint64{7}, false); !again {
+		t.Fatal("not asked to list after the summaries differed")
+	}
+	if _, ok := l.CanGrant(t0.Add(ms(401)), 7); ok {
+		t.Fatal("confirmed by a vouch for a shard the round did not list")
+	}
+	if a := l.VouchRound(t0.Add(ms(200)), 3)[2]; len(a.Vouch) != 1 {
+		t.Fatalf("n2 asked %+v after a mismatch", a)
 	}
 }
 
@@ -106,11 +151,11 @@ func TestAJointConfigurationNeedsBothMajorities(t *testing.T) {
 	l.CanGrant(t0, 7)
 	seq := uint64(1)
 	l.VouchRound(t0, seq)
-	l.Vouched(4, seq, []uint64{7})
+	l.Vouched(4, seq, []uint64{7}, false)
 	if _, ok := l.CanGrant(t0, 7); ok {
 		t.Fatal("confirmed by the incoming majority alone")
 	}
-	l.Vouched(2, seq, []uint64{7})
+	l.Vouched(2, seq, []uint64{7}, false)
 	if _, ok := l.CanGrant(t0, 7); !ok {
 		t.Fatal("not confirmed by both majorities")
 	}
@@ -224,10 +269,20 @@ func TestUnacknowledgedMessagesAreResent(t *testing.T) {
 	l := newLeader(t)
 	leading(l, 7, 3, t0.Add(-time.Hour))
 	l.Effects(t0, 7, []meta.Effect{{Kind: meta.EffectOpen, Node: "n2", Topic: "t", Epoch: 1, Fresh: true, Partitions: 1}}, never)
-	if len(l.Due(t0, nobodyGone)) != 1 || len(l.Due(t0.Add(ms(199)), nobodyGone)) != 0 || len(l.Due(t0.Add(ms(200)), nobodyGone)) != 1 {
-		t.Fatal("resend timing")
+	// Resend 200 ms: sent again after 200, 400, 800, then every 1600 ms.
+	for _, at := range []int{0, 200, 600, 1400, 3000, 4600} {
+		if at > 0 && len(l.Due(t0.Add(ms(at-1)), nobodyGone)) != 0 {
+			t.Fatalf("resent before %d ms", at)
+		}
+		if len(l.Due(t0.Add(ms(at)), nobodyGone)) != 1 {
+			t.Fatalf("not resent at %d ms", at)
+		}
 	}
-	if len(l.Due(t0.Add(ms(400)), gone("n2"))) != 0 || l.Pending() != 0 {
+	// What is owed to a gone node is dropped when next due.
+	if len(l.Due(t0.Add(ms(6199)), gone("n2"))) != 0 || l.Pending() != 1 {
+		t.Fatal("a message not yet due was looked at")
+	}
+	if len(l.Due(t0.Add(ms(6200)), gone("n2"))) != 0 || l.Pending() != 0 {
 		t.Fatal("a message to a gone node was kept")
 	}
 }
@@ -314,5 +369,31 @@ func TestANewLeaderSettlesOnlyFreshTopicsUntilItsPredecessorsGrantsRanOut(t *tes
 	}
 	if ok, _, _ := l.Settled(t0.Add(l.cfg.NewLeaderWait()), 7, 3, "t", 5, false); !ok {
 		t.Fatal("not settled once the predecessors' grants ran out")
+	}
+}
+
+// BenchmarkDueWithManyOwed: a pass when 10,000 messages are owed and sent
+// and none is due again yet (the ownership loop runs a pass after every
+// acknowledgement and every applied command).
+func BenchmarkDueWithManyOwed(b *testing.B) {
+	l, err := New(Config{Self: 1, Lease: time.Second, ConfirmFresh: ms(400), MaxDrift: 0.01, Resend: ms(200)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l.Won(t0.Add(-time.Hour), 7, 3)
+	l.Current(7, 3)
+	effs := make([]meta.Effect, 10000)
+	for i := range effs {
+		effs[i] = meta.Effect{Kind: meta.EffectOpen, Node: "n2", Topic: fmt.Sprintf("t%05d", i), Epoch: 1, Fresh: true, Partitions: 1}
+	}
+	l.Effects(t0, 7, effs, func(string) time.Time { return time.Time{} })
+	if n := len(l.Due(t0, func(string) bool { return false })); n != len(effs) {
+		b.Fatalf("%d due", n)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if len(l.Due(t0.Add(time.Duration(i%100)*time.Microsecond), func(string) bool { return false })) != 0 {
+			b.Fatal("due")
+		}
 	}
 }

@@ -65,7 +65,9 @@ func FuzzHolder(f *testing.F) {
 				if next()%5 == 0 {
 					from = "X"
 				}
-				cs, _ := h.Reply(from, &wire.LeaseReply{Seq: seqs[int(next())%len(seqs)], Grants: []wire.LeaseGrant{g}})
+				flags := next()
+				cs, _, _ := h.Reply(from, &wire.LeaseReply{Seq: seqs[int(next())%len(seqs)], Grants: []wire.LeaseGrant{g},
+					HeldMatched: flags&1 != 0, HeldGranted: flags&2 != 0})
 				apply(cs)
 			case 4:
 				now = now.Add(time.Duration(next()) * 10 * time.Millisecond)
@@ -86,7 +88,10 @@ func FuzzHolder(f *testing.F) {
 				}
 			}
 			_, reqs, _ := h.Round(now, func(uint64) (string, bool) { return "L", true })
-			for _, q := range reqs["L"] {
+			if reqs["L"] == nil {
+				continue
+			}
+			for _, q := range reqs["L"].Requests {
 				if q.Digest != digests[q.Shard] {
 					t.Fatalf("round digest of shard %d is %x, held topics give %x", q.Shard, q.Digest, digests[q.Shard])
 				}

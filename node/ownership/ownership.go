@@ -25,6 +25,7 @@
 package ownership
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -119,16 +120,30 @@ type Holder struct {
 	cfg      Config
 	topics   map[string]*held
 	shards   map[uint64]*shardState
+	order    []uint64 // shards' keys, sorted; nil when shards changed
 	seq      uint64
 	pending  map[uint64]*round // by seq
 	released bool
+	// matched: per leader, the last summary it said its state sums to.
+	matched map[string]wire.Summary
 }
 
-// round is a lease round in flight: when it was built, and which node
-// each shard was asked of.
+// round is a lease round in flight: when it was built, and what was asked
+// of each leader.
 type round struct {
 	at    time.Time
-	asked map[uint64]string
+	asked map[string]*asked
+}
+
+// asked is what a round asked of one leader.
+type asked struct {
+	shards []askedShard // sorted by shard
+	held   wire.Summary
+	listed bool // the shards were listed, not only summed
+}
+
+type askedShard struct {
+	shard, term uint64
 }
 
 // New returns an empty Holder.
@@ -136,7 +151,8 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Lease <= 0 {
 		return nil, fmt.Errorf("ownership: lease %v must be positive", cfg.Lease)
 	}
-	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round)}, nil
+	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round),
+		matched: make(map[string]wire.Summary)}, nil
 }
 
 func (h *Holder) shard(s uint64) *shardState {
@@ -144,6 +160,7 @@ func (h *Holder) shard(s uint64) *shardState {
 	if st == nil {
 		st = &shardState{topics: make(map[string]struct{})}
 		h.shards[s] = st
+		h.order = nil
 	}
 	return st
 }
@@ -282,12 +299,24 @@ func (h *Holder) LeaseExpiry(shard uint64) time.Time {
 	return time.Time{}
 }
 
+// Ask is a lease round's question to one shard leader: every shard this
+// node holds topics of and believes the leader leads.
+type Ask struct {
+	// Held sums the shards: meta.ShardSummary of each shard, the highest
+	// term of its leader seen here, and the digest of what is held there.
+	Held wire.Summary
+	// Requests lists the shards with their digests, unless the leader
+	// said, answering an earlier round with the same Held, that its state
+	// sums to the same: then the summary alone asks for them all.
+	Requests []wire.LeaseRequest
+}
+
 // Round starts a lease round at now: for every shard this node holds
 // topics of, a request with the digest of what it holds there, grouped by
 // the node leaderOf names as the shard's leader (shards whose leader is
 // unknown are left out: their leases run out). released reports that the
 // node has given up its topics.
-func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, requests map[string][]wire.LeaseRequest, released bool) {
+func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, asks map[string]*Ask, released bool) {
 	h.seq++
 	seq = h.seq
 	for s, r := range h.pending {
@@ -295,14 +324,20 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 			delete(h.pending, s)
 		}
 	}
-	rd := &round{at: now, asked: make(map[uint64]string)}
+	rd := &round{at: now, asked: make(map[string]*asked)}
 	h.pending[seq] = rd
-	requests = make(map[string][]wire.LeaseRequest)
-	for _, s := range slices.Sorted(maps.Keys(h.shards)) {
+	if h.order == nil {
+		h.order = slices.Sorted(maps.Keys(h.shards))
+	}
+	for _, s := range h.order {
 		st := h.shards[s]
+		if st == nil {
+			continue
+		}
 		if len(st.topics) == 0 {
 			if now.After(st.lease.expires) {
 				delete(h.shards, s)
+				h.order = nil
 			}
 			continue
 		}
@@ -310,41 +345,99 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 		if !ok {
 			continue
 		}
-		requests[leader] = append(requests[leader], wire.LeaseRequest{Shard: s, Digest: st.digest})
-		rd.asked[s] = leader
+		a := rd.asked[leader]
+		if a == nil {
+			a = &asked{}
+			rd.asked[leader] = a
+		}
+		a.shards = append(a.shards, askedShard{shard: s, term: st.term})
+		a.held.Count++
+		a.held.Digest ^= meta.ShardSummary(s, st.term, st.digest)
 	}
-	return seq, requests, h.released
+	asks = make(map[string]*Ask, len(rd.asked))
+	for leader, a := range rd.asked {
+		ask := &Ask{Held: a.held}
+		if m, ok := h.matched[leader]; !ok || m != a.held {
+			a.listed = true
+			ask.Requests = make([]wire.LeaseRequest, len(a.shards))
+			for i, e := range a.shards {
+				ask.Requests[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
+			}
+		}
+		asks[leader] = ask
+	}
+	return seq, asks, h.released
+}
+
+// RoundAt returns when round seq started, while its replies are still
+// taken.
+func (h *Holder) RoundAt(seq uint64) (time.Time, bool) {
+	rd, ok := h.pending[seq]
+	if !ok {
+		return time.Time{}, false
+	}
+	return rd.at, true
 }
 
 // Reply takes node from's answer to round r.Seq. Only grants of shards the
 // round asked of from count. It returns the changes the grants caused
 // (topics a grant's list showed this node no longer owns at the epoch it
 // holds are closed at that epoch) and the refusals, whose leader hints the
-// caller may use.
-func (h *Holder) Reply(from string, r *wire.LeaseReply) ([]Change, []wire.LeaseRefusal) {
+// caller may use. again reports that the round asked from by its summary
+// alone and the summaries differ: nothing was granted, and the next round
+// lists the shards; it should come soon.
+func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refused []wire.LeaseRefusal, again bool) {
 	rd, ok := h.pending[r.Seq]
 	if !ok {
-		return nil, nil // a round too old to give anything
+		return nil, nil, false // a round too old to give anything
 	}
-	var changes []Change
+	a := rd.asked[from]
+	if a == nil {
+		return nil, r.Refused, false
+	}
+	if r.HeldMatched {
+		h.matched[from] = a.held
+		if r.HeldGranted {
+			for _, e := range a.shards {
+				changes = h.granted(rd, r.Seq, e.shard, &wire.LeaseGrant{Shard: e.shard, Term: e.term}, changes)
+			}
+			return changes, r.Refused, false
+		}
+	} else {
+		delete(h.matched, from)
+		if !a.listed {
+			// The leader saw neither our summary's shards nor their
+			// digests: a grant now would cover what it never checked.
+			return nil, r.Refused, true
+		}
+	}
 	for i := range r.Grants {
 		g := &r.Grants[i]
-		st := h.shards[g.Shard]
-		if rd.asked[g.Shard] != from || st == nil || g.Term < st.term || st.lease.seq > r.Seq {
-			continue // not asked of from, nothing held there, a deposed leader, or older than the grant we have
+		if _, asked := slices.BinarySearchFunc(a.shards, g.Shard, func(e askedShard, s uint64) int { return cmp.Compare(e.shard, s) }); asked {
+			changes = h.granted(rd, r.Seq, g.Shard, g, changes)
 		}
-		st.term = g.Term
-		l := lease{seq: r.Seq, expires: rd.at.Add(h.cfg.Lease), term: g.Term}
-		if g.Listed {
-			l.listed = make(map[string]uint64, len(g.Topics))
-			for _, te := range g.Topics {
-				l.listed[string(te.Topic)] = te.Epoch
-			}
-			changes = h.closeUnlisted(st, l.listed, r.Seq, changes)
-		}
-		st.lease = l
 	}
-	return changes, r.Refused
+	return changes, r.Refused, false
+}
+
+// granted takes grant g of round rd (number seq) on shard, asked of the
+// node that gave it.
+func (h *Holder) granted(rd *round, seq, shard uint64, g *wire.LeaseGrant, changes []Change) []Change {
+	st := h.shards[shard]
+	if st == nil || g.Term < st.term || st.lease.seq > seq {
+		return changes // nothing held there, a deposed leader, or older than the grant we have
+	}
+	st.term = g.Term
+	l := lease{seq: seq, expires: rd.at.Add(h.cfg.Lease), term: g.Term}
+	if g.Listed {
+		l.listed = make(map[string]uint64, len(g.Topics))
+		for _, te := range g.Topics {
+			l.listed[string(te.Topic)] = te.Epoch
+		}
+		changes = h.closeUnlisted(st, l.listed, seq, changes)
+	}
+	st.lease = l
+	return changes
 }
 
 // closeUnlisted closes the topics held in st since before round seq that

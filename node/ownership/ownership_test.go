@@ -57,10 +57,10 @@ func TestAHeldTopicIsServedOnlyUnderALease(t *testing.T) {
 	mustServe(t, h, t0, "u", 1, NotHeld)
 
 	seq, reqs, _ := h.Round(t0, leaderIs("L"))
-	if len(reqs["L"]) != 1 || reqs["L"][0].Shard != 3 || reqs["L"][0].Digest != meta.TopicDigest("t", 1) {
+	if len(reqs["L"].Requests) != 1 || reqs["L"].Requests[0].Shard != 3 || reqs["L"].Requests[0].Digest != meta.TopicDigest("t", 1) {
 		t.Fatalf("round asks %+v", reqs)
 	}
-	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0.Add(leaseLen-time.Millisecond), "t", 1, Servable)
 	// The leaseLen runs from when the round was built, however late the
 	// grant arrived: a pause eats it.
@@ -72,7 +72,7 @@ func TestAGrantArrivingAfterAPauseGivesNothing(t *testing.T) {
 	open(h, "t", 3, 1, 1, 0)
 	seq, reqs, _ := h.Round(t0, leaderIs("L"))
 	// Paused for two leases; the grant is taken at once on resume.
-	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0.Add(2*leaseLen), "t", 1, NoLease)
 }
 
@@ -81,14 +81,14 @@ func TestAGrantDoesNotCoverATopicOpenedAfterItsRound(t *testing.T) {
 	open(h, "a", 3, 1, 1, 0)
 	seq, reqs, _ := h.Round(t0, leaderIs("L"))
 	open(h, "b", 3, 1, 1, 0) // opened while the round was out
-	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0, "a", 1, Servable)
 	mustServe(t, h, t0, "b", 1, NoLease)
 	seq, reqs, _ = h.Round(t0.Add(100*time.Millisecond), leaderIs("L"))
-	if reqs["L"][0].Digest != meta.TopicDigest("a", 1)^meta.TopicDigest("b", 1) {
+	if reqs["L"].Requests[0].Digest != meta.TopicDigest("a", 1)^meta.TopicDigest("b", 1) {
 		t.Fatal("digest does not cover both topics")
 	}
-	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0.Add(200*time.Millisecond), "b", 1, Servable)
 }
 
@@ -156,7 +156,7 @@ func TestAListedGrantCoversOnlyItsTopicsAndClosesTheRest(t *testing.T) {
 	open(h, "d", 3, 1, 1, 0) // after the round: the list cannot speak for it
 	// The leader's state: a is ours at 1, b moved on to epoch 2 (still ours:
 	// its open is on the way), c is not ours any more.
-	changes, _ := h.Reply("L", &wire.LeaseReply{Seq: seq, Grants: []wire.LeaseGrant{{Shard: 3, Term: 1, Listed: true,
+	changes, _, _ := h.Reply("L", &wire.LeaseReply{Seq: seq, Grants: []wire.LeaseGrant{{Shard: 3, Term: 1, Listed: true,
 		Topics: []wire.TopicEpoch{{Topic: []byte("a"), Epoch: 1}, {Topic: []byte("b"), Epoch: 2}}}}})
 	mustServe(t, h, t0, "a", 1, Servable)
 	mustServe(t, h, t0, "b", 1, NotHeld)
@@ -181,18 +181,18 @@ func TestGrantsThatCannotBeTrustedAreIgnored(t *testing.T) {
 	h := newHolder(t)
 	open(h, "t", 3, 2, 1, 0)
 	seq, reqs, _ := h.Round(t0, leaderIs("L"))
-	h.Reply("X", grantAll(seq, reqs["L"], 2)) // not asked of X
+	h.Reply("X", grantAll(seq, reqs["L"].Requests, 2)) // not asked of X
 	mustServe(t, h, t0, "t", 1, NoLease)
-	h.Reply("L", grantAll(seq, reqs["L"], 1)) // a term below one seen
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1)) // a term below one seen
 	mustServe(t, h, t0, "t", 1, NoLease)
-	h.Reply("L", grantAll(seq+7, reqs["L"], 2)) // a round never sent
+	h.Reply("L", grantAll(seq+7, reqs["L"].Requests, 2)) // a round never sent
 	mustServe(t, h, t0, "t", 1, NoLease)
 
 	seq2, reqs2, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
 	h.Reply("L", &wire.LeaseReply{Seq: seq2, Grants: []wire.LeaseGrant{{Shard: 3, Term: 2, Listed: true}}})
 	// The grant of the earlier round arrives late: it must not bring back
 	// what the newer one took away.
-	h.Reply("L", grantAll(seq, reqs2["L"], 2))
+	h.Reply("L", grantAll(seq, reqs2["L"].Requests, 2))
 	mustServe(t, h, t0.Add(400*time.Millisecond), "t", 1, NotHeld)
 }
 
@@ -203,7 +203,7 @@ func TestRoundsGoToEachShardsLeaderAndSkipUnknownLeaders(t *testing.T) {
 	open(h, "c", 3, 1, 1, 0)
 	leaders := map[uint64]string{1: "L1", 2: "L2"}
 	_, reqs, _ := h.Round(t0, func(s uint64) (string, bool) { l, ok := leaders[s]; return l, ok })
-	if len(reqs) != 2 || len(reqs["L1"]) != 1 || reqs["L1"][0].Shard != 1 || len(reqs["L2"]) != 1 || reqs["L2"][0].Shard != 2 {
+	if len(reqs) != 2 || len(reqs["L1"].Requests) != 1 || reqs["L1"].Requests[0].Shard != 1 || len(reqs["L2"].Requests) != 1 || reqs["L2"].Requests[0].Shard != 2 {
 		t.Fatalf("requests %+v", reqs)
 	}
 }
@@ -212,7 +212,7 @@ func TestAReleasedHolderServesNothing(t *testing.T) {
 	h := newHolder(t)
 	open(h, "t", 3, 1, 1, 0)
 	seq, reqs, _ := h.Round(t0, leaderIs("L"))
-	h.Reply("L", grantAll(seq, reqs["L"], 1))
+	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	h.Release()
 	mustServe(t, h, t0, "t", 1, Released)
 	if _, _, released := h.Round(t0, leaderIs("L")); !released {
@@ -246,7 +246,69 @@ func TestHolderDigestIsTheLeadersOwnerDigest(t *testing.T) {
 		}
 	}
 	_, reqs, _ := h.Round(t0, leaderIs("L"))
-	if got, want := reqs["L"][0].Digest, st.OwnerDigest("n1"); got != want {
+	if got, want := reqs["L"].Requests[0].Digest, st.OwnerDigest("n1"); got != want {
 		t.Fatalf("holder digest %x, leader's %x", got, want)
+	}
+}
+
+func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 2, 1, 0)
+	open(h, "b", 5, 4, 1, 0)
+	held := wire.Summary{Count: 2, Digest: meta.ShardSummary(3, 2, meta.TopicDigest("a", 1)) ^ meta.ShardSummary(5, 4, meta.TopicDigest("b", 1))}
+	// The first round lists the shards beside their summary.
+	seq, asks, _ := h.Round(t0, leaderIs("L"))
+	if a := asks["L"]; a.Held != held || len(a.Requests) != 2 {
+		t.Fatalf("first round asks %+v, want %+v and a list", a, held)
+	}
+	r := grantAll(seq, asks["L"].Requests, 0)
+	r.Grants[0].Term, r.Grants[1].Term = 2, 4
+	r.HeldMatched = true
+	if _, _, again := h.Reply("L", r); again {
+		t.Fatal("asked again after a grant")
+	}
+	// The leader agreed with the summary: the next round sends it alone,
+	// and a grant of it covers both shards at the terms summed.
+	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	if a := asks["L"]; a.Held != held || a.Requests != nil {
+		t.Fatalf("second round asks %+v, want the summary alone", a)
+	}
+	h.Reply("L", &wire.LeaseReply{Seq: seq, HeldMatched: true, HeldGranted: true})
+	mustServe(t, h, t0.Add(300*time.Millisecond+leaseLen-time.Millisecond), "a", 1, Servable)
+	mustServe(t, h, t0.Add(300*time.Millisecond+leaseLen-time.Millisecond), "b", 1, Servable)
+
+	// A topic opened since changes the summary: the round lists again,
+	// and a grant of the round before does not cover the new topic.
+	open(h, "c", 5, 4, 1, 0)
+	mustServe(t, h, t0.Add(400*time.Millisecond), "c", 1, NoLease)
+	_, asks, _ = h.Round(t0.Add(600*time.Millisecond), leaderIs("L"))
+	if len(asks["L"].Requests) != 2 {
+		t.Fatalf("a round after a change asks %+v", asks["L"])
+	}
+}
+
+func TestASummaryTheLeaderDoesNotShareGrantsNothing(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 2, 1, 0)
+	seq, asks, _ := h.Round(t0, leaderIs("L"))
+	r := grantAll(seq, asks["L"].Requests, 2)
+	r.HeldMatched = true
+	h.Reply("L", r)
+	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	if asks["L"].Requests != nil {
+		t.Fatal("listed though the leader agreed")
+	}
+	// Meanwhile the leader moved the topic: its state sums otherwise. A
+	// grant in the same answer, for a shard the summary alone asked for,
+	// counts for nothing.
+	_, _, again := h.Reply("L", &wire.LeaseReply{Seq: seq, Grants: []wire.LeaseGrant{{Shard: 3, Term: 2}}})
+	if !again {
+		t.Fatal("not asked to list after the summaries differed")
+	}
+	if e := h.LeaseExpiry(3); !e.Equal(t0.Add(leaseLen)) {
+		t.Fatalf("lease runs to +%v, want the first round's", e.Sub(t0))
+	}
+	if _, asks, _ = h.Round(t0.Add(400*time.Millisecond), leaderIs("L")); len(asks["L"].Requests) != 1 {
+		t.Fatalf("the round after a mismatch asks %+v", asks["L"])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/shoalmq/shoal/internal/histogram"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/shardstore"
 )
@@ -21,6 +22,7 @@ type Storage struct {
 	commits   atomic.Uint64
 	fsyncs    atomic.Uint64
 	syncNanos atomic.Int64
+	syncHist  histogram.Histogram
 }
 
 var _ raftmux.Storage = (*Storage)(nil)
@@ -43,6 +45,10 @@ type StorageStats struct {
 func (r *Storage) Stats() StorageStats {
 	return StorageStats{Commits: r.commits.Load(), Fsyncs: r.fsyncs.Load(), SyncTime: time.Duration(r.syncNanos.Load())}
 }
+
+// SyncLatency is the histogram of synced commits: the write, the WAL's
+// fsync and the wait for it.
+func (r *Storage) SyncLatency() *histogram.Histogram { return &r.syncHist }
 
 // Storage implements raftmux.Storage.
 func (r *Storage) Storage(shard uint64) (raft.Storage, error) {
@@ -161,6 +167,8 @@ func (b *batch) Commit(sync bool) error {
 	b.r.fsyncs.Add(1)
 	t0 := time.Now()
 	err := sb.Commit(true)
-	b.r.syncNanos.Add(int64(time.Since(t0)))
+	d := time.Since(t0)
+	b.r.syncNanos.Add(int64(d))
+	b.r.syncHist.Observe(d)
 	return err
 }

@@ -1,0 +1,103 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseArgs(t *testing.T) {
+	o, err := parseArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.sizes) != 3 || o.sizes[0] != 3 || o.sizes[2] != 9 || o.nodeCores != 0.15 || o.op != "assign" || o.clients != 256 {
+		t.Fatalf("defaults: %+v", o)
+	}
+	for _, bad := range [][]string{
+		{"-sizes", "3,x"}, {"-sizes", "0"}, {"-sizes", "3,3"}, {"-sizes", "251"},
+		{"-node-cores", "0"}, {"-node-cores", "0.001"}, {"-load-cores", "-1"},
+		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
+		{"-settle", "-1s"}, {"-timeout", "0s"}, {"extra"}, {"-nope"},
+	} {
+		_, err := parseArgs(bad)
+		if _, ok := err.(*usageError); !ok {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// A bad command line is one line and exit 2, before anything else.
+func TestRunUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-sizes", "3,3"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	if got := errb.String(); got != "scaleout: -sizes: 3 given twice\n" {
+		t.Fatalf("stderr %q", got)
+	}
+}
+
+func TestEfficiency(t *testing.T) {
+	r := &result{Sizes: []sizeResult{{Nodes: 3, OpsPerS: 1000}, {Nodes: 6, OpsPerS: 1500}, {Nodes: 9, OpsPerS: 2700}}}
+	r.fillEfficiency()
+	for i, want := range []struct{ speedup, eff float64 }{{1, 1}, {1.5, 0.75}, {2.7, 0.9}} {
+		if s := r.Sizes[i]; s.Speedup != want.speedup || s.Efficiency != want.eff {
+			t.Errorf("size %d: speedup %v efficiency %v, want %v %v", s.Nodes, s.Speedup, s.Efficiency, want.speedup, want.eff)
+		}
+	}
+	var b bytes.Buffer
+	if err := r.write(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "9      2700") || !strings.Contains(b.String(), "90%") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}
+
+// As root: a group holds its quota, a process put in it by the wrapper
+// runs there as the same pid, and remove leaves nothing behind.
+func TestCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups need root")
+	}
+	g, err := newCgroups()
+	if err != nil {
+		t.Skip(err)
+	}
+	dir, err := g.group("n1", 0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := "cpu.cfs_quota_us"
+	want := "25000"
+	if g.v2 {
+		quota, want = "cpu.max", "25000 100000"
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, quota)); strings.TrimSpace(string(b)) != want {
+		t.Errorf("%s = %q, want %q", quota, b, want)
+	}
+	name, args := enterCommand(dir, "/bin/sh", []string{"-c", "cat /proc/self/cgroup; echo pid $$"})
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), filepath.Base(g.parent)+"/n1") {
+		t.Errorf("not run in the group:\n%s", out)
+	}
+	if _, err := g.throttled(dir); err != nil {
+		t.Error(err)
+	}
+	if err := g.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.parent); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind: %v", g.parent, err)
+	}
+}
