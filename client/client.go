@@ -639,28 +639,36 @@ func (c *Client) Status(ctx context.Context, server string) (Status, error) {
 		}
 		return out, nil
 	}
-	k := call{op: "status", subject: server}
+	if err := c.atServer(ctx, call{op: "status", subject: server}, server, req); err != nil {
+		return Status{}, err
+	}
+	return out, nil
+}
+
+// atServer sends req to the node at server, retrying there only, until it
+// answers or retries run out.
+func (c *Client) atServer(ctx context.Context, k call, server string, req *request) error {
 	if err := ValidateAddr(server); err != nil {
-		return Status{}, fmt.Errorf("client: %v: %w: %w", k, ErrInvalidArgument, err)
+		return fmt.Errorf("client: %v: %w: %w", k, ErrInvalidArgument, err)
 	}
 	var last error
 	for attempt := 0; attempt <= c.cfg.MaxRetries; attempt++ {
 		if attempt > 0 {
 			if err := c.sleep(ctx, c.backoff(attempt-1, last)); err != nil {
-				return Status{}, k.stop(attempt, err, last)
+				return k.stop(attempt, err, last)
 			}
 		}
 		err := c.attempt(ctx, server, req)
 		if err == nil {
-			return out, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return Status{}, k.stop(attempt+1, ctxErr(ctx), last)
+			return k.stop(attempt+1, ctxErr(ctx), last)
 		}
 		last = err
 		if f := classify(err); f == fatal || f == staleRoute {
-			return Status{}, k.stop(attempt+1, nil, err)
+			return k.stop(attempt+1, nil, err)
 		}
 	}
-	return Status{}, k.stop(c.cfg.MaxRetries+1, nil, last)
+	return k.stop(c.cfg.MaxRetries+1, nil, last)
 }

@@ -544,6 +544,10 @@ func TestInvalidArgumentsAreRefusedLocally(t *testing.T) {
 		"zero partitions":   func() error { _, err := c.UpdatePartitions(ctx, "t", 0); return err },
 		"owner too long":    func() error { _, err := c.Assign(ctx, "t", client.AssignOptions{Owner: huge[:65]}); return err },
 		"status bad server": func() error { _, err := c.Status(ctx, "nowhere"); return err },
+		"drain no node":     func() error { _, err := c.Drain(ctx, "", nil); return err },
+		"undrain long node": func() error { _, err := c.Undrain(ctx, huge[:65]); return err },
+		"transfer no node":  func() error { _, err := c.TransferLeader(ctx, 3, ""); return err },
+		"remove no node":    func() error { _, err := c.RemoveNode(ctx, "", client.RemoveOptions{Force: true}); return err },
 	}
 	for name, f := range calls {
 		if err := f(); !errors.Is(err, client.ErrInvalidArgument) {

@@ -1,6 +1,7 @@
 // Package client is Shoal's native Go client: it assigns, looks up and
-// revokes topics, produces and fetches records, and lists members, shards
-// and node status.
+// revokes topics, produces and fetches records, lists members, shards and
+// node status, and takes nodes out of service (Drain, Undrain,
+// TransferLeader, RemoveNode: admin.go).
 //
 // # Connections
 //
@@ -24,7 +25,9 @@
 // every Config.LeaderTableRefresh while in use) names one: one hop and one
 // node's CPU fewer per request. The table is a hint: a NotLeader answer
 // replaces its entry, a failure there pulls it again, and the seeds take
-// the request over. Data requests (Produce, Fetch) go to the topic's owner,
+// the request over. Drain, Undrain and TransferLeader go to any seed too
+// (which forwards them to the node named, or the shard's leader);
+// RemoveNode asks every live member. Data requests (Produce, Fetch) go to the topic's owner,
 // carrying the ownership epoch of the route they were sent on. Routes come
 // from a router.Cache: on a miss the client looks the topic up and caches the
 // answer (Assign and Lookup answers are cached too).

@@ -14,23 +14,27 @@ func codec[T any](f *testing.F, seeds []*T, enc func([]byte, *T) []byte, dec fun
 		f.Add(enc(nil, s))
 	}
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var m T
-		if dec(data, &m) != nil {
-			return
-		}
-		b := enc(nil, &m)
-		var again T
-		if err := dec(b, &again); err != nil {
-			t.Fatalf("re-encoding of an accepted input fails to decode: %v\ninput %x\nre-encoded %x", err, data, b)
-		}
-		if !reflect.DeepEqual(m, again) {
-			t.Fatalf("decode(encode(decode(x))) differs:\n%+v\n%+v", m, again)
-		}
-		if b2 := enc(nil, &again); !bytes.Equal(b, b2) {
-			t.Fatalf("encoding is not stable:\n%x\n%x", b, b2)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { check(t, data, enc, dec) })
+}
+
+// check is codec's test of one input.
+func check[T any](t *testing.T, data []byte, enc func([]byte, *T) []byte, dec func([]byte, *T) error) {
+	t.Helper()
+	var m T
+	if dec(data, &m) != nil {
+		return
+	}
+	b := enc(nil, &m)
+	var again T
+	if err := dec(b, &again); err != nil {
+		t.Fatalf("re-encoding of an accepted input fails to decode: %v\ninput %x\nre-encoded %x", err, data, b)
+	}
+	if !reflect.DeepEqual(m, again) {
+		t.Fatalf("decode(encode(decode(x))) differs:\n%+v\n%+v", m, again)
+	}
+	if b2 := enc(nil, &again); !bytes.Equal(b, b2) {
+		t.Fatalf("encoding is not stable:\n%x\n%x", b, b2)
+	}
 }
 
 func b(s string) []byte { return []byte(s) }
@@ -242,5 +246,22 @@ func FuzzEmpty(f *testing.F) {
 		if err := wire.DecodeEmpty(data); (err == nil) != (len(data) == 0) {
 			t.Fatalf("%d bytes: %v", len(data), err)
 		}
+	})
+}
+
+// FuzzAdmin runs the operators' messages and the node metadata through
+// one target (each input through every decoder): small formats, one short
+// smoke run.
+func FuzzAdmin(f *testing.F) {
+	f.Add(wire.AppendAdminNode(nil, &wire.AdminNode{Node: b("n4"), Force: true}))
+	f.Add(wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: 7, Node: b("n2"), Prepare: true}))
+	f.Add(wire.AppendAdminResult(nil, &wire.AdminResult{Node: b("n2"), Shard: 7, Term: 3, Topics: 30, Leaders: 21, Shards: 4, Drained: true}))
+	f.Add(wire.AppendNodeMeta(nil, &wire.NodeMeta{Drained: true, Origin: 9, Removed: []wire.RemovedNode{{Node: b("n2"), At: 5}, {Node: b("n4"), At: 7}}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check(t, data, wire.AppendAdminNode, wire.DecodeAdminNode)
+		check(t, data, wire.AppendTransferLeader, wire.DecodeTransferLeader)
+		check(t, data, wire.AppendAdminResult, wire.DecodeAdminResult)
+		check(t, data, wire.AppendNodeMeta, wire.DecodeNodeMeta)
 	})
 }

@@ -106,7 +106,8 @@ const (
 	RoleRead Role = iota + 1
 	// RoleWrite: what RoleRead allows, and Produce.
 	RoleWrite
-	// RoleAdmin: every request (Assign, Revoke, UpdatePartition too).
+	// RoleAdmin: every request (Assign, Revoke, UpdatePartition, and the
+	// operators' Drain, Undrain, TransferLeader, RemoveNode too).
 	RoleAdmin
 )
 

@@ -123,6 +123,14 @@ func TestTokenRoles(t *testing.T) {
 		{wire.KindMembers, func(string) []byte { return nil }, RoleRead},
 		{wire.KindShards, func(string) []byte { return nil }, RoleRead},
 		{wire.KindStatus, func(string) []byte { return nil }, RoleRead},
+		// The operators' requests (an unknown node for those that would
+		// change something).
+		{wire.KindDrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, RoleAdmin},
+		{wire.KindUndrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n1")}) }, RoleAdmin},
+		{wire.KindTransferLeader, func(string) []byte {
+			return wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: 0, Node: []byte("n1")})
+		}, RoleAdmin},
+		{wire.KindRemoveNode, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, RoleAdmin},
 	}
 	accepted := n.netio.Counters().ConnsAccepted.Load()
 	for _, tok := range testTokens() {
@@ -142,8 +150,8 @@ func TestTokenRoles(t *testing.T) {
 	if got := n.netio.Counters().ConnsAccepted.Load() - accepted; got != 3 {
 		t.Fatalf("%d connections for three tokens: a refusal closed one", got)
 	}
-	if st := n.Stats().Security; st.Unauthorized != 3+4 {
-		t.Fatalf("Unauthorized = %d, want 7 (write: 3 admin kinds, read: those and Produce)", st.Unauthorized)
+	if st := n.Stats().Security; st.Unauthorized != 7+8 {
+		t.Fatalf("Unauthorized = %d, want 15 (write: 7 admin kinds, read: those and Produce)", st.Unauthorized)
 	}
 }
 

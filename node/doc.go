@@ -122,6 +122,19 @@
 // replica, otherwise logged and counted (see stray.go for why the node does
 // not delete its data by itself).
 //
+// # Operators' marks
+//
+// A drained node (shoalctl drain) keeps the mark in its store and says it
+// in its SWIM record's metadata; every node reads the marks into its view:
+// a drained member is no owner candidate, leads no shard in the placement
+// (router.PlacementExcept), and every shard leader moves the topics it
+// owns (meta PlanReassign, as for a dead owner). A removal of a node gone
+// for good (shoalctl remove) is recorded by every node, kept in its store
+// and said in its metadata too; the removed node is out of the view, the
+// ring and raft, its replicas are replaced, and it stays out if it comes
+// back with its old store (marks.go). admin.go serves the operators'
+// requests.
+//
 // # Cluster metadata sync
 //
 // Three kinds of cluster metadata carry versions, announced through SWIM

@@ -70,6 +70,12 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	n.started = true
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
+	if meta := n.ownMeta(); meta != nil {
+		if err := n.swim.SetMeta(meta); err != nil {
+			_ = n.store.Close()
+			return nil, fmt.Errorf("node: swim metadata: %w", err)
+		}
+	}
 	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
 	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
 	hc := n.hostConfig()

@@ -64,6 +64,7 @@ func (m aloneMembership) Members() []swim.Member                   { return []sw
 func (m aloneMembership) Self() swim.Member                        { return m.self }
 func (aloneMembership) AnnounceShardLeader(uint64, string, uint64) {}
 func (aloneMembership) SetMetadataVersion(uint64, uint64)          {}
+func (aloneMembership) SetMeta([]byte) error                       { return nil }
 func (aloneMembership) Join([]string)                              {}
 
 // answers is a client connection as a simulator's: no token grant, and

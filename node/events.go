@@ -204,6 +204,9 @@ func (n *Node) liveness(e swim.Event) {
 		return
 	}
 	rid := RaftID(e.Member.ID)
+	if n.view.Load().removed[e.Member.ID] {
+		return // out for good, whatever SWIM says (marks.go)
+	}
 	switch e.Kind {
 	case swim.EventSuspect:
 		n.host.NodeSuspect(rid)
@@ -355,11 +358,14 @@ func (n *Node) maybeReady() {
 	}
 }
 
-// liveNodes returns the live members as owner candidates with their load in
-// st (the shard's own count).
+// liveNodes returns the live members that are not drained as owner
+// candidates with their load in st (the shard's own count).
 func liveNodes(v *clusterView, st *meta.State) []meta.Node {
 	out := make([]meta.Node, 0, len(v.live))
 	for _, id := range v.live {
+		if v.drained[id] {
+			continue
+		}
 		out = append(out, meta.Node{ID: id, Load: uint64(st.Load(id))})
 	}
 	return out

@@ -397,6 +397,14 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		done(unavailable("cluster not born yet"))
 		return
 	}
+	if n.removedSelf() {
+		done(unavailable(fmt.Sprintf("node %s was removed from the cluster", n.cfg.ID)))
+		return
+	}
+	if kind.IsAdminRequest() {
+		n.handleAdmin(kind, payload, hops, done)
+		return
+	}
 	var topic []byte
 	switch kind {
 	case wire.KindAssign:
@@ -596,6 +604,10 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 		_ = wire.DecodeAssign(payload, &m)
 		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
 			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner)))
+			return
+		}
+		if len(m.Owner) > 0 && v.drained[string(m.Owner)] {
+			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is drained (shoalctl undrain lets it take topics again)", m.Owner)))
 			return
 		}
 		if err := n.sm.with(shard, func(st *meta.State) {
@@ -818,9 +830,14 @@ func (n *Node) notOwner(topic []byte, held uint64, why string) (wire.Kind, []byt
 
 func (n *Node) members() (wire.Kind, []byte) {
 	var ml wire.MemberList
+	v := n.view.Load()
 	for _, m := range n.swim.Members() {
+		st := wire.MemberState(m.State)
+		if v.removed[m.ID] {
+			st = wire.MemberLeft // out for good (marks.go), whatever SWIM says
+		}
 		ml.Members = append(ml.Members, wire.Member{ID: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation,
-			State: wire.MemberState(m.State), Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
+			State: st, Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
 	}
 	return wire.KindMemberList, wire.AppendMemberList(nil, &ml)
 }

@@ -77,7 +77,7 @@ func TestLatenciesCountWhatHappened(t *testing.T) {
 	if led := c.nodes[0].Stats().ShardsLed; led < int(c.nodes[0].cfg.Shards) && forwards == 0 {
 		t.Errorf("no forward timed, though n1 leads %d of %d shards", led, c.nodes[0].cfg.Shards)
 	}
-	if ops := RequestOps(); len(ops) != 10 || ops[0] != "assign" || ops[2] != "update_partition" || ops[9] != "shard_leaders" {
+	if ops := RequestOps(); len(ops) != 14 || ops[0] != "assign" || ops[2] != "update_partition" || ops[11] != "transfer_leader" || ops[13] != "shard_leaders" {
 		t.Errorf("RequestOps() = %v", ops)
 	}
 }

@@ -281,11 +281,74 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 // (a longer fence for a grant not given costs a wait, never safety).
 func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply) {
 	now := n.clock()
+	events := n.shardEvents.Load()
+	var sum wire.Summary
+	var mine []wire.ShardTerm
+	// An owner whose summary matched before, with no state changed and no
+	// leadership moved since: the same shards, digests and terms, so the
+	// shards need not be read again. The grant is recorded for the owner
+	// as a whole (stateMachine.grantMu orders it against applies).
+	n.heldMu.Lock()
+	c, cached := n.heldCache[from]
+	n.heldMu.Unlock()
+	if cached && c.sum == held && c.events == events && n.sm.grantIfUnchanged(from, c.version, now) {
+		sum, mine = c.sum, c.mine
+	} else {
+		version := n.sm.stateVersion()
+		sum, mine = n.sumHeld(from, now)
+		n.heldMu.Lock()
+		if sum == held {
+			n.heldCache[from] = heldSummary{version: version, events: events, sum: sum, mine: mine}
+		} else {
+			delete(n.heldCache, from)
+		}
+		n.heldMu.Unlock()
+	}
+	if sum != held {
+		return
+	}
+	reply.HeldMatched = true
+	// Every shard is asked (which also keeps its leadership confirmed by
+	// vouch rounds); only refusals need listing.
+	var refused []int
+	n.dutyMu.Lock()
+	for i, st := range mine {
+		if term, ok := n.duty.CanGrant(now, st.Shard); !ok || term != st.Term {
+			refused = append(refused, i)
+		}
+	}
+	n.dutyMu.Unlock()
+	n.counters.leaseGrants.Add(uint64(len(mine) - len(refused)))
+	if len(refused) == 0 {
+		reply.HeldGranted = true
+		return
+	}
+	n.counters.leaseRefusals.Add(uint64(len(refused)))
+	for i, st := range mine {
+		if len(refused) > 0 && refused[0] == i {
+			refused = refused[1:]
+			reply.Refused = append(reply.Refused, wire.LeaseRefusal{Shard: st.Shard, Leader: []byte(n.cfg.ID), Term: st.Term})
+			continue
+		}
+		reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: st.Term})
+	}
+}
+
+// heldSummary is a summary of an owner's shards that matched its own.
+type heldSummary struct {
+	version, events uint64
+	sum             wire.Summary
+	mine            []wire.ShardTerm // read only once cached
+}
+
+// sumHeld reads, under each shard's lock, the shards this node leads in
+// which from owns topics, sums them as the owner does, and records a
+// grant to from on each at now (before knowing whether it is given: a
+// fence longer than needed costs a wait, never safety).
+func (n *Node) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wire.ShardTerm) {
 	n.dutyMu.Lock()
 	led := n.duty.LedTerms()
 	n.dutyMu.Unlock()
-	var sum wire.Summary
-	mine := led[:0]
 	for _, st := range led {
 		if st.Shard >= uint64(n.cfg.Shards) {
 			continue
@@ -310,27 +373,7 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 			mine = append(mine, st)
 		}
 	}
-	if sum != held {
-		return
-	}
-	reply.HeldMatched, reply.HeldGranted = true, true
-	n.dutyMu.Lock()
-	for _, st := range mine {
-		if term, ok := n.duty.CanGrant(now, st.Shard); ok && term == st.Term {
-			reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: term})
-			continue
-		}
-		reply.HeldGranted = false
-		reply.Refused = append(reply.Refused, wire.LeaseRefusal{Shard: st.Shard, Leader: []byte(n.cfg.ID), Term: st.Term})
-	}
-	n.dutyMu.Unlock()
-	if reply.HeldGranted {
-		n.counters.leaseGrants.Add(uint64(len(reply.Grants)))
-		reply.Grants = reply.Grants[:0]
-	} else {
-		n.counters.leaseGrants.Add(uint64(len(reply.Grants)))
-		n.counters.leaseRefusals.Add(uint64(len(reply.Refused)))
-	}
+	return sum, mine
 }
 
 // takeLeaseReply takes node from's answer to one of this node's rounds.

@@ -138,6 +138,16 @@ type Node struct {
 	readyMu  sync.Once
 	bornAt   atomic.Int64
 
+	// marks: the operators' marks (drain, removals; marks.go); viewDirty
+	// asks the event loop to rebuild the view although SWIM's members
+	// did not change.
+	marks     marks
+	viewDirty atomic.Bool
+	// pins: shards whose leadership an operator moved here, with the
+	// placement it was moved under (under reconcileMu): the shard
+	// manager leaves it here while the placement stays.
+	pins map[uint64]*router.Placement
+
 	// Metadata sync: lastSync is when a push was last merged.
 	lastSync  atomic.Int64
 	msync     metaSync
@@ -158,6 +168,10 @@ type Node struct {
 	// view change (up to manageEvery passes).
 	shardEvents atomic.Uint64
 	manageIdle  manageMemo
+	// heldCache: per owner, the last summary of its shards here that
+	// matched its own (answerHeld), under heldMu.
+	heldMu    sync.Mutex
+	heldCache map[string]heldSummary
 	// deadPass counts reassignDead's passes and deadView is the view its
 	// last full pass saw (both used by the reconcile goroutine only).
 	deadPass int
@@ -211,6 +225,10 @@ type clusterView struct {
 	ringOf    []router.Member // the members ring and placement were built of
 	suspects  int             // members suspected now
 	changed   time.Time       // when the live set last changed
+	// drained: live members that take no topics or leaderships;
+	// removed: members removed for good (marks.go), kept out of live.
+	drained, removed map[string]bool
+	noLead           []string // drained, sorted: the placement's input besides ringOf
 }
 
 func (v *clusterView) alive(id string) bool {
@@ -260,6 +278,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		reqSem:  make(chan struct{}, cfg.MaxRequests),
 
 		catchingUp: make(map[uint64]time.Time),
+		pins:       make(map[uint64]*router.Placement),
 		strays:     make(map[uint64]*strayState),
 
 		dutyKick:     make(chan struct{}, 1),
@@ -269,6 +288,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		leaseIn:      make(chan leaseFrame, maxLeaseFrames),
 		leaseReplies: make(chan leaseFrame, maxLeaseFrames),
 		roundsFrom:   make(map[string]time.Time),
+		heldCache:    make(map[string]heldSummary),
 		leaseKick:    make(chan struct{}, 1),
 		clock:        clock,
 		afterFunc:    after,
@@ -293,6 +313,10 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if err := n.loadMarks(); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
@@ -403,6 +427,7 @@ func (n *Node) Start(ctx context.Context) error {
 	sc.ClientAddr = nt.ClientAddr()
 	sc.PeerAddr = nt.PeerAddr()
 	sc.Rack = n.cfg.Rack
+	sc.Meta = n.ownMeta()
 	sc.Secret = n.cfg.Secret
 	sc.SwimAddr = ""
 	drv, err := n.listenSwim(swim.DriverConfig{
@@ -707,10 +732,13 @@ func sameMember(a, b swim.Member) bool {
 func (n *Node) rebuildView() {
 	ms := n.swim.Members()
 	old := n.view.Load()
-	if old.ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
+	dirty := n.viewDirty.Swap(false)
+	if !dirty && old.ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
 		return // nothing SWIM knows changed
 	}
-	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool)}
+	drained, removed := n.applyMarks(ms)
+	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool),
+		drained: drained, removed: removed}
 	for id, d := range old.dead {
 		v.dead[id] = d
 	}
@@ -725,6 +753,16 @@ func (n *Node) rebuildView() {
 			continue
 		}
 		n.names[rid] = m.ID
+		if removed[m.ID] {
+			v.dead[m.ID] = true
+			if !old.removed[m.ID] && m.ID != n.cfg.ID {
+				n.host.NodeDead(rid)
+			}
+			continue
+		}
+		if old.removed[m.ID] && m.ID != n.cfg.ID && (m.State == swim.StateAlive || m.State == swim.StateSuspect) {
+			n.host.NodeAlive(rid) // back as a new node: its events were ignored while it was out
+		}
 		if m.State == swim.StateSuspect {
 			v.suspects++
 		}
@@ -746,7 +784,12 @@ func (n *Node) rebuildView() {
 		v.changed = n.clock()
 	}
 	v.ringOf = rm
-	if old.ring != nil && slices.Equal(rm, old.ringOf) {
+	for _, id := range v.live {
+		if drained[id] {
+			v.noLead = append(v.noLead, id)
+		}
+	}
+	if old.ring != nil && slices.Equal(rm, old.ringOf) && slices.Equal(v.noLead, old.noLead) {
 		// The same live members: the same ring and placement (placing
 		// every shard costs a rendezvous walk each).
 		v.ring, v.placement = old.ring, old.placement
@@ -757,7 +800,7 @@ func (n *Node) rebuildView() {
 			ring, _ = router.NewRing(nil, router.RingConfig{})
 		}
 		v.ring = ring
-		v.placement = ring.Placement(n.cfg.Shards, n.cfg.Replicas)
+		v.placement = ring.PlacementExcept(n.cfg.Shards, n.cfg.Replicas, v.noLead)
 	}
 	n.view.Store(v)
 	n.observeMembers(ms)

@@ -122,15 +122,19 @@ func (n *Node) reassignDead(v *clusterView) {
 				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
 					now.Sub(roundsFrom[id]) > silentFor
 			}
-			if !st.AnyOwner(func(id string) bool { return gone(id) || silent(id) }) {
+			if !st.AnyOwner(func(id string) bool { return gone(id) || v.drained[id] || silent(id) }) {
 				return // the common case, without sorting the owners
 			}
 			for _, o := range st.Owners() {
-				silent := silent(o.ID)
-				if !gone(o.ID) && !silent {
+				silent, drained := silent(o.ID), v.drained[o.ID]
+				if !gone(o.ID) && !silent && !drained {
 					continue
 				}
-				if silent && !gone(o.ID) {
+				switch {
+				case gone(o.ID):
+				case drained:
+					n.log.Info("owner drained: moving its topics", "shard", shard, "owner", o.ID)
+				case silent:
 					n.log.Info("owner silent: moving its topics", "shard", shard, "owner", o.ID)
 				}
 				cmd, err := st.PlanReassign(o.ID, liveNodes(v, st), 0)
@@ -382,7 +386,18 @@ func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func
 			n.log.Info("shard: learner added", "shard", in.Shard, "node", d)
 		})
 	}
-	// Remove a voter the ring does not want, once enough others are in.
+	// Remove a voter the ring does not want, once enough others are in,
+	// or at once when it was removed for good (marks.go): it never comes
+	// back to count.
+	for _, vo := range in.Voters {
+		name, _ := n.nameOf(vo)
+		if want[vo] || vo == n.self || !v.removed[name] {
+			continue
+		}
+		return conf(raftmux.OpRemoveReplica, vo, "remove replica", func() {
+			n.log.Info("shard: replica of a removed node removed", "shard", in.Shard, "node", name)
+		})
+	}
 	if len(in.Voters) > n.cfg.Replicas {
 		for _, vo := range in.Voters {
 			if want[vo] {
@@ -397,7 +412,11 @@ func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func
 			})
 		}
 	}
-	// Leadership to the preferred replica.
+	// Leadership to the preferred replica, unless an operator moved it
+	// here under this placement (and this node is not drained since).
+	if n.pinned(in.Shard, v) {
+		return nil
+	}
 	if pref := v.placement.Leader(uint32(in.Shard)); pref != "" && pref != n.cfg.ID && v.alive(pref) && slices.Contains(in.Voters, RaftID(pref)) {
 		return n.transfer(in.Shard, RaftID(pref))
 	}

@@ -35,6 +35,8 @@ type Membership interface {
 	Self() swim.Member
 	AnnounceShardLeader(shard uint64, leader string, term uint64)
 	SetMetadataVersion(kind, version uint64)
+	// SetMeta replaces what this node says of itself (swim.Node.SetMeta).
+	SetMeta(meta []byte) error
 	Join(seeds []string)
 }
 

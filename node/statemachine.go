@@ -57,6 +57,59 @@ type stateMachine struct {
 
 	mu     sync.Mutex
 	shards map[uint64]*shardState
+
+	// grantMu orders grants answered from a cached summary (answerHeld)
+	// against applies: version counts the applies that changed a state,
+	// restores and removals; summaryGrant holds, per owner, when this node
+	// last granted it leases on a summary without reading each shard. An
+	// apply that closes an owner's topic takes the later of it and the
+	// shard's lastGrant as the owner's last grant.
+	grantMu      sync.Mutex
+	version      uint64
+	summaryGrant map[string]time.Time
+}
+
+// stateVersion returns the count of state changes so far (see grantMu).
+func (m *stateMachine) stateVersion() uint64 {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	return m.version
+}
+
+// grantIfUnchanged records a grant to owner at now and reports true if no
+// state changed since stateVersion returned version; else it records
+// nothing.
+func (m *stateMachine) grantIfUnchanged(owner string, version uint64, now time.Time) bool {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	if m.version != version {
+		return false
+	}
+	if m.summaryGrant == nil {
+		m.summaryGrant = make(map[string]time.Time)
+	}
+	m.summaryGrant[owner] = now
+	return true
+}
+
+// changed counts a state change; closes lists the owners an apply closed
+// topics of, whose last grants it fills in lastGrant (may be nil).
+func (m *stateMachine) changed(closes []meta.Effect, lastGrant map[string]time.Time) map[string]time.Time {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	m.version++
+	for _, e := range closes {
+		if e.Kind != meta.EffectClose {
+			continue
+		}
+		if g, ok := m.summaryGrant[e.Node]; ok && g.After(lastGrant[e.Node]) {
+			if lastGrant == nil {
+				lastGrant = make(map[string]time.Time)
+			}
+			lastGrant[e.Node] = g
+		}
+	}
+	return lastGrant
 }
 
 var _ raftmux.StateMachine = (*stateMachine)(nil)
@@ -182,6 +235,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 	var effs []meta.Effect
 	var res meta.Result
 	var lastGrant map[string]time.Time
+	changed := false
 	s.mu.Lock()
 	for i := range cmds {
 		err := s.st.ApplyEntry(cmds[i].Data, &res)
@@ -190,6 +244,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 		}
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
 		if err == nil && res.Changed {
+			changed = true
 			effs = append(effs, res.Effects...)
 			for _, e := range res.Effects {
 				if g, ok := s.lastGrant[e.Node]; ok && e.Kind == meta.EffectClose {
@@ -200,6 +255,11 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 				}
 			}
 		}
+	}
+	if changed {
+		// Under the shard's lock: a grant from a cached summary either
+		// comes before (and is counted here) or sees the new version.
+		lastGrant = m.changed(effs, lastGrant)
 	}
 	s.persist(shard, b)
 	s.mu.Unlock()
@@ -283,6 +343,10 @@ func (m *stateMachine) Restore(shard, _ uint64) error {
 	if err != nil {
 		return err
 	}
+	// Counted before and after the state is replaced, so that no summary
+	// read in between outlives it.
+	m.changed(nil, nil)
+	defer m.changed(nil, nil)
 	m.mu.Lock()
 	s := m.shards[shard]
 	if s == nil {
@@ -301,4 +365,5 @@ func (m *stateMachine) Remove(shard uint64) {
 	m.mu.Lock()
 	delete(m.shards, shard)
 	m.mu.Unlock()
+	m.changed(nil, nil)
 }

@@ -106,6 +106,11 @@ type Stats struct {
 	MetadataPulls         uint64 // metadata pulls sent (every kind)
 	MetadataSyncs         uint64 // metadata pushes received and merged
 
+	// The operators' marks (marks.go): Drained is 1 while this node is
+	// drained; MembersRemoved counts the removals it knows.
+	Drained        int
+	MembersRemoved int
+
 	Security SecurityStats
 }
 
@@ -152,6 +157,10 @@ func (n *Node) Stats() Stats {
 		s.RaftBadFrames = n.in.BadFrames()
 	}
 	s.MetadataPulls = n.counters.metaPulls.Load()
+	if n.isDrained() {
+		s.Drained = 1
+	}
+	s.MembersRemoved = n.removedCount()
 	s.StrayReplicas = len(n.strayShards())
 	s.StraysDropped = n.counters.straysDropped.Load()
 	s.MetadataSyncs = n.counters.metaSyncs.Load()

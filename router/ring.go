@@ -456,12 +456,29 @@ type Placement struct {
 // Placement computes the replicas of every shard in [0, shards) for
 // replication factor rf (clamped as in Replicas).
 func (r *Ring) Placement(shards uint32, rf int) *Placement {
+	return r.PlacementExcept(shards, rf, nil)
+}
+
+// PlacementExcept is Placement with leaderships kept off the members named
+// in noLead (drained nodes): they hold their replicas as in Placement, but
+// a shard's preferred leader is the first of its other replicas under the
+// bound (the bound counting only the other members), or, when every
+// replica of the shard is in noLead, chosen as Placement would.
+func (r *Ring) PlacementExcept(shards uint32, rf int, noLead []string) *Placement {
 	width := min(max(rf, 0), len(r.nodes), MaxReplicas)
 	p := &Placement{ring: r, shards: shards, width: width, rows: make([]uint32, int(shards)*width)}
 	if width == 0 {
 		return p
 	}
-	bound := int(math.Ceil((1 + LeaderSlack) * float64(shards) / float64(len(r.nodes))))
+	barred := make([]bool, len(r.nodes))
+	leaders := len(r.nodes)
+	for _, id := range noLead {
+		if i, ok := r.Index(id); ok && !barred[i] {
+			barred[i] = true
+			leaders--
+		}
+	}
+	bound := int(math.Ceil((1 + LeaderSlack) * float64(shards) / float64(max(leaders, 1))))
 	led := make([]int, len(r.nodes))
 	var out [MaxReplicas]uint32
 	var bl *boundedLoads
@@ -476,9 +493,18 @@ func (r *Ring) Placement(shards uint32, rf int) *Placement {
 		}
 		lead := -1
 		for i, n := range out[:width] {
-			if led[n] < bound {
+			if led[n] < bound && !barred[n] {
 				lead = i
 				break
+			}
+		}
+		if lead < 0 {
+			// Every replica at the bound (or barred): the least loaded
+			// that may lead, else the least loaded.
+			for i, n := range out[:width] {
+				if !barred[n] && (lead < 0 || led[n] < led[out[lead]]) {
+					lead = i
+				}
 			}
 		}
 		if lead < 0 {

@@ -540,3 +540,35 @@ func TestFairShares(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacementExceptKeepsLeadersOffDrainedNodes(t *testing.T) {
+	const shards = 1024
+	r := mustRing(t, testMembers(5, 5), 0)
+	plain := r.Placement(shards, 3)
+	drained := plain.Leader(0)
+	p := r.PlacementExcept(shards, 3, []string{drained, "not-a-member"})
+	led := map[string]int{}
+	for s := range uint32(shards) {
+		reps := p.Replicas(s, nil)
+		if !sameSet(reps, plain.Replicas(s, nil)) {
+			t.Fatalf("shard %d: replicas %v, without a drained node %v", s, reps, plain.Replicas(s, nil))
+		}
+		led[p.Leader(s)]++
+	}
+	if led[drained] != 0 {
+		t.Fatalf("drained %s still leads %d shards", drained, led[drained])
+	}
+	bound := float64(shards) / 4 * (1 + LeaderSlack)
+	for id, n := range led {
+		if float64(n) > bound+1 {
+			t.Errorf("%s leads %d shards, bound %.1f", id, n, bound)
+		}
+	}
+	// Every member barred: leaders as if none were.
+	all := r.PlacementExcept(shards, 3, []string{"n1", "n2", "n3", "n4", "n5"})
+	for s := range uint32(shards) {
+		if all.Leader(s) == "" {
+			t.Fatalf("shard %d has no leader with every member barred", s)
+		}
+	}
+}

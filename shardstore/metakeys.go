@@ -1,5 +1,10 @@
 package shardstore
 
+import (
+	"encoding/binary"
+	"fmt"
+)
+
 // Keys of the metadata state machine's data in each shard's slot (the
 // values are meta's record and floor encodings):
 //
@@ -30,4 +35,76 @@ func (b *Batch) PutBorn() { b.Put(NodeSlot, bornKey, []byte{1}) }
 func (s *Store) Born() (bool, error) {
 	v, err := s.Get(NodeSlot, bornKey)
 	return v != nil, err
+}
+
+// Keys in the node slot for the operators' marks:
+//
+//	"m/drained"          → 1 byte (1): the node is drained (shoalctl drain)
+//	"m/origin"           → u64 (big-endian): the generation of the life
+//	                       that created this store
+//	"m/removed/" + node  → u64 (big-endian): node was removed from the
+//	                       cluster at that time (unix ns); a member of that
+//	                       id whose store was created before it stays out
+//
+// (Their "m/" keeps them clear of the owned topics' and floors' prefixes.)
+var (
+	drainedKey    = []byte("m/drained")
+	originKey     = []byte("m/origin")
+	removedPrefix = []byte("m/removed/")
+)
+
+// PutDrained records whether the node is drained.
+func (b *Batch) PutDrained(drained bool) {
+	if drained {
+		b.Put(NodeSlot, drainedKey, []byte{1})
+		return
+	}
+	b.Delete(NodeSlot, drainedKey)
+}
+
+// Drained reports whether PutDrained(true) was committed last.
+func (s *Store) Drained() (bool, error) {
+	v, err := s.Get(NodeSlot, drainedKey)
+	return v != nil, err
+}
+
+// PutOrigin records the generation of the life that created the store.
+func (b *Batch) PutOrigin(gen uint64) {
+	b.Put(NodeSlot, originKey, binary.BigEndian.AppendUint64(nil, gen))
+}
+
+// Origin returns what PutOrigin recorded; ok is false when it never ran.
+func (s *Store) Origin() (gen uint64, ok bool, err error) {
+	v, err := s.Get(NodeSlot, originKey)
+	switch {
+	case err != nil:
+		return 0, false, fmt.Errorf("shardstore: origin: %w", err)
+	case v == nil:
+		return 0, false, nil
+	case len(v) != 8:
+		return 0, false, fmt.Errorf("shardstore: origin: %w", ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+// PutRemoved records that node was removed from the cluster at.
+func (b *Batch) PutRemoved(node string, at uint64) {
+	b.Put(NodeSlot, slotKey(removedPrefix, node), binary.BigEndian.AppendUint64(nil, at))
+}
+
+// Removed calls fn for every node recorded by PutRemoved, in id order.
+func (s *Store) Removed(fn func(node string, at uint64)) error {
+	var bad error
+	err := s.Iterate(NodeSlot, removedPrefix, func(k, v []byte) bool {
+		if len(v) != 8 {
+			bad = fmt.Errorf("shardstore: removed node %q: %w", k[len(removedPrefix):], ErrCorrupt)
+			return false
+		}
+		fn(string(k[len(removedPrefix):]), binary.BigEndian.Uint64(v))
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("shardstore: removed nodes: %w", err)
+	}
+	return bad
 }

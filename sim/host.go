@@ -331,7 +331,8 @@ func (m membership) AnnounceShardLeader(shard uint64, leader string, term uint64
 func (m membership) SetMetadataVersion(kind, version uint64) {
 	m.h.swim.SetMetadataVersion(kind, version)
 }
-func (m membership) Join(seeds []string) { m.h.swim.Join(seeds) }
+func (m membership) SetMeta(meta []byte) error { return m.h.swim.SetMeta(meta) }
+func (m membership) Join(seeds []string)       { m.h.swim.Join(seeds) }
 
 // baseLatency draws a message's delay on an unimpaired link.
 func (w *World) baseLatency() time.Duration {

@@ -196,6 +196,9 @@ func LocalConfig() Config {
 // ErrConfig is wrapped by every Validate error.
 var ErrConfig = errors.New("swim: invalid config")
 
+// ErrMetaTooLarge: SetMeta was given more than wire.MaxMetaLen bytes.
+var ErrMetaTooLarge = errors.New("swim: metadata too large")
+
 // withDefaults fills zero fields from LANConfig.
 func (c Config) withDefaults() Config {
 	d := LANConfig()

@@ -195,6 +195,15 @@ func (d *Driver) AnnounceShardLeader(shard uint64, leader string, term uint64) {
 	d.flush()
 }
 
+// SetMeta replaces this node's metadata and spreads it (Node.SetMeta).
+func (d *Driver) SetMeta(meta []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.node.SetMeta(meta)
+	d.flush()
+	return err
+}
+
 // SetMetadataVersion spreads this node's version of a metadata kind.
 func (d *Driver) SetMetadataVersion(kind, version uint64) {
 	d.mu.Lock()

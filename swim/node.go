@@ -334,6 +334,23 @@ func (n *Node) AnnounceShardLeader(shard uint64, leader string, term uint64) {
 	n.applyShardLeader(shard, leader, term)
 }
 
+// SetMeta replaces this node's metadata (Config.Meta) and spreads it: a
+// higher incarnation of this node, alive, with the new metadata. Metadata
+// longer than wire.MaxMetaLen is refused, and the same metadata again
+// changes nothing.
+func (n *Node) SetMeta(meta []byte) error {
+	if len(meta) > wire.MaxMetaLen {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrMetaTooLarge, len(meta), wire.MaxMetaLen)
+	}
+	if bytes.Equal(meta, n.self.Meta) || n.leaving {
+		return nil
+	}
+	n.self.Meta = slices.Clone(meta)
+	n.self.Incarnation++
+	n.enqueueSelfAlive()
+	return nil
+}
+
 // SetMetadataVersion spreads that this node has version of metadata kind.
 func (n *Node) SetMetadataVersion(kind, version uint64) {
 	n.applyVersion(n.self.ID, kind, version)

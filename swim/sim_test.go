@@ -1,6 +1,7 @@
 package swim_test
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"testing"
@@ -202,5 +203,40 @@ func TestShardLeaderAndVersionSpread(t *testing.T) {
 	}
 	if l, term, ok := net.Hosts[17].Node.ShardLeader(3); !ok || l != "n2" || term != 9 {
 		t.Fatalf("n17: %s %d %v", l, term, ok)
+	}
+}
+
+func TestSetMetaSpreadsWithAHigherIncarnation(t *testing.T) {
+	net := newSim(t, 10, 7, swim.LocalConfig())
+	updated := map[int]bool{}
+	net.OnEvent = func(i int, ev swim.Event) {
+		if ev.Kind == swim.EventUpdated && ev.Member.ID == "n2" && string(ev.Member.Meta) == "drained" {
+			updated[i] = true
+		}
+	}
+	net.JoinAll()
+	net.Run(2 * time.Second)
+	h := net.Hosts[2]
+	before := h.Node.Self().Incarnation
+	if err := h.Node.SetMeta([]byte("drained")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Node.SetMeta([]byte("drained")); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Node.Self().Incarnation; got != before+1 {
+		t.Fatalf("incarnation %d after setting the metadata twice to the same value, want %d", got, before+1)
+	}
+	net.Kick(2)
+	net.Run(2 * time.Second)
+	if len(updated) != 9 {
+		t.Fatalf("the new metadata reached %d of 9 members", len(updated))
+	}
+	m, ok := net.Hosts[7].Node.Member("n2")
+	if !ok || string(m.Meta) != "drained" {
+		t.Fatalf("n7 sees n2 as %+v", m)
+	}
+	if err := h.Node.SetMeta(make([]byte, 513)); !errors.Is(err, swim.ErrMetaTooLarge) {
+		t.Fatalf("513 bytes of metadata: %v", err)
 	}
 }

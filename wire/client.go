@@ -9,6 +9,10 @@ package wire
 // kind from 10 to 29.
 func (k Kind) IsClientRequest() bool { return k >= KindAssign && k < KindAssignment && k.Known() }
 
+// IsAdminRequest reports whether k is one of the operators' requests
+// (Drain, Undrain, TransferLeader, RemoveNode).
+func (k Kind) IsAdminRequest() bool { return k >= KindDrain && k <= KindRemoveNode }
+
 // IsClientResponse reports whether k answers a client request: KindError,
 // or a known kind from 30 to 49.
 func (k Kind) IsClientResponse() bool {

@@ -23,6 +23,10 @@ const (
 	KindMembers         Kind = 16
 	KindShards          Kind = 17
 	KindStatus          Kind = 18
+	KindDrain           Kind = 21 // admin: move a node's topics and leaderships away, and keep them away
+	KindUndrain         Kind = 22 // admin: let a drained node take work again
+	KindTransferLeader  Kind = 23 // admin: hand a shard's leadership to one of its replicas
+	KindRemoveNode      Kind = 24 // admin: forget a node gone for good
 	KindShardLeaders    Kind = 25
 
 	// Client responses.
@@ -33,6 +37,7 @@ const (
 	KindMemberList  Kind = 34
 	KindShardList   Kind = 35
 	KindStatusInfo  Kind = 36
+	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode
 	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
@@ -69,6 +74,9 @@ var kindNames = [maxKind + 1]string{
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
 	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
 	KindRecordsPull: "RecordsPull", KindRecordsChunk: "RecordsChunk",
+
+	KindDrain: "Drain", KindUndrain: "Undrain", KindTransferLeader: "TransferLeader", KindRemoveNode: "RemoveNode",
+	KindAdminResult: "AdminResult",
 }
 
 // Known reports whether k is a kind this build understands.

@@ -125,7 +125,7 @@ var metrics = []metric{
 	{"OwnershipPending", "ownership_messages_pending", "OpenTopic/CloseTopic messages not yet acknowledged.", gauge, ""},
 	{"OpensSent", "topic_opens_sent_total", "OpenTopic messages sent to new owners.", counter, ""},
 	{"ClosesSent", "topic_closes_sent_total", "CloseTopic messages sent to old owners.", counter, ""},
-	{"TopicsReassigned", "topics_reassigned_total", "Topics this node moved off a dead or departed owner.", counter, ""},
+	{"TopicsReassigned", "topics_reassigned_total", "Topics this node moved off a dead, departed, silent or drained owner.", counter, ""},
 	{"OwnershipFences", "ownership_fences_pending", "Earlier owners of topics this node leads that may still hold a lease (their next owner waits).", gauge, ""},
 	{"LeaseMessagesSent", "lease_messages_sent_total", "Lease rounds and their replies sent to peers.", counter, ""},
 	{"LeaseBytesSent", "lease_sent_bytes_total", "Bytes of the lease rounds and replies sent to peers.", counter, ""},
@@ -134,6 +134,10 @@ var metrics = []metric{
 	{"LeaseFramesDropped", "lease_frames_dropped_total", "Lease frames dropped: queue full or undecodable.", counter, ""},
 	{"NotServedNoLease", "requests_without_lease_total", "Data requests refused because no unexpired lease covered the topic.", counter, ""},
 	{"OwnershipEventsFolded", "ownership_events_folded_total", "Ownership events an embedding program did not read in time, folded into the net change.", counter, ""},
+
+	// The operators' marks.
+	{"Drained", "drained", "1 while this node is drained (shoalctl drain): it takes no topics or shard leaderships.", gauge, ""},
+	{"MembersRemoved", "members_removed", "Nodes removed from the cluster for good (shoalctl remove) that this node knows of.", gauge, ""},
 
 	// Credentials and request limits.
 	{"Security.Unauthorized", "requests_unauthorized_total", "Client requests refused Unauthorized: the role of their token does not allow them, or the token was removed.", counter, ""},

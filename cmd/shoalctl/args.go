@@ -17,6 +17,11 @@ const (
 	// defaultServers are the client ports `shoal dev` listens on.
 	defaultServers = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
 	defaultTimeout = 10 * time.Second
+	// defaultAdminTimeout bounds drain and remove, which wait for the
+	// cluster to move what the node held: a node leading hundreds of
+	// shards hands them over a few at a time. Each request still gets
+	// defaultTimeout.
+	defaultAdminTimeout = 10 * time.Minute
 )
 
 // invocation is a parsed command line.
@@ -40,6 +45,9 @@ type invocation struct {
 	from         uint64
 	maxBytes     uint32
 	statusAddr   string // status: the node to ask; empty = any server
+	node         string // drain, undrain, transfer-leader, remove: the node
+	shard        uint64 // transfer-leader: the shard
+	force        bool   // remove --force
 	bench        benchArgs
 	fromStdin    bool   // produce TOPIC -: records are stdin's lines
 	format       string // fetch: one of fetchFormats
@@ -104,6 +112,11 @@ commands:
   members                                      list the cluster's members
   shards                                       list the metadata shards, replicas and leaders
   status [H:P]                                 show one node's status (default: the first server that answers)
+  drain NODE                                   move a node's topics and shard leaderships away, and keep them away
+  undrain NODE                                 let a drained node take topics and leaderships again
+  transfer-leader SHARD NODE                   hand a shard's leadership to NODE, one of its replicas
+  remove NODE [--force]                        forget a node gone for good and replace its replicas
+                                               (--force: even one that is alive, or unknown)
   bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
                                                drive a load at the cluster; report ops/s and latency
                                                (OP: assign, lookup, lookup-lin, produce, fetch, mix;
@@ -115,7 +128,8 @@ global flags (before or after the command):
   --servers H:P,...   client addresses of nodes to ask (env SHOAL_SERVERS,
                       default ` + defaultServers + `)
   --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
-  --timeout D         give up after D, retries included (default 10s; bench: each request)
+  --timeout D         give up after D, retries included (default 10s; drain, remove: 10m;
+                      bench: each request)
   --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
   --tls-ca FILE       speak TLS, trusting the cluster CA in FILE (env SHOAL_TLS_CA)
   --tls-cert FILE     a client certificate, for nodes that ask for one (env SHOAL_TLS_CERT)
@@ -150,14 +164,18 @@ var commands = map[string]struct {
 	required []string
 	optional []string
 }{
-	"assign":  {flags: map[string]flagKind{"owner": valueFlag, "partitions": valueFlag}, required: []string{"TOPIC"}},
-	"lookup":  {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
-	"revoke":  {required: []string{"TOPIC"}},
-	"produce": {required: []string{"TOPIC", "MSG"}},
-	"fetch":   {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag, "format": valueFlag}, required: []string{"TOPIC"}},
-	"members": {},
-	"shards":  {},
-	"status":  {optional: []string{"H:P"}},
+	"assign":          {flags: map[string]flagKind{"owner": valueFlag, "partitions": valueFlag}, required: []string{"TOPIC"}},
+	"lookup":          {flags: map[string]flagKind{"linearizable": boolFlag}, required: []string{"TOPIC"}},
+	"revoke":          {required: []string{"TOPIC"}},
+	"produce":         {required: []string{"TOPIC", "MSG"}},
+	"fetch":           {flags: map[string]flagKind{"from": valueFlag, "max-bytes": valueFlag, "format": valueFlag}, required: []string{"TOPIC"}},
+	"members":         {},
+	"shards":          {},
+	"status":          {optional: []string{"H:P"}},
+	"drain":           {required: []string{"NODE"}},
+	"undrain":         {required: []string{"NODE"}},
+	"remove":          {flags: map[string]flagKind{"force": boolFlag}, required: []string{"NODE"}},
+	"transfer-leader": {required: []string{"SHARD", "NODE"}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 	"help":       {optional: []string{"COMMAND"}},
@@ -280,6 +298,9 @@ func (inv *invocation) globals(values map[string]string, getenv func(string) str
 	if len(inv.servers) == 0 {
 		return usagef("--servers: no address given")
 	}
+	if inv.cmd == "drain" || inv.cmd == "remove" {
+		inv.timeout = defaultAdminTimeout
+	}
 	if v, ok := values["timeout"]; ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -394,6 +415,14 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 			}
 			inv.statusAddr = positional[0]
 		}
+	case "drain", "undrain", "remove":
+		inv.force = values["force"] == "true"
+		return inv.setNode(positional[0])
+	case "transfer-leader":
+		if inv.shard, err = strconv.ParseUint(positional[0], 10, 64); err != nil || inv.shard >= maxShards {
+			return usagef("transfer-leader: SHARD wants a shard number in 0..%d, not %q", maxShards-1, clip(positional[0]))
+		}
+		return inv.setNode(positional[1])
 	case "bench":
 		return inv.bench.parse(values)
 	case "help":
@@ -410,6 +439,21 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 		}
 		inv.shell = positional[0]
 	}
+	return nil
+}
+
+// maxShards bounds a shard number: no cluster has more shards (node.MaxShards).
+const maxShards = 1 << 20
+
+// setNode checks and sets the node a command names.
+func (inv *invocation) setNode(id string) error {
+	switch {
+	case id == "":
+		return usagef("%s: empty node id", inv.cmd)
+	case len(id) > wire.MaxNodeIDLen:
+		return usagef("%s: node id is %d bytes long; a node id is at most %d bytes", inv.cmd, len(id), wire.MaxNodeIDLen)
+	}
+	inv.node = id
 	return nil
 }
 

@@ -73,6 +73,37 @@ Shows one node's status: generation, live members, shards hosted and led,
 topics owned, readiness. H:P is the node's client address; without it, the
 first server that answers.
 `,
+	"drain": `usage: shoalctl drain NODE
+
+Takes NODE out of service: the cluster moves its topics (each to a new
+owner at a new epoch, the old one fenced by its lease) and its shard
+leaderships to other members, and gives it none until undrain; its replicas
+stay. The mark survives restarts of any node. Shows on stderr what NODE
+still holds, and returns once it owns and leads nothing; cut short, the
+drain stays in force. The default --timeout is 10m.
+`,
+	"undrain": `usage: shoalctl undrain NODE
+
+Lets a drained NODE take topics and shard leaderships again. Leaderships
+come back as the placement balances them; topics moved away stay where
+they went.
+`,
+	"transfer-leader": `usage: shoalctl transfer-leader SHARD NODE
+
+Hands the leadership of SHARD to NODE, a voter of the shard that is not
+drained, and prints the new leader's term. The shard manager leaves it
+there until the membership or a drain changes the placement.
+`,
+	"remove": `usage: shoalctl remove NODE [--force]
+
+Forgets NODE, gone for good: every live member records the removal, the
+shard managers replace its replicas, and a node of that id back with its
+old data stays out (one on an empty data directory joins as new). Shows on
+stderr how many shards still count it, and returns once none does. The
+default --timeout is 10m.
+
+  --force           remove NODE even though it is alive, or no member knows it
+`,
 	"bench": `usage: shoalctl bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
 
 Drives a load at the cluster for D and reports ops/s, latency percentiles

@@ -1,6 +1,7 @@
 // Command shoalctl is the command-line client of a Shoal cluster: it
-// assigns, looks up and revokes topics, produces and fetches records, and
-// shows members, shards and node status. Run shoalctl --help for the
+// assigns, looks up and revokes topics, produces and fetches records,
+// shows members, shards and node status, and drains, undrains and removes
+// nodes and moves shard leaderships. Run shoalctl --help for the
 // commands; the README documents the output and exit codes.
 package main
 

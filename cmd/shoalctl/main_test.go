@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binDir)
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(
+			// The admin tests run real nodes: gnet's worker pool (ants)
+			// and Pebble's cache goroutines live for the process.
+			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+			goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+			goleak.IgnoreAnyFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),
+		); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}

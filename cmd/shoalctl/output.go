@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -89,6 +91,28 @@ type statusJSON struct {
 	ShardsLed    uint32 `json:"shards_led"`
 	TopicsOwned  uint64 `json:"topics_owned"`
 	Ready        bool   `json:"ready"`
+}
+
+type drainedJSON struct {
+	Node         string  `json:"node"`
+	TopicsMoved  uint64  `json:"topics_moved"`
+	LeadersMoved uint64  `json:"leaders_moved"`
+	DurationS    float64 `json:"duration_s"`
+}
+
+type undrainedJSON struct {
+	Node string `json:"node"`
+}
+
+type transferredJSON struct {
+	Shard  uint64 `json:"shard"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+}
+
+type removedJSON struct {
+	Node           string `json:"node"`
+	ShardsReplaced uint64 `json:"shards_replaced"`
 }
 
 type errorJSON struct {
@@ -246,6 +270,47 @@ func (r statusResult) table(w *tabwriter.Writer) {
 	row(w, "NODE", "GENERATION", "MEMBERS ALIVE", "SHARDS HOSTED", "SHARDS LED", "TOPICS OWNED", "READY")
 	row(w, text(r.Node), u64(r.Generation), u64(uint64(r.MembersAlive)), u64(uint64(r.ShardsHosted)),
 		u64(uint64(r.ShardsLed)), u64(r.TopicsOwned), strconv.FormatBool(r.Ready))
+}
+
+type drainedResult client.DrainResult
+
+func (r drainedResult) jsonValue() any {
+	return drainedJSON{Node: r.Node, TopicsMoved: r.TopicsMoved, LeadersMoved: r.LeadersMoved,
+		DurationS: math.Round(r.Duration.Seconds()*1000) / 1000}
+}
+
+func (r drainedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "TOPICS MOVED", "LEADERS MOVED", "DURATION")
+	row(w, text(r.Node), u64(r.TopicsMoved), u64(r.LeadersMoved), r.Duration.Round(time.Millisecond).String())
+}
+
+type undrainedResult client.DrainProgress
+
+func (r undrainedResult) jsonValue() any { return undrainedJSON{Node: r.Node} }
+
+func (r undrainedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "UNDRAINED")
+	row(w, text(r.Node), "true")
+}
+
+type transferredResult client.LeaderTransfer
+
+func (r transferredResult) jsonValue() any { return transferredJSON(r) }
+
+func (r transferredResult) table(w *tabwriter.Writer) {
+	row(w, "SHARD", "LEADER", "TERM")
+	row(w, u64(r.Shard), text(r.Leader), u64(r.Term))
+}
+
+type removedResult client.RemoveResult
+
+func (r removedResult) jsonValue() any {
+	return removedJSON{Node: r.Node, ShardsReplaced: r.ShardsReplaced}
+}
+
+func (r removedResult) table(w *tabwriter.Writer) {
+	row(w, "NODE", "SHARDS REPLACED")
+	row(w, text(r.Node), u64(r.ShardsReplaced))
 }
 
 // writeResult prints r as one line of JSON or as a table.

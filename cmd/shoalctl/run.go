@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
 		fmt.Errorf("no answer within --timeout %v", inv.timeout))
 	defer cancel()
-	res, err := execute(ctx, c, inv)
+	res, err := execute(ctx, c, inv, stderr)
 	if err != nil {
 		return fail(stderr, inv, err)
 	}
@@ -106,12 +106,21 @@ func clientConfig(inv *invocation) (client.Config, error) {
 		Token:          inv.token,
 		TLS:            tlsCfg,
 		DialTimeout:    min(client.DefaultDialTimeout, inv.timeout),
-		RequestTimeout: inv.timeout,
+		RequestTimeout: inv.requestTimeout(),
 		// A person is waiting: give up on a down cluster within about two
 		// seconds, still long enough to ride out a leader election.
 		MaxRetries: cliMaxRetries,
 		BackoffMax: cliBackoffMax,
 	}, nil
+}
+
+// requestTimeout bounds one request: the whole --timeout, but for drain
+// and remove, whose --timeout bounds the wait for the cluster's work.
+func (inv *invocation) requestTimeout() time.Duration {
+	if inv.cmd == "drain" || inv.cmd == "remove" {
+		return min(inv.timeout, defaultTimeout)
+	}
+	return inv.timeout
 }
 
 // fail prints the one line of a command that failed with err and returns
@@ -169,8 +178,9 @@ func readPEM(path string) ([]byte, error) {
 	return b, nil
 }
 
-// execute runs the command with the client.
-func execute(ctx context.Context, c *client.Client, inv *invocation) (result, error) {
+// execute runs the command with the client; the admin commands say how
+// far they came on progress as they run.
+func execute(ctx context.Context, c *client.Client, inv *invocation, progress io.Writer) (result, error) {
 	switch inv.cmd {
 	case "assign":
 		a, err := c.Assign(ctx, inv.topic, client.AssignOptions{Owner: inv.owner, Partitions: inv.partitions})
@@ -196,6 +206,35 @@ func execute(ctx context.Context, c *client.Client, inv *invocation) (result, er
 	case "status":
 		s, err := c.Status(ctx, inv.statusAddr)
 		return statusResult(s), err
+	case "drain":
+		var last client.DrainProgress
+		d, err := c.Drain(ctx, inv.node, func(p client.DrainProgress) {
+			if p != last {
+				fmt.Fprintf(progress, "drain %s: %d topics and %d shard leaderships left\n", text(p.Node), p.Topics, p.Leaders)
+				last = p
+			}
+		})
+		return drainedResult(d), err
+	case "undrain":
+		p, err := c.Undrain(ctx, inv.node)
+		if err == nil {
+			fmt.Fprintf(progress, "undrain %s: it takes topics and shard leaderships again\n", text(p.Node))
+		}
+		return undrainedResult(p), err
+	case "transfer-leader":
+		stop := notifyAfter(progress, progressDelay, fmt.Sprintf("transfer-leader: shard %d to %s: waiting for it to take the leadership up\n", inv.shard, text(inv.node)))
+		l, err := c.TransferLeader(ctx, inv.shard, inv.node)
+		stop()
+		return transferredResult(l), err
+	case "remove":
+		last := ^uint64(0)
+		r, err := c.RemoveNode(ctx, inv.node, client.RemoveOptions{Force: inv.force, Progress: func(left uint64) {
+			if left != last {
+				fmt.Fprintf(progress, "remove %s: %d shards still count it\n", text(inv.node), left)
+				last = left
+			}
+		}})
+		return removedResult(r), err
 	}
 	return nil, usagef("unknown command %q", inv.cmd)
 }
@@ -223,4 +262,28 @@ func classify(err error) (string, int) {
 		return "Canceled", exitFailed
 	}
 	return "Internal", exitFailed
+}
+
+// progressDelay: a request answered within it shows no progress line, so
+// that a refusal stays the one line on stderr.
+const progressDelay = 500 * time.Millisecond
+
+// notifyAfter writes line to w after d unless stop is called first; stop
+// returns once nothing more is written.
+func notifyAfter(w io.Writer, d time.Duration, line string) (stop func()) {
+	cancel, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			_, _ = io.WriteString(w, line)
+		case <-cancel:
+		}
+	}()
+	return func() {
+		close(cancel)
+		<-finished
+	}
 }
