@@ -31,6 +31,7 @@ import (
 	"container/heap"
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -125,14 +126,10 @@ type voters struct {
 }
 
 type vouchRound struct {
-	at    time.Time
-	terms map[uint64]uint64          // shard → the term asked about
-	acks  map[uint64]map[uint64]bool // shard → voters that vouched (self included)
-	led   map[uint64]wire.Summary    // voter → the summary it was asked
-	// listed: voters asked with the list of shards, not only the summary.
-	listed map[uint64]bool
-	// asked: voter → the shards the round asks it about.
-	asked map[uint64][]wire.ShardTerm
+	at     time.Time
+	shards []vshard                // the shards asked about, sorted
+	led    map[uint64]wire.Summary // voter → the summary it was asked
+	listed map[uint64]bool         // voters asked with the list, not only the summary
 }
 
 // Leader is one node's duties as the leader of some shards.
@@ -159,6 +156,10 @@ type Leader struct {
 	// node released looks at them again at once.
 	gatedBy map[string][]*RPC
 	vrounds map[uint64]*vouchRound
+	// ledVersion counts changes of leaderships, terms and voters; sums
+	// (VouchAsk.Led per voter) was computed at sumsAt.
+	ledVersion, sumsAt uint64
+	sums               map[uint64]wire.Summary
 	// released: nodes that gave up every topic they held; none needs
 	// fencing until it holds something again (an Open was sent to it, or
 	// it asked for a lease without saying it is released).
@@ -188,6 +189,7 @@ func (l *Leader) Won(now time.Time, shard, term uint64) {
 	}
 	l.Lost(shard)
 	l.led[shard] = &led{term: term, since: now, fences: make(map[string][]fence)}
+	l.ledVersion++
 }
 
 // Lost records that this node no longer leads shard: what it owed there is
@@ -196,6 +198,7 @@ func (l *Leader) Lost(shard uint64) {
 	if l.led[shard] == nil {
 		return
 	}
+	l.ledVersion++
 	delete(l.led, shard)
 	for r := range l.byShard[shard] {
 		l.drop(r.k, r)
@@ -248,6 +251,7 @@ func (l *Leader) Confirm(shard, term uint64, at time.Time) {
 // SetVoters records shard's voters (and the outgoing voters of a joint
 // configuration), by raft id.
 func (l *Leader) SetVoters(shard uint64, in, out []uint64) {
+	l.ledVersion++
 	if len(in) == 0 && len(out) == 0 {
 		delete(l.voters, shard)
 		return
@@ -293,7 +297,6 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 			delete(l.vrounds, s)
 		}
 	}
-	lists := make(map[uint64][]wire.ShardTerm)
 	var rd *vouchRound
 	for _, shard := range slices.Sorted(maps.Keys(l.demanded)) {
 		s := l.led[shard]
@@ -306,21 +309,44 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 			continue
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, terms: make(map[uint64]uint64), acks: make(map[uint64]map[uint64]bool),
-				led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool),
-				asked: make(map[uint64][]wire.ShardTerm)}
+			rd = &vouchRound{at: now, led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool)}
 			l.vrounds[seq] = rd
 		}
-		rd.terms[shard] = s.term
-		rd.acks[shard] = map[uint64]bool{l.cfg.Self: true}
-		l.eachVoter(vs, func(v uint64) {
-			lists[v] = append(lists[v], wire.ShardTerm{Shard: shard, Term: s.term})
-		})
+		v := vshard{shard: shard, term: s.term, vs: vs}
+		v.ack(l.cfg.Self)
+		rd.shards = append(rd.shards, v)
 	}
 	if rd == nil {
 		return nil
 	}
-	sums := make(map[uint64]wire.Summary, len(lists))
+	sums := l.ledSums()
+	asks := make(map[uint64]*VouchAsk)
+	for i := range rd.shards {
+		l.eachVoter(rd.shards[i].vs, func(v uint64) {
+			a := asks[v]
+			if a == nil {
+				a = &VouchAsk{Led: sums[v]}
+				asks[v] = a
+				rd.led[v] = a.Led
+				m, ok := l.vouchMatched[v]
+				rd.listed[v] = !ok || m != a.Led
+			}
+			if rd.listed[v] {
+				a.Vouch = append(a.Vouch, wire.ShardTerm{Shard: rd.shards[i].shard, Term: rd.shards[i].term})
+			}
+		})
+	}
+	return asks
+}
+
+// ledSums returns, for every voter of a shard this node leads, the
+// summary of those shards at their terms (VouchAsk.Led), computed again
+// only when a leadership or a configuration changed.
+func (l *Leader) ledSums() map[uint64]wire.Summary {
+	if l.sums != nil && l.sumsAt == l.ledVersion {
+		return l.sums
+	}
+	sums := make(map[uint64]wire.Summary)
 	for shard, s := range l.led {
 		vs, ok := l.voters[shard]
 		if !ok {
@@ -328,26 +354,14 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 		}
 		share := meta.ShardSummary(shard, s.term, 0)
 		l.eachVoter(vs, func(v uint64) {
-			if _, asked := lists[v]; asked {
-				sum := sums[v]
-				sum.Count++
-				sum.Digest ^= share
-				sums[v] = sum
-			}
+			sum := sums[v]
+			sum.Count++
+			sum.Digest ^= share
+			sums[v] = sum
 		})
 	}
-	asks := make(map[uint64]*VouchAsk, len(lists))
-	for v, list := range lists {
-		a := &VouchAsk{Led: sums[v]}
-		if m, ok := l.vouchMatched[v]; !ok || m != a.Led {
-			a.Vouch = list
-			rd.listed[v] = true
-		}
-		rd.led[v] = a.Led
-		rd.asked[v] = list
-		asks[v] = a
-	}
-	return asks
+	l.sums, l.sumsAt = sums, l.ledVersion
+	return sums
 }
 
 // eachVoter calls fn once for every voter of vs but this node.
@@ -381,8 +395,10 @@ func (l *Leader) Vouched(from, seq uint64, shards []uint64, all bool) (again boo
 	}
 	if all {
 		l.vouchMatched[from] = led
-		for _, st := range rd.asked[from] {
-			l.vouch(rd, st.Shard, from)
+		for i := range rd.shards {
+			if v := &rd.shards[i]; v.vs.has(from) {
+				l.vouch(rd, v, from)
+			}
 		}
 		return false
 	}
@@ -391,32 +407,52 @@ func (l *Leader) Vouched(from, seq uint64, shards []uint64, all bool) (again boo
 		return true // asked by the summary alone, which the voter does not share
 	}
 	for _, shard := range shards {
-		l.vouch(rd, shard, from)
+		i, found := slices.BinarySearchFunc(rd.shards, shard, func(v vshard, s uint64) int { return cmp.Compare(v.shard, s) })
+		if found && rd.shards[i].vs.has(from) {
+			l.vouch(rd, &rd.shards[i], from)
+		}
 	}
 	return false
 }
 
-// vouch counts from's vouch for shard in round rd.
-func (l *Leader) vouch(rd *vouchRound, shard, from uint64) {
-	acks := rd.acks[shard]
-	if acks == nil {
-		return
-	}
-	acks[from] = true
-	vs := l.voters[shard]
-	if quorum(vs.in, acks) && (len(vs.out) == 0 || quorum(vs.out, acks)) {
-		l.Confirm(shard, rd.terms[shard], rd.at)
+// vouch counts from's vouch for v in round rd.
+func (l *Leader) vouch(rd *vouchRound, v *vshard, from uint64) {
+	v.ack(from)
+	if v.quorum() {
+		l.Confirm(v.shard, v.term, rd.at)
 	}
 }
 
-func quorum(voters []uint64, acks map[uint64]bool) bool {
-	n := 0
-	for _, v := range voters {
-		if acks[v] {
-			n++
+// vshard is one shard of a vouch round: its voters when the round began
+// and which of them vouched (bit i: vs.in[i]; bit 32+i: vs.out[i]).
+type vshard struct {
+	shard, term uint64
+	vs          voters
+	acked       uint64
+}
+
+func (v *vshard) ack(voter uint64) {
+	for i, x := range v.vs.in {
+		if x == voter && i < 32 {
+			v.acked |= 1 << i
 		}
 	}
-	return n > len(voters)/2
+	for i, x := range v.vs.out {
+		if x == voter && i < 32 {
+			v.acked |= 1 << (32 + i)
+		}
+	}
+}
+
+// quorum reports whether a majority of the voters vouched (of both sets
+// of a joint configuration).
+func (v *vshard) quorum() bool {
+	in := bits.OnesCount32(uint32(v.acked)) > len(v.vs.in)/2
+	return in && (len(v.vs.out) == 0 || bits.OnesCount32(uint32(v.acked>>32)) > len(v.vs.out)/2)
+}
+
+func (vs voters) has(id uint64) bool {
+	return slices.Contains(vs.in, id) || slices.Contains(vs.out, id)
 }
 
 func key(node, topic string) string { return node + "\x00" + topic }
