@@ -40,9 +40,11 @@ type ProduceResult struct {
 	Offset uint64 // offset of the first record
 }
 
-// Record is one fetched record.
+// Record is one fetched record, with the topic's epoch it was written at
+// (0: written before records carried their epoch).
 type Record struct {
 	Offset uint64
+	Epoch  uint64
 	Value  []byte
 }
 
@@ -50,9 +52,9 @@ type Record struct {
 type FetchResult struct {
 	Topic         string
 	Epoch         uint64
-	Records       []Record // ascending offsets
+	Records       []Record // ascending offsets; a move of the topic leaves a gap
 	Next          uint64   // the offset to fetch from next
-	HighWatermark uint64   // one past the last offset in the topic
+	HighWatermark uint64   // the lowest offset the topic's next record may get
 }
 
 // Member is one node as the answering node's membership shows it.
@@ -97,7 +99,7 @@ func fetchResultOf(m *wire.FetchResult) FetchResult {
 	r := FetchResult{Topic: string(m.Topic), Epoch: m.Epoch, Next: m.Next, HighWatermark: m.HighWatermark}
 	r.Records = make([]Record, len(m.Records))
 	for i, rec := range m.Records {
-		r.Records[i] = Record{Offset: rec.Offset, Value: append([]byte(nil), rec.Value...)}
+		r.Records[i] = Record{Offset: rec.Offset, Epoch: rec.Epoch, Value: append([]byte(nil), rec.Value...)}
 	}
 	return r
 }

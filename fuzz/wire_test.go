@@ -118,7 +118,7 @@ func FuzzProduceAck(f *testing.F) {
 }
 
 func FuzzFetchResult(f *testing.F) {
-	codec(f, []*wire.FetchResult{{Topic: b("t"), Epoch: 2, Records: []wire.Record{{Offset: 0, Value: b("a")}, {Offset: 1}}, Next: 2, HighWatermark: 5}},
+	codec(f, []*wire.FetchResult{{Topic: b("t"), Epoch: 2, Records: []wire.Record{{Offset: 0, Epoch: 2, Value: b("a")}, {Offset: 1 << 40, Epoch: 3}}, Next: 2, HighWatermark: 5}},
 		wire.AppendFetchResult, wire.DecodeFetchResult)
 }
 
@@ -146,11 +146,20 @@ func FuzzStatusInfo(f *testing.F) {
 }
 
 func FuzzOpenTopic(f *testing.F) {
-	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5, Term: 2}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
+	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5, Term: 2, Prev: b("n1")}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
 }
 
 func FuzzCloseTopic(f *testing.F) {
 	codec(f, []*wire.CloseTopic{{Topic: b("t"), Epoch: 3, Shard: 5, Term: 2}}, wire.AppendCloseTopic, wire.DecodeCloseTopic)
+}
+
+func FuzzRecordsPull(f *testing.F) {
+	codec(f, []*wire.RecordsPull{{Topic: b("t"), Epoch: 3, From: 7, MaxBytes: 1 << 20}}, wire.AppendRecordsPull, wire.DecodeRecordsPull)
+}
+
+func FuzzRecordsChunk(f *testing.F) {
+	codec(f, []*wire.RecordsChunk{{Topic: b("t"), Records: []wire.Record{{Offset: 1, Epoch: 2, Value: b("v")}}, Next: 2, End: 9}},
+		wire.AppendRecordsChunk, wire.DecodeRecordsChunk)
 }
 
 func FuzzTopicAck(f *testing.F) {

@@ -45,6 +45,17 @@ func closeFx(node, topic string, epoch uint64, partitions uint32) Effect {
 	return Effect{Kind: EffectClose, Node: node, Topic: topic, Epoch: epoch, Partitions: partitions}
 }
 
+// revokeFx is the Close of a revoke.
+func revokeFx(node, topic string, epoch uint64) Effect {
+	return Effect{Kind: EffectClose, Node: node, Topic: topic, Epoch: epoch, Revoked: true}
+}
+
+// movedFrom sets the owner an Open's records come from.
+func (e Effect) movedFrom(prev string) Effect {
+	e.Prev = prev
+	return e
+}
+
 func active(topic, owner string, epoch uint64, partitions uint32) Assignment {
 	return Assignment{Topic: topic, Owner: owner, Epoch: epoch, Partitions: partitions, State: Active}
 }

@@ -84,6 +84,12 @@ type Effect struct {
 	// first assignment in a shard whose epoch floor is 0 (no tombstone was
 	// ever compacted). A leader need not fence earlier owners for it.
 	Fresh bool
+	// Prev, on the Open of a move, is the owner the topic moved from: the
+	// new owner pulls its records from it before serving.
+	Prev string
+	// Revoked marks the Close of a revoke: the owner deletes the topic's
+	// records.
+	Revoked bool
 }
 
 // Result is the outcome of one Apply.
@@ -314,7 +320,7 @@ func (s *State) move(r *record, owner string, res *Result) {
 	s.touch(r.topic)
 	res.Effects = append(res.Effects,
 		Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions},
-		Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions})
+		Effect{Kind: EffectOpen, Node: r.owner, Topic: r.topic, Epoch: r.epoch, Partitions: r.partitions, Prev: prev})
 	res.change(ChangeMoved, r)
 }
 
@@ -331,7 +337,7 @@ func (s *State) revoke(c *Command, res *Result) {
 		r.partitions = 0
 		s.touch(r.topic)
 		res.Changed = true
-		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch})
+		res.Effects = append(res.Effects, Effect{Kind: EffectClose, Node: prev, Topic: r.topic, Epoch: r.epoch, Revoked: true})
 		res.change(ChangeRevoked, r)
 	}
 	res.Assignment = r.assignment()

@@ -109,22 +109,22 @@ func TestApplySpec(t *testing.T) {
 		}},
 		{"assign to another owner moves the topic at epoch+1", []step{
 			{cmd: assign("t", "n1", 2), want: ok(active("t", "n1", 1, 2), true, open("n1", "t", 1, 2))},
-			{cmd: assign("t", "n2", 0), want: ok(active("t", "n2", 2, 2).from("n1"), true, closeFx("n1", "t", 2, 2), open("n2", "t", 2, 2))},
+			{cmd: assign("t", "n2", 0), want: ok(active("t", "n2", 2, 2).from("n1"), true, closeFx("n1", "t", 2, 2), open("n2", "t", 2, 2).movedFrom("n1"))},
 			{cmd: assign("t", "n2", 0), want: ok(active("t", "n2", 2, 2).from("n1"), false)},
-			{cmd: assign("t", "n1", 2), want: ok(active("t", "n1", 3, 2).from("n2"), true, closeFx("n2", "t", 3, 2), open("n1", "t", 3, 2))},
+			{cmd: assign("t", "n1", 2), want: ok(active("t", "n1", 3, 2).from("n2"), true, closeFx("n2", "t", 3, 2), open("n1", "t", 3, 2).movedFrom("n2"))},
 		}},
 		{"revoke leaves a tombstone and a re-assign continues above its epoch", []step{
 			{cmd: assign("t", "n1", 4), want: ok(active("t", "n1", 1, 4), true, open("n1", "t", 1, 4))},
-			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, closeFx("n1", "t", 2, 0))},
+			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, revokeFx("n1", "t", 2))},
 			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), false)},
 			{cmd: assign("t", "n1", 0), want: ok(active("t", "n1", 3, 1), true, open("n1", "t", 3, 1))},
-			{cmd: revoke("t"), want: ok(revoked("t", "n1", 4), true, closeFx("n1", "t", 4, 0))},
+			{cmd: revoke("t"), want: ok(revoked("t", "n1", 4), true, revokeFx("n1", "t", 4))},
 			{cmd: assign("t", "n2", 0), want: ok(active("t", "n2", 5, 1).from("n1"), true, open("n2", "t", 5, 1))},
 		}},
 		{"a topic that is not active needs a named owner", []step{
 			{cmd: assign("t", "", 0), err: ErrNoOwner},
 			{cmd: assign("t", "n1", 0), want: ok(active("t", "n1", 1, 1), true, open("n1", "t", 1, 1))},
-			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, closeFx("n1", "t", 2, 0))},
+			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, revokeFx("n1", "t", 2))},
 			{cmd: assign("t", "", 0), err: ErrNoOwner},
 		}},
 		{"assign with a different partition count is refused and moves nothing", []step{
@@ -141,7 +141,7 @@ func TestApplySpec(t *testing.T) {
 			{cmd: update("t", 4), err: ErrBadPartitions},
 			{cmd: update("t", 0), err: ErrBadPartitions},
 			{cmd: update("t", MaxPartitions+1), err: ErrBadPartitions},
-			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, closeFx("n1", "t", 2, 0))},
+			{cmd: revoke("t"), want: ok(revoked("t", "n1", 2), true, revokeFx("n1", "t", 2))},
 			{cmd: update("t", 16), err: ErrUnknownTopic},
 		}},
 		{"revoking an unknown topic is refused", []step{
@@ -164,10 +164,10 @@ func TestApplySpec(t *testing.T) {
 			{cmd: assign("b", "n1", 0), want: ok(active("b", "n1", 1, 1), true, open("n1", "b", 1, 1))},
 			{cmd: assign("c", "n1", 0), want: ok(active("c", "n1", 1, 1), true, open("n1", "c", 1, 1))},
 			{cmd: assign("d", "n2", 0), want: ok(active("d", "n2", 1, 1), true, open("n2", "d", 1, 1))},
-			{cmd: revoke("c"), want: ok(revoked("c", "n1", 2), true, closeFx("n1", "c", 2, 0))},
+			{cmd: revoke("c"), want: ok(revoked("c", "n1", 2), true, revokeFx("n1", "c", 2))},
 			{cmd: reassign("n1", "a", "n2", "b", "n3", "c", "n2", "d", "n3", "e", "n2"), want: Result{
 				Changed: true, Moved: 2, Skipped: 3,
-				Effects: []Effect{closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1), closeFx("n1", "b", 2, 1), open("n3", "b", 2, 1)},
+				Effects: []Effect{closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1).movedFrom("n1"), closeFx("n1", "b", 2, 1), open("n3", "b", 2, 1).movedFrom("n1")},
 			}},
 			{cmd: reassign("n1", "a", "n2", "b", "n3"), want: Result{Skipped: 2}},
 			{cmd: assign("a", "", 0), want: ok(active("a", "n2", 2, 1).from("n1"), false)},
@@ -175,13 +175,13 @@ func TestApplySpec(t *testing.T) {
 		}},
 		{"reassign skips a move planned at an epoch the topic has left", []step{
 			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 1, 1), true, open("n1", "a", 1, 1))},
-			{cmd: assign("a", "n2", 0), want: ok(active("a", "n2", 2, 1).from("n1"), true, closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1))},
-			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 3, 1).from("n2"), true, closeFx("n2", "a", 3, 1), open("n1", "a", 3, 1))},
+			{cmd: assign("a", "n2", 0), want: ok(active("a", "n2", 2, 1).from("n1"), true, closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1).movedFrom("n1"))},
+			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 3, 1).from("n2"), true, closeFx("n2", "a", 3, 1), open("n1", "a", 3, 1).movedFrom("n2"))},
 			// Planned when n1 held "a" at epoch 1; n1 owns it again, at 3.
 			{cmd: reassignAt("n1", "a", "n3", 1), want: Result{Skipped: 1}},
 			{cmd: reassignAt("n1", "a", "n3", 3), want: Result{
 				Changed: true, Moved: 1,
-				Effects: []Effect{closeFx("n1", "a", 4, 1), open("n3", "a", 4, 1)},
+				Effects: []Effect{closeFx("n1", "a", 4, 1), open("n3", "a", 4, 1).movedFrom("n1")},
 			}},
 		}},
 		{"malformed reassign is refused whole", []step{
@@ -198,8 +198,8 @@ func TestApplySpec(t *testing.T) {
 		}},
 		{"compact drops tombstones and later topics start above the floor", []step{
 			{cmd: assign("a", "n1", 0), want: ok(active("a", "n1", 1, 1), true, open("n1", "a", 1, 1))},
-			{cmd: assign("a", "n2", 0), want: ok(active("a", "n2", 2, 1).from("n1"), true, closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1))},
-			{cmd: revoke("a"), want: ok(revoked("a", "n2", 3), true, closeFx("n2", "a", 3, 0))},
+			{cmd: assign("a", "n2", 0), want: ok(active("a", "n2", 2, 1).from("n1"), true, closeFx("n1", "a", 2, 1), open("n2", "a", 2, 1).movedFrom("n1"))},
+			{cmd: revoke("a"), want: ok(revoked("a", "n2", 3), true, revokeFx("n2", "a", 3))},
 			{cmd: assign("b", "n1", 0), want: ok(active("b", "n1", 1, 1), true, open("n1", "b", 1, 1))},
 			{cmd: compactCmd(), want: Result{Changed: true, Compacted: 1}},
 			{cmd: compactCmd(), want: Result{}},

@@ -87,6 +87,11 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 	if led == 0 {
 		t.Fatal("n3 leads no shard to move")
 	}
+	// Records written at n3 go with the topic.
+	s := &seen{t: t, recs: map[string]client.Record{}}
+	a0, _ := cl.Lookup(ctx, topics[0], true)
+	waitUntil(t, 10*time.Second, "n3 serves "+topics[0], func() bool { return n3.Guard(topics[0], a0.Epoch).Check() == nil })
+	s.produce(ctx, cl, topics[0], "before the drain", a0.Epoch)
 
 	var looks int
 	res, err := cl.Drain(ctx, "n3", func(p client.DrainProgress) { looks++ })
@@ -108,6 +113,11 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 	// owner.
 	if p, err := cl.Produce(ctx, topics[0], [][]byte{[]byte("after the drain")}); err != nil || p.Epoch < 2 {
 		t.Fatalf("produce to a moved topic: %+v %v", p, err)
+	} else {
+		s.add("produce", topics[0], client.Record{Offset: p.Offset, Epoch: p.Epoch, Value: []byte("after the drain")})
+	}
+	if got := s.fetchAll(ctx, cl, topics[0]); fmt.Sprint(got) != "[before the drain after the drain]" {
+		t.Fatalf("%s after the drain serves %v", topics[0], got)
 	}
 	// New topics avoid it; naming it is refused.
 	for i := range 20 {

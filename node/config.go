@@ -17,6 +17,8 @@ const (
 	DefaultBootstrapExpect = 1
 	// MaxShards bounds Config.Shards: a shard id must fit the router's uint32.
 	MaxShards = 1 << 20
+	// DefaultHandoffTimeout is Config.HandoffTimeout's default.
+	DefaultHandoffTimeout = 30 * time.Second
 )
 
 // ErrConfig is wrapped by every Config validation error.
@@ -120,6 +122,11 @@ type Config struct {
 	// MaxFetchBytes caps the record bytes one Fetch returns, whatever it
 	// asks for (default 1 MiB, at most MaxFetchBytesLimit).
 	MaxFetchBytes int
+	// HandoffTimeout bounds how long a topic's new owner, after a move
+	// with the previous owner alive, pulls that owner's records before it
+	// serves the topic anyway without the rest; a previous owner SWIM
+	// declares dead ends the pull at once (handoff.go). Default 30 s.
+	HandoffTimeout time.Duration
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
 	// ChangeLogLen bounds the changes of topic assignments each shard's
@@ -150,6 +157,10 @@ type testHooks struct {
 	// afterAppend runs in a produce between the append and the lease
 	// check that precedes the acknowledgement.
 	afterAppend func(topic string)
+	// handoffChunkBytes, when not 0, replaces maxHandoffChunkBytes;
+	// answerPull, when set, decides whether a RecordsPull is answered.
+	handoffChunkBytes uint32
+	answerPull        func(topic string) bool
 	// beforeServe runs before every request served off an event loop.
 	beforeServe func()
 	// peerIn decides the fate of every peer frame of kind this node
@@ -264,7 +275,10 @@ func (c *Config) fill() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
-	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MetadataPullTimeout < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 {
+	if c.HandoffTimeout == 0 {
+		c.HandoffTimeout = DefaultHandoffTimeout
+	}
+	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MetadataPullTimeout < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 || c.HandoffTimeout < 0 {
 		return fmt.Errorf("%w: negative interval or limit", ErrConfig)
 	}
 	if c.Logger == nil {

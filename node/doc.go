@@ -66,6 +66,21 @@
 // acknowledged after fsync); anything else gets NotLeaderForTopic with the
 // newest epoch the node knows.
 //
+// # Records across ownership moves
+//
+// Every record carries the epoch it was written at, and the owner at epoch
+// e writes offsets from (e-1)<<40 on (offsets.go), so no offset names two
+// records across owners, whatever crashes. After a move the new owner
+// pulls the previous owner's records before it serves (handoff.go); a
+// leaving node waits for that; a produce refused after its append removes
+// its records; a revoked topic's records are deleted.
+//
+// # Embedding
+//
+// A broker that runs a node in its process learns what the node holds
+// from OwnershipEvents and checks a Guard before acknowledging a write of
+// its own (embed.go, examples/broker).
+//
 // # Ownership
 //
 // An owner serves a topic only under a lease from the topic's shard

@@ -108,6 +108,9 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 		case wire.KindForwardReply:
 			n.fwd.answer(c.Node(), h, frame[wire.HeaderSize:])
 			return true
+		case wire.KindRecordsChunk:
+			n.takeRecordsChunk(c.Node(), h, frame)
+			return true
 		}
 	}
 	if n.serveFast(c, h, frame, start) {
@@ -236,6 +239,12 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 			break
 		}
 		n.serveOwnership(c, h, payload)
+		return
+	case wire.KindRecordsPull:
+		if c.Role() != wire.RolePeer {
+			break
+		}
+		n.serveRecordsPull(c, h, payload)
 		return
 	case wire.KindMetadataPull, wire.KindMetadataPush:
 		if c.Role() != wire.RolePeer {
@@ -721,25 +730,44 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 // produce and fetch are served by the topic's owner at the named epoch,
 // under a lease that covers it: checked before the work, to refuse early,
 // and again after it, before the answer, so that a node paused or cut off
-// in between answers nothing its lease no longer covers.
+// in between answers nothing its lease no longer covers. A produce refused
+// after its append removes its records again: nothing unacknowledged
+// stays behind to be fetched later.
 func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}
+	// A pull of this topic's records answers only once no produce holds
+	// the gate: none can append after the log was read for a new owner.
+	g := n.ho.gate(m.Topic)
+	g.RLock()
+	defer g.RUnlock()
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
-	off, err := n.store.AppendRecords(m.Topic, m.Records, true)
+	if n.ho.pending(m.Topic) {
+		return handingOver(m.Topic)
+	}
+	base, err := epochOffsetBase(m.Epoch)
+	if err != nil {
+		return errAnswer(wire.CodeInternal, err.Error())
+	}
+	off, err := n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
 	if err != nil {
 		return errAnswer(wire.CodeInternal, err.Error())
 	}
 	if hook := n.cfg.testHooks.afterAppend; hook != nil {
 		hook(string(m.Topic))
 	}
-	// The records stay in this node's log, but a write the lease no longer
-	// covers is not acknowledged.
+	// A write the lease no longer covers is not acknowledged, and does
+	// not stay.
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+		if err := n.store.RemoveRecords(m.Topic, off, len(m.Records)); err != nil {
+			n.log.Error("node: remove refused records", "topic", m.Topic, "offset", off, "err", err)
+		} else {
+			n.counters.producesRemoved.Add(1)
+		}
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
 	n.counters.produced.Add(uint64(len(m.Records)))
@@ -754,10 +782,13 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
+	if n.ho.pending(m.Topic) {
+		return handingOver(m.Topic)
+	}
 	maxBytes := n.fetchBytes(m.MaxBytes)
 	res := wire.FetchResult{Topic: m.Topic, Epoch: m.Epoch}
-	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off uint64, v []byte) bool {
-		res.Records = append(res.Records, wire.Record{Offset: off, Value: append([]byte(nil), v...)})
+	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off, epoch uint64, v []byte) bool {
+		res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
 		return len(res.Records) < wire.MaxRecordsPerProduce
 	})
 	if err != nil {
@@ -773,9 +804,15 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
-	res.Next, res.HighWatermark = next, hw
+	res.Next, res.HighWatermark = next, max(hw, next)
 	n.counters.fetched.Add(uint64(len(res.Records)))
 	return wire.KindFetchResult, wire.AppendFetchResult(nil, &res)
+}
+
+// handingOver answers a data request of a topic whose records are still
+// being pulled from its previous owner: ask again soon.
+func handingOver(topic []byte) (wire.Kind, []byte) {
+	return unavailable(fmt.Sprintf("records of %q are being handed over from its previous owner", topic))
 }
 
 // notServed answers a data request this node may not serve.

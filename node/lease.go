@@ -386,7 +386,7 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	if pending && from != n.cfg.ID {
 		n.lat.leaseRound.Observe(n.clock().Sub(sent))
 	}
-	_ = n.persistOwnership(changes)
+	_ = n.persistOwnership(changes, ReasonSuperseded)
 	n.ownWrite.Unlock()
 	for _, f := range refused {
 		if f.Shard < uint64(n.cfg.Shards) && len(f.Leader) > 0 && string(f.Leader) != from && f.Term > 0 {

@@ -23,6 +23,13 @@ func TestLeaveHandsOffLeadershipsAndTopics(t *testing.T) {
 	if n3.Status().ShardsLed == 0 {
 		t.Fatal("n3 leads nothing to hand off")
 	}
+	events := watchEvents(n3)
+	s := &seen{t: t, recs: map[string]client.Record{}}
+	a, _ := cl.Lookup(ctx, "leaving-00", true)
+	waitUntil(t, 10*time.Second, "n3 serves leaving-00", func() bool { return n3.Guard("leaving-00", a.Epoch).Check() == nil })
+	for i := range 3 {
+		s.produce(ctx, cl, "leaving-00", fmt.Sprintf("r%d", i), a.Epoch)
+	}
 	start := time.Now()
 	if err := n3.Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
@@ -42,4 +49,17 @@ func TestLeaveHandsOffLeadershipsAndTopics(t *testing.T) {
 		return true
 	})
 	t.Logf("leave and move of 30 topics took %v", time.Since(start).Round(time.Millisecond))
+	// The records went with the topic, and the new owner writes above them.
+	b, err := cl.Lookup(ctx, "leaving-00", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.produce(ctx, cl, "leaving-00", "after", b.Epoch)
+	if got := s.fetchAll(ctx, cl, "leaving-00"); fmt.Sprint(got) != "[r0 r1 r2 after]" {
+		t.Fatalf("%s after the leave of n3 serves %v", b.Owner, got)
+	}
+	<-events.done
+	if got, want := events.of("leaving-00"), fmt.Sprintf("leaving-00+%[1]d/1 leaving-00-%[1]d(leaving)", a.Epoch); got != want {
+		t.Fatalf("n3's events: %q, want %q", got, want)
+	}
 }

@@ -91,6 +91,11 @@ type Node struct {
 	own      *ownership.Holder
 	ownMu    sync.RWMutex
 	ownWrite sync.Mutex
+	// ownFeed: the ownership events for an embedding program, pushed
+	// under ownWrite once a change is durable.
+	ownFeed *ownershipFeed
+	// ho: the record pulls of topics newly held (handoff.go).
+	ho handoffs
 	// duty: what this node owes as a shard leader (under dutyMu), and
 	// leaderDue the leaderships won and not yet taken up.
 	duty      *duty.Leader
@@ -208,6 +213,8 @@ type counters struct {
 	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
+	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
+	topicsDeleted                                                              atomic.Uint64
 	watches, watchEvents, watchesCompacted, watchesRefused                     atomic.Uint64
 }
 
@@ -291,6 +298,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		clock:        clock,
 		afterFunc:    after,
 		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
+		ownFeed:      newOwnershipFeed(),
 	}
 	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
 		_ = store.Close()
@@ -306,6 +314,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watchers.changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
+	n.ho.init()
 	n.events.init()
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {
@@ -440,7 +449,11 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
-	n.wg.Add(6)
+	n.ho.mu.Lock()
+	n.ho.enabled = true
+	n.ho.mu.Unlock()
+	n.wg.Add(7)
+	go n.pumpOwnershipEvents()
 	go n.ownershipLoop()
 	go n.leaseLoop()
 	go n.leaseReplyLoop()
@@ -563,7 +576,9 @@ func (n *Node) markBorn() {
 
 // Leave leaves gracefully: SWIM announces the leave, leaderships still held
 // are handed to other replicas, then the node closes. The topics this node
-// owned are moved by their shard leaders, as for a dead node.
+// owned are moved by their shard leaders, as for a dead node, and the node
+// closes once their new owners pulled its records of them (bounded by ctx
+// and Config.HandoffTimeout).
 func (n *Node) Leave(ctx context.Context) error {
 	n.lifeMu.RLock()
 	started := n.started && !n.closing
@@ -574,9 +589,21 @@ func (n *Node) Leave(ctx context.Context) error {
 	// Stop serving first, and say so to the leaders that granted the
 	// leases, before anyone can learn of the leave and move the topics:
 	// their next owners then need not wait the leases out.
+	n.ownWrite.Lock()
 	n.ownMu.Lock()
 	n.own.Release()
+	var held []string
+	epochs := make(map[string]uint64)
+	n.own.Each(func(topic string, t ownership.Topic) {
+		held = append(held, topic)
+		epochs[topic] = t.Epoch
+	})
 	n.ownMu.Unlock()
+	slices.Sort(held)
+	for _, t := range held {
+		n.ownFeed.dropped(t, ReasonLeaving)
+	}
+	n.ownWrite.Unlock()
 	n.leaseRound()
 	// Then leave SWIM: the others drop this node from their rings, so no
 	// shard manager hands a leadership back, and their followers elect new
@@ -589,6 +616,8 @@ func (n *Node) Leave(ctx context.Context) error {
 		n.log.Warn("node: swim leave", "err", err)
 	}
 	n.handOff(ctx)
+	// The topics' next owners pull their records from here first.
+	n.awaitHandoffs(ctx, epochs)
 	return n.Close()
 }
 

@@ -28,6 +28,7 @@ func (n *Node) loadOwned() error {
 		}
 		if t.Epoch > floor {
 			n.own.Load(topic, ownership.Topic{Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
+			n.ownFeed.held(topic, t.Epoch, t.Partitions)
 		}
 		return true
 	})
@@ -40,9 +41,11 @@ func (n *Node) loadOwned() error {
 	return nil
 }
 
-// persistOwnership makes changes durable in one synced batch. The caller
-// holds ownWrite, so batches commit in the order their changes were made.
-func (n *Node) persistOwnership(changes []ownership.Change) error {
+// persistOwnership makes changes durable in one synced batch, then
+// announces them (why: the reason of the drops among them). The caller
+// holds ownWrite, so batches commit, and events queue, in the order their
+// changes were made.
+func (n *Node) persistOwnership(changes []ownership.Change, why ReleaseReason) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -62,6 +65,7 @@ func (n *Node) persistOwnership(changes []ownership.Change) error {
 		n.log.Error("node: ownership changes not persisted", "err", err)
 		return err
 	}
+	n.announce(changes, why)
 	return nil
 }
 
@@ -87,19 +91,52 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 	var epoch uint64
 	var changes []ownership.Change
 	n.ownMu.Lock()
+	before, _ := n.own.Get(topic)
+	// A topic newly held after a move is marked as handed over before
+	// the holder has it, so that no lease can let it be served before.
+	handing := open != nil && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID && before.Epoch < open.Epoch &&
+		n.ho.mark(string(topic), open.Epoch)
 	if open != nil {
 		st, epoch, changes = n.own.Open(open, floor)
 	} else {
 		st, epoch, changes = n.own.Close(closeMsg, floor)
 	}
+	after, held := n.own.Get(topic)
 	n.ownMu.Unlock()
-	if err := n.persistOwnership(changes); err != nil {
+	why := ReasonClosed
+	if open != nil {
+		why = ReasonSuperseded
+	}
+	err = n.persistOwnership(changes, why)
+	if handing {
+		if err == nil && st == wire.TopicDone && held && after.Epoch == open.Epoch {
+			// Newly held after a move: the previous owner's records
+			// come over before the topic is served.
+			n.beginHandoff(string(topic), open.Epoch, string(open.Prev))
+		} else {
+			n.ho.unmark(string(topic), open.Epoch)
+		}
+	}
+	if err != nil {
 		return wire.TopicAck{}, false
 	}
 	if open != nil && st == wire.TopicDone && len(changes) > 0 {
 		// A topic newly held is served once a lease covers it: ask now
 		// rather than at the next round.
 		n.kickLeases(shard)
+	}
+	if closeMsg != nil && closeMsg.Revoked && st == wire.TopicDone && (!held || after.Epoch <= closeMsg.Epoch) {
+		// A revoked topic's records go with it, once no produce of it
+		// is in flight.
+		g := n.ho.gate(topic)
+		g.Lock()
+		err := n.store.DeleteTopic(topic)
+		g.Unlock()
+		if err != nil {
+			n.log.Error("node: delete the records of a revoked topic", "topic", topic, "err", err)
+			return wire.TopicAck{}, false
+		}
+		n.counters.topicsDeleted.Add(1)
 	}
 	return wire.TopicAck{Topic: topic, Epoch: epoch, Status: st}, true
 }
@@ -214,8 +251,8 @@ func (n *Node) sendDue() {
 // sendRPC sends one ownership message; the node's own topics are opened
 // or closed in place.
 func (n *Node) sendRPC(r *duty.RPC) {
-	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term}
-	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term}
+	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
+	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
 	if r.Open {
 		closeMsg = nil
 		n.counters.opensSent.Add(1)

@@ -63,7 +63,18 @@ type Stats struct {
 	TopicRejections uint64 // data requests answered NotLeaderForTopic
 	RecordsProduced uint64
 	RecordsFetched  uint64
+	// ProducesRemoved: produces refused after their append, whose
+	// records were removed again.
+	ProducesRemoved uint64
 	RequestsActive  int
+	// Record handoffs (handoff.go): pulls started by this node as a new
+	// owner, pulls that ended without every record (the previous owner
+	// died, the timeout passed, the topic moved on), records pulled, and
+	// revoked topics whose records this node deleted.
+	HandoffsStarted uint64
+	HandoffsCut     uint64
+	HandoffRecords  uint64
+	TopicsDeleted   uint64
 	Watches         uint64 // Watch requests taken
 	WatchEvents     uint64 // changes sent to watchers
 	WatchCompacted  uint64 // watches answered that their position was compacted away
@@ -83,19 +94,22 @@ type Stats struct {
 	LeaseRefusals      uint64 // shard leases refused (not the leader, or not confirmed yet)
 	LeaseFramesDropped uint64 // lease frames dropped for want of room in the queue
 	NotServedNoLease   uint64 // data requests refused because no lease covered the topic
-	TopicsReassigned   uint64
-	ConfChanges        uint64
-	LeaderTransfers    uint64
-	ShardsLed          int
-	EventQueueLen      int
-	LeadersKnown       int
-	LeaderTableVersion uint64 // local change counter of the table
-	StrayReplicas      int    // confirmed strays not dropped yet (a drop failed)
-	StraysDropped      uint64 // replicas dropped because their group no longer counts this node
-	MembershipVersion  uint64 // see MetadataVersions
-	RingVersion        uint64
-	MetadataPulls      uint64 // metadata pulls sent (every kind)
-	MetadataSyncs      uint64 // metadata pushes received and merged
+	// OwnershipEventsFolded: ownership events an embedding program never
+	// saw because it read too slowly (OwnershipEvents folds them).
+	OwnershipEventsFolded uint64
+	TopicsReassigned      uint64
+	ConfChanges           uint64
+	LeaderTransfers       uint64
+	ShardsLed             int
+	EventQueueLen         int
+	LeadersKnown          int
+	LeaderTableVersion    uint64 // local change counter of the table
+	StrayReplicas         int    // confirmed strays not dropped yet (a drop failed)
+	StraysDropped         uint64 // replicas dropped because their group no longer counts this node
+	MembershipVersion     uint64 // see MetadataVersions
+	RingVersion           uint64
+	MetadataPulls         uint64 // metadata pulls sent (every kind)
+	MetadataSyncs         uint64 // metadata pushes received and merged
 
 	// The operators' marks (marks.go): Drained is 1 while this node is
 	// drained; MembersRemoved counts the removals it knows.
@@ -108,37 +122,43 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
 	s := Stats{
-		Requests:           n.counters.requests.Load(),
-		Forwarded:          n.counters.forwarded.Load(),
-		ForwardsIn:         n.counters.forwardsIn.Load(),
-		ForwardDups:        n.counters.forwardDups.Load(),
-		NotLeader:          n.counters.notLeader.Load(),
-		TopicRejections:    n.counters.rejected.Load(),
-		RecordsProduced:    n.counters.produced.Load(),
-		RecordsFetched:     n.counters.fetched.Load(),
-		RequestsActive:     len(n.reqSem),
-		Watches:            n.counters.watches.Load(),
-		WatchEvents:        n.counters.watchEvents.Load(),
-		WatchCompacted:     n.counters.watchesCompacted.Load(),
-		WatchRefused:       n.counters.watchesRefused.Load(),
-		WatchesWaiting:     n.watchers.count(),
-		Cache:              n.cacheStats(),
-		TopicsOwned:        n.ownedCount(),
-		OwnershipPending:   n.dutyPending(),
-		OpensSent:          n.counters.opensSent.Load(),
-		ClosesSent:         n.counters.closesSent.Load(),
-		OwnershipFences:    n.dutyFences(),
-		LeaseMessagesSent:  n.counters.leaseMessagesSent.Load(),
-		LeaseBytesSent:     n.counters.leaseBytesSent.Load(),
-		LeaseGrants:        n.counters.leaseGrants.Load(),
-		LeaseRefusals:      n.counters.leaseRefusals.Load(),
-		LeaseFramesDropped: n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
-		NotServedNoLease:   n.counters.notServedNoLease.Load(),
-		TopicsReassigned:   n.counters.reassigned.Load(),
-		ConfChanges:        n.counters.confChanges.Load(),
-		LeaderTransfers:    n.counters.transfers.Load(),
-		ShardsLed:          n.ledCount(),
-		EventQueueLen:      n.events.len(),
+		Requests:              n.counters.requests.Load(),
+		Forwarded:             n.counters.forwarded.Load(),
+		ForwardsIn:            n.counters.forwardsIn.Load(),
+		ForwardDups:           n.counters.forwardDups.Load(),
+		NotLeader:             n.counters.notLeader.Load(),
+		TopicRejections:       n.counters.rejected.Load(),
+		RecordsProduced:       n.counters.produced.Load(),
+		RecordsFetched:        n.counters.fetched.Load(),
+		ProducesRemoved:       n.counters.producesRemoved.Load(),
+		HandoffsStarted:       n.counters.handoffsStarted.Load(),
+		HandoffsCut:           n.counters.handoffsCut.Load(),
+		HandoffRecords:        n.counters.handoffRecords.Load(),
+		TopicsDeleted:         n.counters.topicsDeleted.Load(),
+		RequestsActive:        len(n.reqSem),
+		Watches:               n.counters.watches.Load(),
+		WatchEvents:           n.counters.watchEvents.Load(),
+		WatchCompacted:        n.counters.watchesCompacted.Load(),
+		WatchRefused:          n.counters.watchesRefused.Load(),
+		WatchesWaiting:        n.watchers.count(),
+		Cache:                 n.cacheStats(),
+		TopicsOwned:           n.ownedCount(),
+		OwnershipPending:      n.dutyPending(),
+		OpensSent:             n.counters.opensSent.Load(),
+		ClosesSent:            n.counters.closesSent.Load(),
+		OwnershipFences:       n.dutyFences(),
+		LeaseMessagesSent:     n.counters.leaseMessagesSent.Load(),
+		LeaseBytesSent:        n.counters.leaseBytesSent.Load(),
+		LeaseGrants:           n.counters.leaseGrants.Load(),
+		LeaseRefusals:         n.counters.leaseRefusals.Load(),
+		LeaseFramesDropped:    n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
+		NotServedNoLease:      n.counters.notServedNoLease.Load(),
+		OwnershipEventsFolded: n.ownFeed.foldedCount(),
+		TopicsReassigned:      n.counters.reassigned.Load(),
+		ConfChanges:           n.counters.confChanges.Load(),
+		LeaderTransfers:       n.counters.transfers.Load(),
+		ShardsLed:             n.ledCount(),
+		EventQueueLen:         n.events.len(),
 	}
 	rs := n.rs.Stats()
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs

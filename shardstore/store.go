@@ -23,8 +23,10 @@ import (
 // reads. Version 2 stopped writing the HardState when only its commit index
 // moved (see Batch.Append); a build that reads only version 1 would start
 // raft from a commit index below the applied one, so a version-1 store is
-// marked version 2 when this build opens it.
-const FormatVersion = 2
+// marked version 2 when this build opens it. Version 3 stores the epoch a
+// record was written at in front of its value; an older store's records
+// are rewritten at epoch 0 when this build opens it, before it is marked.
+const FormatVersion = 3
 
 // formatFile names the file beside the Pebble files that marks a directory as
 // a Shoal store and records its format version.
@@ -142,7 +144,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareDir(cfg.FS, dir); err != nil {
+	older, err := prepareDir(cfg.FS, dir)
+	if err != nil {
 		return nil, err
 	}
 	opts := &pebble.Options{
@@ -165,31 +168,43 @@ func Open(dir string, cfg Config) (*Store, error) {
 		topics: make(map[string]*topicLog),
 	}
 	s.cache.init(cfg.CacheBudgetBytes)
+	if older != 0 {
+		err := s.migrateRecords(older)
+		if err == nil {
+			err = writeMarker(cfg.FS, dir)
+		}
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // prepareDir checks that dir is empty, missing or a store of a format this
-// build reads, marks a new store and marks an older one with this build's
-// version. Nothing is written unless the directory is new or older.
-func prepareDir(fsys vfs.FS, dir string) error {
+// build reads, and marks a new store. It returns the version of an older
+// store (0: new or current), which Open marks with this build's version
+// once it rewrote what changed. Nothing is written unless the directory is
+// new.
+func prepareDir(fsys vfs.FS, dir string) (older uint64, err error) {
 	names, err := fsys.List(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("shardstore: open %s: %w", dir, err)
+		return 0, fmt.Errorf("shardstore: open %s: %w", dir, err)
 	}
 	if len(names) > 0 {
 		if !slices.Contains(names, formatFile) {
-			return fmt.Errorf("shardstore: open %s: %w: %d files but no %s marker", dir, ErrNotStore, len(names), formatFile)
+			return 0, fmt.Errorf("shardstore: open %s: %w: %d files but no %s marker", dir, ErrNotStore, len(names), formatFile)
 		}
 		v, err := checkFormat(fsys, dir)
 		if err != nil || v == FormatVersion {
-			return err
+			return 0, err
 		}
-		return writeMarker(fsys, dir)
+		return v, nil
 	}
 	if err := mkdirDurable(fsys, dir); err != nil {
-		return fmt.Errorf("shardstore: create %s: %w", dir, err)
+		return 0, fmt.Errorf("shardstore: create %s: %w", dir, err)
 	}
-	return writeMarker(fsys, dir)
+	return 0, writeMarker(fsys, dir)
 }
 
 // mkdirDurable creates dir and its missing parents, syncing the parent of

@@ -668,20 +668,20 @@ func TestTopicLog(t *testing.T) {
 	fs := vfs.NewMem()
 	s := openMem(t, fs, Config{})
 	topic := []byte("orders")
-	first, err := s.AppendRecords(topic, [][]byte{[]byte("a"), []byte("bb"), []byte("ccc")}, true)
+	first, err := s.AppendRecords(topic, 1, 0, [][]byte{[]byte("a"), []byte("bb"), []byte("ccc")}, true)
 	if err != nil || first != 0 {
 		t.Fatalf("append: %d, %v", first, err)
 	}
-	first, err = s.AppendRecords(topic, [][]byte{[]byte("dddd")}, true)
+	first, err = s.AppendRecords(topic, 1, 0, [][]byte{[]byte("dddd")}, true)
 	if err != nil || first != 3 {
 		t.Fatalf("second append: %d, %v", first, err)
 	}
-	if _, err := s.AppendRecords([]byte("other"), [][]byte{[]byte("z")}, false); err != nil {
+	if _, err := s.AppendRecords([]byte("other"), 1, 0, [][]byte{[]byte("z")}, false); err != nil {
 		t.Fatal(err)
 	}
 	read := func(from uint64, maxBytes int) (string, uint64, error) {
 		var sb strings.Builder
-		next, err := s.ReadRecords(topic, from, maxBytes, func(off uint64, v []byte) bool {
+		next, err := s.ReadRecords(topic, from, maxBytes, func(off, _ uint64, v []byte) bool {
 			fmt.Fprintf(&sb, "%d:%s ", off, v)
 			return true
 		})
@@ -727,7 +727,7 @@ func TestTopicLog(t *testing.T) {
 	if err := s.TrimTopic(topic, 4); err != nil {
 		t.Fatal(err)
 	}
-	if first, err := s.AppendRecords(topic, [][]byte{[]byte("e")}, true); first != 4 || err != nil {
+	if first, err := s.AppendRecords(topic, 1, 0, [][]byte{[]byte("e")}, true); first != 4 || err != nil {
 		t.Fatalf("append after trimming everything: %d, %v", first, err)
 	}
 	if err := s.DeleteTopic(topic); err != nil {
@@ -740,18 +740,18 @@ func TestTopicLog(t *testing.T) {
 		t.Fatalf("other topic after delete: %q, %v", got, err)
 	}
 	for _, bad := range [][]byte{nil, bytes.Repeat([]byte("t"), 256)} {
-		if _, err := s.AppendRecords(bad, [][]byte{nil}, false); !errors.Is(err, ErrInvalid) {
+		if _, err := s.AppendRecords(bad, 1, 0, [][]byte{nil}, false); !errors.Is(err, ErrInvalid) {
 			t.Errorf("topic of %d bytes: %v", len(bad), err)
 		}
 	}
-	if _, err := s.AppendRecords(topic, nil, false); !errors.Is(err, ErrInvalid) {
+	if _, err := s.AppendRecords(topic, 1, 0, nil, false); !errors.Is(err, ErrInvalid) {
 		t.Errorf("append of no records: %v", err)
 	}
 }
 
 func readOther(s *Store) (string, uint64, error) {
 	var sb strings.Builder
-	next, err := s.ReadRecords([]byte("other"), 0, 100, func(off uint64, v []byte) bool {
+	next, err := s.ReadRecords([]byte("other"), 0, 100, func(off, _ uint64, v []byte) bool {
 		fmt.Fprintf(&sb, "%d:%s ", off, v)
 		return true
 	})

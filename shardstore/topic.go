@@ -4,18 +4,52 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/shoalmq/shoal/wire"
 )
 
+// A topic's log: one key per record (topic, offset) whose value is the
+// epoch the record was written at (uvarint) and then the record, and a
+// meta key holding the first retained offset and, once records were
+// removed from the end, a floor under the next offset (so that a restart
+// never hands out again an offset whose record was removed).
+//
+// Offsets rise and are never handed out twice, but need not be dense: an
+// append may start above the high watermark (AppendRecords' atLeast), and
+// RemoveRecords leaves a gap. Reads skip gaps.
+
 // topicLog is the in-memory position of one topic's record log.
 type topicLog struct {
-	mu     sync.Mutex // serialises appends so offsets are dense
+	mu     sync.Mutex // serialises appends so offsets rise
 	loaded bool
 	start  uint64 // first retained offset
-	next   uint64 // high watermark: offset of the next record
+	next   uint64 // high watermark: the lowest offset the next record may get
+}
+
+// appendTopicMeta encodes a topic's meta value; a zero floor is left out.
+func appendTopicMeta(dst []byte, start, floor uint64) []byte {
+	dst = appendUint64Value(dst, start)
+	if floor != 0 {
+		dst = binary.AppendUvarint(dst, floor)
+	}
+	return dst
+}
+
+func decodeTopicMeta(key, v []byte) (start, floor uint64, err error) {
+	d := decoder{b: v}
+	d.version()
+	start = d.uvarint()
+	if d.err == nil && len(d.b) > 0 {
+		floor = d.uvarint()
+	}
+	d.end()
+	if d.err != nil {
+		return 0, 0, corrupt(key, d.err)
+	}
+	return start, floor, nil
 }
 
 func checkTopic(topic []byte) error {
@@ -54,13 +88,14 @@ func (s *Store) topicLocked(topic []byte) (*topicLog, error) {
 
 func (s *Store) loadTopic(topic []byte, t *topicLog) error {
 	meta := appendTopicPrefix(nil, topic)
+	var floor uint64
 	if err := s.getValue(meta, func(k, v []byte) (err error) {
-		t.start, err = decodeUint64Value(k, v)
+		t.start, floor, err = decodeTopicMeta(k, v)
 		return err
 	}); err != nil {
 		return err
 	}
-	t.next = t.start
+	t.next = max(t.start, floor)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: meta, UpperBound: prefixEnd(meta)})
 	if err != nil {
 		return fmt.Errorf("shardstore: topic %q: %w", topic, err)
@@ -74,11 +109,12 @@ func (s *Store) loadTopic(topic []byte, t *topicLog) error {
 	return nil
 }
 
-// AppendRecords appends records to topic's log and returns the offset of the
-// first; offsets are dense and start at 0. With sync the records are durable
+// AppendRecords appends records written at epoch to topic's log and
+// returns the offset of the first: the high watermark, or atLeast if that
+// is higher; the others follow densely. With sync the records are durable
 // when it returns; appends of different topics share fsyncs through
 // Pebble's commit pipeline.
-func (s *Store) AppendRecords(topic []byte, records [][]byte, sync bool) (firstOffset uint64, err error) {
+func (s *Store) AppendRecords(topic []byte, epoch, atLeast uint64, records [][]byte, sync bool) (firstOffset uint64, err error) {
 	if len(records) == 0 || len(records) > wire.MaxRecordsPerProduce {
 		return 0, fmt.Errorf("shardstore: topic %q: %d records, want 1..%d: %w", topic, len(records), wire.MaxRecordsPerProduce, ErrInvalid)
 	}
@@ -92,12 +128,20 @@ func (s *Store) AppendRecords(topic []byte, records [][]byte, sync bool) (firstO
 		return 0, err
 	}
 	defer t.mu.Unlock()
+	first := max(t.next, atLeast)
+	if first > math.MaxUint64-uint64(len(records)) {
+		return 0, fmt.Errorf("shardstore: topic %q: offset %d has no room for %d records: %w", topic, first, len(records), ErrInvalid)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	key := make([]byte, 0, 2+len(topic)+8)
+	prefix := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), epoch)
 	for i, r := range records {
-		key = appendTopicKey(key[:0], topic, t.next+uint64(i))
-		if err := b.Set(key, r, nil); err != nil {
+		key = appendTopicKey(key[:0], topic, first+uint64(i))
+		op := b.SetDeferred(len(key), len(prefix)+len(r))
+		copy(op.Key, key)
+		copy(op.Value[copy(op.Value, prefix):], r)
+		if err := op.Finish(); err != nil {
 			return 0, fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 		}
 	}
@@ -108,19 +152,96 @@ func (s *Store) AppendRecords(topic []byte, records [][]byte, sync bool) (firstO
 	if err := b.Commit(wo); err != nil {
 		return 0, fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 	}
-	first := t.next
-	t.next += uint64(len(records))
+	t.next = first + uint64(len(records))
 	return first, nil
 }
 
+// Record is one record of a topic's log, as PutRecords takes it.
+type Record struct {
+	Offset, Epoch uint64
+	Value         []byte
+}
+
+// PutRecords writes records of another log of topic (a handoff from its
+// previous owner) at their own offsets and epochs, durably; the high
+// watermark rises past the last. Records below the first retained offset
+// are skipped, and records already there are overwritten with what
+// should be the same.
+func (s *Store) PutRecords(topic []byte, records []Record) error {
+	for i, r := range records {
+		if len(r.Value) > wire.MaxRecordLen || r.Offset == math.MaxUint64 || (i > 0 && r.Offset <= records[i-1].Offset) {
+			return fmt.Errorf("shardstore: topic %q: record %d at offset %d out of order or too large: %w", topic, i, r.Offset, ErrInvalid)
+		}
+	}
+	t, err := s.topicLocked(topic)
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	key := make([]byte, 0, 2+len(topic)+8)
+	var prefix [binary.MaxVarintLen64]byte
+	next := t.next
+	for _, r := range records {
+		if r.Offset < t.start {
+			continue
+		}
+		key = appendTopicKey(key[:0], topic, r.Offset)
+		p := binary.PutUvarint(prefix[:], r.Epoch)
+		op := b.SetDeferred(len(key), p+len(r.Value))
+		copy(op.Key, key)
+		copy(op.Value[copy(op.Value, prefix[:p]):], r.Value)
+		if err := op.Finish(); err != nil {
+			return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
+		}
+		next = max(next, r.Offset+1)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
+	}
+	t.next = next
+	return nil
+}
+
+// RemoveRecords removes the n records from offset first on (an append
+// whose acknowledgement was refused). The offsets are not handed out
+// again: when they were the last ones, the log's meta records the high
+// watermark as a floor, in the same synced batch.
+func (s *Store) RemoveRecords(topic []byte, first uint64, n int) error {
+	t, err := s.topicLocked(topic)
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if n <= 0 || first < t.start || first+uint64(n) > t.next {
+		return fmt.Errorf("shardstore: topic %q: remove %d records at %d outside [%d, %d): %w", topic, n, first, t.start, t.next, ErrInvalid)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	err = errors.Join(
+		b.DeleteRange(appendTopicKey(nil, topic, first), appendTopicKey(nil, topic, first+uint64(n)), nil),
+		b.Set(appendTopicPrefix(nil, topic), appendTopicMeta(nil, t.start, t.next), nil),
+	)
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("shardstore: topic %q: remove: %w", topic, err)
+	}
+	return nil
+}
+
 // ReadRecords calls fn for the records of topic from offset from on, in
-// order, until fn returns false, the high watermark is reached or the next
-// record would take the values passed past maxBytes (the first record is
-// passed whatever its size). It returns the offset to read next. value is valid only during the
-// call. Reading from the high watermark returns at once; from before the
-// first retained offset or beyond the high watermark fails with
+// order, with the epoch each was written at, until fn returns false, the
+// high watermark is reached or the next record would take the values
+// passed past maxBytes (the first record is passed whatever its size);
+// offsets with no record are skipped. It returns the offset to read next
+// (the high watermark when no record is left). value is valid only during
+// the call. Reading from the high watermark returns at once; from before
+// the first retained offset or beyond the high watermark fails with
 // ErrOffsetOutOfRange.
-func (s *Store) ReadRecords(topic []byte, from uint64, maxBytes int, fn func(offset uint64, value []byte) bool) (next uint64, err error) {
+func (s *Store) ReadRecords(topic []byte, from uint64, maxBytes int, fn func(offset, epoch uint64, value []byte) bool) (next uint64, err error) {
 	t, err := s.topicLocked(topic)
 	if err != nil {
 		return from, err
@@ -139,34 +260,34 @@ func (s *Store) ReadRecords(topic []byte, from uint64, maxBytes int, fn func(off
 	if err != nil {
 		return from, fmt.Errorf("shardstore: topic %q: read: %w", topic, err)
 	}
-	next = from
+	next = hwm
 	read := 0
 	for valid := it.First(); valid; valid = it.Next() {
 		k := it.Key()
 		off := binary.BigEndian.Uint64(k[len(k)-8:])
-		if off != next {
-			// Trimmed under us: report where the log now starts.
-			break
-		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return next, fmt.Errorf("shardstore: %s: %w", keyString(k), err)
+			return from, fmt.Errorf("shardstore: %s: %w", keyString(k), err)
 		}
+		epoch, n := binary.Uvarint(v)
+		if n <= 0 {
+			it.Close()
+			return from, corrupt(k, errors.New("record without its epoch"))
+		}
+		v = v[n:]
 		if read > 0 && read+len(v) > maxBytes {
+			next = off
 			break
 		}
-		next++
 		read += len(v)
-		if !fn(off, v) || read >= maxBytes {
+		if !fn(off, epoch, v) || read >= maxBytes {
+			next = off + 1
 			break
 		}
 	}
 	if err := it.Close(); err != nil {
-		return next, fmt.Errorf("shardstore: topic %q: read: %w", topic, err)
-	}
-	if next == from {
-		return from, fmt.Errorf("shardstore: topic %q: offset %d no longer retained: %w", topic, from, ErrOffsetOutOfRange)
+		return from, fmt.Errorf("shardstore: topic %q: read: %w", topic, err)
 	}
 	return next, nil
 }
@@ -199,7 +320,7 @@ func (s *Store) TrimTopic(topic []byte, before uint64) error {
 	defer b.Close()
 	err = errors.Join(
 		b.DeleteRange(appendTopicKey(nil, topic, t.start), appendTopicKey(nil, topic, before), nil),
-		b.Set(appendTopicPrefix(nil, topic), appendUint64Value(nil, before), nil),
+		b.Set(appendTopicPrefix(nil, topic), appendTopicMeta(nil, before, t.next), nil),
 	)
 	if err == nil {
 		err = b.Commit(pebble.Sync)
@@ -211,7 +332,8 @@ func (s *Store) TrimTopic(topic []byte, before uint64) error {
 	return nil
 }
 
-// DeleteTopic removes topic's log; a later append starts again at offset 0.
+// DeleteTopic removes topic's log; a later append starts again at offset 0,
+// or at its atLeast.
 func (s *Store) DeleteTopic(topic []byte) error {
 	t, err := s.topicLocked(topic)
 	if err != nil {
@@ -223,5 +345,47 @@ func (s *Store) DeleteTopic(topic []byte) error {
 		return fmt.Errorf("shardstore: topic %q: delete: %w", topic, err)
 	}
 	t.start, t.next = 0, 0
+	return nil
+}
+
+// migrateRecords rewrites the records of a store of format version older
+// (before 3, records had no epoch) with epoch 0 in front, in batches.
+func (s *Store) migrateRecords(older uint64) error {
+	if older >= 3 {
+		return nil
+	}
+	lo := []byte{prefixTopic}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("shardstore: migrate records: %w", err)
+	}
+	defer it.Close()
+	const batchRecords = 4096
+	b := s.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		if len(k) < 2 || len(k) != 2+int(k[1])+8 {
+			continue // a topic's meta key
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("shardstore: migrate %s: %w", keyString(k), err)
+		}
+		if err := b.Set(k, append([]byte{0}, v...), nil); err != nil {
+			return fmt.Errorf("shardstore: migrate records: %w", err)
+		}
+		if n++; n%batchRecords == 0 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fmt.Errorf("shardstore: migrate records: %w", err)
+			}
+			_ = b.Close()
+			b = s.db.NewBatch()
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shardstore: migrate records: %w", err)
+	}
 	return nil
 }

@@ -20,7 +20,7 @@ func (k Kind) IsClientResponse() bool {
 }
 
 // IsPeer reports whether k is a message only nodes send each other.
-func (k Kind) IsPeer() bool { return k >= KindRaftBatch && k <= KindLeaseReply }
+func (k Kind) IsPeer() bool { return k >= KindRaftBatch && k <= KindRecordsChunk }
 
 // Assign asks the topic's shard leader to assign topic to an owner
 // (KindAssign). It is idempotent: assigning a topic to its current owner
@@ -274,9 +274,11 @@ func DecodeProduceAck(b []byte, m *ProduceAck) error {
 	return r.end()
 }
 
-// Record is one record of a FetchResult.
+// Record is one record of a FetchResult: its offset, the epoch of the
+// topic it was written at, and its value.
 type Record struct {
 	Offset uint64
+	Epoch  uint64
 	Value  []byte // aliases the input
 }
 
@@ -284,9 +286,9 @@ type Record struct {
 type FetchResult struct {
 	Topic         []byte
 	Epoch         uint64
-	Records       []Record // ascending offsets, at most MaxRecordsPerProduce
+	Records       []Record // ascending offsets (not dense), at most MaxRecordsPerProduce
 	Next          uint64   // the offset to fetch from next
-	HighWatermark uint64   // one past the last offset in the topic
+	HighWatermark uint64   // the lowest offset the topic's next record may get
 }
 
 // AppendFetchResult appends m's payload.
@@ -298,6 +300,7 @@ func AppendFetchResult(dst []byte, m *FetchResult) []byte {
 	dst = appendUvarint(dst, uint64(len(m.Records)))
 	for i := range m.Records {
 		dst = appendU64(dst, m.Records[i].Offset)
+		dst = appendUvarint(dst, m.Records[i].Epoch)
 		dst = appendBytes(dst, m.Records[i].Value)
 	}
 	return dst
@@ -311,10 +314,11 @@ func DecodeFetchResult(b []byte, m *FetchResult) error {
 	m.Epoch = r.u64()
 	m.Next = r.u64()
 	m.HighWatermark = r.u64()
-	n := r.count(MaxRecordsPerProduce, 9)
+	n := r.count(MaxRecordsPerProduce, 10)
 	m.Records = grow(m.Records[:0], n)
 	for i := range m.Records {
 		m.Records[i].Offset = r.u64()
+		m.Records[i].Epoch = r.uvarint()
 		m.Records[i].Value = r.bytes(MaxRecordLen)
 	}
 	if err := r.end(); err != nil {

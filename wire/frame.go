@@ -59,6 +59,8 @@ const (
 	KindKeepalive     Kind = 61
 	KindLeaseRound    Kind = 62 // ownership leases and leadership vouches, node ↔ node
 	KindLeaseReply    Kind = 63 // answer to LeaseRound
+	KindRecordsPull   Kind = 64 // a topic's new owner asks the previous one for its records
+	KindRecordsChunk  Kind = 65 // answer to RecordsPull
 	maxKind           Kind = 127
 )
 
@@ -77,6 +79,7 @@ var kindNames = [maxKind + 1]string{
 	KindMetadataPull: "MetadataPull", KindMetadataPush: "MetadataPush", KindPushPull: "PushPull",
 	KindSnapshotAck: "SnapshotAck", KindForwardReply: "ForwardReply", KindKeepalive: "Keepalive",
 	KindLeaseRound: "LeaseRound", KindLeaseReply: "LeaseReply",
+	KindRecordsPull: "RecordsPull", KindRecordsChunk: "RecordsChunk",
 
 	KindDrain: "Drain", KindUndrain: "Undrain", KindTransferLeader: "TransferLeader", KindRemoveNode: "RemoveNode",
 	KindAdminResult: "AdminResult",

@@ -8,13 +8,16 @@ package wire
 // by every new shard leader. Term is the sender's raft term as leader of
 // Shard: a node refuses ownership messages of a shard from a lower term
 // than the highest it has seen, so a deposed leader cannot reorder a stale
-// open past a newer close. Answered by TopicAck.
+// open past a newer close. Prev, when not empty, is the owner the topic
+// moved from, whose records the new owner pulls (RecordsPull) before it
+// serves. Answered by TopicAck.
 type OpenTopic struct {
 	Topic      []byte
 	Epoch      uint64
 	Partitions uint32
 	Shard      uint64
 	Term       uint64
+	Prev       []byte
 }
 
 // AppendOpenTopic appends m's payload.
@@ -23,7 +26,8 @@ func AppendOpenTopic(dst []byte, m *OpenTopic) []byte {
 	dst = appendU64(dst, m.Epoch)
 	dst = appendUvarint(dst, uint64(m.Partitions))
 	dst = appendU64(dst, m.Shard)
-	return appendUvarint(dst, m.Term)
+	dst = appendUvarint(dst, m.Term)
+	return appendBytes(dst, m.Prev)
 }
 
 // DecodeOpenTopic decodes an OpenTopic payload into m.
@@ -34,17 +38,20 @@ func DecodeOpenTopic(b []byte, m *OpenTopic) error {
 	m.Partitions = uint32(r.uvarintMax(MaxPartitions))
 	m.Shard = r.u64()
 	m.Term = r.uvarint()
+	m.Prev = r.bytes(MaxNodeIDLen)
 	return r.end()
 }
 
 // CloseTopic tells a node it no longer owns topic (KindCloseTopic): any
 // epoch up to and including Epoch is closed, for good. Term is as for
-// OpenTopic. Answered by TopicAck.
+// OpenTopic. Revoked says the topic was revoked, not moved: its records
+// are deleted. Answered by TopicAck.
 type CloseTopic struct {
-	Topic []byte
-	Epoch uint64
-	Shard uint64
-	Term  uint64
+	Topic   []byte
+	Epoch   uint64
+	Shard   uint64
+	Term    uint64
+	Revoked bool
 }
 
 // AppendCloseTopic appends m's payload.
@@ -52,7 +59,8 @@ func AppendCloseTopic(dst []byte, m *CloseTopic) []byte {
 	dst = appendBytes(dst, m.Topic)
 	dst = appendU64(dst, m.Epoch)
 	dst = appendU64(dst, m.Shard)
-	return appendUvarint(dst, m.Term)
+	dst = appendUvarint(dst, m.Term)
+	return appendBool(dst, m.Revoked)
 }
 
 // DecodeCloseTopic decodes a CloseTopic payload into m.
@@ -62,6 +70,7 @@ func DecodeCloseTopic(b []byte, m *CloseTopic) error {
 	m.Epoch = r.u64()
 	m.Shard = r.u64()
 	m.Term = r.uvarint()
+	m.Revoked = r.bool()
 	return r.end()
 }
 

@@ -7,7 +7,13 @@ import (
 
 func TestPeerMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7}, AppendOpenTopic, DecodeOpenTopic)
+	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7, Prev: []byte("n2")}, AppendOpenTopic, DecodeOpenTopic)
 	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4, Term: 7}, AppendCloseTopic, DecodeCloseTopic)
+	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4, Term: 7, Revoked: true}, AppendCloseTopic, DecodeCloseTopic)
+	roundTrip(t, &RecordsPull{Topic: []byte("t"), Epoch: 3, From: 1 << 40, MaxBytes: 1 << 20}, AppendRecordsPull, DecodeRecordsPull)
+	roundTrip(t, &RecordsChunk{Topic: []byte("t"), Records: []Record{{Offset: 0, Epoch: 1, Value: []byte("a")}, {Offset: 1 << 40, Epoch: 2, Value: []byte("b")}},
+		Next: 1<<40 + 1, End: 1<<40 + 1}, AppendRecordsChunk, DecodeRecordsChunk)
+	roundTrip(t, &RecordsChunk{Topic: []byte("t"), Status: HandoffNotClosed}, AppendRecordsChunk, DecodeRecordsChunk)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2, Status: TopicBelowFloor}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &LeaseRound{Seq: 9, Requests: []LeaseRequest{{Shard: 1, Digest: 1 << 63}, {Shard: 300, Digest: 5}},
@@ -45,6 +51,9 @@ func TestPeerMessagesReject(t *testing.T) {
 		{"metadata kind", DecodeMetadataPull(AppendMetadataPull(nil, &MetadataPull{Kind: 0}), new(MetadataPull)), ErrMalformed},
 		{"push kind", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 4}), new(MetadataPush)), ErrMalformed},
 		{"open without topic", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{}), new(OpenTopic)), ErrMalformed},
+		{"open from a long node id", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{Topic: []byte("t"), Prev: make([]byte, MaxNodeIDLen+1)}), new(OpenTopic)), ErrTooLarge},
+		{"chunk status", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"), Status: 2}), new(RecordsChunk)), ErrMalformed},
+		{"pull without topic", DecodeRecordsPull(AppendRecordsPull(nil, &RecordsPull{}), new(RecordsPull)), ErrMalformed},
 		{"ack status", DecodeTopicAck(AppendTopicAck(nil, &TopicAck{Topic: []byte("t"), Status: 3}), new(TopicAck)), ErrMalformed},
 		{"granted topic without name", DecodeLeaseReply(AppendLeaseReply(nil, &LeaseReply{Grants: []LeaseGrant{{Listed: true, Topics: []TopicEpoch{{Epoch: 1}}}}}), new(LeaseReply)), ErrMalformed},
 		{"lease reply flags", DecodeLeaseReply(append(AppendLeaseReply(nil, &LeaseReply{})[:11], 8), new(LeaseReply)), ErrMalformed},
@@ -59,9 +68,21 @@ func TestPeerMessagesReject(t *testing.T) {
 
 func TestPropertyPeerMessages(t *testing.T) {
 	prop(t, "OpenTopic", func(g gen) *OpenTopic {
-		return &OpenTopic{Topic: g.topic(), Epoch: g.u64(), Partitions: g.u32(MaxPartitions), Shard: g.u64()}
+		return &OpenTopic{Topic: g.topic(), Epoch: g.u64(), Partitions: g.u32(MaxPartitions), Shard: g.u64(), Prev: g.nodeID()}
 	}, AppendOpenTopic, DecodeOpenTopic)
-	prop(t, "CloseTopic", func(g gen) *CloseTopic { return &CloseTopic{Topic: g.topic(), Epoch: g.u64(), Shard: g.u64()} }, AppendCloseTopic, DecodeCloseTopic)
+	prop(t, "CloseTopic", func(g gen) *CloseTopic {
+		return &CloseTopic{Topic: g.topic(), Epoch: g.u64(), Shard: g.u64(), Revoked: g.bool()}
+	}, AppendCloseTopic, DecodeCloseTopic)
+	prop(t, "RecordsPull", func(g gen) *RecordsPull {
+		return &RecordsPull{Topic: g.topic(), Epoch: g.u64(), From: g.u64(), MaxBytes: g.u32(1 << 30)}
+	}, AppendRecordsPull, DecodeRecordsPull)
+	prop(t, "RecordsChunk", func(g gen) *RecordsChunk {
+		m := &RecordsChunk{Topic: g.topic(), Status: HandoffStatus(g.r.IntN(2)), Next: g.u64(), End: g.u64()}
+		for range g.r.IntN(5) {
+			m.Records = append(m.Records, Record{Offset: g.u64(), Epoch: g.u64(), Value: g.bytes(0, 64)})
+		}
+		return m
+	}, AppendRecordsChunk, DecodeRecordsChunk)
 	prop(t, "TopicAck", func(g gen) *TopicAck { return &TopicAck{Topic: g.topic(), Epoch: g.u64()} }, AppendTopicAck, DecodeTopicAck)
 	prop(t, "Forward", func(g gen) *Forward {
 		return &Forward{Hops: uint8(g.r.IntN(MaxForwardHops + 1)), Origin: g.nodeID(), Kind: KindAssign + Kind(g.r.IntN(int(KindStatus-KindAssign)+1)), Payload: g.bytes(0, 300)}

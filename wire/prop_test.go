@@ -59,7 +59,7 @@ func TestPropertyClientMessages(t *testing.T) {
 	prop(t, "FetchResult", func(g gen) *FetchResult {
 		m := &FetchResult{Topic: g.topic(), Epoch: g.u64(), Next: g.u64(), HighWatermark: g.u64()}
 		for range g.n(20) {
-			m.Records = append(m.Records, Record{Offset: g.u64(), Value: g.bytes(0, 64)})
+			m.Records = append(m.Records, Record{Offset: g.u64(), Epoch: g.u64(), Value: g.bytes(0, 64)})
 		}
 		return m
 	}, AppendFetchResult, DecodeFetchResult)

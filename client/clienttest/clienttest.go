@@ -63,6 +63,7 @@ type topicState struct {
 	epoch      uint64
 	partitions uint32
 	records    [][]byte
+	epochs     []uint64 // the epoch each record was written at
 }
 
 // Fault is what a node does with one request instead of answering it.
@@ -567,6 +568,7 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 		first := uint64(len(t.records))
 		for _, r := range m.Records {
 			t.records = append(t.records, slices.Clone(r))
+			t.epochs = append(t.epochs, t.epoch)
 		}
 		return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: t.epoch, Offset: first}), nil
 	case wire.KindFetch:
@@ -590,7 +592,7 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 				break
 			}
 			size += len(v)
-			res.Records = append(res.Records, wire.Record{Offset: off, Value: v})
+			res.Records = append(res.Records, wire.Record{Offset: off, Epoch: t.epochs[off], Value: v})
 			res.Next = off + 1
 		}
 		return wire.KindFetchResult, wire.AppendFetchResult(nil, &res), nil

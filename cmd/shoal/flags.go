@@ -55,6 +55,7 @@ type nodeOptions struct {
 	swimPreset                       string
 	metadataSync                     time.Duration
 	leaseDuration, leaseRenew        time.Duration
+	handoffTimeout                   time.Duration
 	maxClockDrift                    float64
 	memtableMiB                      int
 	changeLogLen                     int
@@ -128,6 +129,9 @@ ownership leases (see docs/leases.md):
   --max-clock-drift F     bound on how far any node's clock rate may be from true
                           time, as a fraction; lease waits are stretched by it
                           (default 0.01, at most 0.1)
+  --handoff-timeout D     how long a moved topic's new owner pulls the previous
+                          owner's records before serving without the rest, and a
+                          leaving node waits for its topics to be pulled (default 30s)
 
 storage:
   --change-log-len N      changes of topic assignments each shard replica keeps for
@@ -205,6 +209,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 0, "")
 	fs.DurationVar(&o.leaseRenew, "lease-renew-interval", 0, "")
 	fs.Float64Var(&o.maxClockDrift, "max-clock-drift", 0, "")
+	fs.DurationVar(&o.handoffTimeout, "handoff-timeout", 0, "")
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
 	fs.IntVar(&o.changeLogLen, "change-log-len", node.DefaultChangeLogLen, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
@@ -501,6 +506,9 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.leaseDuration > 0 && o.leaseRenew > 0 && 3*o.leaseRenew > o.leaseDuration {
 		return usagef("--lease-renew-interval %v: must be at most a third of --lease-duration %v", o.leaseRenew, o.leaseDuration)
+	}
+	if o.handoffTimeout < 0 {
+		return usagef("--handoff-timeout %v: must not be negative", o.handoffTimeout)
 	}
 	if o.maxClockDrift < 0 || o.maxClockDrift > 0.1 {
 		return usagef("--max-clock-drift %v: must be 0 to 0.1", o.maxClockDrift)

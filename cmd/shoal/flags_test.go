@@ -30,7 +30,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--bootstrap-expect", "3", "--shards", "256", "--replicas", "5",
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
-		"--store-memtable-mib", "4", "--change-log-len", "100",
+		"--store-memtable-mib", "4", "--handoff-timeout", "5s", "--change-log-len", "100",
 	), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestParseNodeArgs(t *testing.T) {
 		join:            []string{"127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7303"},
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
-		metadataSync: 3 * time.Second, memtableMiB: 4, changeLogLen: 100,
+		metadataSync: 3 * time.Second, memtableMiB: 4, handoffTimeout: 5 * time.Second, changeLogLen: 100,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -88,6 +88,7 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"change log empty", with("--change-log-len", "0"), "--change-log-len 0: must be 1 to 65536"},
 		{"change log huge", with("--change-log-len", "65537"), "--change-log-len 65537: must be 1 to 65536"},
 		{"memtable zero", with("--store-memtable-mib", "0"), "--store-memtable-mib 0: must be 1 to 1024"},
+		{"handoff timeout", with("--handoff-timeout", "-1s"), "--handoff-timeout -1s: must not be negative"},
 		{"memtable huge", with("--store-memtable-mib", "4096"), "--store-memtable-mib 4096: must be 1 to 1024"},
 		{"memtable text", with("--store-memtable-mib", "big"), `--store-memtable-mib "big": not a number`},
 		{"log format", with("--log-format", "xml"), `--log-format "xml"`},

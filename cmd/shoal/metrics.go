@@ -108,6 +108,11 @@ var metrics = []metric{
 	{"RequestsActive", "requests_in_flight", "Requests being served.", gauge, ""},
 	{"RecordsProduced", "records_produced_total", "Records appended to topics this node owns.", counter, ""},
 	{"RecordsFetched", "records_fetched_total", "Records returned by fetches.", counter, ""},
+	{"ProducesRemoved", "produces_removed_total", "Produces refused after their append (the lease ran out), whose records were removed again.", counter, ""},
+	{"HandoffsStarted", "handoffs_started_total", "Pulls of a moved topic's records from its previous owner, started by this node as the new owner.", counter, ""},
+	{"HandoffsCut", "handoffs_cut_total", "Record pulls that ended without every record: the previous owner died, the handoff timeout passed, or the topic moved on.", counter, ""},
+	{"HandoffRecords", "handoff_records_total", "Records pulled from previous owners of topics.", counter, ""},
+	{"TopicsDeleted", "topics_deleted_total", "Revoked topics whose records this node deleted.", counter, ""},
 	{"Watches", "watch_requests_total", "Watch requests taken.", counter, ""},
 	{"WatchEvents", "watch_events_total", "Assignment changes sent to watchers.", counter, ""},
 	{"WatchCompacted", "watch_compacted_total", "Watches answered that their position is older than the change log keeps.", counter, ""},
@@ -133,6 +138,7 @@ var metrics = []metric{
 	{"LeaseRefusals", "lease_refusals_total", "Shard leases refused: not the shard's leader, or its leadership not confirmed yet.", counter, ""},
 	{"LeaseFramesDropped", "lease_frames_dropped_total", "Lease frames dropped: queue full or undecodable.", counter, ""},
 	{"NotServedNoLease", "requests_without_lease_total", "Data requests refused because no unexpired lease covered the topic.", counter, ""},
+	{"OwnershipEventsFolded", "ownership_events_folded_total", "Ownership events an embedding program did not read in time, folded into the net change.", counter, ""},
 
 	// The operators' marks.
 	{"Drained", "drained", "1 while this node is drained (shoalctl drain): it takes no topics or shard leaderships.", gauge, ""},

@@ -42,6 +42,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 
 		MetadataSyncInterval: o.metadataSync,
 		LeaseDuration:        o.leaseDuration,
+		HandoffTimeout:       o.handoffTimeout,
 		LeaseRenewInterval:   o.leaseRenew,
 		MaxClockDrift:        o.maxClockDrift,
 		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,

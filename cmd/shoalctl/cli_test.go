@@ -175,8 +175,8 @@ func TestShoalctlProduceStdinAndFetchFormats(t *testing.T) {
 	if err := json.Unmarshal([]byte(o.stdout), &f); err != nil || len(f.Records) != 2 {
 		t.Fatalf("fetch: %q %v", o.stdout, err)
 	}
-	if f.Records[0] != (recordJSON{Offset: n - 2, Value: fmt.Sprintf("record %d", n-2)}) ||
-		f.Records[1] != (recordJSON{Offset: n - 1, Value: base64.StdEncoding.EncodeToString(binary), Encoding: "base64"}) {
+	if f.Records[0] != (recordJSON{Offset: n - 2, Epoch: 1, Value: fmt.Sprintf("record %d", n-2)}) ||
+		f.Records[1] != (recordJSON{Offset: n - 1, Epoch: 1, Value: base64.StdEncoding.EncodeToString(binary), Encoding: "base64"}) {
 		t.Fatalf("fetch --json: %+v", f.Records)
 	}
 	o = shoalctl(t, servers, "--json", "fetch", "t", "--from", from, "--format", "base64")

@@ -186,7 +186,7 @@ func TestShoalctlHappyPath(t *testing.T) {
 	}
 	f := decode(t, shoalctl(t, servers, "--json", "fetch", "topic-blue", "--from", "0"), "topic", "epoch", "records")
 	recs, _ := f["records"].([]any)
-	if len(recs) != 1 || !reflect.DeepEqual(recs[0], map[string]any{"offset": 0.0, "value": "hello"}) {
+	if len(recs) != 1 || !reflect.DeepEqual(recs[0], map[string]any{"offset": 0.0, "epoch": 1.0, "value": "hello"}) {
 		t.Fatalf("fetch: %v", f)
 	}
 	m := decode(t, shoalctl(t, servers, "--json", "members"), "members")

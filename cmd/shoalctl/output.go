@@ -46,6 +46,7 @@ type producedJSON struct {
 // Encoding says so.
 type recordJSON struct {
 	Offset   uint64 `json:"offset"`
+	Epoch    uint64 `json:"epoch"`
 	Value    string `json:"value"`
 	Encoding string `json:"encoding,omitempty"` // "base64", or absent for text
 }
@@ -187,18 +188,18 @@ func fetchJSON(r fetchedResult, allBase64 bool) fetchedJSON {
 	out := fetchedJSON{Topic: r.Topic, Epoch: r.Epoch, Records: make([]recordJSON, len(r.Records))}
 	for i, rec := range r.Records {
 		if allBase64 || !utf8.Valid(rec.Value) {
-			out.Records[i] = recordJSON{Offset: rec.Offset, Value: base64.StdEncoding.EncodeToString(rec.Value), Encoding: "base64"}
+			out.Records[i] = recordJSON{Offset: rec.Offset, Epoch: rec.Epoch, Value: base64.StdEncoding.EncodeToString(rec.Value), Encoding: "base64"}
 			continue
 		}
-		out.Records[i] = recordJSON{Offset: rec.Offset, Value: string(rec.Value)}
+		out.Records[i] = recordJSON{Offset: rec.Offset, Epoch: rec.Epoch, Value: string(rec.Value)}
 	}
 	return out
 }
 
 func (r fetchedResult) table(w *tabwriter.Writer) {
-	row(w, "OFFSET", "VALUE")
+	row(w, "OFFSET", "EPOCH", "VALUE")
 	for _, rec := range r.Records {
-		row(w, u64(rec.Offset), text(string(rec.Value)))
+		row(w, u64(rec.Offset), u64(rec.Epoch), text(string(rec.Value)))
 	}
 }
 
@@ -211,9 +212,9 @@ type formattedFetch struct {
 func (f formattedFetch) jsonValue() any { return fetchJSON(f.r, true) }
 
 func (f formattedFetch) table(w *tabwriter.Writer) {
-	row(w, "OFFSET", "VALUE")
+	row(w, "OFFSET", "EPOCH", "VALUE")
 	for _, rec := range f.r.Records {
-		row(w, u64(rec.Offset), base64.StdEncoding.EncodeToString(rec.Value))
+		row(w, u64(rec.Offset), u64(rec.Epoch), base64.StdEncoding.EncodeToString(rec.Value))
 	}
 }
 

@@ -31,16 +31,16 @@ var outputs = []struct {
 			"topic-blue  2      41\n"},
 	{"fetched",
 		fetchedResult{Topic: "t", Epoch: 2, Records: []client.Record{
-			{Offset: 0, Value: []byte("hello")}, {Offset: 1, Value: []byte("a\tb <&>")}, {Offset: 2, Value: []byte{}}}},
-		`{"topic":"t","epoch":2,"records":[{"offset":0,"value":"hello"},{"offset":1,"value":"a\tb <&>"},{"offset":2,"value":""}]}` + "\n",
-		"OFFSET  VALUE\n" +
-			"0       hello\n" +
-			"1       \"a\\tb <&>\"\n" +
-			"2       \"\"\n"},
+			{Offset: 0, Epoch: 1, Value: []byte("hello")}, {Offset: 1, Epoch: 1, Value: []byte("a\tb <&>")}, {Offset: 1 << 40, Epoch: 2, Value: []byte{}}}},
+		`{"topic":"t","epoch":2,"records":[{"offset":0,"epoch":1,"value":"hello"},{"offset":1,"epoch":1,"value":"a\tb <&>"},{"offset":1099511627776,"epoch":2,"value":""}]}` + "\n",
+		"OFFSET         EPOCH  VALUE\n" +
+			"0              1      hello\n" +
+			"1              1      \"a\\tb <&>\"\n" +
+			"1099511627776  2      \"\"\n"},
 	{"fetched nothing",
 		fetchedResult{Topic: "t", Epoch: 1},
 		`{"topic":"t","epoch":1,"records":[]}` + "\n",
-		"OFFSET  VALUE\n"},
+		"OFFSET  EPOCH  VALUE\n"},
 	{"members",
 		membersResult{
 			{ID: "n1", Generation: 3, Incarnation: 1, State: wire.MemberAlive, Rack: "r1", SwimAddr: "127.0.0.1:7301", ClientAddr: "127.0.0.1:7101", PeerAddr: "127.0.0.1:7201"},

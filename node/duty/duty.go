@@ -93,6 +93,10 @@ type RPC struct {
 	Shard      uint64
 	Term       uint64
 	ReqID      uint64
+	// Prev: on an Open, the owner whose records the new owner pulls.
+	Prev string
+	// Revoked: on a Close, the topic was revoked (its records go).
+	Revoked bool
 	// fresh: an Open of a topic nobody held before; never gated.
 	fresh  bool
 	sentAt time.Time
@@ -562,7 +566,7 @@ func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGr
 	}
 	for _, e := range effs {
 		r := &RPC{Node: e.Node, Open: e.Kind == meta.EffectOpen, Topic: e.Topic, Epoch: e.Epoch, Partitions: e.Partitions,
-			Shard: shard, Term: s.term, fresh: e.Fresh}
+			Shard: shard, Term: s.term, Prev: e.Prev, Revoked: e.Revoked, fresh: e.Fresh}
 		if !r.Open {
 			if l.released[e.Node] {
 				continue
@@ -591,7 +595,7 @@ func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
 	deadline := s.since.Add(l.cfg.NewLeaderWait())
 	for _, a := range topics {
 		l.add(&RPC{Node: a.Owner, Open: true, Topic: a.Topic, Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard, Term: s.term,
-			fresh: a.Epoch == 1 && a.Previous == ""})
+			Prev: a.Previous, fresh: a.Epoch == 1 && a.Previous == ""})
 		if a.Previous != "" {
 			s.fences[a.Topic] = append(s.fences[a.Topic], fence{node: a.Previous, epoch: a.Epoch, deadline: deadline})
 			l.add(&RPC{Node: a.Previous, Topic: a.Topic, Epoch: a.Epoch, Shard: shard, Term: s.term})

@@ -1,0 +1,383 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Record handoff: when a topic moves with its previous owner alive (an
+// assign with a new owner, a move off a silent or leaving owner), the
+// OpenTopic names that owner, and the new owner pulls its records
+// (RecordsPull, answered by RecordsChunk, at most maxHandoffChunkBytes of
+// values each) before it serves the topic: until then its produces and
+// fetches of the topic are answered Unavailable. The records keep their
+// offsets and epochs, and the new owner writes above them (offsets.go).
+//
+// The previous owner answers only once it no longer holds the topic at an
+// epoch below the asker's (its Close came), and after every produce of the
+// topic in flight there finished (produce takes the topic's gate for
+// reading): its log no longer changes, and what the asker copies holds no
+// record that is still to be refused and removed.
+//
+// A leaving node (Leave) stays up, after it stopped serving and left SWIM,
+// until the new owners of its topics pulled them to the end, or
+// Config.HandoffTimeout passed.
+//
+// A pull ends without the rest when the previous owner is declared dead by
+// SWIM, when it leaves maxUnanswered pulls in a row unanswered (it left
+// and closed, or cannot reach this node: an owner moved for its silence
+// often cannot), when Config.HandoffTimeout has passed, or when this node
+// stops holding the topic at that epoch; the new owner then serves what it
+// copied. A pull is not resumed after a restart of the new owner. Nodes
+// driven by a caller (NewDriven) do not hand records over.
+//
+// A produce gate is kept for every topic this node was asked to write to
+// (a lock and the topic's name), as the store keeps each topic's bounds.
+
+// maxHandoffChunkBytes bounds the record values of one RecordsChunk.
+const maxHandoffChunkBytes = 1 << 20
+
+// maxHandoffs bounds the pulls that run at once; more wait their turn.
+const maxHandoffs = 16
+
+// maxUnanswered is how many pulls in a row a previous owner may leave
+// unanswered (each waits a lease renewal interval, then half of one)
+// before the new owner stops asking: a topic moved off an owner that
+// cannot answer waits about 4.5 renewal intervals longer for it.
+const maxUnanswered = 3
+
+// handoffs is the state of the record pulls of this node.
+type handoffs struct {
+	mu      sync.Mutex
+	active  map[string]uint64                  // topic → epoch whose records are being pulled
+	waiting map[uint64]chan *wire.RecordsChunk // request id → the pull's answer
+	from    map[uint64]string                  // request id → node asked
+	n       atomic.Int32                       // len(active), read without the lock
+	seq     uint64
+	sem     chan struct{}
+	enabled bool // records are handed over (a started node, not driven)
+	// gates: topic → *sync.RWMutex, held for reading by a produce from
+	// its first lease check to its answer, and taken for writing by a
+	// pull's answer.
+	gates sync.Map
+	// leaving: while this node leaves, the topics it held (→ epoch) whose
+	// records no new owner has pulled to the end yet; left is closed when
+	// none is left.
+	leaving map[string]uint64
+	left    chan struct{}
+}
+
+func (h *handoffs) init() {
+	h.active = make(map[string]uint64)
+	h.waiting = make(map[uint64]chan *wire.RecordsChunk)
+	h.from = make(map[uint64]string)
+	h.sem = make(chan struct{}, maxHandoffs)
+}
+
+// gate returns topic's produce gate.
+func (h *handoffs) gate(topic []byte) *sync.RWMutex {
+	if g, ok := h.gates.Load(string(topic)); ok {
+		return g.(*sync.RWMutex)
+	}
+	g, _ := h.gates.LoadOrStore(string(topic), new(sync.RWMutex))
+	return g.(*sync.RWMutex)
+}
+
+// pending reports whether topic's records are still being pulled.
+func (h *handoffs) pending(topic []byte) bool {
+	if h.n.Load() == 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.active[string(topic)]
+	return ok
+}
+
+// mark marks topic's records at epoch as being pulled, before the topic is
+// held at epoch; it reports false on a node that does not hand records
+// over (driven, or not started).
+func (h *handoffs) mark(topic string, epoch uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.enabled {
+		return false
+	}
+	if _, ok := h.active[topic]; !ok {
+		h.n.Add(1)
+	}
+	h.active[topic] = epoch
+	return true
+}
+
+// unmark ends what mark began for topic at epoch.
+func (h *handoffs) unmark(topic string, epoch uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.active[topic]; ok && e == epoch {
+		delete(h.active, topic)
+		h.n.Add(-1)
+	}
+}
+
+// beginHandoff starts the pull of topic's records at epoch from prev,
+// which mark announced. The caller holds ownWrite.
+func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
+	h := &n.ho
+	n.counters.handoffsStarted.Add(1)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		complete := n.pullRecords(topic, epoch, prev)
+		h.unmark(topic, epoch)
+		if !complete {
+			n.counters.handoffsCut.Add(1)
+		}
+	}()
+}
+
+// pullRecords pulls prev's records of topic for epoch; it reports whether
+// it got all of them.
+func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
+	select {
+	case n.ho.sem <- struct{}{}:
+		defer func() { <-n.ho.sem }()
+	case <-n.ctx.Done():
+		return false
+	}
+	chunk := uint32(maxHandoffChunkBytes)
+	if c := n.cfg.testHooks.handoffChunkBytes; c != 0 {
+		chunk = c
+	}
+	deadline := n.clock().Add(n.cfg.HandoffTimeout)
+	wait := n.cfg.LeaseRenewInterval
+	var from uint64
+	unanswered := 0
+	for {
+		if n.ctx.Err() != nil {
+			return false
+		}
+		if t, ok := n.holding(topic); !ok || t != epoch {
+			return false
+		}
+		if v := n.view.Load(); (v.dead[prev] && v.byID[prev].State != swim.StateLeft) || unanswered >= maxUnanswered {
+			n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
+			return false
+		}
+		if !n.clock().Before(deadline) {
+			n.log.Warn("node: handoff timed out; serving what was copied", "topic", topic, "from", prev, "at", from)
+			return false
+		}
+		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, wait)
+		if err != nil {
+			unanswered++
+			n.sleep(wait / 2)
+			continue
+		}
+		unanswered = 0
+		if c.Status == wire.HandoffNotClosed {
+			n.sleep(wait / 2)
+			continue
+		}
+		recs := make([]shardstore.Record, len(c.Records))
+		for i, r := range c.Records {
+			recs[i] = shardstore.Record{Offset: r.Offset, Epoch: r.Epoch, Value: r.Value}
+		}
+		if len(recs) > 0 {
+			if err := n.store.PutRecords([]byte(topic), recs); err != nil {
+				n.log.Error("node: handoff: store records", "topic", topic, "err", err)
+				n.sleep(wait)
+				continue
+			}
+			n.counters.handoffRecords.Add(uint64(len(recs)))
+		}
+		if c.Next >= c.End || (len(recs) == 0 && c.Next <= from) {
+			return true
+		}
+		from = c.Next
+	}
+}
+
+// holding returns the epoch this node holds topic at.
+func (n *Node) holding(topic string) (uint64, bool) {
+	n.ownMu.RLock()
+	defer n.ownMu.RUnlock()
+	t, ok := n.own.Get([]byte(topic))
+	return t.Epoch, ok
+}
+
+// sleep waits d or until the node stops.
+func (n *Node) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-n.ctx.Done():
+	}
+}
+
+// askRecords sends one RecordsPull to node and waits up to d for its
+// answer.
+func (n *Node) askRecords(node string, m *wire.RecordsPull, d time.Duration) (*wire.RecordsChunk, error) {
+	h := &n.ho
+	ch := make(chan *wire.RecordsChunk, 1)
+	h.mu.Lock()
+	h.seq++
+	id := h.seq
+	h.waiting[id] = ch
+	h.from[id] = node
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.waiting, id)
+		delete(h.from, id)
+		h.mu.Unlock()
+	}()
+	f, start := wire.BeginFrame(nil, wire.KindRecordsPull, id)
+	f = wire.AppendRecordsPull(f, m)
+	f, err := wire.EndFrame(f, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.net.Send(node, f); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, d)
+	defer cancel()
+	select {
+	case c := <-ch:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// takeRecordsChunk hands a RecordsChunk from node from to the pull that
+// asked for it.
+func (n *Node) takeRecordsChunk(from string, h wire.Header, frame []byte) {
+	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
+	if err != nil {
+		return
+	}
+	c := new(wire.RecordsChunk)
+	if wire.DecodeRecordsChunk(append([]byte(nil), payload...), c) != nil {
+		return
+	}
+	n.ho.mu.Lock()
+	ch := n.ho.waiting[h.RequestID]
+	if n.ho.from[h.RequestID] != from {
+		ch = nil
+	}
+	n.ho.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- c:
+		default:
+		}
+	}
+}
+
+// serveRecordsPull answers a new owner's RecordsPull with a chunk of this
+// node's log of the topic, once this node no longer holds the topic below
+// the asker's epoch and its produces in flight finished.
+func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
+	var m wire.RecordsPull
+	if wire.DecodeRecordsPull(payload, &m) != nil || m.Epoch == 0 {
+		return
+	}
+	if hook := n.cfg.testHooks.answerPull; hook != nil && !hook(string(m.Topic)) {
+		return
+	}
+	res := wire.RecordsChunk{Topic: m.Topic}
+	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.releasedAll(m.Topic, e) {
+		res.Status = wire.HandoffNotClosed
+	} else {
+		n.awaitProduces(m.Topic)
+		maxBytes := int(min(m.MaxBytes, maxHandoffChunkBytes))
+		next, err := n.store.ReadRecords(m.Topic, m.From, max(maxBytes, 1), func(off, epoch uint64, v []byte) bool {
+			res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
+			return len(res.Records) < wire.MaxRecordsPerProduce
+		})
+		hw, herr := n.store.HighWatermark(m.Topic)
+		switch {
+		case errors.Is(err, shardstore.ErrOffsetOutOfRange) && herr == nil && m.From > hw:
+			res.Next, res.End = m.From, hw // nothing beyond what the asker has
+		case err != nil || herr != nil:
+			return // the asker asks again
+		default:
+			res.Next, res.End = next, max(hw, next)
+		}
+		if res.Next >= res.End {
+			n.handedOver(string(m.Topic), m.Epoch)
+		}
+	}
+	f, start := wire.BeginFrame(nil, wire.KindRecordsChunk, h.RequestID)
+	f = wire.AppendRecordsChunk(f, &res)
+	if f, err := wire.EndFrame(f, start); err == nil {
+		_ = c.Write(f)
+	}
+}
+
+// releasedAll reports whether this node gave up every topic (it is
+// leaving), which closes topic at epoch as surely as a Close.
+func (n *Node) releasedAll(topic []byte, epoch uint64) bool {
+	_, r := n.serveCheck(topic, epoch)
+	return r == ownership.Released
+}
+
+// awaitHandoffs is the leaving node's wait for the new owners of the
+// topics it held to pull their records, bounded by ctx and
+// Config.HandoffTimeout. The caller released every topic first.
+func (n *Node) awaitHandoffs(ctx context.Context, held map[string]uint64) {
+	if n.driven || len(held) == 0 {
+		return
+	}
+	h := &n.ho
+	h.mu.Lock()
+	h.leaving = held
+	h.left = make(chan struct{})
+	left := h.left
+	h.mu.Unlock()
+	t := time.NewTimer(n.cfg.HandoffTimeout)
+	defer t.Stop()
+	select {
+	case <-left:
+	case <-t.C:
+		h.mu.Lock()
+		n.log.Warn("node: left before every topic's records were pulled", "topics", len(h.leaving))
+		h.mu.Unlock()
+	case <-ctx.Done():
+	}
+}
+
+// handedOver notes that a new owner at epoch pulled topic's records to the
+// end.
+func (n *Node) handedOver(topic string, epoch uint64) {
+	h := &n.ho
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.leaving[topic]; !ok || e >= epoch {
+		return
+	}
+	delete(h.leaving, topic)
+	if len(h.leaving) == 0 {
+		close(h.left)
+	}
+}
+
+// awaitProduces returns once every produce of topic that passed its first
+// lease check when it was called has answered: taking the gate for
+// writing waits for them, and what comes later fails its check.
+func (n *Node) awaitProduces(topic []byte) {
+	g := n.ho.gate(topic)
+	g.Lock()
+	defer g.Unlock()
+}
