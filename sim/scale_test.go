@@ -36,7 +36,7 @@ func TestScaleSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []*ScaleResult{a, b} {
-		r.WallPerNode, r.CPUPerNode, r.HeapBytes, r.MaxRSS, r.Wall = 0, 0, 0, 0, 0
+		r.WallPerNode, r.CPUPerNode, r.HeapBytes, r.MaxRSS, r.Wall, r.Load = 0, 0, 0, 0, 0, 0
 	}
 	if ja, jb := fmt.Sprintf("%+v", *a), fmt.Sprintf("%+v", *b); ja != jb {
 		t.Fatalf("same seed, different figures:\n  %s\n  %s", ja, jb)
