@@ -69,7 +69,9 @@ func TestCgroups(t *testing.T) {
 	}
 	g, err := newCgroups()
 	if err != nil {
-		t.Skip(err)
+		// A root without a cgroup CPU controller (some containers): the
+		// tool itself exits with the same error there.
+		t.Skipf("no cgroup CPU controller here: %v", err)
 	}
 	dir, err := g.group("n1", 0.25)
 	if err != nil {
