@@ -65,6 +65,9 @@ func TestEfficiency(t *testing.T) {
 // runs there as the same pid, and remove leaves nothing behind.
 func TestCgroups(t *testing.T) {
 	if os.Geteuid() != 0 {
+		// Creating cgroups and moving processes into them needs root,
+		// which CI and the developers' machines have; the tool itself
+		// refuses to run without it.
 		t.Skip("cgroups need root")
 	}
 	g, err := newCgroups()
