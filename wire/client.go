@@ -297,11 +297,17 @@ func AppendFetchResult(dst []byte, m *FetchResult) []byte {
 	dst = appendU64(dst, m.Epoch)
 	dst = appendU64(dst, m.Next)
 	dst = appendU64(dst, m.HighWatermark)
-	dst = appendUvarint(dst, uint64(len(m.Records)))
-	for i := range m.Records {
-		dst = appendU64(dst, m.Records[i].Offset)
-		dst = appendUvarint(dst, m.Records[i].Epoch)
-		dst = appendBytes(dst, m.Records[i].Value)
+	return appendRecords(dst, m.Records)
+}
+
+// appendRecords appends a record list: uvarint count · {u64 offset ·
+// uvarint epoch · bytes value}.
+func appendRecords(dst []byte, recs []Record) []byte {
+	dst = appendUvarint(dst, uint64(len(recs)))
+	for i := range recs {
+		dst = appendU64(dst, recs[i].Offset)
+		dst = appendUvarint(dst, recs[i].Epoch)
+		dst = appendBytes(dst, recs[i].Value)
 	}
 	return dst
 }
@@ -314,18 +320,25 @@ func DecodeFetchResult(b []byte, m *FetchResult) error {
 	m.Epoch = r.u64()
 	m.Next = r.u64()
 	m.HighWatermark = r.u64()
-	n := r.count(MaxRecordsPerProduce, 10)
-	m.Records = grow(m.Records[:0], n)
-	for i := range m.Records {
-		m.Records[i].Offset = r.u64()
-		m.Records[i].Epoch = r.uvarint()
-		m.Records[i].Value = r.bytes(MaxRecordLen)
-	}
+	m.Records = r.records(m.Records)
 	if err := r.end(); err != nil {
 		m.Records = m.Records[:0]
 		return err
 	}
 	return nil
+}
+
+// records reads a record list (appendRecords) into recs[:0]: at most
+// MaxRecordsPerProduce records, values aliasing the input.
+func (r *reader) records(recs []Record) []Record {
+	n := r.count(MaxRecordsPerProduce, 10)
+	recs = grow(recs[:0], n)
+	for i := range recs {
+		recs[i].Offset = r.u64()
+		recs[i].Epoch = r.uvarint()
+		recs[i].Value = r.bytes(MaxRecordLen)
+	}
+	return recs
 }
 
 // MemberState is a member's SWIM state as a listing shows it.

@@ -62,13 +62,7 @@ func AppendRecordsChunk(dst []byte, m *RecordsChunk) []byte {
 	dst = append(dst, byte(m.Status))
 	dst = appendU64(dst, m.Next)
 	dst = appendU64(dst, m.End)
-	dst = appendUvarint(dst, uint64(len(m.Records)))
-	for i := range m.Records {
-		dst = appendU64(dst, m.Records[i].Offset)
-		dst = appendUvarint(dst, m.Records[i].Epoch)
-		dst = appendBytes(dst, m.Records[i].Value)
-	}
-	return dst
+	return appendRecords(dst, m.Records)
 }
 
 // DecodeRecordsChunk decodes a RecordsChunk payload into m, reusing
@@ -79,13 +73,7 @@ func DecodeRecordsChunk(b []byte, m *RecordsChunk) error {
 	m.Status = HandoffStatus(r.u8())
 	m.Next = r.u64()
 	m.End = r.u64()
-	n := r.count(MaxRecordsPerProduce, 10)
-	m.Records = grow(m.Records[:0], n)
-	for i := range m.Records {
-		m.Records[i].Offset = r.u64()
-		m.Records[i].Epoch = r.uvarint()
-		m.Records[i].Value = r.bytes(MaxRecordLen)
-	}
+	m.Records = r.records(m.Records)
 	if err := r.end(); err != nil {
 		m.Records = m.Records[:0]
 		return err
