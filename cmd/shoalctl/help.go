@@ -153,6 +153,21 @@ Prints a completion script for the shell. For example:
 `,
 }
 
+// completionWords are the words that may follow command c (bash and
+// zsh): its flags and the global ones, or its fixed arguments.
+func completionWords(c string) string {
+	words := strings.Join(append(flagNames(c), flagNames("")...), " ")
+	switch c {
+	case "completion":
+		words = strings.Join(completionShells, " ")
+	case "fetch":
+		words += " text base64 raw"
+	case "bench":
+		words += " " + strings.Join(benchOps, " ")
+	}
+	return words
+}
+
 // completionShells are the shells completion writes scripts for.
 var completionShells = []string{"bash", "zsh", "fish"}
 
@@ -200,16 +215,9 @@ func writeCompletion(w io.Writer, shell string) error {
 		b.WriteString("    case \"$cmd\" in\n")
 		fmt.Fprintf(&b, "        '') words=\"%s %s\";;\n", cmds, globals)
 		for _, c := range commandNames() {
-			words := strings.Join(append(flagNames(c), flagNames("")...), " ")
-			switch c {
-			case "help":
+			words := completionWords(c)
+			if c == "help" {
 				words = cmds
-			case "completion":
-				words = strings.Join(completionShells, " ")
-			case "fetch":
-				words += " text base64 raw"
-			case "bench":
-				words += " " + strings.Join(benchOps, " ")
 			}
 			fmt.Fprintf(&b, "        %s) words=\"%s\";;\n", c, words)
 		}
@@ -233,19 +241,11 @@ func writeCompletion(w io.Writer, shell string) error {
 		b.WriteString("    fi\n")
 		b.WriteString("    case ${words[cmd]} in\n")
 		for _, c := range commandNames() {
-			words := strings.Join(append(flagNames(c), flagNames("")...), " ")
-			switch c {
-			case "help":
+			if c == "help" {
 				b.WriteString("        help) _describe command cmds;;\n")
 				continue
-			case "completion":
-				words = strings.Join(completionShells, " ")
-			case "fetch":
-				words += " text base64 raw"
-			case "bench":
-				words += " " + strings.Join(benchOps, " ")
 			}
-			fmt.Fprintf(&b, "        %s) compadd -- %s;;\n", c, words)
+			fmt.Fprintf(&b, "        %s) compadd -- %s;;\n", c, completionWords(c))
 		}
 		b.WriteString("    esac\n")
 		b.WriteString("}\n")

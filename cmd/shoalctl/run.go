@@ -64,15 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if inv.cmd == "watch" {
 		return runWatch(ctx, inv, stdout, stderr)
 	}
-	cfg, err := clientConfig(inv)
-	if err != nil {
-		writeError(stderr, "Usage", err.Error(), inv.json)
-		return exitUsage
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		writeError(stderr, "Usage", err.Error(), inv.json)
-		return exitUsage
+	c, code := newClient(inv, stderr)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 	if inv.fromStdin {
@@ -95,20 +89,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return exitOK
 }
 
+// newClient returns the client the invocation describes, or nil and the
+// exit code after saying on stderr what is wrong.
+func newClient(inv *invocation, stderr io.Writer) (*client.Client, int) {
+	cfg, err := clientConfig(inv)
+	if err == nil {
+		var c *client.Client
+		if c, err = client.New(cfg); err == nil {
+			return c, exitOK
+		}
+	}
+	writeError(stderr, "Usage", err.Error(), inv.json)
+	return nil, exitUsage
+}
+
 // runWatch prints the changes of a watch until ctx ends (an interrupt):
 // then it prints, on stderr, the position to resume from, and exits 0. A
 // watch that fails says the position in its one error line (unless the
 // position is what failed: compacted).
 func runWatch(ctx context.Context, inv *invocation, stdout, stderr io.Writer) int {
-	cfg, err := clientConfig(inv)
-	if err != nil {
-		writeError(stderr, "Usage", err.Error(), inv.json)
-		return exitUsage
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		writeError(stderr, "Usage", err.Error(), inv.json)
-		return exitUsage
+	c, code := newClient(inv, stderr)
+	if c == nil {
+		return code
 	}
 	defer c.Close()
 	// --timeout bounds the start (and each request): a watch then runs
