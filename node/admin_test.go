@@ -274,7 +274,16 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	if err := c.node("n4").Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "n4 declared dead", func() bool { return c.node("n1").view.Load().dead["n4"] })
+	// Every live member is asked and refuses while it still sees n4
+	// alive: wait until each has declared it dead.
+	waitUntil(t, 20*time.Second, "n4 declared dead", func() bool {
+		for _, id := range []string{"n1", "n2", "n3"} {
+			if !c.node(id).view.Load().dead["n4"] {
+				return false
+			}
+		}
+		return true
+	})
 	var looks int
 	res, err := cl.RemoveNode(ctx, "n4", client.RemoveOptions{Progress: func(uint64) { looks++ }})
 	if err != nil {
