@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -597,9 +598,19 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
+// decodeToken decodes a position's or a cursor's text. The base64
+// decoder skips carriage returns and newlines; a token is one exact
+// string, so any is refused (one value, one spelling).
+func decodeToken(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, ErrBadPosition
+	}
+	return positionEncoding.DecodeString(s)
+}
+
 // decodePosition decodes a position of a cluster of shards shards (0: any).
 func decodePosition(s string, shards uint32) (map[uint64]wire.ShardPosition, error) {
-	b, err := positionEncoding.DecodeString(s)
+	b, err := decodeToken(s)
 	if err != nil || len(b) == 0 || b[0] != positionVersion {
 		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
 	}
@@ -665,7 +676,7 @@ func MergePositions(positions ...string) (string, error) {
 
 // positionShards returns the shard count of a valid position.
 func positionShards(s string) (uint32, bool) {
-	b, err := positionEncoding.DecodeString(s)
+	b, err := decodeToken(s)
 	if err != nil || len(b) < 2 {
 		return 0, false
 	}
@@ -682,7 +693,7 @@ func decodeCursor(s string) (uint64, []byte, error) {
 	if s == "" {
 		return 0, nil, nil
 	}
-	b, err := positionEncoding.DecodeString(s)
+	b, err := decodeToken(s)
 	if err != nil || len(b) < 2 || b[0] != positionVersion {
 		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
 	}
