@@ -112,7 +112,7 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 		if err == nil && st == wire.TopicDone && held && after.Epoch == open.Epoch {
 			// Newly held after a move: the previous owner's records
 			// come over before the topic is served.
-			n.beginHandoff(string(topic), open.Epoch, string(open.Prev))
+			n.beginHandoff(string(topic), open.Epoch, string(open.Prev), open.PrevSilent)
 		} else {
 			n.ho.unmark(string(topic), open.Epoch)
 		}
@@ -252,6 +252,9 @@ func (n *Node) sendDue() {
 // or closed in place.
 func (n *Node) sendRPC(r *duty.RPC) {
 	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
+	if r.Open && r.Prev != "" {
+		open.PrevSilent = n.prevSilent(r.Shard, r.Prev)
+	}
 	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
 	if r.Open {
 		closeMsg = nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/swim"
 )
 
 // reconcileLoop is the local controller of every shard this node leads:
@@ -119,8 +120,7 @@ func (n *Node) reassignDead(v *clusterView) {
 		_ = n.sm.withShard(shard, func(sh *shardState) {
 			st := sh.st
 			silent := func(id string) bool {
-				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
-					now.Sub(roundsFrom[id]) > silentFor
+				return leads && id != n.cfg.ID && quiet(now, silentFor, since, sh.lastAsk[id], roundsFrom[id])
 			}
 			if !st.AnyOwner(func(id string) bool { return gone(id) || v.drained[id] || silent(id) }) {
 				return // the common case, without sorting the owners
@@ -183,6 +183,41 @@ func (n *Node) reassignDead(v *clusterView) {
 			})
 		}
 	}
+}
+
+// quiet is reassignDead's rule of silence at now: this node has led the
+// shard since since, and the owner has neither asked it for a lease on
+// the shard (lastAsk) nor sent it any lease round (lastRound) for longer
+// than silentFor.
+func quiet(now time.Time, silentFor time.Duration, since, lastAsk, lastRound time.Time) bool {
+	return now.Sub(since) > silentFor && now.Sub(lastAsk) > silentFor && now.Sub(lastRound) > silentFor
+}
+
+// prevSilent reports whether the OpenTopic of a topic of shard moved off
+// prev says that prev cannot answer (wire.OpenTopic.PrevSilent): SWIM
+// declared it dead (not left: a leaving node answers the pulls), or, by
+// reassignDead's rule, it is silent towards this node as the shard's
+// leader — the two reasons for which this node moves topics off an owner
+// without asking it. An owner moved for another reason (an assign, a
+// drain, a leave) keeps sending rounds, so its new owner pulls in full.
+func (n *Node) prevSilent(shard uint64, prev string) bool {
+	if prev == "" || prev == n.cfg.ID {
+		return false
+	}
+	v := n.view.Load()
+	if v.dead[prev] && v.byID[prev].State != swim.StateLeft {
+		return true
+	}
+	since, leads := n.leaderSince(shard)
+	if !leads {
+		return false
+	}
+	n.roundsMu.Lock()
+	lastRound := n.roundsFrom[prev]
+	n.roundsMu.Unlock()
+	var lastAsk time.Time
+	_ = n.sm.withShard(shard, func(sh *shardState) { lastAsk = sh.lastAsk[prev] })
+	return quiet(n.clock(), silentOwnerLeases*n.cfg.LeaseDuration, since, lastAsk, lastRound)
 }
 
 // reassignEvery: with the membership unchanged, reassignDead looks at its
