@@ -666,6 +666,18 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
 	return out
 }
 
+// Next returns when the earliest queued message is due, to be sent or to
+// be looked at again (a held-back open whose wait ends, a resend); ok is
+// false when nothing is queued. A caller that calls Due then, rather than
+// at its next periodic turn, sends a held-back open the moment its fences
+// allow, not up to a period later.
+func (l *Leader) Next() (at time.Time, ok bool) {
+	if len(l.queue) == 0 {
+		return time.Time{}, false
+	}
+	return l.queue[0].at, true
+}
+
 // Ack takes node from's TopicAck of request reqID. An ack from another
 // node than the one asked, or about another topic, is ignored.
 func (l *Leader) Ack(from string, reqID uint64, a *wire.TopicAck) {
