@@ -114,7 +114,10 @@
 // member as learner, promote it on a later round, remove a voter the ring
 // no longer wants once the group has more voters than the replication
 // factor (handing leadership away first if it is the leader itself), then
-// transfer leadership to the preferred replica. Only committed raft
+// transfer leadership to the preferred replica — but not while the leader
+// is moving topics there (a reassignment in flight, an open not sent yet):
+// the next leader would hold those opens back again for its own
+// NewLeaderWait. Only committed raft
 // configuration changes count, so differing views cost time, not safety.
 //
 // A replica removed while its node was cut off never applies its removal

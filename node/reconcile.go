@@ -63,6 +63,13 @@ func (f *inFlight) begin(key uint64) bool {
 	return true
 }
 
+// busy reports whether key has work in flight.
+func (f *inFlight) busy(key uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[key]
+}
+
 func (f *inFlight) end(key uint64) {
 	f.mu.Lock()
 	delete(f.m, key)
@@ -341,6 +348,7 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 	n.reconcileMu.Unlock()
 	var steps []func(done func(bool))
 	var desired []string
+	deferred := false
 	for _, in := range infos {
 		if len(steps) == n.cfg.MaxConfChanges {
 			break
@@ -352,11 +360,11 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 		if len(desired) == 0 {
 			continue
 		}
-		if step := n.shardStep(v, in, slices.Clone(desired)); step != nil {
+		if step := n.shardStep(v, in, slices.Clone(desired), &deferred); step != nil {
 			steps = append(steps, step)
 		}
 	}
-	n.manageIdle.done(v, events, quiet && len(steps) == 0)
+	n.manageIdle.done(v, events, quiet && !deferred && len(steps) == 0)
 	if len(steps) == 0 {
 		n.managing.end(0)
 		return
@@ -377,8 +385,9 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 }
 
 // shardStep returns the one change the shard needs (nil: none), which
-// reports through done whether it was made.
-func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func(done func(bool)) {
+// reports through done whether it was made; it sets *deferred when it
+// leaves a change for a later pass (holdsBack).
+func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string, deferred *bool) func(done func(bool)) {
 	want := make(map[uint64]bool, len(desired))
 	for _, d := range desired {
 		want[RaftID(d)] = true
@@ -453,9 +462,29 @@ func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func
 		return nil
 	}
 	if pref := v.placement.Leader(uint32(in.Shard)); pref != "" && pref != n.cfg.ID && v.alive(pref) && slices.Contains(in.Voters, RaftID(pref)) {
+		if n.holdsBack(in.Shard) {
+			*deferred = true
+			return nil
+		}
 		return n.transfer(in.Shard, RaftID(pref))
 	}
 	return nil
+}
+
+// holdsBack reports whether this node, leading shard, is moving topics
+// there: a reassignment of a dead or silent owner's topics is in flight,
+// or an open it owes is not sent yet (duty.Leader.HoldsBack). Its
+// leadership is then not handed to the preferred replica: the next leader
+// would hold the opens back again for its own NewLeaderWait, from its
+// election, and a topic moved off a dead leader and owner would stay
+// unwritable for a second such wait (4 s "lan").
+func (n *Node) holdsBack(shard uint64) bool {
+	if n.reassigning.busy(shard) {
+		return true
+	}
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.HoldsBack(shard)
 }
 
 // transferTo hands a shard's leadership to a desired live voter.

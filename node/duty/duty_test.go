@@ -268,6 +268,26 @@ func TestAHeldBackOpenIsDueTheMomentItsWaitEnds(t *testing.T) {
 	}
 }
 
+// TestALeaderSaysWhileItHoldsBackAnOpen: the shard manager does not hand
+// away the leadership of a shard whose leader still holds an open back.
+func TestALeaderSaysWhileItHoldsBackAnOpen(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 4, t0)
+	leading(l, 8, 4, t0)
+	if l.HoldsBack(7) {
+		t.Fatal("a leader that owes nothing holds an open back")
+	}
+	l.Resend(7, []meta.Assignment{{Topic: "moved", Owner: "n3", Previous: "n2", Epoch: 6, Partitions: 1, State: meta.Active}})
+	l.Due(t0, gone("n2"))
+	if !l.HoldsBack(7) || l.HoldsBack(8) {
+		t.Fatalf("holds back: shard 7 %v, shard 8 %v; want only 7", l.HoldsBack(7), l.HoldsBack(8))
+	}
+	l.Due(t0.Add(l.cfg.NewLeaderWait()), gone("n2"))
+	if l.HoldsBack(7) {
+		t.Fatal("the open was sent, yet the leader says it holds it back")
+	}
+}
+
 func TestADeposedLeaderStopsSending(t *testing.T) {
 	l := newLeader(t)
 	leading(l, 7, 3, t0.Add(-time.Hour))
