@@ -172,7 +172,7 @@ func (n *Node) beginHandoff(topic string, epoch uint64, prev string, silent bool
 func (n *Node) pullRecords(topic string, epoch uint64, prev string, silent bool) bool {
 	if silent {
 		if m, ok := n.view.Load().byID[prev]; !ok || m.State != swim.StateAlive {
-			n.log.Warn("node: previous owner moved off for silence, and not alive here; serving without its records", "topic", topic, "from", prev)
+			n.log.Warn("node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", topic, "from", prev)
 			return false
 		}
 	}
