@@ -146,7 +146,7 @@ func (n *Node) reassignDead(v *clusterView) {
 		_ = n.sm.withShard(shard, func(sh *shardState) {
 			st := sh.st
 			silent := func(id string) bool {
-				return leads && id != n.cfg.ID && quiet(now, silentFor, since, sh.lastAsk[id], roundsFrom[id])
+				return leads && id != n.cfg.ID && isSilent(now, silentFor, since, sh.lastAsk[id], roundsFrom[id])
 			}
 			if !st.AnyOwner(func(id string) bool { owners[id] = true; return gone(id) || v.drained[id] || silent(id) }) {
 				return // the common case, without sorting the owners
@@ -222,11 +222,11 @@ type deadMemo struct {
 	owners          map[string]bool
 }
 
-// quiet is reassignDead's rule of silence at now: this node has led the
+// isSilent is reassignDead's rule of silence at now: this node has led the
 // shard since since, and the owner has neither asked it for a lease on
 // the shard (lastAsk) nor sent it any lease round (lastRound) for longer
 // than silentFor.
-func quiet(now time.Time, silentFor time.Duration, since, lastAsk, lastRound time.Time) bool {
+func isSilent(now time.Time, silentFor time.Duration, since, lastAsk, lastRound time.Time) bool {
 	return now.Sub(since) > silentFor && now.Sub(lastAsk) > silentFor && now.Sub(lastRound) > silentFor
 }
 
@@ -254,7 +254,7 @@ func (n *Node) prevSilent(shard uint64, prev string) bool {
 	n.roundsMu.Unlock()
 	var lastAsk time.Time
 	_ = n.sm.withShard(shard, func(sh *shardState) { lastAsk = sh.lastAsk[prev] })
-	return quiet(n.clock(), silentOwnerLeases*n.cfg.LeaseDuration, since, lastAsk, lastRound)
+	return isSilent(n.clock(), silentOwnerLeases*n.cfg.LeaseDuration, since, lastAsk, lastRound)
 }
 
 // reassignEvery: with the membership unchanged, reassignDead looks at its
