@@ -46,8 +46,10 @@ import (
 // "not closed yet", shows the owner can answer after all: the pull then
 // goes on as any other. Records the silent owner acknowledged and this
 // node did not copy stay in that owner's log only (README, "Records
-// across ownership moves"). A pull is not resumed after a restart of the new owner. Nodes
-// driven by a caller (NewDriven) do not hand records over.
+// across ownership moves").
+//
+// A pull is not resumed after a restart of the new owner. Nodes driven by
+// a caller (NewDriven) do not hand records over.
 //
 // A produce gate is kept for every topic this node was asked to write to
 // (a lock and the topic's name), as the store keeps each topic's bounds.
