@@ -13,6 +13,7 @@ import (
 // (as one removed while cut off does) is found, checked with the shard's
 // leader, and dropped with its data; members are never dropped.
 func TestStrayReplicaIsConfirmedWithTheLeader(t *testing.T) {
+	t.Parallel()
 	c := startClusterWith(t, 3, func(cfg *Config) { cfg.Replicas = 2 })
 	n3 := c.node("n3")
 	v := n3.view.Load()
