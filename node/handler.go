@@ -325,26 +325,29 @@ func (n *Node) reply(c Conn, reqID uint64, kind wire.Kind, payload []byte) {
 }
 
 func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
-	var ack wire.TopicAck
-	var ok bool
+	reqID := h.RequestID
+	done := func(ack wire.TopicAck, ok bool) {
+		if !ok {
+			return // no ack: the leader retries
+		}
+		f, start := wire.BeginFrame(nil, wire.KindTopicAck, reqID)
+		f = wire.AppendTopicAck(f, &ack)
+		if f, err := wire.EndFrame(f, start); err == nil {
+			_ = c.Write(f)
+		}
+	}
+	// Taken with the others arriving at the same time, in one synced
+	// batch; the ack may be sent after this returns.
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
 		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			ack, ok = n.takeOwnership(&m, nil)
+			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done})
 		}
 	} else {
 		var m wire.CloseTopic
 		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			ack, ok = n.takeOwnership(nil, &m)
+			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done})
 		}
-	}
-	if !ok {
-		return // no ack: the leader retries
-	}
-	f, start := wire.BeginFrame(nil, wire.KindTopicAck, h.RequestID)
-	f = wire.AppendTopicAck(f, &ack)
-	if f, err := wire.EndFrame(f, start); err == nil {
-		_ = c.Write(f)
 	}
 }
 

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// ownedInStore reads topic's owned record from n's store.
+func ownedInStore(t *testing.T, n *Node, topic string) (shardstore.OwnedTopic, bool) {
+	t.Helper()
+	var got shardstore.OwnedTopic
+	var found bool
+	if err := n.store.OwnedTopics(func(tp string, o shardstore.OwnedTopic) bool {
+		if tp == topic {
+			got, found = o, true
+			return false
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got, found
+}
+
+// Ownership messages taken together are applied in their order, a close
+// setting the floor an open after it in the same batch finds, and each is
+// acknowledged only once the batch is written.
+func TestOwnershipBatchKeepsOrderAndFloors(t *testing.T) {
+	c := startCluster(t, 3)
+	n := c.node("n2")
+	shard := uint64(9)
+	n.leadMu.Lock()
+	term := n.replicaLead[shard].term
+	n.leadMu.Unlock()
+	var acks []wire.TopicAck
+	var oks []bool
+	var written []bool
+	// collect records an ack and whether, when it came, the store held
+	// what its message did: topic's floor at least floor, or topic owned
+	// at least at epoch.
+	collect := func(topic string, floor, epoch uint64) func(wire.TopicAck, bool) {
+		return func(a wire.TopicAck, ok bool) {
+			acks = append(acks, a)
+			oks = append(oks, ok)
+			f, err := n.store.TopicFloor(topic)
+			if err != nil {
+				t.Error(err)
+			}
+			o, found := ownedInStore(t, n, topic)
+			written = append(written, f >= floor && (epoch == 0 || found && o.Epoch >= epoch))
+		}
+	}
+	n.takeOwnershipMsgs(
+		// The close of epoch 3 overtakes the open of epoch 2, in one batch.
+		ownershipMsg{closeMsg: &wire.CloseTopic{Topic: []byte("batched-a"), Epoch: 3, Shard: shard, Term: term}, done: collect("batched-a", 3, 0)},
+		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 2, Partitions: 1, Shard: shard, Term: term}, done: collect("batched-a", 3, 0)},
+		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-b"), Epoch: 1, Partitions: 2, Shard: shard, Term: term}, done: collect("batched-b", 0, 1)},
+		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 4, Partitions: 1, Shard: shard, Term: term}, done: collect("batched-a", 3, 4)},
+	)
+	// Nothing else was taking messages: this call wrote the batch.
+	want := []struct {
+		st    wire.TopicStatus
+		epoch uint64
+	}{{wire.TopicDone, 3}, {wire.TopicBelowFloor, 0}, {wire.TopicDone, 1}, {wire.TopicDone, 4}}
+	if len(acks) != len(want) {
+		t.Fatalf("%d acks, want %d", len(acks), len(want))
+	}
+	for i, w := range want {
+		if !oks[i] || acks[i].Status != w.st || (w.epoch != 0 && acks[i].Epoch != w.epoch) {
+			t.Errorf("message %d: ack %+v ok %v, want status %v epoch %d", i, acks[i], oks[i], w.st, w.epoch)
+		}
+		if !written[i] {
+			t.Errorf("message %d acknowledged before what it did was written", i)
+		}
+	}
+	if floor, err := n.store.TopicFloor("batched-a"); err != nil || floor != 3 {
+		t.Fatalf("floor of batched-a: %d %v, want 3", floor, err)
+	}
+	if o, ok := ownedInStore(t, n, "batched-a"); !ok || o.Epoch != 4 {
+		t.Fatalf("batched-a in the store: %+v %v, want epoch 4", o, ok)
+	}
+	if o, ok := ownedInStore(t, n, "batched-b"); !ok || o.Epoch != 1 || o.Partitions != 2 {
+		t.Fatalf("batched-b in the store: %+v %v", o, ok)
+	}
+}
+
+// Opens arriving together from many goroutines are all taken, each
+// acknowledged with its topic written, in fewer synced batches than
+// messages when they overlap.
+func TestConcurrentOpensAllTaken(t *testing.T) {
+	c := startCluster(t, 3)
+	n := c.node("n2")
+	shard := uint64(9)
+	n.leadMu.Lock()
+	term := n.replicaLead[shard].term
+	n.leadMu.Unlock()
+	const opens = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, opens)
+	for i := range opens {
+		wg.Go(func() {
+			topic := fmt.Sprintf("together-%d", i)
+			ack, ok := n.takeOwnership(&wire.OpenTopic{Topic: []byte(topic), Epoch: 1, Partitions: 1, Shard: shard, Term: term}, nil)
+			if !ok || ack.Status != wire.TopicDone || ack.Epoch != 1 {
+				errs <- fmt.Errorf("%s: ack %+v ok %v", topic, ack, ok)
+				return
+			}
+			if _, found := ownedInStore(t, n, topic); !found {
+				errs <- fmt.Errorf("%s acknowledged before it was written", topic)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := range opens {
+		if _, ok := held(n, fmt.Sprintf("together-%d", i)); !ok {
+			t.Errorf("together-%d not held", i)
+		}
+	}
+}
