@@ -399,13 +399,13 @@ func (n *Node) sendDue() {
 // sendRPC sends one ownership message; a message to this node itself
 // is returned instead (local true), to be taken with the others due.
 func (n *Node) sendRPC(r *duty.RPC) (m ownershipMsg, local bool) {
-	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
-	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
+	var open *wire.OpenTopic
+	var closeMsg *wire.CloseTopic
 	if r.Open {
-		closeMsg = nil
+		open = &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
 		n.counters.opensSent.Add(1)
 	} else {
-		open = nil
+		closeMsg = &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
 		n.counters.closesSent.Add(1)
 	}
 	if r.Node == n.cfg.ID {
