@@ -88,7 +88,6 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	if c.Shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	n.shardEvents.Add(1)
 	n.leadMu.Lock()
 	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
 	n.leadMu.Unlock()
@@ -101,6 +100,9 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 		delete(n.leaderDue, c.Shard)
 	}
 	n.dutyMu.Unlock()
+	// Counted after the change: whoever read the count before looking at
+	// leaderships sees this change, or a count that differs next time.
+	n.shardEvents.Add(1)
 	if c.Leader != n.self {
 		n.recheckSettling()
 	}
@@ -116,7 +118,6 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	n.shardEvents.Add(1)
 	n.dutyMu.Lock()
 	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
 	n.dutyMu.Unlock()
@@ -125,6 +126,7 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 		delete(n.replicaLead, shard)
 		n.leadMu.Unlock()
 	}
+	n.shardEvents.Add(1)
 }
 
 // eventLoop applies membership events to the view and raft, spreads this

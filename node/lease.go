@@ -160,7 +160,7 @@ func (n *Node) leaseRound() {
 	}
 	now := n.clock()
 	n.ownMu.Lock()
-	seq, reqs, released := n.own.Round(now, n.leaderOfShard)
+	seq, reqs, released := n.own.Round(now, n.leaderOfShard, n.leaders.Version())
 	n.ownMu.Unlock()
 	n.dutyMu.Lock()
 	askIDs := n.duty.VouchRound(now, seq)
@@ -284,6 +284,7 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 	events := n.shardEvents.Load()
 	var sum wire.Summary
 	var mine []wire.ShardTerm
+	var ledVersion uint64
 	// An owner whose summary matched before, with no state changed and no
 	// leadership moved since: the same shards, digests and terms, so the
 	// shards need not be read again. The grant is recorded for the owner
@@ -292,13 +293,13 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 	c, cached := n.heldCache[from]
 	n.heldMu.Unlock()
 	if cached && c.sum == held && c.events == events && n.sm.grantIfUnchanged(from, c.version, now) {
-		sum, mine = c.sum, c.mine
+		sum, mine, ledVersion = c.sum, c.mine, c.ledVersion
 	} else {
 		version := n.sm.stateVersion()
-		sum, mine = n.sumHeld(from, now)
+		sum, mine, ledVersion = n.sumHeld(from, now)
 		n.heldMu.Lock()
 		if sum == held {
-			n.heldCache[from] = heldSummary{version: version, events: events, sum: sum, mine: mine}
+			n.heldCache[from] = heldSummary{version: version, events: events, sum: sum, mine: mine, ledVersion: ledVersion}
 		} else {
 			delete(n.heldCache, from)
 		}
@@ -309,9 +310,17 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 	}
 	reply.HeldMatched = true
 	// Every shard is asked (which also keeps its leadership confirmed by
-	// vouch rounds); only refusals need listing.
+	// vouch rounds); only refusals need listing. While every shard this
+	// node leads may be granted, as it led them when mine was read, one
+	// answer does for all.
 	var refused []int
 	n.dutyMu.Lock()
+	if n.duty.GrantAll(now, ledVersion) {
+		n.dutyMu.Unlock()
+		n.counters.leaseGrants.Add(uint64(len(mine)))
+		reply.HeldGranted = true
+		return
+	}
 	for i, st := range mine {
 		if term, ok := n.duty.CanGrant(now, st.Shard); !ok || term != st.Term {
 			refused = append(refused, i)
@@ -337,6 +346,7 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 // heldSummary is a summary of an owner's shards that matched its own.
 type heldSummary struct {
 	version, events uint64
+	ledVersion      uint64 // duty's, when mine was read
 	sum             wire.Summary
 	mine            []wire.ShardTerm // read only once cached
 }
@@ -345,9 +355,9 @@ type heldSummary struct {
 // which from owns topics, sums them as the owner does, and records a
 // grant to from on each at now (before knowing whether it is given: a
 // fence longer than needed costs a wait, never safety).
-func (n *Node) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wire.ShardTerm) {
+func (n *Node) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wire.ShardTerm, ledVersion uint64) {
 	n.dutyMu.Lock()
-	led := n.duty.LedTerms()
+	led, ledVersion := n.duty.LedTerms(), n.duty.Version()
 	n.dutyMu.Unlock()
 	for _, st := range led {
 		if st.Shard >= uint64(n.cfg.Shards) {
@@ -373,7 +383,7 @@ func (n *Node) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wir
 			mine = append(mine, st)
 		}
 	}
-	return sum, mine
+	return sum, mine, ledVersion
 }
 
 // takeLeaseReply takes node from's answer to one of this node's rounds.

@@ -179,6 +179,7 @@ type Node struct {
 	// last full pass saw (both used by the reconcile goroutine only).
 	deadPass int
 	deadView *clusterView
+	deadMemo deadMemo
 	// quietTicks counts event-loop passes without an event (the event
 	// loop's, or Drive's, goroutine only).
 	quietTicks int

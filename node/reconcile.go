@@ -109,6 +109,25 @@ func (n *Node) reassignDead(v *clusterView) {
 	n.roundsMu.Lock()
 	roundsFrom := maps.Clone(n.roundsFrom)
 	n.roundsMu.Unlock()
+	// The owners the last pass found, with no state applied and no
+	// leadership or configuration changed since: if none of them is gone,
+	// drained or can be silent now (its lease rounds keep coming), this
+	// pass would find nothing to move, and need not look.
+	version, events := n.sm.stateVersion(), n.shardEvents.Load()
+	if m := &n.deadMemo; m.valid && m.version == version && m.events == events {
+		quiet := true
+		for id := range m.owners {
+			if gone(id) || v.drained[id] || (id != n.cfg.ID && now.Sub(roundsFrom[id]) > silentFor) {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			return
+		}
+	}
+	owners := make(map[string]bool)
+	found := false
 	for s := range n.led {
 		if !n.led[s].Load() {
 			continue
@@ -122,9 +141,10 @@ func (n *Node) reassignDead(v *clusterView) {
 				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
 					now.Sub(roundsFrom[id]) > silentFor
 			}
-			if !st.AnyOwner(func(id string) bool { return gone(id) || v.drained[id] || silent(id) }) {
+			if !st.AnyOwner(func(id string) bool { owners[id] = true; return gone(id) || v.drained[id] || silent(id) }) {
 				return // the common case, without sorting the owners
 			}
+			found = true
 			for _, o := range st.Owners() {
 				silent, drained := silent(o.ID), v.drained[o.ID]
 				if !gone(o.ID) && !silent && !drained {
@@ -183,6 +203,16 @@ func (n *Node) reassignDead(v *clusterView) {
 			})
 		}
 	}
+	n.deadMemo = deadMemo{valid: !found, version: version, events: events, owners: owners}
+}
+
+// deadMemo is what reassignDead's last full pass saw: every owner of a
+// topic in a shard this node led, at a state version and shard events
+// count (valid: the pass found no owner to move).
+type deadMemo struct {
+	valid           bool
+	version, events uint64
+	owners          map[string]bool
 }
 
 // reassignEvery: with the membership unchanged, reassignDead looks at its

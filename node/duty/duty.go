@@ -127,9 +127,13 @@ type voters struct {
 
 type vouchRound struct {
 	at     time.Time
-	shards []vshard                // the shards asked about, sorted
+	shards []vshard                // the shards asked about, sorted (none in a round by summaries alone)
 	led    map[uint64]wire.Summary // voter → the summary it was asked
 	listed map[uint64]bool         // voters asked with the list, not only the summary
+	// version is ledVersion when the round was built; shared: the voters
+	// that said they share their summary.
+	version uint64
+	shared  map[uint64]bool
 }
 
 // Leader is one node's duties as the leader of some shards.
@@ -160,6 +164,24 @@ type Leader struct {
 	// (VouchAsk.Led per voter) was computed at sumsAt.
 	ledVersion, sumsAt uint64
 	sums               map[uint64]wire.Summary
+	// sumsCover: how many led shards the sums cover (those with a voter
+	// besides this node).
+	sumsCover int
+	// allAt: every led shard was confirmed at allAt, by a vouch round
+	// built at ledVersion allVersion whose every voter shared its summary
+	// (each voter follows this node in every shard it votes in, at the
+	// terms summed). It holds for every shard while ledVersion is still
+	// allVersion.
+	allAt      time.Time
+	allVersion uint64
+	// lastVround: the last vouch round built; a round by summaries alone
+	// follows only a round every voter answered by sharing its summary.
+	lastVround *vouchRound
+	// nonCurrent counts the led shards whose state is not yet current.
+	nonCurrent int
+	// demandAll: when a lease of every led shard was last asked at once
+	// (GrantAll); lastDemand: when any lease was last asked.
+	demandAll, lastDemand time.Time
 	// released: nodes that gave up every topic they held; none needs
 	// fencing until it holds something again (an Open was sent to it, or
 	// it asked for a lease without saying it is released).
@@ -190,15 +212,20 @@ func (l *Leader) Won(now time.Time, shard, term uint64) {
 	l.Lost(shard)
 	l.led[shard] = &led{term: term, since: now, fences: make(map[string][]fence)}
 	l.ledVersion++
+	l.nonCurrent++
 }
 
 // Lost records that this node no longer leads shard: what it owed there is
 // dropped (its successor owes it now), and it grants nothing more.
 func (l *Leader) Lost(shard uint64) {
-	if l.led[shard] == nil {
+	s := l.led[shard]
+	if s == nil {
 		return
 	}
 	l.ledVersion++
+	if !s.current {
+		l.nonCurrent--
+	}
 	delete(l.led, shard)
 	for r := range l.byShard[shard] {
 		l.drop(r.k, r)
@@ -234,8 +261,9 @@ func (l *Leader) Since(shard uint64) (time.Time, bool) {
 // Current records that this node's state of shard holds every entry
 // committed before term.
 func (l *Leader) Current(shard, term uint64) {
-	if s := l.led[shard]; s != nil && s.term == term {
+	if s := l.led[shard]; s != nil && s.term == term && !s.current {
 		s.current = true
+		l.nonCurrent--
 	}
 }
 
@@ -251,6 +279,9 @@ func (l *Leader) Confirm(shard, term uint64, at time.Time) {
 // SetVoters records shard's voters (and the outgoing voters of a joint
 // configuration), by raft id.
 func (l *Leader) SetVoters(shard uint64, in, out []uint64) {
+	if cur, ok := l.voters[shard]; ok && slices.Equal(cur.in, in) && slices.Equal(cur.out, out) {
+		return
+	}
 	l.ledVersion++
 	if len(in) == 0 && len(out) == 0 {
 		delete(l.voters, shard)
@@ -267,12 +298,60 @@ func (l *Leader) CanGrant(now time.Time, shard uint64) (uint64, bool) {
 	if s == nil {
 		return 0, false
 	}
-	s.demand = now
+	s.demand, l.lastDemand = now, now
 	l.demanded[shard] = struct{}{}
-	if !s.current || s.confirmedAt.IsZero() || now.Sub(s.confirmedAt) > l.cfg.ConfirmFresh {
+	if !s.current {
 		return s.term, false
 	}
-	return s.term, true
+	if !s.confirmedAt.IsZero() && now.Sub(s.confirmedAt) <= l.cfg.ConfirmFresh {
+		return s.term, true
+	}
+	if l.allFresh(now) {
+		if vs, ok := l.voters[shard]; ok && l.hasOtherVoter(vs) {
+			return s.term, true
+		}
+	}
+	return s.term, false
+}
+
+// Version returns a counter of changes of leaderships, terms and voters:
+// GrantAll answers for the shards LedTerms returned at that version.
+func (l *Leader) Version() uint64 { return l.ledVersion }
+
+// GrantAll reports whether, at now, leases may be granted on every shard
+// this node leads, each at its term, as LedTerms listed them at version
+// (that is, nothing changed since): every led state is current and a vouch
+// round whose every voter shared its summary confirmed them all at most
+// ConfirmFresh ago. It records the demand of every led shard. It costs
+// O(1): an owner whose summary matched is answered without looking at its
+// shards one by one.
+func (l *Leader) GrantAll(now time.Time, version uint64) bool {
+	l.lastDemand, l.demandAll = now, now
+	if version != l.ledVersion || l.nonCurrent != 0 || !l.allFresh(now) {
+		return false
+	}
+	l.ledSums()
+	return l.sumsCover == len(l.led)
+}
+
+// allFresh reports whether the confirmation of every led shard with
+// another voter (allAt) still holds at now.
+func (l *Leader) allFresh(now time.Time) bool {
+	return !l.allAt.IsZero() && l.allVersion == l.ledVersion && now.Sub(l.allAt) <= l.cfg.ConfirmFresh
+}
+
+func (l *Leader) hasOtherVoter(vs voters) bool {
+	for _, v := range vs.in {
+		if v != l.cfg.Self {
+			return true
+		}
+	}
+	for _, v := range vs.out {
+		if v != l.cfg.Self {
+			return true
+		}
+	}
+	return false
 }
 
 // VouchAsk is a vouch round's question to one voter.
@@ -288,38 +367,71 @@ type VouchAsk struct {
 }
 
 // VouchRound starts vouch round seq (the caller's round number, which the
-// answers echo; it must rise) at now for every led shard someone asked a
+// answers echo; it must rise) at now, for the led shards someone asked a
 // lease of within the last lease: what to ask each other voter. Nothing is
 // asked when no lease was.
+//
+// When every voter shared its summary in the last round, and nothing led
+// changed since, the round asks each voter by its summary alone, for
+// every led shard at once, and costs O(voters); a shared answer from every
+// voter then confirms every led shard (allAt). Otherwise it lists the
+// shards (every led shard while leases of all of them are asked at once,
+// else those asked one by one) to the voters that did not share their
+// summary, and counts vouches shard by shard.
 func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 	for s, r := range l.vrounds {
 		if now.Sub(r.at) > l.cfg.ConfirmFresh {
 			delete(l.vrounds, s)
 		}
 	}
-	var rd *vouchRound
-	for _, shard := range slices.Sorted(maps.Keys(l.demanded)) {
-		s := l.led[shard]
-		if s == nil || s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
-			delete(l.demanded, shard)
-			continue
+	if l.lastDemand.IsZero() || now.Sub(l.lastDemand) > l.cfg.Lease {
+		clear(l.demanded)
+		return nil
+	}
+	sums := l.ledSums()
+	if last := l.lastVround; last != nil && last.version == l.ledVersion && len(sums) > 0 && len(last.shared) == len(sums) {
+		rd := &vouchRound{at: now, led: make(map[uint64]wire.Summary, len(sums)), listed: make(map[uint64]bool),
+			version: l.ledVersion, shared: make(map[uint64]bool, len(sums))}
+		l.vrounds[seq], l.lastVround = rd, rd
+		asks := make(map[uint64]*VouchAsk, len(sums))
+		for v, sum := range sums {
+			asks[v] = &VouchAsk{Led: sum}
+			rd.led[v] = sum
 		}
+		return asks
+	}
+	var rd *vouchRound
+	add := func(shard uint64, s *led) {
 		vs, ok := l.voters[shard]
 		if !ok {
-			continue
+			return
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool)}
-			l.vrounds[seq] = rd
+			rd = &vouchRound{at: now, led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool),
+				version: l.ledVersion, shared: make(map[uint64]bool)}
+			l.vrounds[seq], l.lastVround = rd, rd
 		}
 		v := vshard{shard: shard, term: s.term, vs: vs}
 		v.ack(l.cfg.Self)
 		rd.shards = append(rd.shards, v)
 	}
+	if !l.demandAll.IsZero() && now.Sub(l.demandAll) <= l.cfg.Lease {
+		for _, shard := range slices.Sorted(maps.Keys(l.led)) {
+			add(shard, l.led[shard])
+		}
+	} else {
+		for _, shard := range slices.Sorted(maps.Keys(l.demanded)) {
+			s := l.led[shard]
+			if s == nil || s.demand.IsZero() || now.Sub(s.demand) > l.cfg.Lease {
+				delete(l.demanded, shard)
+				continue
+			}
+			add(shard, s)
+		}
+	}
 	if rd == nil {
 		return nil
 	}
-	sums := l.ledSums()
 	asks := make(map[uint64]*VouchAsk)
 	for i := range rd.shards {
 		l.eachVoter(rd.shards[i].vs, func(v uint64) {
@@ -347,11 +459,13 @@ func (l *Leader) ledSums() map[uint64]wire.Summary {
 		return l.sums
 	}
 	sums := make(map[uint64]wire.Summary)
+	l.sumsCover = 0
 	for shard, s := range l.led {
 		vs, ok := l.voters[shard]
-		if !ok {
+		if !ok || !l.hasOtherVoter(vs) {
 			continue
 		}
+		l.sumsCover++
 		share := meta.ShardSummary(shard, s.term, 0)
 		l.eachVoter(vs, func(v uint64) {
 			sum := sums[v]
@@ -395,10 +509,14 @@ func (l *Leader) Vouched(from, seq uint64, shards []uint64, all bool) (again boo
 	}
 	if all {
 		l.vouchMatched[from] = led
+		rd.shared[from] = true
 		for i := range rd.shards {
 			if v := &rd.shards[i]; v.vs.has(from) {
 				l.vouch(rd, v, from)
 			}
+		}
+		if rd.version == l.ledVersion && len(rd.shared) == len(l.ledSums()) && rd.at.After(l.allAt) {
+			l.allAt, l.allVersion = rd.at, rd.version
 		}
 		return false
 	}

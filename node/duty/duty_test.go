@@ -397,3 +397,63 @@ func BenchmarkDueWithManyOwed(b *testing.B) {
 		}
 	}
 }
+
+func TestVouchRoundsBySummariesAloneConfirmEveryLedShard(t *testing.T) {
+	l := newLeader(t)
+	for _, shard := range []uint64{7, 8} {
+		l.Won(t0, shard, 3)
+		l.Current(shard, 3)
+		l.SetVoters(shard, []uint64{1, 2, 3}, nil)
+	}
+	v := l.Version()
+	if l.GrantAll(t0, v) {
+		t.Fatal("granted all before any confirmation")
+	}
+	// A lease of everything was asked: the round lists every led shard.
+	asks := l.VouchRound(t0, 1)
+	if len(asks) != 2 || len(asks[2].Vouch) != 2 || len(asks[3].Vouch) != 2 {
+		t.Fatalf("first round asks %+v", asks)
+	}
+	l.Vouched(2, 1, nil, true)
+	if l.GrantAll(t0, v) {
+		t.Fatal("granted all with one voter of two sharing its summary")
+	}
+	if _, ok := l.CanGrant(t0, 7); !ok {
+		t.Fatal("shard 7 not confirmed by self and n2")
+	}
+	l.Vouched(3, 1, nil, true)
+	if !l.GrantAll(t0.Add(ms(400)), v) || l.GrantAll(t0.Add(ms(401)), v) {
+		t.Fatal("every voter shared: all confirmed from the round's start for ConfirmFresh")
+	}
+	// The next round asks by the summaries alone, nothing listed.
+	at2 := t0.Add(ms(100))
+	asks = l.VouchRound(at2, 2)
+	if len(asks) != 2 || asks[2].Vouch != nil || asks[3].Vouch != nil {
+		t.Fatalf("second round asks %+v", asks)
+	}
+	// n3 does not answer: nothing is confirmed at the second round, and
+	// the third lists the shards again, so that a quorum per shard can
+	// still confirm them.
+	l.Vouched(2, 2, nil, true)
+	if l.GrantAll(t0.Add(ms(401)), v) {
+		t.Fatal("all confirmed by a round one voter did not answer")
+	}
+	at3 := t0.Add(ms(200))
+	asks = l.VouchRound(at3, 3)
+	if len(asks) != 2 {
+		t.Fatalf("third round asks %+v", asks)
+	}
+	l.Vouched(2, 3, nil, true)
+	if _, ok := l.CanGrant(at3.Add(ms(400)), 8); !ok {
+		t.Fatal("shard 8 not confirmed by self and n2 in the listed round")
+	}
+	// A leadership lost: nothing granted at once at the old version.
+	l.Vouched(3, 3, nil, true)
+	if !l.GrantAll(at3, v) {
+		t.Fatal("every voter shared in the third round")
+	}
+	l.Lost(8)
+	if l.GrantAll(at3, v) || l.GrantAll(at3, l.Version()) {
+		t.Fatal("granted all after the led shards changed, before a round confirmed them again")
+	}
+}

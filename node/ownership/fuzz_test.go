@@ -12,12 +12,21 @@ import (
 // replies, as a hostile or confused leader could send them, keeping the
 // floors durable as the caller does, and checks after every step: no
 // panic; nothing at or below its floor is held; what Serve allows is held
-// at that epoch; the digests a round sends are those of what is held.
+// at that epoch; the digests a round sends are those of what is held; and
+// a twin Holder that rebuilds its leader groups on every round (as if the
+// leader table always changed) serves exactly what the one reusing them
+// serves.
 func FuzzHolder(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 2, 1, 1, 1, 3, 0, 0, 0, 4, 1, 1, 1})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		h, _ := New(Config{Lease: time.Second})
+		twin, _ := New(Config{Lease: time.Second})
+		// Shards 0-2; leaders L and M; the table's version changes with
+		// the map, and the twin is told it changed on every round.
+		leaders := map[uint64]string{0: "L", 1: "L", 2: "L"}
+		var version, twinVersion uint64
+		leaderOf := func(s uint64) (string, bool) { l, ok := leaders[s]; return l, ok }
 		floors := map[string]uint64{}
 		now := time.Unix(1000, 0)
 		topics := []string{"a", "b", "c", "d"}
@@ -36,22 +45,37 @@ func FuzzHolder(f *testing.F) {
 				}
 			}
 		}
+		round := func(now time.Time) (uint64, map[string]*Ask) {
+			seq, asks, _ := h.Round(now, leaderOf, version)
+			twinVersion++
+			twinSeq, _, _ := twin.Round(now, leaderOf, twinVersion)
+			if seq != twinSeq {
+				t.Fatalf("round %d, twin's %d", seq, twinSeq)
+			}
+			return seq, asks
+		}
 		var seqs []uint64
 		for steps := 0; len(in) > 0 && steps < 200; steps++ {
-			op := next() % 5
+			op := next() % 6
 			topic := topics[next()%4]
 			shard := next() % 3
 			term := next() % 4
 			epoch := next() % 6
 			switch op {
 			case 0:
-				_, _, cs := h.Open(&wire.OpenTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch, Partitions: uint32(next()%3 + 1)}, floors[topic])
+				m := &wire.OpenTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch, Partitions: uint32(next()%3 + 1)}
+				floor := floors[topic]
+				_, _, cs := h.Open(m, floor)
+				twin.Open(m, floor)
 				apply(cs)
 			case 1:
-				_, _, cs := h.Close(&wire.CloseTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch}, floors[topic])
+				m := &wire.CloseTopic{Topic: []byte(topic), Shard: shard, Term: term, Epoch: epoch}
+				floor := floors[topic]
+				_, _, cs := h.Close(m, floor)
+				twin.Close(m, floor)
 				apply(cs)
 			case 2:
-				seq, _, _ := h.Round(now, func(uint64) (string, bool) { return "L", true })
+				seq, _ := round(now)
 				seqs = append(seqs, seq)
 			case 3:
 				if len(seqs) == 0 {
@@ -62,15 +86,27 @@ func FuzzHolder(f *testing.F) {
 					g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(topic), Epoch: next() % 6})
 				}
 				from := "L"
-				if next()%5 == 0 {
+				switch next() % 5 {
+				case 0:
 					from = "X"
+				case 1:
+					from = "M"
 				}
 				flags := next()
-				cs, _, _ := h.Reply(from, &wire.LeaseReply{Seq: seqs[int(next())%len(seqs)], Grants: []wire.LeaseGrant{g},
-					HeldMatched: flags&1 != 0, HeldGranted: flags&2 != 0})
+				r := &wire.LeaseReply{Seq: seqs[int(next())%len(seqs)], Grants: []wire.LeaseGrant{g},
+					HeldMatched: flags&1 != 0, HeldGranted: flags&2 != 0}
+				cs, _, _ := h.Reply(from, r)
+				twin.Reply(from, r)
 				apply(cs)
 			case 4:
 				now = now.Add(time.Duration(next()) * 10 * time.Millisecond)
+			case 5:
+				if l := next() % 3; l == 0 {
+					delete(leaders, shard)
+				} else {
+					leaders[shard] = []string{"", "L", "M"}[l]
+				}
+				version++
 			}
 			digests := map[uint64]uint64{}
 			for _, tp := range topics {
@@ -82,18 +118,22 @@ func FuzzHolder(f *testing.F) {
 					digests[held.Shard] ^= meta.TopicDigest(tp, held.Epoch)
 				}
 				for e := range uint64(6) {
-					if _, r := h.Serve(now, []byte(tp), e); r == Servable && (!ok || held.Epoch != e) {
+					_, r := h.Serve(now, []byte(tp), e)
+					if r == Servable && (!ok || held.Epoch != e) {
 						t.Fatalf("%s served at %d, held %+v %v", tp, e, held, ok)
+					}
+					if _, tr := twin.Serve(now, []byte(tp), e); tr != r {
+						t.Fatalf("%s at %d: %v, the twin that regroups every round: %v", tp, e, r, tr)
 					}
 				}
 			}
-			_, reqs, _ := h.Round(now, func(uint64) (string, bool) { return "L", true })
-			if reqs["L"] == nil {
-				continue
-			}
-			for _, q := range reqs["L"].Requests {
-				if q.Digest != digests[q.Shard] {
-					t.Fatalf("round digest of shard %d is %x, held topics give %x", q.Shard, q.Digest, digests[q.Shard])
+			seq, reqs := round(now)
+			seqs = append(seqs, seq)
+			for _, ask := range reqs {
+				for _, q := range ask.Requests {
+					if q.Digest != digests[q.Shard] {
+						t.Fatalf("round digest of shard %d is %x, held topics give %x", q.Shard, q.Digest, digests[q.Shard])
+					}
 				}
 			}
 		}

@@ -113,14 +113,38 @@ type shardState struct {
 	lease  lease
 	// term is the highest term of the shard's leader this node has seen.
 	term uint64
+	// group is the leader group the shard was last put in (nil: none);
+	// its lease covers the shard too (see group).
+	group *group
+}
+
+// group is the shards of one leader as the last grouping found them:
+// rounds reuse it while nothing they ask about changed (Holder.version,
+// the leader table's version), so that a steady round and its grant cost
+// O(leaders), not O(shards). A grant of a whole group by its summary is
+// kept here once, as the lease of every shard in it; when the group is
+// rebuilt the lease is copied into each shard first.
+type group struct {
+	shards []askedShard // sorted by shard
+	held   wire.Summary
+	lease  lease // listed is always nil
 }
 
 // Holder is one node's held topics and leases.
 type Holder struct {
-	cfg      Config
-	topics   map[string]*held
-	shards   map[uint64]*shardState
-	order    []uint64 // shards' keys, sorted; nil when shards changed
+	cfg    Config
+	topics map[string]*held
+	shards map[uint64]*shardState
+	order  []uint64 // shards' keys, sorted; nil when shards changed
+	// version counts changes of what a round asks: a topic held or let
+	// go, a shard's term. groups (by leader) were built at version
+	// groupsAt with the leader table at groupsLeaders; nil: never.
+	version                 uint64
+	groups                  map[string]*group
+	groupsAt, groupsLeaders uint64
+	// empty: shards that held no topic when last looked at; a round
+	// forgets those whose lease ran out.
+	empty    map[uint64]struct{}
 	seq      uint64
 	pending  map[uint64]*round // by seq
 	released bool
@@ -135,10 +159,10 @@ type round struct {
 	asked map[string]*asked
 }
 
-// asked is what a round asked of one leader.
+// asked is what a round asked of one leader: the leader's group as it
+// was when the round was built.
 type asked struct {
-	shards []askedShard // sorted by shard
-	held   wire.Summary
+	g      *group
 	listed bool // the shards were listed, not only summed
 }
 
@@ -152,7 +176,7 @@ func New(cfg Config) (*Holder, error) {
 		return nil, fmt.Errorf("ownership: lease %v must be positive", cfg.Lease)
 	}
 	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round),
-		matched: make(map[string]wire.Summary)}, nil
+		matched: make(map[string]wire.Summary), empty: make(map[uint64]struct{})}, nil
 }
 
 func (h *Holder) shard(s uint64) *shardState {
@@ -161,6 +185,7 @@ func (h *Holder) shard(s uint64) *shardState {
 		st = &shardState{topics: make(map[string]struct{})}
 		h.shards[s] = st
 		h.order = nil
+		h.empty[s] = struct{}{}
 	}
 	return st
 }
@@ -170,6 +195,7 @@ func (h *Holder) hold(topic string, t Topic) {
 		h.unhold(topic, old)
 	}
 	st := h.shard(t.Shard)
+	h.version++
 	st.topics[topic] = struct{}{}
 	st.digest ^= meta.TopicDigest(topic, t.Epoch)
 	h.topics[topic] = &held{Topic: t, since: h.seq}
@@ -177,7 +203,11 @@ func (h *Holder) hold(topic string, t Topic) {
 
 func (h *Holder) unhold(topic string, old *held) {
 	st := h.shards[old.Shard]
+	h.version++
 	delete(st.topics, topic)
+	if len(st.topics) == 0 {
+		h.empty[old.Shard] = struct{}{}
+	}
 	st.digest ^= meta.TopicDigest(topic, old.Epoch)
 	delete(h.topics, topic)
 }
@@ -208,7 +238,10 @@ func (h *Holder) seeTerm(shard, term uint64) bool {
 	if term < st.term {
 		return false
 	}
-	st.term = term
+	if term > st.term {
+		st.term = term
+		h.version++
+	}
 	return true
 }
 
@@ -277,7 +310,7 @@ func (h *Holder) Serve(now time.Time, topic []byte, epoch uint64) (Topic, Refusa
 	if t.Epoch != epoch {
 		return t.Topic, OtherEpoch
 	}
-	l := &h.shards[t.Shard].lease
+	l := h.shards[t.Shard].current()
 	if !now.Before(l.expires) && !mutant.On(mutant.LeaseExpiry) {
 		return t.Topic, NoLease
 	}
@@ -294,7 +327,7 @@ func (h *Holder) Serve(now time.Time, topic []byte, epoch uint64) (Topic, Refusa
 // LeaseExpiry returns when the lease on shard runs out (zero: none).
 func (h *Holder) LeaseExpiry(shard uint64) time.Time {
 	if st := h.shards[shard]; st != nil {
-		return st.lease.expires
+		return st.current().expires
 	}
 	return time.Time{}
 }
@@ -314,9 +347,11 @@ type Ask struct {
 // Round starts a lease round at now: for every shard this node holds
 // topics of, a request with the digest of what it holds there, grouped by
 // the node leaderOf names as the shard's leader (shards whose leader is
-// unknown are left out: their leases run out). released reports that the
-// node has given up its topics.
-func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, asks map[string]*Ask, released bool) {
+// unknown are left out: their leases run out). leadersVersion must change
+// whenever leaderOf may answer otherwise (the leader table's version): the
+// grouping of the last round is reused while neither it nor what is held
+// changed. released reports that the node has given up its topics.
+func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool), leadersVersion uint64) (seq uint64, asks map[string]*Ask, released bool) {
 	h.seq++
 	seq = h.seq
 	for s, r := range h.pending {
@@ -324,49 +359,86 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 			delete(h.pending, s)
 		}
 	}
-	rd := &round{at: now, asked: make(map[string]*asked)}
-	h.pending[seq] = rd
-	if h.order == nil {
-		h.order = slices.Sorted(maps.Keys(h.shards))
+	if h.groups == nil || h.groupsAt != h.version || h.groupsLeaders != leadersVersion {
+		h.regroup(leaderOf)
+		h.groupsAt, h.groupsLeaders = h.version, leadersVersion
 	}
-	for _, s := range h.order {
+	for s := range h.empty {
 		st := h.shards[s]
-		if st == nil {
-			continue
+		if len(st.topics) > 0 {
+			delete(h.empty, s)
+		} else if now.After(st.lease.expires) {
+			// Not in a group (regroup left it out), so its own lease
+			// is its newest.
+			delete(h.empty, s)
+			delete(h.shards, s)
+			h.order = nil
 		}
-		if len(st.topics) == 0 {
-			if now.After(st.lease.expires) {
-				delete(h.shards, s)
-				h.order = nil
-			}
-			continue
-		}
-		leader, ok := leaderOf(s)
-		if !ok {
-			continue
-		}
-		a := rd.asked[leader]
-		if a == nil {
-			a = &asked{}
-			rd.asked[leader] = a
-		}
-		a.shards = append(a.shards, askedShard{shard: s, term: st.term})
-		a.held.Count++
-		a.held.Digest ^= meta.ShardSummary(s, st.term, st.digest)
 	}
-	asks = make(map[string]*Ask, len(rd.asked))
-	for leader, a := range rd.asked {
-		ask := &Ask{Held: a.held}
-		if m, ok := h.matched[leader]; !ok || m != a.held {
+	rd := &round{at: now, asked: make(map[string]*asked, len(h.groups))}
+	h.pending[seq] = rd
+	asks = make(map[string]*Ask, len(h.groups))
+	for leader, g := range h.groups {
+		a := &asked{g: g}
+		rd.asked[leader] = a
+		ask := &Ask{Held: g.held}
+		if m, ok := h.matched[leader]; !ok || m != g.held {
 			a.listed = true
-			ask.Requests = make([]wire.LeaseRequest, len(a.shards))
-			for i, e := range a.shards {
+			ask.Requests = make([]wire.LeaseRequest, len(g.shards))
+			for i, e := range g.shards {
 				ask.Requests[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
 			}
 		}
 		asks[leader] = ask
 	}
 	return seq, asks, h.released
+}
+
+// regroup builds the groups again from every shard that holds topics; a
+// group's lease is first copied into its shards.
+func (h *Holder) regroup(leaderOf func(shard uint64) (string, bool)) {
+	for _, st := range h.shards {
+		if g := st.group; g != nil {
+			if g.lease.seq > st.lease.seq {
+				st.lease = g.lease
+			}
+			st.group = nil
+		}
+	}
+	if h.order == nil {
+		h.order = slices.Sorted(maps.Keys(h.shards))
+	}
+	h.groups = make(map[string]*group, len(h.groups))
+	for _, s := range h.order {
+		st := h.shards[s]
+		if st == nil {
+			continue
+		}
+		if len(st.topics) == 0 {
+			continue
+		}
+		leader, ok := leaderOf(s)
+		if !ok {
+			continue
+		}
+		g := h.groups[leader]
+		if g == nil {
+			g = &group{}
+			h.groups[leader] = g
+		}
+		st.group = g
+		g.shards = append(g.shards, askedShard{shard: s, term: st.term})
+		g.held.Count++
+		g.held.Digest ^= meta.ShardSummary(s, st.term, st.digest)
+	}
+}
+
+// current returns the newest lease of the shard: its own or its group's.
+func (st *shardState) current() *lease {
+	if g := st.group; g != nil && g.lease.seq > st.lease.seq {
+		return &g.lease
+	}
+	return &st.lease
 }
 
 // RoundAt returns when round seq started, while its replies are still
@@ -396,9 +468,17 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 		return nil, r.Refused, false
 	}
 	if r.HeldMatched {
-		h.matched[from] = a.held
+		h.matched[from] = a.g.held
 		if r.HeldGranted {
-			for _, e := range a.shards {
+			if h.groups[from] == a.g && h.groupsAt == h.version {
+				// Nothing the round asked about changed since: the
+				// grant covers the group as it still is.
+				if a.g.lease.seq < r.Seq {
+					a.g.lease = lease{seq: r.Seq, expires: rd.at.Add(h.cfg.Lease)}
+				}
+				return nil, r.Refused, false
+			}
+			for _, e := range a.g.shards {
 				changes = h.granted(rd, r.Seq, e.shard, &wire.LeaseGrant{Shard: e.shard, Term: e.term}, changes)
 			}
 			return changes, r.Refused, false
@@ -413,7 +493,7 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 	}
 	for i := range r.Grants {
 		g := &r.Grants[i]
-		if _, asked := slices.BinarySearchFunc(a.shards, g.Shard, func(e askedShard, s uint64) int { return cmp.Compare(e.shard, s) }); asked {
+		if _, asked := slices.BinarySearchFunc(a.g.shards, g.Shard, func(e askedShard, s uint64) int { return cmp.Compare(e.shard, s) }); asked {
 			changes = h.granted(rd, r.Seq, g.Shard, g, changes)
 		}
 	}
@@ -424,10 +504,13 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 // node that gave it.
 func (h *Holder) granted(rd *round, seq, shard uint64, g *wire.LeaseGrant, changes []Change) []Change {
 	st := h.shards[shard]
-	if st == nil || g.Term < st.term || st.lease.seq > seq {
+	if st == nil || g.Term < st.term || st.current().seq > seq {
 		return changes // nothing held there, a deposed leader, or older than the grant we have
 	}
-	st.term = g.Term
+	if g.Term > st.term {
+		st.term = g.Term
+		h.version++
+	}
 	l := lease{seq: seq, expires: rd.at.Add(h.cfg.Lease), term: g.Term}
 	if g.Listed {
 		l.listed = make(map[string]uint64, len(g.Topics))

@@ -56,7 +56,7 @@ func TestAHeldTopicIsServedOnlyUnderALease(t *testing.T) {
 	mustServe(t, h, t0, "t", 2, OtherEpoch)
 	mustServe(t, h, t0, "u", 1, NotHeld)
 
-	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	seq, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	if len(reqs["L"].Requests) != 1 || reqs["L"].Requests[0].Shard != 3 || reqs["L"].Requests[0].Digest != meta.TopicDigest("t", 1) {
 		t.Fatalf("round asks %+v", reqs)
 	}
@@ -70,7 +70,7 @@ func TestAHeldTopicIsServedOnlyUnderALease(t *testing.T) {
 func TestAGrantArrivingAfterAPauseGivesNothing(t *testing.T) {
 	h := newHolder(t)
 	open(h, "t", 3, 1, 1, 0)
-	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	seq, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	// Paused for two leases; the grant is taken at once on resume.
 	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0.Add(2*leaseLen), "t", 1, NoLease)
@@ -79,12 +79,12 @@ func TestAGrantArrivingAfterAPauseGivesNothing(t *testing.T) {
 func TestAGrantDoesNotCoverATopicOpenedAfterItsRound(t *testing.T) {
 	h := newHolder(t)
 	open(h, "a", 3, 1, 1, 0)
-	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	seq, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	open(h, "b", 3, 1, 1, 0) // opened while the round was out
 	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	mustServe(t, h, t0, "a", 1, Servable)
 	mustServe(t, h, t0, "b", 1, NoLease)
-	seq, reqs, _ = h.Round(t0.Add(100*time.Millisecond), leaderIs("L"))
+	seq, reqs, _ = h.Round(t0.Add(100*time.Millisecond), leaderIs("L"), 0)
 	if reqs["L"].Requests[0].Digest != meta.TopicDigest("a", 1)^meta.TopicDigest("b", 1) {
 		t.Fatal("digest does not cover both topics")
 	}
@@ -152,7 +152,7 @@ func TestAListedGrantCoversOnlyItsTopicsAndClosesTheRest(t *testing.T) {
 	open(h, "a", 3, 1, 1, 0)
 	open(h, "b", 3, 1, 1, 0)
 	open(h, "c", 3, 1, 1, 0)
-	seq, _, _ := h.Round(t0, leaderIs("L"))
+	seq, _, _ := h.Round(t0, leaderIs("L"), 0)
 	open(h, "d", 3, 1, 1, 0) // after the round: the list cannot speak for it
 	// The leader's state: a is ours at 1, b moved on to epoch 2 (still ours:
 	// its open is on the way), c is not ours any more.
@@ -180,7 +180,7 @@ func TestAListedGrantCoversOnlyItsTopicsAndClosesTheRest(t *testing.T) {
 func TestGrantsThatCannotBeTrustedAreIgnored(t *testing.T) {
 	h := newHolder(t)
 	open(h, "t", 3, 2, 1, 0)
-	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	seq, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	h.Reply("X", grantAll(seq, reqs["L"].Requests, 2)) // not asked of X
 	mustServe(t, h, t0, "t", 1, NoLease)
 	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1)) // a term below one seen
@@ -188,7 +188,7 @@ func TestGrantsThatCannotBeTrustedAreIgnored(t *testing.T) {
 	h.Reply("L", grantAll(seq+7, reqs["L"].Requests, 2)) // a round never sent
 	mustServe(t, h, t0, "t", 1, NoLease)
 
-	seq2, reqs2, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	seq2, reqs2, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0)
 	h.Reply("L", &wire.LeaseReply{Seq: seq2, Grants: []wire.LeaseGrant{{Shard: 3, Term: 2, Listed: true}}})
 	// The grant of the earlier round arrives late: it must not bring back
 	// what the newer one took away.
@@ -202,7 +202,7 @@ func TestRoundsGoToEachShardsLeaderAndSkipUnknownLeaders(t *testing.T) {
 	open(h, "b", 2, 1, 1, 0)
 	open(h, "c", 3, 1, 1, 0)
 	leaders := map[uint64]string{1: "L1", 2: "L2"}
-	_, reqs, _ := h.Round(t0, func(s uint64) (string, bool) { l, ok := leaders[s]; return l, ok })
+	_, reqs, _ := h.Round(t0, func(s uint64) (string, bool) { l, ok := leaders[s]; return l, ok }, 0)
 	if len(reqs) != 2 || len(reqs["L1"].Requests) != 1 || reqs["L1"].Requests[0].Shard != 1 || len(reqs["L2"].Requests) != 1 || reqs["L2"].Requests[0].Shard != 2 {
 		t.Fatalf("requests %+v", reqs)
 	}
@@ -211,11 +211,11 @@ func TestRoundsGoToEachShardsLeaderAndSkipUnknownLeaders(t *testing.T) {
 func TestAReleasedHolderServesNothing(t *testing.T) {
 	h := newHolder(t)
 	open(h, "t", 3, 1, 1, 0)
-	seq, reqs, _ := h.Round(t0, leaderIs("L"))
+	seq, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	h.Reply("L", grantAll(seq, reqs["L"].Requests, 1))
 	h.Release()
 	mustServe(t, h, t0, "t", 1, Released)
-	if _, _, released := h.Round(t0, leaderIs("L")); !released {
+	if _, _, released := h.Round(t0, leaderIs("L"), 0); !released {
 		t.Fatal("rounds after a release must say so")
 	}
 }
@@ -245,7 +245,7 @@ func TestHolderDigestIsTheLeadersOwnerDigest(t *testing.T) {
 			}
 		}
 	}
-	_, reqs, _ := h.Round(t0, leaderIs("L"))
+	_, reqs, _ := h.Round(t0, leaderIs("L"), 0)
 	if got, want := reqs["L"].Requests[0].Digest, st.OwnerDigest("n1"); got != want {
 		t.Fatalf("holder digest %x, leader's %x", got, want)
 	}
@@ -257,7 +257,7 @@ func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
 	open(h, "b", 5, 4, 1, 0)
 	held := wire.Summary{Count: 2, Digest: meta.ShardSummary(3, 2, meta.TopicDigest("a", 1)) ^ meta.ShardSummary(5, 4, meta.TopicDigest("b", 1))}
 	// The first round lists the shards beside their summary.
-	seq, asks, _ := h.Round(t0, leaderIs("L"))
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
 	if a := asks["L"]; a.Held != held || len(a.Requests) != 2 {
 		t.Fatalf("first round asks %+v, want %+v and a list", a, held)
 	}
@@ -269,7 +269,7 @@ func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
 	}
 	// The leader agreed with the summary: the next round sends it alone,
 	// and a grant of it covers both shards at the terms summed.
-	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0)
 	if a := asks["L"]; a.Held != held || a.Requests != nil {
 		t.Fatalf("second round asks %+v, want the summary alone", a)
 	}
@@ -281,7 +281,7 @@ func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
 	// and a grant of the round before does not cover the new topic.
 	open(h, "c", 5, 4, 1, 0)
 	mustServe(t, h, t0.Add(400*time.Millisecond), "c", 1, NoLease)
-	_, asks, _ = h.Round(t0.Add(600*time.Millisecond), leaderIs("L"))
+	_, asks, _ = h.Round(t0.Add(600*time.Millisecond), leaderIs("L"), 0)
 	if len(asks["L"].Requests) != 2 {
 		t.Fatalf("a round after a change asks %+v", asks["L"])
 	}
@@ -290,11 +290,11 @@ func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
 func TestASummaryTheLeaderDoesNotShareGrantsNothing(t *testing.T) {
 	h := newHolder(t)
 	open(h, "a", 3, 2, 1, 0)
-	seq, asks, _ := h.Round(t0, leaderIs("L"))
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
 	r := grantAll(seq, asks["L"].Requests, 2)
 	r.HeldMatched = true
 	h.Reply("L", r)
-	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"))
+	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0)
 	if asks["L"].Requests != nil {
 		t.Fatal("listed though the leader agreed")
 	}
@@ -308,7 +308,44 @@ func TestASummaryTheLeaderDoesNotShareGrantsNothing(t *testing.T) {
 	if e := h.LeaseExpiry(3); !e.Equal(t0.Add(leaseLen)) {
 		t.Fatalf("lease runs to +%v, want the first round's", e.Sub(t0))
 	}
-	if _, asks, _ = h.Round(t0.Add(400*time.Millisecond), leaderIs("L")); len(asks["L"].Requests) != 1 {
+	if _, asks, _ = h.Round(t0.Add(400*time.Millisecond), leaderIs("L"), 0); len(asks["L"].Requests) != 1 {
 		t.Fatalf("the round after a mismatch asks %+v", asks["L"])
+	}
+}
+
+func TestAGrantOfAWholeGroupOutlivesANewGrouping(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 2, 1, 0)
+	open(h, "b", 5, 2, 1, 0)
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 7)
+	r := grantAll(seq, asks["L"].Requests, 2)
+	r.HeldMatched = true
+	h.Reply("L", r)
+	// Steady: the summary alone asks, and its grant covers both shards.
+	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 7)
+	if asks["L"].Requests != nil {
+		t.Fatalf("steady round listed %+v", asks["L"])
+	}
+	h.Reply("L", &wire.LeaseReply{Seq: seq, HeldMatched: true, HeldGranted: true})
+	end := t0.Add(300*time.Millisecond + leaseLen)
+	// The leader table changed (shard 5 now led by M): the groups are
+	// built again, and the grant already given still covers both until
+	// it runs out, no longer.
+	leaders := func(s uint64) (string, bool) {
+		if s == 5 {
+			return "M", true
+		}
+		return "L", true
+	}
+	_, asks, _ = h.Round(t0.Add(600*time.Millisecond), leaders, 8)
+	if len(asks) != 2 || asks["M"].Held.Count != 1 || asks["L"].Held.Count != 1 {
+		t.Fatalf("after the table changed the round asks %+v", asks)
+	}
+	for _, tp := range []string{"a", "b"} {
+		mustServe(t, h, end.Add(-time.Millisecond), tp, 1, Servable)
+		mustServe(t, h, end, tp, 1, NoLease)
+	}
+	if e := h.LeaseExpiry(5); !e.Equal(end) {
+		t.Fatalf("shard 5's lease runs to +%v, want +%v", e.Sub(t0), end.Sub(t0))
 	}
 }
