@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
@@ -122,6 +123,60 @@ func TestConcurrentOpensAllTaken(t *testing.T) {
 	for i := range opens {
 		if _, ok := held(n, fmt.Sprintf("together-%d", i)); !ok {
 			t.Errorf("together-%d not held", i)
+		}
+	}
+}
+
+// The ownership loop writes one batch at most and hands the messages
+// waiting after it to a goroutine of its own, which writes them all.
+func TestOwnershipLoopHandsTheQueueOn(t *testing.T) {
+	c := startCluster(t, 3)
+	n := c.node("n2")
+	shard := uint64(9)
+	n.leadMu.Lock()
+	term := n.replicaLead[shard].term
+	n.leadMu.Unlock()
+	const total = maxOwnershipBatch + 45
+	var mu sync.Mutex
+	acked := 0
+	var bad []string
+	msg := func(i int) ownershipMsg {
+		topic := fmt.Sprintf("handed-%d", i)
+		return ownershipMsg{open: &wire.OpenTopic{Topic: []byte(topic), Epoch: 1, Partitions: 1, Shard: shard, Term: term},
+			done: func(a wire.TopicAck, ok bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				acked++
+				if !ok || a.Status != wire.TopicDone {
+					bad = append(bad, topic)
+				}
+			}}
+	}
+	// Messages already waiting, as if left by goroutines that found a
+	// batch under way, and the loop's own.
+	n.ownQ.mu.Lock()
+	for i := range total - 1 {
+		n.ownQ.waiting = append(n.ownQ.waiting, msg(i))
+	}
+	n.ownQ.mu.Unlock()
+	n.queueOwnership(false, []ownershipMsg{msg(total - 1)})
+	mu.Lock()
+	first := acked
+	mu.Unlock()
+	if first < maxOwnershipBatch {
+		t.Fatalf("%d acked when the loop returned, want its batch of %d", first, maxOwnershipBatch)
+	}
+	waitUntil(t, 20*time.Second, "every message acked", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return acked == total
+	})
+	if len(bad) > 0 {
+		t.Fatalf("not taken: %v", bad)
+	}
+	for i := range total {
+		if _, ok := held(n, fmt.Sprintf("handed-%d", i)); !ok {
+			t.Fatalf("handed-%d not held", i)
 		}
 	}
 }

@@ -106,9 +106,16 @@ type ownershipQueue struct {
 // takeOwnershipMsgs applies msgs, with the messages waiting, in batches
 // of at most maxOwnershipBatch, each made durable in one synced write
 // before its acks are handed to the messages' done. The calling goroutine
-// writes every batch due while it is at it, or leaves msgs to the one
-// already doing so: done may run on another goroutine, after this returns.
-func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) {
+// writes every batch due while messages keep arriving, or leaves msgs to
+// the one already doing so: done may run on another goroutine, after this
+// returns.
+func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) { n.queueOwnership(true, msgs) }
+
+// queueOwnership is takeOwnershipMsgs; with stay false the caller writes
+// one batch at most and hands what waits after it to a goroutine of its
+// own: the ownership loop is not kept from sending its own messages by
+// the messages other leaders send this node.
+func (n *Node) queueOwnership(stay bool, msgs []ownershipMsg) {
 	q := &n.ownQ
 	q.mu.Lock()
 	q.waiting = append(q.waiting, msgs...)
@@ -117,6 +124,14 @@ func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) {
 		return
 	}
 	q.busy = true
+	n.writeOwnershipQueue(stay)
+}
+
+// writeOwnershipQueue writes the batches waiting (see queueOwnership).
+// The caller holds ownQ.mu and set ownQ.busy; it returns with ownQ.mu
+// released.
+func (n *Node) writeOwnershipQueue(stay bool) {
+	q := &n.ownQ
 	for len(q.waiting) > 0 {
 		batch := q.waiting[:min(len(q.waiting), maxOwnershipBatch)]
 		rest := q.waiting[len(batch):]
@@ -128,6 +143,16 @@ func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) {
 		q.mu.Unlock()
 		n.takeOwnershipBatch(batch)
 		q.mu.Lock()
+		if !stay && len(q.waiting) > 0 && !n.driven {
+			q.mu.Unlock()
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				q.mu.Lock()
+				n.writeOwnershipQueue(true)
+			}()
+			return
+		}
 	}
 	q.busy = false
 	q.mu.Unlock()
@@ -392,7 +417,7 @@ func (n *Node) sendDue() {
 		}
 	}
 	if len(local) > 0 {
-		n.takeOwnershipMsgs(local...)
+		n.queueOwnership(false, local)
 	}
 }
 
