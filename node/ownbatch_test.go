@@ -10,6 +10,20 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
+// takeOwnership takes one OpenTopic or CloseTopic as if from a shard
+// leader and returns its ack (ok false: none would be sent), once the
+// batch it was written in is durable.
+func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (wire.TopicAck, bool) {
+	type result struct {
+		ack wire.TopicAck
+		ok  bool
+	}
+	res := make(chan result, 1)
+	n.takeOwnershipMsgs(ownershipMsg{open: open, closeMsg: closeMsg, done: func(ack wire.TopicAck, ok bool) { res <- result{ack, ok} }})
+	r := <-res
+	return r.ack, r.ok
+}
+
 // ownedInStore reads topic's owned record from n's store.
 func ownedInStore(t *testing.T, n *Node, topic string) (shardstore.OwnedTopic, bool) {
 	t.Helper()

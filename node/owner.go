@@ -158,20 +158,6 @@ func (n *Node) writeOwnershipQueue(stay bool) {
 	q.mu.Unlock()
 }
 
-// takeOwnership applies one OpenTopic or CloseTopic from a shard leader
-// and returns the ack to send once it is durable (ok false: nothing to
-// send, the leader retries). It waits for the batch it is written in.
-func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (wire.TopicAck, bool) {
-	type result struct {
-		ack wire.TopicAck
-		ok  bool
-	}
-	res := make(chan result, 1)
-	n.takeOwnershipMsgs(ownershipMsg{open: open, closeMsg: closeMsg, done: func(ack wire.TopicAck, ok bool) { res <- result{ack, ok} }})
-	r := <-res
-	return r.ack, r.ok
-}
-
 // ownershipStep is what applying one message left for after its batch is
 // durable.
 type ownershipStep struct {
@@ -190,6 +176,24 @@ type ownershipStep struct {
 // takeOwnershipBatch applies msgs in order, makes their changes durable
 // in one synced batch, announces them, and hands each message its ack.
 func (n *Node) takeOwnershipBatch(msgs []ownershipMsg) {
+	acks := n.writeOwnershipBatch(msgs)
+	// The acks go out after ownWrite is released, as a single message's
+	// always did: what done does takes the duties' lock, and may answer
+	// clients.
+	for i := range msgs {
+		msgs[i].done(acks[i].ack, acks[i].ok)
+	}
+}
+
+// ownershipAck is a message's ack, ok false when there is none to send.
+type ownershipAck struct {
+	ack wire.TopicAck
+	ok  bool
+}
+
+// writeOwnershipBatch applies msgs in order, makes their changes durable
+// in one synced batch, announces them, and returns each message's ack.
+func (n *Node) writeOwnershipBatch(msgs []ownershipMsg) []ownershipAck {
 	n.ownWrite.Lock()
 	defer n.ownWrite.Unlock()
 	steps := make([]ownershipStep, len(msgs))
@@ -221,14 +225,15 @@ func (n *Node) takeOwnershipBatch(msgs []ownershipMsg) {
 	} else {
 		b.Close()
 	}
+	acks := make([]ownershipAck, len(msgs))
 	for i := range steps {
 		s := &steps[i]
 		if err == nil {
 			n.announce(s.changes, s.why)
 		}
-		ack, ok := n.finishOwnershipMsg(&msgs[i], s, err)
-		msgs[i].done(ack, ok)
+		acks[i].ack, acks[i].ok = n.finishOwnershipMsg(&msgs[i], s, err)
 	}
+	return acks
 }
 
 // applyOwnershipMsg applies m to the holder, into s. floors holds the
