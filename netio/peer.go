@@ -284,9 +284,11 @@ func (t *Transport) adopt(c *Conn) bool {
 		q.mu.Unlock()
 		return false
 	}
+	// c.q is set before the queue names c: a TLS connection's writer,
+	// which a Send through the queue may wake at once, reads it.
+	c.q = q
 	q.conn, q.woken = c, true
 	q.mu.Unlock()
-	c.q = q
 	q.lastFlush.Store(nowNanos())
 	t.counters.PeerConnsUp.Add(1)
 	if old != nil {

@@ -32,7 +32,7 @@ type sendQueue struct {
 	bytes    int      // bytes in chunks
 	frames   int      // whole frames in chunks
 	conn     *Conn    // connection whose loop drains the queue; nil when none
-	woken    bool     // a flush of conn is already due
+	woken    bool     // a flush of conn is already due (the take that empties the queue ends it)
 	closed   bool
 	capBytes int
 	retain   int      // bytes of emptied chunks kept for reuse
@@ -96,8 +96,11 @@ func (q *sendQueue) drop() int {
 // take hands c's loop the queued chunks, leaving spare (emptied) in their
 // place: all of them, or when more than limit bytes are queued, the oldest
 // ones holding at least limit bytes (more reports that some are left, and
-// the queue stays marked as due). It returns nil when c is not (or no
-// longer) the connection draining the queue.
+// the queue stays marked as due). A take that leaves the queue empty ends
+// the due flush, however it got there: a step over limit may well hold
+// every chunk, and a queue still marked as due with nothing queued would
+// keep the next writer from waking the loop. It returns nil when c is not
+// (or no longer) the connection draining the queue.
 func (q *sendQueue) take(c *Conn, spare [][]byte, limit int) (chunks [][]byte, frames int, more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -124,7 +127,9 @@ func (q *sendQueue) take(c *Conn, spare [][]byte, limit int) (chunks [][]byte, f
 	q.ends = q.ends[:copy(q.ends, q.ends[k:])]
 	q.bytes -= nb
 	q.frames -= frames
-	return chunks, frames, len(q.chunks) > 0
+	more = len(q.chunks) > 0
+	q.woken = more
+	return chunks, frames, more
 }
 
 // recycle gives written chunks back, keeping up to retain bytes of them.

@@ -78,3 +78,50 @@ func TestSendQueueTakeInSteps(t *testing.T) {
 		t.Fatal("a connection not draining the queue took from it")
 	}
 }
+
+// TestSendQueueTakeOfEverythingEndsTheFlush: whichever way a take empties
+// the queue (all of it within the limit, or a step over the limit that
+// happens to hold every chunk), the queue is no longer marked as due, so
+// the next writer wakes the loop; a step that leaves chunks keeps it due.
+func TestSendQueueTakeOfEverythingEndsTheFlush(t *testing.T) {
+	const limit = 64 << 10
+	frame := testFrame(wire.KindRaftBatch, 0, make([]byte, 1000))
+	for name, queued := range map[string]int{
+		"within the limit":        limit / 2,
+		"one step of every chunk": limit, // the step's end is in the last chunk
+		"several steps":           5 * limit,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &Conn{}
+			q := &sendQueue{capBytes: 64 << 20, retain: 4 << 20, conn: c}
+			q.mu.Lock()
+			for q.bytes <= queued {
+				q.push(frame)
+			}
+			lastStart := q.bytes - len(q.chunks[len(q.chunks)-1])
+			q.mu.Unlock()
+			if queued == limit && lastStart >= limit {
+				t.Fatalf("%d bytes queued, the last chunk from byte %d: the step's end is not in it", q.bytes, lastStart)
+			}
+			q.markFlushing(c) // the loop's pass begins
+			for step := 1; ; step++ {
+				chunks, _, more := q.take(c, nil, limit)
+				if chunks == nil {
+					t.Fatalf("step %d took nothing", step)
+				}
+				q.mu.Lock()
+				due, left := q.woken, q.bytes
+				q.mu.Unlock()
+				if more != (left > 0) || due != more {
+					t.Fatalf("step %d: more %v with %d bytes left, still due %v", step, more, left, due)
+				}
+				if !more {
+					if queued == limit && step != 1 {
+						t.Fatalf("emptied in %d steps, want one", step)
+					}
+					break
+				}
+			}
+		})
+	}
+}

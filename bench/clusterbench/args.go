@@ -56,8 +56,9 @@ flags:
 
 idle:
   -topics N         topics to assign, spread round-robin over the nodes (default 10000)
-  -settle D         before measuring, wait until no shard leader moved, no raft
-                    configuration changed and no topic moved for D (default 10s;
+  -settle D         before measuring, wait until no shard leader moved (by a
+                    transfer or an election), no raft configuration changed and
+                    no topic moved for D (default 10s;
                     after a start the leaders of thousands of shards take
                     minutes to balance over the nodes)
   -window D         measured window (default 30s)

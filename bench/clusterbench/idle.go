@@ -58,7 +58,10 @@ type idleReport struct {
 	// members declared dead, topics moved (the nodes' counters).
 	DeadDeclaredInWindow     float64 `json:"dead_declared_in_window"`
 	TopicsReassignedInWindow float64 `json:"topics_reassigned_in_window"`
-	Note                     string  `json:"note"`
+	// LeaderTableChangesInWindow: changes of the nodes' shard-leader
+	// tables (summed), leaderships won by elections included.
+	LeaderTableChangesInWindow float64 `json:"leader_table_changes_in_window"`
+	Note                       string  `json:"note"`
 }
 
 // idleNode is one node's figures over the window.
@@ -96,6 +99,7 @@ const (
 	mReassigned   = "shoal_topics_reassigned_total"
 	mTransfers    = "shoal_raft_leader_transfers_total"
 	mConfChanges  = "shoal_raft_conf_changes_total"
+	mLeaderTable  = "shoal_shard_leader_table_version"
 )
 
 // assignWorkers is how many assigns are in flight at once.
@@ -187,6 +191,7 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 		}
 		r.DeadDeclaredInWindow += a.m.Value(mDeadDeclared) - b.m.Value(mDeadDeclared)
 		r.TopicsReassignedInWindow += a.m.Value(mReassigned) - b.m.Value(mReassigned)
+		r.LeaderTableChangesInWindow += a.m.Value(mLeaderTable) - b.m.Value(mLeaderTable)
 		r.PerNode = append(r.PerNode, n)
 		r.CPUPctSum += n.CPUPct
 		r.CPUPctMax = max(r.CPUPctMax, n.CPUPct)
@@ -233,7 +238,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // waitQuiet waits until, for quiet, no node transferred a shard's
-// leadership, changed a raft configuration or moved a topic.
+// leadership, changed a raft configuration or moved a topic, and no node's
+// shard-leader table changed (a leadership won by an election, which no
+// transfer counter counts, changes it).
 func waitQuiet(ctx context.Context, c *proccluster.Cluster, quiet time.Duration) error {
 	moves := func() (float64, error) {
 		var sum float64
@@ -242,7 +249,7 @@ func waitQuiet(ctx context.Context, c *proccluster.Cluster, quiet time.Duration)
 			if err != nil {
 				return 0, err
 			}
-			sum += m.Value(mTransfers) + m.Value(mConfChanges) + m.Value(mReassigned)
+			sum += m.Value(mTransfers) + m.Value(mConfChanges) + m.Value(mReassigned) + m.Value(mLeaderTable)
 		}
 		return sum, nil
 	}
@@ -258,7 +265,7 @@ func waitQuiet(ctx context.Context, c *proccluster.Cluster, quiet time.Duration)
 			why = err.Error()
 		case v != last:
 			last, since = v, time.Now()
-			why = fmt.Sprintf("%.0f leader transfers, configuration changes and topic moves so far", v)
+			why = fmt.Sprintf("%.0f leader transfers, configuration changes, topic moves and leader table changes so far", v)
 		case time.Since(since) >= quiet:
 			return nil
 		}
@@ -569,9 +576,9 @@ func (r *idleReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(w, "all nodes: CPU %.2f%% of one core (max %.2f%%), RSS max %.1f MiB; per node pair, both directions: %.2f lease msg/s, %.0f lease B/s; sent in all: %.0f lease B/s, %.1f frames/s, %.0f SWIM B/s, link %s B/s\n",
 		r.CPUPctSum, r.CPUPctMax, float64(r.RSSMax)/(1<<20), r.LeaseMsgsPerSPerPair, r.LeaseBytesPerSPerPair,
 		r.LeaseBytesPerSSum, r.FramesPerSSum, r.SwimBytesPerSSum, link(r.LinkBytesPerSSum))
-	if r.TopicsOffTheirNode > 0 || r.DeadDeclaredInWindow > 0 || r.TopicsReassignedInWindow > 0 {
-		fmt.Fprintf(w, "not quiet: %d topics off the node they were assigned to; in the window %.0f members declared dead, %.0f topics moved\n",
-			r.TopicsOffTheirNode, r.DeadDeclaredInWindow, r.TopicsReassignedInWindow)
+	if r.TopicsOffTheirNode > 0 || r.DeadDeclaredInWindow > 0 || r.TopicsReassignedInWindow > 0 || r.LeaderTableChangesInWindow > 0 {
+		fmt.Fprintf(w, "not quiet: %d topics off the node they were assigned to; in the window %.0f members declared dead, %.0f topics moved, %.0f leader table changes\n",
+			r.TopicsOffTheirNode, r.DeadDeclaredInWindow, r.TopicsReassignedInWindow, r.LeaderTableChangesInWindow)
 	}
 	_, err := fmt.Fprintf(w, "note: %s\n", r.Note)
 	return err
