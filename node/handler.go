@@ -238,7 +238,8 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 		if c.Role() != wire.RolePeer {
 			break
 		}
-		n.serveOwnership(c, h, payload)
+		async = true
+		n.serveOwnership(c, h, payload, release)
 		return
 	case wire.KindRecordsPull:
 		if c.Role() != wire.RolePeer {
@@ -324,9 +325,13 @@ func (n *Node) reply(c Conn, reqID uint64, kind wire.Kind, payload []byte) {
 	_ = c.Write(f)
 }
 
-func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
+// serveOwnership takes an OpenTopic or CloseTopic from a shard leader
+// and acks it once it is durable; release gives the frame's bytes back
+// then, or at once for a message that does not decode.
+func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte, release func()) {
 	reqID := h.RequestID
 	done := func(ack wire.TopicAck, ok bool) {
+		defer release()
 		if !ok {
 			return // no ack: the leader retries
 		}
@@ -342,13 +347,16 @@ func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
 		var m wire.OpenTopic
 		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
 			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done})
+			return
 		}
 	} else {
 		var m wire.CloseTopic
 		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
 			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done})
+			return
 		}
 	}
+	release()
 }
 
 // errAnswer encodes an error answer.
