@@ -69,6 +69,7 @@ func owners(ctx context.Context, t *testing.T, cl *client.Client, topics []strin
 }
 
 func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -174,6 +175,7 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 }
 
 func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -257,6 +259,7 @@ func mustShards(t *testing.T, n *Node) []raftmux.Info {
 }
 
 func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -379,6 +382,7 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 // topic's shard is led by the drained node itself, whose leadership moves
 // too.
 func TestDrainedOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 11)
 	admin := fc.confinedClient("n1", "n2")
 	away, _ := fc.topicLedBy("drain-away", "n1")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestBadRequestsGetTypedErrors(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1)
 	addr, _, _ := c.nodes[0].Addrs()
 	for _, tc := range []struct {
@@ -86,6 +87,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestStartFailureIsCleanedUpByClose(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1)
 	_, _, taken := c.nodes[0].Addrs()
 	cfg := nodeConfig("n9", t.TempDir(), nil, 1)

@@ -41,6 +41,12 @@ func nodeConfig(id, dir string, join []string, expect int) Config {
 
 // startCluster starts size nodes born together, and waits until each is
 // ready.
+//
+// Its nodes listen on ports the kernel picks and keep their data in the
+// test's own temp dir, so tests that start clusters call t.Parallel(): they
+// spend most of their time waiting. A test stays serial when it measures
+// the process (its heap) or fails on any delay a neighbour's load can
+// cause (a SWIM suspicion), and says so.
 func startCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
 	return startClusterWith(t, size, nil)

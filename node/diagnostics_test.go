@@ -14,6 +14,7 @@ import (
 // cannot join says why: nothing answers, another cluster id, another
 // secret.
 func TestStartupDiagnostics(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	start := func(id string, join []string, expect int, mut func(*Config)) *syncBuffer {
 		t.Helper()

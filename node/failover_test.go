@@ -60,6 +60,7 @@ func ioReadFull(c net.Conn, b []byte) (int, error) {
 }
 
 func TestOwnerDiesItsTopicsMoveToLiveNodesWithHigherEpochs(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	cl := clientOf(t, c.node("n1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -145,6 +146,7 @@ func TestOwnerDiesItsTopicsMoveToLiveNodesWithHigherEpochs(t *testing.T) {
 }
 
 func TestStaleRouteIsRefusedInvalidatedAndRetried(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -186,6 +188,7 @@ func TestStaleRouteIsRefusedInvalidatedAndRetried(t *testing.T) {
 }
 
 func TestShardLeaderDiesShardServesAgain(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -364,6 +364,26 @@ func maxAckedEpoch(ops []history.Op, topic string) (uint64, time.Time) {
 	return e, at
 }
 
+// afterMove is how long a fault test keeps its load on once the fault took
+// effect (a write acknowledged at the topic's next owner): an earlier
+// owner still serving would acknowledge its producer's next write, a few
+// milliseconds later.
+const afterMove = time.Second
+
+// waitWrittenAbove waits, with the load running, until rec holds a write
+// of topic acknowledged at an epoch above epoch, after since.
+func waitWrittenAbove(t *testing.T, rec *history.Recorder, topic string, epoch uint64, since time.Time) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, fmt.Sprintf("a write of %s above epoch %d", topic, epoch), func() bool {
+		for _, o := range rec.Ops() {
+			if o.OK && o.Topic == topic && o.Epoch > epoch && o.End.After(since) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // topicLedBy returns a topic name, with prefix, whose shard leader is
 // leader (as leader's replica knows it).
 func (c *testCluster) topicLedBy(prefix, leader string) (string, uint32) {

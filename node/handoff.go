@@ -333,10 +333,11 @@ func (n *Node) releasedAll(topic []byte, epoch uint64) bool {
 	return r == ownership.Released
 }
 
-// awaitHandoffs is the leaving node's wait for the new owners of the
-// topics it held to pull their records, bounded by ctx and
-// Config.HandoffTimeout. The caller released every topic first.
-func (n *Node) awaitHandoffs(ctx context.Context, held map[string]uint64) {
+// expectHandoffs notes the topics a leaving node held, at their epochs,
+// before anyone can learn that it released them: a new owner may pull a
+// topic's records at once, and a pull answered before the leaving node
+// waits must count too.
+func (n *Node) expectHandoffs(held map[string]uint64) {
 	if n.driven || len(held) == 0 {
 		return
 	}
@@ -344,8 +345,20 @@ func (n *Node) awaitHandoffs(ctx context.Context, held map[string]uint64) {
 	h.mu.Lock()
 	h.leaving = held
 	h.left = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// awaitHandoffs is the leaving node's wait for the new owners of the
+// topics expectHandoffs noted to pull their records, bounded by ctx and
+// Config.HandoffTimeout.
+func (n *Node) awaitHandoffs(ctx context.Context) {
+	h := &n.ho
+	h.mu.Lock()
 	left := h.left
 	h.mu.Unlock()
+	if left == nil {
+		return
+	}
 	t := time.NewTimer(n.cfg.HandoffTimeout)
 	defer t.Stop()
 	select {

@@ -101,6 +101,7 @@ func liveHeap() uint64 {
 // so), halts nothing, still serves, and the process's live heap grows by
 // less than maxHeapGrowth.
 func TestHostilePeerCannotCrashHaltOrBloatANode(t *testing.T) {
+	// Not parallel: it measures the process's heap.
 	const maxHeapGrowth = 16 << 20
 	const pushPullConns = 64
 	c := startCluster(t, 3)
@@ -214,6 +215,7 @@ func TestHostilePeerCannotCrashHaltOrBloatANode(t *testing.T) {
 // only for a shard of the table that the ring places on this node, sent
 // by a member this node knows.
 func TestAcceptReplicaFollowsPlacement(t *testing.T) {
+	t.Parallel()
 	c := startClusterWith(t, 3, func(cfg *Config) { cfg.Replicas = 1 })
 	n := c.nodes[0]
 	peer := RaftID(c.nodes[1].ID())

@@ -11,6 +11,7 @@ import (
 )
 
 func TestFourthNodeGetsItsShareAndNothingIsLost(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -72,6 +73,7 @@ func TestFourthNodeGetsItsShareAndNothingIsLost(t *testing.T) {
 }
 
 func TestDeadNodeIsReplacedInEveryShardItHeld(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 4)
 	victim := c.nodes[3]
 	dead := RaftID(victim.ID())

@@ -16,6 +16,7 @@ import (
 // answered it; proposals, synced commits, forwards and lease rounds are
 // timed.
 func TestLatenciesCountWhatHappened(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 // ShardLeaders answers the node's table: one entry per shard, each leader
 // named with its client address.
 func TestShardLeadersAnswersTheTable(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	n := c.nodes[0]
 	addrs := map[string]string{}
@@ -53,6 +54,7 @@ func TestShardLeadersAnswersTheTable(t *testing.T) {
 // A client that knows one node sends assigns straight to each shard's
 // leader once it has the table: a run of them is served with no forward.
 func TestClientAssignsReachTheLeaderWithoutForward(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	cl := clientOf(t, c.nodes[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

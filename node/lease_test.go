@@ -13,6 +13,7 @@ import (
 // a round costs the same bytes whatever the number of shards and topics
 // involved, and the topics stay served.
 func TestSteadyLeaseRoundsAskBySummaryAlone(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	cl := clientOf(t, c.nodes[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

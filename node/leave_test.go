@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,15 @@ import (
 )
 
 func TestLeaveHandsOffLeadershipsAndTopics(t *testing.T) {
-	c := startCluster(t, 3)
+	t.Parallel()
+	// n3's warnings: it must not give up waiting for its topics' next
+	// owners to pull their records.
+	var warned syncBuffer
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		if cfg.ID == "n3" {
+			cfg.Logger = slog.New(slog.NewTextHandler(&warned, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := clientOf(t, c.node("n1"))
@@ -36,6 +46,9 @@ func TestLeaveHandsOffLeadershipsAndTopics(t *testing.T) {
 	}
 	if led := n3.ledCount(); led != 0 {
 		t.Errorf("n3 still led %d shards when it closed", led)
+	}
+	if strings.Contains(warned.String(), "left before every topic's records were pulled") {
+		t.Errorf("n3 left before its topics' records were pulled:\n%s", warned.String())
 	}
 	waitUntil(t, 20*time.Second, "n3's topics moved", func() bool {
 		for i := range 30 {

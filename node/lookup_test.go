@@ -93,6 +93,7 @@ func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
 // That node may host a follower replica of the shard that has not applied
 // the assignment yet; only the leader may answer "not assigned".
 func TestLookupAfterAssignIsNeverNotFound(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

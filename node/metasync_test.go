@@ -197,6 +197,7 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 // Nodes born together converge on the same membership, ring and
 // shard-leader versions, and converge again after a node joins.
 func TestMetadataVersionsConverge(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	agree := func(size int) MetadataVersions {
 		t.Helper()

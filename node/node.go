@@ -603,6 +603,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		epochs[topic] = t.Epoch
 	})
 	n.ownMu.Unlock()
+	n.expectHandoffs(epochs)
 	slices.Sort(held)
 	for _, t := range held {
 		n.ownFeed.dropped(t, ReasonLeaving)
@@ -621,7 +622,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.handOff(ctx)
 	// The topics' next owners pull their records from here first.
-	n.awaitHandoffs(ctx, epochs)
+	n.awaitHandoffs(ctx)
 	return n.Close()
 }
 

@@ -20,6 +20,7 @@ func assignCount() int {
 }
 
 func TestThreeNodesAssignThroughAnyNodeAndLookupsAgree(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	var clients []*client.Client
 	for _, n := range c.nodes {

@@ -45,15 +45,18 @@ func waitServes(t *testing.T, n *Node, topic string, epoch uint64) {
 }
 
 func TestCutOffOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 1)
 	admin := fc.confinedClient("n1", "n2")
 	// One topic whose shard's leader stays on the majority side, one whose
 	// leader is cut off with the owner (its successor waits out its grants).
 	away, _ := fc.topicLedBy("cut-away", "n1")
 	with, _ := fc.topicLedBy("cut-with", "n3")
+	epochs := map[string]uint64{}
 	for _, topic := range []string{away, with} {
 		a := assignTo(t, admin, topic, "n3")
 		waitServes(t, fc.node("n3"), topic, a.Epoch)
+		epochs[topic] = a.Epoch
 	}
 	rec := &history.Recorder{}
 	var loads []*producers
@@ -67,17 +70,21 @@ func TestCutOffOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
 	cutAt := time.Now()
 	fc.net.Isolate("n3")
 	fc.confine("n3", true)
-	time.Sleep(6 * time.Second)
+	for _, topic := range []string{away, with} {
+		waitWrittenAbove(t, rec, topic, epochs[topic], cutAt)
+	}
+	time.Sleep(afterMove)
+	// n3 comes back: it must not serve what moved meanwhile.
 	fc.net.Heal()
 	fc.confine("n3", false)
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * afterMove)
 	for _, p := range loads {
 		p.stop()
 	}
 	ops := checkHistory(t, rec)
 	for _, topic := range []string{away, with} {
 		e, at := maxAckedEpoch(ops, topic)
-		if e < 2 || at.Before(cutAt) {
+		if e <= epochs[topic] || at.Before(cutAt) {
 			t.Fatalf("%s was never written at a new owner after the cut (highest epoch %d)", topic, e)
 		}
 		t.Logf("%s: first write at epoch %d %v after the cut; longest unwritable stretch %v",
@@ -86,6 +93,7 @@ func TestCutOffOwnerStopsBeforeItsTopicsNextOwnerServes(t *testing.T) {
 }
 
 func TestReorderedCloseAndOpenNeverReopenATopic(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	n := c.node("n2")
 	const topic = "reordered"
@@ -122,6 +130,7 @@ func TestReorderedCloseAndOpenNeverReopenATopic(t *testing.T) {
 }
 
 func TestOwnershipHoldsUnderReorderedDuplicatedAndLostMessages(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 2)
 	admin := fc.confinedClient("n1", "n2", "n3")
 	topic, _ := fc.topicLedBy("churn", "n1")
@@ -141,10 +150,16 @@ func TestOwnershipHoldsUnderReorderedDuplicatedAndLostMessages(t *testing.T) {
 	defer cancel()
 	moves := 0
 	for _, o := range owners {
-		if _, err := admin.Assign(ctx, topic, client.AssignOptions{Owner: o}); err == nil {
-			moves++
+		from := time.Now()
+		b, err := admin.Assign(ctx, topic, client.AssignOptions{Owner: o})
+		if err != nil {
+			time.Sleep(afterMove)
+			continue
 		}
-		time.Sleep(1200 * time.Millisecond)
+		moves++
+		// The load reaches the new owner before the next move.
+		waitWrittenAbove(t, rec, topic, b.Epoch-1, from)
+		time.Sleep(afterMove / 4)
 	}
 	load.stop()
 	ops := checkHistory(t, rec)
@@ -156,6 +171,7 @@ func TestOwnershipHoldsUnderReorderedDuplicatedAndLostMessages(t *testing.T) {
 }
 
 func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 3)
 	admin := fc.confinedClient("n1", "n2", "n3")
 	topic, shard := fc.topicLedBy("deposed", "n1")
@@ -210,6 +226,7 @@ func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
 }
 
 func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 4)
 	admin := fc.confinedClient("n1", "n2", "n3")
 	topic, shard := fc.topicLedBy("chain", "n1")
@@ -231,7 +248,7 @@ func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) 
 		t.Fatalf("transfer: %v", err)
 	}
 	waitServes(t, fc.node("n1"), topic, c.Epoch)
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * afterMove)
 	load.stop()
 	checkHistory(t, rec)
 	if _, r := fc.node("n2").serveCheck([]byte(topic), a.Epoch); r == ownership.Servable {
@@ -240,6 +257,7 @@ func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) 
 }
 
 func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 5)
 	admin := fc.confinedClient("n1", "n2")
 	topic, _ := fc.topicLedBy("leaving", "n1")
@@ -260,7 +278,8 @@ func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
 	if err := fc.node("n3").Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
-	time.Sleep(3 * time.Second)
+	waitWrittenAbove(t, rec, topic, a.Epoch, leftAt)
+	time.Sleep(afterMove)
 	load.stop()
 	ops := checkHistory(t, rec)
 	e, at := maxAckedEpoch(ops, topic)
@@ -271,6 +290,7 @@ func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
 }
 
 func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 6)
 	admin := fc.confinedClient("n1", "n2")
 	topic, _ := fc.topicLedBy("paused", "n1")
@@ -283,11 +303,14 @@ func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
 	time.Sleep(time.Second)
 	// Frozen mid-request: a produce that n3 appended waits, with every
 	// message to or from n3, until the pause ends.
+	pausedAt := time.Now()
 	fc.pause("n3")
-	time.Sleep(5 * time.Second)
+	// n3's lease runs out and the topic moves while n3 is frozen.
+	waitWrittenAbove(t, rec, topic, a.Epoch, pausedAt)
+	time.Sleep(afterMove)
 	resumedAt := time.Now()
 	fc.resume("n3")
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * afterMove)
 	load.stop()
 	patient.stop()
 	ops := checkHistory(t, rec)
@@ -302,6 +325,7 @@ func TestPausedOwnerRefusesOnceItsLeaseRanOut(t *testing.T) {
 }
 
 func TestAnOwnerThatCannotReachItsLeaderLosesItsTopics(t *testing.T) {
+	t.Parallel()
 	fc := startFaultCluster(t, 3, 7)
 	admin := fc.confinedClient("n1", "n2")
 	topic, _ := fc.topicLedBy("one-way", "n1")
@@ -316,7 +340,8 @@ func TestAnOwnerThatCannotReachItsLeaderLosesItsTopics(t *testing.T) {
 	// lapse, while SWIM, probing through n2, keeps it alive.
 	cutAt := time.Now()
 	fc.net.Cut("n3", "n1")
-	time.Sleep(6 * time.Second)
+	waitWrittenAbove(t, rec, topic, a.Epoch, cutAt)
+	time.Sleep(afterMove)
 	load.stop()
 	ops := checkHistory(t, rec)
 	e, at := maxAckedEpoch(ops, topic)

@@ -102,6 +102,7 @@ func (s *seen) fetchAll(ctx context.Context, cl *client.Client, topic string) []
 }
 
 func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
+	t.Parallel()
 	// A produce of the topic "refused" on n2 is held after its append
 	// until the topic moved away, so that its lease check fails.
 	// n2 answers only the first pull of the topic "cut", as if it died

@@ -12,6 +12,7 @@ import (
 )
 
 func TestRestartKeepsStateWithHigherGeneration(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -83,6 +84,7 @@ func TestRestartKeepsStateWithHigherGeneration(t *testing.T) {
 }
 
 func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -127,6 +129,7 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 }
 
 func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -187,6 +190,7 @@ func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
 }
 
 func TestTopicsOfANodeThatNeverCameBackMoveAfterAClusterRestart(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -13,7 +13,12 @@ import (
 // (as one removed while cut off does) is found, checked with the shard's
 // leader, and dropped with its data; members are never dropped.
 func TestStrayReplicaIsConfirmedWithTheLeader(t *testing.T) {
-	c := startClusterWith(t, 3, func(cfg *Config) { cfg.Replicas = 2 })
+	t.Parallel()
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.Replicas = 2
+		// A stray is judged after thirty reconcile intervals: 3 s, not 6.
+		cfg.ReconcileInterval = 100 * time.Millisecond
+	})
 	n3 := c.node("n3")
 	v := n3.view.Load()
 	var shard uint32

@@ -31,6 +31,7 @@ func changeLine(ch client.Change) string {
 // position after a disconnect and a restart of the node that served it,
 // with no change missed or given twice.
 func TestWatchInOrderAndResumesAcrossRestart(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -133,6 +134,7 @@ func TestWatchInOrderAndResumesAcrossRestart(t *testing.T) {
 // and its position lets a watch continue right after it. A position older
 // than a node keeps is refused, and a watcher that falls behind is told.
 func TestListTopicsThenWatchAndCompaction(t *testing.T) {
+	t.Parallel()
 	c := startClusterWith(t, 3, func(cfg *Config) {
 		cfg.ChangeLogLen, cfg.MaxWatchers = 16, 1
 		cfg.RequestTimeout = time.Minute // a held watch stays held while the test looks

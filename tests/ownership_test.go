@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/router"
 )
 
@@ -49,11 +50,24 @@ func TestProcessPausedOwnerStopsServing(t *testing.T) {
 	l.produce("beside-n3", loadClient(t, []string{n3.client}, onlyTo(n3.client, nil)), topics, 0)
 	l.produce("elsewhere", loadClient(t, []string{c.node("n1").client, c.node("n2").client}, nil), topics, 0)
 	time.Sleep(time.Second)
+	stopped := time.Now()
 	c.signal(n3, syscall.SIGSTOP)
-	time.Sleep(4 * time.Second)
+	// Frozen past its lease: the topics move and are written at their
+	// next owners; a second more of load, then n3 runs again and must
+	// refuse from its first answer on.
+	c.eventually(30*time.Second, "both topics written at their next owners", func() (bool, string) {
+		moved := map[string]bool{}
+		for _, o := range l.rec.Ops() {
+			if o.OK && o.Kind == history.Produce && o.Epoch > before[o.Topic] && o.End.After(stopped) {
+				moved[o.Topic] = true
+			}
+		}
+		return len(moved) == len(topics), fmt.Sprintf("moved: %v", moved)
+	})
+	time.Sleep(time.Second)
 	resumed := time.Now()
 	c.signal(n3, syscall.SIGCONT)
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * time.Second)
 	l.stop()
 	ops := checkLoad(t, l, finalState(t, admin, topics))
 	for _, o := range ops {
