@@ -146,7 +146,7 @@ func FuzzStatusInfo(f *testing.F) {
 }
 
 func FuzzOpenTopic(f *testing.F) {
-	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5, Term: 2, Prev: b("n1")}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
+	codec(f, []*wire.OpenTopic{{Topic: b("t"), Epoch: 3, Partitions: 2, Shard: 5, Term: 2, Prev: b("n1")}, {Topic: b("t"), Epoch: 4, Shard: 5, Term: 3, Prev: b("n1"), PrevSilent: true}}, wire.AppendOpenTopic, wire.DecodeOpenTopic)
 }
 
 func FuzzCloseTopic(f *testing.F) {

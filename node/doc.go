@@ -71,7 +71,9 @@
 // Every record carries the epoch it was written at, and the owner at epoch
 // e writes offsets from (e-1)<<40 on (offsets.go), so no offset names two
 // records across owners, whatever crashes. After a move the new owner
-// pulls the previous owner's records before it serves (handoff.go); a
+// pulls the previous owner's records before it serves (handoff.go), but
+// asks only once, briefly, an owner the leader moved the topic off for
+// its silence (OpenTopic.PrevSilent); a
 // leaving node waits for that; a produce refused after its append removes
 // its records; a revoked topic's records are deleted.
 //
@@ -112,7 +114,10 @@
 // member as learner, promote it on a later round, remove a voter the ring
 // no longer wants once the group has more voters than the replication
 // factor (handing leadership away first if it is the leader itself), then
-// transfer leadership to the preferred replica. Only committed raft
+// transfer leadership to the preferred replica — but not while the leader
+// is moving topics there (a reassignment in flight, an open not sent yet):
+// the next leader would hold those opens back again for its own
+// NewLeaderWait. Only committed raft
 // configuration changes count, so differing views cost time, not safety.
 //
 // A replica removed while its node was cut off never applies its removal

@@ -152,7 +152,7 @@ func (n *Node) Drive() time.Time {
 		}
 		if drained(n.dutyKick) || !now.Before(d.nextDue) {
 			n.sendDue()
-			d.nextDue = now.Add(n.cfg.LeaseRenewInterval)
+			d.nextDue = n.nextDue(now)
 			busy = true
 		}
 		if drained(n.leaseKick) {

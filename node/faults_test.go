@@ -36,12 +36,19 @@ type faultCluster struct {
 	clientConns map[string][]net.Conn
 	// reqHeld: paused nodes' requests, released before their messages.
 	reqHeld map[string]chan struct{}
+	// delivered counts the peer frames each node took, by sender and kind.
+	delivered map[frameKey]int
+}
+
+type frameKey struct {
+	from, to string
+	kind     wire.Kind
 }
 
 func startFaultCluster(t *testing.T, size int, seed uint64) *faultCluster {
 	t.Helper()
 	fc := &faultCluster{net: faultnet.New(seed), swimAt: make(map[netip.AddrPort]string), clientCut: make(map[string]bool),
-		clientConns: make(map[string][]net.Conn), reqHeld: make(map[string]chan struct{})}
+		clientConns: make(map[string][]net.Conn), reqHeld: make(map[string]chan struct{}), delivered: make(map[frameKey]int)}
 	fc.testCluster = startClusterWith(t, size, fc.hook)
 	for _, n := range fc.nodes {
 		fc.register(n)
@@ -96,13 +103,28 @@ func (fc *faultCluster) holdRequests(node string) {
 func (fc *faultCluster) hook(cfg *Config) {
 	self := cfg.ID
 	h := &cfg.testHooks
-	h.peerIn = func(from string, kind wire.Kind) frameFate { return fc.fate(from, self, uint8(kind)) }
+	h.peerIn = func(from string, kind wire.Kind) frameFate {
+		f := fc.fate(from, self, uint8(kind))
+		if f.hold != nil || len(f.delays) > 0 {
+			fc.mu.Lock()
+			fc.delivered[frameKey{from, self, kind}]++
+			fc.mu.Unlock()
+		}
+		return f
+	}
 	h.swimConn = func(pc swim.PacketConn) swim.PacketConn { return &faultConn{PacketConn: pc, self: self, fc: fc} }
 	h.pushPull = func(pp swim.PushPullTransport) swim.PushPullTransport {
 		return &faultPushPull{PushPullTransport: pp, self: self, fc: fc}
 	}
 	h.beforeServe = func() { fc.holdRequests(self) }
 	h.afterAppend = func(string) { fc.holdRequests(self) }
+}
+
+// deliveredFrames is how many frames of kind node to took from node from.
+func (fc *faultCluster) deliveredFrames(from, to string, kind wire.Kind) int {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.delivered[frameKey{from, to, kind}]
 }
 
 func (fc *faultCluster) register(n *Node) {

@@ -33,11 +33,23 @@ import (
 //
 // A pull ends without the rest when the previous owner is declared dead by
 // SWIM, when it leaves maxUnanswered pulls in a row unanswered (it left
-// and closed, or cannot reach this node: an owner moved for its silence
-// often cannot), when Config.HandoffTimeout has passed, or when this node
-// stops holding the topic at that epoch; the new owner then serves what it
-// copied. A pull is not resumed after a restart of the new owner. Nodes
-// driven by a caller (NewDriven) do not hand records over.
+// and closed, or cannot reach this node), when Config.HandoffTimeout has
+// passed, or when this node stops holding the topic at that epoch; the new
+// owner then serves what it copied.
+//
+// A topic the leader moved off an owner it takes for unable to answer
+// (OpenTopic.PrevSilent: silent towards the leader for three lease
+// lengths, or dead) is not held up for it that long: the new owner asks
+// once, waiting silentPullWait, and goes on without the records if no
+// answer comes; it does not ask at all while its own SWIM view does not
+// count that owner alive (suspect, dead or unknown). An answer, even
+// "not closed yet", shows the owner can answer after all: the pull then
+// goes on as any other. Records the silent owner acknowledged and this
+// node did not copy stay in that owner's log only (README, "Records
+// across ownership moves").
+//
+// A pull is not resumed after a restart of the new owner. Nodes driven by
+// a caller (NewDriven) do not hand records over.
 //
 // A produce gate is kept for every topic this node was asked to write to
 // (a lock and the topic's name), as the store keeps each topic's bounds.
@@ -49,10 +61,17 @@ const maxHandoffChunkBytes = 1 << 20
 const maxHandoffs = 16
 
 // maxUnanswered is how many pulls in a row a previous owner may leave
-// unanswered (each waits a lease renewal interval, then half of one)
-// before the new owner stops asking: a topic moved off an owner that
-// cannot answer waits about 4.5 renewal intervals longer for it.
+// unanswered (each waits a lease renewal interval, and half of one
+// between two) before the new owner stops asking: a topic moved off an
+// owner that cannot answer waits about 4 renewal intervals longer for it
+// (half of one when the leader took that owner for silent: silentPullWait).
 const maxUnanswered = 3
+
+// silentPullWait is, in lease renewal intervals, how long the one pull
+// asked of a previous owner taken for silent waits for its answer: a
+// round trip between live nodes takes milliseconds, and every interval
+// waited is an interval the topic cannot be written.
+const silentPullWait = 0.5
 
 // handoffs is the state of the record pulls of this node.
 type handoffs struct {
@@ -129,14 +148,18 @@ func (h *handoffs) unmark(topic string, epoch uint64) {
 }
 
 // beginHandoff starts the pull of topic's records at epoch from prev,
-// which mark announced. The caller holds ownWrite.
-func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
+// which mark announced; silent: the leader takes prev for unable to answer
+// (OpenTopic.PrevSilent). The caller holds ownWrite.
+func (n *Node) beginHandoff(topic string, epoch uint64, prev string, silent bool) {
 	h := &n.ho
 	n.counters.handoffsStarted.Add(1)
+	if silent {
+		n.counters.handoffsSilent.Add(1)
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		complete := n.pullRecords(topic, epoch, prev)
+		complete := n.pullRecords(topic, epoch, prev, silent)
 		h.unmark(topic, epoch)
 		if !complete {
 			n.counters.handoffsCut.Add(1)
@@ -145,8 +168,16 @@ func (n *Node) beginHandoff(topic string, epoch uint64, prev string) {
 }
 
 // pullRecords pulls prev's records of topic for epoch; it reports whether
-// it got all of them.
-func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
+// it got all of them. silent: the leader takes prev for unable to answer,
+// so it gets one short pull, or none while SWIM here does not count it
+// alive.
+func (n *Node) pullRecords(topic string, epoch uint64, prev string, silent bool) bool {
+	if silent {
+		if m, ok := n.view.Load().byID[prev]; !ok || m.State != swim.StateAlive {
+			n.log.Warn("node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", topic, "from", prev)
+			return false
+		}
+	}
 	select {
 	case n.ho.sem <- struct{}{}:
 		defer func() { <-n.ho.sem }()
@@ -158,7 +189,10 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 		chunk = c
 	}
 	deadline := n.clock().Add(n.cfg.HandoffTimeout)
-	wait := n.cfg.LeaseRenewInterval
+	wait, giveUp := n.cfg.LeaseRenewInterval, maxUnanswered
+	if silent {
+		wait, giveUp = time.Duration(silentPullWait*float64(wait)), 1
+	}
 	var from uint64
 	unanswered := 0
 	for {
@@ -168,7 +202,7 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 		if t, ok := n.holding(topic); !ok || t != epoch {
 			return false
 		}
-		if v := n.view.Load(); (v.dead[prev] && v.byID[prev].State != swim.StateLeft) || unanswered >= maxUnanswered {
+		if v := n.view.Load(); (v.dead[prev] && v.byID[prev].State != swim.StateLeft) || unanswered >= giveUp {
 			n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
 			return false
 		}
@@ -179,10 +213,15 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string) bool {
 		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, wait)
 		if err != nil {
 			unanswered++
-			n.sleep(wait / 2)
+			if unanswered < giveUp {
+				n.sleep(wait / 2)
+			}
 			continue
 		}
-		unanswered = 0
+		if unanswered = 0; silent {
+			// It answered: it can, after all; pull as from any owner.
+			silent, wait, giveUp = false, n.cfg.LeaseRenewInterval, maxUnanswered
+		}
 		if c.Status == wire.HandoffNotClosed {
 			n.sleep(wait / 2)
 			continue

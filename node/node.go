@@ -218,6 +218,7 @@ type counters struct {
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
 	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
+	handoffsSilent                                                             atomic.Uint64
 	topicsDeleted                                                              atomic.Uint64
 	watches, watchEvents, watchesCompacted, watchesRefused                     atomic.Uint64
 }

@@ -284,7 +284,7 @@ func (n *Node) finishOwnershipMsg(m *ownershipMsg, s *ownershipStep, err error) 
 		if err == nil && s.st == wire.TopicDone && s.held && s.after.Epoch == open.Epoch {
 			// Newly held after a move: the previous owner's records
 			// come over before the topic is served.
-			n.beginHandoff(string(s.topic), open.Epoch, string(open.Prev))
+			n.beginHandoff(string(s.topic), open.Epoch, string(open.Prev), open.PrevSilent)
 		} else {
 			n.ho.unmark(string(s.topic), open.Epoch)
 		}
@@ -381,21 +381,47 @@ func (n *Node) kickDuty() {
 
 // ownershipLoop sends the ownership messages as soon as they are due (off
 // the raft worker that applied them: opening a topic on this node costs an
-// fsync); messages held back by a fence, and resends, are sent at the
-// next kick or Config.LeaseRenewInterval.
+// fsync); messages held back by a fence, and resends, are sent when their
+// time comes (nextDue), or at the next kick.
 func (n *Node) ownershipLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.LeaseRenewInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(n.cfg.LeaseRenewInterval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-n.dutyKick:
-		case <-tick.C:
+		case <-timer.C:
 		}
 		n.sendDue()
+		now := n.clock()
+		timer.Reset(n.nextDue(now).Sub(now))
 	}
+}
+
+// dutyWakeFloor: in lease renewal intervals, the least time between two
+// looks at the ownership messages due, so that many messages due at
+// slightly different times are sent together.
+const dutyWakeFloor = 0.05
+
+// nextDue is when sendDue, last called at now, has work next: when the
+// earliest queued ownership message is due (a held-back open whose fences
+// and new-leader wait end: the topic's next owner is told then, not up to
+// a renewal interval later), else a renewal interval after now; never
+// sooner than dutyWakeFloor after now.
+func (n *Node) nextDue(now time.Time) time.Time {
+	next := now.Add(n.cfg.LeaseRenewInterval)
+	n.dutyMu.Lock()
+	at, ok := n.duty.Next()
+	n.dutyMu.Unlock()
+	if ok && at.Before(next) {
+		next = at
+	}
+	if floor := now.Add(time.Duration(dutyWakeFloor * float64(n.cfg.LeaseRenewInterval))); next.Before(floor) {
+		next = floor
+	}
+	return next
 }
 
 // sendDue sends the ownership messages that are due.
@@ -433,6 +459,9 @@ func (n *Node) sendRPC(r *duty.RPC) (m ownershipMsg, local bool) {
 	var closeMsg *wire.CloseTopic
 	if r.Open {
 		open = &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
+		if r.Prev != "" {
+			open.PrevSilent = n.prevSilent(r.Shard, r.Prev)
+		}
 		n.counters.opensSent.Add(1)
 	} else {
 		closeMsg = &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/swim"
 )
 
 // reconcileLoop is the local controller of every shard this node leads:
@@ -60,6 +61,13 @@ func (f *inFlight) begin(key uint64) bool {
 	}
 	f.m[key] = true
 	return true
+}
+
+// busy reports whether key has work in flight.
+func (f *inFlight) busy(key uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[key]
 }
 
 func (f *inFlight) end(key uint64) {
@@ -138,8 +146,7 @@ func (n *Node) reassignDead(v *clusterView) {
 		_ = n.sm.withShard(shard, func(sh *shardState) {
 			st := sh.st
 			silent := func(id string) bool {
-				return leads && id != n.cfg.ID && now.Sub(since) > silentFor && now.Sub(sh.lastAsk[id]) > silentFor &&
-					now.Sub(roundsFrom[id]) > silentFor
+				return leads && id != n.cfg.ID && isSilent(now, silentFor, since, sh.lastAsk[id], roundsFrom[id])
 			}
 			if !st.AnyOwner(func(id string) bool { owners[id] = true; return gone(id) || v.drained[id] || silent(id) }) {
 				return // the common case, without sorting the owners
@@ -213,6 +220,41 @@ type deadMemo struct {
 	valid           bool
 	version, events uint64
 	owners          map[string]bool
+}
+
+// isSilent is reassignDead's rule of silence at now: this node has led the
+// shard since since, and the owner has neither asked it for a lease on
+// the shard (lastAsk) nor sent it any lease round (lastRound) for longer
+// than silentFor.
+func isSilent(now time.Time, silentFor time.Duration, since, lastAsk, lastRound time.Time) bool {
+	return now.Sub(since) > silentFor && now.Sub(lastAsk) > silentFor && now.Sub(lastRound) > silentFor
+}
+
+// prevSilent reports whether the OpenTopic of a topic of shard moved off
+// prev says that prev cannot answer (wire.OpenTopic.PrevSilent): SWIM
+// declared it dead (not left: a leaving node answers the pulls), or, by
+// reassignDead's rule, it is silent towards this node as the shard's
+// leader — the two reasons for which this node moves topics off an owner
+// without asking it. An owner moved for another reason (an assign, a
+// drain, a leave) keeps sending rounds, so its new owner pulls in full.
+func (n *Node) prevSilent(shard uint64, prev string) bool {
+	if prev == "" || prev == n.cfg.ID {
+		return false
+	}
+	v := n.view.Load()
+	if v.dead[prev] && v.byID[prev].State != swim.StateLeft {
+		return true
+	}
+	since, leads := n.leaderSince(shard)
+	if !leads {
+		return false
+	}
+	n.roundsMu.Lock()
+	lastRound := n.roundsFrom[prev]
+	n.roundsMu.Unlock()
+	var lastAsk time.Time
+	_ = n.sm.withShard(shard, func(sh *shardState) { lastAsk = sh.lastAsk[prev] })
+	return isSilent(n.clock(), silentOwnerLeases*n.cfg.LeaseDuration, since, lastAsk, lastRound)
 }
 
 // reassignEvery: with the membership unchanged, reassignDead looks at its
@@ -336,6 +378,7 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 	n.reconcileMu.Unlock()
 	var steps []func(done func(bool))
 	var desired []string
+	deferred := false
 	for _, in := range infos {
 		if len(steps) == n.cfg.MaxConfChanges {
 			break
@@ -347,11 +390,11 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 		if len(desired) == 0 {
 			continue
 		}
-		if step := n.shardStep(v, in, slices.Clone(desired)); step != nil {
+		if step := n.shardStep(v, in, slices.Clone(desired), &deferred); step != nil {
 			steps = append(steps, step)
 		}
 	}
-	n.manageIdle.done(v, events, quiet && len(steps) == 0)
+	n.manageIdle.done(v, events, quiet && !deferred && len(steps) == 0)
 	if len(steps) == 0 {
 		n.managing.end(0)
 		return
@@ -372,8 +415,9 @@ func (n *Node) managePass(v *clusterView, events uint64, infos []raftmux.Info) {
 }
 
 // shardStep returns the one change the shard needs (nil: none), which
-// reports through done whether it was made.
-func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func(done func(bool)) {
+// reports through done whether it was made; it sets *deferred when it
+// leaves a change for a later pass (holdsBack).
+func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string, deferred *bool) func(done func(bool)) {
 	want := make(map[uint64]bool, len(desired))
 	for _, d := range desired {
 		want[RaftID(d)] = true
@@ -448,9 +492,29 @@ func (n *Node) shardStep(v *clusterView, in raftmux.Info, desired []string) func
 		return nil
 	}
 	if pref := v.placement.Leader(uint32(in.Shard)); pref != "" && pref != n.cfg.ID && v.alive(pref) && slices.Contains(in.Voters, RaftID(pref)) {
+		if n.holdsBack(in.Shard) {
+			*deferred = true
+			return nil
+		}
 		return n.transfer(in.Shard, RaftID(pref))
 	}
 	return nil
+}
+
+// holdsBack reports whether this node, leading shard, is moving topics
+// there: a reassignment of a dead or silent owner's topics is in flight,
+// or an open it owes is not sent yet (duty.Leader.HoldsBack). Its
+// leadership is then not handed to the preferred replica: the next leader
+// would hold the opens back again for its own NewLeaderWait, from its
+// election, and a topic moved off a dead leader and owner would stay
+// unwritable for a second such wait (4 s "lan").
+func (n *Node) holdsBack(shard uint64) bool {
+	if n.reassigning.busy(shard) {
+		return true
+	}
+	n.dutyMu.Lock()
+	defer n.dutyMu.Unlock()
+	return n.duty.HoldsBack(shard)
 }
 
 // transferTo hands a shard's leadership to a desired live voter.

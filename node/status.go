@@ -69,10 +69,13 @@ type Stats struct {
 	RequestsActive  int
 	// Record handoffs (handoff.go): pulls started by this node as a new
 	// owner, pulls that ended without every record (the previous owner
-	// died, the timeout passed, the topic moved on), records pulled, and
-	// revoked topics whose records this node deleted.
+	// died, the timeout passed, the topic moved on), of these the pulls
+	// from an owner the leader took for silent (OpenTopic.PrevSilent: one
+	// short attempt), records pulled, and revoked topics whose records
+	// this node deleted.
 	HandoffsStarted uint64
 	HandoffsCut     uint64
+	HandoffsSilent  uint64
 	HandoffRecords  uint64
 	TopicsDeleted   uint64
 	Watches         uint64 // Watch requests taken
@@ -133,6 +136,7 @@ func (n *Node) Stats() Stats {
 		ProducesRemoved:       n.counters.producesRemoved.Load(),
 		HandoffsStarted:       n.counters.handoffsStarted.Load(),
 		HandoffsCut:           n.counters.handoffsCut.Load(),
+		HandoffsSilent:        n.counters.handoffsSilent.Load(),
 		HandoffRecords:        n.counters.handoffRecords.Load(),
 		TopicsDeleted:         n.counters.topicsDeleted.Load(),
 		RequestsActive:        len(n.reqSem),

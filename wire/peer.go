@@ -10,7 +10,10 @@ package wire
 // than the highest it has seen, so a deposed leader cannot reorder a stale
 // open past a newer close. Prev, when not empty, is the owner the topic
 // moved from, whose records the new owner pulls (RecordsPull) before it
-// serves. Answered by TopicAck.
+// serves. PrevSilent says the sender takes Prev for unable to answer (no
+// lease round of it reached the sender for three lease lengths, or SWIM
+// declared it dead): the new owner asks it once, briefly, instead of
+// waiting out unanswered pulls. Answered by TopicAck.
 type OpenTopic struct {
 	Topic      []byte
 	Epoch      uint64
@@ -18,6 +21,7 @@ type OpenTopic struct {
 	Shard      uint64
 	Term       uint64
 	Prev       []byte
+	PrevSilent bool
 }
 
 // AppendOpenTopic appends m's payload.
@@ -27,7 +31,8 @@ func AppendOpenTopic(dst []byte, m *OpenTopic) []byte {
 	dst = appendUvarint(dst, uint64(m.Partitions))
 	dst = appendU64(dst, m.Shard)
 	dst = appendUvarint(dst, m.Term)
-	return appendBytes(dst, m.Prev)
+	dst = appendBytes(dst, m.Prev)
+	return appendBool(dst, m.PrevSilent)
 }
 
 // DecodeOpenTopic decodes an OpenTopic payload into m.
@@ -39,6 +44,7 @@ func DecodeOpenTopic(b []byte, m *OpenTopic) error {
 	m.Shard = r.u64()
 	m.Term = r.uvarint()
 	m.Prev = r.bytes(MaxNodeIDLen)
+	m.PrevSilent = r.bool()
 	return r.end()
 }
 

@@ -8,6 +8,7 @@ import (
 func TestPeerMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7}, AppendOpenTopic, DecodeOpenTopic)
 	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7, Prev: []byte("n2")}, AppendOpenTopic, DecodeOpenTopic)
+	roundTrip(t, &OpenTopic{Topic: []byte("t"), Epoch: 2, Partitions: 3, Shard: 4, Term: 7, Prev: []byte("n2"), PrevSilent: true}, AppendOpenTopic, DecodeOpenTopic)
 	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4, Term: 7}, AppendCloseTopic, DecodeCloseTopic)
 	roundTrip(t, &CloseTopic{Topic: []byte("t"), Epoch: 2, Shard: 4, Term: 7, Revoked: true}, AppendCloseTopic, DecodeCloseTopic)
 	roundTrip(t, &RecordsPull{Topic: []byte("t"), Epoch: 3, From: 1 << 40, MaxBytes: 1 << 20}, AppendRecordsPull, DecodeRecordsPull)
@@ -68,7 +69,7 @@ func TestPeerMessagesReject(t *testing.T) {
 
 func TestPropertyPeerMessages(t *testing.T) {
 	prop(t, "OpenTopic", func(g gen) *OpenTopic {
-		return &OpenTopic{Topic: g.topic(), Epoch: g.u64(), Partitions: g.u32(MaxPartitions), Shard: g.u64(), Prev: g.nodeID()}
+		return &OpenTopic{Topic: g.topic(), Epoch: g.u64(), Partitions: g.u32(MaxPartitions), Shard: g.u64(), Prev: g.nodeID(), PrevSilent: g.bool()}
 	}, AppendOpenTopic, DecodeOpenTopic)
 	prop(t, "CloseTopic", func(g gen) *CloseTopic {
 		return &CloseTopic{Topic: g.topic(), Epoch: g.u64(), Shard: g.u64(), Revoked: g.bool()}

@@ -111,6 +111,7 @@ var metrics = []metric{
 	{"ProducesRemoved", "produces_removed_total", "Produces refused after their append (the lease ran out), whose records were removed again.", counter, ""},
 	{"HandoffsStarted", "handoffs_started_total", "Pulls of a moved topic's records from its previous owner, started by this node as the new owner.", counter, ""},
 	{"HandoffsCut", "handoffs_cut_total", "Record pulls that ended without every record: the previous owner died, the handoff timeout passed, or the topic moved on.", counter, ""},
+	{"HandoffsSilent", "handoffs_silent_total", "Record pulls started from a previous owner the shard leader took for silent or dead, which get one short attempt.", counter, ""},
 	{"HandoffRecords", "handoff_records_total", "Records pulled from previous owners of topics.", counter, ""},
 	{"TopicsDeleted", "topics_deleted_total", "Revoked topics whose records this node deleted.", counter, ""},
 	{"Watches", "watch_requests_total", "Watch requests taken.", counter, ""},

@@ -784,6 +784,32 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
 	return out
 }
 
+// Next returns when the earliest queued message is due, to be sent or to
+// be looked at again (a held-back open whose wait ends, a resend); ok is
+// false when nothing is queued. A caller that calls Due then, rather than
+// at its next periodic turn, sends a held-back open the moment its fences
+// allow, not up to a period later.
+func (l *Leader) Next() (at time.Time, ok bool) {
+	if len(l.queue) == 0 {
+		return time.Time{}, false
+	}
+	return l.queue[0].at, true
+}
+
+// HoldsBack reports whether this leader owes an open of a topic of shard
+// that it has not sent yet (held back by a fence or by its new-leader
+// wait, or not yet looked at): were it to hand the shard's leadership
+// away now, the next leader would hold the open back again, for its own
+// NewLeaderWait from its election.
+func (l *Leader) HoldsBack(shard uint64) bool {
+	for r := range l.byShard[shard] {
+		if r.Open && !r.sent {
+			return true
+		}
+	}
+	return false
+}
+
 // Ack takes node from's TopicAck of request reqID. An ack from another
 // node than the one asked, or about another topic, is ignored.
 func (l *Leader) Ack(from string, reqID uint64, a *wire.TopicAck) {

@@ -237,10 +237,54 @@ func TestANewLeaderWaitsOutItsPredecessorsGrants(t *testing.T) {
 	}
 	// A fresh assignment during the wait needs none.
 	l2 := newLeader(t)
+	if _, ok := l2.Next(); ok {
+		t.Fatal("a leader with nothing queued has something due next")
+	}
 	leading(l2, 7, 4, t0)
 	l2.Effects(t0, 7, []meta.Effect{{Kind: meta.EffectOpen, Node: "n2", Topic: "x", Epoch: 1, Partitions: 1, Fresh: true}}, never)
 	if o := opens(l2.Due(t0, nobodyGone)); len(o) != 1 {
 		t.Fatalf("a fresh topic's open waited: %+v", o)
+	}
+}
+
+// TestAHeldBackOpenIsDueTheMomentItsWaitEnds: Next names the end of the
+// new leader's wait, so that the caller sends the open then and not at its
+// next periodic turn.
+func TestAHeldBackOpenIsDueTheMomentItsWaitEnds(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 4, t0)
+	l.Resend(7, []meta.Assignment{{Topic: "moved", Owner: "n3", Previous: "n2", Epoch: 6, Partitions: 1, State: meta.Active}})
+	l.Due(t0, gone("n2"))
+	end := t0.Add(l.cfg.NewLeaderWait())
+	if at, ok := l.Next(); !ok || !at.Equal(end) {
+		t.Fatalf("next due at %v (%v), want the end of the new leader's wait, %v", at.Sub(t0), ok, end.Sub(t0))
+	}
+	if o := opens(l.Due(end, gone("n2"))); o["n3/moved"].Epoch != 6 {
+		t.Fatalf("opens at the end of the wait: %+v", o)
+	}
+	// Sent: next comes its resend.
+	if at, ok := l.Next(); !ok || !at.Equal(end.Add(l.cfg.Resend)) {
+		t.Fatalf("next due at %v (%v) after the open was sent, want its resend at %v", at.Sub(t0), ok, end.Add(l.cfg.Resend).Sub(t0))
+	}
+}
+
+// TestALeaderSaysWhileItHoldsBackAnOpen: the shard manager does not hand
+// away the leadership of a shard whose leader still holds an open back.
+func TestALeaderSaysWhileItHoldsBackAnOpen(t *testing.T) {
+	l := newLeader(t)
+	leading(l, 7, 4, t0)
+	leading(l, 8, 4, t0)
+	if l.HoldsBack(7) {
+		t.Fatal("a leader that owes nothing holds an open back")
+	}
+	l.Resend(7, []meta.Assignment{{Topic: "moved", Owner: "n3", Previous: "n2", Epoch: 6, Partitions: 1, State: meta.Active}})
+	l.Due(t0, gone("n2"))
+	if !l.HoldsBack(7) || l.HoldsBack(8) {
+		t.Fatalf("holds back: shard 7 %v, shard 8 %v; want only 7", l.HoldsBack(7), l.HoldsBack(8))
+	}
+	l.Due(t0.Add(l.cfg.NewLeaderWait()), gone("n2"))
+	if l.HoldsBack(7) {
+		t.Fatal("the open was sent, yet the leader says it holds it back")
 	}
 }
 
