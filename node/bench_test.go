@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,59 @@ func BenchmarkAssignTopic(b *testing.B) {
 	})
 }
 
+// BenchmarkAssignCost is the CPU an assign costs end to end, the way
+// bench/scaleout sends it: three nodes, 256 shards, one client that knows
+// every node and sends each assign to the shard leader its pulled table
+// names, 128 assigns in flight. cpu-µs/op is the whole process (three
+// nodes and the client), allocs/op every allocation in it; fsyncs/op and
+// forwards/op say how many raft fsyncs and forwarding hops an assign took.
+// Profile it with -cpuprofile and -memprofile; compare with -count N, in
+// turns with the code it is measured against.
+func BenchmarkAssignCost(b *testing.B) {
+	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Shards = assignCostShards })
+	var seeds []string
+	for _, n := range c.nodes {
+		addr, _, _ := n.Addrs()
+		seeds = append(seeds, addr)
+	}
+	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, ConnsPerServer: 2, Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cl.Close() })
+	ctx := context.Background()
+	// Warm up: the leader table pulled, every shard with a leader that
+	// has served an assign.
+	for i := range 2 * assignCostShards {
+		if _, err := cl.Assign(ctx, fmt.Sprintf("bench-cost-warm-%d", i), client.AssignOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stats := func() (fsyncs, fwd uint64) {
+		for _, n := range c.nodes {
+			st := n.Stats()
+			fsyncs += st.RaftFsyncs
+			fwd += st.Forwarded
+		}
+		return fsyncs, fwd
+	}
+	fsyncs0, fwd0 := stats()
+	perCore := max(1, assignCostInFlight/runtime.GOMAXPROCS(0))
+	timedParallelN(b, perCore, 1, func(_ int, seq uint64) error {
+		_, err := cl.Assign(ctx, fmt.Sprintf("bench-cost-%d", seq), client.AssignOptions{})
+		return err
+	})
+	fsyncs, fwd := stats()
+	b.ReportMetric(float64(fsyncs-fsyncs0)/float64(b.N), "fsyncs/op")
+	b.ReportMetric(float64(fwd-fwd0)/float64(b.N), "forwards/op")
+}
+
+// The size of BenchmarkAssignCost's cluster and load.
+const (
+	assignCostShards   = 256
+	assignCostInFlight = 128
+)
+
 // BenchmarkLinks compares assign and produce throughput with plain TCP and
 // with TLS 1.3 on every client and peer link (certificates made here, the
 // peers verifying each other), each on a 3-node cluster of its own,
@@ -123,10 +177,15 @@ func BenchmarkLinks(b *testing.B) {
 // process's CPU time per call (the whole cluster and its clients run in
 // this process): on a busy machine, the figure that compares.
 func timedParallel(b *testing.B, workers int, op func(worker int, seq uint64) error) {
+	timedParallelN(b, 16, workers, op)
+}
+
+// timedParallelN is timedParallel with perCore goroutines per core.
+func timedParallelN(b *testing.B, perCore, workers int, op func(worker int, seq uint64) error) {
 	var seq, who atomic.Uint64
 	var lat latencies
 	b.ReportAllocs()
-	b.SetParallelism(16)
+	b.SetParallelism(perCore)
 	cpu0 := processCPU()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -238,7 +238,8 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 		if c.Role() != wire.RolePeer {
 			break
 		}
-		n.serveOwnership(c, h, payload)
+		async = true
+		n.serveOwnership(c, h, payload, release)
 		return
 	case wire.KindRecordsPull:
 		if c.Role() != wire.RolePeer {
@@ -324,28 +325,38 @@ func (n *Node) reply(c Conn, reqID uint64, kind wire.Kind, payload []byte) {
 	_ = c.Write(f)
 }
 
-func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte) {
-	var ack wire.TopicAck
-	var ok bool
+// serveOwnership takes an OpenTopic or CloseTopic from a shard leader
+// and acks it once it is durable; release gives the frame's bytes back
+// then, or at once for a message that does not decode.
+func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte, release func()) {
+	reqID := h.RequestID
+	done := func(ack wire.TopicAck, ok bool) {
+		defer release()
+		if !ok {
+			return // no ack: the leader retries
+		}
+		f, start := wire.BeginFrame(nil, wire.KindTopicAck, reqID)
+		f = wire.AppendTopicAck(f, &ack)
+		if f, err := wire.EndFrame(f, start); err == nil {
+			_ = c.Write(f)
+		}
+	}
+	// Taken with the others arriving at the same time, in one synced
+	// batch; the ack may be sent after this returns.
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
 		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			ack, ok = n.takeOwnership(&m, nil)
+			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done})
+			return
 		}
 	} else {
 		var m wire.CloseTopic
 		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			ack, ok = n.takeOwnership(nil, &m)
+			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done})
+			return
 		}
 	}
-	if !ok {
-		return // no ack: the leader retries
-	}
-	f, start := wire.BeginFrame(nil, wire.KindTopicAck, h.RequestID)
-	f = wire.AppendTopicAck(f, &ack)
-	if f, err := wire.EndFrame(f, start); err == nil {
-		_ = c.Write(f)
-	}
+	release()
 }
 
 // errAnswer encodes an error answer.

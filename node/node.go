@@ -94,6 +94,9 @@ type Node struct {
 	// ownFeed: the ownership events for an embedding program, pushed
 	// under ownWrite once a change is durable.
 	ownFeed *ownershipFeed
+	// ownQ: OpenTopic and CloseTopic messages waiting for the next
+	// synced batch (owner.go).
+	ownQ ownershipQueue
 	// ho: the record pulls of topics newly held (handoff.go).
 	ho handoffs
 	// duty: what this node owes as a shard leader (under dutyMu), and

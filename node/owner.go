@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
@@ -50,6 +51,17 @@ func (n *Node) persistOwnership(changes []ownership.Change, why ReleaseReason) e
 		return nil
 	}
 	b := n.store.NewBatch()
+	putOwnership(b, changes)
+	if err := b.Commit(true); err != nil {
+		n.log.Error("node: ownership changes not persisted", "err", err)
+		return err
+	}
+	n.announce(changes, why)
+	return nil
+}
+
+// putOwnership adds changes to b.
+func putOwnership(b *shardstore.Batch, changes []ownership.Change) {
 	for _, c := range changes {
 		switch {
 		case c.Put:
@@ -61,84 +73,244 @@ func (n *Node) persistOwnership(changes []ownership.Change, why ReleaseReason) e
 			b.PutTopicFloor(c.Topic, c.Floor)
 		}
 	}
-	if err := b.Commit(true); err != nil {
-		n.log.Error("node: ownership changes not persisted", "err", err)
-		return err
-	}
-	n.announce(changes, why)
-	return nil
 }
 
-// takeOwnership applies an OpenTopic or CloseTopic from a shard leader and
-// returns the ack to send once it is durable (ok false: nothing to send,
-// the leader retries).
-func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (wire.TopicAck, bool) {
+// Opening a topic costs its owner a synced write. The OpenTopic and
+// CloseTopic messages that arrive while one such write is under way are
+// taken together, in arrival order, and made durable in one synced batch
+// (group commit): one fsync for all of them instead of one each, and none
+// of them is acknowledged before that fsync.
+
+// maxOwnershipBatch bounds the ownership messages made durable in one
+// synced batch; more wait for the next one.
+const maxOwnershipBatch = 256
+
+// ownershipMsg is one OpenTopic (open set) or CloseTopic (closeMsg set)
+// from a shard leader, and what to do with its ack once it is durable (ok
+// false: nothing to send, the leader retries).
+type ownershipMsg struct {
+	open     *wire.OpenTopic
+	closeMsg *wire.CloseTopic
+	done     func(ack wire.TopicAck, ok bool)
+}
+
+// ownershipQueue holds the messages waiting for the next synced batch.
+// The goroutine that finds no batch under way writes it, and the batches
+// after it while messages keep arriving; the others leave theirs here.
+type ownershipQueue struct {
+	mu      sync.Mutex
+	waiting []ownershipMsg
+	busy    bool
+}
+
+// takeOwnershipMsgs applies msgs, with the messages waiting, in batches
+// of at most maxOwnershipBatch, each made durable in one synced write
+// before its acks are handed to the messages' done. The calling goroutine
+// writes every batch due while messages keep arriving, or leaves msgs to
+// the one already doing so: done may run on another goroutine, after this
+// returns.
+func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) { n.queueOwnership(true, msgs) }
+
+// queueOwnership is takeOwnershipMsgs; with stay false the caller writes
+// one batch at most and hands what waits after it to a goroutine of its
+// own: the ownership loop is not kept from sending its own messages by
+// the messages other leaders send this node.
+func (n *Node) queueOwnership(stay bool, msgs []ownershipMsg) {
+	q := &n.ownQ
+	q.mu.Lock()
+	q.waiting = append(q.waiting, msgs...)
+	if q.busy {
+		q.mu.Unlock()
+		return
+	}
+	q.busy = true
+	n.writeOwnershipQueue(stay)
+}
+
+// writeOwnershipQueue writes the batches waiting (see queueOwnership).
+// The caller holds ownQ.mu and set ownQ.busy; it returns with ownQ.mu
+// released.
+func (n *Node) writeOwnershipQueue(stay bool) {
+	q := &n.ownQ
+	for len(q.waiting) > 0 {
+		batch := q.waiting[:min(len(q.waiting), maxOwnershipBatch)]
+		rest := q.waiting[len(batch):]
+		if len(rest) == 0 {
+			q.waiting = nil
+		} else {
+			q.waiting = append([]ownershipMsg(nil), rest...)
+		}
+		q.mu.Unlock()
+		n.takeOwnershipBatch(batch)
+		q.mu.Lock()
+		if !stay && len(q.waiting) > 0 && !n.driven {
+			q.mu.Unlock()
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				q.mu.Lock()
+				n.writeOwnershipQueue(true)
+			}()
+			return
+		}
+	}
+	q.busy = false
+	q.mu.Unlock()
+}
+
+// ownershipStep is what applying one message left for after its batch is
+// durable.
+type ownershipStep struct {
+	topic   []byte
+	shard   uint64
+	st      wire.TopicStatus
+	epoch   uint64
+	changes []ownership.Change
+	handing bool // marked as handed over before the holder had it
+	held    bool
+	after   ownership.Topic
+	skip    bool // its floor did not read: no ack
+	why     ReleaseReason
+}
+
+// takeOwnershipBatch applies msgs in order, makes their changes durable
+// in one synced batch, announces them, and hands each message its ack.
+func (n *Node) takeOwnershipBatch(msgs []ownershipMsg) {
+	acks := n.writeOwnershipBatch(msgs)
+	// The acks go out after ownWrite is released, as a single message's
+	// always did: what done does takes the duties' lock, and may answer
+	// clients.
+	for i := range msgs {
+		msgs[i].done(acks[i].ack, acks[i].ok)
+	}
+}
+
+// ownershipAck is a message's ack, ok false when there is none to send.
+type ownershipAck struct {
+	ack wire.TopicAck
+	ok  bool
+}
+
+// writeOwnershipBatch applies msgs in order, makes their changes durable
+// in one synced batch, announces them, and returns each message's ack.
+func (n *Node) writeOwnershipBatch(msgs []ownershipMsg) []ownershipAck {
 	n.ownWrite.Lock()
 	defer n.ownWrite.Unlock()
-	var topic []byte
-	var shard uint64
-	if open != nil {
-		topic, shard = open.Topic, open.Shard
+	steps := make([]ownershipStep, len(msgs))
+	// floors written by messages earlier in the batch: a close followed
+	// by an open it overtook must find the floor it set.
+	var floors map[string]uint64
+	for i := range msgs {
+		n.applyOwnershipMsg(&msgs[i], &steps[i], floors)
+		for _, c := range steps[i].changes {
+			if c.Floor != 0 {
+				if floors == nil {
+					floors = make(map[string]uint64)
+				}
+				floors[c.Topic] = c.Floor
+			}
+		}
+	}
+	var err error
+	b := n.store.NewBatch()
+	writes := 0
+	for i := range steps {
+		putOwnership(b, steps[i].changes)
+		writes += len(steps[i].changes)
+	}
+	if writes > 0 {
+		if err = b.Commit(true); err != nil {
+			n.log.Error("node: ownership changes not persisted", "err", err)
+		}
 	} else {
-		topic, shard = closeMsg.Topic, closeMsg.Shard
+		b.Close()
 	}
-	floor, err := n.store.TopicFloor(string(topic))
-	if err != nil {
-		n.log.Error("node: read topic floor", "topic", topic, "err", err)
-		return wire.TopicAck{}, false
+	acks := make([]ownershipAck, len(msgs))
+	for i := range steps {
+		s := &steps[i]
+		if err == nil {
+			n.announce(s.changes, s.why)
+		}
+		acks[i].ack, acks[i].ok = n.finishOwnershipMsg(&msgs[i], s, err)
 	}
-	var st wire.TopicStatus
-	var epoch uint64
-	var changes []ownership.Change
+	return acks
+}
+
+// applyOwnershipMsg applies m to the holder, into s. floors holds the
+// floors set earlier in the batch. The caller holds ownWrite.
+func (n *Node) applyOwnershipMsg(m *ownershipMsg, s *ownershipStep, floors map[string]uint64) {
+	open, closeMsg := m.open, m.closeMsg
+	if open != nil {
+		s.topic, s.shard = open.Topic, open.Shard
+	} else {
+		s.topic, s.shard = closeMsg.Topic, closeMsg.Shard
+	}
+	floor, inBatch := floors[string(s.topic)]
+	if !inBatch {
+		var err error
+		if floor, err = n.store.TopicFloor(string(s.topic)); err != nil {
+			n.log.Error("node: read topic floor", "topic", s.topic, "err", err)
+			s.skip = true
+			return
+		}
+	}
 	n.ownMu.Lock()
-	before, _ := n.own.Get(topic)
+	before, _ := n.own.Get(s.topic)
 	// A topic newly held after a move is marked as handed over before
 	// the holder has it, so that no lease can let it be served before.
-	handing := open != nil && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID && before.Epoch < open.Epoch &&
-		n.ho.mark(string(topic), open.Epoch)
+	s.handing = open != nil && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID && before.Epoch < open.Epoch &&
+		n.ho.mark(string(s.topic), open.Epoch)
 	if open != nil {
-		st, epoch, changes = n.own.Open(open, floor)
+		s.st, s.epoch, s.changes = n.own.Open(open, floor)
 	} else {
-		st, epoch, changes = n.own.Close(closeMsg, floor)
+		s.st, s.epoch, s.changes = n.own.Close(closeMsg, floor)
 	}
-	after, held := n.own.Get(topic)
+	s.after, s.held = n.own.Get(s.topic)
 	n.ownMu.Unlock()
-	why := ReasonClosed
+	s.why = ReasonClosed
 	if open != nil {
-		why = ReasonSuperseded
+		s.why = ReasonSuperseded
 	}
-	err = n.persistOwnership(changes, why)
-	if handing {
-		if err == nil && st == wire.TopicDone && held && after.Epoch == open.Epoch {
+}
+
+// finishOwnershipMsg does what m asks once its batch was written (err:
+// how that went) and returns its ack. The caller holds ownWrite.
+func (n *Node) finishOwnershipMsg(m *ownershipMsg, s *ownershipStep, err error) (wire.TopicAck, bool) {
+	if s.skip {
+		return wire.TopicAck{}, false
+	}
+	open, closeMsg := m.open, m.closeMsg
+	if s.handing {
+		if err == nil && s.st == wire.TopicDone && s.held && s.after.Epoch == open.Epoch {
 			// Newly held after a move: the previous owner's records
 			// come over before the topic is served.
-			n.beginHandoff(string(topic), open.Epoch, string(open.Prev), open.PrevSilent)
+			n.beginHandoff(string(s.topic), open.Epoch, string(open.Prev), open.PrevSilent)
 		} else {
-			n.ho.unmark(string(topic), open.Epoch)
+			n.ho.unmark(string(s.topic), open.Epoch)
 		}
 	}
 	if err != nil {
 		return wire.TopicAck{}, false
 	}
-	if open != nil && st == wire.TopicDone && len(changes) > 0 {
+	if open != nil && s.st == wire.TopicDone && len(s.changes) > 0 {
 		// A topic newly held is served once a lease covers it: ask now
 		// rather than at the next round.
-		n.kickLeases(shard)
+		n.kickLeases(s.shard)
 	}
-	if closeMsg != nil && closeMsg.Revoked && st == wire.TopicDone && (!held || after.Epoch <= closeMsg.Epoch) {
+	if closeMsg != nil && closeMsg.Revoked && s.st == wire.TopicDone && (!s.held || s.after.Epoch <= closeMsg.Epoch) {
 		// A revoked topic's records go with it, once no produce of it
 		// is in flight.
-		g := n.ho.gate(topic)
+		g := n.ho.gate(s.topic)
 		g.Lock()
-		err := n.store.DeleteTopic(topic)
+		err := n.store.DeleteTopic(s.topic)
 		g.Unlock()
 		if err != nil {
-			n.log.Error("node: delete the records of a revoked topic", "topic", topic, "err", err)
+			n.log.Error("node: delete the records of a revoked topic", "topic", s.topic, "err", err)
 			return wire.TopicAck{}, false
 		}
 		n.counters.topicsDeleted.Add(1)
 	}
-	return wire.TopicAck{Topic: topic, Epoch: epoch, Status: st}, true
+	return wire.TopicAck{Topic: s.topic, Epoch: s.epoch, Status: s.st}, true
 }
 
 // serveCheck reports whether this node may answer a data request for
@@ -269,34 +441,43 @@ func (n *Node) sendDue() {
 	n.dutyMu.Lock()
 	due := n.duty.Due(n.clock(), gone)
 	n.dutyMu.Unlock()
+	var local []ownershipMsg
 	for i := range due {
-		n.sendRPC(&due[i])
+		if m, ok := n.sendRPC(&due[i]); ok {
+			local = append(local, m)
+		}
+	}
+	if len(local) > 0 {
+		n.queueOwnership(false, local)
 	}
 }
 
-// sendRPC sends one ownership message; the node's own topics are opened
-// or closed in place.
-func (n *Node) sendRPC(r *duty.RPC) {
-	open := &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
-	if r.Open && r.Prev != "" {
-		open.PrevSilent = n.prevSilent(r.Shard, r.Prev)
-	}
-	closeMsg := &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
+// sendRPC sends one ownership message; a message to this node itself
+// is returned instead (local true), to be taken with the others due.
+func (n *Node) sendRPC(r *duty.RPC) (m ownershipMsg, local bool) {
+	var open *wire.OpenTopic
+	var closeMsg *wire.CloseTopic
 	if r.Open {
-		closeMsg = nil
+		open = &wire.OpenTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Partitions: r.Partitions, Shard: r.Shard, Term: r.Term, Prev: []byte(r.Prev)}
+		if r.Prev != "" {
+			open.PrevSilent = n.prevSilent(r.Shard, r.Prev)
+		}
 		n.counters.opensSent.Add(1)
 	} else {
-		open = nil
+		closeMsg = &wire.CloseTopic{Topic: []byte(r.Topic), Epoch: r.Epoch, Shard: r.Shard, Term: r.Term, Revoked: r.Revoked}
 		n.counters.closesSent.Add(1)
 	}
 	if r.Node == n.cfg.ID {
-		if ack, ok := n.takeOwnership(open, closeMsg); ok {
+		reqID := r.ReqID
+		return ownershipMsg{open: open, closeMsg: closeMsg, done: func(ack wire.TopicAck, ok bool) {
+			if !ok {
+				return
+			}
 			n.dutyMu.Lock()
-			n.duty.Ack(n.cfg.ID, r.ReqID, &ack)
+			n.duty.Ack(n.cfg.ID, reqID, &ack)
 			n.dutyMu.Unlock()
 			n.recheckSettling()
-		}
-		return
+		}}, true
 	}
 	var f []byte
 	var start int
@@ -309,9 +490,10 @@ func (n *Node) sendRPC(r *duty.RPC) {
 	}
 	f, err := wire.EndFrame(f, start)
 	if err != nil {
-		return
+		return ownershipMsg{}, false
 	}
 	_ = n.net.Send(r.Node, f)
+	return ownershipMsg{}, false
 }
 
 // takeTopicAck hands a TopicAck from node from to the duties.

@@ -47,6 +47,7 @@ func (b *Batch) DeleteOwnedTopic(topic string) { b.Delete(NodeSlot, slotKey(owne
 
 // PutTopicFloor records topic's epoch floor. The caller never lowers it.
 func (b *Batch) PutTopicFloor(topic string, epoch uint64) {
+	b.s.floors.add([]byte(topic)) // before the write can be read
 	b.Put(NodeSlot, slotKey(floorPrefix, topic), binary.BigEndian.AppendUint64(nil, epoch))
 }
 
@@ -73,6 +74,12 @@ func (s *Store) OwnedTopics(fn func(topic string, t OwnedTopic) bool) error {
 
 // TopicFloor returns topic's epoch floor (0: never closed here).
 func (s *Store) TopicFloor(topic string) (uint64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if !s.floors.mayHave([]byte(topic)) {
+		return 0, nil
+	}
 	v, err := s.Get(NodeSlot, slotKey(floorPrefix, topic))
 	if err != nil {
 		return 0, fmt.Errorf("shardstore: topic floor: %w", err)
@@ -84,4 +91,16 @@ func (s *Store) TopicFloor(topic string) (uint64, error) {
 		return 0, fmt.Errorf("shardstore: topic floor of %q: %w", topic, ErrCorrupt)
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+// loadFloors fills the floor filter with the topics that have a floor.
+func (s *Store) loadFloors() error {
+	err := s.Iterate(NodeSlot, floorPrefix, func(k, _ []byte) bool {
+		s.floors.add(k[len(floorPrefix):])
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("shardstore: topic floors: %w", err)
+	}
+	return nil
 }

@@ -124,6 +124,9 @@ type Store struct {
 	// empties, and under the raft layer's allocation rate it collects often.
 	freeMu sync.Mutex
 	free   []*Batch
+
+	// floors: the topics that may have an epoch floor (floorfilter.go).
+	floors floorFilter
 }
 
 // maxFreeBatches bounds the released batches a Store keeps for reuse (a
@@ -177,6 +180,10 @@ func Open(dir string, cfg Config) (*Store, error) {
 			_ = db.Close()
 			return nil, err
 		}
+	}
+	if err := s.loadFloors(); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	return s, nil
 }
