@@ -180,12 +180,12 @@ func TestChaos(t *testing.T) {
 	// Minutes of real processes under faults do not fit make test's
 	// budget: make chaos (and make soak) run it, as root.
 	if *chaosFor == 0 {
-		t.Skip("runs only with -chaos DURATION: make chaos")
+		t.Skip("runs only with -chaos DURATION: make chaos") // minutes of faults: not in make test's budget
 	}
 	// Network namespaces and veth pairs need root, which CI and the
 	// developers' machines have.
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root (network namespaces)")
+		t.Skip("skipped: needs root (network namespaces)") // namespaces and veth pairs need root
 	}
 	seed := *chaosSeed
 	if seed == 0 {

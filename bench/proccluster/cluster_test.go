@@ -174,7 +174,7 @@ func TestNetnsCluster(t *testing.T) {
 		// Creating network namespaces and veth pairs needs root, which CI
 		// and the developers' machines have; elsewhere there is nothing to
 		// run this on.
-		t.Skip("network namespaces need root")
+		t.Skip("network namespaces need root") // nothing to run on without root
 	}
 	ctx := context.Background()
 	c, err := Start(ctx, testConfig(true))
@@ -227,7 +227,7 @@ func TestSweepStale(t *testing.T) {
 		// Creating network namespaces and veth pairs needs root, which CI
 		// and the developers' machines have; elsewhere there is nothing to
 		// run this on.
-		t.Skip("network namespaces need root")
+		t.Skip("network namespaces need root") // nothing to run on without root
 	}
 	dead := deadPID(t)
 	deadTag := pad(strconv.FormatInt(int64(dead), 36), 5) + "zz"

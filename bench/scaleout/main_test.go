@@ -68,13 +68,13 @@ func TestCgroups(t *testing.T) {
 		// Creating cgroups and moving processes into them needs root,
 		// which CI and the developers' machines have; the tool itself
 		// refuses to run without it.
-		t.Skip("cgroups need root")
+		t.Skip("cgroups need root") // the tool itself refuses to run without root
 	}
 	g, err := newCgroups()
 	if err != nil {
 		// A root without a cgroup CPU controller (some containers): the
 		// tool itself exits with the same error there.
-		t.Skipf("no cgroup CPU controller here: %v", err)
+		t.Skipf("no cgroup CPU controller here: %v", err) // the tool exits with the same error here
 	}
 	dir, err := g.group("n1", 0.25)
 	if err != nil {
