@@ -390,9 +390,7 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 	}
 	sums := l.ledSums()
 	if last := l.lastVround; last != nil && last.version == l.ledVersion && len(sums) > 0 && len(last.shared) == len(sums) {
-		rd := &vouchRound{at: now, led: make(map[uint64]wire.Summary, len(sums)), listed: make(map[uint64]bool),
-			version: l.ledVersion, shared: make(map[uint64]bool, len(sums))}
-		l.vrounds[seq], l.lastVround = rd, rd
+		rd := l.newVouchRound(now, seq)
 		asks := make(map[uint64]*VouchAsk, len(sums))
 		for v, sum := range sums {
 			asks[v] = &VouchAsk{Led: sum}
@@ -407,9 +405,7 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 			return
 		}
 		if rd == nil {
-			rd = &vouchRound{at: now, led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool),
-				version: l.ledVersion, shared: make(map[uint64]bool)}
-			l.vrounds[seq], l.lastVround = rd, rd
+			rd = l.newVouchRound(now, seq)
 		}
 		v := vshard{shard: shard, term: s.term, vs: vs}
 		v.ack(l.cfg.Self)
@@ -449,6 +445,14 @@ func (l *Leader) VouchRound(now time.Time, seq uint64) map[uint64]*VouchAsk {
 		})
 	}
 	return asks
+}
+
+// newVouchRound records vouch round seq, built at now, as the last one.
+func (l *Leader) newVouchRound(now time.Time, seq uint64) *vouchRound {
+	rd := &vouchRound{at: now, led: make(map[uint64]wire.Summary), listed: make(map[uint64]bool),
+		version: l.ledVersion, shared: make(map[uint64]bool)}
+	l.vrounds[seq], l.lastVround = rd, rd
+	return rd
 }
 
 // ledSums returns, for every voter of a shard this node leads, the
