@@ -522,15 +522,26 @@ func (s *State) AnyOwner(pred func(id string) bool) bool {
 // TopicsOwnedBy returns the active topics owned by node, sorted by topic.
 func (s *State) TopicsOwnedBy(node string) []Assignment {
 	var out []Assignment
+	s.EachOwnedBy(node, func(topic string, _ uint64) {
+		out = append(out, s.topics[topic].assignment())
+	})
+	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Topic, b.Topic) })
+	return out
+}
+
+// EachOwnedBy calls fn with each active topic owned by node and its epoch,
+// in no particular order, without sorting or allocating: a lease grant
+// lists them on every renewal while they differ from what the owner holds.
+// The state must not change during the call.
+func (s *State) EachOwnedBy(node string, fn func(topic string, epoch uint64)) {
 	if s.Load(node) == 0 {
-		return out
+		return
 	}
-	for _, k := range s.sortedKeys() {
-		if r := s.topics[k]; r.state == Active && r.owner == node {
-			out = append(out, r.assignment())
+	for k, r := range s.topics {
+		if r.state == Active && r.owner == node {
+			fn(k, r.epoch)
 		}
 	}
-	return out
 }
 
 // Topics iterates over the active topics in ascending order. The state must

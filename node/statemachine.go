@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -321,9 +322,11 @@ func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock fu
 	g := wire.LeaseGrant{Shard: shard, Term: term}
 	if s.st.OwnerDigest(owner) != digest {
 		g.Listed = true
-		for _, a := range s.st.TopicsOwnedBy(owner) {
-			g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(a.Topic), Epoch: a.Epoch})
-		}
+		s.st.EachOwnedBy(owner, func(topic string, epoch uint64) {
+			g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(topic), Epoch: epoch})
+		})
+		// In a stable order, so that a run is replayed byte for byte.
+		slices.SortFunc(g.Topics, func(a, b wire.TopicEpoch) int { return bytes.Compare(a.Topic, b.Topic) })
 	}
 	if s.lastGrant == nil {
 		s.lastGrant = make(map[string]time.Time)
