@@ -158,10 +158,15 @@ func (n *Node) Drive() time.Time {
 		if drained(n.leaseKick) {
 			d.leaseKicked = true
 		}
-		if !now.Before(d.nextLease) || (d.leaseKicked && now.Sub(d.lastRound) >= minGap) {
-			n.leaseRound()
+		if due := !now.Before(d.nextLease); due || (d.leaseKicked && now.Sub(d.lastRound) >= minGap) {
+			// A fresh round (after opens) renews nothing else: only a
+			// full one puts the next renewal off.
+			full := due || n.leaseFull.Load()
+			n.leaseRound(full)
 			d.lastRound, d.leaseKicked = now, false
-			d.nextLease = now.Add(n.cfg.LeaseRenewInterval)
+			if full {
+				d.nextLease = now.Add(n.cfg.LeaseRenewInterval)
+			}
 			busy = true
 		}
 		if !busy {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -79,6 +80,8 @@ func (n *Node) leaseReplyLoop() {
 }
 
 // kickLeases asks for a round soon: a topic of shard was just opened here.
+// The round asks for the shards with new topics alone
+// (ownership.Holder.FreshRound), unless a full one was asked for since.
 func (n *Node) kickLeases(uint64) {
 	select {
 	case n.leaseKick <- struct{}{}:
@@ -86,9 +89,17 @@ func (n *Node) kickLeases(uint64) {
 	}
 }
 
+// kickFullLeases asks for a full round soon: a peer's state sums
+// otherwise than the summary a round sent alone, so the next lists.
+func (n *Node) kickFullLeases() {
+	n.leaseFull.Store(true)
+	n.kickLeases(0)
+}
+
 // leaseLoop runs the lease rounds and takes the frames they exchange.
 // A kicked round comes at most every quarter renewal interval, so that a
-// burst of opens costs a few rounds, not one each.
+// burst of opens costs a few rounds, not one each; it is a fresh round
+// (the shards with new topics alone) unless a full one was asked for.
 func (n *Node) leaseLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.LeaseRenewInterval)
@@ -97,6 +108,7 @@ func (n *Node) leaseLoop() {
 	var last time.Time
 	var later <-chan time.Time
 	for {
+		full := false
 		select {
 		case <-n.ctx.Done():
 			return
@@ -104,6 +116,7 @@ func (n *Node) leaseLoop() {
 			n.takeLeaseFrame(f)
 			continue
 		case <-tick.C:
+			full = true
 		case <-later:
 			later = nil
 		case <-n.leaseKick:
@@ -115,7 +128,7 @@ func (n *Node) leaseLoop() {
 			}
 		}
 		last = n.clock()
-		n.leaseRound()
+		n.leaseRound(full || n.leaseFull.Load())
 	}
 }
 
@@ -153,18 +166,37 @@ func (n *Node) leaderOfShard(shard uint64) (string, bool) {
 	return l, ok && l != ""
 }
 
-// leaseRound sends this round's LeaseRound to every peer it concerns.
-func (n *Node) leaseRound() {
+// leaseRound sends this round's LeaseRound to every peer it concerns: a
+// full round (every lease and vouch request) or a fresh one (leases for
+// the shards with topics newly held since the last round, nothing else).
+func (n *Node) leaseRound(full bool) {
 	if !n.born.Load() {
 		return
 	}
 	now := n.clock()
+	var (
+		seq      uint64
+		reqs     map[string]*ownership.Ask
+		released bool
+		askIDs   map[uint64]*duty.VouchAsk
+	)
 	n.ownMu.Lock()
-	seq, reqs, released := n.own.Round(now, n.leaderOfShard, n.leaders.Version())
+	if full {
+		n.leaseFull.Store(false)
+		seq, reqs, released = n.own.Round(now, n.leaderOfShard, n.leaders.Version())
+	} else {
+		var ok bool
+		if seq, reqs, ok = n.own.FreshRound(now, n.leaderOfShard); !ok {
+			n.ownMu.Unlock()
+			return
+		}
+	}
 	n.ownMu.Unlock()
-	n.dutyMu.Lock()
-	askIDs := n.duty.VouchRound(now, seq)
-	n.dutyMu.Unlock()
+	if full {
+		n.dutyMu.Lock()
+		askIDs = n.duty.VouchRound(now, seq)
+		n.dutyMu.Unlock()
+	}
 	asks := make(map[string]*duty.VouchAsk, len(askIDs))
 	for id, st := range askIDs {
 		if name, ok := n.nameOf(id); ok {
@@ -411,7 +443,7 @@ func (n *Node) takeLeaseReply(from string, r *wire.LeaseReply) {
 	if again {
 		// A summary alone asked and the peer's state sums otherwise: the
 		// next round lists, and comes soon.
-		n.kickLeases(0)
+		n.kickFullLeases()
 	}
 }
 

@@ -114,6 +114,7 @@ type Node struct {
 	leaseIn      chan leaseFrame // rounds from peers, answered by the lease loop
 	leaseReplies chan leaseFrame // replies to this node's rounds (leaseReplyLoop)
 	leaseKick    chan struct{}
+	leaseFull    atomic.Bool // the next kicked lease round is a full one
 	// roundsFrom: when a LeaseRound last arrived from each peer, taken as
 	// it arrives (before it waits for the lease loop): an owner whose
 	// rounds reach this node is not silent, however busy this node is.
@@ -610,7 +611,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		n.ownFeed.dropped(t, ReasonLeaving)
 	}
 	n.ownWrite.Unlock()
-	n.leaseRound()
+	n.leaseRound(true)
 	// Then leave SWIM: the others drop this node from their rings, so no
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it

@@ -15,7 +15,8 @@ import (
 // at that epoch; the digests a round sends are those of what is held; and
 // a twin Holder that rebuilds its leader groups on every round (as if the
 // leader table always changed) serves exactly what the one reusing them
-// serves.
+// serves. Fresh rounds (the shards with new topics alone) come between
+// full ones.
 func FuzzHolder(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 2, 1, 1, 1, 3, 0, 0, 0, 4, 1, 1, 1})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
@@ -55,8 +56,9 @@ func FuzzHolder(f *testing.F) {
 			return seq, asks
 		}
 		var seqs []uint64
+		var fresh map[string]*Ask
 		for steps := 0; len(in) > 0 && steps < 200; steps++ {
-			op := next() % 6
+			op := next() % 7
 			topic := topics[next()%4]
 			shard := next() % 3
 			term := next() % 4
@@ -100,6 +102,16 @@ func FuzzHolder(f *testing.F) {
 				apply(cs)
 			case 4:
 				now = now.Add(time.Duration(next()) * 10 * time.Millisecond)
+			case 6:
+				seq, asks, ok := h.FreshRound(now, leaderOf)
+				twinSeq, _, twinOK := twin.FreshRound(now, leaderOf)
+				if ok != twinOK || seq != twinSeq {
+					t.Fatalf("fresh round %d %v, twin's %d %v", seq, ok, twinSeq, twinOK)
+				}
+				if ok {
+					seqs = append(seqs, seq)
+					fresh = asks
+				}
 			case 5:
 				if l := next() % 3; l == 0 {
 					delete(leaders, shard)
@@ -126,6 +138,20 @@ func FuzzHolder(f *testing.F) {
 						t.Fatalf("%s at %d: %v, the twin that regroups every round: %v", tp, e, r, tr)
 					}
 				}
+			}
+			for _, ask := range fresh {
+				if ask.Held != (wire.Summary{}) {
+					t.Fatalf("a fresh round sent a summary %+v", ask.Held)
+				}
+				for _, q := range ask.Requests {
+					if q.Digest != digests[q.Shard] {
+						t.Fatalf("fresh round digest of shard %d is %x, held topics give %x", q.Shard, q.Digest, digests[q.Shard])
+					}
+				}
+			}
+			fresh = nil
+			if next()%2 == 0 {
+				continue // the ops that follow may answer a fresh round
 			}
 			seq, reqs := round(now)
 			seqs = append(seqs, seq)

@@ -150,6 +150,9 @@ type Holder struct {
 	released bool
 	// matched: per leader, the last summary it said its state sums to.
 	matched map[string]wire.Summary
+	// fresh: shards in which a topic was newly held since the last
+	// round; a fresh round asks for those alone (FreshRound).
+	fresh map[uint64]struct{}
 }
 
 // round is a lease round in flight: when it was built, and what was asked
@@ -164,6 +167,12 @@ type round struct {
 type asked struct {
 	g      *group
 	listed bool // the shards were listed, not only summed
+	// fresh: a fresh round's list (FreshRound); g is built for it alone
+	// and no summary was sent.
+	fresh bool
+	// answered: the leader's answer was taken; a second one (a
+	// duplicate, or a confused leader's) is ignored.
+	answered bool
 }
 
 type askedShard struct {
@@ -176,7 +185,7 @@ func New(cfg Config) (*Holder, error) {
 		return nil, fmt.Errorf("ownership: lease %v must be positive", cfg.Lease)
 	}
 	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round),
-		matched: make(map[string]wire.Summary), empty: make(map[uint64]struct{})}, nil
+		matched: make(map[string]wire.Summary), empty: make(map[uint64]struct{}), fresh: make(map[uint64]struct{})}, nil
 }
 
 func (h *Holder) shard(s uint64) *shardState {
@@ -199,6 +208,7 @@ func (h *Holder) hold(topic string, t Topic) {
 	st.topics[topic] = struct{}{}
 	st.digest ^= meta.TopicDigest(topic, t.Epoch)
 	h.topics[topic] = &held{Topic: t, since: h.seq}
+	h.fresh[t.Shard] = struct{}{}
 }
 
 func (h *Holder) unhold(topic string, old *held) {
@@ -391,7 +401,57 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 		}
 		asks[leader] = ask
 	}
+	clear(h.fresh)
 	return seq, asks, h.released
+}
+
+// FreshRound starts a lease round at now that asks only for the shards in
+// which a topic was newly held since the last round, each listed with its
+// digest, of the node leaderOf names as its leader. It is the round to
+// send soon after opens: their topics are served once a grant covers
+// them, while the other shards' leases run on until the next Round renews
+// them, so a stream of opens costs rounds the size of the opens, not of
+// everything held. ok is false when there is nothing to ask (no fresh
+// shard, or the node has given up its topics: Round says so).
+func (h *Holder) FreshRound(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, asks map[string]*Ask, ok bool) {
+	if h.released || len(h.fresh) == 0 {
+		return 0, nil, false
+	}
+	groups := make(map[string]*group)
+	for _, s := range slices.Sorted(maps.Keys(h.fresh)) {
+		st := h.shards[s]
+		if st == nil || len(st.topics) == 0 {
+			continue
+		}
+		leader, known := leaderOf(s)
+		if !known {
+			continue
+		}
+		g := groups[leader]
+		if g == nil {
+			g = &group{}
+			groups[leader] = g
+		}
+		g.shards = append(g.shards, askedShard{shard: s, term: st.term})
+	}
+	clear(h.fresh)
+	if len(groups) == 0 {
+		return 0, nil, false
+	}
+	h.seq++
+	seq = h.seq
+	rd := &round{at: now, asked: make(map[string]*asked, len(groups))}
+	h.pending[seq] = rd
+	asks = make(map[string]*Ask, len(groups))
+	for leader, g := range groups {
+		rd.asked[leader] = &asked{g: g, listed: true, fresh: true}
+		ask := &Ask{Requests: make([]wire.LeaseRequest, len(g.shards))}
+		for i, e := range g.shards {
+			ask.Requests[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
+		}
+		asks[leader] = ask
+	}
+	return seq, asks, true
 }
 
 // regroup builds the groups again from every shard that holds topics; a
@@ -455,7 +515,8 @@ func (h *Holder) RoundAt(seq uint64) (time.Time, bool) {
 // round asked of from count. It returns the changes the grants caused
 // (topics a grant's list showed this node no longer owns at the epoch it
 // holds are closed at that epoch) and the refusals, whose leader hints the
-// caller may use. again reports that the round asked from by its summary
+// caller may use. A round's first answer from a leader is the one taken.
+// again reports that the round asked from by its summary
 // alone and the summaries differ: nothing was granted, and the next round
 // lists the shards; it should come soon.
 func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refused []wire.LeaseRefusal, again bool) {
@@ -467,7 +528,15 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 	if a == nil {
 		return nil, r.Refused, false
 	}
-	if r.HeldMatched {
+	if a.answered {
+		return nil, nil, false
+	}
+	a.answered = true
+	switch {
+	case a.fresh:
+		// No summary was sent: only the listed shards' grants count,
+		// and what the leader said of summaries stands.
+	case r.HeldMatched:
 		h.matched[from] = a.g.held
 		if r.HeldGranted {
 			if h.groups[from] == a.g && h.groupsAt == h.version {
@@ -483,7 +552,7 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 			}
 			return changes, r.Refused, false
 		}
-	} else {
+	default:
 		delete(h.matched, from)
 		if !a.listed {
 			// The leader saw neither our summary's shards nor their

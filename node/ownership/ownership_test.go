@@ -349,3 +349,87 @@ func TestAGrantOfAWholeGroupOutlivesANewGrouping(t *testing.T) {
 		t.Fatalf("shard 5's lease runs to +%v, want +%v", e.Sub(t0), end.Sub(t0))
 	}
 }
+
+func TestAFreshRoundAsksForTheNewTopicsAlone(t *testing.T) {
+	h := newHolder(t)
+	if _, _, ok := h.FreshRound(t0, leaderIs("L")); ok {
+		t.Fatal("a fresh round with nothing held")
+	}
+	open(h, "a", 3, 2, 1, 0)
+	open(h, "b", 5, 2, 1, 0)
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
+	r := grantAll(seq, asks["L"].Requests, 2)
+	r.HeldMatched = true
+	h.Reply("L", r)
+	if _, _, ok := h.FreshRound(t0.Add(10*time.Millisecond), leaderIs("L")); ok {
+		t.Fatal("a fresh round though nothing was opened since the last round")
+	}
+
+	// A topic opened in shard 7: the fresh round lists shard 7 alone,
+	// with its digest and no summary.
+	open(h, "c", 7, 2, 1, 0)
+	mustServe(t, h, t0.Add(100*time.Millisecond), "c", 1, NoLease)
+	late := seq
+	seq, asks, ok := h.FreshRound(t0.Add(100*time.Millisecond), leaderIs("L"))
+	if !ok || len(asks) != 1 {
+		t.Fatalf("fresh round: ok %v, asks %+v", ok, asks)
+	}
+	if a := asks["L"]; a.Held != (wire.Summary{}) || len(a.Requests) != 1 || a.Requests[0] != (wire.LeaseRequest{Shard: 7, Digest: meta.TopicDigest("c", 1)}) {
+		t.Fatalf("fresh round asks %+v", asks["L"])
+	}
+	// Its answer grants what it listed and nothing more (a grant of a
+	// shard it did not ask counts for nothing), and takes nothing from
+	// the shards the last full round covered.
+	h.Reply("L", &wire.LeaseReply{Seq: seq, Grants: []wire.LeaseGrant{{Shard: 7, Term: 2}, {Shard: 3, Term: 2}}})
+	mustServe(t, h, t0.Add(100*time.Millisecond+leaseLen-time.Millisecond), "c", 1, Servable)
+	if e := h.LeaseExpiry(3); !e.Equal(t0.Add(leaseLen)) {
+		t.Fatalf("shard 3's lease runs to +%v, want the full round's +%v", e.Sub(t0), leaseLen)
+	}
+	mustServe(t, h, t0.Add(leaseLen-time.Millisecond), "a", 1, Servable)
+	// A late answer to an older round does not shorten the newer grant.
+	h.Reply("L", grantAll(late, []wire.LeaseRequest{{Shard: 7}}, 2))
+	if e := h.LeaseExpiry(7); !e.Equal(t0.Add(100*time.Millisecond + leaseLen)) {
+		t.Fatalf("shard 7's lease runs to +%v after a late answer", e.Sub(t0))
+	}
+	// Nothing opened since: no fresh round; the next full round asks for
+	// every shard again.
+	if _, _, ok := h.FreshRound(t0.Add(200*time.Millisecond), leaderIs("L")); ok {
+		t.Fatal("a second fresh round for the same opens")
+	}
+	if _, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0); asks["L"].Held.Count != 3 || len(asks["L"].Requests) != 3 {
+		t.Fatalf("the full round after a fresh one asks %+v", asks["L"])
+	}
+}
+
+func TestAFreshRoundLeavesTheSummaryAgreementStanding(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 2, 1, 0)
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
+	r := grantAll(seq, asks["L"].Requests, 2)
+	r.HeldMatched = true
+	h.Reply("L", r)
+	// A topic opened and closed again before the next full round: the
+	// summary is as the leader agreed, whatever a fresh round's answer
+	// said meanwhile.
+	open(h, "b", 5, 2, 1, 0)
+	seq, _, ok := h.FreshRound(t0.Add(50*time.Millisecond), leaderIs("L"))
+	if !ok {
+		t.Fatal("no fresh round after an open")
+	}
+	h.Reply("L", &wire.LeaseReply{Seq: seq})
+	h.Close(&wire.CloseTopic{Topic: []byte("b"), Shard: 5, Term: 2, Epoch: 1}, 0)
+	if _, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0); asks["L"].Requests != nil {
+		t.Fatalf("the fresh round's answer undid the agreement: %+v", asks["L"])
+	}
+}
+
+func TestASecondAnswerToARoundIsIgnored(t *testing.T) {
+	h := newHolder(t)
+	open(h, "a", 3, 2, 1, 0)
+	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
+	// The first answer refuses; a second one to the same round
+	// (duplicated, or from a confused leader) that grants is not taken.
+	h.Reply("L", &wire.LeaseReply{Seq: seq, Refused: []wire.LeaseRefusal{{Shard: 3}}})
+	h.Reply("L", grantAll(seq, asks["L"].Requests, 2))
+	mustServe(t, h, t0.Add(time.Millisecond), "a", 1, NoLease)
+}
