@@ -10,7 +10,7 @@ import (
 )
 
 // A shard's change log: the last Config.ChangeLogLen changes of its topic
-// assignments, each at the raft index of the command that made it, kept in
+// assignments (an eighth more between trims), each at the raft index of the command that made it, kept in
 // the shard's data keys (written in the batch of the apply that made them,
 // so streamed with a raft snapshot and found again after a restart) and in
 // memory for the watchers. A watcher's position in a shard is a raft
@@ -55,9 +55,19 @@ func (l *changeLog) add(index uint64, changes []meta.Change) {
 	}
 }
 
-// trim drops the oldest raft indexes until at most max changes are kept,
-// or only one index is.
+// trimSlack is how far past its length, as a fraction of it, a change
+// log grows before it is trimmed back: trimming in runs writes the trim
+// mark once per run instead of once per change (every assignment of a
+// busy shard would write it).
+const trimSlack = 8
+
+// trim drops the oldest raft indexes, once more than max and a slack of
+// max/trimSlack changes are kept, until at most max are, or only one
+// index is.
 func (l *changeLog) trim() {
+	if len(l.entries)-l.head <= l.max+max(1, l.max/trimSlack) {
+		return
+	}
 	for len(l.entries)-l.head > l.max {
 		first := l.entries[l.head].index
 		if l.entries[len(l.entries)-1].index == first {

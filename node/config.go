@@ -129,8 +129,9 @@ type Config struct {
 	HandoffTimeout time.Duration
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
-	// ChangeLogLen bounds the changes of topic assignments each shard's
-	// replica keeps for watchers, on disk and in memory (default
+	// ChangeLogLen is how many changes of topic assignments each shard's
+	// replica keeps for watchers, on disk and in memory, at least (when
+	// there were that many) and, between trims, up to an eighth more (default
 	// DefaultChangeLogLen, at most MaxChangeLogLen; limits.go). A watcher
 	// that falls further behind is told to list again.
 	ChangeLogLen int

@@ -222,12 +222,16 @@ func TestChangeLogTrimsAndReloads(t *testing.T) {
 	}
 	applyAt(t, st, sm, shard, 12, raftmux.Command{Data: data}, assignEntry(t, "a", "n2"))
 	s := sm.shards[shard]
-	if got := loggedLines(&s.log); fmt.Sprint(got) != "[11:b 12:a 12:b]" || s.log.trimmed != 10 || s.log.applied != 13 {
+	// Four changes: one past the length, within its slack (max(1, 3/8)),
+	// so nothing is trimmed yet.
+	if got := loggedLines(&s.log); fmt.Sprint(got) != "[10:a 11:b 12:a 12:b]" || s.log.trimmed != 0 || s.log.applied != 13 {
 		t.Fatalf("log %v, trimmed %d, applied %d", got, s.log.trimmed, s.log.applied)
 	}
 	if fmt.Sprint(woken) != "[5 5]" {
 		t.Fatalf("watchers woken for %v", woken)
 	}
+	// A fifth is past the slack: trimmed back to three, whole indexes
+	// oldest first.
 	applyAt(t, st, sm, shard, 14, assignEntry(t, "c", "n3"))
 	if got := loggedLines(&s.log); fmt.Sprint(got) != "[12:a 12:b 14:c]" || s.log.trimmed != 11 {
 		t.Fatalf("log %v, trimmed %d", got, s.log.trimmed)
