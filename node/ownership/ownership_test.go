@@ -40,6 +40,17 @@ func grantAll(seq uint64, reqs []wire.LeaseRequest, term uint64) *wire.LeaseRepl
 	return r
 }
 
+// agreed runs a full round at now with every shard led by leader, and
+// answers it as a leader whose state sums the same: every shard granted
+// at term, the summary matched. It returns the round's number.
+func agreed(h *Holder, now time.Time, leader string, term uint64) uint64 {
+	seq, asks, _ := h.Round(now, leaderIs(leader), 0)
+	r := grantAll(seq, asks[leader].Requests, term)
+	r.HeldMatched = true
+	h.Reply(leader, r)
+	return seq
+}
+
 func mustServe(t *testing.T, h *Holder, now time.Time, topic string, epoch uint64, want Refusal) {
 	t.Helper()
 	if _, got := h.Serve(now, []byte(topic), epoch); got != want {
@@ -290,11 +301,8 @@ func TestARoundAsksByItsSummaryOnceTheLeaderAgrees(t *testing.T) {
 func TestASummaryTheLeaderDoesNotShareGrantsNothing(t *testing.T) {
 	h := newHolder(t)
 	open(h, "a", 3, 2, 1, 0)
-	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
-	r := grantAll(seq, asks["L"].Requests, 2)
-	r.HeldMatched = true
-	h.Reply("L", r)
-	seq, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0)
+	agreed(h, t0, "L", 2)
+	seq, asks, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0)
 	if asks["L"].Requests != nil {
 		t.Fatal("listed though the leader agreed")
 	}
@@ -357,10 +365,7 @@ func TestAFreshRoundAsksForTheNewTopicsAlone(t *testing.T) {
 	}
 	open(h, "a", 3, 2, 1, 0)
 	open(h, "b", 5, 2, 1, 0)
-	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
-	r := grantAll(seq, asks["L"].Requests, 2)
-	r.HeldMatched = true
-	h.Reply("L", r)
+	late := agreed(h, t0, "L", 2)
 	if _, _, ok := h.FreshRound(t0.Add(10*time.Millisecond), leaderIs("L")); ok {
 		t.Fatal("a fresh round though nothing was opened since the last round")
 	}
@@ -369,7 +374,6 @@ func TestAFreshRoundAsksForTheNewTopicsAlone(t *testing.T) {
 	// with its digest and no summary.
 	open(h, "c", 7, 2, 1, 0)
 	mustServe(t, h, t0.Add(100*time.Millisecond), "c", 1, NoLease)
-	late := seq
 	seq, asks, ok := h.FreshRound(t0.Add(100*time.Millisecond), leaderIs("L"))
 	if !ok || len(asks) != 1 {
 		t.Fatalf("fresh round: ok %v, asks %+v", ok, asks)
@@ -404,10 +408,7 @@ func TestAFreshRoundAsksForTheNewTopicsAlone(t *testing.T) {
 func TestAFreshRoundLeavesTheSummaryAgreementStanding(t *testing.T) {
 	h := newHolder(t)
 	open(h, "a", 3, 2, 1, 0)
-	seq, asks, _ := h.Round(t0, leaderIs("L"), 0)
-	r := grantAll(seq, asks["L"].Requests, 2)
-	r.HeldMatched = true
-	h.Reply("L", r)
+	agreed(h, t0, "L", 2)
 	// A topic opened and closed again before the next full round: the
 	// summary is as the leader agreed, whatever a fresh round's answer
 	// said meanwhile.
@@ -418,7 +419,7 @@ func TestAFreshRoundLeavesTheSummaryAgreementStanding(t *testing.T) {
 	}
 	h.Reply("L", &wire.LeaseReply{Seq: seq})
 	h.Close(&wire.CloseTopic{Topic: []byte("b"), Shard: 5, Term: 2, Epoch: 1}, 0)
-	if _, asks, _ = h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0); asks["L"].Requests != nil {
+	if _, asks, _ := h.Round(t0.Add(300*time.Millisecond), leaderIs("L"), 0); asks["L"].Requests != nil {
 		t.Fatalf("the fresh round's answer undid the agreement: %+v", asks["L"])
 	}
 }
