@@ -57,8 +57,11 @@
 // answer is fenced by its epoch anyway. A cached answer carries the
 // topic's partition count as the route was learned. Such an answer (own
 // replica or cache) is given on the connection's event loop without
-// allocating; every other request runs on a goroutine of its own, bounded
-// by Config.MaxRequests, and holds its bytes against
+// allocating. Other lookups (linearizable, or unknown here) are served on
+// the event loop too, as nothing on their path waits (a read index, the
+// leader's state or a forward answers through a callback); every other
+// request runs on a goroutine of its own. All are bounded by
+// Config.MaxRequests, and hold their bytes against
 // Config.MaxRequestBytes until it is answered. With client tokens, a
 // client's requests are first checked against its token's role (auth.go).
 // Produce and Fetch are served by the owner of the topic at the epoch the

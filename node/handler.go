@@ -143,8 +143,19 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 		n.serveFrame(c, h, frame, start, release)
 		return true
 	}
-	n.wg.Add(1)
 	cp := append([]byte(nil), frame...)
+	if h.Kind == wire.KindLookup {
+		// A lookup the fast path could not answer (linearizable, or not
+		// known here) never waits either: a read index, the leader's
+		// state or a forward answers it through a callback. Served on
+		// the event loop it spares a goroutine and two hand-offs, a
+		// fifth of a linearizable lookup's CPU
+		// (docs/decisions/node-lin-lookups-on-event-loop.md).
+		defer func() { <-n.reqSem }()
+		n.serveFrame(c, h, cp, start, release)
+		return true
+	}
+	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer func() { <-n.reqSem }()
