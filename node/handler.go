@@ -116,52 +116,61 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 	if n.serveFast(c, h, frame, start) {
 		return true
 	}
-	// Everything else is a request that may block: its own goroutine,
-	// bounded by reqSem.
-	n.lifeMu.RLock()
-	defer n.lifeMu.RUnlock()
-	if n.closing {
-		return false
-	}
-	select {
-	case n.reqSem <- struct{}{}:
-	default:
-		return false
-	}
-	// The request's bytes are held until it is answered, which may be
-	// after serveFrame returns (raft and forwards answer through
-	// callbacks): serveFrame gives them back.
-	cost, ok := n.takeRequestBytes(h, frame)
+	// A lookup the fast path could not answer (linearizable, or not known
+	// here) never waits: a read index, the leader's state or a forward
+	// answers it through a callback. Served on the event loop it spares a
+	// goroutine and two hand-offs, a fifth of a linearizable lookup's CPU
+	// (docs/decisions/node-lin-lookups-on-event-loop.md). Every other
+	// request may block: its own goroutine. A driven node's requests never
+	// wait either (raft and forwards answer through callbacks).
+	inline := n.driven || h.Kind == wire.KindLookup
+	release, ok := n.admitRequest(h, frame, !inline)
 	if !ok {
-		<-n.reqSem
 		return false
 	}
-	release := sync.OnceFunc(func() { n.giveRequestBytes(cost) })
-	if n.driven {
-		// Nothing here waits: raft and forwards answer through callbacks.
+	if !n.driven {
+		// Answers may come after this returns, when the loop has reused
+		// frame's bytes.
+		frame = append([]byte(nil), frame...)
+	}
+	if inline {
 		defer func() { <-n.reqSem }()
 		n.serveFrame(c, h, frame, start, release)
 		return true
 	}
-	cp := append([]byte(nil), frame...)
-	if h.Kind == wire.KindLookup {
-		// A lookup the fast path could not answer (linearizable, or not
-		// known here) never waits either: a read index, the leader's
-		// state or a forward answers it through a callback. Served on
-		// the event loop it spares a goroutine and two hand-offs, a
-		// fifth of a linearizable lookup's CPU
-		// (docs/decisions/node-lin-lookups-on-event-loop.md).
-		defer func() { <-n.reqSem }()
-		n.serveFrame(c, h, cp, start, release)
-		return true
-	}
-	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer func() { <-n.reqSem }()
-		n.serveFrame(c, h, cp, start, release)
+		n.serveFrame(c, h, frame, start, release)
 	}()
 	return true
+}
+
+// admitRequest takes a request slot (reqSem) and its bytes, unless the
+// node is closing or either runs out; spawning also counts the goroutine
+// that will serve it in wg. The request's bytes are held until it is
+// answered, which may be after serveFrame returns: release gives them
+// back.
+func (n *Node) admitRequest(h wire.Header, frame []byte, spawning bool) (release func(), ok bool) {
+	n.lifeMu.RLock()
+	defer n.lifeMu.RUnlock()
+	if n.closing {
+		return nil, false
+	}
+	select {
+	case n.reqSem <- struct{}{}:
+	default:
+		return nil, false
+	}
+	cost, ok := n.takeRequestBytes(h, frame)
+	if !ok {
+		<-n.reqSem
+		return nil, false
+	}
+	if spawning {
+		n.wg.Add(1)
+	}
+	return sync.OnceFunc(func() { n.giveRequestBytes(cost) }), true
 }
 
 // fastBufs holds the answer buffers of serveFast (one per event loop in

@@ -41,16 +41,23 @@ func ownedInStore(t *testing.T, n *Node, topic string) (shardstore.OwnedTopic, b
 	return got, found
 }
 
+// ownerOfShard9 starts a 3-node cluster and returns n2, which the tests
+// hand ownership messages for shard 9, and the term of that shard's leader
+// as n2's replica knows it.
+func ownerOfShard9(t *testing.T) (n *Node, shard, term uint64) {
+	c := startCluster(t, 3)
+	n, shard = c.node("n2"), 9
+	n.leadMu.Lock()
+	term = n.replicaLead[shard].term
+	n.leadMu.Unlock()
+	return n, shard, term
+}
+
 // Ownership messages taken together are applied in their order, a close
 // setting the floor an open after it in the same batch finds, and each is
 // acknowledged only once the batch is written.
 func TestOwnershipBatchKeepsOrderAndFloors(t *testing.T) {
-	c := startCluster(t, 3)
-	n := c.node("n2")
-	shard := uint64(9)
-	n.leadMu.Lock()
-	term := n.replicaLead[shard].term
-	n.leadMu.Unlock()
+	n, shard, term := ownerOfShard9(t)
 	var acks []wire.TopicAck
 	var oks []bool
 	var written []bool
@@ -101,12 +108,7 @@ func TestOwnershipBatchKeepsOrderAndFloors(t *testing.T) {
 // checked: the shard's state knows none of these topics, and the next
 // lease grant that lists the owner's topics closes them.)
 func TestConcurrentOpensAllTaken(t *testing.T) {
-	c := startCluster(t, 3)
-	n := c.node("n2")
-	shard := uint64(9)
-	n.leadMu.Lock()
-	term := n.replicaLead[shard].term
-	n.leadMu.Unlock()
+	n, shard, term := ownerOfShard9(t)
 	const opens = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, opens)
@@ -136,12 +138,7 @@ func TestConcurrentOpensAllTaken(t *testing.T) {
 // The ownership loop writes one batch at most and hands the messages
 // waiting after it to a goroutine of its own, which writes them all.
 func TestOwnershipLoopHandsTheQueueOn(t *testing.T) {
-	c := startCluster(t, 3)
-	n := c.node("n2")
-	shard := uint64(9)
-	n.leadMu.Lock()
-	term := n.replicaLead[shard].term
-	n.leadMu.Unlock()
+	n, shard, term := ownerOfShard9(t)
 	const total = maxOwnershipBatch + 45
 	var mu sync.Mutex
 	acked := 0
