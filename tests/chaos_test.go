@@ -246,7 +246,7 @@ func TestChaos(t *testing.T) {
 		}
 		f.end = time.Now()
 		faults = append(faults, f)
-		t.Logf("%s for %v", f.what, f.end.Sub(f.start).Round(time.Millisecond))
+		t.Logf("%s for %v, from %s", f.what, f.end.Sub(f.start).Round(time.Millisecond), f.start.UTC().Format("15:04:05.000"))
 		for _, p := range c.nodes {
 			c.waitReady(p, chaosNodes)
 		}
@@ -260,19 +260,71 @@ func TestChaos(t *testing.T) {
 
 	// How long the topics the faulty node owned could not be written.
 	for _, f := range faults {
-		var worst time.Duration
+		var worst gap
 		owned := 0
 		for _, topic := range topics {
 			if ownerAt(ops, topic, f.start) != c.nodes[f.node].id {
 				continue
 			}
 			owned++
-			worst = max(worst, gapWithin(ops, topic, f.start, f.end.Add(5*time.Second)))
+			if g := gapWithin(ops, topic, f.start, f.end.Add(5*time.Second)); g.length() > worst.length() {
+				worst = g
+			}
 		}
-		if owned > 0 {
-			t.Logf("%s: its %d topics were unwritable for at most %v", f.what, owned, worst.Round(time.Millisecond))
+		if owned == 0 {
+			continue
+		}
+		t.Logf("%s: its %d topics were unwritable for at most %v", f.what, owned, worst.length().Round(time.Millisecond))
+		if worst.length() > slowGap {
+			t.Logf("  %s from %s to %s; writes refused meanwhile:\n%s", worst.topic,
+				worst.from.UTC().Format("15:04:05.000"), worst.to.UTC().Format("15:04:05.000"), refusedWithin(ops, worst))
 		}
 	}
+}
+
+// slowGap: an unwritable stretch longer than this is shown in detail.
+const slowGap = 3 * time.Second
+
+// gap is a stretch of time without an acknowledged write to topic.
+type gap struct {
+	topic    string
+	from, to time.Time
+}
+
+func (g gap) length() time.Duration { return g.to.Sub(g.from) }
+
+// refusedWithin summarizes the writes to g's topic that failed within g:
+// per client and error, how many, the first and the last.
+func refusedWithin(ops []history.Op, g gap) string {
+	type row struct {
+		n           int
+		first, last time.Time
+	}
+	rows := map[string]*row{}
+	for _, o := range ops {
+		if o.OK || o.Topic != g.topic || o.Kind != history.Produce || o.End.Before(g.from) || o.Start.After(g.to) {
+			continue
+		}
+		k := o.Client + ": " + o.Err
+		r := rows[k]
+		if r == nil {
+			r = &row{first: o.Start}
+			rows[k] = r
+		}
+		r.n++
+		r.last = o.End
+	}
+	var out []string
+	for k, r := range rows {
+		out = append(out, fmt.Sprintf("    %s ×%d, %s .. %s", k, r.n, r.first.UTC().Format("15:04:05.000"), r.last.UTC().Format("15:04:05.000")))
+	}
+	slices.Sort(out)
+	for _, o := range ops {
+		if o.OK && o.Topic == g.topic && o.Kind == history.Produce && o.End.Equal(g.to) {
+			out = append(out, fmt.Sprintf("    then written by %s through %s at epoch %d", o.Node, o.Client, o.Epoch))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // ownerAt is the node that acknowledged the last write to topic before at.
@@ -288,7 +340,7 @@ func ownerAt(ops []history.Op, topic string, at time.Time) string {
 
 // gapWithin is the longest stretch within [from, to] without an
 // acknowledged write to topic.
-func gapWithin(ops []history.Op, topic string, from, to time.Time) time.Duration {
+func gapWithin(ops []history.Op, topic string, from, to time.Time) gap {
 	ends := []time.Time{from}
 	for _, o := range ops {
 		if o.OK && o.Topic == topic && o.Kind == history.Produce && o.End.After(from) && o.End.Before(to) {
@@ -297,9 +349,11 @@ func gapWithin(ops []history.Op, topic string, from, to time.Time) time.Duration
 	}
 	ends = append(ends, to)
 	slices.SortFunc(ends, time.Time.Compare)
-	var worst time.Duration
+	worst := gap{topic: topic, from: from, to: from}
 	for i := 1; i < len(ends); i++ {
-		worst = max(worst, ends[i].Sub(ends[i-1]))
+		if g := (gap{topic: topic, from: ends[i-1], to: ends[i]}); g.length() > worst.length() {
+			worst = g
+		}
 	}
 	return worst
 }
