@@ -21,11 +21,12 @@ import (
 // fetches of the topic are answered Unavailable. The records keep their
 // offsets and epochs, and the new owner writes above them (offsets.go).
 //
-// The previous owner answers only once it no longer holds the topic at an
-// epoch below the asker's (its Close came), and after every produce of the
-// topic in flight there finished (produce takes the topic's gate for
-// reading): its log no longer changes, and what the asker copies holds no
-// record that is still to be refused and removed.
+// The previous owner answers only once it no longer serves the topic at
+// an epoch below the asker's (its Close came, or its lease on the topic
+// ran out: see ended), and after every produce of the topic in flight
+// there finished (produce takes the topic's gate for reading): its log no
+// longer changes, and what the asker copies holds no record that is still
+// to be refused and removed.
 //
 // A leaving node (Leave) stays up, after it stopped serving and left SWIM,
 // until the new owners of its topics pulled them to the end, or
@@ -336,7 +337,7 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 		return
 	}
 	res := wire.RecordsChunk{Topic: m.Topic}
-	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.releasedAll(m.Topic, e) {
+	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.ended(m.Topic, e) {
 		res.Status = wire.HandoffNotClosed
 	} else {
 		n.awaitProduces(m.Topic)
@@ -365,11 +366,19 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 	}
 }
 
-// releasedAll reports whether this node gave up every topic (it is
-// leaving), which closes topic at epoch as surely as a Close.
-func (n *Node) releasedAll(topic []byte, epoch uint64) bool {
+// ended reports whether this node's hold of topic at epoch, which a new
+// owner at a higher epoch asks it to hand over, is over as surely as a
+// Close would end it: it gave up every topic (it is leaving), or no
+// unexpired lease covers the topic at epoch. A lease that ran out is never
+// renewed for that epoch: the asker's OpenTopic left its leader only after
+// the move was applied and every grant that could cover the epoch ran out
+// (the fences), and no leader grants it again once the move is applied.
+// So an owner cut off from its leader (whose Close cannot reach it) hands
+// its records over as soon as its lease has lapsed, instead of keeping
+// the new owner waiting for the Close until the cut heals.
+func (n *Node) ended(topic []byte, epoch uint64) bool {
 	_, r := n.serveCheck(topic, epoch)
-	return r == ownership.Released
+	return r == ownership.Released || r == ownership.NoLease
 }
 
 // expectHandoffs notes the topics a leaving node held, at their epochs,

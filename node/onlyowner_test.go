@@ -369,10 +369,56 @@ func TestAnOwnerThatCannotReachItsLeaderLosesItsTopicsAfterOneShortPull(t *testi
 	}
 }
 
+// An owner whose peer connection to its shard's leader is gone both ways
+// (what a one-way cut does to TCP: the other side's acknowledgements are
+// lost too), while SWIM, through the third node, keeps it alive: the
+// leader's Close cannot reach it, and the topic moves to the third node,
+// which can reach it. Its lease lapsed, so the owner hands its records
+// over at once, without the Close: the new owner copies all of them and
+// serves, rather than waiting for a Close that comes only once the cut
+// heals.
+func TestAnOwnerCutOffFromItsLeaderHandsItsRecordsOverWithoutTheClose(t *testing.T) {
+	t.Parallel()
+	fc := startFaultCluster(t, 3, 11)
+	admin := fc.confinedClient("n1", "n2")
+	topic := topicLedByMovingTo(t, fc.testCluster, "cut-off", "n1", "n2", "n3")
+	a := assignTo(t, admin, topic, "n3")
+	waitServes(t, fc.node("n3"), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
+	})
+	time.Sleep(500 * time.Millisecond)
+	cutAt := time.Now()
+	fc.net.Partition([]string{"n3"}, []string{"n1"})
+	waitWrittenAbove(t, rec, topic, a.Epoch, cutAt)
+	time.Sleep(afterMove)
+	load.stop()
+	ops := checkHistory(t, rec)
+	e, at := maxAckedEpoch(ops, topic)
+	s := fc.node("n2").Stats()
+	t.Logf("%s written at epoch %d by n2 %v after the cut; longest unwritable stretch %v; n2 copied %d records",
+		topic, e, at.Sub(cutAt).Round(time.Millisecond), unwritable(ops, topic).Round(time.Millisecond), s.HandoffRecords)
+	if s.HandoffsStarted != 1 || s.HandoffsCut != 0 {
+		t.Fatalf("n2 started %d pulls, %d of them ended before the last record; want 1 and 0", s.HandoffsStarted, s.HandoffsCut)
+	}
+	if s.HandoffRecords == 0 {
+		t.Fatalf("n2 copied none of the records n3 acknowledged")
+	}
+}
+
 // topicMovingTo returns a topic, with prefix, whose shard leader is to and
 // which the leader moves to itself when it moves the topic off from (the
 // shard holding no other topic).
 func topicMovingTo(t *testing.T, c *testCluster, prefix, to, from string) string {
+	t.Helper()
+	return topicLedByMovingTo(t, c, prefix, to, to, from)
+}
+
+// topicLedByMovingTo returns a topic, with prefix, whose shard leader is
+// leader and which moves to to when it moves off from (the shard holding
+// no other topic).
+func topicLedByMovingTo(t *testing.T, c *testCluster, prefix, leader, to, from string) string {
 	t.Helper()
 	var others []meta.Node
 	for _, n := range c.nodes {
@@ -381,11 +427,11 @@ func topicMovingTo(t *testing.T, c *testCluster, prefix, to, from string) string
 		}
 	}
 	for i := range 1000 {
-		topic, _ := c.topicLedBy(fmt.Sprintf("%s-%d", prefix, i), to)
+		topic, _ := c.topicLedBy(fmt.Sprintf("%s-%d", prefix, i), leader)
 		if meta.ChooseOwner([]byte(topic), others) == to {
 			return topic
 		}
 	}
-	t.Fatalf("no topic led by %s moves to it off %s", to, from)
+	t.Fatalf("no topic led by %s moves to %s off %s", leader, to, from)
 	return ""
 }
