@@ -176,11 +176,13 @@ type Node struct {
 	// matched its own (answerHeld), under heldMu.
 	heldMu    sync.Mutex
 	heldCache map[string]heldSummary
-	// deadPass counts reassignDead's passes and deadView is the view its
-	// last full pass saw (both used by the reconcile goroutine only).
-	deadPass int
-	deadView *clusterView
-	deadMemo deadMemo
+	// deadPass counts reassignDead's passes; deadView is the view its
+	// last full pass saw, and deadPassAt when (all used by the reconcile
+	// goroutine only).
+	deadPass   int
+	deadView   *clusterView
+	deadPassAt time.Time
+	deadMemo   deadMemo
 	// quietTicks counts event-loop passes without an event (the event
 	// loop's, or Drive's, goroutine only).
 	quietTicks int

@@ -100,10 +100,15 @@ func (n *Node) reassignDead(v *clusterView) {
 	// that fell silent (it has silentOwnerLeases leases to do so) or that
 	// SWIM forgot.
 	n.deadPass++
-	if v == n.deadView && n.deadPass%reassignEvery != 0 {
+	silentFor := silentOwnerLeases * n.cfg.LeaseDuration
+	now := n.clock()
+	n.roundsMu.Lock()
+	roundsFrom := maps.Clone(n.roundsFrom)
+	n.roundsMu.Unlock()
+	if v == n.deadView && n.deadPass%reassignEvery != 0 && !fellSilent(roundsFrom, n.cfg.ID, n.deadPassAt, now, silentFor) {
 		return
 	}
-	n.deadView = v
+	n.deadView, n.deadPassAt = v, now
 	knowsAll := n.knowsAllMembers()
 	gone := func(id string) bool {
 		if v.dead[id] {
@@ -112,11 +117,6 @@ func (n *Node) reassignDead(v *clusterView) {
 		_, known := v.byID[id]
 		return !known && knowsAll
 	}
-	silentFor := silentOwnerLeases * n.cfg.LeaseDuration
-	now := n.clock()
-	n.roundsMu.Lock()
-	roundsFrom := maps.Clone(n.roundsFrom)
-	n.roundsMu.Unlock()
 	// The owners the last pass found, with no state applied and no
 	// leadership or configuration changed since: if none of them is gone,
 	// drained or can be silent now (its lease rounds keep coming), this
@@ -258,8 +258,24 @@ func (n *Node) prevSilent(shard uint64, prev string) bool {
 }
 
 // reassignEvery: with the membership unchanged, reassignDead looks at its
-// shards every this many reconcile intervals (0.8 s "fast", 2 s "lan").
+// shards every this many reconcile intervals (0.8 s "fast", 2 s "lan"),
+// and at the first interval after a peer's lease rounds have stopped
+// reaching this node for silentOwnerLeases lease lengths (fellSilent).
 const reassignEvery = 4
+
+// fellSilent reports whether a peer other than self (whose last lease
+// round reached this node at rounds[peer]) has been silent for longer
+// than silentFor at now, but was not yet at the last full pass (at last):
+// its topics, if this node leads their shards, are due to move now, not
+// at the next pass of the cadence.
+func fellSilent(rounds map[string]time.Time, self string, last, now time.Time, silentFor time.Duration) bool {
+	for id, at := range rounds {
+		if id != self && now.Sub(at) > silentFor && last.Sub(at) <= silentFor {
+			return true
+		}
+	}
+	return false
+}
 
 // silentOwnerLeases: how many lease lengths an owner may go without asking
 // its shard's leader for a lease before the leader moves its topics.
