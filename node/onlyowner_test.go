@@ -37,6 +37,20 @@ func assignTo(t *testing.T, cl *client.Client, topic, owner string) client.Assig
 	return a
 }
 
+// ownedUnderLoad assigns topic to owner, waits until owner serves it, and
+// starts writing to it through a client of owner alone ("beside-" and its
+// id) and one of the other nodes given ("elsewhere").
+func (fc *faultCluster) ownedUnderLoad(t *testing.T, admin *client.Client, topic, owner string, others ...string) (client.Assignment, *history.Recorder, *producers) {
+	t.Helper()
+	a := assignTo(t, admin, topic, owner)
+	waitServes(t, fc.node(owner), topic, a.Epoch)
+	rec := &history.Recorder{}
+	load := startProducers(rec, topic, map[string]*client.Client{
+		"beside-" + owner: fc.onlyClient(owner), "elsewhere": fc.confinedClient(others...),
+	})
+	return a, rec, load
+}
+
 // waitServes waits until node serves topic at epoch.
 func waitServes(t *testing.T, n *Node, topic string, epoch uint64) {
 	t.Helper()
@@ -180,12 +194,7 @@ func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
 	// n2's acknowledgements to n1 are lost, so n1 owes n2 the open of the
 	// topic for as long as it resends.
 	fc.net.Cut("n2", "n1", uint8(wire.KindTopicAck))
-	a := assignTo(t, admin, topic, "n2")
-	waitServes(t, fc.node("n2"), topic, a.Epoch)
-	rec := &history.Recorder{}
-	load := startProducers(rec, topic, map[string]*client.Client{
-		"beside-n2": fc.onlyClient("n2"), "anywhere": fc.confinedClient("n1", "n3"),
-	})
+	a, rec, load := fc.ownedUnderLoad(t, admin, topic, "n2", "n1", "n3")
 	time.Sleep(500 * time.Millisecond)
 	// n1 hands the shard to n3, which moves the topic to n1.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -234,12 +243,7 @@ func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) 
 	topic, shard := fc.topicLedBy("chain", "n1")
 	// n2, the first owner, never hears a close and never acknowledges one.
 	fc.net.Cut("*", "n2", uint8(wire.KindCloseTopic))
-	a := assignTo(t, admin, topic, "n2")
-	waitServes(t, fc.node("n2"), topic, a.Epoch)
-	rec := &history.Recorder{}
-	load := startProducers(rec, topic, map[string]*client.Client{
-		"beside-n2": fc.onlyClient("n2"), "anywhere": fc.confinedClient("n1", "n3"),
-	})
+	a, rec, load := fc.ownedUnderLoad(t, admin, topic, "n2", "n1", "n3")
 	time.Sleep(300 * time.Millisecond)
 	assignTo(t, admin, topic, "n3")
 	time.Sleep(300 * time.Millisecond)
@@ -263,12 +267,7 @@ func TestLeavingOwnerStopsServingBeforeItsTopicsMove(t *testing.T) {
 	fc := startFaultCluster(t, 3, 5)
 	admin := fc.confinedClient("n1", "n2")
 	topic, _ := fc.topicLedBy("leaving", "n1")
-	a := assignTo(t, admin, topic, "n3")
-	waitServes(t, fc.node("n3"), topic, a.Epoch)
-	rec := &history.Recorder{}
-	load := startProducers(rec, topic, map[string]*client.Client{
-		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
-	})
+	a, rec, load := fc.ownedUnderLoad(t, admin, topic, "n3", "n1", "n2")
 	time.Sleep(time.Second)
 	// The leaving node hears no close, and the client elsewhere learns of
 	// the move from n1 and n2, not from n3.
@@ -382,12 +381,7 @@ func TestAnOwnerCutOffFromItsLeaderHandsItsRecordsOverWithoutTheClose(t *testing
 	fc := startFaultCluster(t, 3, 11)
 	admin := fc.confinedClient("n1", "n2")
 	topic := topicLedByMovingTo(t, fc.testCluster, "cut-off", "n1", "n2", "n3")
-	a := assignTo(t, admin, topic, "n3")
-	waitServes(t, fc.node("n3"), topic, a.Epoch)
-	rec := &history.Recorder{}
-	load := startProducers(rec, topic, map[string]*client.Client{
-		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
-	})
+	a, rec, load := fc.ownedUnderLoad(t, admin, topic, "n3", "n1", "n2")
 	time.Sleep(500 * time.Millisecond)
 	cutAt := time.Now()
 	fc.net.Partition([]string{"n3"}, []string{"n1"})
