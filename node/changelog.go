@@ -10,13 +10,14 @@ import (
 )
 
 // A shard's change log: the last Config.ChangeLogLen changes of its topic
-// assignments (an eighth more between trims), each at the raft index of the command that made it, kept in
-// the shard's data keys (written in the batch of the apply that made them,
-// so streamed with a raft snapshot and found again after a restart) and in
-// memory for the watchers. A watcher's position in a shard is a raft
-// index: it has seen every change up to it. Trimming drops whole raft
-// indexes, oldest first, and raises the trim mark: a position below it
-// may have missed changes and is refused as compacted.
+// assignments (an eighth more between trims), each at the raft index of
+// the command that made it, kept in the shard's data keys (written in the
+// batch of the apply that made them, so streamed with a raft snapshot and
+// found again after a restart) and in memory for the watchers. A watcher's
+// position in a shard is a raft index: it has seen every change up to it.
+// Trimming drops whole raft indexes, oldest first, and raises the trim
+// mark: a position below it may have missed changes and is refused as
+// compacted.
 
 // loggedChange is one change of the log.
 type loggedChange struct {

@@ -394,10 +394,7 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 		ask := &Ask{Held: g.held}
 		if m, ok := h.matched[leader]; !ok || m != g.held {
 			a.listed = true
-			ask.Requests = make([]wire.LeaseRequest, len(g.shards))
-			for i, e := range g.shards {
-				ask.Requests[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
-			}
+			ask.Requests = h.requests(g)
 		}
 		asks[leader] = ask
 	}
@@ -445,13 +442,18 @@ func (h *Holder) FreshRound(now time.Time, leaderOf func(shard uint64) (string, 
 	asks = make(map[string]*Ask, len(groups))
 	for leader, g := range groups {
 		rd.asked[leader] = &asked{g: g, listed: true, fresh: true}
-		ask := &Ask{Requests: make([]wire.LeaseRequest, len(g.shards))}
-		for i, e := range g.shards {
-			ask.Requests[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
-		}
-		asks[leader] = ask
+		asks[leader] = &Ask{Requests: h.requests(g)}
 	}
 	return seq, asks, true
+}
+
+// requests lists g's shards with the digests of what is held there.
+func (h *Holder) requests(g *group) []wire.LeaseRequest {
+	out := make([]wire.LeaseRequest, len(g.shards))
+	for i, e := range g.shards {
+		out[i] = wire.LeaseRequest{Shard: e.shard, Digest: h.shards[e.shard].digest}
+	}
+	return out
 }
 
 // regroup builds the groups again from every shard that holds topics; a
