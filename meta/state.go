@@ -477,6 +477,12 @@ func (s *State) Get(topic []byte) (a Assignment, ok bool) {
 	return r.assignment(), true
 }
 
+// OwnsAt reports whether node owns topic, active, at epoch.
+func (s *State) OwnsAt(node, topic string, epoch uint64) bool {
+	r := s.topics[topic]
+	return r != nil && r.state == Active && r.owner == node && r.epoch == epoch
+}
+
 // Count returns the number of active topics.
 func (s *State) Count() int { return s.active }
 

@@ -46,6 +46,62 @@ type shardState struct {
 	lastAsk map[string]time.Time
 	// log is the shard's change log, for watchers (changelog.go).
 	log changeLog
+	// opened holds each owner's newest opens applied here (see grant).
+	opened map[string]*recentOpens
+}
+
+// recentOpensLen is how many of an owner's newest opens a shard keeps.
+const recentOpensLen = 16
+
+// recentOpens is one owner's newest opens in a shard, in apply order: the
+// OpenTopics an owner has not received yet when it builds a lease round
+// are, while topics stream in, the newest ones.
+type recentOpens struct {
+	n    int // opens noted so far; the next goes to ents[n%recentOpensLen]
+	ents [recentOpensLen]struct {
+		topic string
+		epoch uint64
+	}
+}
+
+func (s *shardState) noteOpen(owner, topic string, epoch uint64) {
+	if s.opened == nil {
+		s.opened = make(map[string]*recentOpens)
+	}
+	r := s.opened[owner]
+	if r == nil {
+		r = &recentOpens{}
+		s.opened[owner] = r
+	}
+	e := &r.ents[r.n%recentOpensLen]
+	e.topic, e.epoch = topic, epoch
+	r.n++
+}
+
+// holdsAllBut reports whether digest, an owner's digest of what it holds,
+// is the digest d of what the state gives it here with some of its newest
+// opens taken out: walking back from the newest, each open the state still
+// gives the owner at its epoch is taken out of d, and each step is a
+// candidate. Every candidate is a subset of what the state gives the owner
+// (an open met twice is taken out and put back), so a match grants only
+// topics the state gives it at those epochs. The same collision
+// assumption as the digests themselves, over up to recentOpensLen
+// candidates instead of one.
+func (s *shardState) holdsAllBut(owner string, d, digest uint64) bool {
+	r := s.opened[owner]
+	if r == nil {
+		return false
+	}
+	for i := 1; i <= min(r.n, recentOpensLen); i++ {
+		e := &r.ents[(r.n-i)%recentOpensLen]
+		if !s.st.OwnsAt(owner, e.topic, e.epoch) && !mutant.On(mutant.GrantUnchecked) {
+			continue
+		}
+		if d ^= meta.TopicDigest(e.topic, e.epoch); d == digest {
+			return true
+		}
+	}
+	return false
 }
 
 // stateMachine is the raftmux.StateMachine of every shard on the node: one
@@ -272,6 +328,9 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 			changed = true
 			effs = append(effs, res.Effects...)
 			for _, e := range res.Effects {
+				if e.Kind == meta.EffectOpen {
+					s.noteOpen(e.Node, e.Topic, e.Epoch)
+				}
 				if g, ok := s.lastGrant[e.Node]; ok && e.Kind == meta.EffectClose {
 					if lastGrant == nil {
 						lastGrant = make(map[string]time.Time)
@@ -301,8 +360,10 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 // digest to digest, under the shard's lock so that it is ordered against
 // every apply: may is asked, at the time the grant is computed, whether
 // and at which term this node may grant. The grant covers all the owner
-// holds if the digests agree, else lists what this replica's state says
-// it owns. ok is false when no grant may be given.
+// holds if its digest is the state's, or the state's with some of the
+// owner's newest opens still on their way to it (holdsAllBut); else it
+// lists what this replica's state says the owner owns. ok is false when no
+// grant may be given.
 func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (wire.LeaseGrant, bool) {
 	s, err := m.shard(shard)
 	if err != nil {
@@ -320,7 +381,7 @@ func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock fu
 		return wire.LeaseGrant{}, false
 	}
 	g := wire.LeaseGrant{Shard: shard, Term: term}
-	if s.st.OwnerDigest(owner) != digest {
+	if d := s.st.OwnerDigest(owner); d != digest && !s.holdsAllBut(owner, d, digest) {
 		g.Listed = true
 		s.st.EachOwnedBy(owner, func(topic string, epoch uint64) {
 			g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(topic), Epoch: epoch})
@@ -392,7 +453,7 @@ func (m *stateMachine) Restore(shard, index uint64) error {
 	} else {
 		m.mu.Unlock()
 		s.mu.Lock()
-		s.st, s.legacy, s.log = st, legacy, log
+		s.st, s.legacy, s.log, s.opened = st, legacy, log, nil
 		s.mu.Unlock()
 	}
 	if m.logged != nil {

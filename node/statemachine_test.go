@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -259,5 +260,51 @@ func TestChangeLogTrimsAndReloads(t *testing.T) {
 	older := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
 	if r, err := older.shard(6); err != nil || r.log.trimmed != 3 {
 		t.Fatalf("shard without a trim mark: %v, trimmed %d", err, r.log.trimmed)
+	}
+}
+
+// A lease grant covers what an owner holds without listing it when the
+// owner lacks only some of its newest opens (their OpenTopics still on
+// their way), and lists when it lacks an older one or holds a topic that
+// has moved on.
+func TestGrantCoversAnOwnerLackingOnlyItsNewestOpens(t *testing.T) {
+	st, sm := openTestStore(t)
+	applyAt(t, st, sm, 0, 1, assignEntry(t, "a", "n1"), assignEntry(t, "b", "n1"), assignEntry(t, "c", "n1"),
+		assignEntry(t, "d", "n1"), assignEntry(t, "e", "n1"))
+	at := func(topic string, epoch uint64) uint64 { return meta.TopicDigest(topic, epoch) }
+	listed := func(owner string, digest uint64) bool {
+		t.Helper()
+		g, ok := sm.grant(0, owner, digest, time.Now, func(time.Time) (uint64, bool) { return 1, true })
+		if !ok {
+			t.Fatal("no grant")
+		}
+		return g.Listed
+	}
+	all := at("a", 1) ^ at("b", 1) ^ at("c", 1) ^ at("d", 1) ^ at("e", 1)
+	for _, c := range []struct {
+		name   string
+		digest uint64
+		listed bool
+	}{
+		{"all", all, false},
+		{"all but the newest", all ^ at("e", 1), false},
+		{"all but the three newest", all ^ at("c", 1) ^ at("d", 1) ^ at("e", 1), false},
+		{"none", 0, false},
+		{"all but an older one", all ^ at("c", 1), true},
+		{"one more", all ^ at("f", 1), true},
+		{"one at another epoch", all ^ at("e", 1) ^ at("e", 2), true},
+	} {
+		if got := listed("n1", c.digest); got != c.listed {
+			t.Errorf("%s: listed %v, want %v", c.name, got, c.listed)
+		}
+	}
+	// e, n1's newest open, moves to n2: n1 still holding it must get a
+	// list, however new the open was.
+	applyAt(t, st, sm, 0, 6, assignEntry(t, "e", "n2"))
+	if !listed("n1", all) {
+		t.Error("a grant covered a topic that moved on")
+	}
+	if listed("n1", all^at("e", 1)) || listed("n2", at("e", 2)) || listed("n2", 0) {
+		t.Error("listed an owner holding what the state gives it, or less of its newest")
 	}
 }

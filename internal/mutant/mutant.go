@@ -23,6 +23,10 @@ const (
 	// Settle: a move or revoke is acknowledged before its old owner is
 	// fenced.
 	Settle Name = "settle-skipped"
+	// GrantUnchecked: a lease grant takes an owner's recent opens out of
+	// its digest without checking that the state still gives it them,
+	// so it may cover a topic that has moved on.
+	GrantUnchecked Name = "grant-unchecked"
 	// EpochFloor: an owner takes an Open at or below an epoch it already
 	// closed (a late or duplicated Open reopens a topic it gave up).
 	EpochFloor Name = "epoch-floor-ignored"
@@ -30,7 +34,7 @@ const (
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
 // fails if one survives its seeds).
-var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle}
+var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked}
 
 // Hunted lists the mutants the simulator does not yet catch within its
 // seeds: its faults do not yet make them matter often enough. TestMutants
