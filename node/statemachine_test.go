@@ -308,3 +308,36 @@ func TestGrantCoversAnOwnerLackingOnlyItsNewestOpens(t *testing.T) {
 		t.Error("listed an owner holding what the state gives it, or less of its newest")
 	}
 }
+
+// A grant to an owner that lacks only its two newest opens, against one to
+// an owner that lacks an older topic (which lists what it owns), in a
+// shard where it owns 100 or 10,000 topics: the first costs the same
+// whatever the owner holds.
+func BenchmarkGrant(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		st, sm := openTestStore(b)
+		fill(b, st, sm, 0, n)
+		var all uint64
+		for i := range n {
+			all ^= meta.TopicDigest(fmt.Sprintf("topic-%06d", i), 1)
+		}
+		newest := meta.TopicDigest(fmt.Sprintf("topic-%06d", n-1), 1) ^ meta.TopicDigest(fmt.Sprintf("topic-%06d", n-2), 1)
+		older := meta.TopicDigest("topic-000000", 1)
+		may := func(time.Time) (uint64, bool) { return 1, true }
+		for _, c := range []struct {
+			name   string
+			digest uint64
+			listed bool
+		}{{"opens-on-their-way", all ^ newest, false}, {"listed", all ^ older, true}} {
+			b.Run(fmt.Sprintf("topics=%d/%s", n, c.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					g, ok := sm.grant(0, "n1", c.digest, time.Now, may)
+					if !ok || g.Listed != c.listed {
+						b.Fatalf("granted %v, listed %v", ok, g.Listed)
+					}
+				}
+			})
+		}
+	}
+}
