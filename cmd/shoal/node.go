@@ -82,6 +82,7 @@ func reloadCredentials(n *node.Node, o *nodeOptions, logger *slog.Logger) {
 // gracefully.
 func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	logger := newLogger(stderr, o.logFormat, o.logLevel)
+	followCPULimit(ctx, logger)
 	n, err := node.New(o.nodeConfig(logger)) // the node adds its own node=ID
 	logger = logger.With("node", o.id)
 	if err != nil {
