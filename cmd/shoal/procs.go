@@ -13,8 +13,8 @@ import (
 // A node held by its cgroup to at most one core runs on one P. The Go
 // runtime's default gives such a process at least two, and a node's
 // event loops, blocked in epoll_wait, keep Ps that the runtime's monitor
-// keeps taking back and handing on: at 0.15 of a core one P made 13-16%
-// more assigns for 13% less CPU each in 3-node clusters
+// keeps taking back and handing on: at 0.15 of a core three nodes on one P
+// made 13-37% more assigns in seven pairs of eight
 // (docs/decisions/node-one-p-under-one-core.md). The limit is read again
 // every procsCheckInterval, since a process may be moved into a group
 // after it started; GOMAXPROCS in the environment turns this off.
@@ -34,7 +34,8 @@ func followCPULimit(ctx context.Context, logger *slog.Logger) {
 			logger.Debug("reading the CPU limit", "err", err)
 			return
 		}
-		switch want := ok && cores <= 1; {
+		want := ok && cores <= 1
+		switch {
 		case want && !one:
 			runtime.GOMAXPROCS(1)
 			logger.Info("one P: the CPU limit is at most one core", "cores", cores)
@@ -42,7 +43,7 @@ func followCPULimit(ctx context.Context, logger *slog.Logger) {
 			runtime.SetDefaultGOMAXPROCS()
 			logger.Info("the runtime's default Ps: the CPU limit is above one core or gone", "gomaxprocs", runtime.GOMAXPROCS(0))
 		}
-		one = ok && cores <= 1
+		one = want
 	}
 	check()
 	go func() {
