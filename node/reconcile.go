@@ -102,10 +102,15 @@ func (n *Node) reassignDead(v *clusterView) {
 	n.deadPass++
 	silentFor := silentOwnerLeases * n.cfg.LeaseDuration
 	now := n.clock()
+	// Copied only for a pass: most intervals end at the cadence check.
 	n.roundsMu.Lock()
-	roundsFrom := maps.Clone(n.roundsFrom)
+	due := v != n.deadView || n.deadPass%reassignEvery == 0 || fellSilent(n.roundsFrom, n.cfg.ID, n.deadPassAt, now, silentFor)
+	var roundsFrom map[string]time.Time
+	if due {
+		roundsFrom = maps.Clone(n.roundsFrom)
+	}
 	n.roundsMu.Unlock()
-	if v == n.deadView && n.deadPass%reassignEvery != 0 && !fellSilent(roundsFrom, n.cfg.ID, n.deadPassAt, now, silentFor) {
+	if !due {
 		return
 	}
 	n.deadView, n.deadPassAt = v, now
