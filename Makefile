@@ -42,14 +42,18 @@ lint: vet staticcheck
 # The race detector needs cgo and a C compiler; without one the suite still
 # runs, without -race, and says so. -count=1: the process tests build the
 # binaries from the tree themselves, which Go's test cache cannot see, so a
-# cached pass could be one from older code.
+# cached pass could be one from older code. netio's tests run twice: on
+# its event loops (its default) and, with NETIO_GOROUTINES=1, on goroutines
+# (what a node runs).
 test-race:
 	@if command -v $${CC:-cc} >/dev/null 2>&1; then \
 		echo "go test -race $(PKGS)"; \
-		CGO_ENABLED=1 $(GO) test -race -count=1 -tags $(RACE_TAGS) -timeout 8m $(PKGS); \
+		CGO_ENABLED=1 $(GO) test -race -count=1 -tags $(RACE_TAGS) -timeout 8m $(PKGS) && \
+		NETIO_GOROUTINES=1 CGO_ENABLED=1 $(GO) test -race -count=1 -tags $(RACE_TAGS) -timeout 2m ./netio; \
 	else \
 		echo "no C compiler: running tests without -race"; \
-		$(GO) test -count=1 -timeout 8m $(PKGS); \
+		$(GO) test -count=1 -timeout 8m $(PKGS) && \
+		NETIO_GOROUTINES=1 $(GO) test -count=1 -timeout 2m ./netio; \
 	fi
 
 test: lint test-race sim-mutants fuzz-smoke

@@ -89,6 +89,12 @@ type Config struct {
 	// stopped reading is disconnected. Default 32 MiB (two largest frames).
 	PeerSendBytes int
 
+	// Goroutines serves plain connections the way TLS ones always are:
+	// two goroutines per connection, waiting in the runtime's poller,
+	// instead of gnet event loops, which are then not started (stream.go
+	// says why a node prefers it). ClientLoops and PeerLoops are unused.
+	Goroutines bool
+
 	// ClientLoops is the number of event loops serving clients. Default
 	// GOMAXPROCS/2, at least 1: the rest of the node (raft, disk, request
 	// goroutines) shares the cores, and one loop gathering the events of

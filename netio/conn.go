@@ -31,8 +31,8 @@ const (
 	stateEstablished
 )
 
-// link is what a Conn writes to and closes: a gnet connection, or a TLS
-// connection served by its own goroutines (tlsLink).
+// link is what a Conn writes to and closes: a gnet connection, or one
+// served by its own goroutines (streamLink).
 type link interface {
 	Write(b []byte) (int, error)
 	Writev(bs [][]byte) (int, error)

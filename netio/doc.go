@@ -1,8 +1,10 @@
-// Package netio is the only place Shoal touches TCP. It runs gnet/v2 event
-// loops for the client listener, the peer listener and the outbound peer
-// connections (one per node pair, shared by every shard), frames bytes with
-// the wire header, runs the Hello handshake, coalesces writes and applies
-// backpressure.
+// Package netio is the only place Shoal touches TCP. It serves the client
+// listener, the peer listener and the outbound peer connections (one per
+// node pair, shared by every shard) either on gnet/v2 event loops (the
+// default) or, with Config.Goroutines, on two goroutines per connection,
+// as TLS connections always are; a node runs the second. Either way it
+// frames bytes with the wire header, runs the Hello handshake, coalesces
+// writes and applies backpressure, with the same code.
 //
 // What it must not do: block an event loop, or know what a shard is. Frames
 // are handed to a Handler that enqueues them on a bounded queue and returns
@@ -37,7 +39,7 @@
 // from clients, and what the token grants rides with the connection
 // (Conn.Grant). TLS (1.3 only) is served beside the event loops, by two
 // goroutines per connection that share the framing, handshake and send
-// queue code of the loops (tls.go).
+// queue code of the loops (stream.go).
 //
 // UDP: ListenUDP's socket for SWIM reads one datagram per system call, or
 // with UDPConfig.ReadBatch several per recvmmsg. PushPull carries SWIM's
@@ -45,9 +47,9 @@
 // the state frame read as its bytes arrive and a bound on exchanges served
 // at once.
 //
-// Peers: Send dials on demand with gnet's client side, reconnects with
-// exponential backoff and jitter while frames wait, and keeps idle
-// connections alive with Keepalive frames. When both nodes dial at once the
+// Peers: Send dials on demand (handing the socket to gnet's client side
+// on event loops), reconnects with exponential backoff and jitter while
+// frames wait, and keeps idle connections alive with Keepalive frames. When both nodes dial at once the
 // connection dialled by the lower node id is kept (a restarted node, seen by
 // its higher generation, always replaces its old connection).
 package netio

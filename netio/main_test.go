@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -59,6 +60,9 @@ func (r *recorder) Deliver(c *Conn, h wire.Header, frame []byte) bool {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// testConfig is a transport on gnet event loops, or with NETIO_GOROUTINES=1
+// in the environment on goroutines (Config.Goroutines): make test runs the
+// package both ways.
 func testConfig(node string, h Handler) Config {
 	return Config{
 		ClusterID:         testCluster,
@@ -68,6 +72,7 @@ func testConfig(node string, h Handler) Config {
 		PeerAddr:          "127.0.0.1:0",
 		Handler:           h,
 		ClientLoops:       2,
+		Goroutines:        os.Getenv("NETIO_GOROUTINES") == "1",
 		HandshakeTimeout:  2 * time.Second,
 		KeepaliveInterval: 100 * time.Millisecond,
 		BackoffMin:        10 * time.Millisecond,

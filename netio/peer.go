@@ -208,10 +208,10 @@ func (t *Transport) dialOnce(p *peer, addr string) bool {
 		return false
 	}
 	var c *Conn
-	if t.cfg.DialTLS != nil {
-		if c, err = t.dialTLS(nc, p.node); err != nil {
+	if t.cfg.DialTLS != nil || t.cfg.Goroutines {
+		if c, err = t.dialStream(nc, p.node); err != nil {
 			t.counters.PeerDialFailed.Add(1)
-			t.log.Debug("netio: TLS dial failed", "node", p.node, "addr", addr, "err", err)
+			t.log.Debug("netio: dial failed", "node", p.node, "addr", addr, "err", err)
 			return false
 		}
 	} else {

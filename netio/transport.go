@@ -20,10 +20,11 @@ import (
 // Transport owns the listeners, the dialled peer connections and every
 // goroutine behind them; Close stops all of them.
 //
-// Event loops: one gnet engine for the client listener, one for the peer
-// listener and one gnet client for dialled peers, so a flood of client
-// connections is spread over its own loops and cannot delay the accept or
-// the reads of peer traffic.
+// Event loops (the default): one gnet engine for the client listener, one
+// for the peer listener and one gnet client for dialled peers, so a flood
+// of client connections is spread over its own loops and cannot delay the
+// accept or the reads of peer traffic. With Config.Goroutines none of them
+// starts: every connection has a reader and a writer goroutine (stream.go).
 type Transport struct {
 	cfg      Config
 	log      *slog.Logger
@@ -55,9 +56,10 @@ type Transport struct {
 
 	retry chan *Conn // peer connections whose flush waits for the socket to drain
 
-	// TLS listeners (under mu) and the TLS connections' goroutines.
-	tlsListeners []net.Listener
-	tlsConns     sync.WaitGroup
+	// Listeners served by goroutines (under mu) and the goroutines of
+	// their connections and of dialled ones.
+	streamListeners []net.Listener
+	streamConns     sync.WaitGroup
 
 	onPeerDown atomic.Pointer[func(node string)]
 	onDropped  atomic.Pointer[func(node string, frames int)]
@@ -100,8 +102,8 @@ func (t *Transport) start() error {
 	var err error
 	switch {
 	case t.cfg.ClientAddr == "":
-	case t.cfg.ClientTLS != nil:
-		if t.clientAddr, err = t.listenTLS(kindClient, t.cfg.ClientAddr, t.cfg.ClientTLS); err != nil {
+	case t.cfg.ClientTLS != nil || t.cfg.Goroutines:
+		if t.clientAddr, err = t.listenStream(kindClient, t.cfg.ClientAddr, t.cfg.ClientTLS); err != nil {
 			return err
 		}
 	default:
@@ -111,14 +113,20 @@ func (t *Transport) start() error {
 	}
 	switch {
 	case t.cfg.PeerAddr == "":
-	case t.cfg.PeerTLS != nil:
-		if t.peerAddr, err = t.listenTLS(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerTLS); err != nil {
+	case t.cfg.PeerTLS != nil || t.cfg.Goroutines:
+		if t.peerAddr, err = t.listenStream(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerTLS); err != nil {
 			return err
 		}
 	default:
 		if t.peerEng, t.peerAddr, err = t.runEngine(kindPeerIn, t.cfg.PeerAddr, t.cfg.PeerLoops); err != nil {
 			return err
 		}
+	}
+	if t.cfg.Goroutines {
+		t.wg.Add(2)
+		go t.maintain()
+		go t.retryLoop()
+		return nil
 	}
 	t.dialClient, err = gnet.NewClient(&loopHandler{t: t, kind: kindPeerOut}, t.gnetOptions(t.cfg.PeerLoops)...)
 	if err != nil {
@@ -235,20 +243,21 @@ func (t *Transport) Close() error {
 	t.closing.Store(true)
 	t.cancel()
 	t.mu.Lock()
-	for _, ln := range t.tlsListeners {
+	for _, ln := range t.streamListeners {
 		_ = ln.Close()
 	}
 	t.mu.Unlock()
 	t.wg.Wait()
-	// No TLS connection starts now (startTLS sees closed): close them all.
+	// No connection served by goroutines starts now (startStream sees
+	// closed): close them all.
 	t.mu.Lock()
 	for _, c := range t.conns {
-		if l, ok := c.gc.(*tlsLink); ok {
+		if l, ok := c.gc.(*streamLink); ok {
 			_ = l.Close()
 		}
 	}
 	t.mu.Unlock()
-	t.tlsConns.Wait()
+	t.streamConns.Wait()
 	for _, eng := range []gnet.Engine{t.clientEng, t.peerEng} {
 		if eng.Validate() == nil {
 			_ = eng.Stop(cancelled())

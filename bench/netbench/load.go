@@ -274,7 +274,7 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 	var sender func() error
 	var cleanup func()
 	switch impl {
-	case "netio", "netio-tls":
+	case "netio", "netio-tls", "netio-goroutines":
 		var recvTLS, sendTLS *tls.Config
 		if impl == "netio-tls" {
 			var err error
@@ -288,7 +288,7 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 				onFrame(f[wire.HeaderSize:])
 				return true
 			}),
-			PeerTLS: recvTLS, DialTLS: sendTLS,
+			PeerTLS: recvTLS, DialTLS: sendTLS, Goroutines: impl == "netio-goroutines",
 		})
 		if err != nil {
 			return result{}, err
@@ -296,7 +296,7 @@ func peerCase(impl string, d time.Duration, profile string) (result, error) {
 		send, err := netio.New(netio.Config{
 			ClusterID: benchCluster, NodeID: "a", Logger: quiet(),
 			Handler: netio.HandlerFunc(func(*netio.Conn, wire.Header, []byte) bool { return true }),
-			DialTLS: sendTLS,
+			DialTLS: sendTLS, Goroutines: impl == "netio-goroutines",
 		})
 		if err != nil {
 			_ = recv.Close()

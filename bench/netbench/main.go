@@ -54,8 +54,8 @@ func main() {
 	var (
 		asJSON   = flag.Bool("json", false, "print one JSON object per case")
 		duration = flag.Duration("duration", 2*time.Second, "measured time per case")
-		serve    = flag.String("serve", "", "internal: run a server (netio|netio-async|net) and print its address")
-		only     = flag.String("impl", "netio,netio-async,net", "implementations to run")
+		serve    = flag.String("serve", "", "internal: run a server (netio|netio-async|net|...) and print its address")
+		only     = flag.String("impl", "netio,netio-async,net", "implementations to run (also netio-goroutines, netio-async-goroutines, gnet-write, netio:loops=N)")
 		cases    = flag.String("cases", "", "comma-separated case names to run (default all)")
 		gen      = flag.String("gen", "epoll", "request/response load generator: epoll (one thread) or goroutines (one per connection)")
 		runs     = flag.Int("runs", 1, "repetitions of each case, the implementations taking turns within each")
@@ -144,6 +144,9 @@ func main() {
 	peerImpls := []string{"netio", "net"}
 	if *withTLS {
 		peerImpls = []string{"netio", "netio-tls"}
+	}
+	if slices.Contains(impls, "netio-goroutines") {
+		peerImpls = append(peerImpls, "netio-goroutines")
 	}
 	for run := 1; run <= *runs && want("peer_oneway_100B"); run++ {
 		for _, impl := range peerImpls {

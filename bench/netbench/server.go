@@ -51,9 +51,13 @@ func runServer(impl, profile string) error {
 		}
 		name, loops = base, v
 	}
+	// netio-goroutines and netio-async-goroutines: the same servers on
+	// two goroutines per connection (netio.Config.Goroutines), as a node
+	// runs.
+	name, goroutines := strings.CutSuffix(name, "-goroutines")
 	switch name {
 	case "netio", "netio-async":
-		tr, err := netioServer(name == "netio-async", loops, nil)
+		tr, err := netioServer(name == "netio-async", loops, goroutines, nil)
 		if err != nil {
 			return err
 		}
@@ -64,14 +68,14 @@ func runServer(impl, profile string) error {
 			return err
 		}
 		if name == "netio-tls" {
-			tr, err := netioServer(false, loops, srvTLS)
+			tr, err := netioServer(false, loops, false, srvTLS)
 			if err != nil {
 				return err
 			}
 			addr, stop = tr.ClientAddr(), func() { _ = tr.Close() }
 			break
 		}
-		tr, err := netioServer(false, loops, nil)
+		tr, err := netioServer(false, loops, false, nil)
 		if err != nil {
 			return err
 		}
@@ -108,10 +112,10 @@ type reply struct {
 	reqID uint64
 }
 
-// netioServer answers inline on the event loop, or (async) from worker
-// goroutines fed by a bounded queue as the node does; with tlsCfg its
-// client port is TLS.
-func netioServer(async bool, loops int, tlsCfg *tls.Config) (*netio.Transport, error) {
+// netioServer answers inline on the event loop (or reader goroutine), or
+// (async) from worker goroutines fed by a bounded queue as the node does;
+// with tlsCfg its client port is TLS.
+func netioServer(async bool, loops int, goroutines bool, tlsCfg *tls.Config) (*netio.Transport, error) {
 	var h netio.HandlerFunc = func(c *netio.Conn, h wire.Header, _ []byte) bool {
 		var buf [wire.HeaderSize + payloadSize]byte
 		return c.Write(response(buf[:0], h.RequestID)) == nil
@@ -143,6 +147,7 @@ func netioServer(async bool, loops int, tlsCfg *tls.Config) (*netio.Transport, e
 		Logger:      quiet(),
 		ClientLoops: loops,
 		ClientTLS:   tlsCfg,
+		Goroutines:  goroutines,
 	})
 }
 
