@@ -38,6 +38,13 @@ type Config struct {
 	// shardstore.DefaultMemTableBytes. Smaller makes each write cheaper,
 	// larger flushes less often (bench/README.md has the figures).
 	StoreMemTableBytes uint64
+	// NetLoops serves the node's plain TCP connections on gnet event
+	// loops instead of two goroutines each. Goroutines cost less per
+	// metadata write, above all under a CPU limit; loops answer many
+	// small plain lookups on few connections with less CPU
+	// (docs/decisions/goroutines-beside-loops.md). TLS connections are
+	// served by goroutines either way.
+	NetLoops bool
 
 	// ClientAddr, PeerAddr and SwimAddr are host:port; port 0 picks a free
 	// port (read it back with Addrs).

@@ -408,6 +408,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Handler:    netio.HandlerFunc(n.deliver),
 		Overloaded: overloaded,
 		Logger:     n.log,
+		Goroutines: !n.cfg.NetLoops,
 	}
 	n.secureTransport(&ncfg)
 	nt, err := netio.New(ncfg)

@@ -21,7 +21,16 @@ func assignCount() int {
 
 func TestThreeNodesAssignThroughAnyNodeAndLookupsAgree(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3)
+	testAssignThroughAnyNode(t, startCluster(t, 3))
+}
+
+// The same over gnet event loops (Config.NetLoops) instead of goroutines.
+func TestThreeNodesOnEventLoopsAssignAndLookupsAgree(t *testing.T) {
+	t.Parallel()
+	testAssignThroughAnyNode(t, startClusterWith(t, 3, func(c *Config) { c.NetLoops = true }))
+}
+
+func testAssignThroughAnyNode(t *testing.T, c *testCluster) {
 	var clients []*client.Client
 	for _, n := range c.nodes {
 		clients = append(clients, clientOf(t, n))

@@ -50,6 +50,7 @@ type nodeOptions struct {
 	replicas                         int
 	metricsAddr                      string
 	pprof                            bool
+	netLoops                         bool
 	clusterID                        uint64
 	secret                           []byte
 	swimPreset                       string
@@ -142,6 +143,11 @@ storage:
                           few shards; larger flushes less often and keeps a node with
                           many busy shards steadier
 
+network:
+  --net-loops             serve plain TCP connections on event loops instead of two
+                          goroutines each: less CPU for floods of plain lookups, more
+                          for each metadata write (docs/decisions/goroutines-beside-loops.md)
+
 operations:
   --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
   --pprof                 also serve Go's profiles under /debug/pprof/ on --metrics-addr
@@ -195,6 +201,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.IntVar(&o.replicas, "replicas", 3, "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
 	fs.BoolVar(&o.pprof, "pprof", false, "")
+	fs.BoolVar(&o.netLoops, "net-loops", false, "")
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
 	fs.StringVar(&o.secretFile, "secret-file", "", "")

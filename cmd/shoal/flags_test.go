@@ -31,6 +31,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 		"--store-memtable-mib", "4", "--handoff-timeout", "5s", "--change-log-len", "100",
+		"--net-loops",
 	), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestParseNodeArgs(t *testing.T) {
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
 		metadataSync: 3 * time.Second, memtableMiB: 4, handoffTimeout: 5 * time.Second, changeLogLen: 100,
+		netLoops: true,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -55,7 +57,7 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	}
 	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
-		o.memtableMiB != 32 || o.changeLogLen != 1024 {
+		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
