@@ -38,8 +38,12 @@ const (
 	// tlsReadBuffer is what one Read of a TLS connection takes: the
 	// plaintext of one TLS record at most.
 	tlsReadBuffer = 16 << 10
-	// plainReadBuffer is what one Read of a plain connection takes.
-	plainReadBuffer = 64 << 10
+	// clientReadBuffer and peerReadBuffer are what one Read of a plain
+	// connection takes: a client's requests are small, and a node may
+	// hold many thousands of clients; a peer's reads carry batched raft
+	// traffic for every shard the two nodes share.
+	clientReadBuffer = 16 << 10
+	peerReadBuffer   = 64 << 10
 	// streamWriteTimeout bounds one write of a flush: a peer or client
 	// that takes nothing for this long is cut off (a peer is usually cut
 	// off sooner, by PeerDeadAfter).
@@ -242,9 +246,11 @@ func (t *Transport) runStream(c *Conn, l *streamLink) {
 
 // readStream reads and frames until the connection fails or is closed.
 func (t *Transport) readStream(c *Conn, l *streamLink) error {
-	size := plainReadBuffer
+	size := peerReadBuffer
 	if l.tc != nil {
 		size = tlsReadBuffer
+	} else if c.kind == kindClient {
+		size = clientReadBuffer
 	}
 	buf := make([]byte, size)
 	inline := c.kind == kindClient && c.q != nil
