@@ -295,6 +295,9 @@ func (t *Transport) writeStream(c *Conn, l *streamLink) {
 		case <-l.done:
 			return
 		}
+		// Under flushMu: a client's reader flushes too, and a flush may
+		// arm a retry (Transport.retryFlush).
+		l.flushMu.Lock()
 		c.retryArmed = false
 		if c.q != nil {
 			c.q.markFlushing(c)
@@ -302,7 +305,6 @@ func (t *Transport) writeStream(c *Conn, l *streamLink) {
 		// As after a read: the pause Conn.flush puts between wakes in
 		// quick succession keeps writers from starving a gnet loop's
 		// reads, and this goroutine reads nothing.
-		l.flushMu.Lock()
 		act := c.flush(true)
 		l.flushMu.Unlock()
 		if act != gnet.None {
