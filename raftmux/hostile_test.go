@@ -266,7 +266,11 @@ func TestIncomingSnapshotsShareOneBudget(t *testing.T) {
 	s := newHostileSetup(t, func(cfg *raftmux.Config) {
 		cfg.MaxSnapshotBufferBytes = budget
 		cfg.SnapshotChunkSize = chunk
-		cfg.SnapshotIdleTicks = 5
+		// Long enough (0.5 s) that no stream is dropped as idle while
+		// the 20 are still being delivered on a loaded machine: a drop
+		// then frees budget for a later stream, and the sum below never
+		// reaches 20 chunks.
+		cfg.SnapshotIdleTicks = 50
 	})
 	h := s.c.hosts[s.follower]
 	for shard := uint64(100); shard < 120; shard++ {
