@@ -56,9 +56,10 @@
 // route is never served longer than that after it was learned, and a stale
 // answer is fenced by its epoch anyway. A cached answer carries the
 // topic's partition count as the route was learned. Such an answer (own
-// replica or cache) is given on the connection's event loop without
-// allocating. Other lookups (linearizable, or unknown here) are served on
-// the event loop too, as nothing on their path waits (a read index, the
+// replica or cache) is given where the request was read (the
+// connection's reader goroutine, or its event loop with NetLoops) without
+// allocating. Other lookups (linearizable, or unknown here) are served
+// there too, as nothing on their path waits (a read index, the
 // leader's state or a forward answers through a callback); every other
 // request runs on a goroutine of its own. All are bounded by
 // Config.MaxRequests, and hold their bytes against

@@ -31,7 +31,9 @@ func errorFrame(reqID uint64, e *wire.ErrorResponse) ([]byte, error) {
 	return wire.EndFrame(f, start)
 }
 
-// deliver runs on a netio event loop: it copies what it keeps and returns.
+// deliver runs where netio reads the frame (a connection's reader
+// goroutine, or an event loop with Config.NetLoops): it copies what it
+// keeps and returns.
 func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
 	if h.Kind == wire.KindKeepalive {
 		return true
@@ -118,7 +120,7 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 	}
 	// A lookup the fast path could not answer (linearizable, or not known
 	// here) never waits: a read index, the leader's state or a forward
-	// answers it through a callback. Served on the event loop it spares a
+	// answers it through a callback. Served where it was read it spares a
 	// goroutine and two hand-offs, a fifth of a linearizable lookup's CPU
 	// (docs/decisions/node-lin-lookups-on-event-loop.md). Every other
 	// request may block: its own goroutine. A driven node's requests never
@@ -173,13 +175,13 @@ func (n *Node) admitRequest(h wire.Header, frame []byte, spawning bool) (release
 	return sync.OnceFunc(func() { n.giveRequestBytes(cost) }), true
 }
 
-// fastBufs holds the answer buffers of serveFast (one per event loop in
-// the steady state).
+// fastBufs holds the answer buffers of serveFast (about one per
+// connection reading at a time).
 var fastBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// serveFast answers, on the event loop and without allocating, a client's
-// plain Lookup that needs no wait: the topic is active in this node's own
-// replica of its shard, or cached with a live owner. Anything else (not
+// serveFast answers, where the request was read and without allocating, a
+// client's plain Lookup that needs no wait: the topic is active in this
+// node's own replica of its shard, or cached with a live owner. Anything else (not
 // ready, compressed, linearizable, unknown here) takes the request path.
 func (n *Node) serveFast(c Conn, h wire.Header, frame []byte, start time.Time) bool {
 	if h.Kind != wire.KindLookup || h.Flags&wire.FlagCompressed != 0 || c.Role() == wire.RolePeer || !n.isReady() {

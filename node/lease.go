@@ -36,8 +36,8 @@ type raftLead struct {
 	lead, term uint64
 }
 
-// offerLeaseFrame queues a lease frame from peer from (on an event loop: it
-// copies and never blocks).
+// offerLeaseFrame queues a lease frame from peer from (where netio read it:
+// it copies and never blocks).
 func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
 	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
 	if err != nil {
