@@ -208,7 +208,7 @@ func (t *Transport) dialOnce(p *peer, addr string) bool {
 		return false
 	}
 	var c *Conn
-	if t.cfg.DialTLS != nil || t.cfg.Goroutines {
+	if !t.dialsOnLoops() {
 		if c, err = t.dialStream(nc, p.node); err != nil {
 			t.counters.PeerDialFailed.Add(1)
 			t.log.Debug("netio: dial failed", "node", p.node, "addr", addr, "err", err)

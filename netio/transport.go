@@ -122,25 +122,25 @@ func (t *Transport) start() error {
 			return err
 		}
 	}
-	if t.cfg.Goroutines {
-		t.wg.Add(2)
-		go t.maintain()
-		go t.retryLoop()
-		return nil
-	}
-	t.dialClient, err = gnet.NewClient(&loopHandler{t: t, kind: kindPeerOut}, t.gnetOptions(t.cfg.PeerLoops)...)
-	if err != nil {
-		return fmt.Errorf("netio: peer dialer: %w", err)
-	}
-	if err := t.dialClient.Start(); err != nil {
-		t.dialClient = nil
-		return fmt.Errorf("netio: peer dialer: %w", err)
+	if t.dialsOnLoops() {
+		t.dialClient, err = gnet.NewClient(&loopHandler{t: t, kind: kindPeerOut}, t.gnetOptions(t.cfg.PeerLoops)...)
+		if err != nil {
+			return fmt.Errorf("netio: peer dialer: %w", err)
+		}
+		if err := t.dialClient.Start(); err != nil {
+			t.dialClient = nil
+			return fmt.Errorf("netio: peer dialer: %w", err)
+		}
 	}
 	t.wg.Add(2)
 	go t.maintain()
 	go t.retryLoop()
 	return nil
 }
+
+// dialsOnLoops reports whether dialled peer connections are served by
+// gnet's client side; otherwise (TLS, or Config.Goroutines) by goroutines.
+func (t *Transport) dialsOnLoops() bool { return t.cfg.DialTLS == nil && !t.cfg.Goroutines }
 
 // runEngine starts one gnet engine on addr and waits until it is bound.
 func (t *Transport) runEngine(kind listenerKind, addr string, loops int) (gnet.Engine, string, error) {
