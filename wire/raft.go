@@ -25,7 +25,7 @@ type ShardMessage struct {
 // Heartbeat is one shard's coalesced heartbeat (or its response).
 type Heartbeat struct {
 	Shard, Term, Commit uint64
-	Flags               uint8 // HeartbeatQuiesce; the other bits must be zero
+	Flags               uint8 // HeartbeatQuiesce, HeartbeatRead; the other bits must be zero
 }
 
 // Heartbeat flags.
@@ -34,8 +34,12 @@ const (
 	// caught up; the follower stops ticking the group until it hears from it
 	// again (or SWIM reports the leader's node suspect or dead).
 	HeartbeatQuiesce uint8 = 1 << 0
+	// HeartbeatRead: a read heartbeat, whose Commit is the id of the
+	// leader's read confirmation rather than a commit index; on a
+	// response, the follower's acknowledgement of that id.
+	HeartbeatRead uint8 = 1 << 1
 
-	knownHeartbeatFlags = HeartbeatQuiesce
+	knownHeartbeatFlags = HeartbeatQuiesce | HeartbeatRead
 )
 
 // The raft messages are encoded by hand rather than with raftpb's protobuf
