@@ -83,9 +83,9 @@ sim-scale:
 	bin/shoalsim -scale $(SCALE) $(SCALEFLAGS)
 
 # Each deliberate bug (internal/mutant) must be caught by the simulator
-# within a few seeds.
+# within a few seeds, or by its package's own test (mutant.Elsewhere).
 sim-mutants:
-	$(GO) test -count=1 -tags mutants -run Mutants -timeout 5m ./sim
+	$(GO) test -count=1 -tags mutants -run Mutants -timeout 5m ./sim ./raftmux
 
 fuzz-smoke:
 	@FUZZTIME=$(FUZZSMOKE) GO=$(GO) scripts/fuzz.sh

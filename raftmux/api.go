@@ -142,6 +142,10 @@ const (
 	FlagQuiesce uint8 = 1 << 0
 	// FlagWake on a heartbeat response asks a quiesced leader to wake.
 	FlagWake uint8 = 1 << 1
+	// FlagRead marks a read heartbeat, whose Commit is not a commit index
+	// but the id of a leader's read confirmation, and a follower's
+	// acknowledgement of one, which carries the same id (reads.go).
+	FlagRead uint8 = 1 << 2
 )
 
 // SnapshotChunk is one piece of a shard snapshot in flight. The first chunk

@@ -31,7 +31,10 @@
 // Heartbeats are coalesced: raft's MsgHeartbeat and MsgHeartbeatResp without a
 // read-index context never go on the wire as messages; they travel as compact
 // (shard, term, commit) tuples in the per-node Batch and are turned back into
-// raft messages on the receiver. Idle groups quiesce: a leader whose live
+// raft messages on the receiver. A leader confirms its reads itself, in
+// such tuples, without stepping raft on either side (reads.go): raft's
+// ReadIndex protocol, at one read heartbeat per group and round instead of
+// a raft message per read and follower. Idle groups quiesce: a leader whose live
 // followers have everything stops ticking and tells them to stop too. The
 // membership layer reports node failures through NodeSuspect, NodeDead and
 // NodeAlive, which is how quiesced followers learn that their leader is gone.

@@ -14,6 +14,7 @@ import (
 // every touched group.
 func (w *worker) processReady() {
 	cfg := &w.h.cfg
+	w.sendConfirms()
 	items := w.readies[:0]
 	for _, r := range w.touched {
 		r.touched = false
@@ -30,6 +31,7 @@ func (w *worker) processReady() {
 	}()
 	if len(items) == 0 {
 		w.flush()
+		w.reply() // reads confirmed by this round's acknowledgements
 		return
 	}
 
@@ -297,6 +299,7 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 	}
 	if wasLeader && r.state != raft.StateLeader {
 		r.failProposals(fmt.Errorf("%w (%w)", ErrOutcomeUnknown, &NotLeaderError{Shard: r.shard, Leader: ss.Lead, Term: term}))
+		w.rerouteReads(r)
 	}
 	if r.state == raft.StateLeader || r.state == raft.StateCandidate || r.state == raft.StatePreCandidate {
 		w.wake(r)

@@ -82,6 +82,11 @@ type replica struct {
 	leadIndex uint64
 	reads     map[uint64]*request // read ctx id → waiter (not yet answered by raft)
 	readWaits []readWait          // answered, waiting for apply
+	// Reads a leader confirms itself (reads.go): arrived this round, and
+	// sent in read heartbeats, in id order.
+	unconfirmed   []*request
+	confirms      []confirmation
+	confirmQueued bool // r is in worker.confirmQ
 
 	// Incoming snapshot being assembled, and one fully received awaiting
 	// raft's Ready.
@@ -348,6 +353,16 @@ func (r *replica) failAll(err error) {
 		rw.req.finish(result{err: err})
 	}
 	r.readWaits = r.readWaits[:0]
+	for _, req := range r.unconfirmed {
+		req.finish(result{err: err})
+	}
+	r.unconfirmed = nil
+	for _, c := range r.confirms {
+		for _, req := range c.reqs {
+			req.finish(result{err: err})
+		}
+	}
+	r.confirms = nil
 }
 
 func (w *worker) wake(r *replica) {
@@ -526,6 +541,10 @@ func (w *worker) clampCommit(r *replica, from, commit uint64) uint64 {
 }
 
 func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
+	if hb.Flags&FlagRead != 0 {
+		w.answerReadHeartbeat(shard, from, hb)
+		return
+	}
 	r := w.replicaFor(shard, from, raftpb.MsgHeartbeat)
 	if r == nil || !w.admit(r, from, raftpb.MsgHeartbeat, hb.Term) {
 		return
@@ -546,7 +565,7 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 	}
 	st := r.rn.BasicStatus()
 	if st.RaftState == raft.StateFollower && st.Lead == from && st.Term == hb.Term &&
-		st.Commit == hb.Commit && len(r.reads) == 0 && len(r.readWaits) == 0 && !w.h.cfg.DisableQuiesce {
+		st.Commit == hb.Commit && !r.readsPending() && !w.h.cfg.DisableQuiesce {
 		r.quiesced = true
 		delete(w.awake, shard)
 		return
@@ -558,6 +577,12 @@ func (w *worker) handleHeartbeat(shard, from uint64, hb Heartbeat) {
 }
 
 func (w *worker) handleHeartbeatResp(shard, from uint64, hb Heartbeat) {
+	if hb.Flags&FlagRead != 0 {
+		if r := w.replicas[shard]; r != nil {
+			w.readAcked(r, from, hb.Term, hb.Commit)
+		}
+		return
+	}
 	r := w.replicaFor(shard, from, raftpb.MsgHeartbeatResp)
 	if r == nil || !w.admit(r, from, raftpb.MsgHeartbeatResp, hb.Term) {
 		return
@@ -595,7 +620,7 @@ const quiesceIdleTicks = 3
 // maybeQuiesce puts an idle leader to sleep: nothing pending, everything
 // applied, and every follower not reported dead has the whole log.
 func (w *worker) maybeQuiesce(r *replica) {
-	if r.state != raft.StateLeader || len(r.proposals) > 0 || len(r.reads) > 0 || len(r.readWaits) > 0 ||
+	if r.state != raft.StateLeader || len(r.proposals) > 0 || r.readsPending() ||
 		r.inSnap != nil || r.skipTicks > 0 || w.tickCount-r.busyTick < quiesceIdleTicks {
 		return
 	}
@@ -851,16 +876,6 @@ func (w *worker) learnerCaughtUp(r *replica, cc *raftpb.ConfChangeV2) error {
 		return nil
 	}
 	return &LearnerBehindError{Shard: r.shard, Node: learner, Match: match, Commit: commit}
-}
-
-func (w *worker) read(shard uint64, req *request) {
-	r, err := w.hosted(shard)
-	if err != nil {
-		req.finish(result{err: err})
-		return
-	}
-	w.wake(r)
-	w.issueRead(r, req)
 }
 
 func (w *worker) issueRead(r *replica, req *request) {

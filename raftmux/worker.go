@@ -80,6 +80,8 @@ type worker struct {
 	tombstones map[uint64]uint64 // destroyed shard → the tick it was destroyed at
 	dead       map[uint64]bool
 	touched    []*replica
+	confirmQ   []*replica // replicas with reads to confirm this round (reads.go)
+	confirmSeq uint64     // the last read confirmation's id
 	readies    []readyItem
 	outbox     map[uint64]*RaftBatch
 	seq        uint64
@@ -421,6 +423,7 @@ func (w *worker) tick() {
 		}
 		w.suspectCampaign(r)
 		w.retryReads(r)
+		w.retryConfirms(r)
 		w.touch(r)
 		if !w.h.cfg.DisableQuiesce {
 			w.maybeQuiesce(r)

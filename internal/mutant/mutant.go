@@ -30,6 +30,9 @@ const (
 	// EpochFloor: an owner takes an Open at or below an epoch it already
 	// closed (a late or duplicated Open reopens a topic it gave up).
 	EpochFloor Name = "epoch-floor-ignored"
+	// ReadUnconfirmed: a shard leader answers a linearizable read at its
+	// commit index without a quorum confirming that it still leads.
+	ReadUnconfirmed Name = "read-unconfirmed"
 )
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
@@ -40,3 +43,10 @@ var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, Grant
 // seeds: its faults do not yet make them matter often enough. TestMutants
 // reports on them without failing.
 var Hunted = []Name{EpochFloor}
+
+// Elsewhere lists the mutants a package's own test catches (its
+// TestMutants, under the same tag) rather than the simulator: a
+// cut-off raft leader's read (raftmux) happens in the simulator's runs
+// only when a client asks that leader about a topic changed meanwhile on
+// the other side, which its seeds do not yet arrange.
+var Elsewhere = []Name{ReadUnconfirmed}

@@ -104,18 +104,38 @@ func toWireBatch(dst *wire.RaftBatch, b *raftmux.RaftBatch) {
 	}
 	dst.Heartbeats = dst.Heartbeats[:0]
 	for _, h := range b.Heartbeats {
-		dst.Heartbeats = append(dst.Heartbeats, wire.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: h.Flags & wire.HeartbeatQuiesce})
+		dst.Heartbeats = append(dst.Heartbeats, wire.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: wireFlags(h.Flags, raftmux.FlagQuiesce)})
 	}
 	dst.HeartbeatResponses = dst.HeartbeatResponses[:0]
 	for _, h := range b.HeartbeatResponses {
-		// A response never quiesces anyone, so its one flag bit carries
-		// raftmux's FlagWake (a follower asking its quiesced leader to wake).
-		var fl uint8
-		if h.Flags&raftmux.FlagWake != 0 {
-			fl = wire.HeartbeatQuiesce
-		}
-		dst.HeartbeatResponses = append(dst.HeartbeatResponses, wire.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: fl})
+		// A response never quiesces anyone, so its bit 0 carries raftmux's
+		// FlagWake (a follower asking its quiesced leader to wake).
+		dst.HeartbeatResponses = append(dst.HeartbeatResponses, wire.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: wireFlags(h.Flags, raftmux.FlagWake)})
 	}
+}
+
+// wireFlags turns raftmux heartbeat flags into wire ones: bit0, the flag
+// that travels as wire.HeartbeatQuiesce, and FlagRead. muxFlags undoes it.
+func wireFlags(fl, bit0 uint8) uint8 {
+	var w uint8
+	if fl&bit0 != 0 {
+		w |= wire.HeartbeatQuiesce
+	}
+	if fl&raftmux.FlagRead != 0 {
+		w |= wire.HeartbeatRead
+	}
+	return w
+}
+
+func muxFlags(w, bit0 uint8) uint8 {
+	var fl uint8
+	if w&wire.HeartbeatQuiesce != 0 {
+		fl |= bit0
+	}
+	if w&wire.HeartbeatRead != 0 {
+		fl |= raftmux.FlagRead
+	}
+	return fl
 }
 
 // Send implements raftmux.Transport: b becomes one KindRaftBatch frame.
@@ -229,14 +249,10 @@ func (d *decoder) decode(payload []byte) (*raftmux.RaftBatch, error) {
 		rb.Messages = append(rb.Messages, raftmux.ShardMessage{Shard: d.wb.Messages[i].Shard, Msg: m})
 	}
 	for _, h := range d.wb.Heartbeats {
-		rb.Heartbeats = append(rb.Heartbeats, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: h.Flags})
+		rb.Heartbeats = append(rb.Heartbeats, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: muxFlags(h.Flags, raftmux.FlagQuiesce)})
 	}
 	for _, h := range d.wb.HeartbeatResponses {
-		var fl uint8
-		if h.Flags&wire.HeartbeatQuiesce != 0 {
-			fl = raftmux.FlagWake
-		}
-		rb.HeartbeatResponses = append(rb.HeartbeatResponses, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: fl})
+		rb.HeartbeatResponses = append(rb.HeartbeatResponses, raftmux.Heartbeat{Shard: h.Shard, Term: h.Term, Commit: h.Commit, Flags: muxFlags(h.Flags, raftmux.FlagWake)})
 	}
 	// What the wire batch's values point to is never handed out again, but
 	// its Messages array is overwritten by the next decode: drop the

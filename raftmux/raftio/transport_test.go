@@ -3,6 +3,7 @@ package raftio
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -39,8 +40,10 @@ func TestRaftBatchSurvivesTheWire(t *testing.T) {
 			Type: raftpb.MsgApp, To: uint64(7), From: uint64(1), Term: uint64(4),
 			Entries: []raftpb.Entry{{Index: uint64(9), Term: uint64(4), Data: []byte("cmd")}},
 		}}},
-		Heartbeats:         []raftmux.Heartbeat{{Shard: 5, Term: 2, Commit: 8, Flags: raftmux.FlagQuiesce}},
-		HeartbeatResponses: []raftmux.Heartbeat{{Shard: 6, Term: 2, Flags: raftmux.FlagWake}, {Shard: 7, Term: 2}},
+		Heartbeats: []raftmux.Heartbeat{{Shard: 5, Term: 2, Commit: 8, Flags: raftmux.FlagQuiesce},
+			{Shard: 6, Term: 2, Commit: 41, Flags: raftmux.FlagRead}},
+		HeartbeatResponses: []raftmux.Heartbeat{{Shard: 6, Term: 2, Flags: raftmux.FlagWake}, {Shard: 7, Term: 2},
+			{Shard: 6, Term: 2, Commit: 41, Flags: raftmux.FlagRead}},
 	}
 	if err := tr.Send(7, b); err != nil {
 		t.Fatal(err)
@@ -59,11 +62,11 @@ func TestRaftBatchSurvivesTheWire(t *testing.T) {
 	if m.Shard != 3 || m.Msg.Type != raftpb.MsgApp || m.Msg.Term != 4 || string(m.Msg.Entries[0].Data) != "cmd" {
 		t.Fatalf("message %+v", m)
 	}
-	if got.Heartbeats[0] != b.Heartbeats[0] {
-		t.Fatalf("heartbeat %+v", got.Heartbeats[0])
+	if !slices.Equal(got.Heartbeats, b.Heartbeats) {
+		t.Fatalf("heartbeats %+v, sent %+v", got.Heartbeats, b.Heartbeats)
 	}
-	if got.HeartbeatResponses[0].Flags != raftmux.FlagWake || got.HeartbeatResponses[1].Flags != 0 {
-		t.Fatalf("responses %+v: the wake flag must survive", got.HeartbeatResponses)
+	if !slices.Equal(got.HeartbeatResponses, b.HeartbeatResponses) {
+		t.Fatalf("responses %+v, sent %+v: the wake and read flags must survive", got.HeartbeatResponses, b.HeartbeatResponses)
 	}
 }
 
@@ -123,8 +126,13 @@ func FuzzDecodeRaftBatch(f *testing.F) {
 			return
 		}
 		for _, h := range rb.HeartbeatResponses {
-			if h.Flags&^raftmux.FlagWake != 0 {
+			if h.Flags&^(raftmux.FlagWake|raftmux.FlagRead) != 0 {
 				t.Fatalf("response flags %#x", h.Flags)
+			}
+		}
+		for _, h := range rb.Heartbeats {
+			if h.Flags&^(raftmux.FlagQuiesce|raftmux.FlagRead) != 0 {
+				t.Fatalf("heartbeat flags %#x", h.Flags)
 			}
 		}
 		for _, m := range rb.Messages {
