@@ -83,7 +83,7 @@ sim-scale:
 	bin/shoalsim -scale $(SCALE) $(SCALEFLAGS)
 
 # Each deliberate bug (internal/mutant) must be caught by the simulator
-# within a few seeds, or by its package's own test (mutant.Elsewhere).
+# within a few seeds; raftmux's own test must catch its mutant too.
 sim-mutants:
 	$(GO) test -count=1 -tags mutants -run Mutants -timeout 5m ./sim ./raftmux
 

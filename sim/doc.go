@@ -16,7 +16,8 @@
 // while a producer on its side keeps writing to it at its epoch and the
 // others move the topic away and write to it; a slow node's links are
 // late by varying amounts, so what it says about itself races what the
-// others conclude about it. The same seed gives the same run, byte for
+// others conclude about it; a node cut off from all the others is asked
+// the linearizable lookups of the shards it led. The same seed gives the same run, byte for
 // byte; a failing seed prints the command that replays it (make sim
 // SEED=N) and the end of a readable trace.
 //

@@ -240,7 +240,15 @@ func (w *World) nextFault() {
 	case 0:
 		w.logf("fault: %s cut off for %v", h.id, hold)
 		w.net.Isolate(h.id)
-		w.after(hold, nil, func() { w.net.HealLink(h.id, "*"); w.net.HealLink("*", h.id); w.logf("heal: %s", h.id) })
+		w.cutOff = h
+		w.after(hold, nil, func() {
+			w.net.HealLink(h.id, "*")
+			w.net.HealLink("*", h.id)
+			if w.cutOff == h {
+				w.cutOff = nil
+			}
+			w.logf("heal: %s", h.id)
+		})
 	case 1:
 		o := w.hosts[(i+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
 		w.logf("fault: %s cannot send to %s for %v", h.id, o.id, hold)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -157,6 +158,11 @@ func (c *client) step() {
 		payload = wire.AppendFetch(nil, &wire.Fetch{Topic: []byte(topic), Epoch: r.epoch})
 	}
 	req.to = w.hosts[w.rng.IntN(len(w.hosts))]
+	if h := w.cutOff; req.lin && h != nil && !h.down {
+		if l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(topic), w.cfg.Shards)); l == h.id {
+			req.to = h
+		}
+	}
 	if req.kind == wire.KindProduce || req.kind == wire.KindFetch {
 		if r, ok := c.routes[topic]; ok {
 			if h := w.byID[r.owner]; h != nil {

@@ -133,6 +133,11 @@ type World struct {
 	// hotOwner is the node the fault cut off; hotTarget the node the
 	// latest move of the hot topic named.
 	hotOwner, hotTarget *host
+	// cutOff: the node a fault cut off from all the others, whose clients
+	// still reach it; linearizable lookups of topics whose shard it led
+	// go to it (a leader that does not know it was deposed must not
+	// answer them).
+	cutOff *host
 	// members: what each node's SWIM last said of each member; early and
 	// seen: violations found while the run goes on.
 	members map[string]memberSeen
