@@ -3,6 +3,7 @@
 package sim
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ func TestMutants(t *testing.T) {
 	}
 	for _, m := range append(mutant.Caught, mutant.Hunted...) {
 		t.Run(string(m), func(t *testing.T) {
+			if hunted[m] && os.Getenv("SHOAL_SIM_HUNTED") == "" {
+				// Reported, never failed: kept out of make test's time.
+				t.Skipf("mutant %s is not yet required; SHOAL_SIM_HUNTED=1 (make sim-hunted) runs it", m)
+			}
 			for seed := uint64(1); seed <= catchWithin; seed++ {
 				ok, known := clean[seed]
 				if !known {
