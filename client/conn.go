@@ -205,7 +205,7 @@ func helloReadError(err error, cfg *Config) error {
 	case cfg.TLS != nil && errors.As(err, &oe) && oe.Op == "remote error":
 		return fmt.Errorf("%w: the node refused this client's TLS: %w", ErrHandshake, oe.Err)
 	case cfg.TLS == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
-		return fmt.Errorf("%w (a node that speaks TLS closes a plain connection so: set TLS)", err)
+		return fmt.Errorf("%w (a node closes a plain connection so when it speaks TLS: set TLS; or when it speaks another protocol version than this client's %d)", err, wire.ProtocolVersion)
 	}
 	return err
 }
