@@ -4,7 +4,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 60s
-FUZZSMOKE   ?= 2s
+FUZZSMOKE   ?= 1s
 BENCHTIME   ?= 1s
 PKGS        ?= ./...
 
