@@ -28,6 +28,9 @@ import (
 //     while it follows the sender at the heartbeat's term: raft's term
 //     and leader, not yet persisted ones, so that a vote it granted for a
 //     later term (sent only once persisted) ends its acknowledgements.
+//     One that does not follow the sender yet (restarted in a quiesced
+//     group) steps the heartbeat into raft first, as raft's own read
+//     heartbeat would be, and answers if raft then follows the sender.
 //   - Confirmation ids count up from 1 in each worker's life. A leader
 //     matches an acknowledgement by term and id, and a restarted node
 //     leads again only at a later term, so an acknowledgement meant for
