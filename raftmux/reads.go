@@ -96,7 +96,19 @@ func (w *worker) sendConfirms() {
 		r.confirmQueued = false
 		reqs := r.unconfirmed
 		r.unconfirmed = nil
-		if r.destroyed || r.halted != nil || len(reqs) == 0 {
+		if len(reqs) == 0 {
+			continue
+		}
+		if r.destroyed || r.halted != nil {
+			// failAll answers the reads of a replica it ends; none should be
+			// left, and none is left waiting.
+			var err error = ErrRemoved
+			if r.halted != nil {
+				err = r.halted
+			}
+			for _, req := range reqs {
+				req.finish(result{err: err})
+			}
 			continue
 		}
 		st := r.rn.BasicStatus()
