@@ -13,11 +13,8 @@ PKGS        ?= ./...
 # keeps the C library out of those too.
 export CGO_ENABLED ?= 0
 RACE_TAGS := pebblegozstd
-# Everything but the simulator, which sim-mutants tests (without -race);
-# the two packages whose tests take longest first, so that go test starts
-# them first and the rest fill the other core.
-LISTED    = $(shell $(GO) list $(PKGS))
-RACE_PKGS = $(filter %/node %/tests,$(LISTED)) $(filter-out %/sim %/node %/tests,$(LISTED))
+# Everything but the simulator, which sim-mutants tests (without -race).
+RACE_PKGS = $(filter-out %/sim,$(shell $(GO) list $(PKGS)))
 
 .PHONY: all build run test test-race vet lint staticcheck fuzz fuzz-smoke soak chaos bench clean sim sim-mutants sim-hunted sim-scale
 
