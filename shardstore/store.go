@@ -151,8 +151,12 @@ func Open(dir string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	pfs := cfg.FS
+	if pfs == vfs.Default {
+		pfs = walSyncFS(pfs)
+	}
 	opts := &pebble.Options{
-		FS:                 cfg.FS,
+		FS:                 pfs,
 		Logger:             pebbleLogger{cfg.Logger},
 		MemTableSize:       cfg.MemTableBytes,
 		CacheSize:          cfg.BlockCacheBytes,
