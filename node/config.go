@@ -38,6 +38,10 @@ type Config struct {
 	// shardstore.DefaultMemTableBytes. Smaller makes each write cheaper,
 	// larger flushes less often (bench/README.md has the figures).
 	StoreMemTableBytes uint64
+	// StoreLogSyncRuntime syncs the store's log through the Go runtime's
+	// system call path instead of a raw fdatasync
+	// (shardstore.Config.LogSyncRuntime says what each costs).
+	StoreLogSyncRuntime bool
 	// NetLoops serves the node's plain TCP connections on gnet event
 	// loops instead of two goroutines each. Goroutines cost less per
 	// metadata write, above all under a CPU limit; loops answer many

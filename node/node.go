@@ -268,7 +268,7 @@ func New(cfg Config) (*Node, error) {
 
 // newNode opens the store on fs (nil: the OS's) and builds the node.
 func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
-	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes})
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes, LogSyncRuntime: cfg.StoreLogSyncRuntime})
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}

@@ -69,28 +69,33 @@ func TestWALSyncReportsItsError(t *testing.T) {
 }
 
 func TestStoreOnDiskSyncsItsLogThroughWALSync(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := walSyncs.Load()
-	b := s.NewBatch()
-	b.Put(7, []byte("k"), []byte("v"))
-	commit(t, b, true)
-	if walSyncs.Load() == before {
-		t.Error("a synced commit on disk did not sync the log through walFile")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	v, err := s.Get(7, []byte("k"))
-	if err != nil || string(v) != "v" {
-		t.Fatalf("after reopening: %q, %v", v, err)
+	for _, runtimePath := range []bool{false, true} {
+		dir := t.TempDir()
+		cfg := Config{Logger: quietLogger(), LogSyncRuntime: runtimePath}
+		s, err := Open(dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := walSyncs.Load()
+		b := s.NewBatch()
+		b.Put(7, []byte("k"), []byte("v"))
+		commit(t, b, true)
+		if raw := walSyncs.Load() != before; raw == runtimePath {
+			t.Errorf("LogSyncRuntime %v: the log synced by the raw call: %v", runtimePath, raw)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err = Open(dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.Get(7, []byte("k"))
+		if err != nil || string(v) != "v" {
+			t.Fatalf("LogSyncRuntime %v: after reopening: %q, %v", runtimePath, v, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -59,6 +59,7 @@ type nodeOptions struct {
 	handoffTimeout                   time.Duration
 	maxClockDrift                    float64
 	memtableMiB                      int
+	logSync                          string
 	changeLogLen                     int
 	logFormat                        string
 	logLevel                         slog.Level
@@ -142,6 +143,10 @@ storage:
                           makes each write cheaper and suits a node whose writes go to
                           few shards; larger flushes less often and keeps a node with
                           many busy shards steadier
+  --store-log-sync MODE   how the store syncs its log: raw (default), an fdatasync
+                          that keeps its thread's P, less CPU per sync; or runtime,
+                          through the Go runtime, which keeps the node serving
+                          membership and reads through syncs that stall for seconds
 
 network:
   --net-loops             serve plain TCP connections on event loops instead of two
@@ -218,6 +223,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.Float64Var(&o.maxClockDrift, "max-clock-drift", 0, "")
 	fs.DurationVar(&o.handoffTimeout, "handoff-timeout", 0, "")
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
+	fs.StringVar(&o.logSync, "store-log-sync", "raw", "")
 	fs.IntVar(&o.changeLogLen, "change-log-len", node.DefaultChangeLogLen, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
@@ -522,6 +528,9 @@ func (o *nodeOptions) validate() error {
 	}
 	if o.changeLogLen < 1 || o.changeLogLen > node.MaxChangeLogLen {
 		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, node.MaxChangeLogLen)
+	}
+	if o.logSync != "raw" && o.logSync != "runtime" {
+		return usagef("--store-log-sync %q: must be raw or runtime", o.logSync)
 	}
 	if o.memtableMiB < 1 || o.memtableMiB > 1024 {
 		return usagef("--store-memtable-mib %d: must be 1 to 1024", o.memtableMiB)

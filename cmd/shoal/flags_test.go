@@ -31,7 +31,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 		"--store-memtable-mib", "4", "--handoff-timeout", "5s", "--change-log-len", "100",
-		"--net-loops",
+		"--net-loops", "--store-log-sync", "runtime",
 	), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestParseNodeArgs(t *testing.T) {
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
 		metadataSync: 3 * time.Second, memtableMiB: 4, handoffTimeout: 5 * time.Second, changeLogLen: 100,
-		netLoops: true,
+		netLoops: true, logSync: "runtime",
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -57,7 +57,7 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	}
 	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
-		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops {
+		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops || o.logSync != "raw" {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -90,6 +90,7 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"change log empty", with("--change-log-len", "0"), "--change-log-len 0: must be 1 to 65536"},
 		{"change log huge", with("--change-log-len", "65537"), "--change-log-len 65537: must be 1 to 65536"},
 		{"memtable zero", with("--store-memtable-mib", "0"), "--store-memtable-mib 0: must be 1 to 1024"},
+		{"log sync unknown", with("--store-log-sync", "fast"), `--store-log-sync "fast": must be raw or runtime`},
 		{"handoff timeout", with("--handoff-timeout", "-1s"), "--handoff-timeout -1s: must not be negative"},
 		{"memtable huge", with("--store-memtable-mib", "4096"), "--store-memtable-mib 4096: must be 1 to 1024"},
 		{"memtable text", with("--store-memtable-mib", "big"), `--store-memtable-mib "big": not a number`},

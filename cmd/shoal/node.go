@@ -46,6 +46,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		LeaseRenewInterval:   o.leaseRenew,
 		MaxClockDrift:        o.maxClockDrift,
 		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,
+		StoreLogSyncRuntime:  o.logSync == "runtime",
 		NetLoops:             o.netLoops,
 		ChangeLogLen:         o.changeLogLen,
 	}
