@@ -52,7 +52,7 @@
 // is the exception. A plain Lookup is answered
 // from the node's own replica of the shard when it hosts one, else from the
 // routing cache while the cached owner is alive, else by the leader. The
-// cache is replaced whole every Config.MetadataSyncInterval, so a cached
+// cache is emptied in place every Config.MetadataSyncInterval, so a cached
 // route is never served longer than that after it was learned, and a stale
 // answer is fenced by its epoch anyway. A cached answer carries the
 // topic's partition count as the route was learned. Such an answer (own

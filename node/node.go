@@ -72,14 +72,12 @@ type Node struct {
 	drive  driveState
 
 	leaders *router.LeaderTable
-	// cache is the routing cache, replaced whole every
+	// cache is the routing cache, emptied every
 	// Config.MetadataSyncInterval so that no cached route is older than
-	// that; cacheBase accumulates the counters of the caches replaced.
-	cache     atomic.Pointer[router.Cache]
-	cacheMu   sync.Mutex
-	cacheBase router.CacheStats
-	cacheAt   time.Time     // event loop: when the cache was last replaced
-	led       []atomic.Bool // shards whose local replica leads
+	// that (rotateCache).
+	cache   *router.Cache
+	cacheAt time.Time     // event loop: when the cache was last emptied
+	led     []atomic.Bool // shards whose local replica leads
 
 	view atomic.Pointer[clusterView]
 
@@ -92,8 +90,10 @@ type Node struct {
 	ownMu    sync.RWMutex
 	ownWrite sync.Mutex
 	// ownFeed: the ownership events for an embedding program, pushed
-	// under ownWrite once a change is durable.
-	ownFeed *ownershipFeed
+	// under ownWrite once a change is durable, from the first call of
+	// OwnershipEvents on (ownFeedOnce).
+	ownFeed     *ownershipFeed
+	ownFeedOnce sync.Once
 	// ownQ: OpenTopic and CloseTopic messages waiting for the next
 	// synced batch (owner.go).
 	ownQ ownershipQueue
@@ -318,7 +318,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, err
 	}
 	n.initSecurity()
-	n.cache.Store(cache)
+	n.cache = cache
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watchers.changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
@@ -526,12 +526,14 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) Generation() uint64 { return n.gen }
 
 // routes returns the current routing cache.
-func (n *Node) routes() *router.Cache { return n.cache.Load() }
+func (n *Node) routes() *router.Cache { return n.cache }
 
-// rotateCache replaces the routing cache once it is older than the
+// rotateCache empties the routing cache once it is older than the
 // metadata sync interval: a cached route is never served longer than that
 // after it was learned, which bounds the staleness of plain lookups on
-// nodes that host no replica of the topic's shard.
+// nodes that host no replica of the topic's shard. The cache is emptied in
+// place: a new one would cost a table of RouteCacheEntries×128 bytes to
+// allocate, fault in and scan, every interval.
 func (n *Node) rotateCache() {
 	if n.cacheAt.IsZero() {
 		n.cacheAt = n.clock()
@@ -540,29 +542,11 @@ func (n *Node) rotateCache() {
 	if n.clock().Sub(n.cacheAt) < n.cfg.MetadataSyncInterval {
 		return
 	}
-	fresh, err := router.NewCache(router.CacheConfig{Capacity: n.cfg.RouteCacheEntries})
-	if err != nil {
-		return
-	}
-	old := n.cache.Swap(fresh)
-	st := old.Stats()
-	n.cacheMu.Lock()
-	n.cacheBase.Hits += st.Hits
-	n.cacheBase.Misses += st.Misses
-	n.cacheBase.Evictions += st.Evictions
-	n.cacheMu.Unlock()
+	n.routes().Clear()
 	n.cacheAt = n.clock()
 }
 
-func (n *Node) cacheStats() router.CacheStats {
-	st := n.routes().Stats()
-	n.cacheMu.Lock()
-	defer n.cacheMu.Unlock()
-	st.Hits += n.cacheBase.Hits
-	st.Misses += n.cacheBase.Misses
-	st.Evictions += n.cacheBase.Evictions
-	return st
-}
+func (n *Node) cacheStats() router.CacheStats { return n.routes().Stats() }
 
 func (n *Node) nameOf(id uint64) (string, bool) {
 	n.namesMu.RLock()

@@ -762,6 +762,44 @@ func (p *cachePart) remove(i uint64) {
 	p.used.Add(-1)
 }
 
+// Clear empties the cache in place, keeping its table and its counters:
+// every route cached before Clear began is gone when it returns. It costs
+// a walk of the table and allocates nothing, where replacing the cache
+// would allocate a table of the same size for the collector to scan and
+// the kernel to fault in page by page. Safe beside readers and writers:
+// each part is emptied under its lock with its ver odd, so a reader
+// racing the walk retries or reads under the lock, and a route put into a
+// part already emptied stays.
+func (c *Cache) Clear() {
+	for i := range c.parts {
+		p := &c.parts[i]
+		p.mu.Lock()
+		p.ver.Add(1)
+		for j := range p.slots {
+			e := &p.slots[j]
+			if e.meta.Load()&stateMask == slotEmpty {
+				continue // never filled or already emptied; a page never filled stays untouched
+			}
+			s := e.seq.Load()
+			e.seq.Store(s + 1)
+			e.meta.Store(slotEmpty)
+			e.tag.Store(0)
+			e.long.Store(nil)
+			for k := range e.key {
+				e.key[k].Store(0)
+			}
+			e.ep.Store(nil)
+			e.epoch.Store(0)
+			e.parts.Store(0)
+			e.seq.Store(s + 2)
+		}
+		p.hand = 0
+		p.used.Store(0)
+		p.ver.Add(1)
+		p.mu.Unlock()
+	}
+}
+
 // Stats returns the counters.
 func (c *Cache) Stats() CacheStats {
 	var s CacheStats

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +179,15 @@ func TestCacheMatchesModel(t *testing.T) {
 		for op := range 2000 {
 			k := "t" + strconv.Itoa(rng.IntN(64))
 			e := uint64(rng.IntN(20))
+			if rng.IntN(200) == 0 {
+				// Clear forgets everything, fences too.
+				c.Clear()
+				clear(model)
+				if n := c.Len(); n != 0 {
+					t.Fatalf("round %d op %d: Len %d after Clear", round, op, n)
+				}
+				continue
+			}
 			switch rng.IntN(3) {
 			case 0:
 				owner := "n" + strconv.Itoa(rng.IntN(5))
@@ -219,7 +230,8 @@ func TestCacheConcurrent(t *testing.T) {
 		capacity int
 		topics   int
 		evicting bool
-	}{{"resident", 4096, 256, false}, {"evicting", 64, 512, true}} {
+		clearing bool
+	}{{"resident", 4096, 256, false, false}, {"evicting", 64, 512, true, false}, {"clearing", 4096, 256, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustCache(t, CacheConfig{Capacity: tc.capacity, Shards: 4})
 			topics := make([][]byte, tc.topics)
@@ -253,6 +265,16 @@ func TestCacheConcurrent(t *testing.T) {
 					}
 				}()
 			}
+			if tc.clearing {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						c.Clear()
+						runtime.Gosched()
+					}
+				}()
+			}
 			var rg sync.WaitGroup
 			for range readers {
 				rg.Add(1)
@@ -275,7 +297,7 @@ func TestCacheConcurrent(t *testing.T) {
 								errs <- fmt.Errorf("torn route %+v", r)
 								return
 							}
-							if !tc.evicting && i%7 != 0 && r.Epoch < last[i] {
+							if !tc.evicting && !tc.clearing && i%7 != 0 && r.Epoch < last[i] {
 								errs <- fmt.Errorf("topic %d: epoch went from %d to %d", i, last[i], r.Epoch)
 								return
 							}
@@ -294,7 +316,7 @@ func TestCacheConcurrent(t *testing.T) {
 			if l := c.Len(); l > c.Capacity() {
 				t.Fatalf("Len %d > capacity %d", l, c.Capacity())
 			}
-			if !tc.evicting {
+			if !tc.evicting && !tc.clearing {
 				for i, tp := range topics {
 					r, ok := c.Get(tp)
 					if i%7 != 0 && (!ok || r.Epoch < uint64((rounds-1)*writers)) {
@@ -513,6 +535,73 @@ func TestCacheOnlyAnEpochAloneChangesWithoutSequenceBump(t *testing.T) {
 		}
 		if r, ok := c.Get(topic); !ok || r != (Route{tc.owner, tc.addr, tc.epoch, tc.parts}) {
 			t.Errorf("%s: Get = %+v %v", tc.name, r, ok)
+		}
+	}
+}
+
+// Clear forgets every route, fenced ones too, keeps the hit, miss and
+// eviction counts, allocates nothing, and leaves the cache as usable as a
+// new one: routes put after it, at any epoch, are served.
+func TestCacheClear(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 64, Shards: 4})
+	long := strings.Repeat("x", inlineKeyLen+5)
+	topics := [][]byte{[]byte("orders"), []byte("payments"), []byte(long)}
+	for i := range 200 {
+		topics = append(topics, []byte("t."+strconv.Itoa(i)))
+	}
+	for _, tp := range topics {
+		c.Put(tp, "n1", "a1", 9, 2)
+	}
+	c.Invalidate([]byte("orders"), 10)
+	c.Get([]byte("payments"))
+	c.Get([]byte("absent"))
+	before := c.Stats()
+	if before.Evictions == 0 {
+		t.Fatal("the test means to fill the cache past its capacity")
+	}
+	if n := testing.AllocsPerRun(10, c.Clear); n != 0 {
+		t.Fatalf("Clear allocates %v", n)
+	}
+	after := c.Stats()
+	if after.Len != 0 || after.Hits != before.Hits || after.Misses != before.Misses || after.Evictions != before.Evictions {
+		t.Fatalf("stats %+v after Clear, %+v before", after, before)
+	}
+	for _, tp := range topics {
+		if r, ok := c.Get(tp); ok {
+			t.Fatalf("%s still cached after Clear: %+v", tp, r)
+		}
+	}
+	// The fence on orders went with the rest: an older epoch is taken.
+	for _, tp := range topics[:3] {
+		if !c.Put(tp, "n2", "a2", 1, 3) {
+			t.Fatalf("Put of %s refused after Clear", tp)
+		}
+		if r, ok := c.Get(tp); !ok || r != (Route{Owner: "n2", Addr: "a2", Epoch: 1, Partitions: 3}) {
+			t.Fatalf("%s after Clear and Put: %+v %v", tp, r, ok)
+		}
+	}
+	if n := c.Len(); n != 3 {
+		t.Fatalf("Len %d, want 3", n)
+	}
+	// Every slot is free again: new topics fill it as they fill a new
+	// cache, evicting the same number.
+	c.Clear()
+	ref := mustCache(t, CacheConfig{Capacity: 64, Shards: 4})
+	var fresh [][]byte
+	for i := range c.Capacity() {
+		tp := []byte("fresh." + strconv.Itoa(i))
+		fresh = append(fresh, tp)
+		c.Put(tp, "n3", "a3", 1, 1)
+		ref.Put(tp, "n3", "a3", 1, 1)
+	}
+	st, want := c.Stats(), ref.Stats()
+	if st.Len != want.Len || st.Evictions-before.Evictions != want.Evictions {
+		t.Fatalf("refilled after Clear: %+v (%d evictions before); a new cache: %+v", st, before.Evictions, want)
+	}
+	for _, tp := range fresh {
+		_, ok := c.Get(tp)
+		if _, want := ref.Get(tp); ok != want {
+			t.Fatalf("%s cached %v after the refill, %v in a new cache", tp, ok, want)
 		}
 	}
 }
