@@ -3,7 +3,10 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shoalmq/shoal/node/ownership"
 )
@@ -98,7 +101,11 @@ type topicBacklog struct {
 // events per topic that changed since the consumer last read. Topics take
 // turns, so a busy topic does not hold the others back; events of
 // different topics are not ordered against each other.
+//
+// A feed is off until its consumer first asks for the channel: a node
+// nobody embeds keeps no second copy of its holdings.
 type ownershipFeed struct {
+	on      atomic.Bool // set once, under the node's ownWrite
 	mu      sync.Mutex
 	known   map[string]heldAt // as the last pushed event left it
 	backlog map[string]*topicBacklog
@@ -120,6 +127,9 @@ func newOwnershipFeed() *ownershipFeed {
 // held records that topic is held at epoch with partitions, pushing the
 // events that take the consumer there.
 func (f *ownershipFeed) held(topic string, epoch uint64, partitions uint32) {
+	if !f.on.Load() {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.known[topic]
@@ -137,6 +147,9 @@ func (f *ownershipFeed) held(topic string, epoch uint64, partitions uint32) {
 
 // dropped records that topic is no longer held, for why.
 func (f *ownershipFeed) dropped(topic string, why ReleaseReason) {
+	if !f.on.Load() {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur, ok := f.known[topic]
@@ -269,9 +282,40 @@ func (n *Node) pumpOwnershipEvents() {
 // nothing. The channel closes when the node stops; a stopped node serves
 // nothing, whatever the last events said.
 //
+// Events are kept from the first call on, which begins with an Acquired
+// for every topic held then: a node nobody asks keeps none. A program
+// that embeds the node calls it before Start, as the node's own records
+// then give it every topic it holds after a restart.
+//
 // Being told Acquired does not make a write safe to acknowledge: check the
 // topic's Guard for that.
-func (n *Node) OwnershipEvents() <-chan OwnershipEvent { return n.ownFeed.out }
+func (n *Node) OwnershipEvents() <-chan OwnershipEvent {
+	n.ownFeedOnce.Do(n.startOwnershipFeed)
+	return n.ownFeed.out
+}
+
+// startOwnershipFeed turns the feed on with an Acquired for every topic
+// held now, in topic order. Under ownWrite, which every change of the
+// holdings and every announcement of one is made under (loadOwned runs
+// before the node is shared), so each change reaches the feed once: held
+// now, or announced after.
+func (n *Node) startOwnershipFeed() {
+	n.ownWrite.Lock()
+	defer n.ownWrite.Unlock()
+	type holding struct {
+		topic string
+		t     ownership.Topic
+	}
+	var held []holding
+	n.ownMu.RLock()
+	n.own.Each(func(topic string, t ownership.Topic) { held = append(held, holding{topic, t}) })
+	n.ownMu.RUnlock()
+	slices.SortFunc(held, func(a, b holding) int { return strings.Compare(a.topic, b.topic) })
+	n.ownFeed.on.Store(true)
+	for _, h := range held {
+		n.ownFeed.held(h.topic, h.t.Epoch, h.t.Partitions)
+	}
+}
 
 // ErrNotServing is wrapped by the error of a Guard whose lease does not
 // cover its topic at its epoch.

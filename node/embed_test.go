@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // drainFeed takes every event the feed holds.
@@ -33,6 +34,7 @@ func eventString(evs []OwnershipEvent) string {
 
 func TestOwnershipEventsOfATopicKeepTheirOrder(t *testing.T) {
 	f := newOwnershipFeed()
+	f.on.Store(true)
 	f.held("a", 1, 1)
 	f.held("b", 4, 2)
 	f.held("a", 1, 3) // more partitions at the same epoch
@@ -55,6 +57,7 @@ func TestOwnershipEventsOfATopicKeepTheirOrder(t *testing.T) {
 
 func TestAnUnreadBacklogFoldsIntoTheNetChange(t *testing.T) {
 	f := newOwnershipFeed()
+	f.on.Store(true)
 	f.held("a", 1, 1)
 	if ev, ok := f.next(); !ok || ev.Kind != Acquired || ev.Epoch != 1 {
 		t.Fatalf("first event %+v %v", ev, ok)
@@ -84,5 +87,40 @@ func TestAnUnreadBacklogFoldsIntoTheNetChange(t *testing.T) {
 	}
 	if len(f.backlog) != 0 || len(f.order) != 0 {
 		t.Fatalf("feed keeps %d backlogs, %d turns after a drain", len(f.backlog), len(f.order))
+	}
+}
+
+// A node nobody asked for its events keeps none; the first call begins
+// with an Acquired for every topic held then, and later changes follow.
+func TestOwnershipEventsAreKeptFromTheFirstCall(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	n := c.node("n1")
+	cl := clientOf(t, n)
+	early := []string{"early-b", "early-a"}
+	epochs := map[string]uint64{}
+	for _, topic := range early {
+		epochs[topic] = assignTo(t, cl, topic, "n1").Epoch
+	}
+	waitUntil(t, 10*time.Second, "n1 holds the early topics", func() bool { return n.ownedCount() == len(early) })
+	n.ownFeed.mu.Lock()
+	kept := len(n.ownFeed.known) + len(n.ownFeed.backlog) + len(n.ownFeed.order)
+	n.ownFeed.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("the feed keeps %d entries before anyone asked", kept)
+	}
+	l := watchEvents(n)
+	for _, topic := range early {
+		want := fmt.Sprintf("%s+%d/1", topic, epochs[topic])
+		waitUntil(t, 10*time.Second, "the Acquired of "+topic, func() bool { return l.of(topic) == want })
+	}
+	late := assignTo(t, cl, "late", "n1")
+	want := fmt.Sprintf("late+%d/1", late.Epoch)
+	waitUntil(t, 10*time.Second, "the Acquired of late", func() bool { return l.of("late") == want })
+	l.mu.Lock()
+	first := append([]OwnershipEvent(nil), l.events[:2]...)
+	l.mu.Unlock()
+	if got := eventString(first); got != fmt.Sprintf("early-a+%d/1 early-b+%d/1", epochs["early-a"], epochs["early-b"]) {
+		t.Fatalf("first events %q: the topics held at the first call, in topic order", got)
 	}
 }

@@ -27,6 +27,8 @@ func ExampleNode_OwnershipEvents() {
 		return
 	}
 	defer n.Close()
+	// Asked before Start: every topic the node holds is told.
+	events := n.OwnershipEvents()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
@@ -44,7 +46,7 @@ func ExampleNode_OwnershipEvents() {
 		return
 	}
 
-	ev := <-n.OwnershipEvents()
+	ev := <-events
 	fmt.Println(ev.Kind, ev.Topic, "epoch", ev.Epoch, "partitions", ev.Partitions)
 
 	// A write of the broker's own is acknowledged only once the guard

@@ -105,16 +105,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Followed from before Start: the node keeps events from the first
+	// ask on, and then tells every topic it holds.
+	b := &broker{topics: map[string]*topicLog{}, n: n, out: os.Stdout}
+	acquired := make(chan string, 16)
+	followed := make(chan struct{})
+	go func() { b.follow(acquired); close(followed) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
 		_ = n.Close()
 		return err
 	}
-	b := &broker{topics: map[string]*topicLog{}, n: n, out: os.Stdout}
-	acquired := make(chan string, 16)
-	followed := make(chan struct{})
-	go func() { b.follow(acquired); close(followed) }()
 	select {
 	case <-n.Ready():
 	case <-ctx.Done():
