@@ -29,7 +29,9 @@ import (
 //
 // A goroutine blocked on a socket waits in the runtime's poller and holds
 // no P, where a gnet loop blocks in epoll_wait inside a system call with
-// its P; docs/decisions/goroutines-beside-loops.md has the figures.
+// its P; docs/decisions/goroutines-beside-loops.md has the figures. On
+// Linux a plain connection's reads and writes are raw system calls made
+// in the poller's callbacks (rawsock_linux.go).
 // docs/decisions/tls-with-gnet.md has those that chose serving TLS this
 // way over terminating it in front of gnet.
 
@@ -57,6 +59,7 @@ const (
 type streamLink struct {
 	sock net.Conn
 	tc   *tls.Conn     // nil on a plain connection
+	raw  *rawSock      // a plain connection's raw socket calls; nil: through sock
 	wake chan struct{} // a token when the writer should flush
 	done chan struct{} // closed by Close
 	once sync.Once
@@ -71,20 +74,26 @@ func newTLSLink(tc *tls.Conn) *streamLink {
 }
 
 func newPlainLink(nc net.Conn) *streamLink {
-	return &streamLink{sock: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &streamLink{sock: nc, raw: newRawSock(nc), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (l *streamLink) Read(b []byte) (int, error) {
-	if l.tc != nil {
+	switch {
+	case l.tc != nil:
 		return l.tc.Read(b)
+	case l.raw != nil:
+		return l.raw.read(b)
 	}
 	return l.sock.Read(b)
 }
 
 func (l *streamLink) Write(b []byte) (int, error) {
 	_ = l.sock.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	if l.tc != nil {
+	switch {
+	case l.tc != nil:
 		return l.tc.Write(b)
+	case l.raw != nil:
+		return l.raw.write(b)
 	}
 	return l.sock.Write(b)
 }
@@ -95,6 +104,9 @@ func (l *streamLink) Write(b []byte) (int, error) {
 func (l *streamLink) Writev(bs [][]byte) (int, error) {
 	if l.tc == nil {
 		_ = l.sock.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if l.raw != nil {
+			return l.raw.writev(bs)
+		}
 		l.iov = append(l.iov[:0], bs...)
 		v := net.Buffers(l.iov) // WriteTo consumes v, not bs
 		n, err := v.WriteTo(l.sock)
