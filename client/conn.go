@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/rawsock"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -77,6 +78,10 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 			return nil, fmt.Errorf("%w: TLS with %s: %w", ErrHandshake, addr, err)
 		}
 		nc = tc
+	} else {
+		// Plain TCP: reads and writes as raw system calls, which keep
+		// the runtime's sysmon from handing Ps around (internal/rawsock).
+		nc = rawsock.Wrap(nc)
 	}
 	// The handshake runs with blocking reads; a deadline from ctx, and an
 	// immediate one if ctx is cancelled first, keep it bounded.

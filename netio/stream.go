@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/shoalmq/shoal/internal/rawsock"
 )
 
 // Connections served by goroutines. A TLS connection always is (gnet has
@@ -31,7 +33,7 @@ import (
 // no P, where a gnet loop blocks in epoll_wait inside a system call with
 // its P; docs/decisions/goroutines-beside-loops.md has the figures. On
 // Linux a plain connection's reads and writes are raw system calls made
-// in the poller's callbacks (rawsock_linux.go).
+// in the poller's callbacks (internal/rawsock).
 // docs/decisions/tls-with-gnet.md has those that chose serving TLS this
 // way over terminating it in front of gnet.
 
@@ -59,7 +61,7 @@ const (
 type streamLink struct {
 	sock net.Conn
 	tc   *tls.Conn     // nil on a plain connection
-	raw  *rawSock      // a plain connection's raw socket calls; nil: through sock
+	raw  *rawsock.Sock // a plain connection's raw socket calls; nil: through sock
 	wake chan struct{} // a token when the writer should flush
 	done chan struct{} // closed by Close
 	once sync.Once
@@ -74,7 +76,7 @@ func newTLSLink(tc *tls.Conn) *streamLink {
 }
 
 func newPlainLink(nc net.Conn) *streamLink {
-	return &streamLink{sock: nc, raw: newRawSock(nc), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &streamLink{sock: nc, raw: rawsock.New(nc), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (l *streamLink) Read(b []byte) (int, error) {
@@ -82,7 +84,7 @@ func (l *streamLink) Read(b []byte) (int, error) {
 	case l.tc != nil:
 		return l.tc.Read(b)
 	case l.raw != nil:
-		return l.raw.read(b)
+		return l.raw.Read(b)
 	}
 	return l.sock.Read(b)
 }
@@ -93,7 +95,7 @@ func (l *streamLink) Write(b []byte) (int, error) {
 	case l.tc != nil:
 		return l.tc.Write(b)
 	case l.raw != nil:
-		return l.raw.write(b)
+		return l.raw.Write(b)
 	}
 	return l.sock.Write(b)
 }
@@ -105,7 +107,7 @@ func (l *streamLink) Writev(bs [][]byte) (int, error) {
 	if l.tc == nil {
 		_ = l.sock.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if l.raw != nil {
-			return l.raw.writev(bs)
+			return l.raw.Writev(bs)
 		}
 		l.iov = append(l.iov[:0], bs...)
 		v := net.Buffers(l.iov) // WriteTo consumes v, not bs

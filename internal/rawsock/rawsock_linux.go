@@ -1,4 +1,4 @@
-package netio
+package rawsock
 
 import (
 	"io"
@@ -8,36 +8,27 @@ import (
 	"unsafe"
 )
 
-// A plain connection served by goroutines reads and writes its socket
-// with raw system calls, made inside the runtime poller's callbacks
-// (syscall.RawConn): the socket is non-blocking, so a read or write never
-// sleeps in the kernel, and one that cannot proceed (EAGAIN) hands back
-// to the poller, which parks the goroutine until the socket is ready, as
-// net.Conn does. What a raw call saves is the runtime's system-call
-// bookkeeping: a goroutine in net.Conn's Read or Write marks its P as in a
-// system call, and sysmon, finding Ps in calls that last tens of
-// microseconds on this kind of VM, keeps waking every 20 µs to hand them
-// to other threads, which the returning goroutine must then win back.
-// Under linearizable lookups sysmon took 12.9% of the nodes' CPU that way
-// (docs/decisions/netio-raw-socket-calls.md).
-
-// rawSock is the raw view of a plain TCP connection's socket.
-type rawSock struct {
+// Sock is the raw view of a plain TCP connection's socket. Its reads and
+// writes are not safe for concurrent use with each other's kind: one
+// reader and one writer at a time, as a net.Conn's users have anyway.
+type Sock struct {
 	rc  syscall.RawConn
-	iov []syscall.Iovec // writev's vector, reused (one flush at a time)
+	iov []syscall.Iovec // Writev's vector, reused
 }
 
-// newRawSock returns the raw view of nc, or nil when nc has none.
-func newRawSock(nc net.Conn) *rawSock {
-	sc, ok := nc.(syscall.Conn)
+// New returns the raw view of nc, or nil unless nc is a *net.TCPConn
+// itself: a type wrapping one (to inject faults, say) keeps its own Read
+// and Write.
+func New(nc net.Conn) *Sock {
+	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nil
 	}
-	rc, err := sc.SyscallConn()
+	rc, err := tc.SyscallConn()
 	if err != nil {
 		return nil
 	}
-	return &rawSock{rc: rc}
+	return &Sock{rc: rc}
 }
 
 // sockErr wraps a failed call as net.Conn's Read and Write do.
@@ -45,9 +36,9 @@ func sockErr(op string, e syscall.Errno) error {
 	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, e)}
 }
 
-// read is net.Conn.Read: at least one byte, or io.EOF once the peer
+// Read is net.Conn.Read: at least one byte, or io.EOF once the peer
 // closed, or the error (a deadline, a closed connection: the poller's).
-func (s *rawSock) read(b []byte) (int, error) {
+func (s *Sock) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -76,9 +67,9 @@ func (s *rawSock) read(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// write is net.Conn.Write: every byte of b, or the error; n is what was
+// Write is net.Conn.Write: every byte of b, or the error; n is what was
 // written before it.
-func (s *rawSock) write(b []byte) (int, error) {
+func (s *Sock) Write(b []byte) (int, error) {
 	total := 0
 	var errno syscall.Errno
 	err := s.rc.Write(func(fd uintptr) bool {
@@ -106,9 +97,9 @@ func (s *rawSock) write(b []byte) (int, error) {
 	return total, nil
 }
 
-// writev is net.Buffers.WriteTo: every byte of bs, or the error; n is
+// Writev is net.Buffers.WriteTo: every byte of bs, or the error; n is
 // what was written before it. Partial writes continue where they ended.
-func (s *rawSock) writev(bs [][]byte) (int, error) {
+func (s *Sock) Writev(bs [][]byte) (int, error) {
 	s.iov = s.iov[:0]
 	for _, b := range bs {
 		if len(b) > 0 {
@@ -156,4 +147,26 @@ func (s *rawSock) writev(bs [][]byte) (int, error) {
 		return total, sockErr("writev", errno)
 	}
 	return total, nil
+}
+
+// maxIovecs is the most buffers one writev takes (the kernel's IOV_MAX).
+const maxIovecs = 1024
+
+// conn is a net.Conn whose Read and Write are the socket's raw calls.
+type conn struct {
+	net.Conn
+	s *Sock
+}
+
+func (c *conn) Read(b []byte) (int, error)  { return c.s.Read(b) }
+func (c *conn) Write(b []byte) (int, error) { return c.s.Write(b) }
+
+// Wrap returns nc with its Read and Write made raw system calls, or nc
+// itself when it has no socket of its own. Deadlines, Close and the rest
+// are nc's.
+func Wrap(nc net.Conn) net.Conn {
+	if s := New(nc); s != nil {
+		return &conn{Conn: nc, s: s}
+	}
+	return nc
 }

@@ -1,4 +1,4 @@
-package netio
+package rawsock
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestRawSockMovesEveryByte(t *testing.T) {
 	a, b := tcpPair(t)
 	_ = a.SetWriteBuffer(64 << 10)
 	_ = b.SetReadBuffer(64 << 10)
-	w, r := newRawSock(a), newRawSock(b)
+	w, r := New(a), New(b)
 	if w == nil || r == nil {
 		t.Fatal("no raw view of a TCP connection")
 	}
@@ -67,7 +67,7 @@ func TestRawSockMovesEveryByte(t *testing.T) {
 		buf := make([]byte, 16<<10)
 		time.Sleep(20 * time.Millisecond) // lag, so the writer fills the socket
 		for len(all) < len(want) {
-			n, err := r.read(buf)
+			n, err := r.Read(buf)
 			all = append(all, buf[:n]...)
 			if err != nil {
 				break
@@ -75,11 +75,11 @@ func TestRawSockMovesEveryByte(t *testing.T) {
 		}
 		got <- all
 	}()
-	n, err := w.writev(bufs)
+	n, err := w.Writev(bufs)
 	if err != nil || n != len(want)-len(big) {
 		t.Fatalf("writev: %d, %v; want %d", n, err, len(want)-len(big))
 	}
-	if n, err := w.write(big); err != nil || n != len(big) {
+	if n, err := w.Write(big); err != nil || n != len(big) {
 		t.Fatalf("write: %d, %v", n, err)
 	}
 	if all := <-got; !bytes.Equal(all, want) {
@@ -105,31 +105,31 @@ func commonPrefix(a, b []byte) int {
 // closed here, and the kernel's for a write to a peer that is gone.
 func TestRawSockEndsAsNetConnDoes(t *testing.T) {
 	a, b := tcpPair(t)
-	ra, rb := newRawSock(a), newRawSock(b)
+	ra, rb := New(a), New(b)
 	buf := make([]byte, 64)
 
 	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := rb.read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := rb.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past its deadline: %v", err)
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("a deadline is not a net.Error timeout: %v", err)
 	}
 	_ = b.SetReadDeadline(time.Time{})
 
-	if n, err := ra.write([]byte("last words")); n != 10 || err != nil {
+	if n, err := ra.Write([]byte("last words")); n != 10 || err != nil {
 		t.Fatalf("write: %d, %v", n, err)
 	}
 	_ = a.Close()
-	if n, err := rb.read(buf); n != 10 || err != nil || string(buf[:n]) != "last words" {
+	if n, err := rb.Read(buf); n != 10 || err != nil || string(buf[:n]) != "last words" {
 		t.Fatalf("read: %d %q %v", n, buf[:n], err)
 	}
-	if n, err := rb.read(buf); n != 0 || err != io.EOF {
+	if n, err := rb.Read(buf); n != 0 || err != io.EOF {
 		t.Fatalf("read after the peer closed: %d, %v; want io.EOF", n, err)
 	}
 	// Writing to a peer that closed fails, at the latest once it reset.
 	var werr error
 	for range 100 {
-		if _, werr = rb.write(bytes.Repeat([]byte("x"), 1<<16)); werr != nil {
+		if _, werr = rb.Write(bytes.Repeat([]byte("x"), 1<<16)); werr != nil {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -139,27 +139,43 @@ func TestRawSockEndsAsNetConnDoes(t *testing.T) {
 		t.Fatalf("write to a closed peer: %v", werr)
 	}
 	_ = b.Close()
-	if _, err := rb.read(buf); !errors.Is(err, net.ErrClosed) {
+	if _, err := rb.Read(buf); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read of a socket closed here: %v", err)
 	}
-	if _, err := rb.writev([][]byte{[]byte("x")}); !errors.Is(err, net.ErrClosed) {
+	if _, err := rb.Writev([][]byte{[]byte("x")}); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("writev of a socket closed here: %v", err)
 	}
 }
 
-// A connection with no socket of its own keeps going through net.Conn.
-func TestRawSockOnlyForSockets(t *testing.T) {
+// A connection with no socket of its own keeps going through net.Conn;
+// a wrapped socket moves bytes both ways and keeps its deadlines.
+func TestWrapOnlySockets(t *testing.T) {
 	p, q := net.Pipe()
 	defer p.Close()
 	defer q.Close()
-	if newRawSock(p) != nil {
+	if New(p) != nil {
 		t.Fatal("a pipe has no raw socket")
 	}
-	if l := newPlainLink(p); l.raw != nil {
-		t.Fatal("a plain link over a pipe uses raw calls")
+	if Wrap(p) != p {
+		t.Fatal("a pipe was wrapped")
 	}
-	a, _ := tcpPair(t)
-	if l := newPlainLink(a); l.raw == nil {
-		t.Fatal("a plain link over TCP does not use raw calls")
+	a, b := tcpPair(t)
+	if New(struct{ *net.TCPConn }{a}) != nil {
+		t.Fatal("a type wrapping a TCP connection was given raw calls past its own")
+	}
+	wa, wb := Wrap(a), Wrap(b)
+	if _, ok := wa.(*conn); !ok {
+		t.Fatal("a TCP connection was not wrapped")
+	}
+	if n, err := wa.Write([]byte("ping")); n != 4 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	buf := make([]byte, 8)
+	if n, err := io.ReadFull(wb, buf[:4]); n != 4 || err != nil || string(buf[:4]) != "ping" {
+		t.Fatalf("read: %q, %v", buf[:n], err)
+	}
+	_ = wb.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := wb.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline set on the wrapper: %v", err)
 	}
 }
