@@ -64,12 +64,14 @@ func (s *Sock) Read(b []byte) (int, error) {
 	case n == 0:
 		return 0, io.EOF
 	}
+	read()
 	return int(n), nil
 }
 
 // Write is net.Conn.Write: every byte of b, or the error; n is what was
 // written before it.
 func (s *Sock) Write(b []byte) (int, error) {
+	wrote()
 	total := 0
 	var errno syscall.Errno
 	err := s.rc.Write(func(fd uintptr) bool {
@@ -109,6 +111,7 @@ func (s *Sock) Writev(bs [][]byte) (int, error) {
 		}
 	}
 	defer clear(s.iov) // drop the references to the caller's buffers
+	wrote()
 	iov := s.iov
 	total := 0
 	var errno syscall.Errno

@@ -179,3 +179,37 @@ func TestWrapOnlySockets(t *testing.T) {
 		t.Fatalf("read past the deadline set on the wrapper: %v", err)
 	}
 }
+
+// Under -race, what a goroutine did before writing to a socket happens
+// before what the goroutine that read it does next, as with net.Conn (the
+// syscall package annotates its calls; race.go annotates the raw ones).
+// Without that the race detector fails this test.
+func TestRawSockOrdersForTheRaceDetector(t *testing.T) {
+	a, b := tcpPair(t)
+	w, r := New(a), New(b)
+	for _, viaWritev := range []bool{false, true} {
+		var shared int
+		got := make(chan int)
+		go func() {
+			buf := make([]byte, 1)
+			if _, err := r.Read(buf); err != nil {
+				got <- -1
+				return
+			}
+			got <- shared
+		}()
+		shared = 42
+		var err error
+		if viaWritev {
+			_, err = w.Writev([][]byte{{1}})
+		} else {
+			_, err = w.Write([]byte{1})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := <-got; v != 42 {
+			t.Fatalf("reader saw %d", v)
+		}
+	}
+}
