@@ -747,7 +747,14 @@ func (p *cachePart) remove(i uint64) {
 			hole = k
 		}
 	}
-	e := &p.slots[hole]
+	p.slots[hole].empty()
+	p.ver.Add(1)
+	p.used.Add(-1)
+}
+
+// empty makes e an empty slot under its sequence counter. Caller holds
+// the part's lock.
+func (e *cacheEntry) empty() {
 	s := e.seq.Load()
 	e.seq.Store(s + 1)
 	e.meta.Store(slotEmpty)
@@ -758,8 +765,6 @@ func (p *cachePart) remove(i uint64) {
 	}
 	e.ep.Store(nil)
 	e.seq.Store(s + 2)
-	p.ver.Add(1)
-	p.used.Add(-1)
 }
 
 // Clear empties the cache in place, keeping its table and its counters:
@@ -777,21 +782,9 @@ func (c *Cache) Clear() {
 		p.ver.Add(1)
 		for j := range p.slots {
 			e := &p.slots[j]
-			if e.meta.Load()&stateMask == slotEmpty {
-				continue // never filled or already emptied; a page never filled stays untouched
+			if e.meta.Load()&stateMask != slotEmpty {
+				e.empty() // a slot never filled is not written: its page stays untouched
 			}
-			s := e.seq.Load()
-			e.seq.Store(s + 1)
-			e.meta.Store(slotEmpty)
-			e.tag.Store(0)
-			e.long.Store(nil)
-			for k := range e.key {
-				e.key[k].Store(0)
-			}
-			e.ep.Store(nil)
-			e.epoch.Store(0)
-			e.parts.Store(0)
-			e.seq.Store(s + 2)
 		}
 		p.hand = 0
 		p.used.Store(0)
