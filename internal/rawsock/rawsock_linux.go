@@ -36,6 +36,15 @@ func sockErr(op string, e syscall.Errno) error {
 	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, e)}
 }
 
+// written is a write's outcome as net.Conn gives it: the bytes written,
+// and the poller's error (a deadline, a closed socket), else the call's.
+func written(op string, total int, err error, errno syscall.Errno) (int, error) {
+	if err == nil && errno != 0 {
+		err = sockErr(op, errno)
+	}
+	return total, err
+}
+
 // Read is net.Conn.Read: at least one byte, or io.EOF once the peer
 // closed, or the error (a deadline, a closed connection: the poller's).
 func (s *Sock) Read(b []byte) (int, error) {
@@ -90,13 +99,7 @@ func (s *Sock) Write(b []byte) (int, error) {
 		}
 		return true
 	})
-	if err != nil {
-		return total, err
-	}
-	if errno != 0 {
-		return total, sockErr("write", errno)
-	}
-	return total, nil
+	return written("write", total, err, errno)
 }
 
 // Writev is net.Buffers.WriteTo: every byte of bs, or the error; n is
@@ -143,13 +146,7 @@ func (s *Sock) Writev(bs [][]byte) (int, error) {
 		}
 		return true
 	})
-	if err != nil {
-		return total, err
-	}
-	if errno != 0 {
-		return total, sockErr("writev", errno)
-	}
-	return total, nil
+	return written("writev", total, err, errno)
 }
 
 // maxIovecs is the most buffers one writev takes (the kernel's IOV_MAX).
