@@ -33,6 +33,9 @@ flags:
   -op OP            shoalctl bench --op: assign, lookup, lookup-lin, produce,
                     fetch or mix (default assign)
   -clients N        concurrent clients, one request in flight each (default 256)
+  -clients-per-node N
+                    instead of -clients: N clients per node at each size, so
+                    the offered load grows with the cluster (default 0: off)
   -duration D       measured run per size (default 15s)
   -rate R           open loop: R requests a second in all, latency counted from
                     each one's scheduled send time (default 0: closed loop)
@@ -52,6 +55,7 @@ type options struct {
 	nodeCores, loadCore float64
 	op                  string
 	clients, topics     int
+	clientsPerNode      int
 	rate                int
 	shards              int
 	duration, settle    time.Duration
@@ -97,6 +101,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.Float64Var(&o.loadCore, "load-cores", 0, "")
 	fs.StringVar(&o.op, "op", "assign", "")
 	fs.IntVar(&o.clients, "clients", 256, "")
+	fs.IntVar(&o.clientsPerNode, "clients-per-node", 0, "")
 	fs.DurationVar(&o.duration, "duration", 15*time.Second, "")
 	fs.IntVar(&o.rate, "rate", 0, "")
 	fs.IntVar(&o.topics, "topics", 1000, "")
@@ -113,6 +118,8 @@ func parseArgs(args []string) (*options, error) {
 		}
 		return nil, usagef("%v", err)
 	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
@@ -129,6 +136,10 @@ func parseArgs(args []string) (*options, error) {
 		return nil, usagef("-op %q, want one of %s", o.op, strings.Join(ops, ", "))
 	case o.clients < 1 || o.clients > maxClients:
 		return nil, usagef("-clients %d, want 1 to %d", o.clients, maxClients)
+	case o.clientsPerNode < 0 || o.clientsPerNode*slices.Max(o.sizes) > maxClients:
+		return nil, usagef("-clients-per-node %d, want 0 (off) to %d at %d nodes", o.clientsPerNode, maxClients/slices.Max(o.sizes), slices.Max(o.sizes))
+	case o.clientsPerNode > 0 && explicit["clients"]:
+		return nil, usagef("-clients and -clients-per-node together; give one")
 	case o.rate < 0 || o.rate > maxRate:
 		return nil, usagef("-rate %d, want 0 (closed loop) to %d", o.rate, maxRate)
 	case o.topics < 1 || o.topics > maxTopics:

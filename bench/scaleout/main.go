@@ -89,7 +89,11 @@ func measure(ctx context.Context, o *options, groups *cgroups, stdout, stderr io
 			}
 		}
 	}
-	r := &result{Op: o.op, Clients: o.clients, Rate: o.rate, DurationS: o.duration.Seconds(), Shards: o.shards,
+	clients := o.clients
+	if o.clientsPerNode > 0 {
+		clients = 0
+	}
+	r := &result{Op: o.op, Clients: clients, ClientsPerNode: o.clientsPerNode, Rate: o.rate, DurationS: o.duration.Seconds(), Shards: o.shards,
 		NodeCores: o.nodeCores, LoadCores: o.loadCore}
 	for _, n := range o.sizes {
 		s, err := runSize(ctx, o, groups, n, logf)
@@ -124,6 +128,14 @@ func build(ctx context.Context, dir, name string) (string, error) {
 	return bin, nil
 }
 
+// clientsAt is the number of clients driving a cluster of n nodes.
+func (o *options) clientsAt(n int) int {
+	if o.clientsPerNode > 0 {
+		return o.clientsPerNode * n
+	}
+	return o.clients
+}
+
 // benchSummary is the part of shoalctl bench --json that a size reports.
 type benchSummary struct {
 	Ops     uint64  `json:"ops"`
@@ -138,7 +150,7 @@ type benchSummary struct {
 // decodes its summary; its progress goes to stderr.
 func runBench(ctx context.Context, o *options, dir string, servers []string, stderr io.Writer) (benchSummary, error) {
 	args := []string{"--servers", strings.Join(servers, ","), "--json", "bench", "--op", o.op,
-		"--clients", strconv.Itoa(o.clients), "--duration", o.duration.String(), "--topics", strconv.Itoa(o.topics)}
+		"--clients", strconv.Itoa(o.clientsAt(len(servers))), "--duration", o.duration.String(), "--topics", strconv.Itoa(o.topics)}
 	if o.rate > 0 {
 		args = append(args, "--rate", strconv.Itoa(o.rate))
 	}

@@ -25,11 +25,28 @@ func TestParseArgs(t *testing.T) {
 		{"-node-cores", "0"}, {"-node-cores", "0.001"}, {"-load-cores", "-1"},
 		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
 		{"-settle", "-1s"}, {"-timeout", "0s"}, {"extra"}, {"-nope"},
+		{"-clients-per-node", "-1"}, {"-clients-per-node", "20000"},
+		{"-clients", "10", "-clients-per-node", "5"},
 	} {
 		_, err := parseArgs(bad)
 		if _, ok := err.(*usageError); !ok {
 			t.Errorf("%v: %v, want a usage error", bad, err)
 		}
+	}
+}
+
+// -clients-per-node gives each size its own count; -clients alone gives
+// every size the same.
+func TestClientsPerNode(t *testing.T) {
+	o, err := parseArgs([]string{"-clients-per-node", "85"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{o.clientsAt(3), o.clientsAt(9)}; got[0] != 255 || got[1] != 765 {
+		t.Fatalf("clients at 3 and 9 nodes: %v", got)
+	}
+	if o, err = parseArgs([]string{"-clients", "100"}); err != nil || o.clientsAt(3) != 100 || o.clientsAt(9) != 100 {
+		t.Fatalf("-clients 100: %v %v", o, err)
 	}
 }
 
@@ -45,7 +62,7 @@ func TestRunUsage(t *testing.T) {
 }
 
 func TestEfficiency(t *testing.T) {
-	r := &result{Sizes: []sizeResult{{Nodes: 3, OpsPerS: 1000}, {Nodes: 6, OpsPerS: 1500}, {Nodes: 9, OpsPerS: 2700}}}
+	r := &result{Sizes: []sizeResult{{Nodes: 3, OpsPerS: 1000}, {Nodes: 6, OpsPerS: 1500}, {Nodes: 9, Clients: 765, OpsPerS: 2700}}}
 	r.fillEfficiency()
 	for i, want := range []struct{ speedup, eff float64 }{{1, 1}, {1.5, 0.75}, {2.7, 0.9}} {
 		if s := r.Sizes[i]; s.Speedup != want.speedup || s.Efficiency != want.eff {
@@ -56,7 +73,7 @@ func TestEfficiency(t *testing.T) {
 	if err := r.write(&b, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "9      2700") || !strings.Contains(b.String(), "90%") {
+	if !strings.Contains(b.String(), "9      765      2700") || !strings.Contains(b.String(), "90%") {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }

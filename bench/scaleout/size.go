@@ -33,6 +33,7 @@ const pollEvery = time.Second
 // sizeResult is one cluster size's run.
 type sizeResult struct {
 	Nodes   int     `json:"nodes"`
+	Clients int     `json:"clients"`
 	Ops     uint64  `json:"ops"`
 	Errors  uint64  `json:"errors"`
 	OpsPerS float64 `json:"ops_per_s"`
@@ -54,14 +55,17 @@ type sizeResult struct {
 
 // result is a whole run.
 type result struct {
-	Op        string       `json:"op"`
-	Clients   int          `json:"clients"`
-	Rate      int          `json:"rate"`
-	DurationS float64      `json:"duration_s"`
-	Shards    int          `json:"shards"`
-	NodeCores float64      `json:"node_cores"`
-	LoadCores float64      `json:"load_cores"`
-	Sizes     []sizeResult `json:"sizes"`
+	Op      string `json:"op"`
+	Clients int    `json:"clients"`
+	// ClientsPerNode, when set, gave each size that many clients per
+	// node (Clients is then 0; each size reports its own).
+	ClientsPerNode int          `json:"clients_per_node,omitempty"`
+	Rate           int          `json:"rate"`
+	DurationS      float64      `json:"duration_s"`
+	Shards         int          `json:"shards"`
+	NodeCores      float64      `json:"node_cores"`
+	LoadCores      float64      `json:"load_cores"`
+	Sizes          []sizeResult `json:"sizes"`
 }
 
 // fillEfficiency sets every size's speedup and efficiency against the
@@ -94,12 +98,16 @@ func (r *result) write(w io.Writer, asJSON bool) error {
 	if r.Rate > 0 {
 		loop = fmt.Sprintf("open loop at %d/s", r.Rate)
 	}
-	fmt.Fprintf(w, "scaleout: %s, %s, %d clients, %.0fs per size, %d shards; each node held to %g of a core, the load generator %s\n",
-		r.Op, loop, r.Clients, r.DurationS, r.Shards, r.NodeCores, load)
+	clients := strconv.Itoa(r.Clients) + " clients"
+	if r.ClientsPerNode > 0 {
+		clients = strconv.Itoa(r.ClientsPerNode) + " clients per node"
+	}
+	fmt.Fprintf(w, "scaleout: %s, %s, %s, %.0fs per size, %d shards; each node held to %g of a core, the load generator %s\n",
+		r.Op, loop, clients, r.DurationS, r.Shards, r.NodeCores, load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODES\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU/OP US\tNODE CPU (CORES)\tTHROTTLED %\tSPEEDUP\tEFFICIENCY")
+	fmt.Fprintln(tw, "NODES\tCLIENTS\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU/OP US\tNODE CPU (CORES)\tTHROTTLED %\tSPEEDUP\tEFFICIENCY")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%.3f\t%.0f\t%.2f\t%.0f%%\n", s.Nodes, s.OpsPerS, s.P50ms, s.P99ms,
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%.3f\t%.0f\t%.2f\t%.0f%%\n", s.Nodes, s.Clients, s.OpsPerS, s.P50ms, s.P99ms,
 			s.Errors, s.NodeCPUPerOpUs, s.NodeCPUCores, s.ThrottledPct, s.Speedup, 100*s.Efficiency)
 	}
 	return tw.Flush()
@@ -166,7 +174,7 @@ func runSize(ctx context.Context, o *options, groups *cgroups, n int, logf func(
 	if err != nil {
 		return sizeResult{}, err
 	}
-	s := sizeResult{Nodes: n, Ops: b.Ops, Errors: b.Errors, OpsPerS: b.OpsPerS, P50ms: b.P50ms, P99ms: b.P99ms}
+	s := sizeResult{Nodes: n, Clients: o.clientsAt(n), Ops: b.Ops, Errors: b.Errors, OpsPerS: b.OpsPerS, P50ms: b.P50ms, P99ms: b.P99ms}
 	// The nodes' CPU covers the bench's preparation too (a status call,
 	// and the topics of ops other than assign): the per-op figure is
 	// meant for assign, where there is none to speak of.
