@@ -118,8 +118,8 @@ func parseArgs(args []string) (*options, error) {
 		}
 		return nil, usagef("%v", err)
 	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	clientsGiven := false
+	fs.Visit(func(f *flag.Flag) { clientsGiven = clientsGiven || f.Name == "clients" })
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
@@ -136,9 +136,9 @@ func parseArgs(args []string) (*options, error) {
 		return nil, usagef("-op %q, want one of %s", o.op, strings.Join(ops, ", "))
 	case o.clients < 1 || o.clients > maxClients:
 		return nil, usagef("-clients %d, want 1 to %d", o.clients, maxClients)
-	case o.clientsPerNode < 0 || o.clientsPerNode*slices.Max(o.sizes) > maxClients:
+	case o.clientsPerNode < 0 || o.clientsPerNode > maxClients/slices.Max(o.sizes):
 		return nil, usagef("-clients-per-node %d, want 0 (off) to %d at %d nodes", o.clientsPerNode, maxClients/slices.Max(o.sizes), slices.Max(o.sizes))
-	case o.clientsPerNode > 0 && explicit["clients"]:
+	case o.clientsPerNode > 0 && clientsGiven:
 		return nil, usagef("-clients and -clients-per-node together; give one")
 	case o.rate < 0 || o.rate > maxRate:
 		return nil, usagef("-rate %d, want 0 (closed loop) to %d", o.rate, maxRate)

@@ -26,6 +26,7 @@ func TestParseArgs(t *testing.T) {
 		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
 		{"-settle", "-1s"}, {"-timeout", "0s"}, {"extra"}, {"-nope"},
 		{"-clients-per-node", "-1"}, {"-clients-per-node", "20000"},
+		{"-clients-per-node", "2049638230412172402"}, // times 9 wraps to a small number
 		{"-clients", "10", "-clients-per-node", "5"},
 	} {
 		_, err := parseArgs(bad)
