@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/wire"
 )
@@ -58,6 +59,7 @@ func TestConfigValidation(t *testing.T) {
 		"bootstrap":     func(c *Config) { c.BootstrapExpect = -2 },
 		"negative tick": func(c *Config) { c.RaftTickInterval = -1 },
 		"tiny memtable": func(c *Config) { c.StoreMemTableBytes = 512 << 10 },
+		"huge sync gap": func(c *Config) { c.StoreLogSyncGap = time.Second },
 	} {
 		cfg := base()
 		mut(&cfg)

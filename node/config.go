@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -19,6 +20,8 @@ const (
 	MaxShards = 1 << 20
 	// DefaultHandoffTimeout is Config.HandoffTimeout's default.
 	DefaultHandoffTimeout = 30 * time.Second
+	// DefaultStoreLogSyncGap is Config.StoreLogSyncGap's default.
+	DefaultStoreLogSyncGap = 4 * time.Millisecond
 )
 
 // ErrConfig is wrapped by every Config validation error.
@@ -42,6 +45,13 @@ type Config struct {
 	// system call path instead of a raw fdatasync
 	// (shardstore.Config.LogSyncRuntime says what each costs).
 	StoreLogSyncRuntime bool
+	// StoreLogSyncGap is the least time from the end of one sync of the
+	// store's log to the start of the next (shardstore.Config.LogSyncGap):
+	// the raft rounds and owner batches that ask for a sync within it
+	// share the next one. 0 means DefaultStoreLogSyncGap; negative syncs
+	// as soon as asked. At most shardstore.MaxLogSyncGap. A node run by
+	// NewDriven has none (the gap is timed on the wall clock).
+	StoreLogSyncGap time.Duration
 	// NetLoops serves the node's plain TCP connections on gnet event
 	// loops instead of two goroutines each. Goroutines cost less per
 	// metadata write, above all under a CPU limit; loops answer many
@@ -205,6 +215,12 @@ func (c *Config) fill() error {
 		if a == "" || len(a) > wire.MaxAddrLen {
 			return fmt.Errorf("%w: %s address required (host:port, at most %d bytes)", ErrConfig, name, wire.MaxAddrLen)
 		}
+	}
+	if c.StoreLogSyncGap == 0 {
+		c.StoreLogSyncGap = DefaultStoreLogSyncGap
+	}
+	if c.StoreLogSyncGap > shardstore.MaxLogSyncGap {
+		return fmt.Errorf("%w: store log sync gap %v above %v", ErrConfig, c.StoreLogSyncGap, shardstore.MaxLogSyncGap)
 	}
 	if c.BootstrapExpect == 0 {
 		c.BootstrapExpect = DefaultBootstrapExpect

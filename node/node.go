@@ -268,7 +268,13 @@ func New(cfg Config) (*Node, error) {
 
 // newNode opens the store on fs (nil: the OS's) and builds the node.
 func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
-	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes, LogSyncRuntime: cfg.StoreLogSyncRuntime})
+	// A store on a filesystem given (NewDriven's) runs in its caller's
+	// time; Pebble would time a sync gap on the wall clock.
+	gap := max(cfg.StoreLogSyncGap, 0)
+	if fs != nil {
+		gap = 0
+	}
+	store, err := shardstore.Open(filepath.Join(cfg.DataDir, "store"), shardstore.Config{FS: fs, Logger: cfg.Logger, MemTableBytes: cfg.StoreMemTableBytes, LogSyncRuntime: cfg.StoreLogSyncRuntime, LogSyncGap: gap})
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}

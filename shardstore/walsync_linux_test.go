@@ -3,9 +3,13 @@
 package shardstore
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -96,6 +100,71 @@ func TestStoreOnDiskSyncsItsLogThroughWALSync(t *testing.T) {
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// With a sync gap, synced commits that come while the gap after a sync
+// runs share one fdatasync, each returns only once it is durable, and
+// none returns before the gap ended.
+func TestLogSyncGapSharesOneSync(t *testing.T) {
+	const gap = MaxLogSyncGap
+	dir := t.TempDir()
+	cfg := Config{Logger: quietLogger(), LogSyncGap: gap}
+	s, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.Put(7, []byte("first"), []byte("v"))
+	commit(t, b, true)
+	synced := time.Now() // the first sync ended before this
+	before := walSyncs.Load()
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			b := s.NewBatch()
+			b.Put(7, fmt.Appendf(nil, "k%d", i), []byte("v"))
+			if err := b.Commit(true); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if waited := time.Since(synced); waited < gap {
+		t.Errorf("synced commits returned %v after the last sync, within the gap of %v", waited, gap)
+	}
+	// All came within the gap (started microseconds after the sync): one
+	// fdatasync for the eight; a second only if a writer was scheduled
+	// after the gap's end.
+	if n := walSyncs.Load() - before; n < 1 || n > 2 {
+		t.Errorf("%d synced commits made %d fdatasyncs, want them to share one", writers, n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	for i := range writers {
+		if v, err := s.Get(7, fmt.Appendf(nil, "k%d", i)); err != nil || string(v) != "v" {
+			t.Errorf("k%d after reopening: %q, %v", i, v, err)
+		}
+	}
+}
+
+func TestLogSyncGapBounds(t *testing.T) {
+	for _, gap := range []time.Duration{-time.Millisecond, MaxLogSyncGap + 1} {
+		if _, err := Open(t.TempDir(), Config{Logger: quietLogger(), LogSyncGap: gap}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("LogSyncGap %v: %v, want ErrInvalid", gap, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/internal/version"
+	"github.com/shoalmq/shoal/node"
 )
 
 // required are the flags every `shoal node` needs.
@@ -31,7 +32,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 		"--store-memtable-mib", "4", "--handoff-timeout", "5s", "--change-log-len", "100",
-		"--net-loops", "--store-log-sync", "runtime",
+		"--net-loops", "--store-log-sync", "runtime", "--store-log-sync-gap", "0",
 	), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestParseNodeArgs(t *testing.T) {
 		bootstrapExpect: 3, shards: 256, replicas: 5, metricsAddr: ":9100", clusterID: 42,
 		swimPreset: "fast", logFormat: "json", logLevel: slog.LevelDebug, levelArg: "debug",
 		metadataSync: 3 * time.Second, memtableMiB: 4, handoffTimeout: 5 * time.Second, changeLogLen: 100,
-		netLoops: true, logSync: "runtime",
+		netLoops: true, logSync: "runtime", logSyncGap: 0,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("got  %+v\nwant %+v", o, want)
@@ -57,8 +58,26 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	}
 	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
-		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops || o.logSync != "raw" {
+		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops || o.logSync != "raw" ||
+		o.logSyncGap != node.DefaultStoreLogSyncGap {
 		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+// --store-log-sync-gap 0 turns the gap off; the node's zero value would
+// mean its default.
+func TestLogSyncGapReachesTheNode(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want time.Duration
+	}{{"0", -1}, {"2ms", 2 * time.Millisecond}} {
+		o, err := parseNodeArgs(with("--store-log-sync-gap", c.arg), noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.nodeConfig(nil).StoreLogSyncGap; got != c.want {
+			t.Errorf("--store-log-sync-gap %s: node gap %v, want %v", c.arg, got, c.want)
+		}
 	}
 }
 
@@ -91,6 +110,9 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"change log huge", with("--change-log-len", "65537"), "--change-log-len 65537: must be 1 to 65536"},
 		{"memtable zero", with("--store-memtable-mib", "0"), "--store-memtable-mib 0: must be 1 to 1024"},
 		{"log sync unknown", with("--store-log-sync", "fast"), `--store-log-sync "fast": must be raw or runtime`},
+		{"log sync gap negative", with("--store-log-sync-gap", "-1ms"), "--store-log-sync-gap -1ms: must be 0 to 100ms"},
+		{"log sync gap huge", with("--store-log-sync-gap", "1s"), "--store-log-sync-gap 1s: must be 0 to 100ms"},
+		{"log sync gap text", with("--store-log-sync-gap", "soon"), `--store-log-sync-gap "soon"`},
 		{"handoff timeout", with("--handoff-timeout", "-1s"), "--handoff-timeout -1s: must not be negative"},
 		{"memtable huge", with("--store-memtable-mib", "4096"), "--store-memtable-mib 4096: must be 1 to 1024"},
 		{"memtable text", with("--store-memtable-mib", "big"), `--store-memtable-mib "big": not a number`},

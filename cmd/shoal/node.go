@@ -47,6 +47,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		MaxClockDrift:        o.maxClockDrift,
 		StoreMemTableBytes:   uint64(o.memtableMiB) << 20,
 		StoreLogSyncRuntime:  o.logSync == "runtime",
+		StoreLogSyncGap:      logSyncGap(o.logSyncGap),
 		NetLoops:             o.netLoops,
 		ChangeLogLen:         o.changeLogLen,
 	}
@@ -141,4 +142,13 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	}
 	logger.Info("node stopped")
 	return nil
+}
+
+// logSyncGap is node.Config.StoreLogSyncGap for --store-log-sync-gap,
+// where 0 means none.
+func logSyncGap(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
