@@ -87,6 +87,8 @@ type Config struct {
 	// (docs/decisions/shardstore-log-sync-gap.md). At most MaxLogSyncGap.
 	// Pebble times the gap on the wall clock.
 	LogSyncGap time.Duration
+	// syncGapAlways holds the gap whether or not the CPU is busy (tests).
+	syncGapAlways bool
 	// BlockCacheBytes is Pebble's block cache size. 0 means
 	// DefaultBlockCacheBytes.
 	BlockCacheBytes int64
@@ -188,8 +190,12 @@ func Open(dir string, cfg Config) (*Store, error) {
 		CacheSize:          cfg.BlockCacheBytes,
 		FormatMajorVersion: pebble.FormatNewest,
 	}
-	if gap := cfg.LogSyncGap; gap > 0 {
-		opts.WALMinSyncInterval = func() time.Duration { return gap }
+	if cfg.LogSyncGap > 0 {
+		g := newSyncGap(cfg.LogSyncGap)
+		if cfg.syncGapAlways {
+			g.read = nil
+		}
+		opts.WALMinSyncInterval = g.interval
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
