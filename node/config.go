@@ -48,8 +48,9 @@ type Config struct {
 	// StoreLogSyncGap is the least time from the end of one sync of the
 	// store's log to the start of the next (shardstore.Config.LogSyncGap):
 	// the raft rounds and owner batches that ask for a sync within it
-	// share the next one. 0 means DefaultStoreLogSyncGap; negative syncs
-	// as soon as asked. At most shardstore.MaxLogSyncGap. A node run by
+	// share the next one. It holds only while the CPU is busy, where the
+	// syncs it saves are worth more than the wait. 0 means
+	// DefaultStoreLogSyncGap; negative syncs as soon as asked. At most shardstore.MaxLogSyncGap. A node run by
 	// NewDriven has none (the gap is timed on the wall clock).
 	StoreLogSyncGap time.Duration
 	// NetLoops serves the node's plain TCP connections on gnet event

@@ -148,10 +148,11 @@ storage:
                           that keeps its thread's P, less CPU per sync; or runtime,
                           through the Go runtime, which keeps the node serving
                           membership and reads through syncs that stall for seconds
-  --store-log-sync-gap D  least time between two syncs of the store's log, 0 to 100ms
-                          (default 4ms; 0: sync as soon as asked): writes that ask
-                          within it share the next sync, which saves CPU on a busy
-                          node and adds up to D to a write while syncs run back to back
+  --store-log-sync-gap D  least time between two syncs of the store's log while the CPU
+                          is busy (80% of the node's limit, or of the machine), 0 to
+                          100ms (default 4ms; 0: always sync as soon as asked): writes
+                          asking within it share the next sync, which saves CPU and
+                          adds up to D to a write
 
 network:
   --net-loops             serve plain TCP connections on event loops instead of two
