@@ -50,8 +50,9 @@ type Config struct {
 	// the raft rounds and owner batches that ask for a sync within it
 	// share the next one. It holds only while the CPU is busy, where the
 	// syncs it saves are worth more than the wait. 0 means
-	// DefaultStoreLogSyncGap; negative syncs as soon as asked. At most shardstore.MaxLogSyncGap. A node run by
-	// NewDriven has none (the gap is timed on the wall clock).
+	// DefaultStoreLogSyncGap; negative syncs as soon as asked. At most
+	// shardstore.MaxLogSyncGap. A node run by NewDriven has none (the gap
+	// is timed on the wall clock).
 	StoreLogSyncGap time.Duration
 	// NetLoops serves the node's plain TCP connections on gnet event
 	// loops instead of two goroutines each. Goroutines cost less per

@@ -79,11 +79,12 @@ type Config struct {
 	// LogSyncGap is the least time from the end of one sync of the
 	// write-ahead log to the start of the next: synced commits that come
 	// within it wait for its end and share one fdatasync. 0 syncs as soon
-	// as a commit asks. A commit on a store that has not synced for LogSyncGap
-	// is synced at once; one that comes while syncs run back to back
-	// waits up to the gap. On a node whose CPU bounds its writes, each
-	// sync costs a fixed share of it (about 120 µs per fdatasync on a
-	// virtual machine), which fewer, fuller syncs save
+	// as a commit asks. The gap holds only while the CPU is busy
+	// (syncgap.go: this process uses nearly all it may, or the machine's
+	// cores are nearly all in use); otherwise the log syncs at once. Each
+	// sync costs a fixed share of the CPU (about 120 µs per fdatasync on a
+	// virtual machine), which fewer, fuller syncs save where CPU bounds the
+	// writes; elsewhere a gap would only make writes wait
 	// (docs/decisions/shardstore-log-sync-gap.md). At most MaxLogSyncGap.
 	// Pebble times the gap on the wall clock.
 	LogSyncGap time.Duration

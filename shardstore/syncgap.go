@@ -49,7 +49,8 @@ type syncGap struct {
 	busy bool
 }
 
-// newSyncGap returns the gap of a store on the OS filesystem.
+// newSyncGap returns the gap for a store's log, measured against the
+// CPU this process may use.
 func newSyncGap(gap time.Duration) *syncGap {
 	limit := float64(runtime.NumCPU())
 	if cores, ok, err := cpulimit.Limit(); err == nil && ok && cores < limit {

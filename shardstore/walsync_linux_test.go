@@ -104,9 +104,9 @@ func TestStoreOnDiskSyncsItsLogThroughWALSync(t *testing.T) {
 	}
 }
 
-// With a sync gap (held whatever the CPU), synced commits that come while the gap after a sync
-// runs share one fdatasync, each returns only once it is durable, and
-// none returns before the gap ended.
+// With a sync gap (held whatever the CPU), synced commits that come
+// while the gap after a sync runs share one fdatasync, each returns only
+// once it is durable, and none returns before the gap ended.
 func TestLogSyncGapSharesOneSync(t *testing.T) {
 	const gap = MaxLogSyncGap
 	dir := t.TempDir()
