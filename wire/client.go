@@ -29,13 +29,15 @@ type Assign struct {
 	Topic      []byte // 1..MaxTopicLen bytes
 	Owner      []byte // node id; empty lets the shard leader choose
 	Partitions uint32 // 0 keeps the current count (1 for a new topic)
+	Session    Session
 }
 
 // AppendAssign appends m's payload.
 func AppendAssign(dst []byte, m *Assign) []byte {
 	dst = appendBytes(dst, m.Topic)
 	dst = appendBytes(dst, m.Owner)
-	return appendUvarint(dst, uint64(m.Partitions))
+	dst = appendUvarint(dst, uint64(m.Partitions))
+	return appendSession(dst, m.Session)
 }
 
 // DecodeAssign decodes an Assign payload into m.
@@ -44,21 +46,26 @@ func DecodeAssign(b []byte, m *Assign) error {
 	m.Topic = r.topic()
 	m.Owner = r.bytes(MaxNodeIDLen)
 	m.Partitions = uint32(r.uvarintMax(MaxPartitions))
+	m.Session = r.session()
 	return r.end()
 }
 
 // Revoke removes a topic's assignment (KindRevoke). Answered by Revoked.
 type Revoke struct {
-	Topic []byte
+	Topic   []byte
+	Session Session
 }
 
 // AppendRevoke appends m's payload.
-func AppendRevoke(dst []byte, m *Revoke) []byte { return appendBytes(dst, m.Topic) }
+func AppendRevoke(dst []byte, m *Revoke) []byte {
+	return appendSession(appendBytes(dst, m.Topic), m.Session)
+}
 
 // DecodeRevoke decodes a Revoke payload into m.
 func DecodeRevoke(b []byte, m *Revoke) error {
 	r := reader{b: b}
 	m.Topic = r.topic()
+	m.Session = r.session()
 	return r.end()
 }
 
@@ -67,12 +74,14 @@ func DecodeRevoke(b []byte, m *Revoke) error {
 type UpdatePartition struct {
 	Topic      []byte
 	Partitions uint32 // 1..MaxPartitions
+	Session    Session
 }
 
 // AppendUpdatePartition appends m's payload.
 func AppendUpdatePartition(dst []byte, m *UpdatePartition) []byte {
 	dst = appendBytes(dst, m.Topic)
-	return appendUvarint(dst, uint64(m.Partitions))
+	dst = appendUvarint(dst, uint64(m.Partitions))
+	return appendSession(dst, m.Session)
 }
 
 // DecodeUpdatePartition decodes an UpdatePartition payload into m. A zero
@@ -81,6 +90,7 @@ func DecodeUpdatePartition(b []byte, m *UpdatePartition) error {
 	r := reader{b: b}
 	m.Topic = r.topic()
 	m.Partitions = uint32(r.uvarintMax(MaxPartitions))
+	m.Session = r.session()
 	if err := r.end(); err != nil {
 		return err
 	}
@@ -120,6 +130,9 @@ type Produce struct {
 	Topic   []byte
 	Epoch   uint64
 	Records [][]byte // 1..MaxRecordsPerProduce values of at most MaxRecordLen; alias the input
+	// Session makes a retried produce append once (an idempotent
+	// producer); zero: at least once.
+	Session Session
 }
 
 // AppendProduce appends m's payload.
@@ -130,7 +143,7 @@ func AppendProduce(dst []byte, m *Produce) []byte {
 	for _, rec := range m.Records {
 		dst = appendBytes(dst, rec)
 	}
-	return dst
+	return appendSession(dst, m.Session)
 }
 
 // ProduceRecordSize is the number of bytes a record value of n bytes adds
@@ -148,6 +161,7 @@ func DecodeProduce(b []byte, m *Produce) error {
 	for i := range m.Records {
 		m.Records[i] = r.bytes(MaxRecordLen)
 	}
+	m.Session = r.session()
 	if err := r.end(); err != nil {
 		m.Records = m.Records[:0]
 		return err

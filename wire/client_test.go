@@ -10,6 +10,11 @@ func TestClientMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &Assign{Topic: []byte("topic-blue"), Owner: []byte("n2"), Partitions: 12}, AppendAssign, DecodeAssign)
 	roundTrip(t, &Assign{Topic: []byte("topic-blue")}, AppendAssign, DecodeAssign)
 	roundTrip(t, &Revoke{Topic: []byte("t")}, AppendRevoke, DecodeRevoke)
+	sess := Session{ID: 1 << 63, Seq: 90, Floor: 88}
+	roundTrip(t, &Assign{Topic: []byte("t"), Partitions: 2, Session: sess}, AppendAssign, DecodeAssign)
+	roundTrip(t, &Revoke{Topic: []byte("t"), Session: sess}, AppendRevoke, DecodeRevoke)
+	roundTrip(t, &UpdatePartition{Topic: []byte("t"), Partitions: 3, Session: sess}, AppendUpdatePartition, DecodeUpdatePartition)
+	roundTrip(t, &Produce{Topic: []byte("t"), Epoch: 3, Records: [][]byte{rec}, Session: sess}, AppendProduce, DecodeProduce)
 	roundTrip(t, &UpdatePartition{Topic: []byte("t"), Partitions: MaxPartitions}, AppendUpdatePartition, DecodeUpdatePartition)
 	roundTrip(t, &Lookup{Topic: []byte("t"), Linearizable: true}, AppendLookup, DecodeLookup)
 	roundTrip(t, &Produce{Topic: []byte("t"), Epoch: 3, Records: [][]byte{rec, nil, rec}}, AppendProduce, DecodeProduce)
@@ -47,6 +52,14 @@ func TestClientMessagesReject(t *testing.T) {
 	if err := DecodeAssign(AppendAssign(nil, &Assign{Topic: []byte("t"), Partitions: MaxPartitions + 1}), new(Assign)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("too many partitions: %v", err)
 	}
+	for _, bad := range []Session{{ID: 1}, {ID: 1, Seq: 5, Floor: 5}} {
+		b := AppendRevoke(nil, &Revoke{Topic: []byte("t")})
+		b = append(b[:len(b)-1], 1)
+		b = appendUvarint(appendUvarint(appendUvarint(b, bad.ID), bad.Seq), bad.Floor)
+		if err := DecodeRevoke(b, new(Revoke)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("session %+v: %v", bad, err)
+		}
+	}
 	if err := DecodeLookup([]byte{1, 't', 2}, new(Lookup)); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("bool 2: %v", err)
 	}
@@ -55,7 +68,7 @@ func TestClientMessagesReject(t *testing.T) {
 	}
 	// A record count above the limit is refused before anything is sized.
 	b := AppendProduce(nil, &Produce{Topic: []byte("t")})
-	b = append(b[:len(b)-1], appendUvarint(nil, MaxRecordsPerProduce+1)...)
+	b = append(b[:len(b)-2], appendUvarint(nil, MaxRecordsPerProduce+1)...)
 	if err := DecodeProduce(b, &p); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("record count: %v", err)
 	}
