@@ -37,6 +37,8 @@ type Client struct {
 	// metadata requests start there, so a dead seed costs one failed dial,
 	// not one per request.
 	seed atomic.Uint32
+	// sess numbers the writes, for exactly-once retries (session.go).
+	sess *session
 }
 
 // New validates cfg and returns a client. It does not connect: connections
@@ -50,7 +52,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: routing cache: %w: %w", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache}
+	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: newSession()}
 	c.pool = newPool(&c.cfg)
 	return c, nil
 }
@@ -75,6 +77,9 @@ type request struct {
 	expect wire.Kind // the answer's kind
 	encode func([]byte) []byte
 	decode func([]byte) error
+	// first is when a write with a session was first sent (zero for a
+	// read): it is not retried past RetryWindow from then.
+	first time.Time
 }
 
 // call names an operation for errors and logs: "produce", "topic-blue".
@@ -221,6 +226,9 @@ func (c *Client) toServers(ctx context.Context, k call, req *request, leader str
 	hint := leader
 	waits, sinceWait, seeds := 0, 0, 0
 	for attempt := 0; attempt <= c.cfg.MaxRetries; attempt++ {
+		if attempt > 0 && !req.first.IsZero() && time.Since(req.first) > RetryWindow {
+			return k.stop(attempt, nil, fmt.Errorf("%w (retries end %v after the first attempt; the write may or may not have been applied)", last, RetryWindow))
+		}
 		if attempt > 0 && (classify(last) != connection || sinceWait >= n) {
 			if err := c.sleep(ctx, c.backoff(waits, last)); err != nil {
 				return k.stop(attempt, err, last)
@@ -414,7 +422,13 @@ func (c *Client) Assign(ctx context.Context, topic string, opts AssignOptions) (
 	}
 	m := wire.Assign{Topic: []byte(topic), Owner: []byte(opts.Owner), Partitions: opts.Partitions}
 	var a Assignment
-	req := assignmentRequest(wire.KindAssign, func(b []byte) []byte { return wire.AppendAssign(b, &m) }, &a)
+	seq := c.sess.begin()
+	defer c.sess.finish(seq)
+	req := assignmentRequest(wire.KindAssign, func(b []byte) []byte {
+		m.Session = c.sess.stamp(seq)
+		return wire.AppendAssign(b, &m)
+	}, &a)
+	req.first = time.Now()
 	if err := c.toLeader(ctx, k, m.Topic, req); err != nil {
 		return Assignment{}, err
 	}
@@ -477,8 +491,13 @@ func (c *Client) Revoke(ctx context.Context, topic string) (Revoked, error) {
 	}
 	m := wire.Revoke{Topic: []byte(topic)}
 	var out Revoked
-	req := &request{kind: wire.KindRevoke, expect: wire.KindRevoked,
-		encode: func(b []byte) []byte { return wire.AppendRevoke(b, &m) },
+	seq := c.sess.begin()
+	defer c.sess.finish(seq)
+	req := &request{kind: wire.KindRevoke, expect: wire.KindRevoked, first: time.Now(),
+		encode: func(b []byte) []byte {
+			m.Session = c.sess.stamp(seq)
+			return wire.AppendRevoke(b, &m)
+		},
 		decode: func(b []byte) error {
 			var r wire.Revoked
 			if err := wire.DecodeRevoked(b, &r); err != nil {
@@ -505,7 +524,13 @@ func (c *Client) UpdatePartitions(ctx context.Context, topic string, partitions 
 	}
 	m := wire.UpdatePartition{Topic: []byte(topic), Partitions: partitions}
 	var a Assignment
-	req := assignmentRequest(wire.KindUpdatePartition, func(b []byte) []byte { return wire.AppendUpdatePartition(b, &m) }, &a)
+	seq := c.sess.begin()
+	defer c.sess.finish(seq)
+	req := assignmentRequest(wire.KindUpdatePartition, func(b []byte) []byte {
+		m.Session = c.sess.stamp(seq)
+		return wire.AppendUpdatePartition(b, &m)
+	}, &a)
+	req.first = time.Now()
 	if err := c.toLeader(ctx, call{op: "update partitions", subject: topic}, m.Topic, req); err != nil {
 		return Assignment{}, err
 	}
