@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shoalmq/shoal/internal/session"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -38,7 +39,7 @@ type Client struct {
 	// not one per request.
 	seed atomic.Uint32
 	// sess numbers the writes, for exactly-once retries (session.go).
-	sess *session
+	sess *session.Writer
 }
 
 // New validates cfg and returns a client. It does not connect: connections
@@ -52,7 +53,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: routing cache: %w: %w", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: newSession()}
+	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: session.New()}
 	c.pool = newPool(&c.cfg)
 	return c, nil
 }
@@ -422,10 +423,10 @@ func (c *Client) Assign(ctx context.Context, topic string, opts AssignOptions) (
 	}
 	m := wire.Assign{Topic: []byte(topic), Owner: []byte(opts.Owner), Partitions: opts.Partitions}
 	var a Assignment
-	seq := c.sess.begin()
-	defer c.sess.finish(seq)
+	seq := c.sess.Begin()
+	defer c.sess.Finish(seq)
 	req := assignmentRequest(wire.KindAssign, func(b []byte) []byte {
-		m.Session = c.sess.stamp(seq)
+		m.Session = c.sess.Stamp(seq)
 		return wire.AppendAssign(b, &m)
 	}, &a)
 	req.first = time.Now()
@@ -491,11 +492,11 @@ func (c *Client) Revoke(ctx context.Context, topic string) (Revoked, error) {
 	}
 	m := wire.Revoke{Topic: []byte(topic)}
 	var out Revoked
-	seq := c.sess.begin()
-	defer c.sess.finish(seq)
+	seq := c.sess.Begin()
+	defer c.sess.Finish(seq)
 	req := &request{kind: wire.KindRevoke, expect: wire.KindRevoked, first: time.Now(),
 		encode: func(b []byte) []byte {
-			m.Session = c.sess.stamp(seq)
+			m.Session = c.sess.Stamp(seq)
 			return wire.AppendRevoke(b, &m)
 		},
 		decode: func(b []byte) error {
@@ -524,10 +525,10 @@ func (c *Client) UpdatePartitions(ctx context.Context, topic string, partitions 
 	}
 	m := wire.UpdatePartition{Topic: []byte(topic), Partitions: partitions}
 	var a Assignment
-	seq := c.sess.begin()
-	defer c.sess.finish(seq)
+	seq := c.sess.Begin()
+	defer c.sess.Finish(seq)
 	req := assignmentRequest(wire.KindUpdatePartition, func(b []byte) []byte {
-		m.Session = c.sess.stamp(seq)
+		m.Session = c.sess.Stamp(seq)
 		return wire.AppendUpdatePartition(b, &m)
 	}, &a)
 	req.first = time.Now()

@@ -27,9 +27,11 @@ const (
 // commandVersion is the first byte of every encoded command. Log entries
 // outlive the binary that wrote them, so a new layout gets a new version
 // and the old one stays decodable: version 1 is version 2 without the
-// epochs of a ReassignNode's moves.
+// epochs of a ReassignNode's moves, version 2 is version 3 without the
+// session of a client's write.
 const (
-	commandVersion   = 2
+	commandVersion   = 3
+	commandVersionV2 = 2
 	commandVersionV1 = 1
 )
 
@@ -84,9 +86,9 @@ type Move struct {
 // Command is one state change, the payload of a raft log entry. Each op
 // reads only its own fields and ignores the others:
 //
-//	OpAssign          Topic, Owner (may be empty for an active topic), Partitions (0: not given)
-//	OpRevoke          Topic
-//	OpUpdatePartition Topic, Partitions
+//	OpAssign          Topic, Owner (may be empty for an active topic), Partitions (0: not given), Session, Clock
+//	OpRevoke          Topic, Session, Clock
+//	OpUpdatePartition Topic, Partitions, Session, Clock
 //	OpReassignNode    Node (the dead node), Moves (strictly ascending by topic, each with the epoch it was planned at)
 //	OpMarker          Seq
 //	OpCompact         -
@@ -100,7 +102,14 @@ type Command struct {
 	Node       string
 	Moves      []Move
 	Seq        uint64
+	// Session names the client write an Assign, Revoke or UpdatePartition
+	// is (zero: none); Clock is the leader's stamp on it (see SessionTTL).
+	Session SessionRef
+	Clock   uint64
 }
+
+// takesSession reports whether commands of op may carry a session.
+func (o Op) takesSession() bool { return o == OpAssign || o == OpRevoke || o == OpUpdatePartition }
 
 // Validate checks the fields the op uses, without looking at any state.
 func (c *Command) Validate() error {
@@ -152,6 +161,9 @@ func (c *Command) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
+	if s := c.Session; s.ID != 0 && (s.Seq == 0 || s.Floor >= s.Seq) {
+		return c.fail(fmt.Errorf("%w: session sequence %d with floor %d", ErrBadCommand, s.Seq, s.Floor))
+	}
 	return nil
 }
 
@@ -178,25 +190,33 @@ func checkNodeID(id string) error {
 
 // AppendCommand validates c and appends its encoding to b.
 //
-//	u8 version (2) · u8 op · fields of the op, in the order of the table on
+//	u8 version (3) · u8 op · fields of the op, in the order of the table on
 //	Command: byte strings as uvarint length + bytes, integers as uvarints,
 //	Moves as a uvarint count then (topic, owner, epoch) triples (version 1:
-//	(topic, owner) pairs).
+//	(topic, owner) pairs), a Session as its ID, Seq, Floor and Clock.
+//	A command without a session is written as version 2, which has none.
 func AppendCommand(b []byte, c *Command) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return b, err
 	}
-	b = append(b, commandVersion, byte(c.Op))
+	version := byte(commandVersionV2)
+	if c.Session.ID != 0 && c.Op.takesSession() {
+		version = commandVersion
+	}
+	b = append(b, version, byte(c.Op))
 	switch c.Op {
 	case OpAssign:
 		b = appendBytes(b, c.Topic)
 		b = appendString(b, c.Owner)
 		b = appendUvarint(b, uint64(c.Partitions))
+		b = appendSessionRef(b, c)
 	case OpRevoke:
 		b = appendBytes(b, c.Topic)
+		b = appendSessionRef(b, c)
 	case OpUpdatePartition:
 		b = appendBytes(b, c.Topic)
 		b = appendUvarint(b, uint64(c.Partitions))
+		b = appendSessionRef(b, c)
 	case OpReassignNode:
 		b = appendString(b, c.Node)
 		b = appendUvarint(b, uint64(len(c.Moves)))
@@ -210,6 +230,29 @@ func AppendCommand(b []byte, c *Command) ([]byte, error) {
 	case OpCompact:
 	}
 	return b, nil
+}
+
+func appendSessionRef(b []byte, c *Command) []byte {
+	if c.Session.ID == 0 {
+		return b
+	}
+	b = appendUvarint(b, c.Session.ID)
+	b = appendUvarint(b, c.Session.Seq)
+	b = appendUvarint(b, c.Session.Floor)
+	return appendUvarint(b, c.Clock)
+}
+
+func (r *reader) sessionRef(c *Command, version uint8) {
+	if version < commandVersion {
+		return
+	}
+	c.Session.ID = r.Uvarint()
+	c.Session.Seq = r.Uvarint()
+	c.Session.Floor = r.Uvarint()
+	c.Clock = r.Uvarint()
+	if r.Err() == nil && c.Session.ID == 0 {
+		r.Fail(fmt.Errorf("version %d without a session: %w", version, errDomain))
+	}
 }
 
 // minMoveSize is the smallest encoded Move: a one-byte topic and a one-byte
@@ -230,7 +273,7 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 	*c = Command{}
 	r := newReader(b)
 	version := r.U8()
-	if r.Err() == nil && version != commandVersion && version != commandVersionV1 {
+	if r.Err() == nil && version != commandVersion && version != commandVersionV2 && version != commandVersionV1 {
 		return fmt.Errorf("%w: version %d", ErrBadCommand, version)
 	}
 	c.Op = Op(r.U8())
@@ -239,11 +282,14 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 		c.Topic = r.Bytes(MaxTopicLen)
 		c.Owner = ids.nodeID(r.Bytes(MaxNodeIDLen))
 		c.Partitions = r.partitions()
+		r.sessionRef(c, version)
 	case OpRevoke:
 		c.Topic = r.Bytes(MaxTopicLen)
+		r.sessionRef(c, version)
 	case OpUpdatePartition:
 		c.Topic = r.Bytes(MaxTopicLen)
 		c.Partitions = r.partitions()
+		r.sessionRef(c, version)
 	case OpReassignNode:
 		c.Node = ids.nodeID(r.Bytes(MaxNodeIDLen))
 		n := r.Count(MaxMoves, minMoveSize)
@@ -251,7 +297,7 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 			t := r.Bytes(MaxTopicLen)
 			o := r.Bytes(MaxNodeIDLen)
 			var epoch uint64
-			if version == commandVersion {
+			if version >= commandVersionV2 {
 				epoch = r.Uvarint()
 			}
 			if r.Err() != nil {

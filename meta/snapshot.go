@@ -5,16 +5,24 @@ import (
 	"fmt"
 )
 
-// Snapshot format, version 1. Every integer is a canonical uvarint, every
+// Snapshot format, version 2. Every integer is a canonical uvarint, every
 // string a uvarint length then its bytes; records are in strictly
-// ascending topic order, so one state has exactly one encoding.
+// ascending topic order and sessions in strictly ascending id order, so
+// one state has exactly one encoding.
 //
-//	"SHMS" · u8 version (1) · floor · count ·
+//	"SHMS" · u8 version (2) · floor · count ·
 //	count × ( topic · u8 state · epoch · previous owner (may be empty) ·
-//	          [active: owner · partitions] )
+//	          [active: owner · partitions] ) ·
+//	sessions (> 0) · sessions × ( id · session record (State.AppendSession) )
+//
+// A state without sessions is written as version 1, which ends after the
+// records.
 var snapshotMagic = [4]byte{'S', 'H', 'M', 'S'}
 
-const snapshotVersion = 1
+const (
+	snapshotVersion   = 2
+	snapshotVersionV1 = 1
+)
 
 // minRecordSize is the smallest encoded record: a one-byte topic behind its
 // length, the state, a one-byte epoch and an empty previous owner.
@@ -24,7 +32,11 @@ const minRecordSize = 5
 // encode to equal bytes.
 func (s *State) AppendSnapshot(b []byte) []byte {
 	b = append(b, snapshotMagic[:]...)
-	b = append(b, snapshotVersion)
+	if len(s.sessions) == 0 {
+		b = append(b, snapshotVersionV1)
+	} else {
+		b = append(b, snapshotVersion)
+	}
 	b = appendUvarint(b, s.floor)
 	b = appendUvarint(b, uint64(len(s.topics)))
 	for _, k := range s.sortedKeys() {
@@ -38,7 +50,10 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 			b = appendUvarint(b, uint64(r.partitions))
 		}
 	}
-	return b
+	if len(s.sessions) == 0 {
+		return b
+	}
+	return s.appendSessions(b)
 }
 
 // DecodeSnapshot decodes a snapshot into a new State. Input that
@@ -51,7 +66,8 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	if m := r.Fixed(len(snapshotMagic)); r.Err() == nil && !bytes.Equal(m, snapshotMagic[:]) {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrBadSnapshot, m)
 	}
-	if v := r.U8(); r.Err() == nil && v != snapshotVersion {
+	v := r.U8()
+	if r.Err() == nil && v != snapshotVersion && v != snapshotVersionV1 {
 		return nil, fmt.Errorf("%w: version %d", ErrSnapshotVersion, v)
 	}
 	s := New()
@@ -118,6 +134,12 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		}
 		s.topics[rec.topic] = rec
 		s.keys = append(s.keys, rec.topic)
+	}
+	if v == snapshotVersion {
+		s.readSessions(&r)
+		if r.Err() == nil && len(s.sessions) == 0 {
+			r.Fail(fmt.Errorf("version %d without sessions: %w", v, errDomain))
+		}
 	}
 	if err := r.End(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)

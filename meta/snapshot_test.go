@@ -87,7 +87,8 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 	}{
 		{"empty", nil, ErrBadSnapshot},
 		{"bad magic", []byte{'S', 'H', 'M', 'X', 1, 0, 0}, ErrBadSnapshot},
-		{"future version", []byte{'S', 'H', 'M', 'S', 2, 0, 0}, ErrSnapshotVersion},
+		{"future version", []byte{'S', 'H', 'M', 'S', 3, 0, 0}, ErrSnapshotVersion},
+		{"sessions version without sessions", []byte{'S', 'H', 'M', 'S', 2, 0, 0, 0}, ErrBadSnapshot},
 		{"truncated header", []byte{'S', 'H', 'M', 'S', 1, 0}, ErrBadSnapshot},
 		{"count larger than the input", head(100), ErrBadSnapshot},
 		{"trailing bytes", cat(head(0), []byte{0}), ErrBadSnapshot},

@@ -99,6 +99,9 @@ type Result struct {
 	Assignment Assignment
 	// Changed reports whether the state changed.
 	Changed bool
+	// Replayed reports a write of a session applied before: Assignment (or
+	// the error) is its first answer, and nothing changed now.
+	Replayed bool
 	// Moved and Skipped count a ReassignNode's moves that applied and that
 	// no longer matched the state; Compacted counts dropped tombstones.
 	Moved, Skipped, Compacted int
@@ -161,17 +164,23 @@ type State struct {
 	entry Command
 	// With track set, changed lists the topics Apply changed and
 	// floorChanged whether the floor moved, until DrainChanges.
-	track        bool
-	changed      []string
-	floorChanged bool
+	track           bool
+	changed         []string
+	floorChanged    bool
+	changedSessions []uint64
+	// sessions holds the client sessions that wrote here (session.go);
+	// clock is the newest stamp applied.
+	sessions map[uint64]*session
+	clock    uint64
 }
 
 // New returns an empty shard state.
 func New() *State {
 	return &State{
 		topics: make(map[string]*record),
-		owners: make(map[string]*ownerStat),
-		sorted: true,
+		owners:   make(map[string]*ownerStat),
+		sessions: make(map[uint64]*session),
+		sorted:   true,
 	}
 }
 
@@ -184,6 +193,16 @@ func (s *State) Apply(c *Command, res *Result) error {
 		res = &scratch
 	}
 	res.reset()
+	if c.Session.ID != 0 && c.Op.takesSession() {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		return s.applySession(c, res, func() error { return s.applyOne(c, res) })
+	}
+	return s.applyOne(c, res)
+}
+
+func (s *State) applyOne(c *Command, res *Result) error {
 	if err := s.Check(c); err != nil {
 		return err
 	}

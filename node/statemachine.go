@@ -25,8 +25,11 @@ import (
 type applyResult struct {
 	a       meta.Assignment
 	changed bool
-	moved   int
-	err     error
+	// replayed: a client's write applied before; a and err are its first
+	// answer.
+	replayed bool
+	moved    int
+	err      error
 }
 
 type shardState struct {
@@ -210,8 +213,20 @@ func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err erro
 	}); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
 	}
+	if err := m.store.Iterate(shard, shardstore.SessionPrefix, func(key, value []byte) bool {
+		var id uint64
+		if id, addErr = shardstore.ParseSessionKey(key); addErr == nil {
+			addErr = l.AddSession(id, value)
+		}
+		return addErr == nil
+	}); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load sessions: %w", shard, err)
+	}
 	if st, err = l.State(); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
+	}
+	if addErr != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load sessions: %w", shard, addErr)
 	}
 	return st, false, nil
 }
@@ -318,7 +333,7 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 		if mutant.On(mutant.ApplyError) {
 			err = nil
 		}
-		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, moved: res.Moved, err: err}
+		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, replayed: res.Replayed, moved: res.Moved, err: err}
 		s.log.applied = cmds[i].Index
 		if err == nil && len(res.Changes) > 0 {
 			s.log.add(cmds[i].Index, res.Changes)
@@ -409,10 +424,22 @@ func (s *shardState) persist(shard uint64, b raftmux.Batch) {
 		s.putFloor(shard, b)
 		b.Delete(shard, shardstore.LegacyMetaKey)
 		s.st.DrainChanges(func(string) {})
+		s.st.DrainSessions(func(id uint64) { s.putSession(shard, id, b) })
 		return
 	}
 	if s.st.DrainChanges(func(topic string) { s.putRecord(shard, topic, b) }) {
 		s.putFloor(shard, b)
+	}
+	s.st.DrainSessions(func(id uint64) { s.putSession(shard, id, b) })
+}
+
+func (s *shardState) putSession(shard, id uint64, b raftmux.Batch) {
+	s.key = shardstore.SessionKey(s.key[:0], id)
+	var ok bool
+	if s.val, ok = s.st.AppendSession(s.val[:0], id); ok {
+		b.Put(shard, s.key, s.val)
+	} else {
+		b.Delete(shard, s.key)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 //
 //	"t" + topic → the topic's record
 //	"f"         → the shard's epoch floor (uvarint)
+//	"s" + u64 id (big-endian) → a client session's record (meta.State.AppendSession)
 //	"meta"      → the whole state, as versions before per-topic records
 //	              wrote it; read when present, replaced by records at the
 //	              next apply
@@ -18,7 +19,21 @@ var (
 	TopicRecordPrefix = []byte("t")
 	EpochFloorKey     = []byte("f")
 	LegacyMetaKey     = []byte("meta")
+	SessionPrefix     = []byte("s")
 )
+
+// SessionKey appends session id's record key to dst.
+func SessionKey(dst []byte, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, SessionPrefix...), id)
+}
+
+// ParseSessionKey returns the session id of a session key.
+func ParseSessionKey(key []byte) (uint64, error) {
+	if len(key) != len(SessionPrefix)+8 || string(key[:len(SessionPrefix)]) != string(SessionPrefix) {
+		return 0, fmt.Errorf("shardstore: bad session key %x", key)
+	}
+	return binary.BigEndian.Uint64(key[len(SessionPrefix):]), nil
+}
 
 // TopicRecordKey appends topic's record key to dst.
 func TopicRecordKey(dst []byte, topic string) []byte {
