@@ -158,7 +158,8 @@ func FuzzRecordsPull(f *testing.F) {
 }
 
 func FuzzRecordsChunk(f *testing.F) {
-	codec(f, []*wire.RecordsChunk{{Topic: b("t"), Records: []wire.Record{{Offset: 1, Epoch: 2, Value: b("v")}}, Next: 2, End: 9}},
+	codec(f, []*wire.RecordsChunk{{Topic: b("t"), Records: []wire.Record{{Offset: 1, Epoch: 2, Value: b("v")}}, Next: 2, End: 9,
+		Producers: []wire.Producer{{ID: 5, Floor: 1, Used: 1, Answers: []wire.ProducerAnswer{{Seq: 2, Epoch: 2, Offset: 1, Count: 1}}}}}},
 		wire.AppendRecordsChunk, wire.DecodeRecordsChunk)
 }
 

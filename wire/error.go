@@ -39,14 +39,19 @@ const (
 	CodeNotLeaderForTopic ErrorCode = 7
 	// CodeInternal: an unexpected failure on the node.
 	CodeInternal ErrorCode = 8
+	// CodeSessionExpired: a retried write (same Session ID and Seq) whose
+	// first answer the node no longer keeps: the write may or may not have
+	// been applied, and it is not applied again. Retrying fails again.
+	CodeSessionExpired ErrorCode = 9
 
-	maxErrorCode = CodeInternal
+	maxErrorCode = CodeSessionExpired
 )
 
 var codeNames = [maxErrorCode + 1]string{
 	CodeBadRequest: "BadRequest", CodeUnauthorized: "Unauthorized", CodeTooLarge: "TooLarge",
 	CodeNotFound: "NotFound", CodeUnavailable: "Unavailable", CodeNotLeader: "NotLeader",
 	CodeNotLeaderForTopic: "NotLeaderForTopic", CodeInternal: "Internal",
+	CodeSessionExpired: "SessionExpired",
 }
 
 // Known reports whether c is a code this build understands.
@@ -71,6 +76,7 @@ var (
 	ErrNotLeader         = errors.New("shoal: not the shard leader")
 	ErrNotLeaderForTopic = errors.New("shoal: not the topic owner at this epoch")
 	ErrInternal          = errors.New("shoal: internal error")
+	ErrSessionExpired    = errors.New("shoal: session expired")
 )
 
 var codeErrors = [maxErrorCode + 1]error{
@@ -78,6 +84,7 @@ var codeErrors = [maxErrorCode + 1]error{
 	CodeTooLarge: ErrRequestTooLarge, CodeNotFound: ErrNotFound,
 	CodeUnavailable: ErrUnavailable, CodeNotLeader: ErrNotLeader,
 	CodeNotLeaderForTopic: ErrNotLeaderForTopic, CodeInternal: ErrInternal,
+	CodeSessionExpired: ErrSessionExpired,
 }
 
 // Sentinel returns the sentinel error of c (ErrInternal for an unknown code).

@@ -20,6 +20,7 @@ func TestErrorRoundTripAndSentinels(t *testing.T) {
 		{Error{Code: CodeUnauthorized}, ErrUnauthorized},
 		{Error{Code: CodeNotFound}, ErrNotFound},
 		{Error{Code: CodeInternal}, ErrInternal},
+		{Error{Code: CodeSessionExpired, Message: []byte("producer session expired")}, ErrSessionExpired},
 	}
 	for _, c := range cases {
 		t.Run(c.m.Code.String(), func(t *testing.T) {

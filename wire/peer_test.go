@@ -15,6 +15,10 @@ func TestPeerMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &RecordsChunk{Topic: []byte("t"), Records: []Record{{Offset: 0, Epoch: 1, Value: []byte("a")}, {Offset: 1 << 40, Epoch: 2, Value: []byte("b")}},
 		Next: 1<<40 + 1, End: 1<<40 + 1}, AppendRecordsChunk, DecodeRecordsChunk)
 	roundTrip(t, &RecordsChunk{Topic: []byte("t"), Status: HandoffNotClosed}, AppendRecordsChunk, DecodeRecordsChunk)
+	roundTrip(t, &RecordsChunk{Topic: []byte("t"), Next: 9, End: 9, Producers: []Producer{
+		{ID: 3, Floor: 4, Forgot: 6, Used: 1 << 40, Answers: []ProducerAnswer{{Seq: 7, Epoch: 2, Offset: 1 << 40, Count: 3}, {Seq: 9, Epoch: 2, Offset: 1<<40 + 3, Count: 1}}},
+		{ID: 1 << 63, Used: 5},
+	}}, AppendRecordsChunk, DecodeRecordsChunk)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &TopicAck{Topic: []byte("t"), Epoch: 2, Status: TopicBelowFloor}, AppendTopicAck, DecodeTopicAck)
 	roundTrip(t, &LeaseRound{Seq: 9, Requests: []LeaseRequest{{Shard: 1, Digest: 1 << 63}, {Shard: 300, Digest: 5}},
@@ -54,6 +58,12 @@ func TestPeerMessagesReject(t *testing.T) {
 		{"open without topic", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{}), new(OpenTopic)), ErrMalformed},
 		{"open from a long node id", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{Topic: []byte("t"), Prev: make([]byte, MaxNodeIDLen+1)}), new(OpenTopic)), ErrTooLarge},
 		{"chunk status", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"), Status: 2}), new(RecordsChunk)), ErrMalformed},
+		{"producers out of order", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"), Producers: []Producer{{ID: 2}, {ID: 2}}}), new(RecordsChunk)), ErrMalformed},
+		{"producer without id", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"), Producers: []Producer{{}}}), new(RecordsChunk)), ErrMalformed},
+		{"answer at the floor", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"),
+			Producers: []Producer{{ID: 1, Floor: 3, Answers: []ProducerAnswer{{Seq: 3, Count: 1}}}}}), new(RecordsChunk)), ErrMalformed},
+		{"answer of no records", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"),
+			Producers: []Producer{{ID: 1, Answers: []ProducerAnswer{{Seq: 1}}}}}), new(RecordsChunk)), ErrMalformed},
 		{"pull without topic", DecodeRecordsPull(AppendRecordsPull(nil, &RecordsPull{}), new(RecordsPull)), ErrMalformed},
 		{"ack status", DecodeTopicAck(AppendTopicAck(nil, &TopicAck{Topic: []byte("t"), Status: 3}), new(TopicAck)), ErrMalformed},
 		{"granted topic without name", DecodeLeaseReply(AppendLeaseReply(nil, &LeaseReply{Grants: []LeaseGrant{{Listed: true, Topics: []TopicEpoch{{Epoch: 1}}}}}), new(LeaseReply)), ErrMalformed},
@@ -81,6 +91,17 @@ func TestPropertyPeerMessages(t *testing.T) {
 		m := &RecordsChunk{Topic: g.topic(), Status: HandoffStatus(g.r.IntN(2)), Next: g.u64(), End: g.u64()}
 		for range g.r.IntN(5) {
 			m.Records = append(m.Records, Record{Offset: g.u64(), Epoch: g.u64(), Value: g.bytes(0, 64)})
+		}
+		id := uint64(0)
+		for range g.r.IntN(4) {
+			id += 1 + uint64(g.r.IntN(1000))
+			p := Producer{ID: id, Floor: uint64(g.r.IntN(100)), Forgot: uint64(g.r.IntN(200)), Used: g.u64()}
+			seq := p.Floor
+			for range g.r.IntN(4) {
+				seq += 1 + uint64(g.r.IntN(5))
+				p.Answers = append(p.Answers, ProducerAnswer{Seq: seq, Epoch: g.u64(), Offset: g.u64(), Count: 1 + g.u32(MaxRecordsPerProduce-1)})
+			}
+			m.Producers = append(m.Producers, p)
 		}
 		return m
 	}, AppendRecordsChunk, DecodeRecordsChunk)
