@@ -19,7 +19,7 @@ import (
 // KindStatus), and the answer codes, "OK" first.
 const (
 	requestOps   = 16
-	requestCodes = int(wire.CodeInternal) + 2 // OK, each wire code, then any other
+	requestCodes = int(wire.CodeSessionExpired) + 2 // OK, each wire code, then any other
 )
 
 // latencyHists are the node's histograms.
