@@ -63,7 +63,8 @@ func chooseOwner(th uint64, live []Node) int {
 // command carries none, so it applies as a no-op even if the topic moved
 // before it commits) and a topic that is not active gets one chosen by
 // ChooseOwner among live. The command is checked against the current
-// state, so a request that would be rejected is refused before proposing.
+// state, so a request that would be rejected can be refused before
+// proposing: the error is Check's, returned with the command.
 func (s *State) PrepareAssign(topic []byte, owner string, partitions uint32, live []Node) (Command, error) {
 	c := Command{Op: OpAssign, Topic: topic, Owner: owner, Partitions: partitions}
 	if owner == "" {
@@ -71,10 +72,7 @@ func (s *State) PrepareAssign(topic []byte, owner string, partitions uint32, liv
 			c.Owner = ChooseOwner(topic, live)
 		}
 	}
-	if err := s.Check(&c); err != nil {
-		return Command{}, err
-	}
-	return c, nil
+	return c, s.Check(&c)
 }
 
 // PlanReassign builds the ReassignNode command that moves up to limit (at

@@ -453,6 +453,10 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 			return
 		}
 		topic = m.Topic
+		if hops == 0 && m.Session.IsZero() {
+			m.Session, done = n.ownSession(done)
+			payload = wire.AppendAssign(nil, &m)
+		}
 	case wire.KindRevoke:
 		var m wire.Revoke
 		if err := wire.DecodeRevoke(payload, &m); err != nil {
@@ -460,6 +464,10 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 			return
 		}
 		topic = m.Topic
+		if hops == 0 && m.Session.IsZero() {
+			m.Session, done = n.ownSession(done)
+			payload = wire.AppendRevoke(nil, &m)
+		}
 	case wire.KindUpdatePartition:
 		var m wire.UpdatePartition
 		if err := wire.DecodeUpdatePartition(payload, &m); err != nil {
@@ -467,6 +475,10 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 			return
 		}
 		topic = m.Topic
+		if hops == 0 && m.Session.IsZero() {
+			m.Session, done = n.ownSession(done)
+			payload = wire.AppendUpdatePartition(nil, &m)
+		}
 	case wire.KindLookup:
 		var m wire.Lookup
 		if err := wire.DecodeLookup(payload, &m); err != nil {
@@ -603,6 +615,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 	v := n.view.Load()
 	var cmd meta.Command
 	var perr error
+	var sess wire.Session
 	switch kind {
 	case wire.KindLookup:
 		var m wire.Lookup
@@ -641,6 +654,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 	case wire.KindAssign:
 		var m wire.Assign
 		_ = wire.DecodeAssign(payload, &m)
+		sess = m.Session
 		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
 			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner)))
 			return
@@ -658,13 +672,24 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 	case wire.KindRevoke:
 		var m wire.Revoke
 		_ = wire.DecodeRevoke(payload, &m)
+		sess = m.Session
 		cmd = meta.Command{Op: meta.OpRevoke, Topic: m.Topic}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	case wire.KindUpdatePartition:
 		var m wire.UpdatePartition
 		_ = wire.DecodeUpdatePartition(payload, &m)
+		sess = m.Session
 		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: m.Topic, Partitions: m.Partitions}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+	}
+	if !sess.IsZero() {
+		// A write of a session is proposed even if the state refuses it
+		// now: the refusal, applied, is its answer to every retry. Refused
+		// here, a copy of it still on its way (an earlier forward, a
+		// proposal of a deposed leader) could apply after the answer.
+		cmd.Session = meta.SessionRef{ID: sess.ID, Seq: sess.Seq, Floor: sess.Floor}
+		cmd.Clock = n.stamp(shard)
+		perr = nil
 	}
 	if perr != nil && !current {
 		// A refusal is an answer too: it must come from a state that holds
@@ -740,8 +765,10 @@ func metaError(err error) (wire.Kind, []byte) {
 	switch {
 	case errors.Is(err, meta.ErrUnknownTopic):
 		return errAnswer(wire.CodeNotFound, err.Error())
-	case errors.Is(err, meta.ErrNoOwner):
+	case errors.Is(err, meta.ErrNoOwner), errors.Is(err, meta.ErrTooManySessions):
 		return unavailable(err.Error())
+	case errors.Is(err, meta.ErrSessionStale):
+		return errAnswer(wire.CodeSessionExpired, err.Error())
 	default:
 		return errAnswer(wire.CodeBadRequest, err.Error())
 	}

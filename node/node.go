@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/shoalmq/shoal/internal/session"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -55,6 +56,8 @@ type Node struct {
 	store *shardstore.Store
 	rs    *raftio.Storage
 	sm    *stateMachine
+	// sessions: the node's own write session and its leader stamps.
+	sessions writeSessions
 
 	net  PeerNet // netio or a caller's network
 	rt   *raftio.Transport
@@ -284,17 +287,18 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.ID),
-		gen:     gen,
-		self:    RaftID(cfg.ID),
-		store:   store,
-		rs:      raftio.NewStorage(store, localShard),
-		leaders: router.NewLeaderTable(cfg.Shards),
-		led:     make([]atomic.Bool, cfg.Shards),
-		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
-		readyc:  make(chan struct{}),
-		reqSem:  make(chan struct{}, cfg.MaxRequests),
+		sessions: writeSessions{own: session.WithID(ownSessionID(seed, cfg.ID, gen))},
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.ID),
+		gen:      gen,
+		self:     RaftID(cfg.ID),
+		store:    store,
+		rs:       raftio.NewStorage(store, localShard),
+		leaders:  router.NewLeaderTable(cfg.Shards),
+		led:      make([]atomic.Bool, cfg.Shards),
+		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
+		readyc:   make(chan struct{}),
+		reqSem:   make(chan struct{}, cfg.MaxRequests),
 
 		catchingUp: make(map[uint64]time.Time),
 		pins:       make(map[uint64]*router.Placement),

@@ -33,6 +33,13 @@ func New() *Writer {
 		_, _ = rand.Read(b[:])
 		id = binary.LittleEndian.Uint64(b[:])
 	}
+	return WithID(id)
+}
+
+// WithID returns a session with the given ID (nonzero), for a writer that
+// must draw it from a seed. A session's ID must never be used again once
+// its writer is gone: its numbers would start again at 1.
+func WithID(id uint64) *Writer {
 	return &Writer{id: id, next: 1, low: 1, done: make(map[uint64]bool)}
 }
 

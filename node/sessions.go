@@ -1,0 +1,81 @@
+package node
+
+import (
+	"encoding/binary"
+	"github.com/zeebo/xxh3"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/internal/session"
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Writes are exactly-once by session (meta/session.go): a client's own,
+// or, for a client that names none, the node's, taken where the request
+// enters the cluster, so the node's own re-sends of it (a forward retried
+// at a new leader after the old one lost track of it) apply once.
+
+// writeSessions is a node's session for the writes of clients that name
+// none, and the stamps it puts on the writes it proposes as a leader.
+type writeSessions struct {
+	own *session.Writer
+
+	mu     sync.Mutex
+	stamps map[uint64]stampBase
+}
+
+// stampBase is where a shard leader's stamps start: the newest stamp its
+// state had applied when it took office in term, at its clock's at.
+type stampBase struct {
+	term, base uint64
+	at         time.Time
+}
+
+// ownSessionID draws the node's own session ID from its seed (the start
+// time, or the simulator's seed), its ID and its generation: a new one at
+// every start, since the sequence numbers start again.
+func ownSessionID(seed uint64, id string, gen uint64) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[0:], seed)
+	binary.LittleEndian.PutUint64(b[8:], gen)
+	return xxh3.HashSeed(append(b[:], id...), 0x5e55) | 1
+}
+
+// ownSession takes the next number of the node's own session for a write
+// that arrived without one; the returned done finishes it, then calls
+// done.
+func (n *Node) ownSession(done answerFunc) (wire.Session, answerFunc) {
+	w := n.sessions.own
+	seq := w.Begin()
+	return w.Stamp(seq), func(k wire.Kind, out []byte) {
+		w.Finish(seq)
+		done(k, out)
+	}
+}
+
+// stamp returns the stamp of a write this node proposes now on shard as
+// its leader: the newest stamp its state held when it took office, plus
+// the time since on its monotonic clock. Stamps so never run ahead of the
+// time that passed (a leader's term lost between offices only slows them),
+// and a clock set forward or back moves nothing.
+func (n *Node) stamp(shard uint64) uint64 {
+	term, _ := n.leadsAt(shard)
+	now := n.clock()
+	s := &n.sessions
+	s.mu.Lock()
+	b, ok := s.stamps[shard]
+	s.mu.Unlock()
+	if !ok || b.term != term {
+		var base uint64
+		_ = n.sm.with(shard, func(st *meta.State) { base = st.Clock() })
+		b = stampBase{term: term, base: base, at: now}
+		s.mu.Lock()
+		if s.stamps == nil {
+			s.stamps = make(map[uint64]stampBase)
+		}
+		s.stamps[shard] = b
+		s.mu.Unlock()
+	}
+	return b.base + uint64(max(now.Sub(b.at), 0))
+}
