@@ -648,5 +648,5 @@ func (s *State) checkInvariants() error {
 			return fmt.Errorf("meta: index gives %q %d topics, it owns %d", id, st.topics, owned[id])
 		}
 	}
-	return nil
+	return s.checkSessions()
 }
