@@ -177,7 +177,7 @@ type State struct {
 // New returns an empty shard state.
 func New() *State {
 	return &State{
-		topics: make(map[string]*record),
+		topics:   make(map[string]*record),
 		owners:   make(map[string]*ownerStat),
 		sessions: make(map[uint64]*session),
 		sorted:   true,
