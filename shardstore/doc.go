@@ -24,6 +24,8 @@
 //	0x02 len(1) topic offset(8)        topic record
 //	0x03 shard(8)                      tombstone of a deleted shard (term,
 //	                                   vote, applied index)
+//	0x04 len(1) topic id(8)            a producer session of the topic
+//	                                   (its answers to retried produces)
 //
 // The whole of a shard is the range [0x01 shard, 0x01 shard+1), so removing a
 // replica is one range deletion, written with its tombstone. The format version is not in the database:

@@ -25,4 +25,8 @@ var (
 	ErrInvalid = errors.New("shardstore: invalid argument")
 	// ErrOffsetOutOfRange: a topic read starts outside the retained records.
 	ErrOffsetOutOfRange = errors.New("shardstore: offset out of range")
+	// ErrProducerExpired: a retried produce of a producer session whose
+	// first answer is no longer kept (producers.go): it may have been
+	// appended, and is not appended again.
+	ErrProducerExpired = errors.New("shardstore: producer session expired")
 )

@@ -10,6 +10,8 @@ const (
 	prefixShard byte = 0x01
 	prefixTopic byte = 0x02
 	prefixTomb  byte = 0x03
+	// prefixProducer: a topic's producer sessions (producers.go).
+	prefixProducer byte = 0x04
 
 	kindState byte = 0x01
 	kindLog   byte = 0x02
@@ -124,6 +126,9 @@ func keyString(key []byte) string {
 			return fmt.Sprintf("topic %q offset %d", topic, binary.BigEndian.Uint64(rest))
 		}
 		return fmt.Sprintf("topic %q meta", topic)
+	}
+	if len(key) >= 2 && key[0] == prefixProducer && len(key) == 2+int(key[1])+8 {
+		return fmt.Sprintf("topic %q producer %x", key[2:2+int(key[1])], binary.BigEndian.Uint64(key[len(key)-8:]))
 	}
 	if len(key) == 9 && key[0] == prefixTomb {
 		return fmt.Sprintf("shard %d tombstone", binary.BigEndian.Uint64(key[1:]))

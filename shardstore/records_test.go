@@ -119,7 +119,7 @@ func TestPutRecordsKeepsOffsetsAndEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := []Record{{Offset: 0, Epoch: 1, Value: []byte("a")}, {Offset: 1 << 40, Epoch: 2, Value: []byte("b")}}
-	if err := s.PutRecords(topic, in); err != nil {
+	if err := s.PutRecords(topic, in, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, next := readAll(t, s, "moved", 0); got != "0@1:a 1099511627776@2:b " || next != 1<<40+1 {
@@ -128,7 +128,7 @@ func TestPutRecordsKeepsOffsetsAndEpochs(t *testing.T) {
 	if first, err := s.AppendRecords(topic, 3, 2<<40, [][]byte{[]byte("c")}, true); first != 2<<40 || err != nil {
 		t.Fatalf("append after put: %d, %v", first, err)
 	}
-	if err := s.PutRecords(topic, []Record{{Offset: 5}, {Offset: 5}}); !errors.Is(err, ErrInvalid) {
+	if err := s.PutRecords(topic, []Record{{Offset: 5}, {Offset: 5}}, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("records out of order: %v", err)
 	}
 }

@@ -20,6 +20,8 @@ import (
 // Offsets rise and are never handed out twice, but need not be dense: an
 // append may start above the high watermark (AppendRecords' atLeast), and
 // RemoveRecords leaves a gap. Reads skip gaps.
+//
+// Beside the log, the topic's producer sessions (producers.go).
 
 // topicLog is the in-memory position of one topic's record log.
 type topicLog struct {
@@ -27,6 +29,8 @@ type topicLog struct {
 	loaded bool
 	start  uint64 // first retained offset
 	next   uint64 // high watermark: the lowest offset the next record may get
+	// producers: the topic's producer sessions by ID (producers.go).
+	producers map[uint64]*wire.Producer
 }
 
 // appendTopicMeta encodes a topic's meta value; a zero floor is left out.
@@ -106,7 +110,7 @@ func (s *Store) loadTopic(topic []byte, t *topicLog) error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("shardstore: topic %q: %w", topic, err)
 	}
-	return nil
+	return s.loadProducers(topic, t)
 }
 
 // AppendRecords appends records written at epoch to topic's log and
@@ -115,25 +119,43 @@ func (s *Store) loadTopic(topic []byte, t *topicLog) error {
 // when it returns; appends of different topics share fsyncs through
 // Pebble's commit pipeline.
 func (s *Store) AppendRecords(topic []byte, epoch, atLeast uint64, records [][]byte, sync bool) (firstOffset uint64, err error) {
-	if len(records) == 0 || len(records) > wire.MaxRecordsPerProduce {
-		return 0, fmt.Errorf("shardstore: topic %q: %d records, want 1..%d: %w", topic, len(records), wire.MaxRecordsPerProduce, ErrInvalid)
-	}
-	for i, r := range records {
-		if len(r) > wire.MaxRecordLen {
-			return 0, fmt.Errorf("shardstore: topic %q: record %d of %d bytes over %d: %w", topic, i, len(r), wire.MaxRecordLen, ErrInvalid)
-		}
+	if err := checkRecords(topic, records); err != nil {
+		return 0, err
 	}
 	t, err := s.topicLocked(topic)
 	if err != nil {
 		return 0, err
 	}
 	defer t.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	first, err := s.appendLocked(b, t, topic, epoch, atLeast, records)
+	if err != nil {
+		return 0, err
+	}
+	return first, s.commitAppend(b, t, topic, first, len(records), sync)
+}
+
+// checkRecords checks the bounds of the records of one append.
+func checkRecords(topic []byte, records [][]byte) error {
+	if len(records) == 0 || len(records) > wire.MaxRecordsPerProduce {
+		return fmt.Errorf("shardstore: topic %q: %d records, want 1..%d: %w", topic, len(records), wire.MaxRecordsPerProduce, ErrInvalid)
+	}
+	for i, r := range records {
+		if len(r) > wire.MaxRecordLen {
+			return fmt.Errorf("shardstore: topic %q: record %d of %d bytes over %d: %w", topic, i, len(r), wire.MaxRecordLen, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// appendLocked writes records at epoch into b from the high watermark on
+// (or atLeast, if higher) and returns the first offset; t is locked.
+func (s *Store) appendLocked(b *pebble.Batch, t *topicLog, topic []byte, epoch, atLeast uint64, records [][]byte) (uint64, error) {
 	first := max(t.next, atLeast)
 	if first > math.MaxUint64-uint64(len(records)) {
 		return 0, fmt.Errorf("shardstore: topic %q: offset %d has no room for %d records: %w", topic, first, len(records), ErrInvalid)
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
 	key := make([]byte, 0, 2+len(topic)+8)
 	prefix := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), epoch)
 	for i, r := range records {
@@ -145,15 +167,21 @@ func (s *Store) AppendRecords(topic []byte, epoch, atLeast uint64, records [][]b
 			return 0, fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 		}
 	}
+	return first, nil
+}
+
+// commitAppend commits b, holding n records from first on, and moves the
+// high watermark past them; t is locked.
+func (s *Store) commitAppend(b *pebble.Batch, t *topicLog, topic []byte, first uint64, n int, sync bool) error {
 	wo := pebble.NoSync
 	if sync {
 		wo = pebble.Sync
 	}
 	if err := b.Commit(wo); err != nil {
-		return 0, fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
+		return fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 	}
-	t.next = first + uint64(len(records))
-	return first, nil
+	t.next = first + uint64(n)
+	return nil
 }
 
 // Record is one record of a topic's log, as PutRecords takes it.
@@ -166,8 +194,10 @@ type Record struct {
 // previous owner) at their own offsets and epochs, durably; the high
 // watermark rises past the last. Records below the first retained offset
 // are skipped, and records already there are overwritten with what
-// should be the same.
-func (s *Store) PutRecords(topic []byte, records []Record) error {
+// should be the same. The previous owner's producer sessions of the
+// topic, if given, are merged into this store's in the same batch
+// (producers.go).
+func (s *Store) PutRecords(topic []byte, records []Record, producers []wire.Producer) error {
 	for i, r := range records {
 		if len(r.Value) > wire.MaxRecordLen || r.Offset == math.MaxUint64 || (i > 0 && r.Offset <= records[i-1].Offset) {
 			return fmt.Errorf("shardstore: topic %q: record %d at offset %d out of order or too large: %w", topic, i, r.Offset, ErrInvalid)
@@ -197,17 +227,24 @@ func (s *Store) PutRecords(topic []byte, records []Record) error {
 		}
 		next = max(next, r.Offset+1)
 	}
+	ps := t.producers
+	if len(producers) > 0 {
+		if ps, err = putProducers(b, t, topic, producers); err != nil {
+			return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
+		}
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
 	}
-	t.next = next
+	t.next, t.producers = next, ps
 	return nil
 }
 
 // RemoveRecords removes the n records from offset first on (an append
 // whose acknowledgement was refused). The offsets are not handed out
 // again: when they were the last ones, the log's meta records the high
-// watermark as a floor, in the same synced batch.
+// watermark as a floor, in the same synced batch. A producer session's
+// answer of that append goes with them, so that a retry appends again.
 func (s *Store) RemoveRecords(topic []byte, first uint64, n int) error {
 	t, err := s.topicLocked(topic)
 	if err != nil {
@@ -223,11 +260,18 @@ func (s *Store) RemoveRecords(topic []byte, first uint64, n int) error {
 		b.DeleteRange(appendTopicKey(nil, topic, first), appendTopicKey(nil, topic, first+uint64(n)), nil),
 		b.Set(appendTopicPrefix(nil, topic), appendTopicMeta(nil, t.start, t.next), nil),
 	)
+	var p *wire.Producer
+	if err == nil {
+		p, err = unanswer(b, t, topic, first, n)
+	}
 	if err == nil {
 		err = b.Commit(pebble.Sync)
 	}
 	if err != nil {
 		return fmt.Errorf("shardstore: topic %q: remove: %w", topic, err)
+	}
+	if p != nil {
+		t.producers[p.ID] = p
 	}
 	return nil
 }
@@ -332,19 +376,25 @@ func (s *Store) TrimTopic(topic []byte, before uint64) error {
 	return nil
 }
 
-// DeleteTopic removes topic's log; a later append starts again at offset 0,
-// or at its atLeast.
+// DeleteTopic removes topic's log and producer sessions; a later append
+// starts again at offset 0, or at its atLeast.
 func (s *Store) DeleteTopic(topic []byte) error {
 	t, err := s.topicLocked(topic)
 	if err != nil {
 		return err
 	}
 	defer t.mu.Unlock()
-	p := appendTopicPrefix(nil, topic)
-	if err := s.db.DeleteRange(p, prefixEnd(p), pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	p, pp := appendTopicPrefix(nil, topic), appendProducerPrefix(nil, topic)
+	err = errors.Join(b.DeleteRange(p, prefixEnd(p), nil), b.DeleteRange(pp, prefixEnd(pp), nil))
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
 		return fmt.Errorf("shardstore: topic %q: delete: %w", topic, err)
 	}
-	t.start, t.next = 0, 0
+	t.start, t.next, t.producers = 0, 0, nil
 	return nil
 }
 
