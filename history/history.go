@@ -8,7 +8,11 @@
 //     began after another answer about the same topic had completed names
 //     an epoch at least as high;
 //   - no acknowledged assignment is lost: the final state of every topic
-//     is at or above the epoch of every acknowledged assign or revoke.
+//     is at or above the epoch of every acknowledged assign or revoke, and
+//     a topic seen gone after an acknowledged assign (its final state, or
+//     an answer saying it is not assigned) was revoked in between, by a
+//     revoke acknowledged at a higher epoch or one whose outcome is
+//     unknown, either begun before the topic was seen gone;
 //
 // The cluster tests, the process tests and the simulator record into it;
 // times are whatever clock the recorder uses (real or virtual), as long as
@@ -66,11 +70,23 @@ type Op struct {
 	Node   string
 	Offset uint64
 	Err    string
+	// Unknown: not acknowledged, and what it did is unknown: no answer
+	// came, or an error that does not say the request did nothing. It may
+	// have taken effect, or may yet, at any time after Start. A failed
+	// operation that is not Unknown was refused: it did nothing.
+	Unknown bool
+	// NotFound: the answer refused the request because the topic is not
+	// assigned (a lookup's, a revoke's or an update's).
+	NotFound bool
 }
 
 func (o *Op) String() string {
 	if !o.OK {
-		return fmt.Sprintf("%s %s %s failed (%s) [%s .. %s]", o.Client, o.Kind, o.Topic, o.Err, o.Start.Format("15:04:05.000000"), o.End.Format("15:04:05.000000"))
+		outcome := "refused"
+		if o.Unknown {
+			outcome = "outcome unknown"
+		}
+		return fmt.Sprintf("%s %s %s failed, %s (%s) [%s .. %s]", o.Client, o.Kind, o.Topic, outcome, o.Err, o.Start.Format("15:04:05.000000"), o.End.Format("15:04:05.000000"))
 	}
 	return fmt.Sprintf("%s %s %s at epoch %d by %s [%s .. %s]", o.Client, o.Kind, o.Topic, o.Epoch, o.Node, o.Start.Format("15:04:05.000000"), o.End.Format("15:04:05.000000"))
 }
@@ -97,10 +113,11 @@ func (r *Recorder) Ops() []Op {
 
 // Final is a topic's state at the end of a run, read with a linearizable
 // lookup once the faults stopped: its epoch, or Gone when it is not
-// assigned.
+// assigned; At is when the answer came (zero: after every operation).
 type Final struct {
 	Epoch uint64
 	Gone  bool
+	At    time.Time
 }
 
 // Violation is a broken promise, with the operations that show it.
@@ -123,15 +140,13 @@ func (v Violation) String() string {
 // topic in it. It returns every violation found (one per offending
 // operation), with the earlier operation that makes it one.
 func Check(ops []Op, final map[string]Final) []Violation {
-	byTopic := make(map[string][]Op)
-	unanswered := make(map[string][]Op) // revokes whose outcome is unknown
+	byTopic := make(map[string][]Op) // acknowledged
+	all := make(map[string][]Op)
 	for _, o := range ops {
-		switch {
-		case o.OK:
+		if o.OK {
 			byTopic[o.Topic] = append(byTopic[o.Topic], o)
-		case o.Kind == Revoke:
-			unanswered[o.Topic] = append(unanswered[o.Topic], o)
 		}
+		all[o.Topic] = append(all[o.Topic], o)
 	}
 	topics := make([]string, 0, len(byTopic))
 	for t := range byTopic {
@@ -142,7 +157,7 @@ func Check(ops []Op, final map[string]Final) []Violation {
 	for _, t := range topics {
 		out = append(out, checkTopic(byTopic[t])...)
 		if final != nil {
-			out = append(out, checkFinal(t, byTopic[t], unanswered[t], final)...)
+			out = append(out, checkFinal(t, all[t], final)...)
 		}
 	}
 	return out
@@ -181,34 +196,66 @@ func checkTopic(ops []Op) []Violation {
 	return out
 }
 
-// checkFinal checks that no acknowledged assign or revoke of topic is
-// above its final state; unanswered are its revokes with no answer.
-func checkFinal(topic string, ops, unanswered []Op, final map[string]Final) []Violation {
+// checkFinal checks that no acknowledged assign or revoke of topic was
+// lost; ops are every operation of topic, answered or not.
+func checkFinal(topic string, ops []Op, final map[string]Final) []Violation {
 	f, ok := final[topic]
 	var out []Violation
 	for _, o := range ops {
-		if o.Kind != Assign && o.Kind != Revoke {
+		if !o.OK || (o.Kind != Assign && o.Kind != Revoke) {
 			continue
 		}
 		switch {
 		case !ok:
 			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s has no final state", topic), Ops: []Op{o}})
-		case o.Kind == Assign && f.Gone && len(unanswered) == 0 && !revokedAfter(ops, o):
-			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s is gone, and no acknowledged revoke came after", topic), Ops: []Op{o}})
 		case !f.Gone && f.Epoch < o.Epoch:
 			out = append(out, Violation{Rule: fmt.Sprintf("assignment lost: %s ends at epoch %d, below an acknowledged %d", topic, f.Epoch, o.Epoch), Ops: []Op{o}})
+		case o.Kind == Assign:
+			if v, lost := goneUnrevoked(topic, o, ops, f); lost {
+				out = append(out, v)
+			}
 		}
 	}
 	return out
 }
 
-// revokedAfter reports whether an acknowledged revoke came after the
-// acknowledged assign a. (A revoke with no answer may have taken effect
-// at any time after it was sent: a raft entry in an old leader's log can
-// commit long after its client gave up, so checkFinal lets it explain a
-// gone topic too.)
-func revokedAfter(ops []Op, a Op) bool {
-	return slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == Revoke && o.Epoch > a.Epoch })
+// goneUnrevoked checks the acknowledged assign a against the first time
+// its topic was seen gone after it: an answer saying the topic is not
+// assigned, to a request begun after a completed, or else the final state.
+// A revoke explains that only if it could have taken effect after a and
+// before the topic was seen gone: one acknowledged at a higher epoch, or
+// one whose outcome is unknown (it may take effect at any time after it
+// was sent), begun before the answer that saw the topic gone. A revoke
+// refused (not found) did nothing, and explains nothing.
+func goneUnrevoked(topic string, a Op, ops []Op, f Final) (Violation, bool) {
+	var seen *Op // the answer that saw the topic gone first
+	for i := range ops {
+		o := &ops[i]
+		if o.NotFound && o.Start.After(a.End) && (seen == nil || o.End.Before(seen.End)) {
+			seen = o
+		}
+	}
+	var by time.Time // the revoke must have begun before this (zero: any time)
+	switch {
+	case seen != nil:
+		by = seen.End
+	case f.Gone:
+		by = f.At
+	default:
+		return Violation{}, false
+	}
+	for _, o := range ops {
+		if o.Kind != Revoke || !(o.OK && o.Epoch > a.Epoch || o.Unknown) {
+			continue
+		}
+		if by.IsZero() || o.Start.Before(by) {
+			return Violation{}, false
+		}
+	}
+	if seen != nil {
+		return Violation{Rule: fmt.Sprintf("assignment lost: %s was not found after an acknowledged assign at epoch %d, and no revoke begun before could have removed it", topic, a.Epoch), Ops: []Op{a, *seen}}, true
+	}
+	return Violation{Rule: fmt.Sprintf("assignment lost: %s is gone, and no revoke after the acknowledged assign at epoch %d could have removed it", topic, a.Epoch), Ops: []Op{a}}, true
 }
 
 // Summary counts a history's operations per kind and outcome, and the

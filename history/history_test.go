@@ -14,6 +14,16 @@ func op(kind Kind, topic string, start, end int, epoch uint64, node string) Op {
 	return Op{Client: "c", Kind: kind, Topic: topic, Start: at(start), End: at(end), OK: true, Epoch: epoch, Node: node}
 }
 
+// unknown is an operation that got no answer.
+func unknown(kind Kind, topic string, start, end int) Op {
+	return Op{Client: "c", Kind: kind, Topic: topic, Start: at(start), End: at(end), Err: "timed out", Unknown: true}
+}
+
+// notFound is an operation refused because topic is not assigned.
+func notFound(kind Kind, topic string, start, end int) Op {
+	return Op{Client: "c", Kind: kind, Topic: topic, Start: at(start), End: at(end), Err: "NotFound: not assigned", NotFound: true}
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -59,11 +69,58 @@ func TestCheck(t *testing.T) {
 		}, map[string]Final{"t": {Gone: true}}, nil},
 		{"a revoke with no answer may have taken effect", []Op{
 			op(Assign, "t", 20, 30, 4, "n1"),
-			{Client: "c", Kind: Revoke, Topic: "t", Start: at(0), End: at(10), Err: "timeout"},
+			unknown(Revoke, "t", 0, 10),
 		}, map[string]Final{"t": {Gone: true}}, nil},
 		{"a gone topic whose assign was never revoked is lost", []Op{
 			op(Assign, "t", 0, 10, 4, "n1"),
 		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"a refused revoke excuses nothing", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Revoke, "t", 20, 30),
+		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"a revoke refused for another reason excuses nothing", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			{Client: "c", Kind: Revoke, Topic: "t", Start: at(20), End: at(30), Err: "BadRequest: no"},
+		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"a revoke with no answer sent after the final read excuses nothing", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			unknown(Revoke, "t", 50, 60),
+		}, map[string]Final{"t": {Gone: true, At: at(40)}}, []string{"assignment lost"}},
+		{"a revoke with no answer sent after the topic was seen gone excuses nothing", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Lookup, "t", 20, 30),
+			unknown(Revoke, "t", 40, 50),
+		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"an acknowledged revoke begun after the topic was seen gone excuses nothing", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Lookup, "t", 20, 30),
+			op(Revoke, "t", 40, 50, 5, "n1"),
+		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"a topic seen gone is lost even if it comes back", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Revoke, "t", 20, 30),
+			op(Assign, "t", 40, 50, 6, "n1"),
+		}, map[string]Final{"t": {Epoch: 6}}, []string{"assignment lost"}},
+		{"a revoke with no answer sent before the topic was seen gone may have taken effect", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			unknown(Revoke, "t", 15, 18),
+			notFound(Lookup, "t", 20, 30),
+			op(Assign, "t", 40, 50, 6, "n1"),
+		}, map[string]Final{"t": {Epoch: 6}}, nil},
+		{"an acknowledged revoke racing the lookup that saw the topic gone", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Lookup, "t", 20, 30),
+			op(Revoke, "t", 25, 35, 5, "n1"),
+		}, map[string]Final{"t": {Gone: true}}, nil},
+		{"a revoke at a lower epoch came before the assign", []Op{
+			op(Revoke, "t", 0, 10, 3, "n1"),
+			op(Assign, "t", 20, 30, 4, "n1"),
+			notFound(Lookup, "t", 40, 50),
+		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"a not-found answer to a request begun before the assign completed", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Lookup, "t", 5, 15),
+		}, map[string]Final{"t": {Epoch: 4}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
