@@ -13,6 +13,9 @@
 //     an answer saying it is not assigned) was revoked in between, by a
 //     revoke acknowledged at a higher epoch or one whose outcome is
 //     unknown, either begun before the topic was seen gone;
+//   - the records (CheckRecords): no offset of a topic names two records,
+//     and an acknowledged record is there when its owner at that epoch is
+//     fetched from later.
 //
 // The cluster tests, the process tests and the simulator record into it;
 // times are whatever clock the recorder uses (real or virtual), as long as
@@ -64,7 +67,8 @@ type Op struct {
 	Topic      string
 	Start, End time.Time
 	// OK: the request was acknowledged. Epoch and Node are the answer's
-	// (for Revoke: the epoch the revocation committed at).
+	// (for Revoke: the epoch the revocation committed at; for Produce,
+	// Offset is the first record's offset).
 	OK     bool
 	Epoch  uint64
 	Node   string
@@ -78,6 +82,17 @@ type Op struct {
 	// NotFound: the answer refused the request because the topic is not
 	// assigned (a lookup's, a revoke's or an update's).
 	NotFound bool
+	// Records are an acknowledged produce's records, at their offsets and
+	// epoch, or those an acknowledged fetch returned; a fetch read every
+	// record of its node's log from From up to Next.
+	Records    []Record
+	From, Next uint64
+}
+
+// Record is one record of a topic's log.
+type Record struct {
+	Offset, Epoch uint64
+	Value         string
 }
 
 func (o *Op) String() string {
