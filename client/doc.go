@@ -55,6 +55,15 @@
 // ErrClosed, and context.DeadlineExceeded when the context ended the call;
 // errors.As gives the *wire.ErrorResponse with the node's hints.
 //
+// Assign, Revoke and UpdatePartitions are exactly-once across retries:
+// each call takes a sequence number in the client's session (a random ID
+// per Client) and every attempt carries it, so a shard that applied the
+// write answers a retry with the first answer, and a retry never applies
+// it again. A write is retried for RetryWindow (a minute) at most; the
+// cluster keeps its answer for five minutes after the session's last
+// write. wire.ErrSessionExpired means the answer is gone: the write may or
+// may not have been applied, and was not applied again.
+//
 // Produce is at-least-once across retries: an attempt that fails after the
 // owner appended its records (the connection broke before the answer) is
 // sent again.
