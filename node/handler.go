@@ -793,6 +793,16 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 // in between answers nothing its lease no longer covers. A produce refused
 // after its append removes its records again: nothing unacknowledged
 // stays behind to be fetched later.
+//
+// A produce that names a producer session (wire.Produce.Session) is
+// appended once: a retry of one appended before, here or at an earlier
+// owner whose records this node pulled, gets the first answer (its epoch
+// and offset) and appends nothing; one whose answer is no longer kept is
+// answered SessionExpired (shardstore/producers.go says when, and what
+// the bounds cannot tell apart). Two copies of one such produce take
+// turns on the topic's gate from the append to the answer: the second
+// sees the first's answer, or, if the first was refused and removed,
+// appends.
 func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
@@ -813,8 +823,30 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	if err != nil {
 		return errAnswer(wire.CodeInternal, err.Error())
 	}
-	off, err := n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
-	if err != nil {
+	var off uint64
+	if m.Session.IsZero() {
+		off, err = n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
+	} else {
+		g.once.Lock()
+		defer g.once.Unlock()
+		var a wire.ProducerAnswer
+		var dup bool
+		a, dup, err = n.store.AppendRecordsOnce(m.Topic, m.Epoch, base, m.Records, m.Session, true)
+		if err == nil && dup {
+			if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+				return n.notServed(m.Topic, t.Epoch, r)
+			}
+			return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset})
+		}
+		off = a.Offset
+	}
+	switch {
+	case errors.Is(err, shardstore.ErrProducerExpired):
+		return errAnswer(wire.CodeSessionExpired, fmt.Sprintf("producer session expired: produce %d of session %x to %q may have been appended, and is not appended again",
+			m.Session.Seq, m.Session.ID, m.Topic))
+	case errors.Is(err, shardstore.ErrInvalid) && !m.Session.IsZero():
+		return errAnswer(wire.CodeBadRequest, err.Error())
+	case err != nil:
 		return errAnswer(wire.CodeInternal, err.Error())
 	}
 	if hook := n.cfg.testHooks.afterAppend; hook != nil {

@@ -20,6 +20,10 @@ import (
 // values each) before it serves the topic: until then its produces and
 // fetches of the topic are answered Unavailable. The records keep their
 // offsets and epochs, and the new owner writes above them (offsets.go).
+// The chunk that ends the pull carries the topic's producer sessions,
+// merged into the new owner's in the batch of its records, so that a
+// produce retried at the new owner is answered with its first answer
+// rather than appended again (shardstore/producers.go).
 //
 // The previous owner answers only once it no longer serves the topic at
 // an epoch below the asker's (its Close came, or its lease on the topic
@@ -84,9 +88,7 @@ type handoffs struct {
 	seq     uint64
 	sem     chan struct{}
 	enabled bool // records are handed over (a started node, not driven)
-	// gates: topic → *sync.RWMutex, held for reading by a produce from
-	// its first lease check to its answer, and taken for writing by a
-	// pull's answer.
+	// gates: topic → *topicGate.
 	gates sync.Map
 	// leaving: while this node leaves, the topics it held (→ epoch) whose
 	// records no new owner has pulled to the end yet; left is closed when
@@ -102,13 +104,22 @@ func (h *handoffs) init() {
 	h.sem = make(chan struct{}, maxHandoffs)
 }
 
+// topicGate is a topic's produce gate: held for reading by a produce from
+// its first lease check to its answer, and taken for writing by a pull's
+// answer. once is held by a produce of a producer session from its append
+// to its answer, so that copies of one produce take turns.
+type topicGate struct {
+	sync.RWMutex
+	once sync.Mutex
+}
+
 // gate returns topic's produce gate.
-func (h *handoffs) gate(topic []byte) *sync.RWMutex {
+func (h *handoffs) gate(topic []byte) *topicGate {
 	if g, ok := h.gates.Load(string(topic)); ok {
-		return g.(*sync.RWMutex)
+		return g.(*topicGate)
 	}
-	g, _ := h.gates.LoadOrStore(string(topic), new(sync.RWMutex))
-	return g.(*sync.RWMutex)
+	g, _ := h.gates.LoadOrStore(string(topic), new(topicGate))
+	return g.(*topicGate)
 }
 
 // pending reports whether topic's records are still being pulled.
@@ -231,8 +242,8 @@ func (n *Node) pullRecords(topic string, epoch uint64, prev string, silent bool)
 		for i, r := range c.Records {
 			recs[i] = shardstore.Record{Offset: r.Offset, Epoch: r.Epoch, Value: r.Value}
 		}
-		if len(recs) > 0 {
-			if err := n.store.PutRecords([]byte(topic), recs); err != nil {
+		if len(recs) > 0 || len(c.Producers) > 0 {
+			if err := n.store.PutRecords([]byte(topic), recs, c.Producers); err != nil {
 				n.log.Error("node: handoff: store records", "topic", topic, "err", err)
 				n.sleep(wait)
 				continue
@@ -356,6 +367,12 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 			res.Next, res.End = next, max(hw, next)
 		}
 		if res.Next >= res.End {
+			// The last chunk: the topic's producer sessions go with it.
+			ps, err := n.store.Producers(m.Topic)
+			if err != nil {
+				return // the asker asks again
+			}
+			res.Producers = ps
 			n.handedOver(string(m.Topic), m.Epoch)
 		}
 	}
