@@ -21,10 +21,11 @@
 // byte; a failing seed prints the command that replays it (make sim
 // SEED=N) and the end of a readable trace.
 //
-// The checkers:
+// The checkers (each violation names the one that found it, Checker):
 //   - linearizability of each topic's assigns, revokes, updates and
 //     linearizable lookups (porcupine, against a model that allows the
-//     moves the cluster makes on its own);
+//     moves the cluster makes on its own); a search that runs out of its
+//     budget fails the seed too, as unchecked;
 //   - one owner at a time, where it happens: the writes each node
 //     acknowledged for a topic at one epoch span an interval of virtual
 //     time, and no two such intervals overlap or run against epoch order;

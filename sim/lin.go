@@ -229,7 +229,7 @@ func (l *linLog) check(timeout time.Duration) (bad []string, unknown []string) {
 		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		switch res {
 		case porcupine.Illegal:
-			bad = append(bad, fmt.Sprintf("linearizability: the assignments of %s are not linearizable\n%s", t, explain(ents, &info)))
+			bad = append(bad, fmt.Sprintf("the assignments of %s are not linearizable\n%s", t, explain(ents, &info)))
 		case porcupine.Unknown:
 			unknown = append(unknown, t)
 		}

@@ -32,11 +32,11 @@ func (w *World) noteMembership(observer *host, evs []swim.Event) {
 		switch {
 		case !ok || m.Generation > prev.gen:
 		case m.Generation < prev.gen:
-			w.violate(fmt.Sprintf("membership: %s went back from generation %d to %d of %s", observer.id, prev.gen, m.Generation, m.ID))
+			w.violate(fmt.Sprintf("%s went back from generation %d to %d of %s", observer.id, prev.gen, m.Generation, m.ID))
 		case prev.final && !final:
-			w.violate(fmt.Sprintf("membership: %s saw %s %s again in generation %d after it was dead", observer.id, m.ID, m.State, m.Generation))
+			w.violate(fmt.Sprintf("%s saw %s %s again in generation %d after it was dead", observer.id, m.ID, m.State, m.Generation))
 		case m.Incarnation < prev.inc:
-			w.violate(fmt.Sprintf("membership: %s saw the incarnation of %s fall from %d to %d", observer.id, m.ID, prev.inc, m.Incarnation))
+			w.violate(fmt.Sprintf("%s saw the incarnation of %s fall from %d to %d", observer.id, m.ID, prev.inc, m.Incarnation))
 		}
 		w.members[key] = memberSeen{gen: m.Generation, inc: m.Incarnation, final: final}
 	}
@@ -49,6 +49,6 @@ func (w *World) violate(v string) {
 		return
 	}
 	w.seen[v] = true
-	w.logf("VIOLATION %s", v)
+	w.logf("VIOLATION membership: %s", v)
 	w.early = append(w.early, v)
 }

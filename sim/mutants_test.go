@@ -51,7 +51,7 @@ func TestMutants(t *testing.T) {
 					t.Fatal(err)
 				}
 				if res.Failed() {
-					t.Logf("caught at seed %d (%v): %s", seed, time.Since(start).Round(time.Millisecond), firstLine(res.Violations[0]))
+					t.Logf("caught at seed %d (%v): %s", seed, time.Since(start).Round(time.Millisecond), firstLine(res.Violations[0].String()))
 					return
 				}
 			}

@@ -16,11 +16,40 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
+// Checker names the checker that reports a violation.
+type Checker string
+
+// The checkers (doc.go has what each checks).
+const (
+	// Linearizability: each topic's assigns, revokes, updates and
+	// linearizable lookups (lin.go).
+	Linearizability Checker = "linearizability"
+	// Unchecked: the linearizability search ran out of its budget on a
+	// topic, which is then not checked; the seed fails (linBudget).
+	Unchecked Checker = "linearizability-unchecked"
+	// Owners: one owner at a time, where it happens (owners.go).
+	Owners Checker = "owners"
+	// History: the clients' history (history.Check).
+	History Checker = "history"
+	// Membership: SWIM's promises (members.go).
+	Membership Checker = "membership"
+	// Liveness: the cluster settles once the faults stop, and never spins.
+	Liveness Checker = "liveness"
+)
+
+// Violation is one broken promise and the checker that found it.
+type Violation struct {
+	Checker Checker
+	Text    string
+}
+
+func (v Violation) String() string { return string(v.Checker) + ": " + v.Text }
+
 // Result is what a run found.
 type Result struct {
 	Seed uint64
 	// Violations lists every broken promise; empty when the run passed.
-	Violations []string
+	Violations []Violation
 	// Trace is the end of what happened (nodes booting and crashing,
 	// faults, acknowledged requests), for a failure's report.
 	Trace []string
@@ -34,6 +63,21 @@ type Result struct {
 
 // Failed reports whether a promise was broken.
 func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// add records checker c's violations.
+func (r *Result) add(c Checker, texts ...string) {
+	for _, t := range texts {
+		r.Violations = append(r.Violations, Violation{Checker: c, Text: t})
+	}
+}
+
+// linBudget is the wall time the linearizability search may take per
+// topic. A search that runs out of it fails the seed (Unchecked): a topic
+// whose history was not checked is not a pass. The budget is far above
+// what a search takes (at most 14 ms a topic over seeds 1 to 30), so that
+// only a history that makes the search explode runs it out, not a busy
+// machine; such a history is usually one a mutant broke.
+const linBudget = 10 * time.Second
 
 // Report is a failure's readable account: the violations, the command
 // that replays the run, and the trace's end.
@@ -72,7 +116,7 @@ func Run(cfg Config) (*Result, error) {
 	defer w.close()
 	res := &Result{Seed: cfg.Seed}
 	if !w.waitReady(60 * time.Second) {
-		res.Violations = append(res.Violations, "liveness: the cluster was not ready 60 s after its start")
+		res.add(Liveness, "the cluster was not ready 60 s after its start")
 		res.Trace = w.trace.Lines()
 		return res, nil
 	}
@@ -96,23 +140,23 @@ func Run(cfg Config) (*Result, error) {
 	// Let the requests in flight end.
 	w.runUntil(w.now.Add(opTimeout + time.Second))
 
-	res.Violations = append(res.Violations, w.early...)
+	res.add(Membership, w.early...)
 	if w.stuck != "" {
-		res.Violations = append(res.Violations, w.stuck)
+		res.add(Liveness, w.stuck)
 		res.Trace = w.trace.Lines()
 		return res, nil
 	}
-	res.Violations = append(res.Violations, w.checkLiveness()...)
+	res.add(Liveness, w.checkLiveness()...)
 	final := w.finalState()
 	ops := w.hist.Ops()
 	for _, v := range history.Check(ops, final) {
-		res.Violations = append(res.Violations, v.String())
+		res.add(History, v.String())
 	}
-	res.Violations = append(res.Violations, checkOwners(w.acks)...)
-	bad, unknown := w.lin.check(10 * time.Second)
-	res.Violations = append(res.Violations, bad...)
+	res.add(Owners, checkOwners(w.acks)...)
+	bad, unknown := w.lin.check(linBudget)
+	res.add(Linearizability, bad...)
 	for _, t := range unknown {
-		w.logf("linearizability of %s: checker timed out", t)
+		res.add(Unchecked, fmt.Sprintf("the search for a linearization of %s's %d operations ran out of its %v budget: the topic is not checked, so the seed fails", t, len(w.lin.byTopic[t]), linBudget))
 	}
 	res.Ops = len(ops)
 	for _, o := range ops {
@@ -474,7 +518,7 @@ func (w *World) checkLiveness() []string {
 	var out []string
 	for _, h := range w.hosts {
 		if !h.node.Status().Ready {
-			out = append(out, fmt.Sprintf("liveness: %s is not ready %v after the faults stopped", h.id, w.cfg.Calm))
+			out = append(out, fmt.Sprintf("%s is not ready %v after the faults stopped", h.id, w.cfg.Calm))
 		}
 	}
 	var leaders []string
@@ -482,12 +526,12 @@ func (w *World) checkLiveness() []string {
 		kind, p, ok := w.ask(h, wire.KindShards, nil)
 		var sl wire.ShardList
 		if !ok || kind != wire.KindShardList || wire.DecodeShardList(p, &sl) != nil {
-			out = append(out, fmt.Sprintf("liveness: %s does not list its shards", h.id))
+			out = append(out, fmt.Sprintf("%s does not list its shards", h.id))
 			continue
 		}
 		for _, si := range sl.Shards {
 			if len(si.Leader) == 0 {
-				out = append(out, fmt.Sprintf("liveness: %s knows no leader of shard %d", h.id, si.Shard))
+				out = append(out, fmt.Sprintf("%s knows no leader of shard %d", h.id, si.Shard))
 				break
 			}
 		}
@@ -499,7 +543,7 @@ func (w *World) checkLiveness() []string {
 		}
 		for i, si := range sl.Shards {
 			if i < len(leaders) && fmt.Sprintf("%s@%d", si.Leader, si.Term) != leaders[i] {
-				out = append(out, fmt.Sprintf("liveness: %s names %s@%d leader of shard %d, %s names %s", h.id, si.Leader, si.Term, si.Shard, w.hosts[0].id, leaders[i]))
+				out = append(out, fmt.Sprintf("%s names %s@%d leader of shard %d, %s names %s", h.id, si.Leader, si.Term, si.Shard, w.hosts[0].id, leaders[i]))
 				break
 			}
 		}
@@ -516,9 +560,9 @@ func (w *World) checkLiveness() []string {
 			if kind == wire.KindAssignment && wire.DecodeAssignment(p, &a) == nil {
 				want = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
 				if h := w.byID[string(a.Owner)]; h == nil || h.down {
-					out = append(out, fmt.Sprintf("liveness: %s is owned by %s, not a live node", topic, a.Owner))
+					out = append(out, fmt.Sprintf("%s is owned by %s, not a live node", topic, a.Owner))
 				} else if why := w.writable(h, topic, a.Epoch); why != "" {
-					out = append(out, fmt.Sprintf("liveness: %s is not writable at its owner %s: %s", topic, want, why))
+					out = append(out, fmt.Sprintf("%s is not writable at its owner %s: %s", topic, want, why))
 				}
 			} else {
 				want = "none"
@@ -533,7 +577,7 @@ func (w *World) checkLiveness() []string {
 				got = fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
 			}
 			if ok && want != "" && got != want {
-				out = append(out, fmt.Sprintf("liveness: %s answers %s for %s, the leader %s", h.id, got, topic, want))
+				out = append(out, fmt.Sprintf("%s answers %s for %s, the leader %s", h.id, got, topic, want))
 			}
 		}
 	}

@@ -214,7 +214,7 @@ func (w *World) runUntil(t time.Time) {
 			w.storm, w.stormAt = 0, e.at
 		}
 		if w.storm++; w.storm > w.maxEvents {
-			w.stuck = fmt.Sprintf("liveness: more than %d events in the virtual second from %.3fs: nodes spin", w.maxEvents, w.stormAt.Sub(epoch).Seconds())
+			w.stuck = fmt.Sprintf("more than %d events in the virtual second from %.3fs: nodes spin", w.maxEvents, w.stormAt.Sub(epoch).Seconds())
 			return
 		}
 		w.now = e.at

@@ -162,7 +162,10 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 		if err != nil {
 			o.Err = err.Error()
 		} else {
-			o.Violations, o.Ops = res.Violations, res.Ops
+			for _, v := range res.Violations {
+				o.Violations = append(o.Violations, v.String())
+			}
+			o.Ops = res.Ops
 		}
 		o.Wall = time.Since(start).Seconds()
 		if err := enc.Encode(&o); err != nil {
