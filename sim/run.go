@@ -496,13 +496,13 @@ func (w *World) finalState() map[string]history.Final {
 			if kind == wire.KindAssignment {
 				var a wire.Assignment
 				if wire.DecodeAssignment(p, &a) == nil {
-					out[topic] = history.Final{Epoch: a.Epoch}
+					out[topic] = history.Final{Epoch: a.Epoch, At: w.now}
 					break
 				}
 			}
 			var e wire.Error
 			if kind == wire.KindError && wire.DecodeError(p, &e) == nil && e.Code == wire.CodeNotFound {
-				out[topic] = history.Final{Gone: true}
+				out[topic] = history.Final{Gone: true, At: w.now}
 				break
 			}
 		}

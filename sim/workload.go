@@ -224,7 +224,7 @@ func (c *client) send(req *request, payload []byte) {
 	})
 	w.after(opTimeout, nil, func() {
 		if !req.done {
-			c.finish(req, history.Op{Err: "timed out"}, false)
+			c.finish(req, history.Op{Err: "timed out", Unknown: true}, false)
 		}
 	})
 }
@@ -245,6 +245,7 @@ func (c *client) answer(req *request, frame []byte) {
 		var e wire.Error
 		if wire.DecodeError(payload, &e) == nil {
 			op.Err = fmt.Sprintf("%v: %s", e.Code, e.Message)
+			op.NotFound = e.Code == wire.CodeNotFound
 			req.refused = e.Code == wire.CodeNotFound || e.Code == wire.CodeBadRequest
 			if e.Code == wire.CodeNotLeaderForTopic {
 				if len(e.NodeID) > 0 && e.Epoch > c.routes[req.topic].epoch {
@@ -344,6 +345,7 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 			kind = linUpdate
 		}
 		w.lin.add(req.topic, linOp{kind: kind, owner: req.owner, parts: req.parts, unknown: true}, req.start, w.now, false)
+		op.Unknown = true
 	}
 	// Plain lookups may lag (bounded staleness); they are not part of
 	// the ordered history.
