@@ -31,7 +31,16 @@
 //     time, and no two such intervals overlap or run against epoch order;
 //   - as the clients saw it (history.Check): no write acknowledged at an
 //     epoch after one at a higher epoch had completed, no answer going
-//     back in epoch, no acknowledged assignment lost;
+//     back in epoch, no acknowledged assignment lost (only a revoke
+//     acknowledged after it, or one whose outcome is unknown, begun
+//     before the topic was seen gone, explains a gone topic);
+//   - the records (history.CheckRecords): no offset of a topic names two
+//     records, and an acknowledged record is returned by every later
+//     fetch from its node at its epoch, and at a later epoch unless a
+//     revoke came between. A record missing from another node at a later
+//     epoch is a loss the README documents (no handoff: the nodes here
+//     are driven, and hand no records over at all), counted in
+//     Result.Records, not failed;
 //   - SWIM's promises as each node's membership reports them: dead is
 //     final within a generation, incarnations never fall;
 //   - liveness: once the faults stop, within Config.Calm, every node is

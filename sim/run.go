@@ -31,6 +31,8 @@ const (
 	Owners Checker = "owners"
 	// History: the clients' history (history.Check).
 	History Checker = "history"
+	// Records: the records produced and fetched (history.CheckRecords).
+	Records Checker = "records"
 	// Membership: SWIM's promises (members.go).
 	Membership Checker = "membership"
 	// Liveness: the cluster settles once the faults stop, and never spins.
@@ -50,6 +52,9 @@ type Result struct {
 	Seed uint64
 	// Violations lists every broken promise; empty when the run passed.
 	Violations []Violation
+	// Records counts the records the clients produced and fetched, and
+	// those lost in the ways the README documents (history.CheckRecords).
+	Records history.RecordStats
 	// Trace is the end of what happened (nodes booting and crashing,
 	// faults, acknowledged requests), for a failure's report.
 	Trace []string
@@ -87,6 +92,7 @@ func (r *Result) Report() string {
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
+	fmt.Fprintf(&b, "records: %v\n", r.Records)
 	fmt.Fprintf(&b, "replay: make sim SEED=%d\n", r.Seed)
 	fmt.Fprintf(&b, "trace (last %d lines):\n", len(r.Trace))
 	for _, l := range r.Trace {
@@ -158,6 +164,11 @@ func Run(cfg Config) (*Result, error) {
 	for _, t := range unknown {
 		res.add(Unchecked, fmt.Sprintf("the search for a linearization of %s's %d operations ran out of its %v budget: the topic is not checked, so the seed fails", t, len(w.lin.byTopic[t]), linBudget))
 	}
+	recs, _, stats := history.CheckRecords(ops)
+	for _, v := range recs {
+		res.add(Records, v.String())
+	}
+	res.Records = stats
 	res.Ops = len(ops)
 	for _, o := range ops {
 		if o.OK {

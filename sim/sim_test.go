@@ -39,7 +39,7 @@ func TestFaultySeeds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("seed %d: %d requests, %d acknowledged, %v virtual in %v", seed, res.Ops, res.Acked, res.Virtual, time.Since(start))
+		t.Logf("seed %d: %d requests, %d acknowledged, %v virtual in %v; %v", seed, res.Ops, res.Acked, res.Virtual, time.Since(start), res.Records)
 		if res.Failed() {
 			t.Fatal(res.Report())
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/shoalmq/shoal/history"
@@ -62,7 +63,8 @@ func (c *client) stickTo(h *host, topic string, epoch uint64) {
 	}
 	c.stuck = &stuckTo{to: h, topic: topic, epoch: epoch}
 	req := &request{topic: topic, start: c.w.now, kind: wire.KindProduce, epoch: epoch, to: h}
-	c.send(req, wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}}))
+	req.records = [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}
+	c.send(req, wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: epoch, Records: req.records}))
 }
 
 type request struct {
@@ -73,11 +75,12 @@ type request struct {
 	start time.Time
 	// owner is an assign's named owner; parts an assign's or update's
 	// partition count; lin a lookup's linearizable flag.
-	owner string
-	parts uint32
-	lin   bool
-	epoch uint64 // a produce's or fetch's epoch
-	done  bool
+	owner   string
+	parts   uint32
+	lin     bool
+	epoch   uint64   // a produce's or fetch's epoch
+	records [][]byte // a produce's records
+	done    bool
 	// refused: the answer was an error that says the request did nothing
 	// (not found, bad request); any other error leaves a change's outcome
 	// unknown.
@@ -150,7 +153,8 @@ func (c *client) step() {
 		req.kind = wire.KindProduce
 		r := c.routes[topic]
 		req.epoch = r.epoch
-		payload = wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: r.epoch, Records: [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}})
+		req.records = [][]byte{fmt.Appendf(nil, "%s-%d", c.id, c.nextID+1)}
+		payload = wire.AppendProduce(nil, &wire.Produce{Topic: []byte(topic), Epoch: r.epoch, Records: req.records})
 	default:
 		req.kind = wire.KindFetch
 		r := c.routes[topic]
@@ -303,12 +307,24 @@ func (c *client) answer(req *request, frame []byte) {
 			return
 		}
 		op.Epoch, op.Offset = a.Epoch, a.Offset
+		for i, v := range req.records {
+			op.Records = append(op.Records, history.Record{Offset: a.Offset + uint64(i), Epoch: a.Epoch, Value: string(v)})
+		}
 	case wire.KindFetchResult:
 		var r wire.FetchResult
 		if wire.DecodeFetchResult(payload, &r) != nil {
 			return
 		}
 		op.Epoch = r.Epoch
+		// It read its node's log from offset 0 (op.From) up to Next, and
+		// to the end when Next reached the high watermark.
+		op.Next = r.Next
+		if r.Next >= r.HighWatermark {
+			op.Next = math.MaxUint64
+		}
+		for _, rec := range r.Records {
+			op.Records = append(op.Records, history.Record{Offset: rec.Offset, Epoch: rec.Epoch, Value: string(rec.Value)})
+		}
 	default:
 		return
 	}

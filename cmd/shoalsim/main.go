@@ -8,8 +8,8 @@
 //	shoalsim -scale 300 -json        # the same as one JSON object per size
 //
 // A run of many seeds prints its progress every few seconds, then every
-// failing seed with the command that replays it; it exits 1 if any
-// failed. Each worker is a process of its own: a run replaces
+// failing seed with the command that replays it, and the records lost in
+// the ways the README documents; it exits 1 if any failed. Each worker is a process of its own: a run replaces
 // crypto/rand.Reader, so runs cannot share a process. Scale mode measures
 // one size at a time, each in a process of its own, and prints a table
 // (-seed, default 1, picks the run; -window and -bound set the steady
@@ -30,15 +30,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/sim"
 )
 
 type outcome struct {
-	Seed       uint64   `json:"seed"`
-	Violations []string `json:"violations,omitempty"`
-	Err        string   `json:"err,omitempty"`
-	Wall       float64  `json:"wall"`
-	Ops        int      `json:"ops"`
+	Seed       uint64              `json:"seed"`
+	Violations []string            `json:"violations,omitempty"`
+	Err        string              `json:"err,omitempty"`
+	Wall       float64             `json:"wall"`
+	Ops        int                 `json:"ops"`
+	Records    history.RecordStats `json:"records"`
 }
 
 func main() {
@@ -134,6 +136,7 @@ func replay(cfg sim.Config, seed uint64, traceLines int) error {
 	if !res.Failed() {
 		fmt.Printf("seed %d passed: %d requests (%d acknowledged), %v virtual in %v, history %s\n",
 			seed, res.Ops, res.Acked, res.Virtual, time.Since(start).Round(time.Millisecond), res.Digest)
+		fmt.Printf("records: %v\n", res.Records)
 		return nil
 	}
 	if traceLines > 0 && len(res.Trace) > traceLines {
@@ -165,7 +168,7 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 			for _, v := range res.Violations {
 				o.Violations = append(o.Violations, v.String())
 			}
-			o.Ops = res.Ops
+			o.Ops, o.Records = res.Ops, res.Records
 		}
 		o.Wall = time.Since(start).Seconds()
 		if err := enc.Encode(&o); err != nil {
@@ -237,6 +240,7 @@ func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
 	var done, failed, ops int
 	var wall float64
 	var failures []outcome
+	recs := history.RecordStats{Lost: make(map[history.LossKind]int)}
 	report := func() {
 		el := time.Since(start)
 		fmt.Printf("%d/%d seeds, %d failed, %.1f seeds/s, %.2f s per seed, %v elapsed\n",
@@ -247,6 +251,7 @@ func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
 		case o, ok := <-results:
 			if !ok {
 				report()
+				fmt.Printf("records: %v\n", recs)
 				for _, f := range failures {
 					fmt.Printf("seed %d failed: replay with: make sim SEED=%d\n", f.Seed, f.Seed)
 					if f.Err != "" {
@@ -270,6 +275,12 @@ func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
 			done++
 			wall += o.Wall
 			ops += o.Ops
+			recs.Acked += o.Records.Acked
+			recs.Read += o.Records.Read
+			recs.Found += o.Records.Found
+			for k, n := range o.Records.Lost {
+				recs.Lost[k] += n
+			}
 			if o.Err != "" || len(o.Violations) > 0 {
 				failed++
 				failures = append(failures, o)
