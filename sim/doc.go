@@ -58,7 +58,8 @@
 // which would not repeat (shardstore's crash tests cover partial losses).
 //
 // With the mutants build tag, internal/mutant switches on deliberate bugs
-// one at a time; TestMutants shows the checkers catch each.
+// one at a time; TestMutants shows that each is caught by the checker it
+// names (targets in mutants_test.go), not merely by some checker.
 //
 // Scale (scale.go) runs the same hosts as one cluster of hundreds or
 // thousands of nodes, on a quiet network with the production timing, and

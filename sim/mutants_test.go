@@ -4,6 +4,7 @@ package sim
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,12 +12,35 @@ import (
 )
 
 // catchWithin is how many seeds each mutant may survive; every mutant
-// must break a promise the checkers see within that many seeds (the
+// must break a promise its checker sees within that many seeds (the
 // README reports how many each took).
 const catchWithin = 10
 
+// targets names, for each mutant, the checker that must catch it: the one
+// that checks the promise the bug breaks. A violation another checker
+// reports does not count as a catch.
+var targets = map[mutant.Name]Checker{
+	// An owner that serves past its lease, or a new owner opened before
+	// the old one's lease ran out, acknowledges writes while another
+	// owner does.
+	mutant.LeaseExpiry:    Owners,
+	mutant.LeaseWait:      Owners,
+	mutant.GrantUnchecked: Owners,
+	mutant.EpochFloor:     Owners,
+	// A command refused at apply but acknowledged, or a read answered by
+	// a leader that was deposed, gives an answer no order of the
+	// operations explains.
+	mutant.ApplyError:      Linearizability,
+	mutant.ReadUnconfirmed: Linearizability,
+	// A dead member alive again in the same generation.
+	mutant.DeadFinal: Membership,
+	// A move answered before the old owner is fenced: the client that
+	// heard of the move sees the old owner acknowledge a write after it.
+	mutant.Settle: History,
+}
+
 // TestMutants switches on each deliberate bug in turn (build tag mutants)
-// and runs seeds until a checker catches it.
+// and runs seeds until the mutant's checker catches it.
 func TestMutants(t *testing.T) {
 	// A catch counts only at a seed the unmutated code passes.
 	clean := make(map[uint64]bool)
@@ -26,6 +50,10 @@ func TestMutants(t *testing.T) {
 	}
 	for _, m := range append(mutant.Caught, mutant.Hunted...) {
 		t.Run(string(m), func(t *testing.T) {
+			target, ok := targets[m]
+			if !ok {
+				t.Fatalf("mutant %s names no checker (targets)", m)
+			}
 			if hunted[m] && os.Getenv("SHOAL_SIM_HUNTED") == "" {
 				// Reported, never failed: kept out of make test's time.
 				t.Skipf("mutant %s is not yet required; SHOAL_SIM_HUNTED=1 (make sim-hunted) runs it", m)
@@ -50,18 +78,42 @@ func TestMutants(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.Failed() {
-					t.Logf("caught at seed %d (%v): %s", seed, time.Since(start).Round(time.Millisecond), firstLine(res.Violations[0].String()))
+				if v, ok := reportedBy(res, target); ok {
+					t.Logf("caught by %s at seed %d (%v; checkers reporting: %v): %s", target, seed, time.Since(start).Round(time.Millisecond), checkers(res), firstLine(v.Text))
 					return
+				}
+				if res.Failed() {
+					t.Logf("seed %d: missed by %s, reported by %v: %s", seed, target, checkers(res), firstLine(res.Violations[0].String()))
 				}
 			}
 			if hunted[m] {
-				t.Logf("mutant %s (not yet required) survived %d seeds", m, catchWithin)
+				t.Logf("mutant %s (not yet required) survived %s for %d seeds", m, target, catchWithin)
 				return
 			}
-			t.Fatalf("mutant %s survived %d seeds", m, catchWithin)
+			t.Fatalf("mutant %s survived %s for %d seeds", m, target, catchWithin)
 		})
 	}
+}
+
+// reportedBy returns the first violation checker c reported in res.
+func reportedBy(res *Result, c Checker) (Violation, bool) {
+	for _, v := range res.Violations {
+		if v.Checker == c {
+			return v, true
+		}
+	}
+	return Violation{}, false
+}
+
+// checkers lists the checkers that reported a violation in res.
+func checkers(res *Result) []Checker {
+	var out []Checker
+	for _, v := range res.Violations {
+		if !slices.Contains(out, v.Checker) {
+			out = append(out, v.Checker)
+		}
+	}
+	return out
 }
 
 func firstLine(s string) string {
