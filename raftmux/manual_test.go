@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftmuxtest"
 )
@@ -198,5 +200,113 @@ func TestConfChangeOfANewLeaderIsRefusedNotLost(t *testing.T) {
 	}
 	if !errors.Is(r.Err, raftmux.ErrDropped) {
 		t.Fatalf("conf change of a leader with an uncommitted tail: %v, want ErrDropped", r.Err)
+	}
+}
+
+// TestLearnerThatLostWhatItAcknowledgedIsFilled: replica ids are node ids,
+// so an ack a replica sent before its removal can reach the leader after
+// the node was added back as a learner, when that replica has been
+// destroyed meanwhile and is created again empty. The leader then counts
+// entries the new replica lacks: raft probes it no lower than that match,
+// and probes again at once after each rejection. The leader must fill the
+// learner with a snapshot instead of trading the same append and
+// rejection with it forever.
+func TestLearnerThatLostWhatItAcknowledgedIsFilled(t *testing.T) {
+	net := raftmuxtest.NewNetwork()
+	hosts, kvs, _ := manualHosts(t, net, func(uint64, raftmux.LeaderChange) {})
+	// settle steps every host until none has work left, and fails the
+	// test if they are still busy after many rounds: the hosts spin.
+	settle := func() {
+		t.Helper()
+		for range 1000 {
+			moved := false
+			for id := uint64(1); id <= 3; id++ {
+				moved = hosts[id].Step() || moved
+			}
+			if !moved {
+				return
+			}
+		}
+		t.Fatal("the hosts never settle: they spin")
+	}
+	tick := func(n int) {
+		t.Helper()
+		for range n {
+			for id := uint64(1); id <= 3; id++ {
+				hosts[id].Tick()
+			}
+			settle()
+		}
+	}
+	call := func(id uint64, op raftmux.Op) raftmux.Result {
+		t.Helper()
+		var res raftmux.Result
+		answered := false
+		hosts[id].Submit(op, func(r raftmux.Result) { res, answered = r, true })
+		settle()
+		if !answered {
+			t.Fatalf("op %d on host %d never answered", op.Kind, id)
+		}
+		return res
+	}
+	info := func(id uint64) (raftmux.Info, bool) {
+		infos, _ := call(id, raftmux.Op{Kind: raftmux.OpShards}).Value.([]raftmux.Info)
+		for _, in := range infos {
+			if in.Shard == 0 {
+				return in, true
+			}
+		}
+		return raftmux.Info{}, false
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if r := call(id, raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if r := call(1, raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for i := range 3 {
+		if r := call(1, raftmux.Op{Kind: raftmux.OpPropose, Shard: 0, Data: fmt.Appendf(nil, "k%d", i)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	tick(1)
+	in3, ok := info(3)
+	if !ok || in3.Applied == 0 {
+		t.Fatalf("host 3 has not applied the proposals: %+v", in3)
+	}
+	// What host 3 acknowledged last, at the leader's term: the ack that
+	// will arrive late.
+	stale := &raftmux.RaftBatch{Messages: []raftmux.ShardMessage{{Shard: 0, Msg: &raftpb.Message{
+		Type: raftpb.MsgAppResp, From: 3, To: 1, Term: in3.Term, Index: in3.Applied,
+	}}}}
+
+	// Host 3 is removed, hears nothing more and destroys its replica.
+	if r := call(1, raftmux.Op{Kind: raftmux.OpRemoveReplica, Shard: 0, Node: 3}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	tick(40)
+	if _, hosted := info(3); hosted {
+		t.Fatal("host 3 kept the replica it was removed from")
+	}
+	// It is added back while cut off; its old ack arrives.
+	net.SetFilter(func(from, to uint64) bool { return from != 3 && to != 3 })
+	if r := call(1, raftmux.Op{Kind: raftmux.OpAddLearner, Shard: 0, Node: 3}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	hosts[1].Deliver(3, stale)
+	settle()
+	net.Heal()
+	tick(40)
+	in1, _ := info(1)
+	in3, ok = info(3)
+	if !ok || in3.Applied != in1.Applied {
+		t.Fatalf("the learner was not filled: applied %d, leader %d", in3.Applied, in1.Applied)
+	}
+	for i := range 3 {
+		if _, ok := kvs[3].Store.Get(0, fmt.Appendf(nil, "k%d", i)); !ok {
+			t.Fatalf("the learner lacks k%d", i)
+		}
 	}
 }

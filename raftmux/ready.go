@@ -231,12 +231,16 @@ func (w *worker) maybeCompact(r *replica) {
 	if r.applied <= r.compacted+cfg.CompactionOverhead {
 		return
 	}
-	idx := r.applied - cfg.CompactionKeep
-	if err := cfg.Storage.Compact(r.shard, idx); err != nil {
-		cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
-	} else {
-		r.compacted = idx
+	w.compact(r, r.applied-cfg.CompactionKeep)
+}
+
+// compact discards r's log up to and including idx, which is applied.
+func (w *worker) compact(r *replica, idx uint64) {
+	if err := w.h.cfg.Storage.Compact(r.shard, idx); err != nil {
+		w.h.cfg.Logger.Warn("raftmux: compact", "shard", r.shard, "index", idx, "err", err)
+		return
 	}
+	r.compacted = idx
 }
 
 // applyItems applies the committed entries of items, in one batch

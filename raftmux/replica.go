@@ -504,6 +504,9 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 			w.h.refuse(refuseBeyondLog, shard, from, t)
 			return
 		}
+		if m.Reject && r.state == raft.StateLeader {
+			w.fillLostLog(r, from, m.RejectHint)
+		}
 	}
 	r.heardTick = w.tickCount
 	if from == r.suspect {
@@ -519,6 +522,34 @@ func (w *worker) handleMsg(shard, from uint64, m *raftpb.Message) {
 	}
 	_ = r.rn.Step(*m)
 	w.touch(r)
+}
+
+// fillLostLog answers a follower's rejection whose hint (where its log
+// ends, as far as it matches this leader's) lies below the follower's
+// match: the follower lost entries it acknowledged. A replica does when
+// it was destroyed after its removal and created again empty once its
+// node was added back, and an ack the earlier replica sent reached the
+// leader after the new progress was made (replica ids are node ids: raft
+// cannot tell the two replicas apart). raft never probes below match+1,
+// and probes again at once after each rejection: leader and follower
+// would trade the same append and rejection as fast as the network
+// carries them, and the follower would never catch up. Only a snapshot
+// fills it, and raft sends one when the entry it would probe at is
+// compacted: the log is compacted just past the match.
+func (w *worker) fillLostLog(r *replica, from, hint uint64) {
+	var match uint64
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == from {
+			match = pr.Match
+		}
+	})
+	if hint >= match || r.compacted > match || match >= r.applied {
+		// The follower holds what it acknowledged, or raft already
+		// sends it a snapshot, or the log cannot be compacted past
+		// the match yet (only applied entries are).
+		return
+	}
+	w.compact(r, match+1)
 }
 
 // clampCommit lowers a heartbeat's commit index to what r's log is known

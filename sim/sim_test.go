@@ -12,7 +12,11 @@ func testSeeds() []uint64 {
 	if raceEnabled || testing.Short() {
 		return []uint64{1, 2}
 	}
-	return []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+	return []uint64{1, 2, 3, 4, 5, 6, 7, 8,
+		// A shard's leader adds back a node it removed while an ack of
+		// the node's destroyed replica is still on its way to it.
+		2000816,
+	}
 }
 
 func TestQuietRun(t *testing.T) {
