@@ -286,12 +286,17 @@ func (c *Client) toServers(ctx context.Context, k call, req *request, leader str
 // NotLeaderForTopic answer invalidates the route and the next attempt
 // follows the answer's owner hint when it names a newer epoch, else a
 // linearizable lookup; an unreachable owner is looked up again too, since
-// its topics move when it is declared dead.
+// its topics move when it is declared dead. A write (a request with first
+// set) is not retried past RetryWindow from its first attempt.
 func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(router.Route) *request) error {
 	var last error
 	linear, waited := false, true
 	waits := 0
+	var first time.Time // of the write, once an attempt was built
 	for attempt := 0; attempt <= c.cfg.MaxRetries; attempt++ {
+		if attempt > 0 && !first.IsZero() && time.Since(first) > RetryWindow {
+			return k.stop(attempt, nil, fmt.Errorf("%w (retries end %v after the first attempt; the write may or may not have been applied)", last, RetryWindow))
+		}
 		// The first retry after a route change goes at once; later ones
 		// back off, since the cluster may still be moving the topic.
 		if attempt > 0 && waited {
@@ -304,7 +309,9 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		route, err := c.route(ctx, topic, linear)
 		switch {
 		case err == nil:
-			err = c.attempt(ctx, route.Addr, build(route))
+			req := build(route)
+			first = req.first
+			err = c.attempt(ctx, route.Addr, req)
 		case errors.Is(err, errNoOwnerAddr):
 			// The topic is between owners: ask again after a wait.
 		default:
@@ -541,9 +548,14 @@ func (c *Client) UpdatePartitions(ctx context.Context, topic string, partitions 
 
 // Produce appends records to topic at its owner and returns the offset of
 // the first (the others follow in order). The request carries the epoch of
-// the route it is sent on; records are appended once per successful call,
-// but a call that fails after the owner received it (a broken connection, a
-// timeout) may have appended them: retries are at-least-once.
+// the route it is sent on. Retries append once: the call takes a sequence
+// number in the client's session and every attempt carries it, so an
+// owner that appended the records (the answer was lost, the owner
+// restarted, or the topic moved on to an owner that took over its records)
+// answers a retry with the first answer: its epoch and offset, which may
+// be an earlier epoch than the route's. A call that fails may or may not
+// have appended them; it fails with wire.ErrSessionExpired when the owner
+// no longer keeps the first answer of a retry (see the package doc).
 func (c *Client) Produce(ctx context.Context, topic string, records [][]byte) (ProduceResult, error) {
 	if err := validateTopic(topic); err != nil {
 		return ProduceResult{}, err
@@ -563,10 +575,16 @@ func (c *Client) Produce(ctx context.Context, topic string, records [][]byte) (P
 	}
 	tb := []byte(topic)
 	var out ProduceResult
+	seq := c.sess.Begin()
+	defer c.sess.Finish(seq)
+	first := time.Now()
 	err := c.toOwner(ctx, call{op: "produce", subject: topic}, tb, func(r router.Route) *request {
 		m := wire.Produce{Topic: tb, Epoch: r.Epoch, Records: records}
-		return &request{kind: wire.KindProduce, expect: wire.KindProduceAck,
-			encode: func(b []byte) []byte { return wire.AppendProduce(b, &m) },
+		return &request{kind: wire.KindProduce, expect: wire.KindProduceAck, first: first,
+			encode: func(b []byte) []byte {
+				m.Session = c.sess.Stamp(seq)
+				return wire.AppendProduce(b, &m)
+			},
 			decode: func(b []byte) error {
 				var a wire.ProduceAck
 				if err := wire.DecodeProduceAck(b, &a); err != nil {

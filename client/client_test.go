@@ -444,6 +444,31 @@ func TestDroppedConnectionIsRedialled(t *testing.T) {
 	}
 }
 
+func TestARetriedProduceIsAppendedOnce(t *testing.T) {
+	cl, nodes := startCluster(t, 1)
+	cl.SetOwner("t", "n1")
+	c := newClient(t, client.Config{Servers: addrs(nodes...)})
+	ctx := ctxT(t)
+	if p, err := c.Produce(ctx, "t", [][]byte{[]byte("a")}); err != nil || p.Offset != 0 {
+		t.Fatalf("first produce: %+v, %v", p, err)
+	}
+	// The owner appends the next one, and its answer is lost twice: the
+	// retries carry the same session and number, and get the first answer.
+	nodes[0].Inject(wire.KindProduce, clienttest.Fault{Lose: true}, clienttest.Fault{Lose: true})
+	if p, err := c.Produce(ctx, "t", [][]byte{[]byte("b")}); err != nil || p.Offset != 1 {
+		t.Fatalf("retried produce: %+v, %v", p, err)
+	}
+	if got := cl.Records("t"); len(got) != 2 || string(got[1]) != "b" || nodes[0].Requests(wire.KindProduce) != 4 {
+		t.Fatalf("records %q after %d produce requests", got, nodes[0].Requests(wire.KindProduce))
+	}
+	// An owner that no longer keeps the first answer says so, and the
+	// client does not retry.
+	nodes[0].Inject(wire.KindProduce, clienttest.Fault{Err: wire.NewErrorResponse(wire.CodeSessionExpired, "producer session expired")})
+	if _, err := c.Produce(ctx, "t", [][]byte{[]byte("c")}); !errors.Is(err, wire.ErrSessionExpired) || nodes[0].Requests(wire.KindProduce) != 5 {
+		t.Fatalf("an expired session: %v after %d requests", err, nodes[0].Requests(wire.KindProduce))
+	}
+}
+
 func TestPipelinedCallersGetTheirOwnAnswers(t *testing.T) {
 	cl, nodes := startCluster(t, 1)
 	const callers, perCaller = 64, 8

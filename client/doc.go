@@ -64,7 +64,12 @@
 // write. wire.ErrSessionExpired means the answer is gone: the write may or
 // may not have been applied, and was not applied again.
 //
-// Produce is at-least-once across retries: an attempt that fails after the
-// owner appended its records (the connection broke before the answer) is
-// sent again.
+// Produce is exactly-once across retries too (an idempotent producer): its
+// attempts carry one sequence number, and the topic's owner answers a
+// retry of a produce it appended with the first answer. An owner keeps the
+// answers of at most wire.MaxProducers sessions per topic, the least
+// recently used dropped first: a retry that comes after its session was
+// dropped is appended again, and one whose answer alone was dropped (more
+// than wire.MaxProducerAnswers of the session's produces to the topic in
+// flight) fails with wire.ErrSessionExpired.
 package client

@@ -8,7 +8,9 @@
 // A fake node is not a Shoal node: there is no raft, no gossip and no
 // forwarding. Every node answers metadata requests from the shared table at
 // once, and the owner of a topic serves its data requests at the current
-// epoch only, answering NotLeaderForTopic otherwise, as a real owner does.
+// epoch only, answering NotLeaderForTopic otherwise, as a real owner does;
+// a Produce with a session is appended once, a retry of it answered with
+// the first answer, as a real owner does.
 package clienttest
 
 import (
@@ -64,6 +66,8 @@ type topicState struct {
 	partitions uint32
 	records    [][]byte
 	epochs     []uint64 // the epoch each record was written at
+	// produced: the answers of the produces with a session, by ID and Seq.
+	produced map[[2]uint64]wire.ProduceAck
 }
 
 // Fault is what a node does with one request instead of answering it.
@@ -72,6 +76,9 @@ type Fault struct {
 	Err *wire.ErrorResponse
 	// Drop closes the connection without answering.
 	Drop bool
+	// Lose handles the request, then closes the connection without
+	// answering: the answer was lost.
+	Lose bool
 	// Stall never answers (until the node closes).
 	Stall bool
 	// Delay waits before handling the request (or applying the fault).
@@ -457,7 +464,9 @@ func (s *session) handle(h wire.Header, payload []byte) {
 		}
 	}
 	defer finish()
+	lost := false
 	if f, ok := s.n.nextFault(h.Kind); ok {
+		lost = f.Lose
 		if f.Delay > 0 {
 			select {
 			case <-time.After(f.Delay):
@@ -485,6 +494,10 @@ func (s *session) handle(h wire.Header, payload []byte) {
 	}
 	kind, answer, err := s.n.answer(h.Kind, payload)
 	finish()
+	if lost {
+		_ = s.nc.Close()
+		return
+	}
 	if err != nil {
 		s.answerError(h.RequestID, wire.ErrorResponseOf(err))
 		return
@@ -565,12 +578,23 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 		if err != nil {
 			return 0, nil, err
 		}
-		first := uint64(len(t.records))
+		key := [2]uint64{m.Session.ID, m.Session.Seq}
+		if a, ok := t.produced[key]; ok && !m.Session.IsZero() {
+			return wire.KindProduceAck, wire.AppendProduceAck(nil, &a), nil
+		}
+		a := wire.ProduceAck{Topic: m.Topic, Epoch: t.epoch, Offset: uint64(len(t.records))}
 		for _, r := range m.Records {
 			t.records = append(t.records, slices.Clone(r))
 			t.epochs = append(t.epochs, t.epoch)
 		}
-		return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: t.epoch, Offset: first}), nil
+		if !m.Session.IsZero() {
+			if t.produced == nil {
+				t.produced = make(map[[2]uint64]wire.ProduceAck)
+			}
+			a.Topic = slices.Clone(m.Topic)
+			t.produced[key] = a
+		}
+		return wire.KindProduceAck, wire.AppendProduceAck(nil, &a), nil
 	case wire.KindFetch:
 		var m wire.Fetch
 		if err := wire.DecodeFetch(payload, &m); err != nil {
