@@ -235,8 +235,9 @@ func checkFinal(topic string, ops []Op, final map[string]Final) []Violation {
 }
 
 // goneUnrevoked checks the acknowledged assign a against the first time
-// its topic was seen gone after it: an answer saying the topic is not
-// assigned, to a request begun after a completed, or else the final state.
+// its topic was seen gone after it: an answer of the shard's leader (to a
+// linearizable lookup or a revoke) saying the topic is not assigned, to a
+// request begun after a completed, or else the final state.
 // A revoke explains that only if it could have taken effect after a and
 // before the topic was seen gone: one acknowledged at a higher epoch, or
 // one whose outcome is unknown (it may take effect at any time after it
@@ -246,7 +247,7 @@ func goneUnrevoked(topic string, a Op, ops []Op, f Final) (Violation, bool) {
 	var seen *Op // the answer that saw the topic gone first
 	for i := range ops {
 		o := &ops[i]
-		if o.NotFound && o.Start.After(a.End) && (seen == nil || o.End.Before(seen.End)) {
+		if o.NotFound && (o.Kind == Lookup || o.Kind == Revoke) && o.Start.After(a.End) && (seen == nil || o.End.Before(seen.End)) {
 			seen = o
 		}
 	}

@@ -117,6 +117,10 @@ func TestCheck(t *testing.T) {
 			op(Assign, "t", 20, 30, 4, "n1"),
 			notFound(Lookup, "t", 40, 50),
 		}, map[string]Final{"t": {Gone: true}}, []string{"assignment lost"}},
+		{"only a leader's answer shows the topic gone, not a data request's", []Op{
+			op(Assign, "t", 0, 10, 4, "n1"),
+			notFound(Fetch, "t", 20, 30),
+		}, map[string]Final{"t": {Epoch: 4}}, nil},
 		{"a not-found answer to a request begun before the assign completed", []Op{
 			op(Assign, "t", 0, 10, 4, "n1"),
 			notFound(Lookup, "t", 5, 15),
