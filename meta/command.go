@@ -106,7 +106,23 @@ type Command struct {
 	// is (zero: none); Clock is the leader's stamp on it (see SessionTTL).
 	Session SessionRef
 	Clock   uint64
+	// Refusal, on a session's Assign, is a refusal the leader decided from
+	// what is not in the state (the owner named is not a live member, or is
+	// drained): the command changes nothing and keeps the refusal as the
+	// write's answer, so no copy of the write applies after it.
+	Refusal Refusal
 }
+
+// Refusal is why a leader refused a session's write outside the state.
+type Refusal uint8
+
+// Values are part of the log format: never renumber.
+const (
+	RefuseNone         Refusal = 0
+	RefuseOwnerNotLive Refusal = 1
+	RefuseOwnerDrained Refusal = 2
+	refusalEnd         Refusal = 3
+)
 
 // takesSession reports whether commands of op may carry a session.
 func (o Op) takesSession() bool { return o == OpAssign || o == OpRevoke || o == OpUpdatePartition }
@@ -161,6 +177,9 @@ func (c *Command) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
+	if c.Refusal >= refusalEnd || (c.Refusal != RefuseNone && (c.Session.ID == 0 || c.Op != OpAssign)) {
+		return c.fail(fmt.Errorf("%w: refusal %d", ErrBadCommand, c.Refusal))
+	}
 	if s := c.Session; s.ID != 0 && (s.Seq == 0 || s.Floor >= s.Seq) {
 		return c.fail(fmt.Errorf("%w: session sequence %d with floor %d", ErrBadCommand, s.Seq, s.Floor))
 	}
@@ -193,7 +212,8 @@ func checkNodeID(id string) error {
 //	u8 version (3) · u8 op · fields of the op, in the order of the table on
 //	Command: byte strings as uvarint length + bytes, integers as uvarints,
 //	Moves as a uvarint count then (topic, owner, epoch) triples (version 1:
-//	(topic, owner) pairs), a Session as its ID, Seq, Floor and Clock.
+//	(topic, owner) pairs), a Session as its ID, Seq, Floor, Clock and a
+//	u8 Refusal.
 //	A command without a session is written as version 2, which has none.
 func AppendCommand(b []byte, c *Command) ([]byte, error) {
 	if err := c.Validate(); err != nil {
@@ -239,7 +259,8 @@ func appendSessionRef(b []byte, c *Command) []byte {
 	b = appendUvarint(b, c.Session.ID)
 	b = appendUvarint(b, c.Session.Seq)
 	b = appendUvarint(b, c.Session.Floor)
-	return appendUvarint(b, c.Clock)
+	b = appendUvarint(b, c.Clock)
+	return append(b, byte(c.Refusal))
 }
 
 func (r *reader) sessionRef(c *Command, version uint8) {
@@ -250,6 +271,7 @@ func (r *reader) sessionRef(c *Command, version uint8) {
 	c.Session.Seq = r.Uvarint()
 	c.Session.Floor = r.Uvarint()
 	c.Clock = r.Uvarint()
+	c.Refusal = Refusal(r.U8())
 	if r.Err() == nil && c.Session.ID == 0 {
 		r.Fail(fmt.Errorf("version %d without a session: %w", version, errDomain))
 	}

@@ -52,6 +52,10 @@ var (
 	// for room). It may or may not have been applied; it is not applied
 	// now.
 	ErrSessionStale = errors.New("meta: write's answer no longer kept (its session moved past it): it may or may not have been applied")
+	// ErrOwnerNotLive and ErrOwnerDrained: an Assign named an owner that
+	// its leader found not a live member, or drained (Command.Refusal).
+	ErrOwnerNotLive = errors.New("meta: owner is not a live member")
+	ErrOwnerDrained = errors.New("meta: owner is drained (shoalctl undrain lets it take topics again)")
 	// ErrTooManySessions: the shard holds MaxSessions live sessions and
 	// the write comes from a new one.
 	ErrTooManySessions = errors.New("meta: too many client sessions in the shard")
@@ -76,17 +80,23 @@ const (
 	errPartitionsConflict
 	errEpochExhausted
 	errOther
+	errOwnerNotLive
+	errOwnerDrained
 	errCodeEnd
 )
 
 var codeErrs = [...]error{errUnknownTopic: ErrUnknownTopic, errNoOwner: ErrNoOwner, errBadPartitions: ErrBadPartitions,
-	errPartitionsConflict: ErrPartitionsConflict, errEpochExhausted: ErrEpochExhausted, errOther: ErrBadCommand}
+	errPartitionsConflict: ErrPartitionsConflict, errEpochExhausted: ErrEpochExhausted, errOther: ErrBadCommand,
+	errOwnerNotLive: ErrOwnerNotLive, errOwnerDrained: ErrOwnerDrained}
 
 func codeOf(err error) errCode {
 	if err == nil {
 		return errNone
 	}
-	for c := errUnknownTopic; c < errOther; c++ {
+	for c := errUnknownTopic; c < errCodeEnd; c++ {
+		if c == errOther {
+			continue
+		}
 		if errors.Is(err, codeErrs[c]) {
 			return c
 		}
@@ -215,7 +225,15 @@ func (s *State) applySession(c *Command, res *Result, apply func() error) error 
 		return fmt.Errorf("meta: %s %q: sequence %d: %w", c.Op, c.Topic, ref.Seq, ErrSessionStale)
 	}
 	ss.raiseFloor(ref.Floor)
-	err := apply()
+	var err error
+	switch c.Refusal {
+	case RefuseOwnerNotLive:
+		err = fmt.Errorf("meta: %s %q: owner %q: %w", c.Op, c.Topic, c.Owner, ErrOwnerNotLive)
+	case RefuseOwnerDrained:
+		err = fmt.Errorf("meta: %s %q: owner %q: %w", c.Op, c.Topic, c.Owner, ErrOwnerDrained)
+	default:
+		err = apply()
+	}
 	a := answer{seq: ref.Seq, code: codeOf(err)}
 	if err == nil {
 		r := &res.Assignment

@@ -234,3 +234,28 @@ func TestSessionCommandEncoding(t *testing.T) {
 		t.Fatalf("version 3 without a session: %v", err)
 	}
 }
+
+// A refusal the leader decided outside the state (an owner not live) goes
+// through the log: a copy of the same write committed later, when the
+// owner is live, gets the refusal too.
+func TestSessionRefusalOutsideTheState(t *testing.T) {
+	s := New()
+	c := withSession(assign("t", "n9", 0), 7, 1, 0, time.Second)
+	c.Refusal = RefuseOwnerNotLive
+	if _, err := applyEnc(t, s, c); !errors.Is(err, ErrOwnerNotLive) {
+		t.Fatalf("refused assign: %v", err)
+	}
+	copyLater := withSession(assign("t", "n9", 0), 7, 1, 0, 2*time.Second)
+	res, err := applyEnc(t, s, copyLater)
+	if !errors.Is(err, ErrOwnerNotLive) || !res.Replayed {
+		t.Fatalf("a later copy: %+v %v", res, err)
+	}
+	if _, ok := s.Get([]byte("t")); ok {
+		t.Fatal("the refused write assigned the topic")
+	}
+	bad := assign("t", "n9", 0)
+	bad.Refusal = RefuseOwnerDrained
+	if _, err := AppendCommand(nil, &bad); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("a refusal without a session: %v", err)
+	}
+}

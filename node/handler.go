@@ -655,13 +655,21 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 		var m wire.Assign
 		_ = wire.DecodeAssign(payload, &m)
 		sess = m.Session
-		if len(m.Owner) > 0 && !v.alive(string(m.Owner)) {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is not a live member", m.Owner)))
+		var refusal meta.Refusal
+		switch {
+		case len(m.Owner) > 0 && !v.alive(string(m.Owner)):
+			refusal = meta.RefuseOwnerNotLive
+		case len(m.Owner) > 0 && v.drained[string(m.Owner)]:
+			refusal = meta.RefuseOwnerDrained
+		}
+		if refusal != meta.RefuseNone && sess.IsZero() {
+			done(metaError(refusalErr(refusal, m.Owner)))
 			return
 		}
-		if len(m.Owner) > 0 && v.drained[string(m.Owner)] {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("owner %q is drained (shoalctl undrain lets it take topics again)", m.Owner)))
-			return
+		if refusal != meta.RefuseNone {
+			// Through the log, as the write's answer (see below).
+			cmd = meta.Command{Op: meta.OpAssign, Topic: m.Topic, Owner: string(m.Owner), Partitions: m.Partitions, Refusal: refusal}
+			break
 		}
 		if err := n.sm.with(shard, func(st *meta.State) {
 			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
@@ -748,6 +756,14 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 	})
 }
 
+// refusalErr is the error of a refusal decided outside the state.
+func refusalErr(r meta.Refusal, owner []byte) error {
+	if r == meta.RefuseOwnerDrained {
+		return fmt.Errorf("owner %q: %w", owner, meta.ErrOwnerDrained)
+	}
+	return fmt.Errorf("owner %q: %w", owner, meta.ErrOwnerNotLive)
+}
+
 // leaderLookup answers a lookup from the leader's state.
 func (n *Node) leaderLookup(shard uint64, topic []byte) (wire.Kind, []byte) {
 	var a meta.Assignment
@@ -767,6 +783,8 @@ func metaError(err error) (wire.Kind, []byte) {
 		return errAnswer(wire.CodeNotFound, err.Error())
 	case errors.Is(err, meta.ErrNoOwner), errors.Is(err, meta.ErrTooManySessions):
 		return unavailable(err.Error())
+	case errors.Is(err, meta.ErrOwnerNotLive), errors.Is(err, meta.ErrOwnerDrained):
+		return errAnswer(wire.CodeBadRequest, err.Error())
 	case errors.Is(err, meta.ErrSessionStale):
 		return errAnswer(wire.CodeSessionExpired, err.Error())
 	default:
