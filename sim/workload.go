@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/shoalmq/shoal/internal/session"
 	"math"
 	"time"
 
@@ -37,6 +38,9 @@ type client struct {
 	cur *request
 	// stuck: where the side client writes (see World.side).
 	stuck *stuckTo
+	// sess numbers the client's writes, as the client library does: a
+	// retry, or a copy the network made, repeats the write's number.
+	sess *session.Writer
 }
 
 type stuckTo struct {
@@ -81,6 +85,11 @@ type request struct {
 	epoch   uint64   // a produce's or fetch's epoch
 	records [][]byte // a produce's records
 	done    bool
+	// seq is a write's number in the client's session; frame its last
+	// frame; retried whether it was sent again after a time-out.
+	seq     uint64
+	frame   []byte
+	retried bool
 	// refused: the answer was an error that says the request did nothing
 	// (not found, bad request); any other error leaves a change's outcome
 	// unknown.
@@ -97,7 +106,15 @@ func (cc clientConn) Write(frame []byte) error {
 	f := append([]byte(nil), frame...)
 	w := cc.c.w
 	w.noteAnswer(cc.req.to.id, cc.req.topic, f)
-	w.after(w.between(clientLag, clientLagX), nil, func() { cc.c.answer(cc.req, f) })
+	roll := w.rng.IntN(100)
+	if roll < clientLoss {
+		return nil // lost on its way back
+	}
+	lag := w.between(clientLag, clientLagX)
+	if roll < clientLoss+clientLate {
+		lag += w.between(0, clientLateMax)
+	}
+	w.after(lag, nil, func() { cc.c.answer(cc.req, f) })
 	return nil
 }
 func (clientConn) Role() wire.Role { return wire.RoleClient }
@@ -212,25 +229,109 @@ func (c *client) race(req *request) {
 	c.send(r, payload)
 }
 
-// send frames req and delivers it to req.to after the client's lag.
+// Faults on the clients' own frames, in percent: a request or an answer
+// lost (the client times out), a request duplicated (a copy arrives
+// later), a request or answer held back.
+const (
+	clientLoss     = 2
+	clientDup      = 3
+	clientLate     = 5
+	clientLateMax  = 400 * time.Millisecond
+	clientRetryLag = 50 * time.Millisecond
+)
+
+// send frames req and delivers it to req.to after the client's lag,
+// through the client faults. A write carries the client's session, so a
+// copy or a retry applies once.
 func (c *client) send(req *request, payload []byte) {
+	if c.sess == nil {
+		c.sess = session.WithID(c.w.rng.Uint64() | 1)
+	}
+	if isWrite(req.kind) {
+		req.seq = c.sess.Begin()
+		payload = stampSession(req.kind, payload, c.sess.Stamp(req.seq))
+	}
+	req.frame = payload
+	c.cur = req
+	c.transmit(req)
+}
+
+// transmit sends req's frame, under a new request id, to req.to, and
+// times it out.
+func (c *client) transmit(req *request) {
 	w := c.w
 	c.nextID++
 	req.id = c.nextID
 	f, start := wire.BeginFrame(nil, req.kind, req.id)
-	f = append(f, payload...)
+	f = append(f, req.frame...)
 	f, _ = wire.EndFrame(f, start)
-	c.cur = req
 	to := req.to
-	w.after(w.between(clientLag, clientLagX), to, func() {
+	deliver := func() {
 		to.node.DeliverFrame(clientConn{c: c, req: req}, f)
 		to.wake()
-	})
-	w.after(opTimeout, nil, func() {
-		if !req.done {
-			c.finish(req, history.Op{Err: "timed out", Unknown: true}, false)
+	}
+	if roll := w.rng.IntN(100); roll >= clientLoss {
+		lag := w.between(clientLag, clientLagX)
+		if roll < clientLoss+clientLate {
+			lag += w.between(0, clientLateMax)
 		}
+		w.after(lag, to, deliver)
+		if w.rng.IntN(100) < clientDup {
+			w.after(lag+w.between(0, clientLateMax), to, deliver)
+		}
+	}
+	id := req.id
+	w.after(opTimeout, nil, func() {
+		if req.done || req.id != id {
+			return
+		}
+		if req.seq != 0 && !req.retried && !w.stopped() {
+			// Sent again with the same number, as the client library
+			// does, to another node for a change.
+			req.retried = true
+			if req.kind != wire.KindProduce {
+				req.to = w.hosts[w.rng.IntN(len(w.hosts))]
+			}
+			w.after(clientRetryLag, nil, func() {
+				if !req.done {
+					c.transmit(req)
+				}
+			})
+			return
+		}
+		c.finish(req, history.Op{Err: "timed out", Unknown: true}, false)
 	})
+}
+
+func isWrite(k wire.Kind) bool {
+	return k == wire.KindAssign || k == wire.KindRevoke || k == wire.KindUpdatePartition || k == wire.KindProduce
+}
+
+// stampSession returns a write's payload with its session set.
+func stampSession(k wire.Kind, payload []byte, s wire.Session) []byte {
+	switch k {
+	case wire.KindAssign:
+		var m wire.Assign
+		_ = wire.DecodeAssign(payload, &m)
+		m.Session = s
+		return wire.AppendAssign(nil, &m)
+	case wire.KindRevoke:
+		var m wire.Revoke
+		_ = wire.DecodeRevoke(payload, &m)
+		m.Session = s
+		return wire.AppendRevoke(nil, &m)
+	case wire.KindUpdatePartition:
+		var m wire.UpdatePartition
+		_ = wire.DecodeUpdatePartition(payload, &m)
+		m.Session = s
+		return wire.AppendUpdatePartition(nil, &m)
+	case wire.KindProduce:
+		var m wire.Produce
+		_ = wire.DecodeProduce(payload, &m)
+		m.Session = s
+		return wire.AppendProduce(nil, &m)
+	}
+	return payload
 }
 
 // answer takes a node's answer to req.
@@ -334,6 +435,9 @@ func (c *client) answer(req *request, frame []byte) {
 // finish records req's outcome and schedules the next request.
 func (c *client) finish(req *request, op history.Op, ok bool) {
 	w := c.w
+	if req.seq != 0 && !req.done {
+		c.sess.Finish(req.seq)
+	}
 	req.done = true
 	c.cur = nil
 	op.Client, op.Topic, op.Start, op.End, op.OK = c.id, req.topic, req.start, w.now, ok
