@@ -233,11 +233,14 @@ func (c *client) race(req *request) {
 // lost (the client times out), a request duplicated (a copy arrives
 // later), a request or answer held back.
 const (
-	clientLoss     = 2
+	clientLoss     = 1
 	clientDup      = 3
-	clientLate     = 5
-	clientLateMax  = 400 * time.Millisecond
+	clientLate     = 3
+	clientLateMax  = 150 * time.Millisecond
 	clientRetryLag = 50 * time.Millisecond
+	// retryAfter: a write unanswered this long is sent again (once); a
+	// request unanswered for opTimeout in all counts as failed.
+	retryAfter = time.Second
 )
 
 // send frames req and delivers it to req.to after the client's lag,
@@ -281,7 +284,11 @@ func (c *client) transmit(req *request) {
 		}
 	}
 	id := req.id
-	w.after(opTimeout, nil, func() {
+	wait := opTimeout - w.now.Sub(req.start)
+	if req.seq != 0 && !req.retried {
+		wait = retryAfter
+	}
+	w.after(wait, nil, func() {
 		if req.done || req.id != id {
 			return
 		}
