@@ -2,14 +2,18 @@
 // many seeds, in parallel processes, or replays one seed with its report,
 // or measures what each node costs as the cluster grows (scale mode).
 //
-//	shoalsim -seeds 10000            # seeds 1..10000 on every core
+//	shoalsim -seeds 10000 -from 1    # seeds 1..10000 on every core
+//	shoalsim -seeds 300 -budget 3m   # from a random seed; none starts after 3 min
 //	shoalsim -seed 4711              # replay one: violations and trace
 //	shoalsim -scale 100,300,1000     # per-node cost against N (sim.Scale)
 //	shoalsim -scale 300 -json        # the same as one JSON object per size
 //
-// A run of many seeds prints its progress every few seconds, then every
-// failing seed with the command that replays it, and the records lost in
-// the ways the README documents; it exits 1 if any failed. Each worker is a process of its own: a run replaces
+// A run of many seeds prints the range it runs, its progress every few
+// seconds, then every failing seed with the command that replays it and
+// the records lost in the ways the README documents; it exits 1 if any
+// failed. With -budget it stops handing out seeds once that much wall
+// time has passed, lets those running finish, and prints the range it
+// ran. Each worker is a process of its own: a run replaces
 // crypto/rand.Reader, so runs cannot share a process. Scale mode measures
 // one size at a time, each in a process of its own, and prints a table
 // (-seed, default 1, picks the run; -window and -bound set the steady
@@ -23,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -54,7 +59,8 @@ func run() error {
 	var (
 		seed    = flag.Uint64("seed", 0, "replay this one seed and print its report")
 		seeds   = flag.Int("seeds", 0, "run this many seeds, from -from")
-		from    = flag.Uint64("from", 1, "first seed of -seeds")
+		from    = flag.Uint64("from", 0, "first seed of -seeds (0: a random one)")
+		budget  = flag.Duration("budget", 0, "stop handing out seeds of -seeds after this much wall time (0: none)")
 		jobs    = flag.Int("j", runtime.NumCPU(), "worker processes")
 		nodes   = flag.Int("nodes", 0, "nodes per cluster, 3 to 9 (default 5)")
 		shards  = flag.Uint("shards", 0, "metadata shards (default 64)")
@@ -114,7 +120,11 @@ func run() error {
 	case *seed != 0:
 		return replay(cfg, *seed, *trace)
 	case *seeds > 0:
-		failed, err := sweep(*from, *seeds, *jobs, *verbose)
+		first := *from
+		if first == 0 {
+			first = 1 + rand.Uint64N(1<<32)
+		}
+		failed, err := sweep(first, *seeds, *jobs, *budget, *verbose)
 		if err != nil {
 			return err
 		}
@@ -179,8 +189,15 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 }
 
 // sweep runs count seeds from first on jobs worker processes, handing each
-// the next seed as it finishes one.
-func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
+// the next seed as it finishes one; with a budget, it hands out no seed
+// once that much wall time has passed. The seeds it ran are always a range
+// from first on: it prints the range.
+func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (int, error) {
+	fmt.Printf("seeds %d..%d (replay one with make sim SEED=N, the range with make sim SEEDS=%d FROM=%d)\n",
+		first, first+uint64(count)-1, count, first)
+	if budget > 0 {
+		fmt.Printf("wall-time budget %v: no seed starts after it\n", budget)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -226,11 +243,19 @@ func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
 			_ = cmd.Wait()
 		}()
 	}
+	var over <-chan time.Time // stays nil without a budget
+	if budget > 0 {
+		over = time.After(budget)
+	}
 	go func() {
+		defer close(seeds)
 		for i := range uint64(count) {
-			seeds <- first + i
+			select {
+			case seeds <- first + i:
+			case <-over:
+				return
+			}
 		}
-		close(seeds)
 	}()
 	go func() { wg.Wait(); close(results) }()
 
@@ -251,6 +276,9 @@ func sweep(first uint64, count, jobs int, verbose bool) (int, error) {
 		case o, ok := <-results:
 			if !ok {
 				report()
+				if done < count {
+					fmt.Printf("the budget of %v ended the sweep: ran seeds %d..%d, %d of %d\n", budget, first, first+uint64(done)-1, done, count)
+				}
 				fmt.Printf("records: %v\n", recs)
 				for _, f := range failures {
 					fmt.Printf("seed %d failed: replay with: make sim SEED=%d\n", f.Seed, f.Seed)
