@@ -10,7 +10,10 @@
 // clock rate (within 80% of the drift bound the leases allow for); and
 // the workload: assign, revoke, update of partition counts, plain and
 // linearizable lookups, produce and fetch, sent as Shoal's client frames
-// to any node, some of the changes with a conflicting one racing them
+// to any node with the client library's sessions on writes, through
+// faults of their own (a request or answer lost or held back, a request
+// duplicated, a timed-out write sent again with its number), some of the
+// changes with a conflicting one racing them
 // (both pass the leader's check; the state machine must refuse the one
 // applied second). Faults aim too: a topic's owner is cut off (or only deaf)
 // while a producer on its side keeps writing to it at its epoch and the
