@@ -68,6 +68,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	}
 	n.driven = true
 	n.started = true
+	n.ho.enabled = true
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
 	if meta := n.ownMeta(); meta != nil {

@@ -53,8 +53,7 @@ import (
 // node did not copy stay in that owner's log only (README, "Records
 // across ownership moves").
 //
-// A pull is not resumed after a restart of the new owner. Nodes driven by
-// a caller (NewDriven) do not hand records over.
+// A pull is not resumed after a restart of the new owner.
 //
 // A produce gate is kept for every topic this node was asked to write to
 // (a lock and the topic's name), as the store keeps each topic's bounds.
@@ -81,13 +80,14 @@ const silentPullWait = 0.5
 // handoffs is the state of the record pulls of this node.
 type handoffs struct {
 	mu      sync.Mutex
-	active  map[string]uint64                  // topic → epoch whose records are being pulled
-	waiting map[uint64]chan *wire.RecordsChunk // request id → the pull's answer
-	from    map[uint64]string                  // request id → node asked
-	n       atomic.Int32                       // len(active), read without the lock
+	active  map[string]uint64 // topic → epoch whose records are being pulled
+	waiting map[uint64]*pull  // request id → the pull waiting for its answer
+	from    map[uint64]string // request id → node asked
+	n       atomic.Int32      // len(active), read without the lock
 	seq     uint64
-	sem     chan struct{}
-	enabled bool // records are handed over (a started node, not driven)
+	running int     // pulls started and not finished, at most maxHandoffs
+	queue   []*pull // pulls waiting for one of those to finish
+	enabled bool    // records are handed over (a started or driven node)
 	// gates: topic → *topicGate.
 	gates sync.Map
 	// leaving: while this node leaves, the topics it held (→ epoch) whose
@@ -99,9 +99,8 @@ type handoffs struct {
 
 func (h *handoffs) init() {
 	h.active = make(map[string]uint64)
-	h.waiting = make(map[uint64]chan *wire.RecordsChunk)
+	h.waiting = make(map[uint64]*pull)
 	h.from = make(map[uint64]string)
-	h.sem = make(chan struct{}, maxHandoffs)
 }
 
 // topicGate is a topic's produce gate: held for reading by a produce from
@@ -135,7 +134,7 @@ func (h *handoffs) pending(topic []byte) bool {
 
 // mark marks topic's records at epoch as being pulled, before the topic is
 // held at epoch; it reports false on a node that does not hand records
-// over (driven, or not started).
+// over (not started).
 func (h *handoffs) mark(topic string, epoch uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -162,99 +161,209 @@ func (h *handoffs) unmark(topic string, epoch uint64) {
 // beginHandoff starts the pull of topic's records at epoch from prev,
 // which mark announced; silent: the leader takes prev for unable to answer
 // (OpenTopic.PrevSilent). The caller holds ownWrite.
+//
+// A pull is a small state machine driven by events, the same on a started
+// node and on a driven one: each step sends one RecordsPull and arms a
+// timer; the chunk that answers it, or the timer, takes the next step
+// (on a goroutine of its own on a started node, at once on a driven one:
+// Node.spawn). At most maxHandoffs pulls run at once; more wait in line.
 func (n *Node) beginHandoff(topic string, epoch uint64, prev string, silent bool) {
-	h := &n.ho
 	n.counters.handoffsStarted.Add(1)
 	if silent {
 		n.counters.handoffsSilent.Add(1)
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		complete := n.pullRecords(topic, epoch, prev, silent)
-		h.unmark(topic, epoch)
-		if !complete {
-			n.counters.handoffsCut.Add(1)
-		}
-	}()
+	p := &pull{n: n, topic: topic, epoch: epoch, prev: prev, silent: silent}
+	h := &n.ho
+	h.mu.Lock()
+	if h.running >= maxHandoffs {
+		h.queue = append(h.queue, p)
+		h.mu.Unlock()
+		return
+	}
+	h.running++
+	h.mu.Unlock()
+	n.spawn(p.start)
 }
 
-// pullRecords pulls prev's records of topic for epoch; it reports whether
-// it got all of them. silent: the leader takes prev for unable to answer,
-// so it gets one short pull, or none while SWIM here does not count it
-// alive.
-func (n *Node) pullRecords(topic string, epoch uint64, prev string, silent bool) bool {
-	if silent {
-		if m, ok := n.view.Load().byID[prev]; !ok || m.State != swim.StateAlive {
-			n.log.Warn("node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", topic, "from", prev)
-			return false
+// pull is one topic's record pull from its previous owner. Its steps run
+// one at a time: each is started by the one event (an answer, a timer)
+// that the step before armed.
+type pull struct {
+	n           *Node
+	topic, prev string
+	epoch       uint64
+	silent      bool
+	chunk       uint32
+	deadline    time.Time
+	wait        time.Duration
+	giveUp      int
+	from        uint64
+	unanswered  int
+	finished    bool
+}
+
+// start checks that prev may answer and takes the first step. A silent
+// previous owner gets one short pull, or none while SWIM here does not
+// count it alive.
+func (p *pull) start() {
+	n := p.n
+	if p.silent {
+		if m, ok := n.view.Load().byID[p.prev]; !ok || m.State != swim.StateAlive {
+			n.log.Warn("node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", p.topic, "from", p.prev)
+			p.finish(false)
+			return
 		}
 	}
-	select {
-	case n.ho.sem <- struct{}{}:
-		defer func() { <-n.ho.sem }()
-	case <-n.ctx.Done():
-		return false
-	}
-	chunk := uint32(maxHandoffChunkBytes)
+	p.chunk = uint32(maxHandoffChunkBytes)
 	if c := n.cfg.testHooks.handoffChunkBytes; c != 0 {
-		chunk = c
+		p.chunk = c
 	}
-	deadline := n.clock().Add(n.cfg.HandoffTimeout)
-	wait, giveUp := n.cfg.LeaseRenewInterval, maxUnanswered
-	if silent {
-		wait, giveUp = time.Duration(silentPullWait*float64(wait)), 1
+	p.deadline = n.clock().Add(n.cfg.HandoffTimeout)
+	p.wait, p.giveUp = n.cfg.LeaseRenewInterval, maxUnanswered
+	if p.silent {
+		p.wait, p.giveUp = time.Duration(silentPullWait*float64(p.wait)), 1
 	}
-	var from uint64
-	unanswered := 0
-	for {
-		if n.ctx.Err() != nil {
-			return false
-		}
-		if t, ok := n.holding(topic); !ok || t != epoch {
-			return false
-		}
-		if v := n.view.Load(); (v.dead[prev] && v.byID[prev].State != swim.StateLeft) || unanswered >= giveUp {
-			n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", topic, "from", prev, "at", from)
-			return false
-		}
-		if !n.clock().Before(deadline) {
-			n.log.Warn("node: handoff timed out; serving what was copied", "topic", topic, "from", prev, "at", from)
-			return false
-		}
-		c, err := n.askRecords(prev, &wire.RecordsPull{Topic: []byte(topic), Epoch: epoch, From: from, MaxBytes: chunk}, wait)
-		if err != nil {
-			unanswered++
-			if unanswered < giveUp {
-				n.sleep(wait / 2)
-			}
-			continue
-		}
-		if unanswered = 0; silent {
-			// It answered: it can, after all; pull as from any owner.
-			silent, wait, giveUp = false, n.cfg.LeaseRenewInterval, maxUnanswered
-		}
-		if c.Status == wire.HandoffNotClosed {
-			n.sleep(wait / 2)
-			continue
-		}
-		recs := make([]shardstore.Record, len(c.Records))
-		for i, r := range c.Records {
-			recs[i] = shardstore.Record{Offset: r.Offset, Epoch: r.Epoch, Value: r.Value}
-		}
-		if len(recs) > 0 || len(c.Producers) > 0 {
-			if err := n.store.PutRecords([]byte(topic), recs, c.Producers); err != nil {
-				n.log.Error("node: handoff: store records", "topic", topic, "err", err)
-				n.sleep(wait)
-				continue
-			}
-			n.counters.handoffRecords.Add(uint64(len(recs)))
-		}
-		if c.Next >= c.End || (len(recs) == 0 && c.Next <= from) {
-			return true
-		}
-		from = c.Next
+	p.step()
+}
+
+// step asks prev for the next chunk, unless the pull is over.
+func (p *pull) step() {
+	n := p.n
+	if n.ctx.Err() != nil || !p.stillHeld() {
+		p.finish(false)
+		return
 	}
+	if v := n.view.Load(); (v.dead[p.prev] && v.byID[p.prev].State != swim.StateLeft) || p.unanswered >= p.giveUp {
+		n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+		p.finish(false)
+		return
+	}
+	if !n.clock().Before(p.deadline) {
+		n.log.Warn("node: handoff timed out; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+		p.finish(false)
+		return
+	}
+	h := &n.ho
+	h.mu.Lock()
+	h.seq++
+	id := h.seq
+	h.waiting[id] = p
+	h.from[id] = p.prev
+	h.mu.Unlock()
+	f, start := wire.BeginFrame(nil, wire.KindRecordsPull, id)
+	f = wire.AppendRecordsPull(f, &wire.RecordsPull{Topic: []byte(p.topic), Epoch: p.epoch, From: p.from, MaxBytes: p.chunk})
+	f, err := wire.EndFrame(f, start)
+	if err == nil {
+		err = n.net.Send(p.prev, f)
+	}
+	if err != nil {
+		if h.take(id) != nil {
+			p.unanswered++
+			p.later(p.wait / 2)
+		}
+		return
+	}
+	// The answer and this timer race for the pull (take): a timer that
+	// loses does nothing.
+	n.after(p.wait, func() {
+		if h.take(id) != nil {
+			n.spawn(p.timedOut)
+		}
+	})
+}
+
+func (p *pull) stillHeld() bool {
+	t, ok := p.n.holding(p.topic)
+	return ok && t == p.epoch
+}
+
+// timedOut: the RecordsPull in flight got no answer in time.
+func (p *pull) timedOut() {
+	p.unanswered++
+	if p.unanswered < p.giveUp {
+		p.later(p.wait / 2)
+		return
+	}
+	p.step()
+}
+
+// later takes the next step after d.
+func (p *pull) later(d time.Duration) {
+	p.n.after(d, func() { p.n.spawn(p.step) })
+}
+
+// answered takes prev's chunk c.
+func (p *pull) answered(c *wire.RecordsChunk) {
+	n := p.n
+	if p.unanswered = 0; p.silent {
+		// It answered: it can, after all; pull as from any owner.
+		p.silent, p.wait, p.giveUp = false, n.cfg.LeaseRenewInterval, maxUnanswered
+	}
+	if c.Status == wire.HandoffNotClosed {
+		p.later(p.wait / 2)
+		return
+	}
+	if !p.stillHeld() {
+		p.finish(false)
+		return
+	}
+	recs := make([]shardstore.Record, len(c.Records))
+	for i, r := range c.Records {
+		recs[i] = shardstore.Record{Offset: r.Offset, Epoch: r.Epoch, Value: r.Value}
+	}
+	if len(recs) > 0 || len(c.Producers) > 0 {
+		if err := n.store.PutRecords([]byte(p.topic), recs, c.Producers); err != nil {
+			n.log.Error("node: handoff: store records", "topic", p.topic, "err", err)
+			p.later(p.wait)
+			return
+		}
+		n.counters.handoffRecords.Add(uint64(len(recs)))
+	}
+	if c.Next >= c.End || (len(recs) == 0 && c.Next <= p.from) {
+		p.finish(true)
+		return
+	}
+	p.from = c.Next
+	p.step()
+}
+
+// finish ends the pull (complete: every record came over) and starts the
+// next one waiting in line.
+func (p *pull) finish(complete bool) {
+	if p.finished {
+		return
+	}
+	p.finished = true
+	n := p.n
+	h := &n.ho
+	h.unmark(p.topic, p.epoch)
+	if !complete {
+		n.counters.handoffsCut.Add(1)
+	}
+	h.mu.Lock()
+	var next *pull
+	if len(h.queue) > 0 {
+		next = h.queue[0]
+		h.queue[0] = nil
+		h.queue = h.queue[1:]
+	} else {
+		h.running--
+	}
+	h.mu.Unlock()
+	if next != nil {
+		n.spawn(next.start)
+	}
+}
+
+// take removes and returns the pull waiting for the answer to request id
+// (nil if none): the answer and the time-out race for it, and one wins.
+func (h *handoffs) take(id uint64) *pull {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.waiting[id]
+	delete(h.waiting, id)
+	delete(h.from, id)
+	return p
 }
 
 // holding returns the epoch this node holds topic at.
@@ -263,52 +372,6 @@ func (n *Node) holding(topic string) (uint64, bool) {
 	defer n.ownMu.RUnlock()
 	t, ok := n.own.Get([]byte(topic))
 	return t.Epoch, ok
-}
-
-// sleep waits d or until the node stops.
-func (n *Node) sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-n.ctx.Done():
-	}
-}
-
-// askRecords sends one RecordsPull to node and waits up to d for its
-// answer.
-func (n *Node) askRecords(node string, m *wire.RecordsPull, d time.Duration) (*wire.RecordsChunk, error) {
-	h := &n.ho
-	ch := make(chan *wire.RecordsChunk, 1)
-	h.mu.Lock()
-	h.seq++
-	id := h.seq
-	h.waiting[id] = ch
-	h.from[id] = node
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		delete(h.waiting, id)
-		delete(h.from, id)
-		h.mu.Unlock()
-	}()
-	f, start := wire.BeginFrame(nil, wire.KindRecordsPull, id)
-	f = wire.AppendRecordsPull(f, m)
-	f, err := wire.EndFrame(f, start)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.net.Send(node, f); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, d)
-	defer cancel()
-	select {
-	case c := <-ch:
-		return c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // takeRecordsChunk hands a RecordsChunk from node from to the pull that
@@ -323,16 +386,13 @@ func (n *Node) takeRecordsChunk(from string, h wire.Header, frame []byte) {
 		return
 	}
 	n.ho.mu.Lock()
-	ch := n.ho.waiting[h.RequestID]
-	if n.ho.from[h.RequestID] != from {
-		ch = nil
-	}
+	asked := n.ho.from[h.RequestID] == from
 	n.ho.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- c:
-		default:
-		}
+	if !asked {
+		return
+	}
+	if p := n.ho.take(h.RequestID); p != nil {
+		n.spawn(func() { p.answered(c) })
 	}
 }
 
