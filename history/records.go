@@ -15,16 +15,17 @@ import (
 //   - a fetch from the node that acknowledged a record, at the same epoch,
 //     begun after the acknowledgement came, that read the record's offset,
 //     returns it;
-//   - so does one from that node at a later epoch (the topic moved away
+//   - so does one at a later epoch from that node (the topic moved away
 //     and back), unless a revoke came in between: a revoked topic's
-//     records are deleted by its owner.
+//     records are deleted by its owner (a loss of its own kind, Revoked,
+//     from any node).
 //
 // A fetch from another node at a later epoch reads that node's log: the
 // record is there only if a handoff copied it. What a handoff leaves out
 // (the previous owner crashed or was silent, the pull was cut short;
-// README, "Records across ownership moves") is lost by design, and nodes
-// driven by a caller hand no records over at all: CheckRecords counts those
-// losses instead of failing them.
+// README, "Records across ownership moves") is lost by design:
+// CheckRecords counts those losses (NotHandedOver) instead of failing
+// them.
 
 // LossKind is why a record a later fetch did not return may be missing
 // without a broken promise.
@@ -32,12 +33,12 @@ type LossKind uint8
 
 const (
 	// NotHandedOver: the fetch was served by another node, at a later
-	// epoch, which never got the record from its owner.
+	// epoch, which never got the record from its owner, and no revoke
+	// came in between.
 	NotHandedOver LossKind = iota + 1
-	// Revoked: the fetch was served by the node that acknowledged the
-	// record, at a later epoch, after a revoke that may have deleted the
-	// topic's records (acknowledged at an epoch in between, or with an
-	// unknown outcome, begun before the fetch ended).
+	// Revoked: the fetch was served at a later epoch, after a revoke that
+	// may have deleted the topic's records (acknowledged at an epoch in
+	// between, or with an unknown outcome, begun before the fetch ended).
 	Revoked
 )
 
@@ -191,18 +192,18 @@ func CheckRecords(ops []Op) ([]Violation, []Loss, RecordStats) {
 // the later fetch f, which read its offset (ok false: it may not be);
 // tops are every operation of the topic.
 func missing(p Op, f *Op, tops []Op) (LossKind, bool) {
-	switch {
-	case f.Epoch == p.Epoch:
+	if f.Epoch == p.Epoch {
 		// The record's own tenure: one node holds a topic at an epoch,
 		// and what it acknowledged it synced.
 		return 0, false
-	case f.Node != p.Node:
-		return NotHandedOver, true
 	}
 	for _, o := range tops {
 		if o.Kind == Revoke && (o.OK && o.Epoch > p.Epoch && o.Epoch <= f.Epoch || o.Unknown) && o.Start.Before(f.End) {
 			return Revoked, true
 		}
+	}
+	if f.Node != p.Node {
+		return NotHandedOver, true
 	}
 	return 0, false
 }

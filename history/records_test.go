@@ -74,6 +74,11 @@ func TestCheckRecords(t *testing.T) {
 			produced(0, 10, 1, "n1", e1, "a"),
 			fetched(20, 30, 3, "n1"),
 		}, []string{"acknowledged record lost"}, nil, 0, 1},
+		{"a revoke in between deleted it before the move", []Op{
+			produced(0, 10, 1, "n1", e1, "a"),
+			op(Revoke, "t", 12, 14, 2, "n1"),
+			fetched(20, 30, 3, "n2"),
+		}, nil, map[LossKind]int{Revoked: 1}, 0, 1},
 		{"a revoke in between deleted it", []Op{
 			produced(0, 10, 1, "n1", e1, "a"),
 			op(Revoke, "t", 12, 14, 2, "n1"),

@@ -40,10 +40,10 @@
 //   - the records (history.CheckRecords): no offset of a topic names two
 //     records, and an acknowledged record is returned by every later
 //     fetch from its node at its epoch, and at a later epoch unless a
-//     revoke came between. A record missing from another node at a later
-//     epoch is a loss the README documents (no handoff: the nodes here
-//     are driven, and hand no records over at all), counted in
-//     Result.Records, not failed;
+//     revoke came between. A record missing at a later epoch after a
+//     revoke, or from another node that did not get it by handoff (its
+//     owner crashed or was silent, the pull was cut short), is a loss the
+//     README documents: counted in Result.Records, not failed;
 //   - SWIM's promises as each node's membership reports them: dead is
 //     final within a generation, incarnations never fall;
 //   - liveness: once the faults stop, within Config.Calm, every node is
