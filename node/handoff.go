@@ -247,16 +247,22 @@ func (p *pull) step() {
 	h.mu.Lock()
 	h.seq++
 	id := h.seq
-	h.waiting[id] = p
-	h.from[id] = p.prev
 	h.mu.Unlock()
 	f, start := wire.BeginFrame(nil, wire.KindRecordsPull, id)
 	f = wire.AppendRecordsPull(f, &wire.RecordsPull{Topic: []byte(p.topic), Epoch: p.epoch, From: p.from, MaxBytes: p.chunk})
 	f, err := wire.EndFrame(f, start)
-	if err == nil {
-		err = n.net.Send(p.prev, f)
-	}
 	if err != nil {
+		p.finish(false)
+		return
+	}
+	// Once the pull waits for its answer, that answer may step it on
+	// another goroutine: from here on nothing reads its fields.
+	wait, prev := p.wait, p.prev
+	h.mu.Lock()
+	h.waiting[id] = p
+	h.from[id] = prev
+	h.mu.Unlock()
+	if err := n.net.Send(prev, f); err != nil {
 		if h.take(id) != nil {
 			p.unanswered++
 			p.later(p.wait / 2)
@@ -265,7 +271,7 @@ func (p *pull) step() {
 	}
 	// The answer and this timer race for the pull (take): a timer that
 	// loses does nothing.
-	n.after(p.wait, func() {
+	n.after(wait, func() {
 		if h.take(id) != nil {
 			n.spawn(p.timedOut)
 		}
