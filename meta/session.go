@@ -263,12 +263,13 @@ func (s *State) touchSession(id uint64) {
 	}
 }
 
-// DrainSessions calls fn for every session changed since the last drain
-// (a session changed twice may be named twice) and forgets them. fn then
-// reads the session's record with [State.AppendSession]; one it cannot
-// find was dropped.
+// DrainSessions calls fn once for every session changed since the last
+// drain, in ascending id order, and forgets them. fn then reads the
+// session's record with [State.AppendSession]; one it cannot find was
+// dropped.
 func (s *State) DrainSessions(fn func(id uint64)) {
-	for _, id := range s.changedSessions {
+	slices.Sort(s.changedSessions)
+	for _, id := range slices.Compact(s.changedSessions) {
 		fn(id)
 	}
 	s.changedSessions = s.changedSessions[:0]
