@@ -241,13 +241,16 @@ func buildWorld(cfg Config, opts worldOpts) (w *World, restore func(), err error
 	return w, restore, nil
 }
 
+// maxClockDrift is the nodes' node.Config.MaxClockDrift (its default).
+const maxClockDrift = 0.01
+
 // addHost adds a host, not booted yet, to the world.
 func (w *World) addHost() *host {
 	i := len(w.hosts)
 	h := &host{w: w, index: i, id: fmt.Sprintf("n%d", i+1), fs: vfs.NewCrashableMem()}
-	// Each clock runs at its own rate, within 80% of the bound the leases
-	// allow for.
-	h.rate = 1 + (w.rng.Float64()*2-1)*0.8*0.01
+	// Each clock runs at its own rate, within Config.Drift times the bound
+	// the leases allow for.
+	h.rate = 1 + (w.rng.Float64()*2-1)*w.cfg.Drift*maxClockDrift
 	w.hosts = append(w.hosts, h)
 	w.byID[h.id] = h
 	w.swimAt[h.swimAddr()] = h

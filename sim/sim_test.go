@@ -13,6 +13,9 @@ func testSeeds() []uint64 {
 		return []uint64{1, 2}
 	}
 	return []uint64{1, 2, 3, 4, 5, 6, 7, 8,
+		// A write the leader lost track of after proposing it was
+		// forwarded again, and applied twice.
+		99, 101,
 		// A shard's leader adds back a node it removed while an ack of
 		// the node's destroyed replica is still on its way to it.
 		2000816,
@@ -128,4 +131,28 @@ func TestOwnersChecker(t *testing.T) {
 	if v := checkOwners(back); len(v) != 1 {
 		t.Fatalf("an epoch going back: %v, want one violation", v)
 	}
+}
+
+// TestClockDriftPastTheBound runs clocks whose rates are off by far more
+// than the leases allow for: an owner whose clock runs slow keeps serving
+// after its leader's fast clock let the topic move, and the owners checker
+// must see two owners at once. The same seeds within the bound find
+// nothing (TestFaultySeeds, and every sweep, run there).
+func TestClockDriftPastTheBound(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("runs seeds until one breaks")
+	}
+	for seed := uint64(1); seed <= 20; seed++ {
+		res, err := Run(Config{Seed: seed, Drift: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			if v.Checker == Owners || v.Checker == History {
+				t.Logf("seed %d with clocks 30 times the bound off: %v", seed, v)
+				return
+			}
+		}
+	}
+	t.Fatal("clocks far past the drift bound broke no lease in 20 seeds")
 }

@@ -29,6 +29,11 @@ type Config struct {
 	NoFaults bool
 	// Clients and Topics shape the workload (defaults 4 and 6).
 	Clients, Topics int
+	// Drift is how far each clock's rate may be off, as a fraction of the
+	// bound the leases allow for (node.Config.MaxClockDrift): each rate is
+	// drawn within ±Drift times the bound (default 0.8, inside it; past 1
+	// the leases no longer promise one owner at a time).
+	Drift float64
 	// TraceLines bounds the trace kept for a failure's report (default
 	// 4000 lines: the last ones).
 	TraceLines int
@@ -54,6 +59,12 @@ func (c *Config) fill() error {
 	}
 	if c.Clients == 0 {
 		c.Clients = 4
+	}
+	if c.Drift == 0 {
+		c.Drift = 0.8
+	}
+	if c.Drift < 0 || c.Drift*maxClockDrift >= 0.5 {
+		return fmt.Errorf("sim: clock drift %v times the bound, want 0 to %v", c.Drift, 0.5/maxClockDrift)
 	}
 	if c.Topics == 0 {
 		c.Topics = 6
