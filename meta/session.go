@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"github.com/shoalmq/shoal/internal/mutant"
 	"slices"
 	"time"
 )
@@ -211,7 +212,7 @@ func (s *State) applySession(c *Command, res *Result, apply func() error) error 
 	}
 	ss.last = max(ss.last, c.Clock)
 	s.touchSession(ss.id)
-	if a := ss.find(ref.Seq); a != nil {
+	if a := ss.find(ref.Seq); a != nil && !mutant.On(mutant.SessionDedup) {
 		ss.raiseFloor(ref.Floor)
 		res.Replayed = true
 		if a.code != errNone {
@@ -239,7 +240,9 @@ func (s *State) applySession(c *Command, res *Result, apply func() error) error 
 		r := &res.Assignment
 		a.state, a.epoch, a.partitions, a.owner, a.prev = r.State, r.Epoch, r.Partitions, s.nodeID([]byte(r.Owner)), s.nodeID([]byte(r.Previous))
 	}
-	ss.add(a)
+	if ss.find(a.seq) == nil {
+		ss.add(a)
+	}
 	return err
 }
 

@@ -41,6 +41,9 @@ var targets = map[mutant.Name]target{
 	// operations explains.
 	mutant.ApplyError:      {Linearizability, 0},
 	mutant.ReadUnconfirmed: {Linearizability, 0},
+	// A write a client's retry, or the network's copy, brings to its
+	// shard again applies twice: one call, two effects.
+	mutant.SessionDedup: {Linearizability, 0},
 	// A dead member alive again in the same generation.
 	mutant.DeadFinal: {Membership, 0},
 	// A move answered before the old owner is fenced: the client that

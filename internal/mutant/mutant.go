@@ -33,11 +33,14 @@ const (
 	// ReadUnconfirmed: a shard leader answers a linearizable read at its
 	// commit index without a quorum confirming that it still leads.
 	ReadUnconfirmed Name = "read-unconfirmed"
+	// SessionDedup: a shard applies a session's write it applied before
+	// again, instead of answering it with its first answer.
+	SessionDedup Name = "session-dedup-skipped"
 )
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
 // fails if one survives its seeds).
-var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed}
+var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup}
 
 // Hunted lists the mutants the simulator does not yet catch within its
 // seeds: its faults do not yet make them matter often enough. TestMutants
