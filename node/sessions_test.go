@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/wire"
 )
@@ -35,13 +36,22 @@ func sessionWrite(t *testing.T, n *Node, kind wire.Kind, payload []byte) (epoch 
 	return 0, "", nil
 }
 
+// mustWrite is sessionWrite that fails the test on an error answer. A
+// node without a leader for the shard yet, or one that lost it, answers
+// Unavailable or NotLeader: the same request is sent again, as a client
+// would, which its session makes safe.
 func mustWrite(t *testing.T, n *Node, kind wire.Kind, payload []byte) (uint64, string) {
 	t.Helper()
-	epoch, owner, e := sessionWrite(t, n, kind, payload)
-	if e != nil {
-		t.Fatalf("%v: %s: %s", kind, e.Code, e.Message)
+	for try := 0; ; try++ {
+		epoch, owner, e := sessionWrite(t, n, kind, payload)
+		if e == nil {
+			return epoch, owner
+		}
+		if (e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotLeader) || try == 50 {
+			t.Fatalf("%v: %s: %s", kind, e.Code, e.Message)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return epoch, owner
 }
 
 // A revoke sent again with its session and sequence (its first answer
