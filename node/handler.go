@@ -845,8 +845,7 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 	if m.Session.IsZero() {
 		off, err = n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
 	} else {
-		g.once.Lock()
-		defer g.once.Unlock()
+		defer n.produceOnce.lock(m.Topic, m.Session)()
 		var a wire.ProducerAnswer
 		var dup bool
 		a, dup, err = n.store.AppendRecordsOnce(m.Topic, m.Epoch, base, m.Records, m.Session, true)

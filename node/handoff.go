@@ -105,11 +105,9 @@ func (h *handoffs) init() {
 
 // topicGate is a topic's produce gate: held for reading by a produce from
 // its first lease check to its answer, and taken for writing by a pull's
-// answer. once is held by a produce of a producer session from its append
-// to its answer, so that copies of one produce take turns.
+// answer.
 type topicGate struct {
 	sync.RWMutex
-	once sync.Mutex
 }
 
 // gate returns topic's produce gate.

@@ -58,6 +58,8 @@ type Node struct {
 	sm    *stateMachine
 	// sessions: the node's own write session and its leader stamps.
 	sessions writeSessions
+	// produceOnce: one lock per produce of a producer session (sessions.go).
+	produceOnce onceLocks
 
 	net  PeerNet // netio or a caller's network
 	rt   *raftio.Transport

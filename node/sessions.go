@@ -79,3 +79,49 @@ func (n *Node) stamp(shard uint64) uint64 {
 	}
 	return b.base + uint64(max(now.Sub(b.at), 0))
 }
+
+// onceLocks is held by a produce of a producer session from its append to
+// its answer, one lock per (topic, session, sequence), so that copies of
+// one produce take turns (a copy that finds the first one's answer must
+// not acknowledge records the first one's lease check may still remove)
+// while every other produce of the topic, of the same session included,
+// goes on beside them and shares the log's syncs.
+type onceLocks struct {
+	mu sync.Mutex
+	m  map[onceKey]*onceLock
+}
+
+type onceKey struct {
+	topic   string
+	id, seq uint64
+}
+
+type onceLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock takes the lock of topic's produce s and returns its unlock.
+func (l *onceLocks) lock(topic []byte, s wire.Session) (unlock func()) {
+	k := onceKey{topic: string(topic), id: s.ID, seq: s.Seq}
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[onceKey]*onceLock)
+	}
+	e := l.m[k]
+	if e == nil {
+		e = &onceLock{}
+		l.m[k] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.m, k)
+		}
+		l.mu.Unlock()
+	}
+}
