@@ -77,10 +77,10 @@ sim:
 # Fresh seeds for make test: up to FRESH seeds from a random one, one
 # process per core, of which none starts after FRESHTIME of wall time; it
 # prints the range it ran, and each failing seed replays with make sim
-# SEED=N. A seed takes about 1.3 s of a core: 2 cores run some 180 seeds in
-# the 2 minutes (232 in 150 s measured beside other work), fewer when busy.
+# SEED=N. A seed takes about 1 to 1.3 s of a core: 2 cores run some 100
+# to 120 seeds in the minute, fewer when busy.
 FRESH     ?= 300
-FRESHTIME ?= 120s
+FRESHTIME ?= 60s
 sim-fresh:
 	@$(GO) build -o bin/shoalsim ./cmd/shoalsim
 	bin/shoalsim -seeds $(FRESH) -budget $(FRESHTIME) $(SIMFLAGS)
