@@ -212,7 +212,8 @@ func (s *State) applySession(c *Command, res *Result, apply func() error) error 
 	}
 	ss.last = max(ss.last, c.Clock)
 	s.touchSession(ss.id)
-	if a := ss.find(ref.Seq); a != nil && !mutant.On(mutant.SessionDedup) {
+	if found := ss.find(ref.Seq); found != nil && !mutant.On(mutant.SessionDedup) {
+		a := *found // raiseFloor moves the answers
 		ss.raiseFloor(ref.Floor)
 		res.Replayed = true
 		if a.code != errNone {

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -257,5 +258,20 @@ func TestSessionRefusalOutsideTheState(t *testing.T) {
 	bad.Refusal = RefuseOwnerDrained
 	if _, err := AppendCommand(nil, &bad); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("a refusal without a session: %v", err)
+	}
+}
+
+// A retry that raises its session's floor past older answers still gets
+// its own first answer (the floor moves the answers kept).
+func TestSessionReplayWhileTheFloorRises(t *testing.T) {
+	s := New()
+	for seq := uint64(1); seq <= 3; seq++ {
+		if _, err := applyEnc(t, s, withSession(assign(fmt.Sprint("t", seq), "n1", uint32(seq)), 7, seq, 0, time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := applyEnc(t, s, withSession(assign("t3", "n1", 3), 7, 3, 2, 2*time.Second))
+	if err != nil || !res.Replayed || res.Assignment.Epoch != 1 || res.Assignment.Owner != "n1" || res.Assignment.Partitions != 3 {
+		t.Fatalf("retry of seq 3 with floor 2: %+v %v", res.Assignment, err)
 	}
 }
