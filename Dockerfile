@@ -4,8 +4,9 @@
 #   docker build -t shoal --build-arg VERSION=$(git describe --always) --build-arg COMMIT=$(git rev-parse --short=12 HEAD) .
 #   docker run -v shoal-n1:/var/lib/shoal -e SHOAL_ID=n1 ... shoal
 #
-# Every flag of `shoal node` can be given as its SHOAL_* variable (README,
-# "shoal node flags"); deploy/docker-compose.yml runs a 3-node cluster.
+# Every flag of `shoal node` can be given as its SHOAL_* variable
+# (docs/operations.md, "shoal node flags"); deploy/docker-compose.yml runs a
+# 3-node cluster.
 
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -334,17 +335,36 @@ func TestEnvRejects(t *testing.T) {
 	}
 }
 
-// TestReadmeListsEveryNodeFlag: the README's flag table names each flag
-// of shoal node and its variable.
-func TestReadmeListsEveryNodeFlag(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocsListEveryNodeFlag: the flag table of docs/operations.md names
+// each flag of shoal node and its variable.
+func TestDocsListEveryNodeFlag(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
+	doc := string(b)
 	newNodeFlagSet(&nodeOptions{}).VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(readme, "| `--"+f.Name) || !strings.Contains(readme, "`"+envName(f.Name)+"` |") {
-			t.Errorf("README.md does not list `--%s` with `%s`", f.Name, envName(f.Name))
+		if !strings.Contains(doc, "| `--"+f.Name) || !strings.Contains(doc, "`"+envName(f.Name)+"` |") {
+			t.Errorf("docs/operations.md does not list `--%s` with `%s`", f.Name, envName(f.Name))
 		}
 	})
+}
+
+// TestDocsListEveryDevFlag: the flag table of docs/cli.md names each flag
+// shoal dev's usage names.
+func TestDocsListEveryDevFlag(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	names := regexp.MustCompile(`(?m)^  --([a-z-]+)`).FindAllStringSubmatch(devUsage, -1)
+	if len(names) == 0 {
+		t.Fatal("no flags found in shoal dev's usage")
+	}
+	for _, m := range names {
+		if !strings.Contains(doc, "| `--"+m[1]) {
+			t.Errorf("docs/cli.md has no row for shoal dev --%s", m[1])
+		}
+	}
 }

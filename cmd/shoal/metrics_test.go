@@ -54,10 +54,10 @@ func TestMetricsCoverStats(t *testing.T) {
 	}
 }
 
-// TestReadmeListsEveryMetric: the README's metric tables name every
-// metric the node exports.
-func TestReadmeListsEveryMetric(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocsListEveryMetric: the metric tables of docs/operations.md name
+// every metric the node exports.
+func TestDocsListEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestReadmeListsEveryMetric(t *testing.T) {
 	}
 	for _, name := range names {
 		if !strings.Contains(string(b), "| `"+name+"` |") {
-			t.Errorf("README.md has no row for %s", name)
+			t.Errorf("docs/operations.md has no row for %s", name)
 		}
 	}
 }
