@@ -23,7 +23,7 @@ import (
 // A fetch from another node at a later epoch reads that node's log: the
 // record is there only if a handoff copied it. What a handoff leaves out
 // (the previous owner crashed or was silent, the pull was cut short;
-// README, "Records across ownership moves") is lost by design:
+// docs/ownership.md, "Records across ownership moves") is lost by design:
 // CheckRecords counts those losses (NotHandedOver) instead of failing
 // them.
 

@@ -21,7 +21,7 @@ import (
 	"github.com/shoalmq/shoal/wire"
 )
 
-// Who may do what, and how it is proven (README.md, "Security"):
+// Who may do what, and how it is proven (docs/security.md):
 //
 //   - Peers prove the cluster credential: the shared secret (Config.Secret,
 //     an HMAC challenge in the handshake), a certificate the cluster CA
@@ -530,8 +530,8 @@ func (n *Node) SetClientTokens(toks []Token) error {
 	return nil
 }
 
-// SetSwimKeys replaces the SWIM keyring, the primary first (README.md has
-// the rotation steps).
+// SetSwimKeys replaces the SWIM keyring, the primary first (docs/security.md
+// has the rotation steps).
 func (n *Node) SetSwimKeys(keys [][]byte) error {
 	if n.swimDrv == nil {
 		return fmt.Errorf("%w: the node is not started (or is driven, without SWIM of its own)", ErrCredentials)
@@ -559,7 +559,7 @@ func (n *Node) logSecurity() {
 		}
 		n.log.Log(context.Background(), level, "INSECURE: no cluster secret, no TLS and no client tokens: anyone who can reach the client port "+
 			"is served every request, anyone who can reach the peer port can join as any node id, and SWIM gossip "+
-			"is neither authenticated nor encrypted; see README.md, Security")
+			"is neither authenticated nor encrypted; see docs/security.md")
 		return
 	}
 	peers := "none"

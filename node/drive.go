@@ -24,6 +24,10 @@ type Runtime struct {
 	// the caller's loop; stop cancels it.
 	Now   func() time.Time
 	After func(d time.Duration, f func()) (stop func() bool)
+	// Go runs f soon, from the caller's loop: what a started node runs on
+	// a goroutine of its own (a request, a queue's worker, a duty). When
+	// it runs, and so how such work interleaves, is the caller's choice.
+	Go func(f func())
 	// Peers carries the node's frames to other nodes; their frames to it
 	// come through DeliverFrame.
 	Peers PeerNet
@@ -41,11 +45,9 @@ type Runtime struct {
 	ClientAddr, PeerAddr string
 }
 
-// driveState is when each duty of a driven node is next due.
+// driveState is when a driven node's raft host next ticks.
 type driveState struct {
-	nextTick, nextEvents, nextReconcile, nextDue, nextLease time.Time
-	lastRound                                               time.Time
-	leaseKicked                                             bool
+	nextTick time.Time
 }
 
 // ErrRuntime: a Runtime misses a part.
@@ -56,7 +58,7 @@ var ErrRuntime = errors.New("node: incomplete runtime")
 // groups are loaded; nothing more happens until the caller delivers
 // frames and events and calls Drive.
 func NewDriven(cfg Config, rt Runtime) (*Node, error) {
-	if rt.Now == nil || rt.After == nil || rt.Peers == nil || rt.Swim == nil || rt.FS == nil || rt.Generation == 0 {
+	if rt.Now == nil || rt.After == nil || rt.Go == nil || rt.Peers == nil || rt.Swim == nil || rt.FS == nil || rt.Generation == 0 {
 		return nil, ErrRuntime
 	}
 	if err := cfg.fill(); err != nil {
@@ -66,7 +68,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.driven = true
+	n.goFn = rt.Go
 	n.started = true
 	n.ho.enabled = true
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -97,6 +99,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	n.rebuildView()
 	n.startedAt = n.clock()
 	n.serving.Store(true)
+	n.startDuties()
 	return n, nil
 }
 
@@ -124,11 +127,11 @@ func (n *Node) SwimEvents(evs ...swim.Event) {
 	}
 }
 
-// Drive does what is due on a driven node at its clock's now: the raft
-// tick, membership and leadership events, the shard manager, the
-// ownership messages, the lease round, and every raft round this makes
-// necessary. It returns when it is next due (it is also due after any
-// frame, event or timer).
+// Drive runs a driven node's raft host: its tick when due, and every raft
+// round that frames, proposals and applies make necessary. It returns when
+// it is next due (it is also due after any frame, event, timer or work the
+// node spawned). The node's other duties run as its own work
+// (Runtime.After and Runtime.Go), as on a started node.
 func (n *Node) Drive() time.Time {
 	d := &n.drive
 	now := n.clock()
@@ -136,62 +139,10 @@ func (n *Node) Drive() time.Time {
 		n.host.Tick()
 		d.nextTick = now.Add(n.cfg.RaftTickInterval)
 	}
-	if !now.Before(d.nextReconcile) {
-		n.reconcile()
-		d.nextReconcile = now.Add(n.cfg.ReconcileInterval)
+	for n.host.Step() {
 	}
-	minGap := n.cfg.LeaseRenewInterval / 4
-	for range 64 {
-		busy := false
-		for n.host.Step() {
-			busy = true
-		}
-		if drained(n.events.notify) || !now.Before(d.nextEvents) {
-			n.handleEvents()
-			d.nextEvents = now.Add(n.cfg.ReconcileInterval)
-			busy = true
-		}
-		if drained(n.dutyKick) || !now.Before(d.nextDue) {
-			n.sendDue()
-			d.nextDue = n.nextDue(now)
-			busy = true
-		}
-		if drained(n.leaseKick) {
-			d.leaseKicked = true
-		}
-		if due := !now.Before(d.nextLease); due || (d.leaseKicked && now.Sub(d.lastRound) >= minGap) {
-			// A fresh round (after opens) renews nothing else: only a
-			// full one puts the next renewal off.
-			full := due || n.leaseFull.Load()
-			n.leaseRound(full)
-			d.lastRound, d.leaseKicked = now, false
-			if full {
-				d.nextLease = now.Add(n.cfg.LeaseRenewInterval)
-			}
-			busy = true
-		}
-		if !busy {
-			break
-		}
+	if t := n.host.NextDue(); !t.IsZero() && t.Before(d.nextTick) {
+		return t // a round held back for acks (raftmux Config.AckWait)
 	}
-	next := d.nextTick
-	for _, t := range []time.Time{d.nextEvents, d.nextReconcile, d.nextDue, d.nextLease} {
-		if t.Before(next) {
-			next = t
-		}
-	}
-	if d.leaseKicked && d.lastRound.Add(minGap).Before(next) {
-		next = d.lastRound.Add(minGap)
-	}
-	return next
-}
-
-// drained reports whether a kick was waiting on ch, and takes it.
-func drained(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return d.nextTick
 }

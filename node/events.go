@@ -23,12 +23,10 @@ type eventQueue struct {
 	mu     sync.Mutex
 	swim   []swim.Event
 	lead   []raftmux.LeaderChange
-	notify chan struct{}
+	wake   func() // kicks the events task
 	closed bool
 	drops  uint64
 }
-
-func (q *eventQueue) init() { q.notify = make(chan struct{}, 1) }
 
 func (q *eventQueue) push(e swim.Event) {
 	q.mu.Lock()
@@ -39,7 +37,7 @@ func (q *eventQueue) push(e swim.Event) {
 	}
 	q.swim = append(q.swim, e)
 	q.mu.Unlock()
-	q.wake()
+	q.kick()
 }
 
 func (q *eventQueue) pushLeader(c raftmux.LeaderChange) {
@@ -50,13 +48,12 @@ func (q *eventQueue) pushLeader(c raftmux.LeaderChange) {
 	}
 	q.lead = append(q.lead, c)
 	q.mu.Unlock()
-	q.wake()
+	q.kick()
 }
 
-func (q *eventQueue) wake() {
-	select {
-	case q.notify <- struct{}{}:
-	default:
+func (q *eventQueue) kick() {
+	if q.wake != nil {
+		q.wake()
 	}
 }
 
@@ -129,21 +126,12 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	n.shardEvents.Add(1)
 }
 
-// eventLoop applies membership events to the view and raft, spreads this
-// node's leaderships through SWIM, and births the cluster.
-func (n *Node) eventLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.ReconcileInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-n.events.notify:
-		case <-tick.C:
-		}
-		n.handleEvents()
-	}
+// eventsDuty is the events task: it applies membership events to the view
+// and raft, spreads this node's leaderships through SWIM, and births the
+// cluster; it runs on each event and every reconcile interval.
+func (n *Node) eventsDuty(now time.Time) time.Time {
+	n.handleEvents()
+	return now.Add(n.cfg.ReconcileInterval)
 }
 
 // viewRefreshTicks: quiet event-loop ticks between two reads of SWIM's

@@ -94,11 +94,11 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 	if c.Role() == wire.RolePeer {
 		switch h.Kind {
 		case wire.KindRaftBatch, wire.KindSnapshotChunk:
-			if n.driven {
-				n.in.Handle(c.Node(), h, frame)
-				return true
+			if !n.in.Offer(c.Node(), h, frame) {
+				return false
 			}
-			return n.in.Offer(c.Node(), h, frame)
+			n.raftInTask.kick()
+			return true
 		case wire.KindTopicAck:
 			if payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil); err == nil {
 				n.takeTopicAck(c.Node(), h, payload)
@@ -123,37 +123,43 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 	// answers it through a callback. Served where it was read it spares a
 	// goroutine and two hand-offs, a fifth of a linearizable lookup's CPU
 	// (docs/decisions/node-lin-lookups-on-event-loop.md). Every other
-	// request may block: its own goroutine. A driven node's requests never
-	// wait either (raft and forwards answer through callbacks).
-	inline := n.driven || h.Kind == wire.KindLookup
-	release, ok := n.admitRequest(h, frame, !inline)
+	// request may block: it is served on its own (Node.spawn).
+	inline := h.Kind == wire.KindLookup
+	release, ok := n.admitRequest(h, frame)
 	if !ok {
 		return false
 	}
-	if !n.driven {
-		// Answers may come after this returns, when the loop has reused
-		// frame's bytes.
-		frame = append([]byte(nil), frame...)
-	}
+	// Answers may come after this returns, when the loop has reused
+	// frame's bytes.
+	frame = append([]byte(nil), frame...)
 	if inline {
 		defer func() { <-n.reqSem }()
 		n.serveFrame(c, h, frame, start, release)
 		return true
 	}
-	go func() {
-		defer n.wg.Done()
+	if !n.spawn(func() {
 		defer func() { <-n.reqSem }()
 		n.serveFrame(c, h, frame, start, release)
-	}()
+	}) {
+		<-n.reqSem
+		release()
+		return false
+	}
 	return true
 }
 
+// takeRaftFrames is the raft frames' task: it decodes the frames peers
+// sent and hands them to the raft host.
+func (n *Node) takeRaftFrames(time.Time) time.Time {
+	n.in.Drain()
+	return time.Time{}
+}
+
 // admitRequest takes a request slot (reqSem) and its bytes, unless the
-// node is closing or either runs out; spawning also counts the goroutine
-// that will serve it in wg. The request's bytes are held until it is
+// node is closing or either runs out. The request's bytes are held until it is
 // answered, which may be after serveFrame returns: release gives them
 // back.
-func (n *Node) admitRequest(h wire.Header, frame []byte, spawning bool) (release func(), ok bool) {
+func (n *Node) admitRequest(h wire.Header, frame []byte) (release func(), ok bool) {
 	n.lifeMu.RLock()
 	defer n.lifeMu.RUnlock()
 	if n.closing {
@@ -168,9 +174,6 @@ func (n *Node) admitRequest(h wire.Header, frame []byte, spawning bool) (release
 	if !ok {
 		<-n.reqSem
 		return nil, false
-	}
-	if spawning {
-		n.wg.Add(1)
 	}
 	return sync.OnceFunc(func() { n.giveRequestBytes(cost) }), true
 }

@@ -50,8 +50,8 @@ import (
 // count that owner alive (suspect, dead or unknown). An answer, even
 // "not closed yet", shows the owner can answer after all: the pull then
 // goes on as any other. Records the silent owner acknowledged and this
-// node did not copy stay in that owner's log only (README, "Records
-// across ownership moves").
+// node did not copy stay in that owner's log only (docs/ownership.md,
+// "Records across ownership moves").
 //
 // A pull is not resumed after a restart of the new owner.
 //
@@ -163,8 +163,7 @@ func (h *handoffs) unmark(topic string, epoch uint64) {
 // A pull is a small state machine driven by events, the same on a started
 // node and on a driven one: each step sends one RecordsPull and arms a
 // timer; the chunk that answers it, or the timer, takes the next step
-// (on a goroutine of its own on a started node, at once on a driven one:
-// Node.spawn). At most maxHandoffs pulls run at once; more wait in line.
+// (Node.spawn). At most maxHandoffs pulls run at once; more wait in line.
 func (n *Node) beginHandoff(topic string, epoch uint64, prev string, silent bool) {
 	n.counters.handoffsStarted.Add(1)
 	if silent {
@@ -467,7 +466,7 @@ func (n *Node) ended(topic []byte, epoch uint64) bool {
 // topic's records at once, and a pull answered before the leaving node
 // waits must count too.
 func (n *Node) expectHandoffs(held map[string]uint64) {
-	if n.driven || len(held) == 0 {
+	if len(held) == 0 {
 		return
 	}
 	h := &n.ho

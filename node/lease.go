@@ -16,11 +16,11 @@ import (
 // sends each peer it has business with one LeaseRound, carrying its lease
 // requests as a topic owner (to the shards' leaders) and its vouch
 // requests as a shard leader (to the shards' voters); each answers with
-// one LeaseReply. Rounds, and the frames that arrive for them, run on the
-// lease loop's goroutine.
+// one LeaseReply. Rounds, and the rounds that arrive from peers, run on the
+// lease task; replies on a task of their own.
 
 // maxLeaseFrames bounds the LeaseRound and LeaseReply frames waiting for
-// the lease loop; past it they are dropped (the next round repeats them).
+// the lease tasks; past it they are dropped (the next round repeats them).
 const maxLeaseFrames = 1024
 
 // leaseFrame is a received LeaseRound or LeaseReply.
@@ -49,43 +49,34 @@ func (n *Node) offerLeaseFrame(from string, h wire.Header, frame []byte) {
 		n.roundsMu.Unlock()
 	}
 	f := leaseFrame{from: from, kind: h.Kind, payload: append([]byte(nil), payload...)}
-	if n.driven {
-		n.takeLeaseFrame(f)
-		return
-	}
 	// Rounds and replies wait apart: taking a reply may write to disk
 	// (topics it closes), which must not hold up answering the peers.
-	in := n.leaseIn
+	q, t := &n.leaseIn, n.leaseTask
 	if h.Kind == wire.KindLeaseReply {
-		in = n.leaseReplies
+		q, t = &n.leaseReplies, n.leaseReplyTask
 	}
-	select {
-	case in <- f:
-	default:
+	if !q.offer(f) {
 		n.counters.leaseFramesDropped.Add(1)
+		return
 	}
+	t.kick()
 }
 
-// leaseReplyLoop takes the replies to this node's lease rounds.
-func (n *Node) leaseReplyLoop() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case f := <-n.leaseReplies:
-			n.takeLeaseFrame(f)
-		}
+// takeLeaseReplies is the lease replies' task: it takes the replies to
+// this node's lease rounds.
+func (n *Node) takeLeaseReplies(time.Time) time.Time {
+	for _, f := range n.leaseReplies.take() {
+		n.takeLeaseFrame(f)
 	}
+	return time.Time{}
 }
 
 // kickLeases asks for a round soon: a topic of shard was just opened here.
 // The round asks for the shards with new topics alone
 // (ownership.Holder.FreshRound), unless a full one was asked for since.
 func (n *Node) kickLeases(uint64) {
-	select {
-	case n.leaseKick <- struct{}{}:
-	default:
+	if !n.leaseWant.Swap(true) {
+		n.leaseTask.kick()
 	}
 }
 
@@ -96,40 +87,38 @@ func (n *Node) kickFullLeases() {
 	n.kickLeases(0)
 }
 
-// leaseLoop runs the lease rounds and takes the frames they exchange.
-// A kicked round comes at most every quarter renewal interval, so that a
-// burst of opens costs a few rounds, not one each; it is a fresh round
-// (the shards with new topics alone) unless a full one was asked for.
-func (n *Node) leaseLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.LeaseRenewInterval)
-	defer tick.Stop()
-	minGap := n.cfg.LeaseRenewInterval / 4
-	var last time.Time
-	var later <-chan time.Time
-	for {
-		full := false
-		select {
-		case <-n.ctx.Done():
-			return
-		case f := <-n.leaseIn:
-			n.takeLeaseFrame(f)
-			continue
-		case <-tick.C:
-			full = true
-		case <-later:
-			later = nil
-		case <-n.leaseKick:
-			if wait := minGap - n.clock().Sub(last); wait > 0 {
-				if later == nil {
-					later = time.After(wait)
-				}
-				continue
-			}
-		}
-		last = n.clock()
-		n.leaseRound(full || n.leaseFull.Load())
+// leaseDuty is the lease task: it answers the rounds peers sent, and runs
+// this node's rounds. A full round comes every renewal interval; a kicked
+// one (after opens) at most every quarter interval, so that a burst of
+// opens costs a few rounds, not one each. It is a fresh round (the shards
+// with new topics alone) unless a full one was asked for.
+func (n *Node) leaseDuty(now time.Time) time.Time {
+	for _, f := range n.leaseIn.take() {
+		n.takeLeaseFrame(f)
 	}
+	l := &n.leaseSched
+	minGap := n.cfg.LeaseRenewInterval / 4
+	due := !now.Before(l.nextFull)
+	wanted := n.leaseWant.Load()
+	if due || (wanted && now.Sub(l.last) >= minGap) {
+		n.leaseWant.Store(false)
+		full := due || n.leaseFull.Load()
+		n.leaseRound(full)
+		l.last = now
+		if full {
+			l.nextFull = now.Add(n.cfg.LeaseRenewInterval)
+		}
+	}
+	next := l.nextFull
+	if n.leaseWant.Load() && l.last.Add(minGap).Before(next) {
+		next = l.last.Add(minGap)
+	}
+	return next
+}
+
+// leaseSchedule is the lease task's own record of its rounds.
+type leaseSchedule struct {
+	last, nextFull time.Time
 }
 
 func (n *Node) takeLeaseFrame(f leaseFrame) {

@@ -72,9 +72,8 @@ type Node struct {
 	netio                *netio.Transport
 	swimDrv              *swim.Driver
 	clientAddr, peerAddr string
-	// driven: a caller runs the node (NewDriven); drive is its schedule.
-	driven bool
-	drive  driveState
+	// drive: when a driven node's raft host next ticks (NewDriven).
+	drive driveState
 
 	leaders *router.LeaderTable
 	// cache is the routing cache, emptied every
@@ -108,18 +107,24 @@ type Node struct {
 	// leaderDue the leaderships won and not yet taken up.
 	duty      *duty.Leader
 	dutyMu    sync.Mutex
-	dutyKick  chan struct{}
 	leaderDue map[uint64]bool
 	takingUp  map[uint64]bool // leaderships being taken up (under dutyMu)
 	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
 	// replicaLead: every hosted replica's leader and term as raft last
 	// reported them, for vouching.
-	leadMu       sync.Mutex
-	replicaLead  map[uint64]raftLead
-	leaseIn      chan leaseFrame // rounds from peers, answered by the lease loop
-	leaseReplies chan leaseFrame // replies to this node's rounds (leaseReplyLoop)
-	leaseKick    chan struct{}
-	leaseFull    atomic.Bool // the next kicked lease round is a full one
+	leadMu      sync.Mutex
+	replicaLead map[uint64]raftLead
+	// The node's duties (sched.go): the events, the reconcile pass, the
+	// ownership messages due (dutyTask), the lease rounds with the rounds
+	// peers send (leaseTask), the replies to this node's rounds, and the
+	// raft frames from peers.
+	eventsTask, reconcileTask, dutyTask   *task
+	leaseTask, leaseReplyTask, raftInTask *task
+	leaseIn                               queue[leaseFrame] // rounds from peers (leaseTask)
+	leaseReplies                          queue[leaseFrame] // replies to this node's rounds (leaseReplyTask)
+	leaseWant                             atomic.Bool       // a fresh lease round is wanted
+	leaseFull                             atomic.Bool       // the next lease round is a full one
+	leaseSched                            leaseSchedule     // leaseTask's own
 	// roundsFrom: when a LeaseRound last arrived from each peer, taken as
 	// it arrives (before it waits for the lease loop): an owner whose
 	// rounds reach this node is not silent, however busy this node is.
@@ -129,6 +134,9 @@ type Node struct {
 	// timers (time.AfterFunc).
 	clock     func() time.Time
 	afterFunc func(d time.Duration, f func()) func() bool
+	// goFn runs the node's spawned work on a driven node (Runtime.Go);
+	// nil on a started one (goroutines).
+	goFn func(f func())
 	// randIntN draws the node's random choices (a peer to sync with).
 	randMu  sync.Mutex
 	randSrc *rand.Rand
@@ -306,15 +314,13 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		pins:       make(map[uint64]*router.Placement),
 		strays:     make(map[uint64]*strayState),
 
-		dutyKick:     make(chan struct{}, 1),
 		leaderDue:    make(map[uint64]bool),
 		takingUp:     make(map[uint64]bool),
 		replicaLead:  make(map[uint64]raftLead),
-		leaseIn:      make(chan leaseFrame, maxLeaseFrames),
-		leaseReplies: make(chan leaseFrame, maxLeaseFrames),
+		leaseIn:      queue[leaseFrame]{max: maxLeaseFrames},
+		leaseReplies: queue[leaseFrame]{max: maxLeaseFrames},
 		roundsFrom:   make(map[string]time.Time),
 		heldCache:    make(map[string]heldSummary),
-		leaseKick:    make(chan struct{}, 1),
 		clock:        clock,
 		afterFunc:    after,
 		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
@@ -335,7 +341,13 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watchers.changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.ho.init()
-	n.events.init()
+	n.eventsTask = newTask(n, n.eventsDuty)
+	n.reconcileTask = newTask(n, n.reconcileDuty)
+	n.dutyTask = newTask(n, n.ownershipDuty)
+	n.leaseTask = newTask(n, n.leaseDuty)
+	n.leaseReplyTask = newTask(n, n.takeLeaseReplies)
+	n.raftInTask = newTask(n, n.takeRaftFrames)
+	n.events.wake = n.eventsTask.kick
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
 	if err := n.loadOwned(); err != nil {
 		_ = store.Close()
@@ -473,17 +485,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.ho.mu.Lock()
 	n.ho.enabled = true
 	n.ho.mu.Unlock()
-	n.wg.Add(7)
+	n.wg.Add(1)
 	go n.pumpOwnershipEvents()
-	go n.ownershipLoop()
-	go n.leaseLoop()
-	go n.leaseReplyLoop()
-	go func() {
-		defer n.wg.Done()
-		n.in.Run(n.ctx)
-	}()
-	go n.eventLoop()
-	go n.reconcileLoop()
+	n.startDuties()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
 	n.logSecurity()
 	return nil
@@ -727,6 +731,7 @@ func (n *Node) hostConfig() raftmux.Config {
 		OnConfState:    n.onConfState,
 		AcceptReplica:  n.acceptReplica,
 		TickInterval:   n.cfg.RaftTickInterval,
+		Clock:          n.clock,
 		Logger:         n.log,
 	}
 }

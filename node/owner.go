@@ -143,15 +143,15 @@ func (n *Node) writeOwnershipQueue(stay bool) {
 		q.mu.Unlock()
 		n.takeOwnershipBatch(batch)
 		q.mu.Lock()
-		if !stay && len(q.waiting) > 0 && !n.driven {
+		if !stay && len(q.waiting) > 0 {
 			q.mu.Unlock()
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
+			if n.spawn(func() {
 				q.mu.Lock()
 				n.writeOwnershipQueue(true)
-			}()
-			return
+			}) {
+				return
+			}
+			q.mu.Lock()
 		}
 	}
 	q.busy = false
@@ -372,32 +372,15 @@ func (n *Node) onEffects(shard uint64, effs []meta.Effect, lastGrant map[string]
 	}
 }
 
-func (n *Node) kickDuty() {
-	select {
-	case n.dutyKick <- struct{}{}:
-	default:
-	}
-}
+func (n *Node) kickDuty() { n.dutyTask.kick() }
 
-// ownershipLoop sends the ownership messages as soon as they are due (off
+// ownershipDuty sends the ownership messages as soon as they are due (off
 // the raft worker that applied them: opening a topic on this node costs an
 // fsync); messages held back by a fence, and resends, are sent when their
 // time comes (nextDue), or at the next kick.
-func (n *Node) ownershipLoop() {
-	defer n.wg.Done()
-	timer := time.NewTimer(n.cfg.LeaseRenewInterval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-n.dutyKick:
-		case <-timer.C:
-		}
-		n.sendDue()
-		now := n.clock()
-		timer.Reset(n.nextDue(now).Sub(now))
-	}
+func (n *Node) ownershipDuty(time.Time) time.Time {
+	n.sendDue()
+	return n.nextDue(n.clock())
 }
 
 // dutyWakeFloor: in lease renewal intervals, the least time between two

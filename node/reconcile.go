@@ -11,20 +11,11 @@ import (
 	"github.com/shoalmq/shoal/swim"
 )
 
-// reconcileLoop is the local controller of every shard this node leads:
-// each interval it runs reconcile.
-func (n *Node) reconcileLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.ReconcileInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		n.reconcile()
-	}
+// reconcileDuty is the local controller of every shard this node leads:
+// the reconcile task, which runs reconcile every interval.
+func (n *Node) reconcileDuty(now time.Time) time.Time {
+	n.reconcile()
+	return now.Add(n.cfg.ReconcileInterval)
 }
 
 // reconcile takes up new leaderships, moves the topics of dead or silent

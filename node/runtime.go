@@ -46,6 +46,27 @@ func (n *Node) after(d time.Duration, f func()) (stop func() bool) {
 	return n.afterFunc(d, f)
 }
 
+// spawn runs fn soon, on its own (a goroutine of a started node, a piece
+// of work its caller schedules on a driven one), unless the node is
+// closing; it reports whether fn will run.
+func (n *Node) spawn(fn func()) bool {
+	n.lifeMu.RLock()
+	defer n.lifeMu.RUnlock()
+	if n.closing {
+		return false
+	}
+	if n.goFn != nil {
+		n.goFn(fn)
+		return true
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+	return true
+}
+
 // realAfter is time.AfterFunc.
 func realAfter(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 

@@ -388,22 +388,3 @@ func (n *Node) endList(out *wire.TopicList, shard uint64, after []byte, done ans
 	}
 	done(wire.KindTopicList, wire.AppendTopicList(nil, out))
 }
-
-// spawn runs fn on a goroutine of its own (at once on a driven node),
-// unless the node is closing.
-func (n *Node) spawn(fn func()) {
-	if n.driven {
-		fn()
-		return
-	}
-	n.lifeMu.RLock()
-	defer n.lifeMu.RUnlock()
-	if n.closing {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		fn()
-	}()
-}

@@ -35,8 +35,12 @@ type Config struct {
 	// goroutine runs; Tick advances the raft clock by one tick and Step
 	// runs the rounds that are due, on the caller's goroutine; requests
 	// are made with Submit, whose callbacks run during Step. The blocking
-	// methods (Propose, ReadIndex, ...) must not be used.
+	// methods (Propose, ReadIndex, ...) must not be used. Clock is then
+	// the caller's (AckWait holds a round back on it; see NextDue); a
+	// Manual host without a Clock holds no round back.
 	Manual bool
+	// Clock is the host's clock for AckWait. Default time.Now.
+	Clock func() time.Time
 	// Seed starts the proposal ids (they must not repeat those of an
 	// earlier life of the host, whose entries may still be in the logs).
 	// Default: the clock in nanoseconds.
@@ -136,7 +140,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Manual {
 		def(&o.Workers, 1)
-		o.AckWait = -1 // no round is held back: there is no clock to wait on
+		if o.Clock == nil {
+			o.AckWait = -1 // no round is held back: there is no clock to wait on
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	def(&o.Workers, runtime.GOMAXPROCS(0))
 	if o.AckWait == 0 {

@@ -112,13 +112,30 @@ func (h *Host) Step() bool {
 	default:
 	}
 	did := false
+	now := h.cfg.Clock()
 	for _, w := range h.workers {
-		if w.due() {
+		if w.due() && !w.held(now) {
 			w.round()
+			if w.awaitAcks {
+				w.ackDeadline = now.Add(h.cfg.AckWait)
+			}
 			did = true
 		}
 	}
 	return did
+}
+
+// NextDue is when a Manual host's round held back for acks (Config.AckWait)
+// runs without them, if one is: Step then has work even if nothing comes
+// in. Zero if none is held.
+func (h *Host) NextDue() time.Time {
+	var next time.Time
+	for _, w := range h.workers {
+		if w.awaitAcks && (next.IsZero() || w.ackDeadline.Before(next)) {
+			next = w.ackDeadline
+		}
+	}
+	return next
 }
 
 // ID is the host's node id.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -308,5 +309,90 @@ func TestLearnerThatLostWhatItAcknowledgedIsFilled(t *testing.T) {
 		if _, ok := kvs[3].Store.Get(0, fmt.Appendf(nil, "k%d", i)); !ok {
 			t.Fatalf("the learner lacks k%d", i)
 		}
+	}
+}
+
+// TestManualHostWithAClockHoldsARoundForAcks: a Manual host given a clock
+// holds a round back for a follower's ack of its leaders' appends, as a
+// host on goroutines does (Config.AckWait), and says until when
+// (NextDue): a simulation runs the same wait in its own time.
+func TestManualHostWithAClockHoldsARoundForAcks(t *testing.T) {
+	net := raftmuxtest.NewNetwork()
+	now := time.Unix(1000, 0)
+	hosts := map[uint64]*raftmux.Host{}
+	for id := uint64(1); id <= 3; id++ {
+		st, err := raftmuxtest.NewMemStore("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		h, err := raftmux.NewHost(raftmux.Config{
+			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: raftmuxtest.NewKV(st, true),
+			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
+			Clock: func() time.Time { return now }, AckWait: time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Stop)
+		net.Register(id, h)
+		hosts[id] = h
+	}
+	settle := func() {
+		for moved := true; moved; {
+			moved = false
+			for id := uint64(1); id <= 3; id++ {
+				moved = hosts[id].Step() || moved
+			}
+		}
+	}
+	// settleAll also lets the held rounds run, a millisecond at a time.
+	settleAll := func() {
+		for range 100 {
+			settle()
+			if hosts[1].NextDue().IsZero() {
+				return
+			}
+			now = now.Add(time.Millisecond)
+		}
+		t.Fatal("a round stays held")
+	}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id].Submit(raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}, func(raftmux.Result) {})
+	}
+	settleAll()
+	hosts[1].Submit(raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}, func(raftmux.Result) {})
+	settleAll()
+	propose := func(data string) *bool {
+		done := new(bool)
+		hosts[1].Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: 0, Data: []byte(data)}, func(r raftmux.Result) { *done = r.Err == nil })
+		return done
+	}
+	first := propose("a")
+	settleAll()
+	if !*first {
+		t.Fatal("the first proposal was not applied")
+	}
+
+	// No ack reaches host 1: its round after the append waits AckWait.
+	net.SetFilter(func(from, to uint64) bool { return to != 1 })
+	a := propose("b")
+	settle()
+	due := hosts[1].NextDue()
+	if due.IsZero() || !due.After(now) {
+		t.Fatalf("after appending with no ack in: next due %v (now %v), want a held round", due, now)
+	}
+	b := propose("c")
+	if hosts[1].Step() {
+		t.Fatal("a held round ran before its ack or its deadline")
+	}
+	now = due
+	if !hosts[1].Step() {
+		t.Fatal("a held round did not run at its deadline")
+	}
+	net.SetFilter(nil)
+	settleAll()
+	if !*a || !*b {
+		t.Fatalf("proposals applied: %v %v", *a, *b)
 	}
 }

@@ -57,7 +57,7 @@ func (w *worker) processReady() {
 		}
 		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = r.state == raft.StateLeader && !hsChanged
-		if it.early && len(rd.Entries) > 0 && cfg.AckWait > 0 && !cfg.Manual && len(r.confState.Voters) > 1 {
+		if it.early && len(rd.Entries) > 0 && cfg.AckWait > 0 && len(r.confState.Voters) > 1 {
 			// Before the appends leave: an ack may beat this round's fsync.
 			w.awaitAcks = true
 			w.mu.Lock()

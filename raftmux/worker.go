@@ -254,7 +254,7 @@ func (w *worker) run() {
 		}
 		w.round()
 		if w.awaitAcks {
-			w.ackDeadline = time.Now().Add(w.h.cfg.AckWait)
+			w.ackDeadline = w.h.cfg.Clock().Add(w.h.cfg.AckWait)
 		}
 	}
 }
@@ -277,7 +277,7 @@ func (w *worker) holdForAcks() bool {
 		w.mu.Lock()
 		acks := w.acksIn
 		w.mu.Unlock()
-		wait := time.Until(w.ackDeadline)
+		wait := w.ackDeadline.Sub(w.h.cfg.Clock())
 		if acks > 0 || wait <= 0 {
 			return true
 		}
@@ -547,6 +547,23 @@ func (w *worker) flush() {
 		}
 		b.Reset()
 	}
+}
+
+// held reports whether a Manual host's worker holds its next round back
+// at now, waiting for an ack of its leaders' appends (holdForAcks); when
+// it stops waiting, it forgets the wait.
+func (w *worker) held(now time.Time) bool {
+	if !w.awaitAcks {
+		return false
+	}
+	w.mu.Lock()
+	acks := w.acksIn
+	w.mu.Unlock()
+	if acks > 0 || !now.Before(w.ackDeadline) {
+		w.awaitAcks = false
+		return false
+	}
+	return true
 }
 
 // due reports whether a round would have anything to do (Manual hosts).

@@ -42,8 +42,8 @@
 //     fetch from its node at its epoch, and at a later epoch unless a
 //     revoke came between. A record missing at a later epoch after a
 //     revoke, or from another node that did not get it by handoff (its
-//     owner crashed or was silent, the pull was cut short), is a loss the
-//     README documents: counted in Result.Records, not failed;
+//     owner crashed or was silent, the pull was cut short), is a loss
+//     docs/ownership.md documents: counted in Result.Records, not failed;
 //   - SWIM's promises as each node's membership reports them: dead is
 //     final within a generation, incarnations never fall;
 //   - liveness: once the faults stop, within Config.Calm, every node is
@@ -53,7 +53,10 @@
 //     virtual second ends the run).
 //
 // Nodes are node.NewDriven nodes: the world hands them frames and SWIM
-// events and calls Drive; their raft hosts are manual. Raft draws its
+// events and calls Drive; their raft hosts are manual. What a started
+// node runs on goroutines (requests, the lease and raft frame queues, its
+// duties, record pulls) runs here as events after delays the seed draws
+// (host.goFunc), so each seed tries another interleaving. Raft draws its
 // election timeouts from crypto/rand, so Run replaces crypto/rand.Reader
 // with a seeded source while it runs: runs must not overlap in a process
 // (cmd/shoalsim starts one process per core). Crashes keep all or none of

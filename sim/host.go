@@ -156,6 +156,7 @@ func (h *host) startNode() error {
 	n, err := node.NewDriven(cfg, node.Runtime{
 		Now:        h.clock,
 		After:      h.afterFunc,
+		Go:         h.goFunc,
 		Peers:      peerNet{h},
 		Swim:       membership{h},
 		FS:         h.fs,
@@ -189,6 +190,20 @@ func (h *host) afterFunc(d time.Duration, f func()) func() bool {
 		stopped = true
 		return true
 	}
+}
+
+// goFunc is the node's spawned work (a request, a queue's worker, a duty,
+// a pull's step): f runs after a delay the seed draws, as a goroutine
+// would once a core got to it. Mostly that is within half a millisecond;
+// one time in fifty it is 1-20 ms (a busy machine, a collection), so that
+// work a started node does concurrently is interleaved every way in turn.
+func (h *host) goFunc(f func()) {
+	w := h.w
+	d := w.between(0, 500*time.Microsecond)
+	if w.rng.IntN(50) == 0 {
+		d = w.between(time.Millisecond, 20*time.Millisecond)
+	}
+	h.afterFunc(d, f)
 }
 
 // wake runs what is due on the host now: the node's duties and raft

@@ -53,7 +53,7 @@ type Result struct {
 	// Violations lists every broken promise; empty when the run passed.
 	Violations []Violation
 	// Records counts the records the clients produced and fetched, and
-	// those lost in the ways the README documents (history.CheckRecords).
+	// those lost in the ways docs/ownership.md documents (history.CheckRecords).
 	Records history.RecordStats
 	// Trace is the end of what happened (nodes booting and crashing,
 	// faults, acknowledged requests), for a failure's report.

@@ -78,7 +78,7 @@ var ErrKeys = errors.New("swim: keyring")
 // with the primary from now on and opened with any of keys. A node started
 // without keys (and so sending unsealed datagrams) cannot start sealing
 // while it runs, nor a sealing one stop: a cluster changes that with a
-// restart. See README.md for the rotation steps.
+// restart. See docs/security.md for the rotation steps.
 func (n *Node) SetKeys(keys [][]byte) error {
 	if n.keys == nil {
 		return fmt.Errorf("%w: this node started without keys (unsealed SWIM): restart it with keys", ErrKeys)

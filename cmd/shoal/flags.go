@@ -103,7 +103,7 @@ cluster:
                           each other; it seals SWIM unless --swim-key-file is given,
                           and clients prove it too unless --client-token-file is given
 
-security (README.md, Security):
+security (docs/security.md):
   --client-token-file FILE
                           clients authenticate with tokens: one "TOKEN ROLE" per line,
                           ROLE admin, write or read; '#' comments; reread on SIGHUP

@@ -1,6 +1,6 @@
 // Command shoal is the Shoal node binary. `shoal node` runs one node of a
 // cluster; `shoal dev` runs a whole cluster on loopback in one process, for
-// trying Shoal out. `shoal help` prints the usage; README.md explains both.
+// trying Shoal out. `shoal help` prints the usage; README.md and docs/cli.md explain both.
 package main
 
 import (

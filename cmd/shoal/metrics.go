@@ -177,7 +177,7 @@ type histDescs struct {
 	leaseRound, snapshot           *prometheus.Desc // snapshot: by direction
 }
 
-// Names of the histogram families, for the README and the dashboard test.
+// Names of the histogram families, for docs/operations.md and the dashboard test.
 const (
 	metricRequestDuration  = "shoal_client_request_duration_seconds"
 	metricRequestsByCode   = "shoal_client_requests_total"

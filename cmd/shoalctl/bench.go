@@ -279,8 +279,7 @@ func parallel(ctx context.Context, n, workers int, f func(ctx context.Context, i
 	return context.Cause(ctx)
 }
 
-// benchJSON is the --json summary; its keys are documented (README,
-// "JSON output").
+// benchJSON is the --json summary; its keys are documented (docs/cli.md).
 type benchJSON struct {
 	Op        string  `json:"op"`
 	Clients   int     `json:"clients"`

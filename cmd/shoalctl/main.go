@@ -2,7 +2,7 @@
 // assigns, looks up and revokes topics, produces and fetches records,
 // shows members, shards and node status, and drains, undrains and removes
 // nodes and moves shard leaderships. Run shoalctl --help for the
-// commands; the README documents the output and exit codes.
+// commands; docs/cli.md documents the output and exit codes.
 package main
 
 import (

@@ -18,8 +18,7 @@ import (
 	"github.com/shoalmq/shoal/client"
 )
 
-// The --json shapes. Field names are the documented, stable keys (README,
-// "shoalctl"); changing one breaks scripts.
+// The --json shapes. Field names are the documented, stable keys (docs/cli.md); changing one breaks scripts.
 
 type assignmentJSON struct {
 	Topic      string `json:"topic"`

@@ -10,7 +10,7 @@
 //
 // A run of many seeds prints the range it runs, its progress every few
 // seconds, then every failing seed with the command that replays it and
-// the records lost in the ways the README documents; it exits 1 if any
+// the records lost in the ways docs/ownership.md documents; it exits 1 if any
 // failed. With -budget it stops handing out seeds once that much wall
 // time has passed, lets those running finish, and prints the range it
 // ran. Each worker is a process of its own: a run replaces

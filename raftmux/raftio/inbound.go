@@ -153,6 +153,24 @@ func (in *Inbound) Run(ctx context.Context) {
 	}
 }
 
+// Drain decodes the frames queued when it is called and hands them to the
+// Receiver on the caller's goroutine, instead of Run: a caller that runs
+// its own worker when frames are queued. It returns how many it took and
+// must not run beside Run or another Drain.
+func (in *Inbound) Drain() int {
+	k := len(in.q)
+	for i := range k {
+		select {
+		case f := <-in.q:
+			in.queued.Add(-int64(len(f.frame)))
+			in.handle(&f)
+		default:
+			return i
+		}
+	}
+	return k
+}
+
 // Handle decodes a raft frame from peer from and hands it to the Receiver
 // now, on the caller's goroutine, instead of queueing it for Run (a
 // caller that drives the host itself). It must not run beside Run.
