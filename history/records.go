@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // The records as the clients saw them. Every record an owner acknowledged
@@ -80,12 +81,22 @@ func (s RecordStats) String() string {
 // from From up to Next, and to the end of it when Next is MaxUint64.
 func (f *Op) reads(off uint64) bool { return f.From <= off && off < f.Next }
 
+// Handoff is a record pull that ended complete: Node, which holds Topic at
+// Epoch, copied every record of Prev's log (node.Config.OnHandoff).
+type Handoff struct {
+	Topic, Node, Prev string
+	Epoch             uint64
+	At                time.Time
+}
+
 // CheckRecords checks the records of ops' produces and fetches (see the
-// rules above). It returns a violation for each offset that names two
+// rules above); handoffs are the complete record pulls, which narrow the
+// losses a move may excuse: a record its owner acknowledged is never
+// missing at a node whose complete pull from that owner began its epoch. It returns a violation for each offset that names two
 // records and for each acknowledged record missing where it must be
 // found (the first fetch that shows it), the losses that break no promise,
 // and the counts.
-func CheckRecords(ops []Op) ([]Violation, []Loss, RecordStats) {
+func CheckRecords(ops []Op, handoffs []Handoff) ([]Violation, []Loss, RecordStats) {
 	type key struct {
 		topic  string
 		offset uint64
@@ -159,7 +170,7 @@ func CheckRecords(ops []Op) ([]Violation, []Loss, RecordStats) {
 						found = true // what it holds there, the offset check compared
 						continue
 					}
-					kind, ok := missing(p, f, tops)
+					kind, ok := missing(p, f, tops, handoffs)
 					if !ok {
 						if !broken {
 							broken = true
@@ -191,7 +202,7 @@ func CheckRecords(ops []Op) ([]Violation, []Loss, RecordStats) {
 // missing says why the acknowledged produce p's record may be missing from
 // the later fetch f, which read its offset (ok false: it may not be);
 // tops are every operation of the topic.
-func missing(p Op, f *Op, tops []Op) (LossKind, bool) {
+func missing(p Op, f *Op, tops []Op, handoffs []Handoff) (LossKind, bool) {
 	if f.Epoch == p.Epoch {
 		// The record's own tenure: one node holds a topic at an epoch,
 		// and what it acknowledged it synced.
@@ -203,6 +214,13 @@ func missing(p Op, f *Op, tops []Op) (LossKind, bool) {
 		}
 	}
 	if f.Node != p.Node {
+		for _, h := range handoffs {
+			if h.Topic == p.Topic && h.Node == f.Node && h.Epoch == f.Epoch && h.Prev == p.Node && p.Epoch < h.Epoch {
+				// The fetch's node copied the whole log of the record's
+				// owner when it took the topic at this epoch.
+				return 0, false
+			}
+		}
 		return NotHandedOver, true
 	}
 	return 0, false

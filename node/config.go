@@ -150,6 +150,13 @@ type Config struct {
 	// serves the topic anyway without the rest; a previous owner SWIM
 	// declares dead ends the pull at once (handoff.go). Default 30 s.
 	HandoffTimeout time.Duration
+	// OnHandoff, if set, is told when a record pull of a topic this node
+	// newly holds ends: the topic, the epoch it holds, the previous owner
+	// pulled from, and whether every record of that owner's log came over
+	// (false: it was silent, died, stopped answering, the timeout ran out,
+	// or the topic moved on; what was copied is served). It runs on the
+	// node's own work and must not block.
+	OnHandoff func(topic string, epoch uint64, prev string, complete bool)
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
 	// ChangeLogLen is how many changes of topic assignments each shard's

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
@@ -314,6 +315,9 @@ func (p *pull) answered(c *wire.RecordsChunk) {
 	for i, r := range c.Records {
 		recs[i] = shardstore.Record{Offset: r.Offset, Epoch: r.Epoch, Value: r.Value}
 	}
+	if mutant.On(mutant.HandoffShort) && len(recs) > 0 {
+		recs = recs[:len(recs)-1]
+	}
 	if len(recs) > 0 || len(c.Producers) > 0 {
 		if err := n.store.PutRecords([]byte(p.topic), recs, c.Producers); err != nil {
 			n.log.Error("node: handoff: store records", "topic", p.topic, "err", err)
@@ -342,6 +346,9 @@ func (p *pull) finish(complete bool) {
 	h.unmark(p.topic, p.epoch)
 	if !complete {
 		n.counters.handoffsCut.Add(1)
+	}
+	if f := n.cfg.OnHandoff; f != nil {
+		f(p.topic, p.epoch, p.prev, complete)
 	}
 	h.mu.Lock()
 	var next *pull

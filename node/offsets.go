@@ -1,6 +1,10 @@
 package node
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/shoalmq/shoal/internal/mutant"
+)
 
 // Offsets across ownership moves. A topic's owner at epoch e gives its
 // records offsets from epochOffsetBase(e) on: e-1 in the top 24 bits, a
@@ -27,6 +31,9 @@ var ErrOffsetSpace = fmt.Errorf("node: epoch beyond the offset space (max %d)", 
 func epochOffsetBase(epoch uint64) (uint64, error) {
 	if epoch == 0 || epoch > MaxOffsetEpoch {
 		return 0, fmt.Errorf("epoch %d: %w", epoch, ErrOffsetSpace)
+	}
+	if mutant.On(mutant.OffsetsReused) {
+		return 0, nil
 	}
 	return (epoch - 1) << offsetCountBits, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoalmq/shoal/faultnet"
+	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/node"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -152,6 +153,11 @@ func (h *host) startNode() error {
 		// so crashes land around flushes too.
 		StoreMemTableBytes: 1 << 20,
 		RouteCacheEntries:  w.opts.routeCache,
+		OnHandoff: func(topic string, epoch uint64, prev string, complete bool) {
+			if complete {
+				w.handoffs = append(w.handoffs, history.Handoff{Topic: topic, Node: h.id, Prev: prev, Epoch: epoch, At: w.now})
+			}
+		},
 	}
 	n, err := node.NewDriven(cfg, node.Runtime{
 		Now:        h.clock,

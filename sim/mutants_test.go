@@ -44,6 +44,10 @@ var targets = map[mutant.Name]target{
 	// A write a client's retry, or the network's copy, brings to its
 	// shard again applies twice: one call, two effects.
 	mutant.SessionDedup: {Linearizability, 0},
+	// A new owner that copies its predecessor's log short, and owners
+	// whose epochs share offsets, lose or overwrite acknowledged records.
+	mutant.HandoffShort:  {Records, 0},
+	mutant.OffsetsReused: {Records, 0},
 	// A dead member alive again in the same generation.
 	mutant.DeadFinal: {Membership, 0},
 	// A move answered before the old owner is fenced: the client that

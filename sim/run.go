@@ -164,7 +164,7 @@ func Run(cfg Config) (*Result, error) {
 	for _, t := range unknown {
 		res.add(Unchecked, fmt.Sprintf("the search for a linearization of %s's %d operations ran out of its %v budget: the topic is not checked, so the seed fails", t, len(w.lin.byTopic[t]), linBudget))
 	}
-	recs, _, stats := history.CheckRecords(ops)
+	recs, _, stats := history.CheckRecords(ops, w.handoffs)
 	for _, v := range recs {
 		res.add(Records, v.String())
 	}

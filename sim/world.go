@@ -137,6 +137,8 @@ type World struct {
 	mover *client
 	hist  *history.Recorder
 	acks  []writeAck // every acknowledged write, as its node sent it
+	// handoffs: the record pulls that ended complete (node.Config.OnHandoff).
+	handoffs []history.Handoff
 	// owners: each topic's owner as the latest answer named it; hot: a
 	// topic whose owner a fault cut off, which the clients then press on.
 	owners map[string]route

@@ -36,11 +36,18 @@ const (
 	// SessionDedup: a shard applies a session's write it applied before
 	// again, instead of answering it with its first answer.
 	SessionDedup Name = "session-dedup-skipped"
+	// HandoffShort: a new owner's record pull stores each chunk but its
+	// last record, and counts itself complete.
+	HandoffShort Name = "handoff-copies-short"
+	// OffsetsReused: every epoch's records take offsets from 0 on, after
+	// what the new owner's own log holds, instead of from the epoch's
+	// own range.
+	OffsetsReused Name = "offsets-reused"
 )
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
 // fails if one survives its seeds).
-var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup}
+var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup, HandoffShort, OffsetsReused}
 
 // Hunted lists the mutants the simulator does not yet catch within its
 // seeds: its faults do not yet make them matter often enough. TestMutants
