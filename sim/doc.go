@@ -71,5 +71,7 @@
 // thousands of nodes, on a quiet network with the production timing, and
 // measures per node against N what the nodes send, the simulator's time,
 // the shard leaders, and how fast a join and a kill converge (shoalsim
-// -scale, make sim-scale; the figures are in bench/README.md).
+// -scale, make sim-scale; the figures are in bench/README.md); then it
+// checks SWIM's promises, liveness once the kill has settled, and one
+// owner at a time (scaleChecks).
 package sim

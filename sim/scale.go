@@ -155,6 +155,12 @@ type ScaleResult struct {
 	HeapBytes uint64        `json:"heap_bytes"`
 	MaxRSS    uint64        `json:"max_rss_bytes"`
 	Wall      time.Duration `json:"wall_ns"`
+
+	// Violations are the promises the run broke, as the checkers that
+	// apply to a quiet network see them (scaleChecks): SWIM's, liveness
+	// once the kill has settled, and one owner at a time. Empty when it
+	// passed.
+	Violations []Violation `json:"violations,omitempty"`
 }
 
 func (c *ScaleConfig) fill() error {
@@ -310,6 +316,8 @@ func Scale(cfg ScaleConfig) (*ScaleResult, error) {
 		return fail("%v", err)
 	}
 	progress("kill measured")
+	w.scaleChecks(res, cfg)
+	progress("checked: %d violations", len(res.Violations))
 	res.MaxRSS = maxRSS()
 	res.Wall = time.Since(wallStart)
 	return res, nil
@@ -616,4 +624,99 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// scaleSettle is how long a scale run goes on after the kill before its
+// checks: the victim's topics move once its leases have run out.
+const scaleSettle = 30 * time.Second
+
+// scaleSample bounds the topics whose lookups the checks compare across
+// nodes (each costs a lookup on every node).
+const scaleSample = 50
+
+// scaleChecks runs, after the kill has settled, the checkers that apply to
+// a scale run: SWIM's promises as every node reported them, liveness
+// (every live node ready and naming the same leader of every shard, every
+// assigned topic owned by a live node and writable there, a sample of
+// topics answered alike by every node), and one owner at a time over the
+// writes the checks acknowledged.
+func (w *World) scaleChecks(res *ScaleResult, cfg ScaleConfig) {
+	w.runUntil(w.now.Add(scaleSettle))
+	add := func(c Checker, texts ...string) {
+		for _, t := range texts {
+			res.Violations = append(res.Violations, Violation{Checker: c, Text: t})
+		}
+	}
+	add(Membership, w.early...)
+	if w.stuck != "" {
+		add(Liveness, w.stuck)
+		return
+	}
+	var live []*host
+	for _, h := range w.hosts {
+		if !h.down {
+			live = append(live, h)
+		}
+	}
+	var leaders []string
+	for _, h := range live {
+		if !h.node.Status().Ready {
+			add(Liveness, fmt.Sprintf("%s is not ready %v after the kill", h.id, scaleSettle))
+		}
+		sl, ok := w.shardList(h)
+		if !ok {
+			add(Liveness, fmt.Sprintf("%s does not list its shards", h.id))
+			continue
+		}
+		names := make([]string, len(sl.Shards))
+		for i, si := range sl.Shards {
+			names[i] = fmt.Sprintf("%s@%d", si.Leader, si.Term)
+			if l := w.byID[string(si.Leader)]; len(si.Leader) == 0 || l == nil || l.down {
+				add(Liveness, fmt.Sprintf("%s names %q leader of shard %d, not a live node", h.id, si.Leader, si.Shard))
+				break
+			}
+		}
+		if leaders == nil {
+			leaders = names
+			continue
+		}
+		for i := range min(len(names), len(leaders)) {
+			if names[i] != leaders[i] {
+				add(Liveness, fmt.Sprintf("%s names %s leader of shard %d, %s names %s", h.id, names[i], i, live[0].id, leaders[i]))
+				break
+			}
+		}
+	}
+	for i := range cfg.Topics {
+		topic := fmt.Sprintf("topic-%d", i)
+		h := live[w.rng.IntN(len(live))]
+		kind, p, ok := w.ask(h, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}))
+		var a wire.Assignment
+		if !ok || kind != wire.KindAssignment || wire.DecodeAssignment(p, &a) != nil {
+			add(Liveness, fmt.Sprintf("%s: no linearizable lookup answered by %s", topic, h.id))
+			continue
+		}
+		owner := w.byID[string(a.Owner)]
+		if owner == nil || owner.down {
+			add(Liveness, fmt.Sprintf("%s is owned by %s, not a live node, %v after the kill", topic, a.Owner, scaleSettle))
+			continue
+		}
+		if why := w.writable(owner, topic, a.Epoch); why != "" {
+			add(Liveness, fmt.Sprintf("%s is not writable at its owner %s@%d: %s", topic, a.Owner, a.Epoch, why))
+		}
+		if i >= scaleSample {
+			continue
+		}
+		want := fmt.Sprintf("%s@%d", a.Owner, a.Epoch)
+		for _, o := range live {
+			kind, p, ok := w.ask(o, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic)}))
+			var b wire.Assignment
+			if ok && kind == wire.KindAssignment && wire.DecodeAssignment(p, &b) == nil {
+				if got := fmt.Sprintf("%s@%d", b.Owner, b.Epoch); got != want {
+					add(Liveness, fmt.Sprintf("%s answers %s for %s, the leader %s", o.id, got, topic, want))
+				}
+			}
+		}
+	}
+	add(Owners, checkOwners(w.acks)...)
 }

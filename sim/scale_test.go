@@ -28,6 +28,9 @@ func TestScaleSmoke(t *testing.T) {
 	case a.KillSuspect < 0 || a.KillDead < 0 || a.KillLeaders < 0 || a.KillLed == 0:
 		t.Errorf("kill did not converge: suspect %v, dead %v, leaders %v (%d led)", a.KillSuspect, a.KillDead, a.KillLeaders, a.KillLed)
 	}
+	for _, v := range a.Violations {
+		t.Errorf("checkers: %v", v)
+	}
 	if raceEnabled || testing.Short() {
 		return
 	}

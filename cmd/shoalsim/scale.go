@@ -78,6 +78,16 @@ func scaleRun(sizes []int, asJSON bool, out io.Writer) error {
 	if !asJSON {
 		printScale(out, results)
 	}
+	broken := 0
+	for _, r := range results {
+		for _, v := range r.Violations {
+			fmt.Fprintf(os.Stderr, "scale %d nodes: %v\n", r.Nodes, v)
+			broken++
+		}
+	}
+	if broken > 0 {
+		return fmt.Errorf("scale: %d violations", broken)
+	}
 	return nil
 }
 
