@@ -404,26 +404,3 @@ func (s *State) readSessions(r *reader) {
 		s.clock = max(s.clock, ss.last)
 	}
 }
-
-// checkSessions reports the first session that breaks its bounds.
-func (s *State) checkSessions() error {
-	if len(s.sessions) > MaxSessions {
-		return fmt.Errorf("meta: %d sessions, at most %d", len(s.sessions), MaxSessions)
-	}
-	for id, ss := range s.sessions {
-		switch {
-		case id == 0 || ss.id != id:
-			return fmt.Errorf("meta: session %x holds %x", id, ss.id)
-		case len(ss.answers) > MaxSessionAnswers:
-			return fmt.Errorf("meta: session %x keeps %d answers", id, len(ss.answers))
-		case ss.last > s.clock:
-			return fmt.Errorf("meta: session %x last wrote at %d, after the clock %d", id, ss.last, s.clock)
-		}
-		for i, a := range ss.answers {
-			if a.seq <= ss.floor || a.seq <= ss.dropped || (i > 0 && a.seq <= ss.answers[i-1].seq) {
-				return fmt.Errorf("meta: session %x keeps answer %d (floor %d, dropped %d) out of order", id, a.seq, ss.floor, ss.dropped)
-			}
-		}
-	}
-	return nil
-}

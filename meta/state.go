@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/shoalmq/shoal/internal/invariants"
 )
 
 // TopicState is the lifecycle state of a topic record.
@@ -172,6 +174,9 @@ type State struct {
 	// clock is the newest stamp applied.
 	sessions map[uint64]*session
 	clock    uint64
+	// inv holds what the invariant checks of Apply compare against
+	// (invariants.go); only builds with invariants use it.
+	inv applyCheck
 }
 
 // New returns an empty shard state.
@@ -187,10 +192,14 @@ func New() *State {
 // Apply applies one committed command. On error nothing changed. res, when
 // not nil, is overwritten; its Effects backing array is reused, so one
 // Result serves a whole apply loop.
-func (s *State) Apply(c *Command, res *Result) error {
+func (s *State) Apply(c *Command, res *Result) (err error) {
 	var scratch Result
 	if res == nil {
 		res = &scratch
+	}
+	if invariants.Enabled {
+		s.inv.before(s, c)
+		defer func() { s.inv.after(s, c, res, err) }()
 	}
 	res.reset()
 	if c.Session.ID != 0 && c.Op.takesSession() {
@@ -591,62 +600,4 @@ func (s *State) All() iter.Seq[Assignment] {
 			}
 		}
 	}
-}
-
-// checkInvariants recomputes every derived count from the records and
-// reports the first disagreement. Tests call it after every step.
-func (s *State) checkInvariants() error {
-	if len(s.keys) != len(s.topics) {
-		return fmt.Errorf("meta: %d keys for %d records", len(s.keys), len(s.topics))
-	}
-	active := 0
-	owned := make(map[string]int)
-	for _, k := range s.keys {
-		r := s.topics[k]
-		switch {
-		case r == nil:
-			return fmt.Errorf("meta: key %q has no record", k)
-		case r.topic != k:
-			return fmt.Errorf("meta: key %q holds record of %q", k, r.topic)
-		case r.epoch == 0:
-			return fmt.Errorf("meta: %q at epoch 0", k)
-		case r.state == Active:
-			if r.owner == "" || r.partitions == 0 || r.partitions > MaxPartitions || r.prev == r.owner {
-				return fmt.Errorf("meta: active %q has owner %q (previous %q), %d partitions", k, r.owner, r.prev, r.partitions)
-			}
-			active++
-			owned[r.owner]++
-		case r.state == Revoked:
-			if r.owner != "" || r.partitions != 0 {
-				return fmt.Errorf("meta: revoked %q keeps owner %q, %d partitions", k, r.owner, r.partitions)
-			}
-		default:
-			return fmt.Errorf("meta: %q in state %d", k, r.state)
-		}
-	}
-	if active != s.active {
-		return fmt.Errorf("meta: %d active records, count says %d", active, s.active)
-	}
-	for id, n := range owned {
-		if st := s.owners[id]; st == nil || st.topics != n || st.id != id {
-			return fmt.Errorf("meta: owner %q has %d topics, index disagrees", id, n)
-		}
-	}
-	digests := make(map[string]uint64)
-	for _, r := range s.topics {
-		if r.state == Active {
-			digests[r.owner] ^= TopicDigest(r.topic, r.epoch)
-		}
-	}
-	for id, st := range s.owners {
-		if st.digest != digests[id] {
-			return fmt.Errorf("meta: digest of %q is %x, its topics give %x", id, st.digest, digests[id])
-		}
-	}
-	for id, st := range s.owners {
-		if st.topics != owned[id] {
-			return fmt.Errorf("meta: index gives %q %d topics, it owns %d", id, st.topics, owned[id])
-		}
-	}
-	return s.checkSessions()
 }

@@ -242,7 +242,7 @@ func TestEpochNeverExceedsItsRange(t *testing.T) {
 	// reassign skips it.
 	s = New()
 	mustApply(t, s, assign("t", "n1", 0))
-	s.topics["t"].epoch = ^uint64(0)
+	setEpoch(s, "t", ^uint64(0))
 	for _, c := range []Command{assign("t", "n2", 0), revoke("t")} {
 		if err := s.Apply(&c, nil); !errors.Is(err, ErrEpochExhausted) {
 			t.Fatalf("%s at the last epoch: %v", c.Op, err)

@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoalmq/shoal/internal/invariants"
 )
 
 // processReady runs the persist/send/apply/advance half of a round for
@@ -164,6 +166,9 @@ func (w *worker) finish(items []readyItem) {
 			continue
 		}
 		r.rn.Advance(*rd)
+		if invariants.Enabled {
+			r.checkIndexes()
+		}
 		w.readStates(r, rd.ReadStates)
 		w.settle(r, true)
 	}

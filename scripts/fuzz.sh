@@ -3,6 +3,9 @@
 # duration such as 60s, or a count of executions such as 5000x).
 # A failure leaves the crashing input under testdata/fuzz of its package.
 #
+# FUZZTAGS are build tags for the fuzzed tests (make fuzz passes
+# invariants, so that every input also runs the code's invariant checks).
+#
 # FUZZJOBS targets run at once (default: one per core),
 # each with its share of the cores as fuzzing workers. A short run spends
 # about as long building and starting each target as fuzzing it, and side
@@ -17,6 +20,7 @@
 set -uo pipefail
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-60s}
+FUZZTAGS=${FUZZTAGS:-}
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 FUZZJOBS=${FUZZJOBS:-$cores}
 [ "$FUZZJOBS" -ge 1 ] 2>/dev/null || { echo "fuzz: FUZZJOBS must be a positive number, not '$FUZZJOBS'"; exit 2; }
@@ -34,7 +38,7 @@ fuzz_one() {
 	before=$(crashers "$dir" "$t")
 	{
 		echo "fuzz ./$dir $t ($FUZZTIME)"
-		if $GO test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -parallel "$workers" "./$dir" >"$log" 2>&1; then
+		if $GO test ${FUZZTAGS:+-tags "$FUZZTAGS"} -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -parallel "$workers" "./$dir" >"$log" 2>&1; then
 			tail -n 1 "$log"
 			echo ok >"$work/$n.rc"
 		elif [ "$(crashers "$dir" "$t")" = "$before" ] &&

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -177,6 +178,9 @@ func (s *Store) commitAppend(b *pebble.Batch, t *topicLog, topic []byte, first u
 	if sync {
 		wo = pebble.Sync
 	}
+	if invariants.Enabled {
+		t.checkAppend(topic, first, n)
+	}
 	if err := b.Commit(wo); err != nil {
 		return fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 	}
@@ -232,6 +236,9 @@ func (s *Store) PutRecords(topic []byte, records []Record, producers []wire.Prod
 		if ps, err = putProducers(b, t, topic, producers); err != nil {
 			return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)
 		}
+	}
+	if invariants.Enabled {
+		t.checkWatermark(topic, next)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shardstore: topic %q: put: %w", topic, err)

@@ -35,6 +35,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
@@ -186,6 +187,9 @@ type Leader struct {
 	// fencing until it holds something again (an Open was sent to it, or
 	// it asked for a lease without saying it is released).
 	released map[string]bool
+	// inv is what the invariant checks compare against (invariants.go);
+	// only builds with invariants use it.
+	inv leaderCheck
 }
 
 // New returns a Leader that leads nothing.
@@ -206,6 +210,9 @@ func (l *Leader) Config() Config { return l.cfg }
 // Won records that this node became shard's leader at term at now. Until
 // Current, it grants nothing.
 func (l *Leader) Won(now time.Time, shard, term uint64) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "won")
+	}
 	if cur := l.led[shard]; cur != nil && cur.term == term {
 		return
 	}
@@ -218,6 +225,9 @@ func (l *Leader) Won(now time.Time, shard, term uint64) {
 // Lost records that this node no longer leads shard: what it owed there is
 // dropped (its successor owes it now), and it grants nothing more.
 func (l *Leader) Lost(shard uint64) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "lost")
+	}
 	s := l.led[shard]
 	if s == nil {
 		return
@@ -682,6 +692,9 @@ func (q *wakeQueue) Pop() any {
 // back until that owner acknowledges the close, or the lease of that grant
 // runs out. Effects of a shard this node does not lead are ignored.
 func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGrant func(node string) time.Time) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "effects")
+	}
 	s := l.led[shard]
 	if s == nil {
 		return
@@ -710,6 +723,9 @@ func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGr
 // predecessor may have died before they were acknowledged. The Opens of
 // topics that may have had another holder wait out NewLeaderWait.
 func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "resend")
+	}
 	s := l.led[shard]
 	if s == nil {
 		return
@@ -757,8 +773,13 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) (until time.Time, gated bo
 // not held back, and those unacknowledged for Config.Resend. gone reports
 // nodes that will never answer (dead or left): what is owed to them is
 // dropped, their fences stay until their leases run out.
-func (l *Leader) Due(now time.Time, gone func(node string) bool) []RPC {
-	var out []RPC
+func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
+	if invariants.Enabled {
+		defer func() {
+			l.checkDue(now, out)
+			l.inv.after(l, "due")
+		}()
+	}
 	for len(l.queue) > 0 && !l.queue[0].at.After(now) {
 		w := heap.Pop(&l.queue).(wake)
 		r := w.r
@@ -817,6 +838,9 @@ func (l *Leader) HoldsBack(shard uint64) bool {
 // Ack takes node from's TopicAck of request reqID. An ack from another
 // node than the one asked, or about another topic, is ignored.
 func (l *Leader) Ack(from string, reqID uint64, a *wire.TopicAck) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "ack")
+	}
 	k, ok := l.byReq[reqID]
 	if !ok {
 		return
@@ -901,6 +925,9 @@ func (l *Leader) Holding(node string) { delete(l.released, node) }
 // Released records that node gave up every topic it held (it is leaving):
 // it is fenced everywhere, and nothing more is owed to it.
 func (l *Leader) Released(node string) {
+	if invariants.Enabled {
+		defer l.inv.after(l, "released")
+	}
 	l.released[node] = true
 	for _, s := range l.led {
 		for topic, fs := range s.fences {

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
@@ -153,6 +154,9 @@ type Holder struct {
 	// fresh: shards in which a topic was newly held since the last
 	// round; a fresh round asks for those alone (FreshRound).
 	fresh map[uint64]struct{}
+	// inv is what the invariant checks compare against (invariants.go);
+	// only builds with invariants use it.
+	inv holderCheck
 }
 
 // round is a lease round in flight: when it was built, and what was asked
@@ -256,7 +260,11 @@ func (h *Holder) seeTerm(shard, term uint64) bool {
 }
 
 // Open takes an OpenTopic. floor is the topic's durable epoch floor.
-func (h *Holder) Open(m *wire.OpenTopic, floor uint64) (wire.TopicStatus, uint64, []Change) {
+func (h *Holder) Open(m *wire.OpenTopic, floor uint64) (st wire.TopicStatus, epoch uint64, changes []Change) {
+	if invariants.Enabled {
+		pre := h.heldNow(m.Topic)
+		defer func() { h.afterOpen(pre, m, floor, st, changes) }()
+	}
 	if !h.seeTerm(m.Shard, m.Term) {
 		return wire.TopicStaleTerm, 0, nil
 	}
@@ -287,7 +295,11 @@ func (h *Holder) Open(m *wire.OpenTopic, floor uint64) (wire.TopicStatus, uint64
 
 // Close takes a CloseTopic: every epoch up to m.Epoch is closed for good.
 // floor is the topic's durable epoch floor.
-func (h *Holder) Close(m *wire.CloseTopic, floor uint64) (wire.TopicStatus, uint64, []Change) {
+func (h *Holder) Close(m *wire.CloseTopic, floor uint64) (st wire.TopicStatus, closed uint64, changes []Change) {
+	if invariants.Enabled {
+		pre := h.heldNow(m.Topic)
+		defer func() { h.afterClose(pre, m, st, closed, changes) }()
+	}
 	if !h.seeTerm(m.Shard, m.Term) {
 		return wire.TopicStaleTerm, 0, nil
 	}
@@ -362,6 +374,10 @@ type Ask struct {
 // grouping of the last round is reused while neither it nor what is held
 // changed. released reports that the node has given up its topics.
 func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool), leadersVersion uint64) (seq uint64, asks map[string]*Ask, released bool) {
+	if invariants.Enabled {
+		h.inv.roundAt(now)
+		defer h.inv.after(h, "round")
+	}
 	h.seq++
 	seq = h.seq
 	for s, r := range h.pending {
@@ -383,6 +399,9 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 			delete(h.empty, s)
 			delete(h.shards, s)
 			h.order = nil
+			if invariants.Enabled {
+				delete(h.inv.leases, s) // a shard made again starts afresh
+			}
 		}
 	}
 	rd := &round{at: now, asked: make(map[string]*asked, len(h.groups))}
@@ -413,6 +432,10 @@ func (h *Holder) Round(now time.Time, leaderOf func(shard uint64) (string, bool)
 func (h *Holder) FreshRound(now time.Time, leaderOf func(shard uint64) (string, bool)) (seq uint64, asks map[string]*Ask, ok bool) {
 	if h.released || len(h.fresh) == 0 {
 		return 0, nil, false
+	}
+	if invariants.Enabled {
+		h.inv.roundAt(now)
+		defer h.inv.after(h, "fresh round")
 	}
 	groups := make(map[string]*group)
 	for _, s := range slices.Sorted(maps.Keys(h.fresh)) {
@@ -522,6 +545,9 @@ func (h *Holder) RoundAt(seq uint64) (time.Time, bool) {
 // alone and the summaries differ: nothing was granted, and the next round
 // lists the shards; it should come soon.
 func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refused []wire.LeaseRefusal, again bool) {
+	if invariants.Enabled {
+		defer h.inv.after(h, "reply")
+	}
 	rd, ok := h.pending[r.Seq]
 	if !ok {
 		return nil, nil, false // a round too old to give anything
@@ -545,7 +571,11 @@ func (h *Holder) Reply(from string, r *wire.LeaseReply) (changes []Change, refus
 				// Nothing the round asked about changed since: the
 				// grant covers the group as it still is.
 				if a.g.lease.seq < r.Seq {
-					a.g.lease = lease{seq: r.Seq, expires: rd.at.Add(h.cfg.Lease)}
+					l := lease{seq: r.Seq, expires: rd.at.Add(h.cfg.Lease)}
+					if invariants.Enabled {
+						checkRenewal(&a.g.lease, &l)
+					}
+					a.g.lease = l
 				}
 				return nil, r.Refused, false
 			}
@@ -589,6 +619,9 @@ func (h *Holder) granted(rd *round, seq, shard uint64, g *wire.LeaseGrant, chang
 			l.listed[string(te.Topic)] = te.Epoch
 		}
 		changes = h.closeUnlisted(st, l.listed, seq, changes)
+	}
+	if invariants.Enabled {
+		checkRenewal(st.current(), &l)
 	}
 	st.lease = l
 	return changes
