@@ -341,6 +341,10 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 	if err := r.End(); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrBadCommand, c.Op, err)
 	}
+	if version == commandVersion && !c.Op.takesSession() {
+		// AppendCommand writes version 3 only for a write with a session.
+		return fmt.Errorf("%w: %s in version %d, which is for a session's writes", ErrBadCommand, c.Op, version)
+	}
 	return c.Validate()
 }
 

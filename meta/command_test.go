@@ -117,6 +117,9 @@ func TestDecodeCommandRejects(t *testing.T) {
 		{"duplicate move", []byte{1, 4, 2, 'n', '1', 2, 1, 'a', 2, 'n', '2', 1, 'a', 2, 'n', '3'}, ErrBadCommand},
 		{"move to the dead node", []byte{1, 4, 2, 'n', '1', 1, 1, 'a', 2, 'n', '1'}, ErrBadCommand},
 		{"reassign of no node", []byte{1, 4, 0, 0}, ErrBadNodeID},
+		{"compact in the session version", []byte{3, 6}, ErrBadCommand},
+		{"marker in the session version", []byte{3, 5, 7}, ErrBadCommand},
+		{"reassign in the session version", []byte{3, 4, 2, 'n', '1', 1, 1, 'a', 2, 'n', '2', 0}, ErrBadCommand},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
