@@ -1,22 +1,17 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 
 	"github.com/shoalmq/shoal/netio"
+	// Imported as creds: the node's own state of its credentials is the
+	// type security (node.go's Node.sec).
+	creds "github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -39,369 +34,62 @@ import (
 //   - SWIM datagrams and push-pulls are sealed with the SWIM keyring
 //     (Security.SwimKeys, or a key derived from the secret).
 
-// Security is how a node authenticates and encrypts (Config.Security).
-// The zero value: no TLS, no client tokens, SWIM keys from Config.Secret.
-type Security struct {
-	// TLS, when set, makes the client port, the peer port, the peer dials
-	// and the push-pull exchanges TLS 1.3 (see TLS).
-	TLS *TLS
-	// ClientTokens, when set, authenticates clients by token (see Token);
-	// SetClientTokens replaces them while the node runs.
-	ClientTokens []Token
-	// SwimKeys is the SWIM keyring, the primary first (swim.Config.Keys);
-	// SetSwimKeys rotates it. Empty: one key derived from Config.Secret,
-	// or, without a secret, unsealed SWIM.
-	SwimKeys [][]byte
-	// InsecureOK says a node without any credential runs so on purpose,
-	// where nobody else can reach it (shoal dev, on loopback): the notice
-	// that it serves anyone is logged at info level rather than as a
-	// warning.
-	InsecureOK bool
-}
+// The names of package security that node's users know, forwarded.
+type (
+	// Security is how a node authenticates and encrypts (Config.Security;
+	// security.Security).
+	Security = creds.Security
+	// TLS is a node's certificate and its cluster's CA (security.TLS).
+	TLS = creds.TLS
+	// Role is what a client token allows (security.Role).
+	Role = creds.Role
+	// Token is one client credential and its role (security.Token).
+	Token = creds.Token
+	// SecurityStats counts what the credentials and the request limits
+	// refused (security.Stats).
+	SecurityStats = creds.Stats
+)
 
-// TLS is a node's certificate and its cluster's CA.
-type TLS struct {
-	// Certificate identifies the node to clients and to peers: it must be
-	// signed by CA, for server and client use (the peer port verifies the
-	// dialler's certificate, and the dialler the listener's).
-	Certificate tls.Certificate
-	// CA holds the cluster CA: the peers' certificates must chain to it
-	// (host names are not checked between peers: the CA signs the
-	// cluster's nodes and nothing else), and clients' when VerifyClients.
-	CA *x509.CertPool
-	// VerifyClients makes the client port require a certificate CA signed
-	// from every client. Default off: clients prove tokens.
-	VerifyClients bool
-}
+// The roles (security.RoleRead...).
+const (
+	RoleRead  = creds.RoleRead
+	RoleWrite = creds.RoleWrite
+	RoleAdmin = creds.RoleAdmin
+)
 
-// Errors of the credentials.
+// Limits of the credentials (security.MinTokenLen, MaxClientTokens).
+const (
+	MinTokenLen     = creds.MinTokenLen
+	MaxClientTokens = creds.MaxClientTokens
+)
+
+// Errors of the credentials (security.ErrTokenFile...).
 var (
-	// ErrTokenFile: a client token file line is not "TOKEN ROLE".
-	ErrTokenFile = errors.New("node: client token file")
-	// ErrTLSFiles: a certificate, key or CA file cannot be used.
-	ErrTLSFiles = errors.New("node: TLS files")
-	// ErrCredentials: credentials cannot be changed as asked while the
-	// node runs.
-	ErrCredentials = errors.New("node: credentials")
+	ErrTokenFile   = creds.ErrTokenFile
+	ErrTLSFiles    = creds.ErrTLSFiles
+	ErrCredentials = creds.ErrCredentials
 )
 
-// Limits of the credentials.
-const (
-	// MinTokenLen is the shortest client token: 16 characters, so that a
-	// token is not a word that can be guessed (make them with
-	// `openssl rand -base64 24`).
-	MinTokenLen = 16
-	// MaxClientTokens bounds the tokens of one node: each handshake
-	// compares the client's with every one of them.
-	MaxClientTokens = 4096
-	// maxCredentialFile bounds a token, key, certificate or CA file.
-	maxCredentialFile = 1 << 20
-)
+// ParseRole reads a role's name: admin, write or read (security.ParseRole).
+func ParseRole(s string) (Role, error) { return creds.ParseRole(s) }
 
-// Role is what a client token allows.
-type Role uint8
+// ParseTokens reads a client token file (security.ParseTokens).
+func ParseTokens(r io.Reader) ([]Token, error) { return creds.ParseTokens(r) }
 
-const (
-	// RoleRead: Lookup, Fetch, Members, Shards, Status.
-	RoleRead Role = iota + 1
-	// RoleWrite: what RoleRead allows, and Produce.
-	RoleWrite
-	// RoleAdmin: every request (Assign, Revoke, UpdatePartition, and the
-	// operators' Drain, Undrain, TransferLeader, RemoveNode too).
-	RoleAdmin
-)
-
-func (r Role) String() string {
-	switch r {
-	case RoleRead:
-		return "read"
-	case RoleWrite:
-		return "write"
-	case RoleAdmin:
-		return "admin"
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
-
-// ParseRole reads a role's name: admin, write or read.
-func ParseRole(s string) (Role, error) {
-	switch s {
-	case "admin":
-		return RoleAdmin, nil
-	case "write":
-		return RoleWrite, nil
-	case "read":
-		return RoleRead, nil
-	}
-	// The field is not shown: a line holding two tokens must not print one.
-	return 0, errors.New("the role must be admin, write or read")
-}
-
-// allows reports whether the role may make a request of kind k.
-func (r Role) allows(k wire.Kind) bool {
-	switch k {
-	case wire.KindLookup, wire.KindFetch, wire.KindMembers, wire.KindShards, wire.KindStatus, wire.KindShardLeaders, wire.KindWatch, wire.KindListTopics:
-		return r >= RoleRead
-	case wire.KindProduce:
-		return r >= RoleWrite
-	}
-	return r >= RoleAdmin
-}
-
-// Token is one client credential and its role.
-type Token struct {
-	Value string // MinTokenLen to wire.MaxTokenLen printable ASCII characters, no spaces
-	Role  Role
-}
-
-// ParseTokens reads a client token file: one "TOKEN ROLE" per line, '#'
-// starting a comment, blank lines ignored. Errors wrap ErrTokenFile, name
-// the line, and never show a token.
-func ParseTokens(r io.Reader) ([]Token, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxCredentialFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
-	}
-	if len(b) > maxCredentialFile {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrTokenFile, maxCredentialFile)
-	}
-	var toks []Token
-	seen := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), maxCredentialFile)
-	for line := 1; sc.Scan(); line++ {
-		text, _, _ := strings.Cut(sc.Text(), "#")
-		f := strings.Fields(text)
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) != 2 {
-			return nil, fmt.Errorf("%w: line %d: want TOKEN ROLE, got %d fields", ErrTokenFile, line, len(f))
-		}
-		if err := validateToken(f[0]); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %w", ErrTokenFile, line, err)
-		}
-		role, err := ParseRole(f[1])
-		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %w", ErrTokenFile, line, err)
-		}
-		if prev, ok := seen[f[0]]; ok {
-			return nil, fmt.Errorf("%w: line %d: the token of line %d again", ErrTokenFile, line, prev)
-		}
-		if len(toks) == MaxClientTokens {
-			return nil, fmt.Errorf("%w: line %d: more than %d tokens", ErrTokenFile, line, MaxClientTokens)
-		}
-		seen[f[0]] = line
-		toks = append(toks, Token{Value: f[0], Role: role})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
-	}
-	if len(toks) == 0 {
-		return nil, fmt.Errorf("%w: no token in it", ErrTokenFile)
-	}
-	return toks, nil
-}
-
-// validateToken says what is wrong with a token, without showing it.
-func validateToken(tok string) error {
-	if len(tok) < MinTokenLen || len(tok) > wire.MaxTokenLen {
-		return fmt.Errorf("a token of %d characters (want %d to %d)", len(tok), MinTokenLen, wire.MaxTokenLen)
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] <= ' ' || tok[i] > '~' {
-			return fmt.Errorf("a token with a character other than printable ASCII at position %d", i+1)
-		}
-	}
-	return nil
-}
-
-// LoadTLS reads a node's certificate and key and the cluster CA (PEM
-// files) and checks that the certificate chains to the CA for server and
-// client use, so that a wrong file is found at start rather than at the
-// first connection. Errors wrap ErrTLSFiles.
+// LoadTLS reads a node's certificate and key and the cluster CA and checks
+// them (security.LoadTLS).
 func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: certificate %s, key %s: %w", ErrTLSFiles, certFile, keyFile, err)
-	}
-	caPEM, err := readCredentialFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: CA: %w", ErrTLSFiles, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%w: CA %s holds no PEM certificate", ErrTLSFiles, caFile)
-	}
-	t := &TLS{Certificate: cert, CA: pool}
-	if err := t.check(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrTLSFiles, certFile, err)
-	}
-	return t, nil
+	return creds.LoadTLS(certFile, keyFile, caFile)
 }
-
-// check verifies the node's own certificate against the CA, for both uses.
-func (t *TLS) check() error {
-	if t.CA == nil || len(t.Certificate.Certificate) == 0 {
-		return errors.New("a certificate and a CA are required")
-	}
-	leaf, err := x509.ParseCertificate(t.Certificate.Certificate[0])
-	if err != nil {
-		return err
-	}
-	for _, use := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
-		if err := verifyChain(leaf, t.Certificate.Certificate[1:], t.CA, use); err != nil {
-			return fmt.Errorf("not valid under the CA for %s use (peers verify each other both ways): %w", usageName(use), err)
-		}
-	}
-	return nil
-}
-
-func usageName(u x509.ExtKeyUsage) string {
-	if u == x509.ExtKeyUsageServerAuth {
-		return "server"
-	}
-	return "client"
-}
-
-func verifyChain(leaf *x509.Certificate, rest [][]byte, roots *x509.CertPool, use x509.ExtKeyUsage) error {
-	inter := x509.NewCertPool()
-	for _, der := range rest {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
-		}
-	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{use}})
-	return err
-}
-
-// clientConfig is the client port's TLS.
-func (t *TLS) clientConfig() *tls.Config {
-	c := &tls.Config{Certificates: []tls.Certificate{t.Certificate}, MinVersion: tls.VersionTLS13}
-	if t.VerifyClients {
-		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, t.CA
-	}
-	return c
-}
-
-// peerConfigs are the TLS of the peer port and of the peer dials: each
-// side verifies the other's certificate against the CA, without a host
-// name (peers are dialled at the addresses SWIM gossips).
-func (t *TLS) peerConfigs() (server, dial *tls.Config) {
-	server = &tls.Config{Certificates: []tls.Certificate{t.Certificate}, MinVersion: tls.VersionTLS13,
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: t.CA}
-	dial = &tls.Config{Certificates: []tls.Certificate{t.Certificate}, MinVersion: tls.VersionTLS13,
-		// The chain is checked below, against the CA and not against a
-		// host name: crypto/tls checks both or neither.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("node: peer sent no certificate")
-			}
-			var rest [][]byte
-			for _, c := range cs.PeerCertificates[1:] {
-				rest = append(rest, c.Raw)
-			}
-			return verifyChain(cs.PeerCertificates[0], rest, t.CA, x509.ExtKeyUsageServerAuth)
-		},
-	}
-	return server, dial
-}
-
-func readCredentialFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxCredentialFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxCredentialFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxCredentialFile)
-	}
-	return b, nil
-}
-
-// --- the node's side ---
 
 // security is the node's state of its credentials and client limits.
 type security struct {
 	// tokens is the client token table; nil without tokens.
-	tokens atomic.Pointer[tokenTable]
+	tokens atomic.Pointer[creds.TokenTable]
 	// budget bounds the bytes of the requests not yet answered (limits.go).
 	budget byteBudget
 
 	unauthorized atomic.Uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
-}
-
-// tokenGrant is what a good token grants a connection. A connection keeps
-// its grant: a role changed by SetClientTokens applies to it at once, a
-// token removed stops serving it.
-type tokenGrant struct {
-	digest  [sha256.Size]byte
-	role    atomic.Uint32
-	revoked atomic.Bool
-}
-
-type tokenTable struct {
-	grants []*tokenGrant
-}
-
-// find returns the grant of tok, comparing its digest with every token's
-// in constant time.
-func (tt *tokenTable) find(tok []byte) *tokenGrant {
-	d := sha256.Sum256(tok)
-	var found *tokenGrant
-	for _, g := range tt.grants {
-		if subtle.ConstantTimeCompare(g.digest[:], d[:]) == 1 {
-			found = g
-		}
-	}
-	return found
-}
-
-// newTokenTable builds the table of toks, keeping the grants of old whose
-// token remains (their role updated) and revoking the others.
-func newTokenTable(toks []Token, old *tokenTable) (*tokenTable, error) {
-	if len(toks) == 0 || len(toks) > MaxClientTokens {
-		return nil, fmt.Errorf("%w: want 1 to %d client tokens, not %d", ErrCredentials, MaxClientTokens, len(toks))
-	}
-	tt := &tokenTable{}
-	kept := map[*tokenGrant]bool{}
-	for i, tok := range toks {
-		if err := validateToken(tok.Value); err != nil {
-			return nil, fmt.Errorf("%w: client token %d: %w", ErrCredentials, i+1, err)
-		}
-		if tok.Role < RoleRead || tok.Role > RoleAdmin {
-			return nil, fmt.Errorf("%w: client token %d: %v", ErrCredentials, i+1, tok.Role)
-		}
-		d := sha256.Sum256([]byte(tok.Value))
-		for _, g := range tt.grants {
-			if g.digest == d {
-				return nil, fmt.Errorf("%w: client token %d repeats an earlier one", ErrCredentials, i+1)
-			}
-		}
-		var g *tokenGrant
-		if old != nil {
-			g = old.find([]byte(tok.Value))
-		}
-		if g == nil {
-			g = &tokenGrant{digest: d}
-		}
-		kept[g] = true
-		g.role.Store(uint32(tok.Role))
-		tt.grants = append(tt.grants, g)
-	}
-	if old != nil {
-		for _, g := range old.grants {
-			if !kept[g] {
-				g.revoked.Store(true)
-			}
-		}
-	}
-	return tt, nil
 }
 
 // fillSecurity checks Config.Security and the request limits, and sets
@@ -409,12 +97,12 @@ func newTokenTable(toks []Token, old *tokenTable) (*tokenTable, error) {
 func (c *Config) fillSecurity() error {
 	s := &c.Security
 	if s.TLS != nil {
-		if err := s.TLS.check(); err != nil {
+		if err := s.TLS.Check(); err != nil {
 			return fmt.Errorf("%w: TLS: %w", ErrConfig, err)
 		}
 	}
 	if len(s.ClientTokens) > 0 {
-		if _, err := newTokenTable(s.ClientTokens, nil); err != nil {
+		if _, err := creds.NewTokenTable(s.ClientTokens, nil); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
@@ -431,7 +119,7 @@ func (c *Config) fillSecurity() error {
 // its requests and, given tokens, refuses a connection that proved none.
 func (n *Node) initSecurity() {
 	if toks := n.cfg.Security.ClientTokens; len(toks) > 0 {
-		tt, _ := newTokenTable(toks, nil) // checked in fillSecurity
+		tt, _ := creds.NewTokenTable(toks, nil) // checked in fillSecurity
 		n.sec.tokens.Store(tt)
 	}
 	n.sec.budget.max = n.cfg.MaxRequestBytes
@@ -443,8 +131,8 @@ func (n *Node) initSecurity() {
 func (n *Node) secureTransport(nc *netio.Config) {
 	s := &n.cfg.Security
 	if s.TLS != nil {
-		nc.ClientTLS = s.TLS.clientConfig()
-		nc.PeerTLS, nc.DialTLS = s.TLS.peerConfigs()
+		nc.ClientTLS = s.TLS.ClientConfig()
+		nc.PeerTLS, nc.DialTLS = s.TLS.PeerConfigs()
 	}
 	if n.sec.tokens.Load() != nil {
 		nc.CheckToken = n.checkToken
@@ -457,7 +145,7 @@ func (n *Node) checkToken(tok []byte) (any, bool) {
 	if tt == nil {
 		return nil, false
 	}
-	if g := tt.find(tok); g != nil && !g.revoked.Load() {
+	if g := tt.Find(tok); g != nil && !g.Revoked() {
 		return g, true
 	}
 	return nil, false
@@ -469,7 +157,7 @@ func (n *Node) secureSwim(dc *swim.DriverConfig) {
 	s := &n.cfg.Security
 	dc.Node.Keys = s.SwimKeys
 	if s.TLS != nil {
-		dc.PushPullTLS, dc.PushPullDialTLS = s.TLS.peerConfigs()
+		dc.PushPullTLS, dc.PushPullDialTLS = s.TLS.PeerConfigs()
 	}
 }
 
@@ -482,9 +170,9 @@ type granted interface {
 // authorize reports whether the client connection c may make request h;
 // when not, it answers Unauthorized (the connection stays open).
 func (n *Node) authorize(c Conn, h wire.Header) bool {
-	var g *tokenGrant
+	var g *creds.Grant
 	if gc, ok := c.(granted); ok {
-		g, _ = gc.Grant().(*tokenGrant)
+		g, _ = gc.Grant().(*creds.Grant)
 	}
 	if g == nil {
 		if n.sec.tokens.Load() == nil {
@@ -498,13 +186,14 @@ func (n *Node) authorize(c Conn, h wire.Header) bool {
 		}
 		return false
 	}
-	if !g.revoked.Load() && Role(g.role.Load()).allows(h.Kind) {
+	revoked, role := g.Revoked(), g.Role()
+	if !revoked && role.Allows(h.Kind) {
 		return true
 	}
 	n.sec.unauthorized.Add(1)
 	msg := "this client's token was removed"
-	if !g.revoked.Load() {
-		msg = fmt.Sprintf("the %v role may not make %v requests", Role(g.role.Load()), h.Kind)
+	if !revoked {
+		msg = fmt.Sprintf("the %v role may not make %v requests", role, h.Kind)
 	}
 	if f, err := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: msg}); err == nil {
 		_ = c.Write(f)
@@ -521,7 +210,7 @@ func (n *Node) SetClientTokens(toks []Token) error {
 	if old == nil {
 		return fmt.Errorf("%w: this node started without client tokens: restart it with them", ErrCredentials)
 	}
-	tt, err := newTokenTable(toks, old)
+	tt, err := creds.NewTokenTable(toks, old)
 	if err != nil {
 		return err
 	}
@@ -594,15 +283,7 @@ func (n *Node) logSecurity() {
 	}
 }
 
-// SecurityStats counts what the credentials refused.
-type SecurityStats struct {
-	Unauthorized        uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
-	TokensRefused       uint64 // client handshakes with a missing or unknown token
-	TLSHandshakesFailed uint64 // TLS handshakes that failed (no or a wrong certificate, not TLS)
-	RequestBytes        int64  // bytes of the requests not yet answered (Config.MaxRequestBytes bounds them)
-	RequestBytesRefused uint64 // requests refused because they would pass Config.MaxRequestBytes
-}
-
+// securityStats is what the node and its transport counted.
 func (n *Node) securityStats() SecurityStats {
 	st := SecurityStats{
 		Unauthorized:        n.sec.unauthorized.Load(),

@@ -26,7 +26,7 @@ const (
 )
 
 func testTokens() []Token {
-	return []Token{{adminToken, RoleAdmin}, {writeToken, RoleWrite}, {readToken, RoleRead}}
+	return []Token{{Value: adminToken, Role: RoleAdmin}, {Value: writeToken, Role: RoleWrite}, {Value: readToken, Role: RoleRead}}
 }
 
 // withTokens gives every node the test tokens and a cluster secret.
@@ -474,10 +474,12 @@ func TestSecurityConfigIsChecked(t *testing.T) {
 	ca := testcerts.NewCA(t, "cluster")
 	serverOnly := ca.Client(t, "n1") // client use only: peers could not dial with it... nor listen
 	for name, mut := range map[string]func(*Config){
-		"short token":    func(c *Config) { c.Security.ClientTokens = []Token{{"short", RoleRead}} },
-		"repeated token": func(c *Config) { c.Security.ClientTokens = []Token{{adminToken, RoleAdmin}, {adminToken, RoleRead}} },
-		"no role":        func(c *Config) { c.Security.ClientTokens = []Token{{adminToken, 0}} },
-		"bad swim key":   func(c *Config) { c.Security.SwimKeys = [][]byte{make([]byte, 7)} },
+		"short token": func(c *Config) { c.Security.ClientTokens = []Token{{Value: "short", Role: RoleRead}} },
+		"repeated token": func(c *Config) {
+			c.Security.ClientTokens = []Token{{Value: adminToken, Role: RoleAdmin}, {Value: adminToken, Role: RoleRead}}
+		},
+		"no role":      func(c *Config) { c.Security.ClientTokens = []Token{{Value: adminToken, Role: 0}} },
+		"bad swim key": func(c *Config) { c.Security.SwimKeys = [][]byte{make([]byte, 7)} },
 		"cert of another CA": func(c *Config) {
 			c.Security.TLS = &TLS{Certificate: testcerts.NewCA(t, "x").Node(t, "n1").TLS, CA: ca.Pool}
 		},
@@ -506,7 +508,7 @@ func TestTokenRotation(t *testing.T) {
 	addr, _, _ := n.Addrs()
 	reader, writer := dialToken(t, addr, readToken), dialToken(t, addr, writeToken)
 	const fresh = "fresh-token-0123456789"
-	if err := n.SetClientTokens([]Token{{adminToken, RoleAdmin}, {writeToken, RoleRead}, {fresh, RoleRead}}); err != nil {
+	if err := n.SetClientTokens([]Token{{Value: adminToken, Role: RoleAdmin}, {Value: writeToken, Role: RoleRead}, {Value: fresh, Role: RoleRead}}); err != nil {
 		t.Fatal(err)
 	}
 	if code := errCode(reader.do(wire.KindStatus, nil)); code != wire.CodeUnauthorized {

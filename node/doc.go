@@ -64,7 +64,8 @@
 // request runs on a goroutine of its own. All are bounded by
 // Config.MaxRequests, and hold their bytes against
 // Config.MaxRequestBytes until it is answered. With client tokens, a
-// client's requests are first checked against its token's role (auth.go).
+// client's requests are first checked against its token's role (auth.go,
+// node/security).
 // Produce and Fetch are served by the owner of the topic at the epoch the
 // request names (records appended to the owner's shardstore topic log and
 // acknowledged after fsync); anything else gets NotLeaderForTopic with the

@@ -1,0 +1,22 @@
+// Package security is how a Shoal node tells who is talking to it and what
+// they may do (docs/security.md):
+//
+//   - Authentication of clients by token: ParseTokens reads a token file
+//     ("TOKEN ROLE" lines), and a TokenTable holds the tokens of a node,
+//     compared by digest in constant time; the Grant a good token finds is
+//     what its connection keeps, so that a role changed, or a token
+//     removed, by a new table applies to open connections at once.
+//   - Authentication of peers by TLS and the cluster secret: LoadTLS reads
+//     a node's certificate, its key and the cluster CA and checks that the
+//     certificate chains to the CA for server and client use; TLS gives the
+//     configs of the client port, the peer port and the peer dials (peers
+//     verify each other against the CA, not a host name). The secret's
+//     HMAC challenge itself is the handshake's, in netio.
+//   - Authorization by role: Role.Allows says which request kinds a token's
+//     role may make.
+//
+// It touches nothing of the node: it takes bytes, files and configs and
+// returns decisions (a token's grant, a role's yes or no, a TLS config, an
+// error). Package node puts them to work on its connections, and forwards
+// the names its users know (node.Security, node.Token, node.LoadTLS...).
+package security
