@@ -14,7 +14,7 @@ import (
 	"github.com/shoalmq/shoal/bench/proccluster"
 )
 
-const usage = `usage: clusterbench -mode idle|failover [flags]
+const usage = `usage: clusterbench -mode idle|failover|mass [flags]
 
 Starts a cluster of real shoal node processes and measures it; -json
 prints one JSON object per run, otherwise a table. Progress goes to
@@ -37,12 +37,20 @@ higher epoch, from the fault) and the unwritable window (the longest gap
 between acknowledged produces around the fault); then restart, resume or
 heal the victim and wait until the cluster is whole again.
 
+-mode mass: -trials times, assign -topics fresh topics to the next node
+(round-robin), produce once to each, kill it (SIGKILL), and measure the
+time until every one of its topics took a produce at a higher epoch
+through the other nodes (each topic retried until it does, -clients at
+a time); then restart it and wait until the cluster is whole again.
+
 flags:
-  -mode M           idle or failover (default idle)
-  -nodes N          node processes (default 3; failover needs at least 3)
-  -shards N         metadata shards (default 10000 for idle, 64 for failover)
+  -mode M           idle, failover or mass (default idle)
+  -nodes N          node processes (default 3, 5 for mass; failover and mass
+                    need at least 3)
+  -shards N         metadata shards (default 10000 for idle, 64 for failover,
+                    256 for mass)
   -preset P         SWIM and lease timings: lan or fast (default lan for idle,
-                    fast for failover)
+                    fast for failover and mass)
   -netns            run each node in its own network namespace (root)
   -shoal PATH       the shoal binary (default: build ./cmd/shoal of this module,
                     CGO_ENABLED=0, into a temporary directory)
@@ -55,7 +63,8 @@ flags:
   -json             print one JSON object
 
 idle:
-  -topics N         topics to assign, spread round-robin over the nodes (default 10000)
+  -topics N         topics to assign, spread round-robin over the nodes (default 10000;
+                    mass: the topics of each trial's victim)
   -settle D         before measuring, wait until no shard leader moved (by a
                     transfer or an election), no raft configuration changed and
                     no topic moved for D (default 10s;
@@ -69,7 +78,11 @@ failover:
   -trial-topics N   fresh topics per trial, all owned by the victim (default 4)
   -pause D          how long a pause or a cut lasts (default 10s)
   -trial-timeout D  stop producing this long after the fault ended even if a topic
-                    was not written again (default 30s)
+                    was not written again (default 30s; mass: 60s)
+
+mass:
+  -trials N         kills (default 5)
+  -clients N        produces and assigns in flight (default 128)
 `
 
 type options struct {
@@ -81,6 +94,7 @@ type options struct {
 	timeout, settle, window time.Duration
 	fault                   string
 	trials, trialTopics     int
+	clients                 int
 	pause, trialTimeout     time.Duration
 }
 
@@ -100,6 +114,7 @@ var errHelp = errors.New("help requested")
 var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
+	massOnly     = []string{"clients"}
 )
 
 // Bounds of the flags.
@@ -108,6 +123,7 @@ const (
 	maxTopics      = 1_000_000
 	maxTrials      = 10_000
 	maxTrialTopics = 1000
+	maxClients     = 4096
 )
 
 // parseArgs parses and validates a command line; root says whether the
@@ -135,6 +151,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.IntVar(&o.trialTopics, "trial-topics", 4, "")
 	fs.DurationVar(&o.pause, "pause", 10*time.Second, "")
 	fs.DurationVar(&o.trialTimeout, "trial-timeout", 30*time.Second, "")
+	fs.IntVar(&o.clients, "clients", 128, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -150,7 +167,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	var other []string
 	switch o.mode {
 	case "idle":
-		other = failoverOnly
+		other = append(append([]string(nil), failoverOnly...), massOnly...)
 		if !set["shards"] {
 			o.shards = 10000
 		}
@@ -158,15 +175,32 @@ func parseArgs(args []string, root bool) (*options, error) {
 			o.preset = "lan"
 		}
 	case "failover":
-		other = idleOnly
+		other = append(append([]string(nil), idleOnly...), massOnly...)
 		if !set["shards"] {
 			o.shards = 64
 		}
 		if !set["preset"] {
 			o.preset = "fast"
 		}
+	case "mass":
+		other = []string{"settle", "window", "fault", "trial-topics", "pause"}
+		if !set["shards"] {
+			o.shards = 256
+		}
+		if !set["preset"] {
+			o.preset = "fast"
+		}
+		if !set["nodes"] {
+			o.nodes = 5
+		}
+		if !set["trials"] {
+			o.trials = 5
+		}
+		if !set["trial-timeout"] {
+			o.trialTimeout = 60 * time.Second
+		}
 	default:
-		return nil, usagef("-mode %q: want idle or failover", o.mode)
+		return nil, usagef("-mode %q: want idle, failover or mass", o.mode)
 	}
 	for _, name := range other {
 		if set[name] {
@@ -174,7 +208,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 		}
 	}
 	minNodes := 1
-	if o.mode == "failover" {
+	if o.mode == "failover" || o.mode == "mass" {
 		minNodes = 3 // every 3-replica shard keeps a quorum without the victim
 	}
 	switch {
@@ -202,6 +236,10 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-trial-topics %d: want 1 to %d", o.trialTopics, maxTrialTopics)
 	case o.pause <= 0:
 		return nil, usagef("-pause %v: want more than 0", o.pause)
+	case o.clients < 1 || o.clients > maxClients:
+		return nil, usagef("-clients %d: want 1 to %d", o.clients, maxClients)
+	case o.mode == "mass" && o.topics < 1:
+		return nil, usagef("-topics %d: want at least 1 for -mode mass", o.topics)
 	case o.trialTimeout <= 0:
 		return nil, usagef("-trial-timeout %v: want more than 0", o.trialTimeout)
 	}

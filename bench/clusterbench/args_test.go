@@ -30,6 +30,14 @@ func TestParseArgsDefaults(t *testing.T) {
 		o.pause != 10*time.Second || o.netns {
 		t.Fatalf("failover defaults: %+v", o)
 	}
+	o, err = parseArgs([]string{"-mode", "mass"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nodes != 5 || o.shards != 256 || o.preset != "fast" || o.topics != 10000 || o.trials != 5 || o.clients != 128 ||
+		o.trialTimeout != time.Minute {
+		t.Fatalf("mass defaults: %+v", o)
+	}
 	o, err = parseArgs([]string{"-mode", "failover", "-shards", "16", "-preset", "lan", "-fault", "pause", "-pause", "3s", "-json"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +64,12 @@ func TestParseArgsRefuses(t *testing.T) {
 		root bool
 		want string
 	}{
-		{[]string{"-mode", "busy"}, false, `-mode "busy": want idle or failover`},
+		{[]string{"-mode", "busy"}, false, `-mode "busy": want idle, failover or mass`},
+		{[]string{"-mode", "mass", "-nodes", "2"}, false, "-nodes 2: want 3 to 250 for -mode mass"},
+		{[]string{"-mode", "mass", "-clients", "0"}, false, "-clients 0"},
+		{[]string{"-mode", "mass", "-topics", "0"}, false, "-topics 0: want at least 1 for -mode mass"},
+		{[]string{"-mode", "mass", "-fault", "pause"}, false, "-fault does not apply to -mode mass"},
+		{[]string{"-mode", "failover", "-clients", "8"}, false, "-clients does not apply to -mode failover"},
 		{[]string{"-nodes", "0"}, false, "-nodes 0"},
 		{[]string{"-nodes", "251"}, false, "-nodes 251"},
 		{[]string{"-mode", "failover", "-nodes", "2"}, false, "-nodes 2: want 3 to 250 for -mode failover"},

@@ -73,6 +73,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(ctx, stderr, err)
 		}
+	case "mass":
+		r, err := runMass(ctx, o, bin, logf)
+		if err != nil {
+			return fail(ctx, stderr, err)
+		}
+		if err := r.write(stdout, o.json); err != nil {
+			return fail(ctx, stderr, err)
+		}
 	case "failover":
 		r, err := runFailover(ctx, o, bin, logf)
 		if err != nil {

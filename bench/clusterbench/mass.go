@@ -1,0 +1,262 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shoalmq/shoal/bench/proccluster"
+	"github.com/shoalmq/shoal/client"
+)
+
+// massReport is the result of -mode mass: per trial, -topics topics owned
+// by one node, that node killed, and the time until every one of them
+// took a produce at a new owner.
+type massReport struct {
+	Mode    string  `json:"mode"`
+	Nodes   int     `json:"nodes"`
+	Shards  int     `json:"shards"`
+	Preset  string  `json:"preset"`
+	Topics  int     `json:"topics"`
+	Trials  int     `json:"trials"`
+	Clients int     `json:"clients"`
+	ReadyS  float64 `json:"ready_s"`
+	// AllWritableP50S and AllWritableMaxS are over the trials: from the
+	// kill until the last of the victim's topics took a produce at a
+	// higher epoch.
+	AllWritableP50S float64 `json:"all_writable_p50_s"`
+	AllWritableMaxS float64 `json:"all_writable_max_s"`
+	// TopicP50Ms is over every topic of every trial.
+	TopicP50Ms   float64     `json:"topic_p50_ms"`
+	TrialResults []massTrial `json:"trial_results"`
+}
+
+type massTrial struct {
+	Trial  int    `json:"trial"`
+	Victim string `json:"victim"`
+	// AssignS: assigning the topics to the victim; SweepS: a produce to
+	// each of them, healthy, before the kill (what touching every topic
+	// once costs this benchmark's clients, a floor under AllWritableS).
+	AssignS float64 `json:"assign_s"`
+	SweepS  float64 `json:"sweep_s"`
+	// AllWritableS: from the kill until every topic took a produce at a
+	// higher epoch (-1: not all within -trial-timeout; NotWritten did not).
+	AllWritableS float64 `json:"all_writable_s"`
+	TopicP50Ms   float64 `json:"topic_p50_ms"`
+	TopicMaxMs   float64 `json:"topic_max_ms"`
+	NotWritten   int     `json:"not_written"`
+	Produces     int64   `json:"produces"` // sent after the kill, failures included
+	RecoverS     float64 `json:"recover_s"`
+}
+
+// massTopic is one of a trial's topics: its epoch at the victim, and when
+// a produce was first acknowledged above it after the kill.
+type massTopic struct {
+	name  string
+	epoch uint64
+	at    time.Duration
+	done  bool
+}
+
+func runMass(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*massReport, error) {
+	r := &massReport{Mode: "mass", Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Topics: o.topics,
+		Trials: o.trials, Clients: o.clients}
+	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
+	start := time.Now()
+	c, err := startCluster(ctx, o, bin)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r.ReadyS = time.Since(start).Seconds()
+	logf("ready in %.1fs", r.ReadyS)
+	run := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
+	var all []time.Duration
+	var whole []time.Duration
+	for trial := 1; trial <= o.trials; trial++ {
+		victim := (trial - 1) % o.nodes
+		tr, lat, err := massTrialRun(ctx, c, o, fmt.Sprintf("mass-%s-%d", run, trial), victim, logf)
+		if err != nil {
+			return nil, withLogs(c, fmt.Errorf("trial %d (kill %s): %w", trial, c.Node(victim).ID, err))
+		}
+		tr.Trial = trial
+		r.TrialResults = append(r.TrialResults, *tr)
+		all = append(all, lat...)
+		if tr.AllWritableS >= 0 {
+			whole = append(whole, time.Duration(tr.AllWritableS*float64(time.Second)))
+		}
+		logf("trial %d: %d topics of %s writable elsewhere %.2fs after the kill (topic p50 %.0f ms); sweep when healthy %.2fs",
+			trial, o.topics, tr.Victim, tr.AllWritableS, tr.TopicP50Ms, tr.SweepS)
+	}
+	if len(whole) > 0 {
+		r.AllWritableP50S = percentile(whole, 50).Seconds()
+		r.AllWritableMaxS = slices.Max(whole).Seconds()
+	}
+	if len(all) > 0 {
+		r.TopicP50Ms = ms(percentile(all, 50))
+	}
+	return r, nil
+}
+
+// massTrialRun assigns the topics to victim, sweeps them once, kills it and
+// sweeps them until each took a produce at a higher epoch; it returns the
+// trial and each topic's time.
+func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefix string, victim int, logf func(string, ...any)) (*massTrial, []time.Duration, error) {
+	v := c.Node(victim)
+	tr := &massTrial{Victim: v.ID, AllWritableS: -1}
+	cl, err := client.New(client.Config{Servers: c.ClientAddrs(victim), RequestTimeout: time.Second, MaxRetries: 2,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cl.Close()
+
+	topics := make([]massTopic, o.topics)
+	for i := range topics {
+		topics[i].name = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	// Assign every topic to the victim.
+	actx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	t := time.Now()
+	err = parallel(actx, o.clients, len(topics), func(i int) bool {
+		a, err := cl.Assign(actx, topics[i].name, client.AssignOptions{Owner: v.ID})
+		return err == nil && a.Owner == v.ID
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("assign to %s: %w", v.ID, err)
+	}
+	tr.AssignS = time.Since(t).Seconds()
+	logf("assigned %d topics to %s in %.1fs", len(topics), v.ID, tr.AssignS)
+
+	// A produce to each, so that every one is served by the victim.
+	t = time.Now()
+	err = parallel(actx, o.clients, len(topics), func(i int) bool {
+		res, err := cl.Produce(actx, topics[i].name, [][]byte{[]byte("before")})
+		if err != nil {
+			return false
+		}
+		topics[i].epoch = res.Epoch
+		return true
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("produce before the kill: %w", err)
+	}
+	tr.SweepS = time.Since(t).Seconds()
+
+	// The kill, then produce to every topic until it is acknowledged at a
+	// higher epoch.
+	t0 := time.Now()
+	if err := c.Kill(victim); err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, o.trialTimeout)
+	defer cancel()
+	var sent atomic.Int64
+	_ = parallel(sctx, o.clients, len(topics), func(i int) bool {
+		sent.Add(1)
+		res, err := cl.Produce(sctx, topics[i].name, [][]byte{[]byte("after")})
+		if err != nil || res.Epoch <= topics[i].epoch {
+			return false
+		}
+		topics[i].at, topics[i].done = time.Since(t0), true
+		return true
+	})
+	tr.Produces = sent.Load()
+	var lat []time.Duration
+	for _, tp := range topics {
+		if !tp.done {
+			tr.NotWritten++
+			continue
+		}
+		lat = append(lat, tp.at)
+	}
+	if len(lat) > 0 {
+		tr.TopicP50Ms = ms(percentile(lat, 50))
+		tr.TopicMaxMs = ms(slices.Max(lat))
+		if tr.NotWritten == 0 {
+			tr.AllWritableS = slices.Max(lat).Seconds()
+		}
+	}
+
+	// Make the cluster whole again.
+	t = time.Now()
+	if err := c.Restart(victim); err != nil {
+		return nil, nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := c.WaitHealthy(wctx); err != nil {
+		return nil, nil, fmt.Errorf("after the kill: %w", err)
+	}
+	tr.RecoverS = time.Since(t).Seconds()
+	return tr, lat, nil
+}
+
+// parallel runs do for every index below n on workers goroutines, each
+// index until do reports true: an index that fails goes to the back of
+// the line, after a short pause of its worker. It returns ctx's error if
+// some index never succeeded.
+func parallel(ctx context.Context, workers, n int, do func(i int) bool) error {
+	work := make(chan int, n)
+	for i := range n {
+		work <- i
+	}
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for left.Load() > 0 && ctx.Err() == nil {
+				var i int
+				select {
+				case i = <-work:
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+					continue
+				}
+				if do(i) {
+					left.Add(-1)
+					continue
+				}
+				work <- i
+				_ = sleep(ctx, 20*time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	if left.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d of %d not done: %w", left.Load(), n, err)
+		}
+	}
+	return nil
+}
+
+func (r *massReport) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients)
+	fmt.Fprintln(tw, "trial\tvictim\tassign s\tsweep s\tall writable s\ttopic p50 ms\ttopic max ms\tnot written\tproduces")
+	for _, t := range r.TrialResults {
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", t.Trial, t.Victim, t.AssignS, t.SweepS, t.AllWritableS, t.TopicP50Ms, t.TopicMaxMs, t.NotWritten, t.Produces)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "every topic writable at a new owner after the kill: p50 %.2f s, max %.2f s over %d trials; per topic p50 %.0f ms\n",
+		r.AllWritableP50S, r.AllWritableMaxS, len(r.TrialResults), r.TopicP50Ms)
+	return err
+}
