@@ -326,7 +326,11 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
 		ownFeed:      newOwnershipFeed(),
 	}
-	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration}); err != nil {
+	// Rounds numbered apart from every recent life's: a late reply to one
+	// of those answers none of this life's (ownership.Config.FirstRound).
+	// A generation differs from the last one (it is the clock in
+	// nanoseconds, or one more), and a life never makes 2^32 rounds.
+	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration, FirstRound: (gen & (1<<31 - 1)) << 32}); err != nil {
 		_ = store.Close()
 		return nil, err
 	}

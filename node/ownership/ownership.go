@@ -91,6 +91,13 @@ type Config struct {
 	// Lease is how long a grant covers its topics, from the moment the
 	// round that asked for it was built. Required.
 	Lease time.Duration
+	// FirstRound: rounds are numbered from FirstRound+1 on. A holder
+	// that restarts must number its rounds apart from those of its
+	// recent lives, so that a reply to one of those, delivered late,
+	// answers no round of this life (it would count a grant from this
+	// round's start, later than the grant was given). The node gives the
+	// low 31 bits of its generation, shifted 32 bits up.
+	FirstRound uint64
 }
 
 type held struct {
@@ -188,7 +195,7 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Lease <= 0 {
 		return nil, fmt.Errorf("ownership: lease %v must be positive", cfg.Lease)
 	}
-	return &Holder{cfg: cfg, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round),
+	return &Holder{cfg: cfg, seq: cfg.FirstRound, topics: make(map[string]*held), shards: make(map[uint64]*shardState), pending: make(map[uint64]*round),
 		matched: make(map[string]wire.Summary), empty: make(map[uint64]struct{}), fresh: make(map[uint64]struct{})}, nil
 }
 

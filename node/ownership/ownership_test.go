@@ -434,3 +434,35 @@ func TestASecondAnswerToARoundIsIgnored(t *testing.T) {
 	h.Reply("L", grantAll(seq, asks["L"].Requests, 2))
 	mustServe(t, h, t0.Add(time.Millisecond), "a", 1, NoLease)
 }
+
+// TestAReplyToARoundOfAnEarlierLifeGrantsNothing: a holder's rounds are
+// numbered from FirstRound (from the node's generation), so a late reply
+// to a round its earlier life sent, which the network delivers after a
+// restart, answers no round of this life. Numbered from 1 in each life,
+// it would be taken as the answer to this life's round 1 and counted from
+// that round's start, past the lease the leader gave the old round.
+func TestAReplyToARoundOfAnEarlierLifeGrantsNothing(t *testing.T) {
+	old, err := New(Config{Lease: leaseLen, FirstRound: 1 << 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(old, "t", 3, 1, 1, 0)
+	oldSeq, oldReqs, _ := old.Round(t0, leaderIs("L"), 0)
+	if oldSeq != 1<<32+1 {
+		t.Fatalf("first round of a holder from 1<<32: %d", oldSeq)
+	}
+	late := grantAll(oldSeq, oldReqs["L"].Requests, 1)
+
+	// The next life, a lease later, holds the topic again and asks.
+	h, err := New(Config{Lease: leaseLen, FirstRound: 2 << 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(h, "t", 3, 1, 1, 0)
+	now := t0.Add(leaseLen)
+	if seq, _, _ := h.Round(now, leaderIs("L"), 0); seq == oldSeq {
+		t.Fatalf("this life's round %d is the last life's", seq)
+	}
+	h.Reply("L", late)
+	mustServe(t, h, now, "t", 1, NoLease)
+}
