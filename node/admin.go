@@ -35,8 +35,8 @@ import (
 const transferPoll = 20 * time.Millisecond
 
 // adminResult encodes an AdminResult answer.
-func adminResult(r *wire.AdminResult) (wire.Kind, []byte) {
-	return wire.KindAdminResult, wire.AppendAdminResult(nil, r)
+func adminResult(r *wire.AdminResult) answer {
+	return newAnswer(wire.KindAdminResult, wire.AppendAdminResult(nil, r))
 }
 
 // handleAdmin serves an admin request (kind.IsAdminRequest()).
@@ -75,12 +75,12 @@ func (n *Node) forwardTo(to string, kind wire.Kind, payload []byte, hops int, do
 		return
 	}
 	n.counters.forwarded.Add(1)
-	n.fwd.forward(n, to, kind, payload, hops+1, func(k wire.Kind, out []byte, err error) {
+	n.fwd.forward(n, to, kind, payload, hops+1, func(a answer, err error) {
 		if err != nil {
 			done(unavailable(fmt.Sprintf("forward to %s: %v", to, err)))
 			return
 		}
-		done(k, out)
+		done(a)
 	})
 }
 
@@ -171,9 +171,9 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 			return
 		}
 		prep := wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: m.Shard, Node: m.Node, Prepare: true})
-		n.forwardTo(target, wire.KindTransferLeader, prep, hops, func(k wire.Kind, out []byte) {
-			if k != wire.KindAdminResult {
-				done(k, out)
+		n.forwardTo(target, wire.KindTransferLeader, prep, hops, func(a answer) {
+			if a.kind != wire.KindAdminResult {
+				done(a)
 				return
 			}
 			n.host.Submit(raftmux.Op{Kind: raftmux.OpTransferLeader, Shard: m.Shard, Node: RaftID(target)}, func(r raftmux.Result) {

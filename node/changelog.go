@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/shoalmq/shoal/meta"
@@ -107,7 +106,7 @@ func (l *changeLog) persist(shard uint64, b raftmux.Batch, key, val []byte) ([]b
 	clear(l.dropped)
 	l.dropped = l.dropped[:0]
 	if l.trimDirty {
-		val = binary.AppendUvarint(val[:0], l.trimmed)
+		val = shardstore.AppendChangeTrim(val[:0], l.trimmed)
 		b.Put(shard, shardstore.ChangeTrimKey, val)
 		l.trimDirty = false
 	}
@@ -150,8 +149,8 @@ func loadChangeLog(store *shardstore.Store, shard uint64, max int, st *meta.Stat
 	case err != nil:
 		return l, fmt.Errorf("node: shard %d: load change trim mark: %w", shard, err)
 	case b != nil:
-		t, k := binary.Uvarint(b)
-		if k != len(b) {
+		t, err := shardstore.DecodeChangeTrim(b)
+		if err != nil {
 			return l, fmt.Errorf("node: shard %d: %w: change trim mark %x", shard, meta.ErrBadChange, b)
 		}
 		l.trimmed = t

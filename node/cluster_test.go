@@ -140,12 +140,8 @@ func clientOf(t testing.TB, n *Node) *client.Client {
 // handleNow runs a client request through n's request path and waits for
 // its answer.
 func handleNow(n *Node, kind wire.Kind, payload []byte) (wire.Kind, []byte) {
-	type answer struct {
-		kind    wire.Kind
-		payload []byte
-	}
 	ch := make(chan answer, 1)
-	n.handle(kind, payload, 0, func(k wire.Kind, out []byte) { ch <- answer{k, out} })
+	n.handle(kind, payload, 0, func(a answer) { ch <- a })
 	a := <-ch
 	return a.kind, a.payload
 }

@@ -152,12 +152,12 @@
 //
 //   - Membership: a Lamport version over the membership digest, which is
 //     xxh3 of (id, generation, incarnation, state) of every live member in
-//     id order. It rises by one whenever the digest changes on this node;
-//     after merging a peer's member list this node takes the peer's version
-//     if its digest then equals the peer's, or one above it if it knows
-//     more (so that the peer pulls in turn). A higher version thus means
-//     "has incorporated a newer change"; equal versions usually mean equal
-//     views.
+//     id order (wire.MembershipDigests). It rises by one whenever the
+//     digest changes on this node; after merging a peer's member list this
+//     node takes the peer's version if its digest then equals the peer's,
+//     or one above it if it knows more (so that the peer pulls in turn). A
+//     higher version thus means "has incorporated a newer change"; equal
+//     versions usually mean equal views.
 //   - Ring: the same, over the ring digest, xxh3 of (id, rack) of every
 //     live member: exactly the input of the ring's placement. Its only
 //     input is the membership, so pulling it pulls the member list.

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -196,7 +195,7 @@ func (n *Node) serveFast(c Conn, h wire.Header, frame []byte, start time.Time) b
 		n.counters.requests.Add(1)
 		// Counted before the answer leaves: a client that reads the
 		// metrics once answered finds its request there.
-		n.lat.request(h.Kind, wire.KindAssignment, nil, n.clock().Sub(start))
+		n.lat.request(h.Kind, answer{kind: wire.KindAssignment}, n.clock().Sub(start))
 		_ = c.Write(f) // copies
 	}
 	*bp = f[:0]
@@ -299,10 +298,10 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 		}
 		n.counters.forwardsIn.Add(1)
 		async = true
-		n.handle(fw.Kind, fw.Payload, int(fw.Hops), n.bounded(func(kind wire.Kind, out []byte) {
+		n.handle(fw.Kind, fw.Payload, int(fw.Hops), n.bounded(func(a answer) {
 			defer release()
 			f, start := wire.BeginFrame(nil, wire.KindForwardReply, h.RequestID)
-			f = wire.AppendForwardReply(f, &wire.ForwardReply{Kind: kind, Payload: out})
+			f = wire.AppendForwardReply(f, &wire.ForwardReply{Kind: a.kind, Payload: a.payload})
 			if f, err := wire.EndFrame(f, start); err == nil {
 				_ = c.Write(f)
 			}
@@ -314,15 +313,15 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 		return
 	}
 	async = true
-	n.handle(h.Kind, payload, 0, n.bounded(func(kind wire.Kind, out []byte) {
+	n.handle(h.Kind, payload, 0, n.bounded(func(a answer) {
 		defer release()
-		n.lat.request(h.Kind, kind, out, n.clock().Sub(start))
-		n.reply(c, h.RequestID, kind, out)
+		n.lat.request(h.Kind, a, n.clock().Sub(start))
+		n.reply(c, h.RequestID, a.kind, a.payload)
 	}))
 }
 
 // answerFunc takes the answer to a request.
-type answerFunc func(kind wire.Kind, payload []byte)
+type answerFunc func(a answer)
 
 // bounded returns done, called at most once: with the request's answer,
 // or, if none comes within Config.RequestTimeout, with Unavailable (a
@@ -332,10 +331,10 @@ func (n *Node) bounded(done answerFunc) answerFunc {
 	stop := n.after(n.cfg.RequestTimeout, func() {
 		once.Do(func() { done(unavailable("request timed out")) })
 	})
-	return func(kind wire.Kind, payload []byte) {
+	return func(a answer) {
 		once.Do(func() {
 			stop()
-			done(kind, payload)
+			done(a)
 		})
 	}
 }
@@ -384,15 +383,6 @@ func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte, release fun
 	release()
 }
 
-// errAnswer encodes an error answer.
-func errAnswer(code wire.ErrorCode, msg string) (wire.Kind, []byte) {
-	return wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: code, Message: msg})
-}
-
-func unavailable(msg string) (wire.Kind, []byte) {
-	return wire.KindError, wire.AppendErrorResponse(nil, &wire.ErrorResponse{Code: wire.CodeUnavailable, Message: msg, RetryAfter: 50 * time.Millisecond})
-}
-
 // handle answers one client request (kind, payload), arrived directly
 // (hops 0) or forwarded, through done: at once, or when raft or the node
 // it was forwarded to answers.
@@ -410,9 +400,9 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		return
 	case wire.KindStatus:
 		st := n.Status()
-		done(wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
+		done(newAnswer(wire.KindStatusInfo, wire.AppendStatusInfo(nil, &wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
 			MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
-			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready}))
+			TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready})))
 		return
 	}
 	if hops == 0 && !n.isReady() {
@@ -447,70 +437,34 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 		n.handleAdmin(kind, payload, hops, done)
 		return
 	}
-	var topic []byte
-	switch kind {
-	case wire.KindAssign:
-		var m wire.Assign
-		if err := wire.DecodeAssign(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
-			return
-		}
-		topic = m.Topic
-		if hops == 0 && m.Session.IsZero() {
-			m.Session, done = n.ownSession(done)
-			payload = wire.AppendAssign(nil, &m)
-		}
-	case wire.KindRevoke:
-		var m wire.Revoke
-		if err := wire.DecodeRevoke(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
-			return
-		}
-		topic = m.Topic
-		if hops == 0 && m.Session.IsZero() {
-			m.Session, done = n.ownSession(done)
-			payload = wire.AppendRevoke(nil, &m)
-		}
-	case wire.KindUpdatePartition:
-		var m wire.UpdatePartition
-		if err := wire.DecodeUpdatePartition(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
-			return
-		}
-		topic = m.Topic
-		if hops == 0 && m.Session.IsZero() {
-			m.Session, done = n.ownSession(done)
-			payload = wire.AppendUpdatePartition(nil, &m)
-		}
-	case wire.KindLookup:
-		var m wire.Lookup
-		if err := wire.DecodeLookup(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
-			return
-		}
-		topic = m.Topic
-		if !m.Linearizable {
-			if k, out, ok := n.localLookup(topic); ok {
-				done(k, out)
-				return
-			}
-		}
-	default:
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind)))
+	req, err := decodeMetaRequest(kind, payload)
+	if err != nil {
+		done(errAnswer(wire.CodeBadRequest, err.Error()))
 		return
 	}
-	shard := router.ShardOf(topic, n.cfg.Shards)
+	if req.write() && hops == 0 && req.session.IsZero() {
+		var s wire.Session
+		s, done = n.ownSession(done)
+		req.setSession(s)
+	}
+	if req.kind == wire.KindLookup && !req.linearizable {
+		if a, ok := n.localLookup(req.topic); ok {
+			done(a)
+			return
+		}
+	}
+	shard := router.ShardOf(req.topic, n.cfg.Shards)
 	if !n.led[shard].Load() {
-		n.forwardToLeader(kind, payload, hops, shard, done)
+		n.forwardToLeader(req.kind, req.payload, hops, shard, done)
 		return
 	}
-	n.serveLeader(kind, payload, uint64(shard), func(k wire.Kind, out []byte) {
-		if k == wire.KindError && isNotLeader(out) {
+	n.serveLeader(&req, uint64(shard), func(a answer) {
+		if a.is(wire.CodeNotLeader) {
 			// Not the leader any more: as if it had never been.
-			n.forwardToLeader(kind, payload, hops, shard, done)
+			n.forwardToLeader(req.kind, req.payload, hops, shard, done)
 			return
 		}
-		done(k, out)
+		done(a)
 	})
 }
 
@@ -525,18 +479,18 @@ func (n *Node) forwardToLeader(kind wire.Kind, payload []byte, hops int, shard u
 		return
 	}
 	n.counters.forwarded.Add(1)
-	n.fwd.forward(n, leader, kind, payload, hops+1, func(k wire.Kind, out []byte, err error) {
+	n.fwd.forward(n, leader, kind, payload, hops+1, func(a answer, err error) {
 		if err != nil {
 			done(unavailable(fmt.Sprintf("forward to shard %d leader %s: %v", shard, leader, err)))
 			return
 		}
-		if k == wire.KindAssignment {
-			var a wire.Assignment
-			if wire.DecodeAssignment(out, &a) == nil && len(a.Owner) > 0 {
-				n.routes().Put(a.Topic, string(a.Owner), string(a.OwnerAddr), a.Epoch, a.Partitions)
+		if a.kind == wire.KindAssignment {
+			var m wire.Assignment
+			if wire.DecodeAssignment(a.payload, &m) == nil && len(m.Owner) > 0 {
+				n.routes().Put(m.Topic, string(m.Owner), string(m.OwnerAddr), m.Epoch, m.Partitions)
 			}
 		}
-		done(k, out)
+		done(a)
 	})
 }
 
@@ -545,7 +499,7 @@ func (n *Node) forwardToLeader(kind wire.Kind, payload []byte, hops int, shard u
 // the leader by the replication lag at most), else from the routing cache
 // while the cached owner is alive. A stale answer is fenced by its epoch.
 // Only the leader answers that a topic is not assigned.
-func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
+func (n *Node) localLookup(topic []byte) (answer, bool) {
 	shard := uint64(router.ShardOf(topic, n.cfg.Shards))
 	var a meta.Assignment
 	var found bool
@@ -556,27 +510,19 @@ func (n *Node) localLookup(topic []byte) (wire.Kind, []byte, bool) {
 				// already acknowledged: "not assigned" is the leader's to
 				// say, or a client that assigned a topic and then looks it
 				// up is told it does not exist.
-				return 0, nil, false
+				return answer{}, false
 			}
-			k, out := errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
-			return k, out, true
+			return errAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic)), true
 		}
-		k, out := n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
-		return k, out, true
+		return n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false), true
 	}
 	if r, ok := n.routes().Get(topic); ok && n.view.Load().alive(r.Owner) {
-		k, out := n.assignmentAnswer(topic, r.Owner, r.Epoch, r.Partitions, shard, true)
-		return k, out, true
+		return n.assignmentAnswer(topic, r.Owner, r.Epoch, r.Partitions, shard, true), true
 	}
-	return 0, nil, false
+	return answer{}, false
 }
 
-func isNotLeader(out []byte) bool {
-	var e wire.Error
-	return wire.DecodeError(out, &e) == nil && e.Code == wire.CodeNotLeader
-}
-
-func (n *Node) notLeader(shard uint64, leader string) (wire.Kind, []byte) {
+func (n *Node) notLeader(shard uint64, leader string) answer {
 	e := &wire.ErrorResponse{Code: wire.CodeNotLeader, Message: fmt.Sprintf("shard %d is led elsewhere", shard), Shard: shard}
 	if leader != "" && leader != n.cfg.ID {
 		e.NodeID = leader
@@ -588,7 +534,7 @@ func (n *Node) notLeader(shard uint64, leader string) (wire.Kind, []byte) {
 		e.Message = fmt.Sprintf("shard %d has no known leader", shard)
 		e.RetryAfter = 100 * time.Millisecond
 	}
-	return wire.KindError, wire.AppendErrorResponse(nil, e)
+	return errorAnswer(e)
 }
 
 func (n *Node) clientAddrOf(id string) string {
@@ -598,33 +544,31 @@ func (n *Node) clientAddrOf(id string) string {
 	return n.view.Load().byID[id].ClientAddr
 }
 
-func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) (wire.Kind, []byte) {
+func (n *Node) assignmentAnswer(topic []byte, owner string, epoch uint64, partitions uint32, shard uint64, cached bool) answer {
 	addr := n.clientAddrOf(owner)
 	if !cached && owner != "" {
 		n.routes().Put(topic, owner, addr, epoch, partitions)
 	}
-	return wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard})
+	return newAnswer(wire.KindAssignment, wire.AppendAssignment(nil, &wire.Assignment{Topic: topic, Owner: []byte(owner), OwnerAddr: []byte(addr), Epoch: epoch, Partitions: partitions, Shard: shard}))
 }
 
 // serveLeader serves a metadata request on the shard's leader, through
 // done.
-func (n *Node) serveLeader(kind wire.Kind, payload []byte, shard uint64, done answerFunc) {
-	n.serveLeaderAt(kind, payload, shard, done, false)
+func (n *Node) serveLeader(req *metaRequest, shard uint64, done answerFunc) {
+	n.serveLeaderAt(req, shard, done, false)
 }
 
 // serveLeaderAt is serveLeader; current says a read index has just shown
 // this node's state to hold every committed command.
-func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done answerFunc, current bool) {
+func (n *Node) serveLeaderAt(req *metaRequest, shard uint64, done answerFunc, current bool) {
 	v := n.view.Load()
 	var cmd meta.Command
 	var perr error
-	var sess wire.Session
-	switch kind {
+	sess := req.session
+	switch req.kind {
 	case wire.KindLookup:
-		var m wire.Lookup
-		_ = wire.DecodeLookup(payload, &m)
-		if !m.Linearizable {
-			done(n.leaderLookup(shard, m.Topic))
+		if !req.linearizable {
+			done(n.leaderLookup(shard, req.topic))
 			return
 		}
 		term, led := n.leadsAt(shard)
@@ -642,55 +586,46 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 			// still acknowledge writes at its epoch.
 			var a meta.Assignment
 			var found bool
-			_ = n.sm.with(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+			_ = n.sm.with(shard, func(st *meta.State) { a, found = st.Get(req.topic) })
 			fresh := found && a.State == meta.Active && a.Epoch == 1 && a.Previous == ""
-			n.whenSettled(shard, m.Topic, math.MaxUint64, fresh, func(settled bool) {
+			n.whenSettled(shard, req.topic, math.MaxUint64, fresh, func(settled bool) {
 				if !settled {
 					l, _ := n.leaderOfShard(shard)
 					done(n.notLeader(shard, l))
 					return
 				}
-				done(n.leaderLookup(shard, m.Topic))
+				done(n.leaderLookup(shard, req.topic))
 			})
 		})
 		return
 	case wire.KindAssign:
-		var m wire.Assign
-		_ = wire.DecodeAssign(payload, &m)
-		sess = m.Session
 		var refusal meta.Refusal
 		switch {
-		case len(m.Owner) > 0 && !v.alive(string(m.Owner)):
+		case len(req.owner) > 0 && !v.alive(string(req.owner)):
 			refusal = meta.RefuseOwnerNotLive
-		case len(m.Owner) > 0 && v.drained[string(m.Owner)]:
+		case len(req.owner) > 0 && v.drained[string(req.owner)]:
 			refusal = meta.RefuseOwnerDrained
 		}
 		if refusal != meta.RefuseNone && sess.IsZero() {
-			done(metaError(refusalErr(refusal, m.Owner)))
+			done(metaError(refusalErr(refusal, req.owner)))
 			return
 		}
 		if refusal != meta.RefuseNone {
 			// Through the log, as the write's answer (see below).
-			cmd = meta.Command{Op: meta.OpAssign, Topic: m.Topic, Owner: string(m.Owner), Partitions: m.Partitions, Refusal: refusal}
+			cmd = meta.Command{Op: meta.OpAssign, Topic: req.topic, Owner: string(req.owner), Partitions: req.partitions, Refusal: refusal}
 			break
 		}
 		if err := n.sm.with(shard, func(st *meta.State) {
-			cmd, perr = st.PrepareAssign(m.Topic, string(m.Owner), m.Partitions, liveNodes(v, st))
+			cmd, perr = st.PrepareAssign(req.topic, string(req.owner), req.partitions, liveNodes(v, st))
 		}); err != nil {
 			done(errAnswer(wire.CodeInternal, err.Error()))
 			return
 		}
 	case wire.KindRevoke:
-		var m wire.Revoke
-		_ = wire.DecodeRevoke(payload, &m)
-		sess = m.Session
-		cmd = meta.Command{Op: meta.OpRevoke, Topic: m.Topic}
+		cmd = meta.Command{Op: meta.OpRevoke, Topic: req.topic}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	case wire.KindUpdatePartition:
-		var m wire.UpdatePartition
-		_ = wire.DecodeUpdatePartition(payload, &m)
-		sess = m.Session
-		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: m.Topic, Partitions: m.Partitions}
+		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: req.topic, Partitions: req.partitions}
 		_ = n.sm.with(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	}
 	if !sess.IsZero() {
@@ -711,7 +646,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 				done(n.raftError(shard, r.Err))
 				return
 			}
-			n.serveLeaderAt(kind, payload, shard, done, true)
+			n.serveLeaderAt(req, shard, done, true)
 		})
 		return
 	}
@@ -736,7 +671,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 			done(errAnswer(wire.CodeInternal, "no apply result"))
 		case ar.err != nil:
 			done(metaError(ar.err))
-		case kind == wire.KindRevoke:
+		case req.kind == wire.KindRevoke:
 			n.routes().Invalidate(topic, ar.a.Epoch)
 			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
 				if !settled {
@@ -744,7 +679,7 @@ func (n *Node) serveLeaderAt(kind wire.Kind, payload []byte, shard uint64, done 
 					done(n.notLeader(shard, l))
 					return
 				}
-				done(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch}))
+				done(newAnswer(wire.KindRevoked, wire.AppendRevoked(nil, &wire.Revoked{Topic: topic, Epoch: ar.a.Epoch})))
 			})
 		default:
 			n.whenSettled(shard, topic, ar.a.Epoch, ar.a.Epoch == 1 && ar.a.Previous == "", func(settled bool) {
@@ -768,7 +703,7 @@ func refusalErr(r meta.Refusal, owner []byte) error {
 }
 
 // leaderLookup answers a lookup from the leader's state.
-func (n *Node) leaderLookup(shard uint64, topic []byte) (wire.Kind, []byte) {
+func (n *Node) leaderLookup(shard uint64, topic []byte) answer {
 	var a meta.Assignment
 	var ok bool
 	if err := n.sm.with(shard, func(st *meta.State) { a, ok = st.Get(topic) }); err != nil {
@@ -780,7 +715,7 @@ func (n *Node) leaderLookup(shard uint64, topic []byte) (wire.Kind, []byte) {
 	return n.assignmentAnswer(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
 }
 
-func metaError(err error) (wire.Kind, []byte) {
+func metaError(err error) answer {
 	switch {
 	case errors.Is(err, meta.ErrUnknownTopic):
 		return errAnswer(wire.CodeNotFound, err.Error())
@@ -795,7 +730,7 @@ func metaError(err error) (wire.Kind, []byte) {
 	}
 }
 
-func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
+func (n *Node) raftError(shard uint64, err error) answer {
 	var nl *raftmux.NotLeaderError
 	if errors.As(err, &nl) {
 		n.led[shard].Store(false)
@@ -824,7 +759,7 @@ func (n *Node) raftError(shard uint64, err error) (wire.Kind, []byte) {
 // turns on the topic's gate from the append to the answer: the second
 // sees the first's answer, or, if the first was refused and removed,
 // appends.
-func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
+func (n *Node) produce(payload []byte) answer {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
@@ -856,7 +791,7 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 			if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
 				return n.notServed(m.Topic, t.Epoch, r)
 			}
-			return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset})
+			return newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset}))
 		}
 		off = a.Offset
 	}
@@ -883,10 +818,10 @@ func (n *Node) produce(payload []byte) (wire.Kind, []byte) {
 		return n.notServed(m.Topic, t.Epoch, r)
 	}
 	n.counters.produced.Add(uint64(len(m.Records)))
-	return wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})
+	return newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off}))
 }
 
-func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
+func (n *Node) fetch(payload []byte) answer {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
 		return errAnswer(wire.CodeBadRequest, err.Error())
@@ -918,17 +853,17 @@ func (n *Node) fetch(payload []byte) (wire.Kind, []byte) {
 	}
 	res.Next, res.HighWatermark = next, max(hw, next)
 	n.counters.fetched.Add(uint64(len(res.Records)))
-	return wire.KindFetchResult, wire.AppendFetchResult(nil, &res)
+	return newAnswer(wire.KindFetchResult, wire.AppendFetchResult(nil, &res))
 }
 
 // handingOver answers a data request of a topic whose records are still
 // being pulled from its previous owner: ask again soon.
-func handingOver(topic []byte) (wire.Kind, []byte) {
+func handingOver(topic []byte) answer {
 	return unavailable(fmt.Sprintf("records of %q are being handed over from its previous owner", topic))
 }
 
 // notServed answers a data request this node may not serve.
-func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) (wire.Kind, []byte) {
+func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) answer {
 	if why == ownership.NoLease {
 		n.counters.notServedNoLease.Add(1)
 	}
@@ -937,16 +872,16 @@ func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) (wire
 
 // notOwner answers NotLeaderForTopic with the newest epoch this node knows
 // and, from its cache, the owner at that epoch.
-func (n *Node) notOwner(topic []byte, held uint64, why string) (wire.Kind, []byte) {
+func (n *Node) notOwner(topic []byte, held uint64, why string) answer {
 	n.counters.rejected.Add(1)
 	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not serving %q at that epoch: %s", topic, why), Epoch: held}
 	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
 		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
 	}
-	return wire.KindError, wire.AppendErrorResponse(nil, e)
+	return errorAnswer(e)
 }
 
-func (n *Node) members() (wire.Kind, []byte) {
+func (n *Node) members() answer {
 	var ml wire.MemberList
 	v := n.view.Load()
 	for _, m := range n.swim.Members() {
@@ -957,7 +892,7 @@ func (n *Node) members() (wire.Kind, []byte) {
 		ml.Members = append(ml.Members, wire.Member{ID: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation,
 			State: st, Rack: []byte(m.Rack), SwimAddr: []byte(m.SwimAddr), ClientAddr: []byte(m.ClientAddr), PeerAddr: []byte(m.PeerAddr)})
 	}
-	return wire.KindMemberList, wire.AppendMemberList(nil, &ml)
+	return newAnswer(wire.KindMemberList, wire.AppendMemberList(nil, &ml))
 }
 
 func (n *Node) shardList(done answerFunc) {
@@ -971,7 +906,7 @@ func (n *Node) shardList(done answerFunc) {
 	})
 }
 
-func (n *Node) shardListAnswer(infos []raftmux.Info) (wire.Kind, []byte) {
+func (n *Node) shardListAnswer(infos []raftmux.Info) answer {
 	hosted := make(map[uint64]raftmux.Info, len(infos))
 	for _, in := range infos {
 		hosted[in.Shard] = in
@@ -997,7 +932,7 @@ func (n *Node) shardListAnswer(infos []raftmux.Info) (wire.Kind, []byte) {
 		}
 		sl.Shards = append(sl.Shards, si)
 	}
-	return wire.KindShardList, wire.AppendShardList(nil, &sl)
+	return newAnswer(wire.KindShardList, wire.AppendShardList(nil, &sl))
 }
 
 // forwarder matches ForwardReply frames to the requests waiting for them.
@@ -1011,7 +946,7 @@ type forwarder struct {
 }
 
 // fwdFunc takes a forwarded request's answer, or why there is none.
-type fwdFunc func(kind wire.Kind, payload []byte, err error)
+type fwdFunc func(a answer, err error)
 
 type fwdWait struct {
 	done fwdFunc
@@ -1124,7 +1059,7 @@ func (f *forwarder) peerDown(node string) {
 	f.mu.Unlock()
 	for _, w := range down {
 		w.stop()
-		w.done(0, nil, errPeerDown)
+		w.done(answer{}, errPeerDown)
 	}
 }
 
@@ -1137,15 +1072,15 @@ func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
 	f.hops.Observe(f.clock().Sub(w.sent))
 	plain, _, err := wire.FramePayload(&h, payload, nil)
 	if err != nil {
-		w.done(0, nil, err)
+		w.done(answer{}, err)
 		return
 	}
 	var r wire.ForwardReply
 	if err := wire.DecodeForwardReply(plain, &r); err != nil {
-		w.done(0, nil, err)
+		w.done(answer{}, err)
 		return
 	}
-	w.done(r.Kind, append([]byte(nil), r.Payload...), nil)
+	w.done(relayed(r.Kind, append([]byte(nil), r.Payload...)), nil)
 }
 
 // forward sends a request to node to and hands its answer to done, or an
@@ -1153,29 +1088,30 @@ func (f *forwarder) answer(_ string, h wire.Header, payload []byte) {
 // the request timeout (so that the asking client hears back before it
 // gives up on this node).
 func (f *forwarder) forward(n *Node, to string, kind wire.Kind, payload []byte, hops int, done fwdFunc) {
-	fr, start := wire.BeginFrame(nil, wire.KindForward, 0)
-	fr = wire.AppendForward(fr, &wire.Forward{Hops: uint8(hops), Origin: []byte(n.cfg.ID), Kind: kind, Payload: payload})
-	fr, err := wire.EndFrame(fr, start)
-	if err != nil {
-		done(0, nil, err)
-		return
-	}
 	f.mu.Lock()
 	f.next++
 	id := f.next
+	f.mu.Unlock()
+	fr, start := wire.BeginFrame(nil, wire.KindForward, id)
+	fr = wire.AppendForward(fr, &wire.Forward{Hops: uint8(hops), Origin: []byte(n.cfg.ID), Kind: kind, Payload: payload})
+	fr, err := wire.EndFrame(fr, start)
+	if err != nil {
+		done(answer{}, err)
+		return
+	}
+	f.mu.Lock()
 	w := fwdWait{done: done, node: to, sent: n.clock()}
 	w.stop = n.after(n.cfg.RequestTimeout*3/4, func() {
 		if w, ok := f.take(id); ok {
-			w.done(0, nil, errForwardTimeout)
+			w.done(answer{}, errForwardTimeout)
 		}
 	})
 	f.waiting[id] = w
 	f.mu.Unlock()
-	binary.LittleEndian.PutUint64(fr[8:16], id) // the header's request id
 	if err := n.net.Send(to, fr); err != nil {
 		if w, ok := f.take(id); ok {
 			w.stop()
-			w.done(0, nil, err)
+			w.done(answer{}, err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
 	"strings"
 	"time"
 	"unicode"
@@ -30,20 +29,20 @@ type latencyHists struct {
 	leaseRound histogram.Histogram
 }
 
-// request records a client request of kind answered with answer (the
-// kind of the answer frame and its payload), start being when it arrived.
-func (l *latencyHists) request(kind wire.Kind, answer wire.Kind, payload []byte, d time.Duration) {
+// request records a client request of kind answered with a, d after it
+// arrived. An error answer counts under its code, or under "other" when
+// it has none this build knows (an error from another node that did not
+// decode).
+func (l *latencyHists) request(kind wire.Kind, a answer, d time.Duration) {
 	op := int(kind) - int(wire.KindAssign)
 	if op < 0 || op >= requestOps {
 		return
 	}
 	code := 0
-	if answer == wire.KindError {
+	if a.kind == wire.KindError {
 		code = requestCodes - 1
-		if len(payload) >= 2 {
-			if c := wire.ErrorCode(binary.LittleEndian.Uint16(payload)); c.Known() {
-				code = int(c)
-			}
+		if a.err != nil && a.err.Code.Known() {
+			code = int(a.err.Code)
 		}
 	}
 	l.requests[op][code].Observe(d)

@@ -10,7 +10,7 @@ import (
 // send metadata writes and linearizable reads straight to each shard's
 // leader. It is served whether or not the node is ready: a table still
 // filling names fewer leaders, and the client sends the rest to any node.
-func (n *Node) leaderTableAnswer() (wire.Kind, []byte) {
+func (n *Node) leaderTableAnswer() answer {
 	rows, _ := n.leaders.Snapshot(make([]router.ShardLeader, 0, n.cfg.Shards))
 	m := wire.LeaderTable{
 		Shards:  uint64(n.cfg.Shards),
@@ -27,5 +27,5 @@ func (n *Node) leaderTableAnswer() (wire.Kind, []byte) {
 		}
 		m.Leaders[r.Shard], m.Terms[r.Shard] = i, r.Term
 	}
-	return wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(n.cfg.Shards)+64), &m)
+	return newAnswer(wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(n.cfg.Shards)+64), &m))
 }

@@ -1,14 +1,11 @@
 package node
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
@@ -56,30 +53,6 @@ func recordsOf(ms []swim.Member) []wire.MemberRecord {
 			Generation: m.Generation, Incarnation: m.Incarnation, State: wire.MemberState(m.State)}
 	}
 	return out
-}
-
-// digests returns the membership digest (xxh3 of every live member's id,
-// generation, incarnation and state) and the ring digest (xxh3 of every
-// live member's id and rack: the input of the ring's placement). rs must be
-// sorted by id.
-func digests(rs []wire.MemberRecord) (members, ring uint64) {
-	var mb, rb []byte
-	for i := range rs {
-		r := &rs[i]
-		if !live(swim.State(r.State)) {
-			continue
-		}
-		mb = binary.AppendUvarint(mb, uint64(len(r.ID)))
-		mb = append(mb, r.ID...)
-		mb = binary.AppendUvarint(mb, r.Generation)
-		mb = binary.AppendUvarint(mb, r.Incarnation)
-		mb = append(mb, byte(r.State))
-		rb = binary.AppendUvarint(rb, uint64(len(r.ID)))
-		rb = append(rb, r.ID...)
-		rb = binary.AppendUvarint(rb, uint64(len(r.Rack)))
-		rb = append(rb, r.Rack...)
-	}
-	return xxh3.Hash(mb), xxh3.Hash(rb)
 }
 
 // leaderVersion is the version of the shard-leader table: the sum of its
@@ -275,7 +248,7 @@ func (n *Node) MetadataVersions() MetadataVersions {
 // observeMembers updates the membership and ring versions from a fresh
 // view: a version rises by one when its digest changed.
 func (n *Node) observeMembers(ms []swim.Member) {
-	md, rd := digests(recordsOf(ms))
+	md, rd := wire.MembershipDigests(recordsOf(ms))
 	s := &n.msync
 	s.mu.Lock()
 	if md != s.memDigest {
@@ -401,7 +374,7 @@ func (n *Node) mergeMembers(from string, k int, ver uint64, rs []wire.MemberReco
 		}
 		return false
 	}
-	md, rd := digests(rs)
+	md, rd := wire.MembershipDigests(rs)
 	s := &n.msync
 	s.mu.Lock()
 	defer s.mu.Unlock()

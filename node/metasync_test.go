@@ -1,12 +1,10 @@
 package node
 
 import (
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/shoalmq/shoal/router"
-	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -126,36 +124,6 @@ func TestSyncTrackerBoundsStalenessWithoutAnnouncements(t *testing.T) {
 	}
 	if r := tr.due(now, MetadataVersions{}, nil, any); len(r) != 0 {
 		t.Fatalf("pulls with no peer: %+v", r)
-	}
-}
-
-func TestMembershipAndRingDigests(t *testing.T) {
-	rec := func(id, rack string, gen, inc uint64, st swim.State) wire.MemberRecord {
-		return wire.MemberRecord{ID: []byte(id), Rack: []byte(rack), SwimAddr: []byte("127.0.0.1:1"), Generation: gen, Incarnation: inc, State: wire.MemberState(st)}
-	}
-	rs := []wire.MemberRecord{
-		rec("n1", "a", 10, 2, swim.StateAlive),
-		rec("n2", "b", 11, 0, swim.StateDead),
-		rec("n3", "", 12, 1, swim.StateSuspect),
-	}
-	m0, r0 := digests(rs)
-	// A refutation changes the membership, not the ring.
-	rs2 := slices.Clone(rs)
-	rs2[2].Incarnation, rs2[2].State = 2, wire.MemberAlive
-	m1, r1 := digests(rs2)
-	if m1 == m0 || r1 != r0 {
-		t.Fatalf("refutation: membership %x→%x ring %x→%x", m0, m1, r0, r1)
-	}
-	// A dead member dropped from the list changes neither.
-	m2, r2 := digests([]wire.MemberRecord{rs[0], rs[2]})
-	if m2 != m0 || r2 != r0 {
-		t.Fatal("forgetting a dead member changed a digest")
-	}
-	// A live member leaving the ring changes both.
-	rs3 := slices.Clone(rs)
-	rs3[0].State = wire.MemberDead
-	if m3, r3 := digests(rs3); m3 == m0 || r3 == r0 {
-		t.Fatal("a member's death left a digest unchanged")
 	}
 }
 

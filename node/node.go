@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/shoalmq/shoal/internal/session"
@@ -370,17 +369,16 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	return n, nil
 }
 
-// raiseGeneration reads DataDir/generation, writes a higher value (at least
-// the start time in nanoseconds, so a wiped data directory still rises) and
-// fsyncs it.
+// raiseGeneration reads DataDir/generation (shardstore.GenerationFile),
+// writes a higher value (at least the start time in nanoseconds, so a
+// wiped data directory still rises) and fsyncs it.
 func raiseGeneration(dir string) (uint64, error) {
-	p := filepath.Join(dir, "generation")
+	p := filepath.Join(dir, shardstore.GenerationFile)
 	var prev uint64
 	if b, err := os.ReadFile(p); err == nil {
-		if len(b) != 8 {
-			return 0, fmt.Errorf("node: %s: corrupt generation file", p)
+		if prev, err = shardstore.DecodeGeneration(b); err != nil {
+			return 0, fmt.Errorf("node: %s: corrupt generation file: %w", p, err)
 		}
-		prev = binary.BigEndian.Uint64(b)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("node: read generation: %w", err)
 	}
@@ -390,7 +388,7 @@ func raiseGeneration(dir string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("node: write generation: %w", err)
 	}
-	_, werr := f.Write(binary.BigEndian.AppendUint64(nil, gen))
+	_, werr := f.Write(shardstore.AppendGeneration(nil, gen))
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {

@@ -219,12 +219,12 @@ func BenchmarkProduceSession(b *testing.B) {
 					// A lease renewal late on a loaded machine refuses a
 					// produce now and then: it is retried, as a client would.
 					for try := 0; ; try++ {
-						kind, out := n.produce(buf)
-						if kind == wire.KindProduceAck {
+						a := n.produce(buf)
+						if a.kind == wire.KindProduceAck {
 							break
 						}
 						if try == 100 {
-							b.Errorf("produce: %v %x", kind, out)
+							b.Errorf("produce: %v %x", a.kind, a.payload)
 							return
 						}
 						refused.Add(1)

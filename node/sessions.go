@@ -48,9 +48,9 @@ func ownSessionID(seed uint64, id string, gen uint64) uint64 {
 func (n *Node) ownSession(done answerFunc) (wire.Session, answerFunc) {
 	w := n.sessions.own
 	seq := w.Begin()
-	return w.Stamp(seq), func(k wire.Kind, out []byte) {
+	return w.Stamp(seq), func(a answer) {
 		w.Finish(seq)
-		done(k, out)
+		done(a)
 	}
 }
 

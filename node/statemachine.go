@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -200,8 +199,8 @@ func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err erro
 	if b, err := m.store.Get(shard, shardstore.EpochFloorKey); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load floor: %w", shard, err)
 	} else if b != nil {
-		f, k := binary.Uvarint(b)
-		if k != len(b) {
+		f, err := shardstore.DecodeEpochFloor(b)
+		if err != nil {
 			return nil, false, fmt.Errorf("node: shard %d: %w: floor %x", shard, meta.ErrBadSnapshot, b)
 		}
 		l.SetFloor(f)
@@ -454,7 +453,7 @@ func (s *shardState) putRecord(shard uint64, topic string, b raftmux.Batch) {
 }
 
 func (s *shardState) putFloor(shard uint64, b raftmux.Batch) {
-	s.val = binary.AppendUvarint(s.val[:0], s.st.Floor())
+	s.val = shardstore.AppendEpochFloor(s.val[:0], s.st.Floor())
 	b.Put(shard, shardstore.EpochFloorKey, s.val)
 }
 

@@ -86,9 +86,9 @@ func (n *Node) collectStrays(v *clusterView, infos []raftmux.Info) {
 	}
 	for _, leader := range slices.Sorted(maps.Keys(ask)) {
 		shards := ask[leader]
-		n.fwd.forward(n, leader, wire.KindShards, nil, wire.MaxForwardHops, func(kind wire.Kind, out []byte, err error) {
+		n.fwd.forward(n, leader, wire.KindShards, nil, wire.MaxForwardHops, func(a answer, err error) {
 			var sl wire.ShardList
-			if err != nil || kind != wire.KindShardList || wire.DecodeShardList(out, &sl) != nil {
+			if err != nil || a.kind != wire.KindShardList || wire.DecodeShardList(a.payload, &sl) != nil {
 				n.log.Debug("node: stray check", "leader", leader, "err", err)
 				return
 			}

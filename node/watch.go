@@ -148,7 +148,7 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 		if len(ev.Compacted) > 0 {
 			n.counters.watchesCompacted.Add(1)
 		}
-		done(wire.KindWatchEvents, wire.AppendWatchEvents(nil, &ev))
+		done(newAnswer(wire.KindWatchEvents, wire.AppendWatchEvents(nil, &ev)))
 	}
 	ev, some := collect()
 	if some || wait <= 0 {
@@ -386,5 +386,5 @@ func (n *Node) endList(out *wire.TopicList, shard uint64, after []byte, done ans
 	if shard >= uint64(n.cfg.Shards) {
 		out.NextShard, out.NextAfter, out.Done = 0, nil, true
 	}
-	done(wire.KindTopicList, wire.AppendTopicList(nil, out))
+	done(newAnswer(wire.KindTopicList, wire.AppendTopicList(nil, out)))
 }

@@ -139,9 +139,21 @@ func DecodeError(b []byte, m *Error) error {
 	return nil
 }
 
+// DecodeErrorResponse decodes an Error payload into an *ErrorResponse
+// that owns its fields: DecodeError, then Err.
+func DecodeErrorResponse(b []byte) (*ErrorResponse, error) {
+	var m Error
+	if err := DecodeError(b, &m); err != nil {
+		return nil, err
+	}
+	return m.errorResponse(), nil
+}
+
 // Err converts a decoded Error into a Go error (an *ErrorResponse) that
 // owns copies of its fields, so it outlives the input buffer.
-func (m *Error) Err() error {
+func (m *Error) Err() error { return m.errorResponse() }
+
+func (m *Error) errorResponse() *ErrorResponse {
 	return &ErrorResponse{
 		Code:       m.Code,
 		Message:    string(m.Message),
