@@ -34,7 +34,11 @@ func produceAt(t *testing.T, n *Node, m *wire.Produce) (wire.ProduceAck, *wire.E
 		if kind != wire.KindError || wire.DecodeError(out, e) != nil {
 			t.Fatalf("produce answered %v %x", kind, out)
 		}
-		if e.Code != wire.CodeUnavailable || time.Now().After(deadline) {
+		// Unavailable, or refused by the owner at the produce's own epoch
+		// (its lease lapsed for a moment on a loaded machine: nothing was
+		// appended), is asked again.
+		lapsed := e.Code == wire.CodeNotLeaderForTopic && e.Epoch == m.Epoch
+		if (e.Code != wire.CodeUnavailable && !lapsed) || time.Now().After(deadline) {
 			return wire.ProduceAck{}, e
 		}
 		time.Sleep(20 * time.Millisecond)
