@@ -16,7 +16,9 @@ package wire
 // LeaseRound is one node's lease exchange with one peer (KindLeaseRound),
 // answered by LeaseReply with the same Seq.
 type LeaseRound struct {
-	// Seq numbers the sender's rounds; it rises with every round.
+	// Seq numbers the sender's rounds; it rises with every round, from a
+	// start that differs from one life of the sender to the next (a late
+	// reply to an earlier life's round answers none of this life's).
 	Seq uint64
 	// Requests lists the shards the sender holds topics of and believes the
 	// receiver leads, each with the digest of what it holds there.
