@@ -117,8 +117,11 @@ func TestLogSyncGapSharesOneSync(t *testing.T) {
 	}
 	b := s.NewBatch()
 	b.Put(7, []byte("first"), []byte("v"))
+	// Taken before the first commit, so before its sync ended: the gap
+	// runs from that end, which a clock read after the commit could
+	// follow by more than the writers below take.
+	synced := time.Now()
 	commit(t, b, true)
-	synced := time.Now() // the first sync ended before this
 	before := walSyncs.Load()
 	const writers = 8
 	var wg sync.WaitGroup
