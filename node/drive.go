@@ -28,6 +28,11 @@ type Runtime struct {
 	// a goroutine of its own (a request, a queue's worker, a duty). When
 	// it runs, and so how such work interleaves, is the caller's choice.
 	Go func(f func())
+	// Yield runs f, the rest of a piece of work the node began (a
+	// produce's answer after its append), from the caller's loop: between
+	// the two, the caller may let anything happen to the node (a pause, a
+	// crash). A started node goes straight on. Nil: as Go.
+	Yield func(f func())
 	// Peers carries the node's frames to other nodes; their frames to it
 	// come through DeliverFrame.
 	Peers PeerNet
@@ -68,7 +73,10 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.goFn = rt.Go
+	n.goFn, n.yieldFn = rt.Go, rt.Yield
+	if n.yieldFn == nil {
+		n.yieldFn = rt.Go
+	}
 	n.started = true
 	n.ho.enabled = true
 	n.ctx, n.cancel = context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/internal/histogram"
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/ownership"
@@ -413,7 +414,7 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done answerFunc)
 	}
 	switch kind {
 	case wire.KindProduce:
-		done(n.produce(payload))
+		n.produce(payload, done)
 		return
 	case wire.KindFetch:
 		done(n.fetch(payload))
@@ -750,75 +751,103 @@ func (n *Node) raftError(shard uint64, err error) answer {
 // after its append removes its records again: nothing unacknowledged
 // stays behind to be fetched later.
 //
+// A produce is two pieces of work: the first check and the append, then
+// (Node.resume) the second check and the answer. A pause or a crash may
+// come between them, on a driven node as on a started one.
+//
 // A produce that names a producer session (wire.Produce.Session) is
 // appended once: a retry of one appended before, here or at an earlier
 // owner whose records this node pulled, gets the first answer (its epoch
 // and offset) and appends nothing; one whose answer is no longer kept is
 // answered SessionExpired (shardstore/producers.go says when, and what
 // the bounds cannot tell apart). Two copies of one such produce take
-// turns on the topic's gate from the append to the answer: the second
-// sees the first's answer, or, if the first was refused and removed,
-// appends.
-func (n *Node) produce(payload []byte) answer {
+// turns (onceLocks) from the append to the answer: the second sees the
+// first's answer, or, if the first was refused and removed, appends.
+func (n *Node) produce(payload []byte, done answerFunc) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
-		return errAnswer(wire.CodeBadRequest, err.Error())
+		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		return
 	}
-	// A pull of this topic's records answers only once no produce holds
-	// the gate: none can append after the log was read for a new owner.
-	g := n.ho.gate(m.Topic)
-	g.RLock()
-	defer g.RUnlock()
+	// A pull of this topic's records, or the deletion of a revoked
+	// topic's, waits at the gate for the produces inside: none appends
+	// after the log was read for a new owner.
+	leave := n.ho.gate(m.Topic).enter(n.spawn)
+	finish := func(a answer) {
+		leave()
+		done(a)
+	}
 	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-		return n.notServed(m.Topic, t.Epoch, r)
+		finish(n.notServed(m.Topic, t.Epoch, r))
+		return
 	}
 	if n.ho.pending(m.Topic) {
-		return handingOver(m.Topic)
+		finish(handingOver(m.Topic))
+		return
 	}
 	base, err := epochOffsetBase(m.Epoch)
 	if err != nil {
-		return errAnswer(wire.CodeInternal, err.Error())
+		finish(errAnswer(wire.CodeInternal, err.Error()))
+		return
 	}
-	var off uint64
 	if m.Session.IsZero() {
-		off, err = n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
-	} else {
-		defer n.produceOnce.lock(m.Topic, m.Session)()
-		var a wire.ProducerAnswer
-		var dup bool
-		a, dup, err = n.store.AppendRecordsOnce(m.Topic, m.Epoch, base, m.Records, m.Session, true)
-		if err == nil && dup {
-			if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-				return n.notServed(m.Topic, t.Epoch, r)
-			}
-			return newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset}))
-		}
-		off = a.Offset
+		off, err := n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
+		n.appended(&m, off, err, finish)
+		return
 	}
+	n.produceOnce.lock(m.Topic, m.Session, n.spawn, func(unlock func()) {
+		finish := func(a answer) {
+			unlock()
+			finish(a)
+		}
+		a, dup, err := n.store.AppendRecordsOnce(m.Topic, m.Epoch, base, m.Records, m.Session, true)
+		if err == nil && dup {
+			n.resume(func() {
+				if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
+					finish(n.notServed(m.Topic, t.Epoch, r))
+					return
+				}
+				finish(newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset})))
+			})
+			return
+		}
+		n.appended(&m, a.Offset, err, finish)
+	})
+}
+
+// appended ends produce m, whose append at offset off returned err: the
+// second lease check and the answer, in a piece of work of their own.
+func (n *Node) appended(m *wire.Produce, off uint64, err error, done answerFunc) {
 	switch {
 	case errors.Is(err, shardstore.ErrProducerExpired):
-		return errAnswer(wire.CodeSessionExpired, fmt.Sprintf("producer session expired: produce %d of session %x to %q may have been appended, and is not appended again",
-			m.Session.Seq, m.Session.ID, m.Topic))
+		done(errAnswer(wire.CodeSessionExpired, fmt.Sprintf("producer session expired: produce %d of session %x to %q may have been appended, and is not appended again",
+			m.Session.Seq, m.Session.ID, m.Topic)))
+		return
 	case errors.Is(err, shardstore.ErrInvalid) && !m.Session.IsZero():
-		return errAnswer(wire.CodeBadRequest, err.Error())
+		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		return
 	case err != nil:
-		return errAnswer(wire.CodeInternal, err.Error())
+		done(errAnswer(wire.CodeInternal, err.Error()))
+		return
 	}
-	if hook := n.cfg.testHooks.afterAppend; hook != nil {
-		hook(string(m.Topic))
-	}
-	// A write the lease no longer covers is not acknowledged, and does
-	// not stay.
-	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-		if err := n.store.RemoveRecords(m.Topic, off, len(m.Records)); err != nil {
-			n.log.Error("node: remove refused records", "topic", m.Topic, "offset", off, "err", err)
-		} else {
-			n.counters.producesRemoved.Add(1)
+	n.resume(func() {
+		if hook := n.cfg.testHooks.afterAppend; hook != nil {
+			hook(string(m.Topic))
 		}
-		return n.notServed(m.Topic, t.Epoch, r)
-	}
-	n.counters.produced.Add(uint64(len(m.Records)))
-	return newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off}))
+		// A write the lease no longer covers is not acknowledged, and
+		// does not stay.
+		if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable && !mutant.On(mutant.LeaseRecheck) {
+			if err := n.store.RemoveRecords(m.Topic, off, len(m.Records)); err != nil {
+				n.log.Error("node: remove refused records", "topic", m.Topic, "offset", off, "err", err)
+			} else {
+				n.counters.producesRemoved.Add(1)
+			}
+			done(n.notServed(m.Topic, t.Epoch, r))
+			return
+		}
+		n.counters.produced.Add(uint64(len(m.Records)))
+		done(newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})))
+	})
 }
 
 func (n *Node) fetch(payload []byte) answer {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -89,7 +90,7 @@ type handoffs struct {
 	running int     // pulls started and not finished, at most maxHandoffs
 	queue   []*pull // pulls waiting for one of those to finish
 	enabled bool    // records are handed over (a started or driven node)
-	// gates: topic → *topicGate.
+	// gates: topic → *topicGate (gate.go).
 	gates sync.Map
 	// leaving: while this node leaves, the topics it held (→ epoch) whose
 	// records no new owner has pulled to the end yet; left is closed when
@@ -102,13 +103,6 @@ func (h *handoffs) init() {
 	h.active = make(map[string]uint64)
 	h.waiting = make(map[uint64]*pull)
 	h.from = make(map[uint64]string)
-}
-
-// topicGate is a topic's produce gate: held for reading by a produce from
-// its first lease check to its answer, and taken for writing by a pull's
-// answer.
-type topicGate struct {
-	sync.RWMutex
 }
 
 // gate returns topic's produce gate.
@@ -417,11 +411,16 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 	if hook := n.cfg.testHooks.answerPull; hook != nil && !hook(string(m.Topic)) {
 		return
 	}
-	res := wire.RecordsChunk{Topic: m.Topic}
 	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.ended(m.Topic, e) {
-		res.Status = wire.HandoffNotClosed
-	} else {
-		n.awaitProduces(m.Topic)
+		n.sendRecordsChunk(c, h.RequestID, &wire.RecordsChunk{Topic: m.Topic, Status: wire.HandoffNotClosed})
+		return
+	}
+	// The log is read once the produces in flight have answered; the
+	// frame's bytes may be reused by then.
+	m.Topic = bytes.Clone(m.Topic)
+	reqID := h.RequestID
+	n.ho.gate(m.Topic).await(func() {
+		res := wire.RecordsChunk{Topic: m.Topic}
 		maxBytes := int(min(m.MaxBytes, maxHandoffChunkBytes))
 		next, err := n.store.ReadRecords(m.Topic, m.From, max(maxBytes, 1), func(off, epoch uint64, v []byte) bool {
 			res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
@@ -445,9 +444,13 @@ func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
 			res.Producers = ps
 			n.handedOver(string(m.Topic), m.Epoch)
 		}
-	}
-	f, start := wire.BeginFrame(nil, wire.KindRecordsChunk, h.RequestID)
-	f = wire.AppendRecordsChunk(f, &res)
+		n.sendRecordsChunk(c, reqID, &res)
+	})
+}
+
+func (n *Node) sendRecordsChunk(c Conn, reqID uint64, res *wire.RecordsChunk) {
+	f, start := wire.BeginFrame(nil, wire.KindRecordsChunk, reqID)
+	f = wire.AppendRecordsChunk(f, res)
 	if f, err := wire.EndFrame(f, start); err == nil {
 		_ = c.Write(f)
 	}
@@ -519,13 +522,4 @@ func (n *Node) handedOver(topic string, epoch uint64) {
 	if len(h.leaving) == 0 {
 		close(h.left)
 	}
-}
-
-// awaitProduces returns once every produce of topic that passed its first
-// lease check when it was called has answered: taking the gate for
-// writing waits for them, and what comes later fails its check.
-func (n *Node) awaitProduces(topic []byte) {
-	g := n.ho.gate(topic)
-	g.Lock()
-	defer g.Unlock()
 }

@@ -136,6 +136,9 @@ type Node struct {
 	// goFn runs the node's spawned work on a driven node (Runtime.Go);
 	// nil on a started one (goroutines).
 	goFn func(f func())
+	// yieldFn runs the rest of a piece of work on a driven node
+	// (Runtime.Yield); nil on a started one, which goes straight on.
+	yieldFn func(f func())
 	// randIntN draws the node's random choices (a peer to sync with).
 	randMu  sync.Mutex
 	randSrc *rand.Rand

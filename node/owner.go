@@ -170,7 +170,10 @@ type ownershipStep struct {
 	held    bool
 	after   ownership.Topic
 	skip    bool // its floor did not read: no ack
-	why     ReleaseReason
+	// deleteRecords: the topic was revoked; its records are deleted
+	// before the ack.
+	deleteRecords bool
+	why           ReleaseReason
 }
 
 // takeOwnershipBatch applies msgs in order, makes their changes durable
@@ -181,14 +184,48 @@ func (n *Node) takeOwnershipBatch(msgs []ownershipMsg) {
 	// always did: what done does takes the duties' lock, and may answer
 	// clients.
 	for i := range msgs {
-		msgs[i].done(acks[i].ack, acks[i].ok)
+		a, done := acks[i], msgs[i].done
+		if !a.ok || a.deleteRecords == nil {
+			done(a.ack, a.ok)
+			continue
+		}
+		// A revoked topic's records are deleted once the produces that
+		// entered its gate before the close have answered (those after
+		// it found the topic given up), and acked after.
+		topic, epoch := a.deleteRecords, a.revokedAt
+		n.ho.gate(topic).await(func() {
+			done(a.ack, n.deleteRevoked(topic, epoch))
+		})
 	}
 }
 
+// deleteRevoked deletes the records of topic, revoked at epoch, unless it
+// was opened again above epoch meanwhile; it reports whether nothing of
+// them is left to delete.
+func (n *Node) deleteRevoked(topic []byte, epoch uint64) bool {
+	n.ownWrite.Lock()
+	defer n.ownWrite.Unlock()
+	n.ownMu.RLock()
+	t, held := n.own.Get(topic)
+	n.ownMu.RUnlock()
+	if held && t.Epoch > epoch {
+		return true // held anew: kept, as a close that came after the open keeps them
+	}
+	if err := n.store.DeleteTopic(topic); err != nil {
+		n.log.Error("node: delete the records of a revoked topic", "topic", topic, "err", err)
+		return false
+	}
+	n.counters.topicsDeleted.Add(1)
+	return true
+}
+
 // ownershipAck is a message's ack, ok false when there is none to send.
+// deleteRecords names a revoked topic whose records go before the ack.
 type ownershipAck struct {
-	ack wire.TopicAck
-	ok  bool
+	ack           wire.TopicAck
+	ok            bool
+	deleteRecords []byte
+	revokedAt     uint64
 }
 
 // writeOwnershipBatch applies msgs in order, makes their changes durable
@@ -232,6 +269,9 @@ func (n *Node) writeOwnershipBatch(msgs []ownershipMsg) []ownershipAck {
 			n.announce(s.changes, s.why)
 		}
 		acks[i].ack, acks[i].ok = n.finishOwnershipMsg(&msgs[i], s, err)
+		if s.deleteRecords {
+			acks[i].deleteRecords, acks[i].revokedAt = s.topic, msgs[i].closeMsg.Epoch
+		}
 	}
 	return acks
 }
@@ -299,16 +339,8 @@ func (n *Node) finishOwnershipMsg(m *ownershipMsg, s *ownershipStep, err error) 
 	}
 	if closeMsg != nil && closeMsg.Revoked && s.st == wire.TopicDone && (!s.held || s.after.Epoch <= closeMsg.Epoch) {
 		// A revoked topic's records go with it, once no produce of it
-		// is in flight.
-		g := n.ho.gate(s.topic)
-		g.Lock()
-		err := n.store.DeleteTopic(s.topic)
-		g.Unlock()
-		if err != nil {
-			n.log.Error("node: delete the records of a revoked topic", "topic", s.topic, "err", err)
-			return wire.TopicAck{}, false
-		}
-		n.counters.topicsDeleted.Add(1)
+		// is in flight (takeOwnershipBatch).
+		s.deleteRecords = true
 	}
 	return wire.TopicAck{Topic: s.topic, Epoch: s.epoch, Status: s.st}, true
 }

@@ -67,6 +67,23 @@ func (n *Node) spawn(fn func()) bool {
 	return true
 }
 
+// resume runs fn, the rest of a piece of work: at once on a started node,
+// as its caller chooses on a driven one (Runtime.Yield), which may pause
+// or crash the node in between. A closing driven node runs it at once.
+func (n *Node) resume(fn func()) {
+	n.lifeMu.RLock()
+	y := n.yieldFn
+	if n.closing {
+		y = nil
+	}
+	n.lifeMu.RUnlock()
+	if y == nil {
+		fn()
+		return
+	}
+	y(fn)
+}
+
 // realAfter is time.AfterFunc.
 func realAfter(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 

@@ -56,7 +56,10 @@
 // events and calls Drive; their raft hosts are manual. What a started
 // node runs on goroutines (requests, the lease and raft frame queues, its
 // duties, record pulls) runs here as events after delays the seed draws
-// (host.goFunc), so each seed tries another interleaving. Raft draws its
+// (host.goFunc), so each seed tries another interleaving. The rest of a
+// produce after its append runs the same way (host.yieldFunc), and one
+// time in midFaultOdds the node is paused or crashed right there while
+// its topic is moved away. Raft draws its
 // election timeouts from crypto/rand, so Run replaces crypto/rand.Reader
 // with a seeded source while it runs: runs must not overlap in a process
 // (cmd/shoalsim starts one process per core). Crashes keep all or none of

@@ -163,6 +163,7 @@ func (h *host) startNode() error {
 		Now:        h.clock,
 		After:      h.afterFunc,
 		Go:         h.goFunc,
+		Yield:      h.yieldFunc,
 		Peers:      peerNet{h},
 		Swim:       membership{h},
 		FS:         h.fs,
@@ -211,6 +212,72 @@ func (h *host) goFunc(f func()) {
 	}
 	h.afterFunc(d, f)
 }
+
+// yieldFunc is the rest of a piece of work the node began (a produce's
+// second lease check and answer, after its append): run as goFunc runs
+// spawned work, except that one time in midFaultOdds, while the faults
+// last, the host is paused (SIGSTOP) or crashed right there, so that
+// faults land between an append and its acknowledgement. One such fault
+// at a time.
+func (h *host) yieldFunc(f func()) {
+	w := h.w
+	w.yields++
+	if w.midFaults && !w.quiet && !w.now.Before(w.midFaultFree) && w.rng.IntN(midFaultOdds) == 0 {
+		hold := w.between(time.Second, 6*time.Second)
+		w.midFaultFree = w.now.Add(hold + 5*time.Second)
+		w.pressOn(h, hold)
+		if w.rng.IntN(3) == 0 {
+			w.logf("fault: %s crashes between an append and its answer, for %v", h.id, hold)
+			w.after(0, nil, func() {
+				if !h.down {
+					h.crash()
+					w.after(hold, nil, func() { w.restart(h) })
+				}
+			})
+		} else {
+			w.logf("fault: %s paused between an append and its answer, for %v", h.id, hold)
+			h.paused = true
+			w.after(hold, nil, func() { w.resume(h) })
+		}
+	}
+	h.goFunc(f)
+}
+
+// pressOn makes a topic h owns hot for hold, as the faults that cut an
+// owner off do (World.nextFault): someone moves it away at once, and the
+// clients that hear of the move write to its new owner, while h, paused
+// or crashed between an append and its answer, cannot answer yet.
+func (w *World) pressOn(h *host, hold time.Duration) {
+	if w.hot != "" || w.mover.cur != nil {
+		return
+	}
+	var owned []string
+	for i := range w.cfg.Topics {
+		topic := fmt.Sprintf("topic-%d", i)
+		if w.owners[topic].owner == h.id {
+			owned = append(owned, topic)
+		}
+	}
+	if len(owned) == 0 {
+		return
+	}
+	topic := owned[w.rng.IntN(len(owned))]
+	w.hot, w.hotOwner = topic, h
+	w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, func() {
+		if w.hot == topic && w.mover.cur == nil {
+			w.mover.moveAway(topic, h)
+		}
+	})
+	w.after(hold, nil, func() {
+		if w.hot == topic {
+			w.hot, w.hotOwner, w.hotTarget = "", nil, nil
+		}
+	})
+}
+
+// midFaultOdds: one produce in this many, while the faults last, is
+// interrupted between its append and its answer (yieldFunc).
+const midFaultOdds = 400
 
 // wake runs what is due on the host now: the node's duties and raft
 // rounds, and what its SWIM core has to send.

@@ -36,6 +36,10 @@ var targets = map[mutant.Name]target{
 	// out too (node/handoff.go, ended): the wait the mutant skips shows
 	// only where a pull ends without it (caught at seed 26 of 1 to 60).
 	mutant.LeaseWait: {Owners, 30},
+	// An owner paused between a produce's append and its answer, whose
+	// lease ran out meanwhile, acknowledges it after a new owner took
+	// over.
+	mutant.LeaseRecheck: {Owners, 0},
 	// A command refused at apply but acknowledged, or a read answered by
 	// a leader that was deposed, gives an answer no order of the
 	// operations explains.

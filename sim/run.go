@@ -137,6 +137,7 @@ func Run(cfg Config) (*Result, error) {
 	w.mover = &client{w: w, id: "mover", routes: make(map[string]route)}
 	start := w.now
 	if !cfg.NoFaults {
+		w.midFaults = true
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
 	}
 	w.runUntil(start.Add(cfg.Faulty))

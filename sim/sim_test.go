@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,6 +41,17 @@ func TestQuietRun(t *testing.T) {
 }
 
 func TestFaultySeeds(t *testing.T) {
+	// Among them, faults land between a produce's append and its answer
+	// (host.yieldFunc): a pause and a crash at least.
+	between := map[string]int{}
+	defer func() {
+		if t.Failed() || raceEnabled || testing.Short() {
+			return
+		}
+		if between["paused"] == 0 || between["crashes"] == 0 {
+			t.Fatalf("faults between an append and its answer: %v, want a pause and a crash", between)
+		}
+	}()
 	for _, seed := range testSeeds() {
 		start := time.Now()
 		res, err := Run(Config{Seed: seed})
@@ -52,6 +64,13 @@ func TestFaultySeeds(t *testing.T) {
 		}
 		if res.Acked == 0 {
 			t.Fatalf("seed %d: nothing was acknowledged", seed)
+		}
+		for _, l := range res.Trace {
+			for _, k := range []string{"paused", "crashes"} {
+				if strings.Contains(l, k+" between an append and its answer") {
+					between[k]++
+				}
+			}
 		}
 	}
 }

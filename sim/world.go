@@ -161,6 +161,12 @@ type World struct {
 	// quiet: the faults have stopped; calm: the calm period after them
 	// has passed too.
 	quiet, calm bool
+	// midFaults: faults land between appends and their answers too
+	// (host.yieldFunc), one at a time, none before midFaultFree; yields
+	// counts the pieces of work that could have been interrupted.
+	midFaults    bool
+	midFaultFree time.Time
+	yields       int
 	// storm counts the events run since stormAt; stuck is set when more
 	// than maxPerSecond run in one virtual second (nodes spinning, as a
 	// message loop that never settles would burn a real CPU), and ends

@@ -43,11 +43,14 @@ const (
 	// what the new owner's own log holds, instead of from the epoch's
 	// own range.
 	OffsetsReused Name = "offsets-reused"
+	// LeaseRecheck: an owner acknowledges a produce without checking,
+	// after the append, that its lease still covers it.
+	LeaseRecheck Name = "lease-recheck-skipped"
 )
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
 // fails if one survives its seeds).
-var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup, HandoffShort, OffsetsReused}
+var Caught = []Name{LeaseExpiry, LeaseWait, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup, HandoffShort, OffsetsReused, LeaseRecheck}
 
 // Hunted lists the mutants the simulator does not yet catch within its
 // seeds: its faults do not yet make them matter often enough. TestMutants
