@@ -83,6 +83,10 @@ failover:
 mass:
   -trials N         kills (default 5)
   -clients N        produces and assigns in flight (default 128)
+  -profile DIR      write a CPU profile of each surviving node over the
+                    first -profile-time after each kill to
+                    DIR/trialT-NODE.pprof (the nodes serve /debug/pprof)
+  -profile-time D   how long each profile runs (default 10s)
 `
 
 type options struct {
@@ -96,6 +100,8 @@ type options struct {
 	trials, trialTopics     int
 	clients                 int
 	pause, trialTimeout     time.Duration
+	profile                 string
+	profileTime             time.Duration
 }
 
 // usageError is a command line that cannot be run: its text is the whole
@@ -114,7 +120,7 @@ var errHelp = errors.New("help requested")
 var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
-	massOnly     = []string{"clients"}
+	massOnly     = []string{"clients", "profile", "profile-time"}
 )
 
 // Bounds of the flags.
@@ -152,6 +158,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.DurationVar(&o.pause, "pause", 10*time.Second, "")
 	fs.DurationVar(&o.trialTimeout, "trial-timeout", 30*time.Second, "")
 	fs.IntVar(&o.clients, "clients", 128, "")
+	fs.StringVar(&o.profile, "profile", "", "")
+	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -242,6 +250,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-topics %d: want at least 1 for -mode mass", o.topics)
 	case o.trialTimeout <= 0:
 		return nil, usagef("-trial-timeout %v: want more than 0", o.trialTimeout)
+	case o.profileTime < time.Second || o.profileTime > 10*time.Minute:
+		return nil, usagef("-profile-time %v: want 1s to 10m", o.profileTime)
 	}
 	if o.mode == "failover" && o.fault == "cut" {
 		if !root {

@@ -209,9 +209,13 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 
 // startCluster starts the cluster the options ask for.
 func startCluster(ctx context.Context, o *options, bin string) (*proccluster.Cluster, error) {
+	args := []string{"--log-level", o.logLevel}
+	if o.profile != "" {
+		args = append(args, "--pprof")
+	}
 	return proccluster.Start(ctx, proccluster.Config{
 		Binary: bin, Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Netns: o.netns, Dir: o.dir,
-		Args: []string{"--log-level", o.logLevel}, ReadyTimeout: o.timeout,
+		Args: args, ReadyTimeout: o.timeout,
 	})
 }
 

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -159,6 +162,8 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 	if err := c.Kill(victim); err != nil {
 		return nil, nil, err
 	}
+	profiled := profileSurvivors(ctx, c, o, victim, prefix)
+	defer profiled()
 	sctx, cancel := context.WithTimeout(ctx, o.trialTimeout)
 	defer cancel()
 	var sent atomic.Int64
@@ -259,4 +264,52 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "every topic writable at a new owner after the kill: p50 %.2f s, max %.2f s over %d trials; per topic p50 %.0f ms\n",
 		r.AllWritableP50S, r.AllWritableMaxS, len(r.TrialResults), r.TopicP50Ms)
 	return err
+}
+
+// profileSurvivors starts a CPU profile of every node but victim, over
+// o.profileTime from now, each written to o.profile; wait waits for
+// them. Nothing without -profile.
+func profileSurvivors(ctx context.Context, c *proccluster.Cluster, o *options, victim int, prefix string) (wait func()) {
+	if o.profile == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for i, nd := range c.Nodes() {
+		if i == victim || nd.MetricsAddr == "" {
+			continue
+		}
+		path := filepath.Join(o.profile, fmt.Sprintf("%s-%s.pprof", prefix, nd.ID))
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", nd.MetricsAddr, int(o.profileTime.Seconds()))
+		wg.Go(func() {
+			if err := fetchTo(ctx, url, path); err != nil {
+				fmt.Fprintf(os.Stderr, "clusterbench: profile of %s: %v\n", nd.ID, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// fetchTo writes what a GET of url answers to path.
+func fetchTo(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
