@@ -306,8 +306,18 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 			waits++
 		}
 		waited = true
+		cached := !linear
 		route, err := c.route(ctx, topic, linear)
 		switch {
+		case err == nil && cached && c.pool.recentlyFailed(route.Addr):
+			// The cached owner could not be reached a moment ago: it
+			// may be dead and its topics moving. Look again first, at
+			// once, rather than wait for a dial that may time out.
+			c.cache.Invalidate(topic, route.Epoch)
+			linear, waited = true, false
+			last = fmt.Errorf("%w: the last dial to %s failed", ErrUnreachable, route.Addr)
+			attempt--
+			continue
 		case err == nil:
 			req := build(route)
 			first = req.first
@@ -345,6 +355,11 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		case connection, busy:
 			c.cache.Invalidate(topic, route.Epoch)
 			linear = true
+			if classify(err) == connection && cached {
+				// An owner unreachable on a cached route may be dead,
+				// its topics moved: look again at once.
+				waited = false
+			}
 		}
 		c.log.Debug("client: retrying", "call", k.String(), "owner", route.Owner, "addr", route.Addr,
 			"epoch", route.Epoch, "attempt", attempt+1, "err", err)

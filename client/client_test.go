@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -747,5 +749,63 @@ func TestTopicWithoutAnOwnerAddressIsUnavailable(t *testing.T) {
 	cl.SetOwner("t", "n1")
 	if _, err := c.Produce(ctxT(t), "t", [][]byte{[]byte("x")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnerThatFailedADialIsLookedUpBeforeDiallingAgain: once a dial to a
+// topic's cached owner failed, the other topics cached at that owner are
+// looked up again before any dial there, and without a wait: a dead
+// node's topics move, and each dial to it could take a whole timeout.
+func TestOwnerThatFailedADialIsLookedUpBeforeDiallingAgain(t *testing.T) {
+	cl, nodes := startCluster(t, 3)
+	// A backoff waited would outlast the test's context (ctxT).
+	c := newClient(t, client.Config{Servers: addrs(nodes[0], nodes[2]), BackoffBase: time.Minute, BackoffMax: time.Minute})
+	ctx := ctxT(t)
+	topics := []string{"a", "b", "c", "d"}
+	for _, tp := range topics {
+		if _, err := c.Assign(ctx, tp, client.AssignOptions{Owner: "n2"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Fetch(ctx, tp, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// n2 dies; in its place, a listener that takes connections and drops
+	// them, counting the dials.
+	dead := nodes[1].Addr()
+	nodes[1].Close()
+	ln, err := net.Listen("tcp", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			_ = conn.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	for _, tp := range topics {
+		cl.SetOwner(tp, "n3")
+	}
+	for _, tp := range topics {
+		p, err := c.Produce(ctx, tp, [][]byte{[]byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Epoch != 2 {
+			t.Fatalf("Produce(%s) = %+v, want epoch 2 at n3", tp, p)
+		}
+	}
+	if d := dials.Load(); d != 1 {
+		t.Fatalf("%d dials to the dead owner, want 1", d)
+	}
+	if n := nodes[2].Requests(wire.KindProduce); n != len(topics) {
+		t.Fatalf("n3 took %d produces, want %d", n, len(topics))
 	}
 }

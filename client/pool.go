@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool keeps up to Config.ConnsPerServer connections to every node the
@@ -29,6 +31,29 @@ type pool struct {
 type host struct {
 	next  atomic.Uint32
 	slots []hostSlot
+	// failedAt is when the last dial to the address failed (unix nanos;
+	// 0 since one succeeded): see pool.recentlyFailed.
+	failedAt atomic.Int64
+}
+
+// failedDialMemory is how long a failed dial marks its address: a data
+// request whose cached route names it looks the topic up again before
+// dialling (Client.toOwner), since a node that cannot be reached is the
+// one whose topics move. A dead host's address may not refuse at once
+// but time out, and every topic it owned would wait that long.
+const failedDialMemory = 2 * time.Second
+
+// recentlyFailed reports whether the last dial to addr failed within
+// failedDialMemory.
+func (p *pool) recentlyFailed(addr string) bool {
+	p.mu.Lock()
+	h := p.hosts[addr]
+	p.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	at := h.failedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < failedDialMemory
 }
 
 // hostSlot holds one connection. lock is a one-token channel rather than a
@@ -80,8 +105,12 @@ func (p *pool) get(ctx context.Context, addr string) (*conn, error) {
 	s.c = nil
 	c, err := p.dial(ctx, addr)
 	if err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			h.failedAt.Store(time.Now().UnixNano())
+		}
 		return nil, err
 	}
+	h.failedAt.Store(0)
 	s.c = c
 	return c, nil
 }
