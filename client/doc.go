@@ -40,7 +40,9 @@
 //   - node unreachable (dial, broken connection, no answer within
 //     Config.RequestTimeout): the next seed at once, backing off once every
 //     seed has failed; for a data request, the route is invalidated and the
-//     topic looked up again, since a dead owner's topics move;
+//     topic looked up again at once, since a dead owner's topics move; and
+//     for two seconds after a dial to an owner failed, a cached route to
+//     that owner is looked up again before any dial there;
 //   - wire.ErrUnavailable, wire.ErrNotLeader: back off and try another node
 //     (the leader a NotLeader answer names, if it names one);
 //   - wire.ErrNotLeaderForTopic on a data request: the route is invalidated
