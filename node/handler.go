@@ -371,13 +371,13 @@ func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte, release fun
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
 		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done})
+			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done, from: c.Node(), reqID: reqID})
 			return
 		}
 	} else {
 		var m wire.CloseTopic
 		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done})
+			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done, from: c.Node(), reqID: reqID})
 			return
 		}
 	}

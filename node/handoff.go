@@ -79,6 +79,31 @@ const maxUnanswered = 3
 // waited is an interval the topic cannot be written.
 const silentPullWait = 0.5
 
+// handoffWarnEvery bounds the warnings of cut handoffs to one in this
+// long: a dead owner's thousands of topics are cut together, and a line
+// each would cost more than the moves.
+const handoffWarnEvery = time.Second
+
+// warn logs a cut handoff, unless one was logged within
+// handoffWarnEvery: then it is counted, and the next line logged says
+// how many were not (handoffsCut counts them all).
+func (h *handoffs) warn(n *Node, msg string, args ...any) {
+	now := n.clock()
+	h.warnMu.Lock()
+	if !h.warnAt.IsZero() && now.Sub(h.warnAt) < handoffWarnEvery {
+		h.warnQuiet++
+		h.warnMu.Unlock()
+		return
+	}
+	quiet := h.warnQuiet
+	h.warnAt, h.warnQuiet = now, 0
+	h.warnMu.Unlock()
+	if quiet > 0 {
+		args = append(args, "more_not_logged", quiet)
+	}
+	n.log.Warn(msg, args...)
+}
+
 // handoffs is the state of the record pulls of this node.
 type handoffs struct {
 	mu      sync.Mutex
@@ -97,6 +122,10 @@ type handoffs struct {
 	// none is left.
 	leaving map[string]uint64
 	left    chan struct{}
+	// warnAt: when warn last logged; warnQuiet: the warnings since.
+	warnMu    sync.Mutex
+	warnAt    time.Time
+	warnQuiet int
 }
 
 func (h *handoffs) init() {
@@ -201,7 +230,7 @@ func (p *pull) start() {
 	n := p.n
 	if p.silent {
 		if m, ok := n.view.Load().byID[p.prev]; !ok || m.State != swim.StateAlive {
-			n.log.Warn("node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", p.topic, "from", p.prev)
+			n.ho.warn(n, "node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", p.topic, "from", p.prev)
 			p.finish(false)
 			return
 		}
@@ -226,12 +255,12 @@ func (p *pull) step() {
 		return
 	}
 	if v := n.view.Load(); (v.dead[p.prev] && v.byID[p.prev].State != swim.StateLeft) || p.unanswered >= p.giveUp {
-		n.log.Warn("node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+		n.ho.warn(n, "node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
 		p.finish(false)
 		return
 	}
 	if !n.clock().Before(p.deadline) {
-		n.log.Warn("node: handoff timed out; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+		n.ho.warn(n, "node: handoff timed out; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
 		p.finish(false)
 		return
 	}

@@ -231,6 +231,7 @@ type Node struct {
 
 type counters struct {
 	requests, forwarded, forwardsIn, forwardDups, notLeader, produced, fetched atomic.Uint64
+	ownershipDups                                                              atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent                  atomic.Uint64
 	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64

@@ -178,3 +178,41 @@ func TestOwnershipLoopHandsTheQueueOn(t *testing.T) {
 		t.Fatalf("not taken: %v", bad)
 	}
 }
+
+// A copy of an ownership message still waiting to be written (a leader's
+// resend while this node is behind) is dropped without an ack; the first
+// copy's ack answers for both. Once it is written, a later copy (its ack
+// lost) is taken again.
+func TestCopyOfAWaitingOwnershipMessageIsDropped(t *testing.T) {
+	n, shard, term := ownerOfShard9(t)
+	q := &n.ownQ
+	q.mu.Lock()
+	q.busy = true // a batch under way: what comes now waits
+	q.mu.Unlock()
+	var got []string
+	open := &wire.OpenTopic{Topic: []byte("copied"), Epoch: 1, Partitions: 1, Shard: shard, Term: term}
+	msg := func(name string) ownershipMsg {
+		return ownershipMsg{open: open, from: "n1", reqID: 5, done: func(a wire.TopicAck, ok bool) {
+			got = append(got, fmt.Sprintf("%s %v %v", name, ok, a.Status))
+		}}
+	}
+	dups := n.counters.ownershipDups.Load()
+	n.takeOwnershipMsgs(msg("first"))
+	n.takeOwnershipMsgs(msg("copy"))
+	if len(got) != 1 || got[0] != "copy false 0" {
+		t.Fatalf("while the first waits: %q, want the copy dropped unacknowledged", got)
+	}
+	if d := n.counters.ownershipDups.Load() - dups; d != 1 {
+		t.Fatalf("%d copies counted, want 1", d)
+	}
+	q.mu.Lock()
+	n.writeOwnershipQueue(true) // the batch under way ends; this writes the queue
+	want := fmt.Sprintf("first true %v", wire.TopicDone)
+	if len(got) != 2 || got[1] != want {
+		t.Fatalf("after the queue was written: %q, want the first acknowledged (%s)", got, want)
+	}
+	n.takeOwnershipMsgs(msg("again"))
+	if len(got) != 3 || got[2] != fmt.Sprintf("again true %v", wire.TopicDone) {
+		t.Fatalf("a copy after the first was written: %q, want it taken", got)
+	}
+}

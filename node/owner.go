@@ -92,14 +92,28 @@ type ownershipMsg struct {
 	open     *wire.OpenTopic
 	closeMsg *wire.CloseTopic
 	done     func(ack wire.TopicAck, ok bool)
+	// from and reqID name the message: a leader sends an unacknowledged
+	// one again, under the same request id (0: unnamed, never a copy).
+	from  string
+	reqID uint64
+}
+
+type ownershipKey struct {
+	from  string
+	reqID uint64
 }
 
 // ownershipQueue holds the messages waiting for the next synced batch.
 // The goroutine that finds no batch under way writes it, and the batches
 // after it while messages keep arriving; the others leave theirs here.
+// A copy of a message already waiting (a leader's resend while this node
+// is behind) is dropped, unacknowledged: the first one's ack answers both,
+// and a queue that took every copy would grow with each resend while it
+// drains.
 type ownershipQueue struct {
 	mu      sync.Mutex
 	waiting []ownershipMsg
+	queued  map[ownershipKey]struct{}
 	busy    bool
 }
 
@@ -118,7 +132,31 @@ func (n *Node) takeOwnershipMsgs(msgs ...ownershipMsg) { n.queueOwnership(true, 
 func (n *Node) queueOwnership(stay bool, msgs []ownershipMsg) {
 	q := &n.ownQ
 	q.mu.Lock()
-	q.waiting = append(q.waiting, msgs...)
+	var dropped []ownershipMsg
+	for _, m := range msgs {
+		if m.reqID != 0 {
+			k := ownershipKey{m.from, m.reqID}
+			if _, dup := q.queued[k]; dup {
+				dropped = append(dropped, m)
+				continue
+			}
+			if q.queued == nil {
+				q.queued = make(map[ownershipKey]struct{})
+			}
+			q.queued[k] = struct{}{}
+		}
+		q.waiting = append(q.waiting, m)
+	}
+	if len(dropped) > 0 {
+		n.counters.ownershipDups.Add(uint64(len(dropped)))
+		// done takes the duties' lock (a local message) or writes to a
+		// connection: not under the queue's.
+		q.mu.Unlock()
+		for _, m := range dropped {
+			m.done(wire.TopicAck{}, false)
+		}
+		q.mu.Lock()
+	}
 	if q.busy {
 		q.mu.Unlock()
 		return
@@ -133,15 +171,20 @@ func (n *Node) queueOwnership(stay bool, msgs []ownershipMsg) {
 func (n *Node) writeOwnershipQueue(stay bool) {
 	q := &n.ownQ
 	for len(q.waiting) > 0 {
-		batch := q.waiting[:min(len(q.waiting), maxOwnershipBatch)]
-		rest := q.waiting[len(batch):]
-		if len(rest) == 0 {
+		// The batch keeps its place in the backing array, capped so that
+		// no append to what waits after it can write into it; cleared
+		// once taken, so that it holds nothing alive.
+		k := min(len(q.waiting), maxOwnershipBatch)
+		batch := q.waiting[:k:k]
+		if q.waiting = q.waiting[k:]; len(q.waiting) == 0 {
 			q.waiting = nil
-		} else {
-			q.waiting = append([]ownershipMsg(nil), rest...)
+		}
+		for _, m := range batch {
+			delete(q.queued, ownershipKey{m.from, m.reqID})
 		}
 		q.mu.Unlock()
 		n.takeOwnershipBatch(batch)
+		clear(batch)
 		q.mu.Lock()
 		if !stay && len(q.waiting) > 0 {
 			q.mu.Unlock()
@@ -484,7 +527,7 @@ func (n *Node) sendRPC(r *duty.RPC) (m ownershipMsg, local bool) {
 	}
 	if r.Node == n.cfg.ID {
 		reqID := r.ReqID
-		return ownershipMsg{open: open, closeMsg: closeMsg, done: func(ack wire.TopicAck, ok bool) {
+		return ownershipMsg{open: open, closeMsg: closeMsg, from: n.cfg.ID, reqID: reqID, done: func(ack wire.TopicAck, ok bool) {
 			if !ok {
 				return
 			}

@@ -59,6 +59,7 @@ type Stats struct {
 	Forwarded       uint64 // requests this node forwarded to a shard leader
 	ForwardsIn      uint64 // requests forwarded to this node
 	ForwardDups     uint64 // copies of a forward already taken, dropped
+	OwnershipDups   uint64 // copies of an OpenTopic or CloseTopic still waiting to be written, dropped
 	NotLeader       uint64 // requests answered NotLeader/Unavailable for want of a leader
 	TopicRejections uint64 // data requests answered NotLeaderForTopic
 	RecordsProduced uint64
@@ -129,6 +130,7 @@ func (n *Node) Stats() Stats {
 		Forwarded:             n.counters.forwarded.Load(),
 		ForwardsIn:            n.counters.forwardsIn.Load(),
 		ForwardDups:           n.counters.forwardDups.Load(),
+		OwnershipDups:         n.counters.ownershipDups.Load(),
 		NotLeader:             n.counters.notLeader.Load(),
 		TopicRejections:       n.counters.rejected.Load(),
 		RecordsProduced:       n.counters.produced.Load(),

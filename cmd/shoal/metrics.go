@@ -103,6 +103,7 @@ var metrics = []metric{
 	{"Forwarded", "requests_forwarded_total", "Requests this node forwarded to a shard leader.", counter, ""},
 	{"ForwardsIn", "requests_forwarded_in_total", "Requests other nodes forwarded to this node.", counter, ""},
 	{"ForwardDups", "requests_forwarded_duplicate_total", "Copies of a forwarded request already taken, dropped.", counter, ""},
+	{"OwnershipDups", "ownership_messages_duplicate_total", "Copies of an OpenTopic or CloseTopic still waiting to be written, dropped.", counter, ""},
 	{"NotLeader", "requests_not_leader_total", "Requests answered NotLeader or Unavailable for want of a shard leader.", counter, ""},
 	{"TopicRejections", "requests_not_leader_for_topic_total", "Data requests answered NotLeaderForTopic (wrong owner or epoch).", counter, ""},
 	{"RequestsActive", "requests_in_flight", "Requests being served.", gauge, ""},
