@@ -300,7 +300,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		sessions: writeSessions{own: session.WithID(ownSessionID(seed, cfg.ID, gen))},
+		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.ID),
 		gen:      gen,

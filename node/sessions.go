@@ -1,8 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
-	"github.com/zeebo/xxh3"
 	"sync"
 	"time"
 
@@ -30,16 +28,6 @@ type writeSessions struct {
 type stampBase struct {
 	term, base uint64
 	at         time.Time
-}
-
-// ownSessionID draws the node's own session ID from its seed (the start
-// time, or the simulator's seed), its ID and its generation: a new one at
-// every start, since the sequence numbers start again.
-func ownSessionID(seed uint64, id string, gen uint64) uint64 {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[0:], seed)
-	binary.LittleEndian.PutUint64(b[8:], gen)
-	return xxh3.HashSeed(append(b[:], id...), 0x5e55) | 1
 }
 
 // ownSession takes the next number of the node's own session for a write

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/shoalmq/shoal/wire"
+	"github.com/zeebo/xxh3"
 )
 
 // Writer is one session: a random nonzero ID and the sequence numbers of
@@ -41,6 +42,16 @@ func New() *Writer {
 // its writer is gone: its numbers would start again at 1.
 func WithID(id uint64) *Writer {
 	return &Writer{id: id, next: 1, low: 1, done: make(map[uint64]bool)}
+}
+
+// DrawID draws a session ID from a seed, a writer's name and the life of
+// it (a generation that rises at every start): a new one for every life,
+// since a life's numbers start again at 1.
+func DrawID(seed uint64, name string, life uint64) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[0:], seed)
+	binary.LittleEndian.PutUint64(b[8:], life)
+	return xxh3.HashSeed(append(b[:], name...), 0x5e55) | 1
 }
 
 // ID returns the session's ID.

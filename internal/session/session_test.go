@@ -27,3 +27,15 @@ func TestFloorFollowsOldestInFlight(t *testing.T) {
 		t.Fatalf("stamp %+v", s)
 	}
 }
+
+func TestDrawIDDiffersByLifeAndName(t *testing.T) {
+	a := DrawID(1, "n1", 1)
+	if a == 0 || a != DrawID(1, "n1", 1) {
+		t.Fatalf("DrawID(1, n1, 1) = %d, then %d: want one nonzero ID", a, DrawID(1, "n1", 1))
+	}
+	for _, b := range []uint64{DrawID(1, "n1", 2), DrawID(1, "n2", 1), DrawID(2, "n1", 1)} {
+		if b == a || b == 0 {
+			t.Fatalf("another life, name or seed drew %d (first %d)", b, a)
+		}
+	}
+}
