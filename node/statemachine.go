@@ -123,6 +123,9 @@ type stateMachine struct {
 
 	mu     sync.Mutex
 	shards map[uint64]*shardState
+	// halted: shards whose replica here halted (Halted): their state is
+	// no longer kept current, so it is neither served nor loaded again.
+	halted map[uint64]bool
 
 	// grantMu orders grants answered from a cached summary (answerHeld)
 	// against applies: version counts the applies that changed a state,
@@ -178,7 +181,10 @@ func (m *stateMachine) changed(closes []meta.Effect, lastGrant map[string]time.T
 	return lastGrant
 }
 
-var _ raftmux.StateMachine = (*stateMachine)(nil)
+var (
+	_ raftmux.StateMachine = (*stateMachine)(nil)
+	_ raftmux.HaltObserver = (*stateMachine)(nil)
+)
 
 func (m *stateMachine) load(shard uint64) (st *meta.State, legacy bool, err error) {
 	defer func() {
@@ -236,6 +242,9 @@ func (m *stateMachine) shard(shard uint64) (*shardState, error) {
 	defer m.mu.Unlock()
 	if s := m.shards[shard]; s != nil {
 		return s, nil
+	}
+	if m.halted[shard] {
+		return nil, fmt.Errorf("node: shard %d: %w", shard, raftmux.ErrHalted)
 	}
 	st, legacy, err := m.load(shard)
 	if err != nil {
@@ -491,6 +500,22 @@ func (m *stateMachine) Restore(shard, index uint64) error {
 func (m *stateMachine) Remove(shard uint64) {
 	m.mu.Lock()
 	delete(m.shards, shard)
+	delete(m.halted, shard) // a replica made again later starts afresh
+	m.mu.Unlock()
+	m.changed(nil, nil)
+}
+
+// Halted implements raftmux.HaltObserver: shard's replica here stopped
+// applying, so its state falls behind for good. It is dropped from memory
+// and not loaded again: a lookup here forwards to the shard's leader
+// instead of answering from it.
+func (m *stateMachine) Halted(shard uint64) {
+	m.mu.Lock()
+	delete(m.shards, shard)
+	if m.halted == nil {
+		m.halted = make(map[uint64]bool)
+	}
+	m.halted[shard] = true
 	m.mu.Unlock()
 	m.changed(nil, nil)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -339,5 +340,32 @@ func BenchmarkGrant(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A shard whose replica halted is neither served nor loaded again, until
+// the replica is removed (a new one starts afresh).
+func TestHaltedShardIsNotServed(t *testing.T) {
+	_, m := openTestStore(t)
+	const shard = 3
+	if err := m.with(shard, func(*meta.State) {}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.hosted(shard, func(*meta.State) {}) {
+		t.Fatal("a loaded shard is not hosted")
+	}
+	m.Halted(shard)
+	if m.hosted(shard, func(*meta.State) {}) {
+		t.Fatal("a halted shard is still hosted")
+	}
+	if hosted, busy := m.tryHosted(shard, func(*meta.State) {}); hosted || busy {
+		t.Fatalf("tryHosted of a halted shard = %v, %v", hosted, busy)
+	}
+	if err := m.with(shard, func(*meta.State) {}); !errors.Is(err, raftmux.ErrHalted) {
+		t.Fatalf("with on a halted shard: %v, want ErrHalted", err)
+	}
+	m.Remove(shard)
+	if err := m.with(shard, func(*meta.State) {}); err != nil {
+		t.Fatalf("with after the replica was removed: %v", err)
 	}
 }

@@ -82,6 +82,14 @@ type StateMachine interface {
 	Remove(shard uint64)
 }
 
+// HaltObserver is a StateMachine told when one of its replicas halts (an
+// apply that failed, a snapshot without its data): from then on the
+// shard's state here is no longer kept current, and must not be served as
+// if it were.
+type HaltObserver interface {
+	Halted(shard uint64)
+}
+
 // Command is one committed normal entry handed to StateMachine.Apply.
 type Command struct {
 	Index  uint64

@@ -75,6 +75,11 @@ func (w *worker) haltReplica(r *replica, index uint64, cause error) {
 	w.h.haltMu.Lock()
 	w.h.halted[r.shard] = he
 	w.h.haltMu.Unlock()
+	// The state machine stops serving the shard before anyone hears of
+	// the halt.
+	if o, ok := w.h.cfg.StateMachine.(HaltObserver); ok {
+		o.Halted(r.shard)
+	}
 	r.failAll(he)
 	w.dropInSnap(r)
 	w.releaseSnapData(r)

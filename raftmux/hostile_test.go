@@ -290,8 +290,18 @@ func TestIncomingSnapshotsShareOneBudget(t *testing.T) {
 }
 
 // poisonSM is the test KV, except that a command starting with "poison"
-// fails to apply, after writing to the batch.
-type poisonSM struct{ *raftmuxtest.KV }
+// fails to apply, after writing to the batch; halted hears the shards
+// whose replica halted (raftmux.HaltObserver).
+type poisonSM struct {
+	*raftmuxtest.KV
+	halted chan uint64
+}
+
+func (p poisonSM) Halted(shard uint64) {
+	if p.halted != nil {
+		p.halted <- shard
+	}
+}
 
 var errPoison = errors.New("poisoned command")
 
@@ -325,11 +335,12 @@ func TestApplyFailureHaltsTheReplicaBelowTheEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			haltedSeen := make(chan uint64, 4)
 			cfg := raftmux.Config{
 				NodeID:       1,
 				Storage:      pebbleStorage{st},
 				Transport:    raftmuxtest.NewNetwork().Endpoint(1),
-				StateMachine: poisonSM{raftmuxtest.NewKV(nil, false)},
+				StateMachine: poisonSM{raftmuxtest.NewKV(nil, false), haltedSeen},
 				Workers:      2,
 				TickInterval: testTick,
 				Logger:       quiet,
@@ -372,6 +383,14 @@ func TestApplyFailureHaltsTheReplicaBelowTheEntry(t *testing.T) {
 			halted := h.Halted()
 			if len(halted) != 1 || halted[0].Shard != 0 || halted[0].Index <= good || !errors.Is(&halted[0], errPoison) {
 				t.Fatalf("Halted() = %v, want shard 0 past index %d", halted, good)
+			}
+			select {
+			case shard := <-haltedSeen:
+				if shard != 0 {
+					t.Fatalf("the state machine heard shard %d halt, want 0", shard)
+				}
+			default:
+				t.Fatal("the state machine was not told that the replica halted")
 			}
 			if _, err := h.Propose(ctx, 0, []byte("later")); !errors.Is(err, raftmux.ErrHalted) {
 				t.Fatalf("proposal to a halted replica: err = %v, want ErrHalted", err)

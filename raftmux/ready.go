@@ -500,11 +500,13 @@ var ErrSnapshotData = errors.New("raftmux: snapshot without its data")
 
 func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	idx := snap.Metadata.Index
-	if r.snapData == nil || r.snapDataIdx != idx {
+	buf, ok := r.takeSnap(idx)
+	w.releaseSnapData(r)
+	if !ok {
 		return fmt.Errorf("raftmux: shard %d: snapshot %d: %w", r.shard, idx, ErrSnapshotData)
 	}
-	data := bytes.NewReader(r.snapData)
-	w.releaseSnapData(r)
+	w.h.releaseSnap(len(buf))
+	data := bytes.NewReader(buf)
 	if err := w.h.cfg.Storage.ApplySnapshot(r.shard, snap, data); err != nil {
 		return fmt.Errorf("raftmux: shard %d: apply snapshot %d: %w", r.shard, idx, err)
 	}

@@ -88,11 +88,12 @@ type replica struct {
 	confirms      []confirmation
 	confirmQueued bool // r is in worker.confirmQ
 
-	// Incoming snapshot being assembled, and one fully received awaiting
-	// raft's Ready.
-	inSnap      *inSnapshot
-	snapData    []byte
-	snapDataIdx uint64
+	// Incoming snapshot being assembled, and those fully received
+	// awaiting raft's Ready: raft may take one and refuse another that
+	// arrives before the Ready (an older one, or a deposed leader's), so
+	// each keeps its data until a Ready shows which, if any, raft took.
+	inSnap *inSnapshot
+	snaps  []heldSnap
 
 	// tail is raft's last log index as of the last Ready taken (or the
 	// stored one at open); logMayShrink: a message stepped since may have
@@ -477,10 +478,14 @@ func (w *worker) noteReady(r *replica, rd *raft.Ready) {
 		r.tail = rd.Entries[n-1].Index
 	}
 	r.logMayShrink = false
-	if r.snapData != nil && raft.IsEmptySnap(rd.Snapshot) {
-		// raft did not take the snapshot it was stepped with (it is not
-		// newer than what the replica has): its data will not be asked for.
-		w.releaseSnapData(r)
+	if len(r.snaps) > 0 {
+		// What raft did not take (not newer than what the replica has,
+		// or refused) will not be asked for.
+		keep := uint64(0)
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			keep = rd.Snapshot.Metadata.Index
+		}
+		w.releaseSnapsBut(r, keep)
 	}
 }
 

@@ -199,9 +199,10 @@ func (w *worker) handleChunk(from uint64, c *SnapshotChunk) {
 		}
 	}
 	h.snapRecv.Since(in.started)
-	w.releaseSnapData(r)
-	r.snapData = in.buf
-	r.snapDataIdx = meta.Index
+	if old, ok := r.takeSnap(meta.Index); ok { // a copy of this one
+		h.releaseSnap(len(old))
+	}
+	r.snaps = append(r.snaps, heldSnap{idx: meta.Index, data: in.buf})
 	w.wake(r)
 	_ = r.rn.Step(*in.msg)
 	w.touch(r)
@@ -228,12 +229,46 @@ func (w *worker) dropInSnap(r *replica) {
 	delete(w.receiving, r)
 }
 
-// releaseSnapData frees r's assembled snapshot waiting for raft's Ready.
+// heldSnap is a snapshot fully received, awaiting raft's Ready.
+type heldSnap struct {
+	idx  uint64
+	data []byte
+}
+
+// releaseSnapData frees every snapshot r holds for raft's Ready.
 func (w *worker) releaseSnapData(r *replica) {
-	if r.snapData != nil {
-		w.h.releaseSnap(len(r.snapData))
-		r.snapData = nil
+	for _, s := range r.snaps {
+		w.h.releaseSnap(len(s.data))
 	}
+	r.snaps = nil
+}
+
+// releaseSnapsBut frees the snapshots r holds for raft's Ready, but the
+// one at index keep (0: none).
+func (w *worker) releaseSnapsBut(r *replica, keep uint64) {
+	kept := r.snaps[:0]
+	for _, s := range r.snaps {
+		if s.idx == keep {
+			kept = append(kept, s)
+			continue
+		}
+		w.h.releaseSnap(len(s.data))
+	}
+	clear(r.snaps[len(kept):])
+	if r.snaps = kept; len(kept) == 0 {
+		r.snaps = nil
+	}
+}
+
+// takeSnap removes and returns the data r holds for the snapshot at idx.
+func (r *replica) takeSnap(idx uint64) ([]byte, bool) {
+	for i, s := range r.snaps {
+		if s.idx == idx {
+			r.snaps = append(r.snaps[:i], r.snaps[i+1:]...)
+			return s.data, true
+		}
+	}
+	return nil, false
 }
 
 // expireSnapshots drops the incoming streams that received no chunk for

@@ -20,6 +20,11 @@ func testSeeds() []uint64 {
 		// A shard's leader adds back a node it removed while an ack of
 		// the node's destroyed replica is still on its way to it.
 		2000816,
+		// A follower took a newer snapshot, then an older one that raft
+		// refused before the Ready: the older one's data replaced the
+		// newer one's, the replica halted, and its node went on
+		// answering lookups from the halted replica's state.
+		1343438483,
 	}
 }
 
