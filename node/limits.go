@@ -38,12 +38,6 @@ const (
 	// DefaultMaxWatchers is Config.MaxWatchers' default: 4,096 watches held
 	// open at once.
 	DefaultMaxWatchers = 4096
-	// maxWatchEventsPerAnswer: a watch answer stops taking changes past
-	// this many, once the raft entry it is in is complete.
-	maxWatchEventsPerAnswer = 4096
-	// listReadAhead: a listing reads this many shards at a time (one raft
-	// read index each, in parallel).
-	listReadAhead = 16
 )
 
 // fillLimits checks the request limits and sets their defaults.

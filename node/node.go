@@ -20,6 +20,7 @@ import (
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
@@ -218,12 +219,11 @@ type Node struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	// watchers holds the watches waiting for a change; hosted caches the
-	// shards this node hosts for them (watch.go).
-	watchers watchHub
-	hosted   atomic.Pointer[hostedSet]
-	closeMu  sync.Mutex
-	closed   bool
+	// watch answers Watch and ListTopics, and holds the watches waiting
+	// for a change (node/watch; watch.go).
+	watch   *watch.Server
+	closeMu sync.Mutex
+	closed  bool
 
 	counters counters
 	lat      latencyHists
@@ -239,7 +239,6 @@ type counters struct {
 	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
 	handoffsSilent                                                             atomic.Uint64
 	topicsDeleted                                                              atomic.Uint64
-	watches, watchEvents, watchesCompacted, watchesRefused                     atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -345,7 +344,11 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.initSecurity()
 	n.cache = cache
 	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
-	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watchers.changed, changeLogLen: cfg.ChangeLogLen}
+	if n.watch, err = n.newWatch(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watch.Changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.ho.init()
 	n.eventsTask = newTask(n, n.eventsDuty)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
@@ -46,8 +47,8 @@ type shardState struct {
 	// lastAsk: when each owner last asked for a lease on the shard here,
 	// granted or not (see reassignDead).
 	lastAsk map[string]time.Time
-	// log is the shard's change log, for watchers (changelog.go).
-	log changeLog
+	// log is the shard's change log, for watchers (node/watch).
+	log *watch.Log
 	// opened holds each owner's newest opens applied here (see grant).
 	opened map[string]*recentOpens
 }
@@ -259,12 +260,12 @@ func (m *stateMachine) shard(shard uint64) (*shardState, error) {
 	return s, nil
 }
 
-func (m *stateMachine) loadLog(shard uint64, st *meta.State) (changeLog, error) {
+func (m *stateMachine) loadLog(shard uint64, st *meta.State) (*watch.Log, error) {
 	n := m.changeLogLen
 	if n == 0 {
 		n = DefaultChangeLogLen
 	}
-	return loadChangeLog(m.store, shard, n, st)
+	return watch.LoadLog(m.store, shard, n, st)
 }
 
 // with runs fn on shard's state under its lock.
@@ -342,9 +343,11 @@ func (m *stateMachine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Bat
 			err = nil
 		}
 		cmds[i].Result = &applyResult{a: res.Assignment, changed: res.Changed, replayed: res.Replayed, moved: res.Moved, err: err}
-		s.log.applied = cmds[i].Index
-		if err == nil && len(res.Changes) > 0 {
-			s.log.add(cmds[i].Index, res.Changes)
+		changes := res.Changes
+		if err != nil {
+			changes = nil
+		}
+		if s.log.Apply(cmds[i].Index, changes) {
 			logged = true
 		}
 		if err == nil && res.Changed {
@@ -422,8 +425,7 @@ func (m *stateMachine) grant(shard uint64, owner string, digest uint64, clock fu
 // persist writes the records the applied commands changed into b (the
 // round's batch, committed with the applied index). Under s.mu.
 func (s *shardState) persist(shard uint64, b raftmux.Batch) {
-	s.log.trim()
-	s.key, s.val = s.log.persist(shard, b, s.key, s.val)
+	s.log.Persist(b)
 	if s.legacy {
 		s.legacy = false
 		for a := range s.st.All() {
@@ -475,7 +477,7 @@ func (m *stateMachine) Restore(shard, index uint64) error {
 	if err != nil {
 		return err
 	}
-	log.applied = max(log.applied, index)
+	log.Apply(index, nil)
 	// Counted before and after the state is replaced, so that no summary
 	// read in between outlives it.
 	m.changed(nil, nil)

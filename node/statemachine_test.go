@@ -197,19 +197,32 @@ func applyAt(tb testing.TB, st *shardstore.Store, sm *stateMachine, shard, index
 	}
 }
 
-// loggedLines lists the kept changes of a shard's log as "index:topic".
-func loggedLines(l *changeLog) []string {
+// storedChanges lists the changes of shard in the store as "index:topic".
+func storedChanges(tb testing.TB, st *shardstore.Store, shard uint64) []string {
+	tb.Helper()
 	var out []string
-	l.since(0, func(e *loggedChange) bool {
-		out = append(out, fmt.Sprintf("%d:%s", e.index, e.c.Topic))
+	if err := st.Iterate(shard, shardstore.ChangePrefix, func(key, value []byte) bool {
+		index, _, err := shardstore.ParseChangeKey(key)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c, err := meta.DecodeChange(value)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%d:%s", index, c.Topic))
 		return true
-	})
+	}); err != nil {
+		tb.Fatal(err)
+	}
 	return out
 }
 
-// The change log keeps the last changes, trims whole raft indexes, and
-// a reload (a restart, a snapshot restored) finds the same log and mark.
-func TestChangeLogTrimsAndReloads(t *testing.T) {
+// An apply logs the changes of its commands in the shard's change log
+// (node/watch), written in the round's batch and trimmed to
+// Config.ChangeLogLen, and tells the watchers of the shard once per run
+// that changed something; a snapshot restored tells them too.
+func TestApplyLogsChangesAndTellsTheWatchers(t *testing.T) {
 	st, sm := openTestStore(t)
 	sm.changeLogLen = 3
 	const shard = 5
@@ -223,44 +236,26 @@ func TestChangeLogTrimsAndReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyAt(t, st, sm, shard, 12, raftmux.Command{Data: data}, assignEntry(t, "a", "n2"))
-	s := sm.shards[shard]
-	// Four changes: one past the length, within its slack (max(1, 3/8)),
-	// so nothing is trimmed yet.
-	if got := loggedLines(&s.log); fmt.Sprint(got) != "[10:a 11:b 12:a 12:b]" || s.log.trimmed != 0 || s.log.applied != 13 {
-		t.Fatalf("log %v, trimmed %d, applied %d", got, s.log.trimmed, s.log.applied)
+	applyAt(t, st, sm, shard, 14, assignEntry(t, "a", "n2")) // changes nothing
+	if got := storedChanges(t, st, shard); fmt.Sprint(got) != "[10:a 11:b 12:a 12:b]" {
+		t.Fatalf("stored %v", got)
 	}
 	if fmt.Sprint(woken) != "[5 5]" {
 		t.Fatalf("watchers woken for %v", woken)
 	}
-	// A fifth is past the slack: trimmed back to three, whole indexes
-	// oldest first.
-	applyAt(t, st, sm, shard, 14, assignEntry(t, "c", "n3"))
-	if got := loggedLines(&s.log); fmt.Sprint(got) != "[12:a 12:b 14:c]" || s.log.trimmed != 11 {
-		t.Fatalf("log %v, trimmed %d", got, s.log.trimmed)
+	// A fifth change is past the length and its slack: trimmed back to
+	// three, whole indexes oldest first.
+	applyAt(t, st, sm, shard, 15, assignEntry(t, "c", "n3"))
+	if got := storedChanges(t, st, shard); fmt.Sprint(got) != "[12:a 12:b 15:c]" {
+		t.Fatalf("stored %v", got)
 	}
 	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState), changeLogLen: 3}
-	r, err := fresh.shard(shard)
-	if err != nil {
+	fresh.logged = func(s uint64) { woken = append(woken, s) }
+	if _, err := fresh.shard(shard); err != nil {
 		t.Fatal(err)
 	}
-	if got := loggedLines(&r.log); fmt.Sprint(got) != "[12:a 12:b 14:c]" || r.log.trimmed != 11 || r.log.applied != 14 {
-		t.Fatalf("reloaded log %v, trimmed %d, applied %d", got, r.log.trimmed, r.log.applied)
-	}
-	// A shard whose log never trimmed keeps position 0 valid across a
-	// restart; one with records written before logs existed starts its
-	// mark at the applied index.
-	applyAt(t, st, sm, 6, 3, assignEntry(t, "x", "n1"))
-	if r, err := fresh.shard(6); err != nil || r.log.trimmed != 0 || len(r.log.kept()) != 1 {
-		t.Fatalf("fresh shard reloaded: %v %+v", err, r.log)
-	}
-	b := st.NewBatch()
-	b.Delete(6, shardstore.ChangeTrimKey)
-	if err := b.Commit(false); err != nil {
-		t.Fatal(err)
-	}
-	older := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
-	if r, err := older.shard(6); err != nil || r.log.trimmed != 3 {
-		t.Fatalf("shard without a trim mark: %v, trimmed %d", err, r.log.trimmed)
+	if err := fresh.Restore(shard, 15); err != nil || fmt.Sprint(woken) != "[5 5 5 5]" {
+		t.Fatalf("restore: %v; watchers woken for %v", err, woken)
 	}
 }
 

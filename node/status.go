@@ -125,6 +125,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
+	ws := n.watch.Stats()
 	s := Stats{
 		Requests:              n.counters.requests.Load(),
 		Forwarded:             n.counters.forwarded.Load(),
@@ -142,11 +143,11 @@ func (n *Node) Stats() Stats {
 		HandoffRecords:        n.counters.handoffRecords.Load(),
 		TopicsDeleted:         n.counters.topicsDeleted.Load(),
 		RequestsActive:        len(n.reqSem),
-		Watches:               n.counters.watches.Load(),
-		WatchEvents:           n.counters.watchEvents.Load(),
-		WatchCompacted:        n.counters.watchesCompacted.Load(),
-		WatchRefused:          n.counters.watchesRefused.Load(),
-		WatchesWaiting:        n.watchers.count(),
+		Watches:               ws.Watches,
+		WatchEvents:           ws.Events,
+		WatchCompacted:        ws.Compacted,
+		WatchRefused:          ws.Refused,
+		WatchesWaiting:        ws.Waiting,
 		Cache:                 n.cacheStats(),
 		TopicsOwned:           n.ownedCount(),
 		OwnershipPending:      n.dutyPending(),
