@@ -16,7 +16,7 @@ func TestErrorAnswersCarryTheirError(t *testing.T) {
 	for _, a := range []answer{
 		errAnswer(wire.CodeNotFound, "topic \"x\" is not assigned"),
 		unavailable("request timed out"),
-		metaError(errBadMembers),
+		metaError(wire.ErrMalformed),
 		n.notLeader(4, "n2"),
 		n.notLeader(4, ""),
 		errorAnswer(&wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Epoch: 3, NodeID: "n3", Addr: "a:1"}),

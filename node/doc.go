@@ -147,34 +147,11 @@
 //
 // # Cluster metadata sync
 //
-// Three kinds of cluster metadata carry versions, announced through SWIM
-// (MetadataVersion events, one per node and kind) whenever they change:
-//
-//   - Membership: a Lamport version over the membership digest, which is
-//     xxh3 of (id, generation, incarnation, state) of every live member in
-//     id order (wire.MembershipDigests). It rises by one whenever the
-//     digest changes on this node; after merging a peer's member list this
-//     node takes the peer's version if its digest then equals the peer's,
-//     or one above it if it knows more (so that the peer pulls in turn). A
-//     higher version thus means "has incorporated a newer change"; equal
-//     versions usually mean equal views.
-//   - Ring: the same, over the ring digest, xxh3 of (id, rack) of every
-//     live member: exactly the input of the ring's placement. Its only
-//     input is the membership, so pulling it pulls the member list.
-//   - Shard-leader table: the sum of its terms, which only grows under the
-//     term-checked merge; merging a peer's table makes it at least the
-//     peer's.
-//
-// A node that hears of a higher version than its own pulls that kind from
-// the announcing peer (MetadataPull over the peer connection, answered by
-// MetadataPush). A member list that holds anything newer than SWIM here
-// knows makes SWIM run its full-state exchange with that peer (SWIM's merge
-// rules decide; the node never edits membership itself), and the pull is
-// repeated. A pull unanswered within Config.MetadataPullTimeout goes to
-// another peer, preferably one that announced the wanted version. Every
-// Config.MetadataSyncInterval the node pulls every kind from a random live
-// peer even without announcements, which bounds staleness when gossip is
-// lost. Pulls are answered whether or not the answering node is ready.
+// The versions of the membership, the ring and the shard-leader table,
+// their announcements through SWIM, and the pulls and pushes that keep
+// them current are package metasync's; metasync.go binds it to the
+// node's peers, SWIM, clock and random source, and the event loop ticks
+// it (events.go).
 //
 // A starting node answers client requests Unavailable (with a retry hint)
 // until it is Ready: its cluster is born, it merged every kind from a peer

@@ -179,9 +179,10 @@ func (n *Node) handleEvents() {
 	// After the view is rebuilt, so that a change this node learned by
 	// SWIM in the same round counts before comparing versions.
 	for _, e := range versions {
-		n.onVersionAnnounced(e)
+		n.msync.Announced(e.MetaKind, e.Leader, e.Version)
 	}
-	n.metadataTick(n.view.Load())
+	v := n.view.Load()
+	n.msync.Tick(v.live, v.dead)
 	n.rotateCache()
 	n.maybeBirth()
 	n.maybeReady()

@@ -277,9 +277,11 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 			break
 		}
 		if h.Kind == wire.KindMetadataPull {
-			n.serveMetadataPull(c, h, payload)
+			if f := n.msync.AnswerPull(h.RequestID, payload); f != nil {
+				_ = c.Write(f)
+			}
 		} else {
-			n.onMetadataPush(c.Node(), payload)
+			n.msync.MergePush(c.Node(), payload)
 		}
 		return
 	case wire.KindForward:

@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
@@ -168,9 +169,8 @@ type Node struct {
 	// manager leaves it here while the placement stays.
 	pins map[uint64]*router.Placement
 
-	// Metadata sync: lastSync is when a push was last merged.
-	lastSync  atomic.Int64
-	msync     metaSync
+	// msync: the cluster metadata sync (metasync.go).
+	msync     *metasync.Sync
 	birthSeen time.Time // event loop: when the birth condition began to hold
 	// birthWaitLogged: event loop: when the wait for BootstrapExpect
 	// members was last logged.
@@ -233,7 +233,7 @@ type counters struct {
 	requests, forwarded, forwardsIn, forwardDups, notLeader, produced, fetched atomic.Uint64
 	ownershipDups                                                              atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent                  atomic.Uint64
-	rejected, metaPulls, metaSyncs, straysDropped                              atomic.Uint64
+	rejected, straysDropped                                                    atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
 	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
@@ -343,7 +343,10 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	}
 	n.initSecurity()
 	n.cache = cache
-	n.msync.track = newSyncTracker(cfg.MetadataPullTimeout, cfg.MetadataSyncInterval)
+	if n.msync, err = n.newMetaSync(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	if n.watch, err = n.newWatch(); err != nil {
 		_ = store.Close()
 		return nil, err
@@ -828,5 +831,5 @@ func (n *Node) rebuildView() {
 		v.placement = ring.PlacementExcept(n.cfg.Shards, n.cfg.Replicas, v.noLead)
 	}
 	n.view.Store(v)
-	n.observeMembers(ms)
+	n.msync.Observe(ms)
 }

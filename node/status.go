@@ -173,14 +173,15 @@ func (n *Node) Stats() Stats {
 		s.RaftInboundQLen = n.in.Len()
 		s.RaftBadFrames = n.in.BadFrames()
 	}
-	s.MetadataPulls = n.counters.metaPulls.Load()
+	ms := n.msync.Stats()
+	s.MetadataPulls = ms.Pulls
 	if n.isDrained() {
 		s.Drained = 1
 	}
 	s.MembersRemoved = n.removedCount()
 	s.StrayReplicas = len(n.strayShards())
 	s.StraysDropped = n.counters.straysDropped.Load()
-	s.MetadataSyncs = n.counters.metaSyncs.Load()
+	s.MetadataSyncs = ms.Merges
 	s.Security = n.securityStats()
 	var rows []router.ShardLeader
 	rows, s.LeaderTableVersion = n.leaders.Snapshot(rows)

@@ -1,4 +1,4 @@
-package node
+package metasync
 
 import (
 	"testing"
@@ -13,9 +13,9 @@ func FuzzMergeLeaderTable(f *testing.F) {
 	f.Add(wire.AppendLeaderTable(nil, []wire.LeaderRow{{Shard: 3, Leader: []byte("n1"), Term: 4}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n := &Node{cfg: Config{Shards: 8}, leaders: router.NewLeaderTable(8)}
-		_ = n.mergeLeaderTable(b)
-		rows, _ := n.leaders.Snapshot(nil)
+		table := router.NewLeaderTable(8)
+		_ = mergeLeaderTable(table, b)
+		rows, _ := table.Snapshot(nil)
 		for _, r := range rows {
 			if r.Shard >= 8 || r.Leader == "" {
 				t.Fatalf("bad row %+v", r)

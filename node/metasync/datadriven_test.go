@@ -1,0 +1,506 @@
+package metasync
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// TestTrackerSpec runs the scenarios of testdata/tracker/*.txt: which
+// pulls a node decides to send to keep its copies of the cluster metadata
+// (membership, ring, shard leaders) current. Times are offsets from a
+// fixed instant (at=1.5s). The verbs:
+//
+//	tracker timeout=D interval=D    a new tracker (1s and 10s unless said)
+//	announce kind=K peer=P version=V have=H at=D
+//	    P announces version V of K (members, ring or leaders); this node
+//	    has H: pull from P now?
+//	merged kind=K have=H            a push of K was merged; this node now
+//	                                has H
+//	forget peer=P                   P is gone
+//	due at=D [have=(K:V, ...)] [peers=(P, ...)] [pick=(i, ...)]
+//	    the pulls to send at D, with this node's versions and the live
+//	    peers; a random choice among n peers takes the next pick mod n
+//	    (0 when none is left)
+//	state                           each kind: synced, the pull in flight
+func TestTrackerSpec(t *testing.T) {
+	files, err := filepath.Glob("testdata/tracker/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			tr := newTracker(time.Second, 10*time.Second)
+			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+				return runTrackerSpec(t, td, &tr)
+			})
+		})
+	}
+}
+
+// specT0 is the instant the scenarios' times count from.
+var specT0 = time.Unix(1_000_000, 0)
+
+// specArgs are a directive's arguments, key → values.
+type specArgs struct {
+	t *testing.T
+	m map[string][]string
+}
+
+func argsOf(t *testing.T, td *datadriven.TestData) specArgs {
+	a := specArgs{t: t, m: map[string][]string{}}
+	for _, c := range td.CmdArgs {
+		a.m[c.Key] = c.Vals
+	}
+	return a
+}
+
+func (a specArgs) str(key string) string {
+	if v := a.m[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (a specArgs) num(key string) uint64 {
+	n, err := strconv.ParseUint(a.str(key), 10, 64)
+	if err != nil {
+		a.t.Fatalf("%s=%q: %v", key, a.str(key), err)
+	}
+	return n
+}
+
+func (a specArgs) dur(key string, def time.Duration) time.Duration {
+	if a.str(key) == "" {
+		return def
+	}
+	d, err := time.ParseDuration(a.str(key))
+	if err != nil {
+		a.t.Fatalf("%s=%q: %v", key, a.str(key), err)
+	}
+	return d
+}
+
+func (a specArgs) at() time.Time { return specT0.Add(a.dur("at", 0)) }
+
+func (a specArgs) kind() kind {
+	for k := range numKinds {
+		if k.String() == a.str("kind") {
+			return k
+		}
+	}
+	a.t.Fatalf("kind=%q", a.str("kind"))
+	return 0
+}
+
+// picks is a random source that takes the next of the directive's picks
+// mod n (0 when none is left).
+func (a specArgs) picks() func(int) int {
+	picks := a.m["pick"]
+	return func(n int) int {
+		if len(picks) == 0 {
+			return 0
+		}
+		p, err := strconv.Atoi(picks[0])
+		if err != nil {
+			a.t.Fatalf("pick %q: %v", picks[0], err)
+		}
+		picks = picks[1:]
+		return p % n
+	}
+}
+
+func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
+	a := argsOf(t, td)
+	var out strings.Builder
+	switch td.Cmd {
+	case "tracker":
+		*tr = newTracker(a.dur("timeout", time.Second), a.dur("interval", 10*time.Second))
+	case "announce":
+		k, peer := a.kind(), a.str("peer")
+		if tr.announce(k, peer, a.num("version"), a.num("have"), a.at()) {
+			fmt.Fprintf(&out, "pull %s from %s\n", k, peer)
+		} else {
+			out.WriteString("no pull\n")
+		}
+	case "merged":
+		tr.merged(a.kind(), a.num("have"))
+	case "forget":
+		tr.forget(a.str("peer"))
+	case "due":
+		var have Versions
+		for _, v := range a.m["have"] {
+			name, ver, _ := strings.Cut(v, ":")
+			n, err := strconv.ParseUint(ver, 10, 64)
+			if err != nil {
+				t.Fatalf("have %q: %v", v, err)
+			}
+			switch name {
+			case kMembers.String():
+				have.Membership = n
+			case kRing.String():
+				have.Ring = n
+			case kLeaders.String():
+				have.ShardLeaders = n
+			default:
+				t.Fatalf("have %q: no such kind", v)
+			}
+		}
+		reqs := tr.due(a.at(), have, a.m["peers"], a.picks())
+		if len(reqs) == 0 {
+			out.WriteString("no pull\n")
+		}
+		for _, r := range reqs {
+			fmt.Fprintf(&out, "pull %s from %s\n", r.kind, r.peer)
+		}
+	case "state":
+		for k := range numKinds {
+			p := &tr.pulls[k]
+			fmt.Fprintf(&out, "%s: synced %v", k, tr.synced[k])
+			if p.peer != "" {
+				fmt.Fprintf(&out, "; pulling from %s for version %d until %s, asked %s",
+					p.peer, p.want, p.deadline.Sub(specT0), strings.Join(p.tried, " "))
+			}
+			if heard := tr.heard[k]; len(heard) > 0 {
+				out.WriteString("; heard")
+				for _, peer := range slices.Sorted(maps.Keys(heard)) {
+					fmt.Fprintf(&out, " %s@%d", peer, heard[peer])
+				}
+			}
+			out.WriteString("\n")
+		}
+		if tr.fullySynced() {
+			out.WriteString("fully synced\n")
+		}
+	default:
+		t.Fatalf("unknown verb %q", td.Cmd)
+	}
+	if out.Len() == 0 {
+		return "ok\n"
+	}
+	return out.String()
+}
+
+// TestSyncSpec runs the scenarios of testdata/driver/*.txt: node n1's side
+// of the sync (Sync) against a SWIM, peers, a clock and a random source
+// the scenario plays, with a shard-leader table of 8 shards: the versions
+// it holds, the frames it sends and answers, what it asks of SWIM. Times
+// are offsets from a fixed instant (at=1.5s), at which the node started.
+// A member is written ID[:STATE][:gN][:iN][:rRACK]: alive, generation 1,
+// incarnation 1 and rack r1 unless said; its SWIM address is ID:7946. A
+// leader row is SHARD:NODE@TERM. The verbs:
+//
+//	sync [seeds=(A, ...)]            a new Sync for n1 (pull timeout 1s,
+//	                                 interval 10s) given SWIM seeds A
+//	swim M ...                       SWIM's member list here becomes M ...
+//	observe                          the view changed: Observe SWIM's list
+//	leader shard=S node=N term=T     SWIM told this node of S's leader
+//	cut peer=P | heal peer=P         frames to P fail, or go again
+//	announce kind=K peer=P version=V [at=D]
+//	                                 SWIM: P holds version V of K
+//	tick [live=(P, ...)] [dead=(P, ...)] [at=D] [pick=(i, ...)]
+//	                                 the event loop's tick; a random choice
+//	                                 among n takes the next pick mod n
+//	push from=P kind=K version=V (members=(M, ...) | table=(ROW, ...) | data=HEX)
+//	                                 P pushed its copy of K
+//	pull from=P kind=K have=H [id=N] P pulls K in request N: the answer
+//	synced [live=(P, ...)] at=D      is the node synced, or alone
+//	versions | stats
+//
+// Below each, what the Sync did: the frames it sent, what it asked of
+// SWIM, a push it merged or refused (and why), then its versions when the
+// verb may change them.
+func TestSyncSpec(t *testing.T) {
+	files, err := filepath.Glob("testdata/driver/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			env := &specEnv{t: t, cut: map[string]bool{}}
+			s := env.newSync(t, nil)
+			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+				env.t = t
+				return env.run(t, td, &s)
+			})
+		})
+	}
+}
+
+// specEnv is the Env a scenario plays: it writes what the Sync does to
+// out.
+type specEnv struct {
+	t       *testing.T
+	now     time.Time
+	members []swim.Member
+	leaders *router.LeaderTable
+	cut     map[string]bool
+	intn    func(int) int
+	out     strings.Builder
+}
+
+func (e *specEnv) newSync(t *testing.T, seeds []string) *Sync {
+	e.leaders = router.NewLeaderTable(8)
+	e.now = specT0
+	log := slog.New(slog.NewTextHandler(&e.out, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	s, err := New(Config{Self: "n1", Seeds: seeds, PullTimeout: time.Second, Interval: 10 * time.Second,
+		Leaders: e.leaders, Env: e, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *specEnv) Send(peer string, frame []byte) error {
+	if e.cut[peer] {
+		fmt.Fprintf(&e.out, "send to %s failed: %s\n", peer, describeFrame(e.t, frame))
+		return errors.New("cut")
+	}
+	fmt.Fprintf(&e.out, "send to %s: %s\n", peer, describeFrame(e.t, frame))
+	return nil
+}
+
+func (e *specEnv) Members() []swim.Member { return slices.Clone(e.members) }
+
+func (e *specEnv) Join(seeds []string) {
+	fmt.Fprintf(&e.out, "swim joins %s\n", strings.Join(seeds, " "))
+}
+
+func (e *specEnv) SetMetadataVersion(k, v uint64) {
+	kk, _ := kindOf(k)
+	fmt.Fprintf(&e.out, "swim says %s %d\n", kk, v)
+}
+
+func (e *specEnv) Now() time.Time { return e.now }
+
+func (e *specEnv) IntN(n int) int {
+	if e.intn == nil {
+		return 0
+	}
+	return e.intn(n)
+}
+
+func (e *specEnv) Merged() { e.out.WriteString("merged\n") }
+
+func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
+	a := argsOf(t, td)
+	e.out.Reset()
+	e.now, e.intn = a.at(), a.picks()
+	versions := false
+	switch td.Cmd {
+	case "sync":
+		*s = e.newSync(t, a.m["seeds"])
+	case "swim":
+		e.members = e.members[:0]
+		for _, c := range td.CmdArgs {
+			e.members = append(e.members, parseMember(t, c.Key))
+		}
+		slices.SortFunc(e.members, func(a, b swim.Member) int { return strings.Compare(a.ID, b.ID) })
+	case "observe":
+		(*s).Observe(e.Members())
+		versions = true
+	case "leader":
+		if _, err := e.leaders.Update(uint32(a.num("shard")), a.str("node"), a.num("term")); err != nil {
+			t.Fatal(err)
+		}
+		versions = true
+	case "cut", "heal":
+		e.cut[a.str("peer")] = td.Cmd == "cut"
+	case "announce":
+		k := a.str("kind")
+		kk := uint64(0)
+		if n, err := strconv.ParseUint(k, 10, 64); err == nil {
+			kk = n
+		} else {
+			kk = uint64(wireKinds[a.kind()])
+		}
+		(*s).Announced(kk, a.str("peer"), a.num("version"))
+	case "tick":
+		dead := map[string]bool{}
+		for _, id := range a.m["dead"] {
+			dead[id] = true
+		}
+		(*s).Tick(a.m["live"], dead)
+	case "push":
+		k := a.kind()
+		m := wire.MetadataPush{Kind: wireKinds[k], Version: a.num("version")}
+		switch {
+		case a.m["members"] != nil:
+			var ms []swim.Member
+			for _, v := range a.m["members"] {
+				ms = append(ms, parseMember(t, v))
+			}
+			m.Data = wire.AppendMemberRecords(nil, recordsOf(ms))
+		case a.m["table"] != nil:
+			var rows []wire.LeaderRow
+			for _, v := range a.m["table"] {
+				rows = append(rows, parseRow(t, v))
+			}
+			m.Data = wire.AppendLeaderTable(nil, rows)
+		default:
+			b, err := hex.DecodeString(a.str("data"))
+			if err != nil {
+				t.Fatalf("data: %v", err)
+			}
+			m.Data = b
+		}
+		(*s).MergePush(a.str("from"), wire.AppendMetadataPush(nil, &m))
+		versions = true
+	case "pull":
+		var id uint64
+		if a.str("id") != "" {
+			id = a.num("id")
+		}
+		p := wire.MetadataPull{Kind: wireKinds[a.kind()], Have: a.num("have")}
+		f := (*s).AnswerPull(id, wire.AppendMetadataPull(nil, &p))
+		if f == nil {
+			e.out.WriteString("no answer\n")
+		} else {
+			fmt.Fprintf(&e.out, "answer: %s\n", describeFrame(t, f))
+		}
+	case "synced":
+		fmt.Fprintf(&e.out, "%v\n", (*s).Synced(a.m["live"], specT0))
+	case "versions":
+		versions = true
+	case "stats":
+		st := (*s).Stats()
+		fmt.Fprintf(&e.out, "pulls %d, merges %d\n", st.Pulls, st.Merges)
+	default:
+		t.Fatalf("unknown verb %q", td.Cmd)
+	}
+	if versions {
+		v := (*s).Versions()
+		fmt.Fprintf(&e.out, "versions: members %d, ring %d, leaders %d\n", v.Membership, v.Ring, v.ShardLeaders)
+	}
+	if e.out.Len() == 0 {
+		return "ok\n"
+	}
+	return e.out.String()
+}
+
+// parseMember reads ID[:STATE][:gN][:iN][:rRACK].
+func parseMember(t *testing.T, s string) swim.Member {
+	parts := strings.Split(s, ":")
+	m := swim.Member{ID: parts[0], Generation: 1, Incarnation: 1, State: swim.StateAlive, Rack: "r1", SwimAddr: parts[0] + ":7946"}
+	for _, p := range parts[1:] {
+		switch {
+		case p == "alive", p == "suspect", p == "dead", p == "left":
+			for st := swim.StateAlive; st <= swim.StateLeft; st++ {
+				if st.String() == p {
+					m.State = st
+				}
+			}
+		case len(p) > 1 && (p[0] == 'g' || p[0] == 'i'):
+			n, err := strconv.ParseUint(p[1:], 10, 64)
+			if err != nil {
+				t.Fatalf("member %q: %v", s, err)
+			}
+			if p[0] == 'g' {
+				m.Generation = n
+			} else {
+				m.Incarnation = n
+			}
+		case len(p) > 1 && p[0] == 'r':
+			m.Rack = p[1:]
+		default:
+			t.Fatalf("member %q: %q?", s, p)
+		}
+	}
+	return m
+}
+
+// memberString writes a member list's record as parseMember reads it.
+func memberString(r *wire.MemberRecord) string {
+	s := string(r.ID)
+	if st := swim.State(r.State); st != swim.StateAlive {
+		s += ":" + st.String()
+	}
+	if r.Generation != 1 {
+		s += ":g" + strconv.FormatUint(r.Generation, 10)
+	}
+	if r.Incarnation != 1 {
+		s += ":i" + strconv.FormatUint(r.Incarnation, 10)
+	}
+	if string(r.Rack) != "r1" {
+		s += ":r" + string(r.Rack)
+	}
+	return s
+}
+
+// parseRow reads SHARD:NODE@TERM.
+func parseRow(t *testing.T, s string) wire.LeaderRow {
+	shard, rest, _ := strings.Cut(s, ":")
+	node, term, _ := strings.Cut(rest, "@")
+	sh, err1 := strconv.ParseUint(shard, 10, 64)
+	tm, err2 := strconv.ParseUint(term, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("row %q", s)
+	}
+	return wire.LeaderRow{Shard: sh, Leader: []byte(node), Term: tm}
+}
+
+// describeFrame writes a MetadataPull or MetadataPush frame.
+func describeFrame(t *testing.T, f []byte) string {
+	var h wire.Header
+	if err := wire.DecodeHeader(f, &h); err != nil || int(h.Length) != len(f)-wire.HeaderSize {
+		t.Fatalf("frame: %v (length %d of %d)", err, h.Length, len(f)-wire.HeaderSize)
+	}
+	payload := f[wire.HeaderSize:]
+	switch h.Kind {
+	case wire.KindMetadataPull:
+		var m wire.MetadataPull
+		if err := wire.DecodeMetadataPull(payload, &m); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := kindOf(uint64(m.Kind))
+		return fmt.Sprintf("pull %s, have %d", k, m.Have)
+	case wire.KindMetadataPush:
+		var m wire.MetadataPush
+		if err := wire.DecodeMetadataPush(payload, &m); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := kindOf(uint64(m.Kind))
+		var items []string
+		if k == kLeaders {
+			rows, err := wire.DecodeLeaderTable(m.Data, 8, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				items = append(items, fmt.Sprintf("%d:%s@%d", r.Shard, r.Leader, r.Term))
+			}
+		} else {
+			rs, err := wire.DecodeMemberRecords(m.Data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rs {
+				items = append(items, memberString(&rs[i]))
+			}
+		}
+		return fmt.Sprintf("push %s at version %d in request %d: (%s)", k, m.Version, h.RequestID, strings.Join(items, ", "))
+	}
+	t.Fatalf("frame of kind %v", h.Kind)
+	return ""
+}
