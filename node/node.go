@@ -138,6 +138,9 @@ type Node struct {
 	// goFn runs the node's spawned work on a driven node (Runtime.Go);
 	// nil on a started one (goroutines).
 	goFn func(f func())
+	// work hands spawned work to an idle worker of a started node
+	// (runtime.go).
+	work chan func()
 	// yieldFn runs the rest of a piece of work on a driven node
 	// (Runtime.Yield); nil on a started one, which goes straight on.
 	yieldFn func(f func())
@@ -299,6 +302,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
+		work:     make(chan func()),
 		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.ID),

@@ -59,12 +59,44 @@ func (n *Node) spawn(fn func()) bool {
 		n.goFn(fn)
 		return true
 	}
+	select {
+	case n.work <- fn: // an idle worker took it
+		return true
+	default:
+	}
+	var stop <-chan struct{}
+	if n.ctx != nil {
+		stop = n.ctx.Done()
+	}
 	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		fn()
-	}()
+	go n.worker(fn, stop)
 	return true
+}
+
+// workerIdle is how long a started node's worker waits for more work
+// before it ends.
+const workerIdle = 5 * time.Second
+
+// worker runs fn, then whatever spawn hands it while it is idle, until it
+// has been idle workerIdle or the node stops. A worker keeps the stack
+// its work grew (a request's path through the store is deep), which a
+// goroutine for each piece of work would grow again every time.
+func (n *Node) worker(fn func(), stop <-chan struct{}) {
+	defer n.wg.Done()
+	fn()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case fn := <-n.work:
+			fn()
+			idle.Reset(workerIdle)
+		case <-idle.C:
+			return
+		case <-stop:
+			return
+		}
+	}
 }
 
 // resume runs fn, the rest of a piece of work: at once on a started node,
