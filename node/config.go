@@ -148,7 +148,7 @@ type Config struct {
 	// HandoffTimeout bounds how long a topic's new owner, after a move
 	// with the previous owner alive, pulls that owner's records before it
 	// serves the topic anyway without the rest; a previous owner SWIM
-	// declares dead ends the pull at once (handoff.go). Default 30 s.
+	// declares dead ends the pull at once (node/records). Default 30 s.
 	HandoffTimeout time.Duration
 	// OnHandoff, if set, is told when a record pull of a topic this node
 	// newly holds ends: the topic, the epoch it holds, the previous owner
@@ -188,7 +188,7 @@ type testHooks struct {
 	// afterAppend runs in a produce between the append and the lease
 	// check that precedes the acknowledgement.
 	afterAppend func(topic string)
-	// handoffChunkBytes, when not 0, replaces maxHandoffChunkBytes;
+	// handoffChunkBytes, when not 0, replaces records.MaxChunkBytes;
 	// answerPull, when set, decides whether a RecordsPull is answered.
 	handoffChunkBytes uint32
 	answerPull        func(topic string) bool

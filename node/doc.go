@@ -73,14 +73,15 @@
 //
 // # Records across ownership moves
 //
-// Every record carries the epoch it was written at, and the owner at epoch
-// e writes offsets from (e-1)<<40 on (offsets.go), so no offset names two
-// records across owners, whatever crashes. After a move the new owner
-// pulls the previous owner's records before it serves (handoff.go), but
-// asks only once, briefly, an owner the leader moved the topic off for
-// its silence (OpenTopic.PrevSilent); a
-// leaving node waits for that; a produce refused after its append removes
-// its records; a revoked topic's records are deleted.
+// A topic's records on its owner and their handoff to the next one are
+// package records' (records.go wires it): every record carries the epoch
+// it was written at, and the owner at epoch e writes offsets from
+// (e-1)<<40 on, so no offset names two records across owners, whatever
+// crashes. After a move the new owner pulls the previous owner's records
+// before it serves, but asks only once, briefly, an owner the leader moved
+// the topic off for its silence (OpenTopic.PrevSilent); a leaving node
+// waits for that; a produce refused after its append removes its records;
+// a revoked topic's records are deleted.
 //
 // # Embedding
 //

@@ -78,7 +78,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 		n.yieldFn = rt.Go
 	}
 	n.started = true
-	n.ho.enabled = true
+	n.records.Enable()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
 	if meta := n.ownMeta(); meta != nil {

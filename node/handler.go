@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/internal/histogram"
-	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/netio"
-	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
-	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -270,7 +267,7 @@ func (n *Node) serveFrame(c Conn, h wire.Header, frame []byte, start time.Time, 
 		if c.Role() != wire.RolePeer {
 			break
 		}
-		n.serveRecordsPull(c, h, payload)
+		n.answerRecordsPull(c, h, payload)
 		return
 	case wire.KindMetadataPull, wire.KindMetadataPush:
 		if c.Role() != wire.RolePeer {
@@ -744,172 +741,6 @@ func (n *Node) raftError(shard uint64, err error) answer {
 		return n.notLeader(shard, name)
 	}
 	return unavailable(fmt.Sprintf("shard %d: %v", shard, err))
-}
-
-// produce and fetch are served by the topic's owner at the named epoch,
-// under a lease that covers it: checked before the work, to refuse early,
-// and again after it, before the answer, so that a node paused or cut off
-// in between answers nothing its lease no longer covers. A produce refused
-// after its append removes its records again: nothing unacknowledged
-// stays behind to be fetched later.
-//
-// A produce is two pieces of work: the first check and the append, then
-// (Node.resume) the second check and the answer. A pause or a crash may
-// come between them, on a driven node as on a started one.
-//
-// A produce that names a producer session (wire.Produce.Session) is
-// appended once: a retry of one appended before, here or at an earlier
-// owner whose records this node pulled, gets the first answer (its epoch
-// and offset) and appends nothing; one whose answer is no longer kept is
-// answered SessionExpired (shardstore/producers.go says when, and what
-// the bounds cannot tell apart). Two copies of one such produce take
-// turns (onceLocks) from the append to the answer: the second sees the
-// first's answer, or, if the first was refused and removed, appends.
-func (n *Node) produce(payload []byte, done answerFunc) {
-	var m wire.Produce
-	if err := wire.DecodeProduce(payload, &m); err != nil {
-		done(errAnswer(wire.CodeBadRequest, err.Error()))
-		return
-	}
-	// A pull of this topic's records, or the deletion of a revoked
-	// topic's, waits at the gate for the produces inside: none appends
-	// after the log was read for a new owner.
-	leave := n.ho.gate(m.Topic).enter(n.spawn)
-	finish := func(a answer) {
-		leave()
-		done(a)
-	}
-	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-		finish(n.notServed(m.Topic, t.Epoch, r))
-		return
-	}
-	if n.ho.pending(m.Topic) {
-		finish(handingOver(m.Topic))
-		return
-	}
-	base, err := epochOffsetBase(m.Epoch)
-	if err != nil {
-		finish(errAnswer(wire.CodeInternal, err.Error()))
-		return
-	}
-	if m.Session.IsZero() {
-		off, err := n.store.AppendRecords(m.Topic, m.Epoch, base, m.Records, true)
-		n.appended(&m, off, err, finish)
-		return
-	}
-	n.produceOnce.lock(m.Topic, m.Session, n.spawn, func(unlock func()) {
-		finish := func(a answer) {
-			unlock()
-			finish(a)
-		}
-		a, dup, err := n.store.AppendRecordsOnce(m.Topic, m.Epoch, base, m.Records, m.Session, true)
-		if err == nil && dup {
-			n.resume(func() {
-				if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-					finish(n.notServed(m.Topic, t.Epoch, r))
-					return
-				}
-				finish(newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: a.Epoch, Offset: a.Offset})))
-			})
-			return
-		}
-		n.appended(&m, a.Offset, err, finish)
-	})
-}
-
-// appended ends produce m, whose append at offset off returned err: the
-// second lease check and the answer, in a piece of work of their own.
-func (n *Node) appended(m *wire.Produce, off uint64, err error, done answerFunc) {
-	switch {
-	case errors.Is(err, shardstore.ErrProducerExpired):
-		done(errAnswer(wire.CodeSessionExpired, fmt.Sprintf("producer session expired: produce %d of session %x to %q may have been appended, and is not appended again",
-			m.Session.Seq, m.Session.ID, m.Topic)))
-		return
-	case errors.Is(err, shardstore.ErrInvalid) && !m.Session.IsZero():
-		done(errAnswer(wire.CodeBadRequest, err.Error()))
-		return
-	case err != nil:
-		done(errAnswer(wire.CodeInternal, err.Error()))
-		return
-	}
-	n.resume(func() {
-		if hook := n.cfg.testHooks.afterAppend; hook != nil {
-			hook(string(m.Topic))
-		}
-		// A write the lease no longer covers is not acknowledged, and
-		// does not stay.
-		if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable && !mutant.On(mutant.LeaseRecheck) {
-			if err := n.store.RemoveRecords(m.Topic, off, len(m.Records)); err != nil {
-				n.log.Error("node: remove refused records", "topic", m.Topic, "offset", off, "err", err)
-			} else {
-				n.counters.producesRemoved.Add(1)
-			}
-			done(n.notServed(m.Topic, t.Epoch, r))
-			return
-		}
-		n.counters.produced.Add(uint64(len(m.Records)))
-		done(newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &wire.ProduceAck{Topic: m.Topic, Epoch: m.Epoch, Offset: off})))
-	})
-}
-
-func (n *Node) fetch(payload []byte) answer {
-	var m wire.Fetch
-	if err := wire.DecodeFetch(payload, &m); err != nil {
-		return errAnswer(wire.CodeBadRequest, err.Error())
-	}
-	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-		return n.notServed(m.Topic, t.Epoch, r)
-	}
-	if n.ho.pending(m.Topic) {
-		return handingOver(m.Topic)
-	}
-	maxBytes := n.fetchBytes(m.MaxBytes)
-	res := wire.FetchResult{Topic: m.Topic, Epoch: m.Epoch}
-	next, err := n.store.ReadRecords(m.Topic, m.From, maxBytes, func(off, epoch uint64, v []byte) bool {
-		res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
-		return len(res.Records) < wire.MaxRecordsPerProduce
-	})
-	if err != nil {
-		if errors.Is(err, shardstore.ErrOffsetOutOfRange) {
-			return errAnswer(wire.CodeBadRequest, err.Error())
-		}
-		return errAnswer(wire.CodeInternal, err.Error())
-	}
-	hw, err := n.store.HighWatermark(m.Topic)
-	if err != nil {
-		return errAnswer(wire.CodeInternal, err.Error())
-	}
-	if t, r := n.serveCheck(m.Topic, m.Epoch); r != ownership.Servable {
-		return n.notServed(m.Topic, t.Epoch, r)
-	}
-	res.Next, res.HighWatermark = next, max(hw, next)
-	n.counters.fetched.Add(uint64(len(res.Records)))
-	return newAnswer(wire.KindFetchResult, wire.AppendFetchResult(nil, &res))
-}
-
-// handingOver answers a data request of a topic whose records are still
-// being pulled from its previous owner: ask again soon.
-func handingOver(topic []byte) answer {
-	return unavailable(fmt.Sprintf("records of %q are being handed over from its previous owner", topic))
-}
-
-// notServed answers a data request this node may not serve.
-func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) answer {
-	if why == ownership.NoLease {
-		n.counters.notServedNoLease.Add(1)
-	}
-	return n.notOwner(topic, held, why.String())
-}
-
-// notOwner answers NotLeaderForTopic with the newest epoch this node knows
-// and, from its cache, the owner at that epoch.
-func (n *Node) notOwner(topic []byte, held uint64, why string) answer {
-	n.counters.rejected.Add(1)
-	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not serving %q at that epoch: %s", topic, why), Epoch: held}
-	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
-		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
-	}
-	return errorAnswer(e)
 }
 
 func (n *Node) members() answer {

@@ -111,12 +111,3 @@ func (n *Node) takeRequestBytes(h wire.Header, frame []byte) (int64, bool) {
 // giveRequestBytes releases what takeRequestBytes reserved, once the
 // request is answered (serveFrame).
 func (n *Node) giveRequestBytes(cost int64) { n.sec.budget.give(cost) }
-
-// fetchBytes is what a Fetch asking for asked bytes gets at most: the
-// node's cap when it asks for none (0) or for more.
-func (n *Node) fetchBytes(asked uint32) int {
-	if asked == 0 || int64(asked) > int64(n.cfg.MaxFetchBytes) {
-		return n.cfg.MaxFetchBytes
-	}
-	return int(asked)
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/node/records"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -59,8 +60,9 @@ type Node struct {
 	sm    *stateMachine
 	// sessions: the node's own write session and its leader stamps.
 	sessions writeSessions
-	// produceOnce: one lock per produce of a producer session (sessions.go).
-	produceOnce onceLocks
+	// records: the topics' records this node owns, and their handoffs
+	// (node/records; records.go).
+	records *records.Keeper
 
 	net  PeerNet // netio or a caller's network
 	rt   *raftio.Transport
@@ -102,8 +104,6 @@ type Node struct {
 	// ownQ: OpenTopic and CloseTopic messages waiting for the next
 	// synced batch (owner.go).
 	ownQ ownershipQueue
-	// ho: the record pulls of topics newly held (handoff.go).
-	ho handoffs
 	// duty: what this node owes as a shard leader (under dutyMu), and
 	// leaderDue the leaderships won and not yet taken up.
 	duty      *duty.Leader
@@ -233,15 +233,12 @@ type Node struct {
 }
 
 type counters struct {
-	requests, forwarded, forwardsIn, forwardDups, notLeader, produced, fetched atomic.Uint64
-	ownershipDups                                                              atomic.Uint64
-	reassigned, confChanges, transfers, opensSent, closesSent                  atomic.Uint64
-	rejected, straysDropped                                                    atomic.Uint64
-	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals              atomic.Uint64
-	leaseFramesDropped, leaseFramesBad, notServedNoLease                       atomic.Uint64
-	producesRemoved, handoffsStarted, handoffsCut, handoffRecords              atomic.Uint64
-	handoffsSilent                                                             atomic.Uint64
-	topicsDeleted                                                              atomic.Uint64
+	requests, forwarded, forwardsIn, forwardDups, notLeader       atomic.Uint64
+	ownershipDups                                                 atomic.Uint64
+	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
+	rejected, straysDropped                                       atomic.Uint64
+	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals atomic.Uint64
+	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
 }
 
 // clusterView is the membership as the node last built it, and the ring's
@@ -355,9 +352,12 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		_ = store.Close()
 		return nil, err
 	}
+	if n.records, err = n.newRecords(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watch.Changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
-	n.ho.init()
 	n.eventsTask = newTask(n, n.eventsDuty)
 	n.reconcileTask = newTask(n, n.reconcileDuty)
 	n.dutyTask = newTask(n, n.ownershipDuty)
@@ -498,9 +498,7 @@ func (n *Node) Start(ctx context.Context) error {
 
 	n.startedAt = n.clock()
 	n.serving.Store(true)
-	n.ho.mu.Lock()
-	n.ho.enabled = true
-	n.ho.mu.Unlock()
+	n.records.Enable()
 	n.wg.Add(1)
 	go n.pumpOwnershipEvents()
 	n.startDuties()
@@ -624,7 +622,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		epochs[topic] = t.Epoch
 	})
 	n.ownMu.Unlock()
-	n.expectHandoffs(epochs)
+	n.records.ExpectHandoffs(epochs)
 	slices.Sort(held)
 	for _, t := range held {
 		n.ownFeed.dropped(t, ReasonLeaving)
@@ -643,7 +641,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.handOff(ctx)
 	// The topics' next owners pull their records from here first.
-	n.awaitHandoffs(ctx)
+	n.records.AwaitHandoffs(ctx)
 	return n.Close()
 }
 

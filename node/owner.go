@@ -235,31 +235,10 @@ func (n *Node) takeOwnershipBatch(msgs []ownershipMsg) {
 		// A revoked topic's records are deleted once the produces that
 		// entered its gate before the close have answered (those after
 		// it found the topic given up), and acked after.
-		topic, epoch := a.deleteRecords, a.revokedAt
-		n.ho.gate(topic).await(func() {
-			done(a.ack, n.deleteRevoked(topic, epoch))
+		n.records.DeleteRevoked(a.deleteRecords, a.revokedAt, func(deleted bool) {
+			done(a.ack, deleted)
 		})
 	}
-}
-
-// deleteRevoked deletes the records of topic, revoked at epoch, unless it
-// was opened again above epoch meanwhile; it reports whether nothing of
-// them is left to delete.
-func (n *Node) deleteRevoked(topic []byte, epoch uint64) bool {
-	n.ownWrite.Lock()
-	defer n.ownWrite.Unlock()
-	n.ownMu.RLock()
-	t, held := n.own.Get(topic)
-	n.ownMu.RUnlock()
-	if held && t.Epoch > epoch {
-		return true // held anew: kept, as a close that came after the open keeps them
-	}
-	if err := n.store.DeleteTopic(topic); err != nil {
-		n.log.Error("node: delete the records of a revoked topic", "topic", topic, "err", err)
-		return false
-	}
-	n.counters.topicsDeleted.Add(1)
-	return true
 }
 
 // ownershipAck is a message's ack, ok false when there is none to send.
@@ -342,7 +321,7 @@ func (n *Node) applyOwnershipMsg(m *ownershipMsg, s *ownershipStep, floors map[s
 	// A topic newly held after a move is marked as handed over before
 	// the holder has it, so that no lease can let it be served before.
 	s.handing = open != nil && len(open.Prev) > 0 && string(open.Prev) != n.cfg.ID && before.Epoch < open.Epoch &&
-		n.ho.mark(string(s.topic), open.Epoch)
+		n.records.MarkPull(string(s.topic), open.Epoch)
 	if open != nil {
 		s.st, s.epoch, s.changes = n.own.Open(open, floor)
 	} else {
@@ -367,9 +346,9 @@ func (n *Node) finishOwnershipMsg(m *ownershipMsg, s *ownershipStep, err error) 
 		if err == nil && s.st == wire.TopicDone && s.held && s.after.Epoch == open.Epoch {
 			// Newly held after a move: the previous owner's records
 			// come over before the topic is served.
-			n.beginHandoff(string(s.topic), open.Epoch, string(open.Prev), open.PrevSilent)
+			n.records.StartPull(string(s.topic), open.Epoch, string(open.Prev), open.PrevSilent)
 		} else {
-			n.ho.unmark(string(s.topic), open.Epoch)
+			n.records.UnmarkPull(string(s.topic), open.Epoch)
 		}
 	}
 	if err != nil {

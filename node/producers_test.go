@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/records"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -80,7 +81,7 @@ func TestARetriedProduceIsAppendedOnceAcrossARestartAndAMove(t *testing.T) {
 	const topic = "once"
 	a1 := assignTo(t, cl, topic, "n2")
 	waitUntil(t, 10*time.Second, "n2 serves "+topic, func() bool { return c.node("n2").Guard(topic, a1.Epoch).Check() == nil })
-	base1, _ := epochOffsetBase(a1.Epoch)
+	base1, _ := records.OffsetBase(a1.Epoch)
 	const id = 0x5e55
 	p1 := &wire.Produce{Topic: []byte(topic), Epoch: a1.Epoch, Records: [][]byte{[]byte("a")}, Session: wire.Session{ID: id, Seq: 1}}
 	p2 := &wire.Produce{Topic: []byte(topic), Epoch: a1.Epoch, Records: [][]byte{[]byte("b"), []byte("c")}, Session: wire.Session{ID: id, Seq: 2}}
@@ -142,7 +143,7 @@ func TestARetriedProduceIsAppendedOnceAcrossARestartAndAMove(t *testing.T) {
 	}
 	mustAck(t, n1, p3, a1.Epoch, base1+4)
 	mustAck(t, n1, p2, a1.Epoch, base1+1)
-	base2, _ := epochOffsetBase(a2.Epoch)
+	base2, _ := records.OffsetBase(a2.Epoch)
 	p4 := &wire.Produce{Topic: []byte(topic), Epoch: a2.Epoch, Records: [][]byte{[]byte("e")}, Session: wire.Session{ID: id, Seq: 4, Floor: 3}}
 	mustAck(t, n1, p4, a2.Epoch, base2)
 	mustAck(t, n1, p4, a2.Epoch, base2)

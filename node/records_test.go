@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/records"
 )
 
 // eventLog records a node's ownership events as they arrive.
@@ -72,7 +73,7 @@ func (s *seen) produce(ctx context.Context, cl *client.Client, topic, value stri
 	if p.Epoch != wantEpoch {
 		s.t.Fatalf("produce %q acknowledged at epoch %d, want %d", value, p.Epoch, wantEpoch)
 	}
-	base, _ := epochOffsetBase(p.Epoch)
+	base, _ := records.OffsetBase(p.Epoch)
 	if p.Offset < base {
 		s.t.Fatalf("produce %q at epoch %d got offset %d, below the epoch's base %d", value, p.Epoch, p.Offset, base)
 	}
@@ -177,7 +178,7 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 	if _, err := n2.store.ReadRecords([]byte("refused"), 0, 1<<20, func(uint64, uint64, []byte) bool { left++; return true }); err != nil || left != 0 {
 		t.Fatalf("n2 keeps %d records of the refused produce (%v)", left, err)
 	}
-	if base, _ := epochOffsetBase(ar.Epoch + 1); off != base {
+	if base, _ := records.OffsetBase(ar.Epoch + 1); off != base {
 		t.Fatalf("the retried produce got offset %d, want %d", off, base)
 	}
 

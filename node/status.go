@@ -68,7 +68,7 @@ type Stats struct {
 	// records were removed again.
 	ProducesRemoved uint64
 	RequestsActive  int
-	// Record handoffs (handoff.go): pulls started by this node as a new
+	// Record handoffs (node/records): pulls started by this node as a new
 	// owner, pulls that ended without every record (the previous owner
 	// died, the timeout passed, the topic moved on), of these the pulls
 	// from an owner the leader took for silent (OpenTopic.PrevSilent: one
@@ -125,7 +125,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	ws := n.watch.Stats()
+	ws, recs := n.watch.Stats(), n.records.Stats()
 	s := Stats{
 		Requests:              n.counters.requests.Load(),
 		Forwarded:             n.counters.forwarded.Load(),
@@ -134,14 +134,14 @@ func (n *Node) Stats() Stats {
 		OwnershipDups:         n.counters.ownershipDups.Load(),
 		NotLeader:             n.counters.notLeader.Load(),
 		TopicRejections:       n.counters.rejected.Load(),
-		RecordsProduced:       n.counters.produced.Load(),
-		RecordsFetched:        n.counters.fetched.Load(),
-		ProducesRemoved:       n.counters.producesRemoved.Load(),
-		HandoffsStarted:       n.counters.handoffsStarted.Load(),
-		HandoffsCut:           n.counters.handoffsCut.Load(),
-		HandoffsSilent:        n.counters.handoffsSilent.Load(),
-		HandoffRecords:        n.counters.handoffRecords.Load(),
-		TopicsDeleted:         n.counters.topicsDeleted.Load(),
+		RecordsProduced:       recs.Produced,
+		RecordsFetched:        recs.Fetched,
+		ProducesRemoved:       recs.ProducesRemoved,
+		HandoffsStarted:       recs.PullsStarted,
+		HandoffsCut:           recs.PullsCut,
+		HandoffsSilent:        recs.PullsSilent,
+		HandoffRecords:        recs.PulledRecords,
+		TopicsDeleted:         recs.TopicsDeleted,
 		RequestsActive:        len(n.reqSem),
 		Watches:               ws.Watches,
 		WatchEvents:           ws.Events,

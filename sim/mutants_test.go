@@ -33,7 +33,7 @@ var targets = map[mutant.Name]target{
 	mutant.GrantUnchecked: {Owners, 0},
 	mutant.EpochFloor:     {Owners, 0},
 	// The new owner's record pull waits for the old owner's lease to run
-	// out too (node/handoff.go, ended): the wait the mutant skips shows
+	// out too (node/records/handover.go, ended): the wait the mutant skips shows
 	// only where a pull ends without it, which the topics moved away from
 	// an owner paused between an append and its answer make common.
 	mutant.LeaseWait: {Owners, 0},

@@ -1,6 +1,10 @@
-package node
+package records
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/shoalmq/shoal/internal/invariants"
+)
 
 // A topicGate is a topic's produce gate. A produce is inside it from its
 // first lease check to its answer, its append and the second check
@@ -12,7 +16,7 @@ import "sync"
 //
 // Nobody blocks at the gate: a wait is a function run once the produces
 // ahead have left, on whatever leaves last. So the gate holds across the
-// pieces a produce is cut into (Node.resume), on a started node and on a
+// pieces a produce is cut into (Env.Resume), on a started node and on a
 // driven one alike, where a blocked piece would stop its caller's loop.
 type topicGate struct {
 	mu  sync.Mutex
@@ -42,9 +46,15 @@ func (g *topicGate) enter(spawn func(func()) bool) (leave func()) {
 	} else {
 		g.in = append(g.in, genCount{gen: gen, n: 1})
 	}
+	g.checkLocked()
 	g.mu.Unlock()
+	left := false
 	return func() {
 		g.mu.Lock()
+		if invariants.Enabled && left {
+			invariants.Failf("records: gate: a produce of generation %d left twice", gen)
+		}
+		left = true
 		for i := range g.in {
 			if g.in[i].gen == gen {
 				if g.in[i].n--; g.in[i].n == 0 {
@@ -54,6 +64,7 @@ func (g *topicGate) enter(spawn func(func()) bool) (leave func()) {
 			}
 		}
 		ready := g.readyLocked()
+		g.checkLocked()
 		g.mu.Unlock()
 		for _, f := range ready {
 			if !spawn(f) {
@@ -75,6 +86,7 @@ func (g *topicGate) await(f func()) {
 		return
 	}
 	g.waits = append(g.waits, gateWait{upTo: upTo, f: f})
+	g.checkLocked()
 	g.mu.Unlock()
 }
 

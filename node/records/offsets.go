@@ -1,4 +1,4 @@
-package node
+package records
 
 import (
 	"fmt"
@@ -7,11 +7,11 @@ import (
 )
 
 // Offsets across ownership moves. A topic's owner at epoch e gives its
-// records offsets from epochOffsetBase(e) on: e-1 in the top 24 bits, a
-// count in the offsetCountBits below. Epochs only rise, and one owner
-// at a time writes each epoch (docs/leases.md), so an offset never names
-// two records: not after a move, not after n2→n1→n2, not after a crash of
-// the owner, with no message or disk write beyond the append itself. The
+// records offsets from OffsetBase(e) on: e-1 in the top 24 bits, a count
+// in the offsetCountBits below. Epochs only rise, and one owner at a time
+// writes each epoch (docs/leases.md), so an offset never names two
+// records: not after a move, not after n2→n1→n2, not after a crash of the
+// owner, with no message or disk write beyond the append itself. The
 // price is sparse offsets: a move leaves a gap that fetches skip.
 
 // offsetCountBits is the width of the count of records within one epoch
@@ -24,11 +24,11 @@ const offsetCountBits = 40
 const MaxOffsetEpoch = 1 << (64 - offsetCountBits)
 
 // ErrOffsetSpace is wrapped by the refusal of a produce at an epoch above
-// MaxOffsetEpoch.
+// MaxOffsetEpoch. Its text is the node's, which clients are answered with.
 var ErrOffsetSpace = fmt.Errorf("node: epoch beyond the offset space (max %d)", uint64(MaxOffsetEpoch))
 
-// epochOffsetBase is the first offset a record written at epoch may take.
-func epochOffsetBase(epoch uint64) (uint64, error) {
+// OffsetBase is the first offset a record written at epoch may take.
+func OffsetBase(epoch uint64) (uint64, error) {
 	if epoch == 0 || epoch > MaxOffsetEpoch {
 		return 0, fmt.Errorf("epoch %d: %w", epoch, ErrOffsetSpace)
 	}

@@ -1,26 +1,21 @@
-package node
+package records
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shoalmq/shoal/internal/mutant"
-	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/shardstore"
-	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
 // Record handoff: when a topic moves with its previous owner alive (an
 // assign with a new owner, a move off a silent or leaving owner), the
 // OpenTopic names that owner, and the new owner pulls its records
-// (RecordsPull, answered by RecordsChunk, at most maxHandoffChunkBytes of
-// values each) before it serves the topic: until then its produces and
-// fetches of the topic are answered Unavailable. The records keep their
+// (RecordsPull, answered by RecordsChunk, at most MaxChunkBytes of values
+// each) before it serves the topic: until then its produces and fetches
+// of the topic are refused with ErrHandingOver. The records keep their
 // offsets and epochs, and the new owner writes above them (offsets.go).
 // The chunk that ends the pull carries the topic's producer sessions,
 // merged into the new owner's in the batch of its records, so that a
@@ -30,13 +25,13 @@ import (
 // The previous owner answers only once it no longer serves the topic at
 // an epoch below the asker's (its Close came, or its lease on the topic
 // ran out: see ended), and after every produce of the topic in flight
-// there finished (produce takes the topic's gate for reading): its log no
+// there finished (a produce is inside the topic's gate): its log no
 // longer changes, and what the asker copies holds no record that is still
-// to be refused and removed.
+// to be refused and removed (handover.go).
 //
-// A leaving node (Leave) stays up, after it stopped serving and left SWIM,
-// until the new owners of its topics pulled them to the end, or
-// Config.HandoffTimeout passed.
+// A leaving node stays up, after it stopped serving and left SWIM, until
+// the new owners of its topics pulled them to the end, or
+// Config.HandoffTimeout passed (ExpectHandoffs, AwaitHandoffs).
 //
 // A pull ends without the rest when the previous owner is declared dead by
 // SWIM, when it leaves maxUnanswered pulls in a row unanswered (it left
@@ -60,23 +55,24 @@ import (
 // A produce gate is kept for every topic this node was asked to write to
 // (a lock and the topic's name), as the store keeps each topic's bounds.
 
-// maxHandoffChunkBytes bounds the record values of one RecordsChunk.
-const maxHandoffChunkBytes = 1 << 20
+// MaxChunkBytes bounds the record values of one RecordsChunk.
+const MaxChunkBytes = 1 << 20
 
 // maxHandoffs bounds the pulls that run at once; more wait their turn.
 const maxHandoffs = 16
 
 // maxUnanswered is how many pulls in a row a previous owner may leave
-// unanswered (each waits a lease renewal interval, and half of one
-// between two) before the new owner stops asking: a topic moved off an
-// owner that cannot answer waits about 4 renewal intervals longer for it
-// (half of one when the leader took that owner for silent: silentPullWait).
+// unanswered (each waits Config.PullWait, a lease renewal interval, and
+// half of one between two) before the new owner stops asking: a topic
+// moved off an owner that cannot answer waits about 4 renewal intervals
+// longer for it (half of one when the leader took that owner for silent:
+// silentPullWait).
 const maxUnanswered = 3
 
-// silentPullWait is, in lease renewal intervals, how long the one pull
-// asked of a previous owner taken for silent waits for its answer: a
-// round trip between live nodes takes milliseconds, and every interval
-// waited is an interval the topic cannot be written.
+// silentPullWait is, in Config.PullWait, how long the one pull asked of a
+// previous owner taken for silent waits for its answer: a round trip
+// between live nodes takes milliseconds, and every interval waited is an
+// interval the topic cannot be written.
 const silentPullWait = 0.5
 
 // handoffWarnEvery bounds the warnings of cut handoffs to one in this
@@ -86,9 +82,10 @@ const handoffWarnEvery = time.Second
 
 // warn logs a cut handoff, unless one was logged within
 // handoffWarnEvery: then it is counted, and the next line logged says
-// how many were not (handoffsCut counts them all).
-func (h *handoffs) warn(n *Node, msg string, args ...any) {
-	now := n.clock()
+// how many were not (Stats.PullsCut counts them all).
+func (k *Keeper) warn(msg string, args ...any) {
+	h := &k.ho
+	now := k.env.Now()
 	h.warnMu.Lock()
 	if !h.warnAt.IsZero() && now.Sub(h.warnAt) < handoffWarnEvery {
 		h.warnQuiet++
@@ -101,7 +98,7 @@ func (h *handoffs) warn(n *Node, msg string, args ...any) {
 	if quiet > 0 {
 		args = append(args, "more_not_logged", quiet)
 	}
-	n.log.Warn(msg, args...)
+	k.cfg.Logger.Warn(msg, args...)
 }
 
 // handoffs is the state of the record pulls of this node.
@@ -154,10 +151,12 @@ func (h *handoffs) pending(topic []byte) bool {
 	return ok
 }
 
-// mark marks topic's records at epoch as being pulled, before the topic is
-// held at epoch; it reports false on a node that does not hand records
-// over (not started).
-func (h *handoffs) mark(topic string, epoch uint64) bool {
+// MarkPull marks topic's records at epoch as being pulled, before the
+// node holds the topic at epoch, so that no lease can let it be served
+// before they came over; it reports false on a node that does not hand
+// records over (not enabled). StartPull or UnmarkPull follows.
+func (k *Keeper) MarkPull(topic string, epoch uint64) bool {
+	h := &k.ho
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.enabled {
@@ -167,10 +166,14 @@ func (h *handoffs) mark(topic string, epoch uint64) bool {
 		h.n.Add(1)
 	}
 	h.active[topic] = epoch
+	h.checkLocked()
 	return true
 }
 
-// unmark ends what mark began for topic at epoch.
+// UnmarkPull ends what MarkPull began for topic at epoch, with no pull:
+// the open it was marked for did not take.
+func (k *Keeper) UnmarkPull(topic string, epoch uint64) { k.ho.unmark(topic, epoch) }
+
 func (h *handoffs) unmark(topic string, epoch uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -178,39 +181,43 @@ func (h *handoffs) unmark(topic string, epoch uint64) {
 		delete(h.active, topic)
 		h.n.Add(-1)
 	}
+	h.checkLocked()
 }
 
-// beginHandoff starts the pull of topic's records at epoch from prev,
-// which mark announced; silent: the leader takes prev for unable to answer
-// (OpenTopic.PrevSilent). The caller holds ownWrite.
+// StartPull starts the pull of topic's records at epoch from prev, which
+// MarkPull marked; silent: the leader takes prev for unable to answer
+// (OpenTopic.PrevSilent). The node calls it in the order its opens are
+// written (under its ownership write lock).
 //
 // A pull is a small state machine driven by events, the same on a started
 // node and on a driven one: each step sends one RecordsPull and arms a
 // timer; the chunk that answers it, or the timer, takes the next step
-// (Node.spawn). At most maxHandoffs pulls run at once; more wait in line.
-func (n *Node) beginHandoff(topic string, epoch uint64, prev string, silent bool) {
-	n.counters.handoffsStarted.Add(1)
+// (Env.Spawn). At most maxHandoffs pulls run at once; more wait in line.
+func (k *Keeper) StartPull(topic string, epoch uint64, prev string, silent bool) {
+	k.stats.pullsStarted.Add(1)
 	if silent {
-		n.counters.handoffsSilent.Add(1)
+		k.stats.pullsSilent.Add(1)
 	}
-	p := &pull{n: n, topic: topic, epoch: epoch, prev: prev, silent: silent}
-	h := &n.ho
+	p := &pull{k: k, topic: topic, epoch: epoch, prev: prev, silent: silent}
+	h := &k.ho
 	h.mu.Lock()
 	if h.running >= maxHandoffs {
 		h.queue = append(h.queue, p)
+		h.checkLocked()
 		h.mu.Unlock()
 		return
 	}
 	h.running++
+	h.checkLocked()
 	h.mu.Unlock()
-	n.spawn(p.start)
+	k.env.Spawn(p.start)
 }
 
 // pull is one topic's record pull from its previous owner. Its steps run
 // one at a time: each is started by the one event (an answer, a timer)
 // that the step before armed.
 type pull struct {
-	n           *Node
+	k           *Keeper
 	topic, prev string
 	epoch       uint64
 	silent      bool
@@ -227,20 +234,15 @@ type pull struct {
 // previous owner gets one short pull, or none while SWIM here does not
 // count it alive.
 func (p *pull) start() {
-	n := p.n
-	if p.silent {
-		if m, ok := n.view.Load().byID[p.prev]; !ok || m.State != swim.StateAlive {
-			n.ho.warn(n, "node: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", p.topic, "from", p.prev)
-			p.finish(false)
-			return
-		}
+	k := p.k
+	if p.silent && !k.env.PeerAlive(p.prev) {
+		k.warn("records: previous owner silent or dead to the leader, and not alive here; serving without its records", "topic", p.topic, "from", p.prev)
+		p.finish(false)
+		return
 	}
-	p.chunk = uint32(maxHandoffChunkBytes)
-	if c := n.cfg.testHooks.handoffChunkBytes; c != 0 {
-		p.chunk = c
-	}
-	p.deadline = n.clock().Add(n.cfg.HandoffTimeout)
-	p.wait, p.giveUp = n.cfg.LeaseRenewInterval, maxUnanswered
+	p.chunk = k.cfg.PullChunkBytes
+	p.deadline = k.env.Now().Add(k.cfg.HandoffTimeout)
+	p.wait, p.giveUp = k.cfg.PullWait, maxUnanswered
 	if p.silent {
 		p.wait, p.giveUp = time.Duration(silentPullWait*float64(p.wait)), 1
 	}
@@ -249,22 +251,22 @@ func (p *pull) start() {
 
 // step asks prev for the next chunk, unless the pull is over.
 func (p *pull) step() {
-	n := p.n
-	if n.ctx.Err() != nil || !p.stillHeld() {
+	k := p.k
+	if k.env.Stopped() || !p.stillHeld() {
 		p.finish(false)
 		return
 	}
-	if v := n.view.Load(); (v.dead[p.prev] && v.byID[p.prev].State != swim.StateLeft) || p.unanswered >= p.giveUp {
-		n.ho.warn(n, "node: previous owner died or stopped answering during the handoff; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+	if k.env.PeerDead(p.prev) || p.unanswered >= p.giveUp {
+		k.warn("records: previous owner died or stopped answering during the handoff; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
 		p.finish(false)
 		return
 	}
-	if !n.clock().Before(p.deadline) {
-		n.ho.warn(n, "node: handoff timed out; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
+	if !k.env.Now().Before(p.deadline) {
+		k.warn("records: handoff timed out; serving what was copied", "topic", p.topic, "from", p.prev, "at", p.from)
 		p.finish(false)
 		return
 	}
-	h := &n.ho
+	h := &k.ho
 	h.mu.Lock()
 	h.seq++
 	id := h.seq
@@ -282,8 +284,9 @@ func (p *pull) step() {
 	h.mu.Lock()
 	h.waiting[id] = p
 	h.from[id] = prev
+	h.checkLocked()
 	h.mu.Unlock()
-	if err := n.net.Send(prev, f); err != nil {
+	if err := k.env.Send(prev, f); err != nil {
 		if h.take(id) != nil {
 			p.unanswered++
 			p.later(p.wait / 2)
@@ -292,15 +295,15 @@ func (p *pull) step() {
 	}
 	// The answer and this timer race for the pull (take): a timer that
 	// loses does nothing.
-	n.after(wait, func() {
+	k.env.After(wait, func() {
 		if h.take(id) != nil {
-			n.spawn(p.timedOut)
+			k.env.Spawn(p.timedOut)
 		}
 	})
 }
 
 func (p *pull) stillHeld() bool {
-	t, ok := p.n.holding(p.topic)
+	t, ok := p.k.env.Holding(p.topic)
 	return ok && t == p.epoch
 }
 
@@ -316,15 +319,15 @@ func (p *pull) timedOut() {
 
 // later takes the next step after d.
 func (p *pull) later(d time.Duration) {
-	p.n.after(d, func() { p.n.spawn(p.step) })
+	p.k.env.After(d, func() { p.k.env.Spawn(p.step) })
 }
 
 // answered takes prev's chunk c.
 func (p *pull) answered(c *wire.RecordsChunk) {
-	n := p.n
+	k := p.k
 	if p.unanswered = 0; p.silent {
 		// It answered: it can, after all; pull as from any owner.
-		p.silent, p.wait, p.giveUp = false, n.cfg.LeaseRenewInterval, maxUnanswered
+		p.silent, p.wait, p.giveUp = false, k.cfg.PullWait, maxUnanswered
 	}
 	if c.Status == wire.HandoffNotClosed {
 		p.later(p.wait / 2)
@@ -342,12 +345,12 @@ func (p *pull) answered(c *wire.RecordsChunk) {
 		recs = recs[:len(recs)-1]
 	}
 	if len(recs) > 0 || len(c.Producers) > 0 {
-		if err := n.store.PutRecords([]byte(p.topic), recs, c.Producers); err != nil {
-			n.log.Error("node: handoff: store records", "topic", p.topic, "err", err)
+		if err := k.store.PutRecords([]byte(p.topic), recs, c.Producers); err != nil {
+			k.cfg.Logger.Error("records: handoff: store records", "topic", p.topic, "err", err)
 			p.later(p.wait)
 			return
 		}
-		n.counters.handoffRecords.Add(uint64(len(recs)))
+		k.stats.pulledRecs.Add(uint64(len(recs)))
 	}
 	if c.Next >= c.End || (len(recs) == 0 && c.Next <= p.from) {
 		p.finish(true)
@@ -364,13 +367,13 @@ func (p *pull) finish(complete bool) {
 		return
 	}
 	p.finished = true
-	n := p.n
-	h := &n.ho
+	k := p.k
+	h := &k.ho
 	h.unmark(p.topic, p.epoch)
 	if !complete {
-		n.counters.handoffsCut.Add(1)
+		k.stats.pullsCut.Add(1)
 	}
-	if f := n.cfg.OnHandoff; f != nil {
+	if f := k.cfg.OnHandoff; f != nil {
 		f(p.topic, p.epoch, p.prev, complete)
 	}
 	h.mu.Lock()
@@ -382,9 +385,10 @@ func (p *pull) finish(complete bool) {
 	} else {
 		h.running--
 	}
+	h.checkLocked()
 	h.mu.Unlock()
 	if next != nil {
-		n.spawn(next.start)
+		k.env.Spawn(next.start)
 	}
 }
 
@@ -399,156 +403,18 @@ func (h *handoffs) take(id uint64) *pull {
 	return p
 }
 
-// holding returns the epoch this node holds topic at.
-func (n *Node) holding(topic string) (uint64, bool) {
-	n.ownMu.RLock()
-	defer n.ownMu.RUnlock()
-	t, ok := n.own.Get([]byte(topic))
-	return t.Epoch, ok
-}
-
-// takeRecordsChunk hands a RecordsChunk from node from to the pull that
-// asked for it.
-func (n *Node) takeRecordsChunk(from string, h wire.Header, frame []byte) {
-	payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil)
-	if err != nil {
-		return
-	}
-	c := new(wire.RecordsChunk)
-	if wire.DecodeRecordsChunk(append([]byte(nil), payload...), c) != nil {
-		return
-	}
-	n.ho.mu.Lock()
-	asked := n.ho.from[h.RequestID] == from
-	n.ho.mu.Unlock()
+// TakeChunk hands c, a RecordsChunk from node from answering request
+// reqID, to the pull that asked for it; a chunk nobody asked from for
+// (late, or from another node) is dropped. c is the pull's from then on.
+func (k *Keeper) TakeChunk(from string, reqID uint64, c *wire.RecordsChunk) {
+	h := &k.ho
+	h.mu.Lock()
+	asked := h.from[reqID] == from
+	h.mu.Unlock()
 	if !asked {
 		return
 	}
-	if p := n.ho.take(h.RequestID); p != nil {
-		n.spawn(func() { p.answered(c) })
-	}
-}
-
-// serveRecordsPull answers a new owner's RecordsPull with a chunk of this
-// node's log of the topic, once this node no longer holds the topic below
-// the asker's epoch and its produces in flight finished.
-func (n *Node) serveRecordsPull(c Conn, h wire.Header, payload []byte) {
-	var m wire.RecordsPull
-	if wire.DecodeRecordsPull(payload, &m) != nil || m.Epoch == 0 {
-		return
-	}
-	if hook := n.cfg.testHooks.answerPull; hook != nil && !hook(string(m.Topic)) {
-		return
-	}
-	if e, ok := n.holding(string(m.Topic)); ok && e < m.Epoch && !n.ended(m.Topic, e) {
-		n.sendRecordsChunk(c, h.RequestID, &wire.RecordsChunk{Topic: m.Topic, Status: wire.HandoffNotClosed})
-		return
-	}
-	// The log is read once the produces in flight have answered; the
-	// frame's bytes may be reused by then.
-	m.Topic = bytes.Clone(m.Topic)
-	reqID := h.RequestID
-	n.ho.gate(m.Topic).await(func() {
-		res := wire.RecordsChunk{Topic: m.Topic}
-		maxBytes := int(min(m.MaxBytes, maxHandoffChunkBytes))
-		next, err := n.store.ReadRecords(m.Topic, m.From, max(maxBytes, 1), func(off, epoch uint64, v []byte) bool {
-			res.Records = append(res.Records, wire.Record{Offset: off, Epoch: epoch, Value: append([]byte(nil), v...)})
-			return len(res.Records) < wire.MaxRecordsPerProduce
-		})
-		hw, herr := n.store.HighWatermark(m.Topic)
-		switch {
-		case errors.Is(err, shardstore.ErrOffsetOutOfRange) && herr == nil && m.From > hw:
-			res.Next, res.End = m.From, hw // nothing beyond what the asker has
-		case err != nil || herr != nil:
-			return // the asker asks again
-		default:
-			res.Next, res.End = next, max(hw, next)
-		}
-		if res.Next >= res.End {
-			// The last chunk: the topic's producer sessions go with it.
-			ps, err := n.store.Producers(m.Topic)
-			if err != nil {
-				return // the asker asks again
-			}
-			res.Producers = ps
-			n.handedOver(string(m.Topic), m.Epoch)
-		}
-		n.sendRecordsChunk(c, reqID, &res)
-	})
-}
-
-func (n *Node) sendRecordsChunk(c Conn, reqID uint64, res *wire.RecordsChunk) {
-	f, start := wire.BeginFrame(nil, wire.KindRecordsChunk, reqID)
-	f = wire.AppendRecordsChunk(f, res)
-	if f, err := wire.EndFrame(f, start); err == nil {
-		_ = c.Write(f)
-	}
-}
-
-// ended reports whether this node's hold of topic at epoch, which a new
-// owner at a higher epoch asks it to hand over, is over as surely as a
-// Close would end it: it gave up every topic (it is leaving), or no
-// unexpired lease covers the topic at epoch. A lease that ran out is never
-// renewed for that epoch: the asker's OpenTopic left its leader only after
-// the move was applied and every grant that could cover the epoch ran out
-// (the fences), and no leader grants it again once the move is applied.
-// So an owner cut off from its leader (whose Close cannot reach it) hands
-// its records over as soon as its lease has lapsed, instead of keeping
-// the new owner waiting for the Close until the cut heals.
-func (n *Node) ended(topic []byte, epoch uint64) bool {
-	_, r := n.serveCheck(topic, epoch)
-	return r == ownership.Released || r == ownership.NoLease
-}
-
-// expectHandoffs notes the topics a leaving node held, at their epochs,
-// before anyone can learn that it released them: a new owner may pull a
-// topic's records at once, and a pull answered before the leaving node
-// waits must count too.
-func (n *Node) expectHandoffs(held map[string]uint64) {
-	if len(held) == 0 {
-		return
-	}
-	h := &n.ho
-	h.mu.Lock()
-	h.leaving = held
-	h.left = make(chan struct{})
-	h.mu.Unlock()
-}
-
-// awaitHandoffs is the leaving node's wait for the new owners of the
-// topics expectHandoffs noted to pull their records, bounded by ctx and
-// Config.HandoffTimeout.
-func (n *Node) awaitHandoffs(ctx context.Context) {
-	h := &n.ho
-	h.mu.Lock()
-	left := h.left
-	h.mu.Unlock()
-	if left == nil {
-		return
-	}
-	t := time.NewTimer(n.cfg.HandoffTimeout)
-	defer t.Stop()
-	select {
-	case <-left:
-	case <-t.C:
-		h.mu.Lock()
-		n.log.Warn("node: left before every topic's records were pulled", "topics", len(h.leaving))
-		h.mu.Unlock()
-	case <-ctx.Done():
-	}
-}
-
-// handedOver notes that a new owner at epoch pulled topic's records to the
-// end.
-func (n *Node) handedOver(topic string, epoch uint64) {
-	h := &n.ho
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e, ok := h.leaving[topic]; !ok || e >= epoch {
-		return
-	}
-	delete(h.leaving, topic)
-	if len(h.leaving) == 0 {
-		close(h.left)
+	if p := h.take(reqID); p != nil {
+		k.env.Spawn(func() { p.answered(c) })
 	}
 }

@@ -1,9 +1,10 @@
-package node
+package records
 
 import (
 	"slices"
 	"testing"
 
+	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -64,5 +65,54 @@ func TestOnceLockCopiesTakeTurnsWithoutBlocking(t *testing.T) {
 	}
 	if len(l.m) != 0 {
 		t.Fatalf("%d locks left", len(l.m))
+	}
+}
+
+func TestAProduceLeavingTheGateTwiceBreaksAnInvariant(t *testing.T) {
+	if !invariants.Enabled {
+		t.Skip("a build without invariants checks none")
+	}
+	var g topicGate
+	leave := g.enter(inline)
+	leave()
+	defer func() {
+		if _, ok := recover().(*invariants.Violation); !ok {
+			t.Fatal("a second leave went unnoticed")
+		}
+	}()
+	leave()
+}
+
+func TestTheGatesAndPullsChecksFindWhatIsOutOfOrder(t *testing.T) {
+	g := topicGate{gen: 3, in: []genCount{{gen: 2, n: 1}, {gen: 1, n: 1}}}
+	if g.check() == nil {
+		t.Error("generations inside out of order: no error")
+	}
+	g = topicGate{gen: 3, in: []genCount{{gen: 1, n: 0}}}
+	if g.check() == nil {
+		t.Error("an empty generation inside: no error")
+	}
+	g = topicGate{gen: 3, waits: []gateWait{{upTo: 3}}}
+	if g.check() == nil {
+		t.Error("a wait not below the generation entering: no error")
+	}
+	g = topicGate{gen: 3, in: []genCount{{gen: 1, n: 2}, {gen: 3, n: 1}}, waits: []gateWait{{upTo: 0}, {upTo: 2}}}
+	if err := g.check(); err != nil {
+		t.Errorf("a gate in order: %v", err)
+	}
+	var h handoffs
+	h.init()
+	h.running, h.queue = 1, []*pull{{}}
+	if h.check() == nil {
+		t.Error("a pull in line while fewer than maxHandoffs run: no error")
+	}
+	h.queue = nil
+	h.active["t"] = 2
+	if h.check() == nil {
+		t.Error("a marked topic not counted: no error")
+	}
+	h.n.Add(1)
+	if err := h.check(); err != nil {
+		t.Errorf("pulls in order: %v", err)
 	}
 }
