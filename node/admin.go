@@ -139,7 +139,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("a prepare for %s reached %s", target, n.cfg.ID)))
 			return
 		}
-		n.pin(m.Shard)
+		n.rec.Pin(m.Shard, n.view.Load().placement)
 		done(adminResult(&wire.AdminResult{Node: []byte(n.cfg.ID), Shard: m.Shard}))
 		return
 	}
@@ -166,7 +166,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 			return
 		}
 		if target == n.cfg.ID {
-			n.pin(m.Shard)
+			n.rec.Pin(m.Shard, n.view.Load().placement)
 			done(adminResult(&wire.AdminResult{Node: []byte(target), Shard: m.Shard, Term: in.Term}))
 			return
 		}
@@ -203,26 +203,6 @@ func (n *Node) awaitLeader(shard uint64, target string, from uint64, deadline ti
 		return
 	}
 	n.after(transferPoll, func() { n.awaitLeader(shard, target, from, deadline, done) })
-}
-
-// pin keeps the leadership of shard here while the placement stays.
-func (n *Node) pin(shard uint64) {
-	n.reconcileMu.Lock()
-	n.pins[shard] = n.view.Load().placement
-	n.reconcileMu.Unlock()
-}
-
-// pinned reports whether an operator moved the leadership of shard here
-// under v's placement and this node is not drained since.
-func (n *Node) pinned(shard uint64, v *clusterView) bool {
-	n.reconcileMu.Lock()
-	defer n.reconcileMu.Unlock()
-	p, ok := n.pins[shard]
-	if ok && (p != v.placement || v.drained[n.cfg.ID]) {
-		delete(n.pins, shard)
-		return false
-	}
-	return ok
 }
 
 // namesOf returns the node ids of raft ids (the raft id in hex when

@@ -141,7 +141,7 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 	// The mark survives a restart of the drained node and of another: both
 	// know it, and no placement gives n3 a leadership.
 	n3 = c.restart(t, 2)
-	if !n3.isDrained() {
+	if !n3.marks.Drained() {
 		t.Fatal("restarted n3 forgot its drain mark")
 	}
 	n1 := c.restart(t, 0)
@@ -217,12 +217,12 @@ func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
 		t.Fatalf("transfer-leader answered %+v (term before %d)", got, before)
 	}
 	target := c.node(to)
-	if !target.led[shard].Load() || !target.pinned(shard, target.view.Load()) {
+	if !target.led[shard].Load() || !target.rec.Pinned(shard, target.view.Load().rec) {
 		t.Fatalf("%s does not lead shard %d, or forgot to keep it", to, shard)
 	}
 	// The shard manager leaves it there: a whole pass over the shards
 	// starts no transfer of it.
-	waitUntil(t, 10*time.Second, "no shard-manager pass in flight", func() bool { return target.managing.begin(0) })
+	waitUntil(t, 10*time.Second, "no shard-manager pass in flight", func() bool { return target.rec.BeginPass() })
 	target.managePass(target.view.Load(), target.shardEvents.Load(), mustShards(t, target))
 	if !target.led[shard].Load() {
 		t.Fatalf("%s handed shard %d back", to, shard)
@@ -316,8 +316,8 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 		return true
 	})
 	for _, n := range c.nodes[:3] {
-		if n.removedCount() != 1 {
-			t.Fatalf("%s knows %d removals", n.ID(), n.removedCount())
+		if n.marks.Removals() != 1 {
+			t.Fatalf("%s knows %d removals", n.ID(), n.marks.Removals())
 		}
 	}
 

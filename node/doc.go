@@ -28,15 +28,10 @@
 // # Birth
 //
 // A node whose store holds no shard waits until SWIM shows
-// Config.BootstrapExpect live members. If no shard leader is known anywhere
-// for a settle period, the first BootstrapExpect members in id order compute
-// the same placement, bootstrap the groups they are voters of, and the
-// preferred leader of each campaigns. A member of that first set that hears
-// of leaders its placement agrees with was born with the others and
-// bootstraps too. A node outside the set, or one that hears of more members
-// than expected or of leaders its placement cannot have, joins the cluster
-// already born instead (the shard manager gives it its share). Starting more
-// than BootstrapExpect fresh nodes at once is not supported.
+// Config.BootstrapExpect live members; the first BootstrapExpect of them
+// in id order create the groups of one placement, and any other node joins
+// the cluster already born. When to do which is the reconcile room's
+// (node/reconcile, birth.go); reconcile.go bootstraps the groups it names.
 //
 // # Requests
 //
@@ -121,17 +116,14 @@
 // no longer wants once the group has more voters than the replication
 // factor (handing leadership away first if it is the leader itself), then
 // transfer leadership to the preferred replica — but not while the leader
-// is moving topics there (a reassignment in flight, an open not sent yet):
-// the next leader would hold those opens back again for its own
-// NewLeaderWait. Only committed raft
-// configuration changes count, so differing views cost time, not safety.
-//
-// A replica removed while its node was cut off never applies its removal
-// and lingers. Every node looks for such strays among its replicas that the
-// ring no longer places on it, and asks each shard's leader for the group's
-// voters; a stray confirmed twice is dropped when the raft host can drop a
-// replica, otherwise logged and counted (see stray.go for why the node does
-// not delete its data by itself).
+// is moving topics there. Only committed raft configuration changes
+// count, so differing views cost time, not safety. A replica removed while
+// its node was cut off never applies its removal and lingers: such strays
+// are confirmed with their shards' leaders and dropped. The decisions, and
+// the moves of dead, drained or silent owners' topics, are the reconcile
+// room's (node/reconcile, whose scenarios in testdata are its
+// specification); reconcile.go runs its passes against the raft host and
+// the state machine.
 //
 // # Operators' marks
 //
@@ -143,8 +135,8 @@
 // for good (shoalctl remove) is recorded by every node, kept in its store
 // and said in its metadata too; the removed node is out of the view, the
 // ring and raft, its replicas are replaced, and it stays out if it comes
-// back with its old store (marks.go). admin.go serves the operators'
-// requests.
+// back with its old store (reconcile.Marks; marks.go binds them to the
+// store and SWIM). admin.go serves the operators' requests.
 //
 // # Cluster metadata sync
 //

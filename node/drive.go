@@ -81,7 +81,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	n.records.Enable()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
-	if meta := n.ownMeta(); meta != nil {
+	if meta := n.marks.Meta(); meta != nil {
 		if err := n.swim.SetMeta(meta); err != nil {
 			_ = n.store.Close()
 			return nil, fmt.Errorf("node: swim metadata: %w", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -152,62 +153,37 @@ type Node struct {
 	// fwdSeen: forwards taken lately, to serve a duplicated one once.
 	fwdSeen forwardDedup
 
-	events eventQueue
-	born   atomic.Bool
-	// birthing: this node's groups are being created.
-	birthing atomic.Bool
-	readyc   chan struct{}
-	ready    atomic.Bool
-	readyAt  atomic.Int64 // unix ns
-	readyMu  sync.Once
-	bornAt   atomic.Int64
+	events  eventQueue
+	born    atomic.Bool
+	readyc  chan struct{}
+	ready   atomic.Bool
+	readyAt atomic.Int64 // unix ns
+	readyMu sync.Once
+	bornAt  atomic.Int64
 
 	// marks: the operators' marks (drain, removals; marks.go); viewDirty
 	// asks the event loop to rebuild the view although SWIM's members
 	// did not change.
-	marks     marks
+	marks     *reconcile.Marks
 	viewDirty atomic.Bool
-	// pins: shards whose leadership an operator moved here, with the
-	// placement it was moved under (under reconcileMu): the shard
-	// manager leaves it here while the placement stays.
-	pins map[uint64]*router.Placement
 
 	// msync: the cluster metadata sync (metasync.go).
 	msync     *metasync.Sync
-	birthSeen time.Time // event loop: when the birth condition began to hold
-	// birthWaitLogged: event loop: when the wait for BootstrapExpect
-	// members was last logged.
-	birthWaitLogged time.Time
-	startedAt       time.Time
-	// catchingUp: nodes given a replica recently; strays: replicas the
-	// ring no longer places here (both under reconcileMu).
-	reconcileMu sync.Mutex
-	catchingUp  map[uint64]time.Time
-	// reassigning, managing: reconcile's work in flight.
-	reassigning, managing inFlight
+	startedAt time.Time
+	// rec: the reconcile room: group changes, owners' moves, strays,
+	// birth (reconcile.go).
+	rec *reconcile.Controller
 	// shardEvents counts leadership and configuration changes of hosted
-	// replicas; manageIdle remembers a shard-manager pass that found
-	// nothing to do, which is not repeated while neither they nor the
-	// view change (up to manageEvery passes).
+	// replicas: a shard-manager pass that found nothing to do is not
+	// repeated while neither they nor the view change.
 	shardEvents atomic.Uint64
-	manageIdle  manageMemo
 	// heldCache: per owner, the last summary of its shards here that
 	// matched its own (answerHeld), under heldMu.
 	heldMu    sync.Mutex
 	heldCache map[string]heldSummary
-	// deadPass counts reassignDead's passes; deadView is the view its
-	// last full pass saw, and deadPassAt when (all used by the reconcile
-	// goroutine only).
-	deadPass   int
-	deadView   *clusterView
-	deadPassAt time.Time
-	deadMemo   deadMemo
 	// quietTicks counts event-loop passes without an event (the event
 	// loop's, or Drive's, goroutine only).
 	quietTicks int
-	strays     map[uint64]*strayState
-	strayRound int
-	strayList  atomic.Pointer[[]uint64] // confirmed strays, for Stats
 
 	reqSem chan struct{}
 	sec    security // credentials and request byte budget (auth.go, limits.go)
@@ -257,6 +233,8 @@ type clusterView struct {
 	// removed: members removed for good (marks.go), kept out of live.
 	drained, removed map[string]bool
 	noLead           []string // drained, sorted: the placement's input besides ringOf
+	// rec is the view as the reconcile room reads it (reconcileView).
+	rec *reconcile.View
 }
 
 func (v *clusterView) alive(id string) bool {
@@ -313,10 +291,6 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		readyc:   make(chan struct{}),
 		reqSem:   make(chan struct{}, cfg.MaxRequests),
 
-		catchingUp: make(map[uint64]time.Time),
-		pins:       make(map[uint64]*router.Placement),
-		strays:     make(map[uint64]*strayState),
-
 		leaderDue:    make(map[uint64]bool),
 		takingUp:     make(map[uint64]bool),
 		replicaLead:  make(map[uint64]raftLead),
@@ -356,6 +330,10 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		_ = store.Close()
 		return nil, err
 	}
+	if n.rec, err = n.newReconcile(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watch.Changed, changeLogLen: cfg.ChangeLogLen}
 	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
 	n.eventsTask = newTask(n, n.eventsDuty)
@@ -365,7 +343,9 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.leaseReplyTask = newTask(n, n.takeLeaseReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
 	n.events.wake = n.eventsTask.kick
-	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}})
+	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
+	v0.rec = reconcileView(v0)
+	n.view.Store(v0)
 	if err := n.loadOwned(); err != nil {
 		_ = store.Close()
 		return nil, err
@@ -481,7 +461,7 @@ func (n *Node) Start(ctx context.Context) error {
 	sc.ClientAddr = nt.ClientAddr()
 	sc.PeerAddr = nt.PeerAddr()
 	sc.Rack = n.cfg.Rack
-	sc.Meta = n.ownMeta()
+	sc.Meta = n.marks.Meta()
 	sc.Secret = n.cfg.Secret
 	sc.SwimAddr = ""
 	drv, err := n.listenSwim(swim.DriverConfig{
@@ -832,6 +812,7 @@ func (n *Node) rebuildView() {
 		v.ring = ring
 		v.placement = ring.PlacementExcept(n.cfg.Shards, n.cfg.Replicas, v.noLead)
 	}
+	v.rec = reconcileView(v)
 	n.view.Store(v)
 	n.msync.Observe(ms)
 }

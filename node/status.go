@@ -175,11 +175,11 @@ func (n *Node) Stats() Stats {
 	}
 	ms := n.msync.Stats()
 	s.MetadataPulls = ms.Pulls
-	if n.isDrained() {
+	if n.marks.Drained() {
 		s.Drained = 1
 	}
-	s.MembersRemoved = n.removedCount()
-	s.StrayReplicas = len(n.strayShards())
+	s.MembersRemoved = n.marks.Removals()
+	s.StrayReplicas = len(n.rec.Strays())
 	s.StraysDropped = n.counters.straysDropped.Load()
 	s.MetadataSyncs = ms.Merges
 	s.Security = n.securityStats()
