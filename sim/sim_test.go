@@ -25,6 +25,10 @@ func testSeeds() []uint64 {
 		// newer one's, the replica halted, and its node went on
 		// answering lookups from the halted replica's state.
 		1343438483,
+		// A member cut off since it was declared dead said it was alive,
+		// in the same generation, after the others had reaped it: they
+		// took it back.
+		1343439802,
 	}
 }
 

@@ -232,3 +232,35 @@ func TestSuspicionTimeoutShrinksWithConfirmations(t *testing.T) {
 		t.Fatal("a repeated confirmation counted")
 	}
 }
+
+// Dead stays final after the member is reaped: an Alive of the same
+// generation arriving later (from the member itself, cut off since) does
+// not bring it back, and the death is spread again so that it learns; its
+// next generation does come back.
+func TestAliveAfterTheReapDoesNotResurrect(t *testing.T) {
+	n := testNode(t, "me")
+	n.apply(t0, ev(wire.SwimAlive, "b", 1, 4))
+	n.apply(t0, ev(wire.SwimDead, "b", 1, 4))
+	n.reap(t0.Add(n.cfg.DeadReapTimeout))
+	if _, ok := n.Member("b"); ok {
+		t.Fatal("dead member not reaped")
+	}
+	n.Ready() // drain the events so far
+	queued := n.queue.Len()
+	n.apply(t0.Add(n.cfg.DeadReapTimeout), ev(wire.SwimAlive, "b", 1, 9))
+	if m, ok := n.Member("b"); ok {
+		t.Fatalf("reaped dead member back: %+v", m)
+	}
+	for _, e := range n.Ready().Events {
+		if e.Kind == EventJoined && e.Member.Incarnation == 9 {
+			t.Fatalf("joined again in its dead generation: %+v", e)
+		}
+	}
+	if n.queue.Len() <= queued && queued == 0 {
+		t.Fatal("the death was not spread again")
+	}
+	n.apply(t0.Add(n.cfg.DeadReapTimeout), ev(wire.SwimAlive, "b", 2, 0))
+	if m, ok := n.Member("b"); !ok || m.State != StateAlive || m.Generation != 2 {
+		t.Fatalf("next generation: %+v, %v", m, ok)
+	}
+}

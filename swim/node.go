@@ -116,17 +116,23 @@ type Node struct {
 	selfID []byte
 	picks  []*member
 
-	members   map[string]*member
-	order     []*member // every known member but self, for random picks
-	probeList []*member
-	probeIdx  int
-	urgent    []*member // suspects others reported: probe them next
-	ring      []*member // ProbeAligned: live members and self, by ringKey
-	ringDirty bool
-	selfM     *member // self's place in ring
-	phase     time.Duration
-	suspects  []*member
-	live      int // alive or suspect members, self excluded
+	members map[string]*member
+	// buried: the generation each reaped member was final at (dead or
+	// left): an Alive of it at or below that generation, arriving after
+	// the reap, is refused, and the member is told it is dead (see
+	// applyNew). At most wire.MaxListEntries; the oldest go first.
+	buried     map[string]uint64
+	buriedList []string
+	order      []*member // every known member but self, for random picks
+	probeList  []*member
+	probeIdx   int
+	urgent     []*member // suspects others reported: probe them next
+	ring       []*member // ProbeAligned: live members and self, by ringKey
+	ringDirty  bool
+	selfM      *member // self's place in ring
+	phase      time.Duration
+	suspects   []*member
+	live       int // alive or suspect members, self excluded
 
 	queue *broadcastQueue
 	seq   uint64
@@ -695,11 +701,28 @@ func (n *Node) reap(now time.Time) {
 	for i := 0; i < len(n.order); {
 		m := n.order[i]
 		if m.State.final() && now.Sub(m.since) >= n.cfg.DeadReapTimeout {
+			n.bury(m.ID, m.Generation)
 			n.removeMember(m)
 			continue
 		}
 		i++
 	}
+}
+
+// bury remembers that id was final at generation gen once its member
+// is reaped.
+func (n *Node) bury(id string, gen uint64) {
+	if n.buried == nil {
+		n.buried = make(map[string]uint64)
+	}
+	if _, ok := n.buried[id]; !ok {
+		if len(n.buriedList) >= wire.MaxListEntries {
+			delete(n.buried, n.buriedList[0])
+			n.buriedList = n.buriedList[1:]
+		}
+		n.buriedList = append(n.buriedList, id)
+	}
+	n.buried[id] = max(n.buried[id], gen)
 }
 
 func (n *Node) removeMember(m *member) {
@@ -1034,6 +1057,15 @@ func (n *Node) startSuspicion(now time.Time, m *member, from string) {
 func (n *Node) applyNew(now time.Time, e *wire.SwimEvent) bool {
 	switch e.Kind {
 	case wire.SwimAlive:
+		if g, ok := n.buried[string(e.Node)]; ok && e.Generation <= g {
+			// Dead is final for the generation, after the reap too: a
+			// member cut off since it was declared dead still says it
+			// is alive. It is told, so that it comes back in a new
+			// generation.
+			dead := wire.SwimEvent{Kind: wire.SwimDead, Node: e.Node, Generation: g, Incarnation: e.Incarnation, From: n.selfID}
+			n.queue.push(qkey{kind: qMember, id: string(e.Node)}, wire.AppendSwimEvent(nil, &dead))
+			return true
+		}
 	case wire.SwimDead, wire.SwimLeave:
 		// Keep a tombstone: a delayed Alive of this generation must not
 		// bring it back. No address is known, so it is never contacted.
