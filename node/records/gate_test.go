@@ -70,7 +70,7 @@ func TestOnceLockCopiesTakeTurnsWithoutBlocking(t *testing.T) {
 
 func TestAProduceLeavingTheGateTwiceBreaksAnInvariant(t *testing.T) {
 	if !invariants.Enabled {
-		t.Skip("a build without invariants checks none")
+		t.Skip("a build without invariants checks none") // the check is compiled in only with -tags invariants or -race (make test runs both)
 	}
 	var g topicGate
 	leave := g.enter(inline)
