@@ -22,6 +22,9 @@ type pool struct {
 	cancel  context.CancelFunc
 	readers sync.WaitGroup // every connection's reader and writer
 
+	// lastFailedAt: when a dial to any address last failed (unix nanos).
+	lastFailedAt atomic.Int64
+
 	mu     sync.Mutex
 	hosts  map[string]*host
 	closed bool
@@ -46,6 +49,9 @@ const failedDialMemory = 2 * time.Second
 // recentlyFailed reports whether the last dial to addr failed within
 // failedDialMemory.
 func (p *pool) recentlyFailed(addr string) bool {
+	if at := p.lastFailedAt.Load(); at == 0 || time.Since(time.Unix(0, at)) >= failedDialMemory {
+		return false // no dial failed lately: no lock on the common path
+	}
 	p.mu.Lock()
 	h := p.hosts[addr]
 	p.mu.Unlock()
@@ -106,7 +112,9 @@ func (p *pool) get(ctx context.Context, addr string) (*conn, error) {
 	c, err := p.dial(ctx, addr)
 	if err != nil {
 		if errors.Is(err, ErrUnreachable) {
-			h.failedAt.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			h.failedAt.Store(now)
+			p.lastFailedAt.Store(now)
 		}
 		return nil, err
 	}
