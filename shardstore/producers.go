@@ -263,9 +263,20 @@ func (s *Store) AppendRecordsOnce(topic []byte, epoch, atLeast uint64, records [
 	if err != nil {
 		return ans, false, err
 	}
-	p := &wire.Producer{ID: sess.ID, Floor: sess.Floor}
+	// The session's new state is built beside its old one, which stays
+	// until the batch is committed; the old one is kept to build the next
+	// in, so that an append of a session allocates nothing.
+	p := t.spare
+	t.spare = nil
+	if p == nil {
+		p = new(wire.Producer)
+	}
+	answers := p.Answers[:0]
 	if old != nil {
-		p = cloneProducer(old)
+		*p = *old
+		p.Answers = append(answers, old.Answers...)
+	} else {
+		*p = wire.Producer{ID: sess.ID, Floor: sess.Floor, Answers: answers}
 	}
 	ans = wire.ProducerAnswer{Seq: sess.Seq, Epoch: epoch, Offset: first, Count: uint32(len(records))}
 	addAnswer(p, ans)
@@ -279,10 +290,14 @@ func (s *Store) AppendRecordsOnce(topic []byte, epoch, atLeast uint64, records [
 			}
 		}
 	}
-	if err := b.Set(appendProducerKey(nil, topic, p.ID), appendProducerValue(nil, p), nil); err != nil {
+	var kb [2 + 255 + 8]byte
+	var vb [64]byte
+	if err := b.Set(appendProducerKey(kb[:0], topic, p.ID), appendProducerValue(vb[:0], p), nil); err != nil {
+		t.spare = p
 		return ans, false, fmt.Errorf("shardstore: topic %q: append: %w", topic, err)
 	}
 	if err := s.commitAppend(b, t, topic, first, len(records), sync); err != nil {
+		t.spare = p
 		return ans, false, err
 	}
 	if t.producers == nil {
@@ -292,6 +307,7 @@ func (s *Store) AppendRecordsOnce(topic []byte, epoch, atLeast uint64, records [
 		delete(t.producers, id)
 	}
 	t.producers[p.ID] = p
+	t.spare = old
 	return ans, false, nil
 }
 

@@ -32,6 +32,9 @@ type topicLog struct {
 	next   uint64 // high watermark: the lowest offset the next record may get
 	// producers: the topic's producer sessions by ID (producers.go).
 	producers map[uint64]*wire.Producer
+	// spare: a session's state the last append of a producer session
+	// replaced, kept to build the next one in (producers.go).
+	spare *wire.Producer
 }
 
 // appendTopicMeta encodes a topic's meta value; a zero floor is left out.
