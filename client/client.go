@@ -40,6 +40,9 @@ type Client struct {
 	seed atomic.Uint32
 	// sess numbers the writes, for exactly-once retries (session.go).
 	sess *session.Writer
+	// follow is the route watch (follow.go); nil without
+	// Config.FollowRoutes.
+	follow *follower
 }
 
 // New validates cfg and returns a client. It does not connect: connections
@@ -55,6 +58,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: session.New()}
 	c.pool = newPool(&c.cfg)
+	if cfg.FollowRoutes {
+		c.startFollowing()
+	}
 	return c, nil
 }
 
@@ -63,6 +69,9 @@ func New(cfg Config) (*Client, error) {
 // idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.pool.close()
+	if c.follow != nil {
+		c.follow.done.Wait()
+	}
 	return nil
 }
 
@@ -292,7 +301,8 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 	var last error
 	linear, waited := false, true
 	waits := 0
-	var first time.Time // of the write, once an attempt was built
+	var first time.Time       // of the write, once an attempt was built
+	var followSince time.Time // when it began to wait for the route watch
 	for attempt := 0; attempt <= c.cfg.MaxRetries; attempt++ {
 		if attempt > 0 && !first.IsZero() && time.Since(first) > RetryWindow {
 			return k.stop(attempt, nil, fmt.Errorf("%w (retries end %v after the first attempt; the write may or may not have been applied)", last, RetryWindow))
@@ -311,8 +321,18 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		switch {
 		case err == nil && cached && c.pool.recentlyFailed(route.Addr):
 			// The cached owner could not be reached a moment ago: it
-			// may be dead and its topics moving. Look again first, at
-			// once, rather than wait for a dial that may time out.
+			// may be dead and its topics moving. While the route watch
+			// follows, wait for it to move the route, for a while;
+			// else look again first, at once, rather than wait for a
+			// dial that may time out.
+			if c.trustWatch(&followSince) {
+				if err := c.followWait(ctx); err != nil {
+					return k.stop(attempt, err, last)
+				}
+				waited = false
+				attempt--
+				continue
+			}
 			c.cache.Invalidate(topic, route.Epoch)
 			linear, waited = true, false
 			last = fmt.Errorf("%w: the last dial to %s failed", ErrUnreachable, route.Addr)
@@ -342,6 +362,12 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 		case fatal:
 			return k.stop(attempt+1, nil, err)
 		case staleRoute:
+			if er := (*wire.ErrorResponse)(nil); cached && (!errors.As(err, &er) || er.Epoch <= route.Epoch) && c.trustWatch(&followSince) {
+				// The owner the watch named lags behind the route (its
+				// open or lease is on the way): ask it again after a
+				// backoff, without a lookup.
+				break
+			}
 			c.cache.Invalidate(topic, route.Epoch)
 			linear = true
 			var er *wire.ErrorResponse
@@ -353,6 +379,16 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 				waited = false
 			}
 		case connection, busy:
+			if cached && c.trustWatch(&followSince) {
+				// The route watch moves the route if the topic moves:
+				// an owner that cannot be reached is waited on (the
+				// next attempt finds its dial failed), one busy is
+				// asked again after a backoff, without a lookup.
+				if classify(err) == connection && c.pool.recentlyFailed(route.Addr) {
+					waited = false
+				}
+				break
+			}
 			c.cache.Invalidate(topic, route.Epoch)
 			linear = true
 			if classify(err) == connection && cached {

@@ -108,6 +108,15 @@ type Config struct {
 	// Default 5s; negative sends every metadata request to the seeds.
 	LeaderTableRefresh time.Duration
 
+	// FollowRoutes keeps the routing cache up to date from a watch of
+	// every assignment change in the cluster (follow.go): when an owner
+	// dies, its topics' new owners reach the cache as their moves commit,
+	// and data requests go there without a lookup each. It costs one
+	// watch (a long poll per node serving shards) and the changes of the
+	// whole cluster, which suits a broker's client, not a short-lived
+	// one. Default off.
+	FollowRoutes bool
+
 	// Logger receives retries and connection events at debug and warn
 	// level. Default: discard.
 	Logger *slog.Logger

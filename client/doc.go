@@ -32,6 +32,14 @@
 // from a router.Cache: on a miss the client looks the topic up and caches the
 // answer (Assign and Lookup answers are cached too).
 //
+// With Config.FollowRoutes the client also watches every assignment change
+// in the cluster and moves the routes it has cached as the changes commit
+// (follow.go). A data request whose owner cannot be reached, or answers
+// that it does not serve the topic yet at the route's epoch, then waits
+// for the watch (up to two seconds) instead of looking the topic up: when
+// an owner dies, its topics' new owners reach the cache from one stream
+// rather than from one lookup per topic.
+//
 // # Retries
 //
 // A failure a retry can fix is retried up to Config.MaxRetries times with

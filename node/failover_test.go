@@ -244,3 +244,76 @@ func TestShardLeaderDiesShardServesAgain(t *testing.T) {
 	}
 	t.Logf("shard %d served again %v after its leader stopped", shard, time.Since(start).Round(time.Millisecond))
 }
+
+// lookupsServed counts the lookups n answered (forwarded ones included).
+func lookupsServed(n *Node) uint64 {
+	var sum uint64
+	for _, r := range n.Latencies().Requests {
+		if r.Op == "lookup" {
+			sum += r.Hist.Count
+		}
+	}
+	return sum
+}
+
+func TestFollowingClientFindsMovedTopicsInItsCache(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	cl := clientOf(t, c.node("n1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a1, _, _ := c.node("n1").Addrs()
+	a2, _, _ := c.node("n2").Addrs()
+	fc, err := client.New(client.Config{Servers: []string{a1, a2}, ClusterID: 42, RequestTimeout: 3 * time.Second, MaxRetries: 20,
+		FollowRoutes: true, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	const topics = 20
+	before := map[string]uint64{}
+	for i := range topics {
+		topic := fmt.Sprintf("followed-%02d", i)
+		a, err := cl.Assign(ctx, topic, client.AssignOptions{Owner: "n3"})
+		if err != nil || a.Owner != "n3" {
+			t.Fatalf("assign %s to n3: %+v, %v", topic, a, err)
+		}
+		before[topic] = a.Epoch
+	}
+	n3 := c.node("n3")
+	waitUntil(t, 10*time.Second, "n3 holds its topics", func() bool { return n3.Status().TopicsOwned == topics })
+	waitUntil(t, 10*time.Second, "the route watch is established", func() bool { return fc.FollowStats().Following })
+	// The following client caches every route with a produce.
+	for topic := range before {
+		if _, err := fc.Produce(ctx, topic, [][]byte{[]byte("before")}); err != nil {
+			t.Fatalf("produce %s at n3: %v", topic, err)
+		}
+	}
+	if err := n3.Close(); err != nil {
+		t.Fatalf("close n3: %v", err)
+	}
+	// The watch moves every cached route off n3, with no request made.
+	waitUntil(t, 30*time.Second, "the watch moved every cached route", func() bool {
+		for topic, epoch := range before {
+			r, ok := fc.Route(topic)
+			if !ok || r.Owner == "n3" || r.Epoch <= epoch {
+				return false
+			}
+		}
+		return true
+	})
+	if s := fc.FollowStats(); s.Refreshed < topics {
+		t.Fatalf("follow stats %+v: fewer routes refreshed than the %d topics moved", s, topics)
+	}
+	lookups := lookupsServed(c.node("n1")) + lookupsServed(c.node("n2"))
+	for topic, epoch := range before {
+		r, _ := fc.Route(topic)
+		res, err := fc.Produce(ctx, topic, [][]byte{[]byte("after")})
+		if err != nil || res.Epoch != r.Epoch || res.Epoch <= epoch {
+			t.Fatalf("produce %s after the move: %+v, %v (route %+v, epoch before %d)", topic, res, err, r, epoch)
+		}
+	}
+	if n := lookupsServed(c.node("n1")) + lookupsServed(c.node("n2")) - lookups; n != 0 {
+		t.Fatalf("%d lookups for produces whose routes the watch had moved, want 0", n)
+	}
+}

@@ -663,6 +663,30 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 	return true
 }
 
+// Refresh updates topic's route to (owner, addr, epoch) if the cache holds
+// the topic and epoch is newer than its cached one (or the same, on a live
+// route: a change of its partitions), and reports whether it did. Unlike
+// Put it never adds a topic: a client that learns of every change in the
+// cluster keeps only the routes it uses.
+func (c *Cache) Refresh(topic []byte, owner, addr string, epoch uint64, partitions uint32) bool {
+	if len(topic) > MaxCacheTopicLen {
+		return false
+	}
+	k := makeKey(topic)
+	p := c.part(&k)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := p.find(&k)
+	if i < 0 {
+		return false
+	}
+	e := &p.slots[i]
+	if cur := e.epoch.Load(); epoch < cur || epoch == cur && e.meta.Load()&stateMask != slotLive {
+		return false
+	}
+	return p.update(e, owner, addr, epoch, partitions)
+}
+
 // Invalidate hides topic's route if its epoch is not newer than epoch, and
 // reports whether it did. The entry stays as a fence at epoch max(cached,
 // epoch) until evicted: Puts below the fence are ignored.

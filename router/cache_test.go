@@ -605,3 +605,46 @@ func TestCacheClear(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheRefreshUpdatesOnlyCachedTopicsAndNewerEpochs(t *testing.T) {
+	c := mustCache(t, CacheConfig{Capacity: 64})
+	topic := []byte("topic-green")
+	if c.Refresh(topic, "n1", "addr-n1", 3, 1) {
+		t.Fatal("refresh added a topic the cache did not hold")
+	}
+	if _, ok := c.Get(topic); ok {
+		t.Fatal("a refresh of an absent topic made a route")
+	}
+	c.Put(topic, "n1", "addr-n1", 3, 1)
+	steps := []struct {
+		owner   string
+		epoch   uint64
+		parts   uint32
+		applied bool
+		want    Route // zero: expect a miss
+	}{
+		{"n2", 2, 1, false, Route{"n1", "addr-n1", 3, 1}}, // older
+		{"n2", 4, 1, true, Route{"n2", "addr-n2", 4, 1}},  // a move
+		{"n2", 4, 6, true, Route{"n2", "addr-n2", 4, 6}},  // the same epoch, more partitions
+	}
+	for i, s := range steps {
+		if got := c.Refresh(topic, s.owner, "addr-"+s.owner, s.epoch, s.parts); got != s.applied {
+			t.Fatalf("step %d: applied %v, want %v", i, got, s.applied)
+		}
+		if r, _ := c.Get(topic); r != s.want {
+			t.Fatalf("step %d: route %+v, want %+v", i, r, s.want)
+		}
+	}
+	// A route fenced at an epoch stays hidden for a refresh at that epoch,
+	// and comes back at a newer one.
+	c.Invalidate(topic, 4)
+	if c.Refresh(topic, "n2", "addr-n2", 4, 6) {
+		t.Fatal("a refresh at the fenced epoch brought the route back")
+	}
+	if !c.Refresh(topic, "n3", "addr-n3", 5, 6) {
+		t.Fatal("a refresh past the fence was refused")
+	}
+	if r, ok := c.Get(topic); !ok || r != (Route{"n3", "addr-n3", 5, 6}) {
+		t.Fatalf("route %+v %v after the refresh past the fence", r, ok)
+	}
+}

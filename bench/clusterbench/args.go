@@ -87,6 +87,8 @@ mass:
                     first -profile-time after each kill to
                     DIR/trialT-NODE.pprof (the nodes serve /debug/pprof)
   -profile-time D   how long each profile runs (default 10s)
+  -follow           the client follows routes (client.Config.FollowRoutes):
+                    a watch of every change keeps its cached routes current
 `
 
 type options struct {
@@ -102,6 +104,7 @@ type options struct {
 	pause, trialTimeout     time.Duration
 	profile                 string
 	profileTime             time.Duration
+	follow                  bool
 }
 
 // usageError is a command line that cannot be run: its text is the whole
@@ -120,7 +123,7 @@ var errHelp = errors.New("help requested")
 var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
-	massOnly     = []string{"clients", "profile", "profile-time"}
+	massOnly     = []string{"clients", "profile", "profile-time", "follow"}
 )
 
 // Bounds of the flags.
@@ -160,6 +163,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.IntVar(&o.clients, "clients", 128, "")
 	fs.StringVar(&o.profile, "profile", "", "")
 	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "")
+	fs.BoolVar(&o.follow, "follow", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp

@@ -32,6 +32,7 @@ type massReport struct {
 	Topics  int     `json:"topics"`
 	Trials  int     `json:"trials"`
 	Clients int     `json:"clients"`
+	Follow  bool    `json:"follow"` // the client followed routes
 	ReadyS  float64 `json:"ready_s"`
 	// AllWritableP50S and AllWritableMaxS are over the trials: from the
 	// kill until the last of the victim's topics took a produce at a
@@ -72,7 +73,7 @@ type massTopic struct {
 
 func runMass(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*massReport, error) {
 	r := &massReport{Mode: "mass", Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Topics: o.topics,
-		Trials: o.trials, Clients: o.clients}
+		Trials: o.trials, Clients: o.clients, Follow: o.follow}
 	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
 	start := time.Now()
 	c, err := startCluster(ctx, o, bin)
@@ -117,7 +118,7 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 	v := c.Node(victim)
 	tr := &massTrial{Victim: v.ID, AllWritableS: -1}
 	cl, err := client.New(client.Config{Servers: c.ClientAddrs(victim), RequestTimeout: time.Second, MaxRetries: 2,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, FollowRoutes: o.follow})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,7 +254,11 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 		return json.NewEncoder(w).Encode(r)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients)
+	follow := ""
+	if r.Follow {
+		follow = ", following routes"
+	}
+	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients%s\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients, follow)
 	fmt.Fprintln(tw, "trial\tvictim\tassign s\tsweep s\tall writable s\ttopic p50 ms\ttopic max ms\tnot written\tproduces")
 	for _, t := range r.TrialResults {
 		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", t.Trial, t.Victim, t.AssignS, t.SweepS, t.AllWritableS, t.TopicP50Ms, t.TopicMaxMs, t.NotWritten, t.Produces)
@@ -271,6 +276,10 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 // them. Nothing without -profile.
 func profileSurvivors(ctx context.Context, c *proccluster.Cluster, o *options, victim int, prefix string) (wait func()) {
 	if o.profile == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(o.profile, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "clusterbench: profiles: %v\n", err)
 		return func() {}
 	}
 	var wg sync.WaitGroup
