@@ -46,6 +46,13 @@ const (
 	// RemoveRemoved drops the voter of a node removed for good
 	// (OpRemoveReplica), at once: it never comes back to count.
 	RemoveRemoved
+	// RemoveDead drops the voter of a node SWIM declared dead that the
+	// ring no longer places there (OpRemoveReplica), before anything
+	// else, when the ring has a live member to put in its place: while it
+	// stays a voter, a learner promoted in its place makes a group of four
+	// with a quorum of three, which every live voter must then answer, the
+	// one still catching up included.
+	RemoveDead
 	// RemoveVoter drops a voter the ring does not want (OpRemoveReplica),
 	// once the group has more voters than the replication factor.
 	RemoveVoter
@@ -56,7 +63,7 @@ const (
 )
 
 var stepNames = [...]string{Promote: "promote", RemoveLearner: "remove learner", AddLearner: "add learner",
-	RemoveRemoved: "remove removed node", RemoveVoter: "remove voter", Transfer: "transfer to"}
+	RemoveRemoved: "remove removed node", RemoveDead: "remove dead node", RemoveVoter: "remove voter", Transfer: "transfer to"}
 
 func (k StepKind) String() string {
 	if int(k) < len(stepNames) && stepNames[k] != "" {
@@ -141,6 +148,8 @@ func (c *Controller) EndPass() {
 // Manage is the pass BeginPass began, over v and the infos of every
 // replica this node hosts; events is the count ManageDue was given. In
 // each shard this node leads, the one change it needs, by priority: a
+// voter of a dead node the ring no longer wants there removed, when it
+// has a live member to put in its place; a
 // learner promoted if the ring wants it, else removed; a desired live
 // member added as a learner; a voter of a removed node removed; a voter
 // the ring does not want removed once the group has more voters than the
@@ -218,6 +227,20 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, defer
 	}
 	step := func(kind StepKind, node uint64, name string) (Step, bool) {
 		return Step{Kind: kind, Shard: in.Shard, Node: node, Name: name}, true
+	}
+	// A dead voter goes first when the ring has a live member to put in
+	// its place; with none, it stays, as it may come back.
+	replacement := slices.ContainsFunc(desired, func(d string) bool {
+		return v.Alive(d) && !slices.Contains(in.Voters, c.cfg.RaftID(d))
+	})
+	for _, vo := range in.Voters {
+		if !replacement {
+			break
+		}
+		name, known := c.env.NameOf(vo)
+		if known && !want[vo] && vo != c.self && v.Dead[name] && !v.Alive(name) {
+			return step(RemoveDead, vo, name)
+		}
 	}
 	if len(in.Learners) > 0 {
 		l := in.Learners[0]
