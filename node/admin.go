@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -35,84 +36,68 @@ import (
 const transferPoll = 20 * time.Millisecond
 
 // adminResult encodes an AdminResult answer.
-func adminResult(r *wire.AdminResult) answer {
-	return newAnswer(wire.KindAdminResult, wire.AppendAdminResult(nil, r))
+func adminResult(r *wire.AdminResult) serve.Answer {
+	return serve.NewAnswer(wire.KindAdminResult, wire.AppendAdminResult(nil, r))
 }
 
 // handleAdmin serves an admin request (kind.IsAdminRequest()).
-func (n *Node) handleAdmin(kind wire.Kind, payload []byte, hops int, done answerFunc) {
+func (n *Node) handleAdmin(kind wire.Kind, payload []byte, hops int, done serve.Done) {
 	switch kind {
 	case wire.KindDrain, wire.KindUndrain:
 		var m wire.AdminNode
 		if err := wire.DecodeAdminNode(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 			return
 		}
 		n.drain(kind, string(m.Node), payload, hops, done)
 	case wire.KindTransferLeader:
 		var m wire.TransferLeader
 		if err := wire.DecodeTransferLeader(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 			return
 		}
 		n.transferLeader(&m, payload, hops, done)
 	case wire.KindRemoveNode:
 		var m wire.AdminNode
 		if err := wire.DecodeAdminNode(payload, &m); err != nil {
-			done(errAnswer(wire.CodeBadRequest, err.Error()))
+			done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 			return
 		}
 		n.removeNode(string(m.Node), m.Force, done)
 	default:
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("unexpected %v request", kind)))
 	}
-}
-
-// forwardTo forwards a request to one node and hands its answer to done.
-func (n *Node) forwardTo(to string, kind wire.Kind, payload []byte, hops int, done answerFunc) {
-	if hops >= wire.MaxForwardHops {
-		done(unavailable(fmt.Sprintf("no hop left to reach %s", to)))
-		return
-	}
-	n.counters.forwarded.Add(1)
-	n.fwd.forward(n, to, kind, payload, hops+1, func(a answer, err error) {
-		if err != nil {
-			done(unavailable(fmt.Sprintf("forward to %s: %v", to, err)))
-			return
-		}
-		done(a)
-	})
 }
 
 // liveMember answers an error unless id is a live member of the view.
-func (n *Node) liveMember(id string, done answerFunc) bool {
+func (n *Node) liveMember(id string, done serve.Done) bool {
 	v := n.view.Load()
 	if v.removed[id] {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("node %q was removed from the cluster", id)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("node %q was removed from the cluster", id)))
 		return false
 	}
 	if _, known := v.byID[id]; !known {
-		done(errAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q", id)))
+		done(serve.ErrAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q", id)))
 		return false
 	}
 	if !v.alive(id) {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("member %q is not alive (shoalctl remove forgets a node gone for good)", id)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("member %q is not alive (shoalctl remove forgets a node gone for good)", id)))
 		return false
 	}
 	return true
 }
 
 // drain serves Drain and Undrain: at the node named, or forwarded there.
-func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, done answerFunc) {
+func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, done serve.Done) {
 	if target != n.cfg.ID {
 		if n.liveMember(target, done) {
-			n.forwardTo(target, kind, payload, hops, done)
+			n.srv.ForwardTo(target, kind, payload, hops, done)
 		}
 		return
 	}
 	drained := kind == wire.KindDrain
 	if err := n.setDrained(drained); err != nil {
-		done(errAnswer(wire.CodeInternal, err.Error()))
+		done(serve.ErrAnswer(wire.CodeInternal, err.Error()))
 		return
 	}
 	done(adminResult(&wire.AdminResult{Node: []byte(n.cfg.ID), Drained: drained,
@@ -121,9 +106,9 @@ func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, do
 
 // transferLeader serves TransferLeader: Prepare at the node named, the
 // transfer at the shard's leader (any other node forwards it there).
-func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, done answerFunc) {
+func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, done serve.Done) {
 	if m.Shard >= uint64(n.cfg.Shards) {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d does not exist (shards 0..%d)", m.Shard, n.cfg.Shards-1)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d does not exist (shards 0..%d)", m.Shard, n.cfg.Shards-1)))
 		return
 	}
 	target := string(m.Node)
@@ -131,12 +116,12 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 		return
 	}
 	if v := n.view.Load(); v.drained[target] {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%q is drained (shoalctl undrain first)", target)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("%q is drained (shoalctl undrain first)", target)))
 		return
 	}
 	if m.Prepare {
 		if target != n.cfg.ID {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("a prepare for %s reached %s", target, n.cfg.ID)))
+			done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("a prepare for %s reached %s", target, n.cfg.ID)))
 			return
 		}
 		n.rec.Pin(m.Shard, n.view.Load().placement)
@@ -144,24 +129,24 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 		return
 	}
 	if !n.led[m.Shard].Load() {
-		n.forwardToLeader(wire.KindTransferLeader, payload, hops, uint32(m.Shard), done)
+		n.srv.ToLeader(wire.KindTransferLeader, payload, hops, uint32(m.Shard), done)
 		return
 	}
 	n.host.Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
 		infos, _ := r.Value.([]raftmux.Info)
 		if r.Err != nil {
-			done(n.raftError(m.Shard, r.Err))
+			done(n.srv.RaftError(m.Shard, r.Err))
 			return
 		}
 		i := slices.IndexFunc(infos, func(in raftmux.Info) bool { return in.Shard == m.Shard })
 		if i < 0 || infos[i].Leader != n.self {
 			l, _ := n.leaderOfShard(m.Shard)
-			done(n.notLeader(m.Shard, l))
+			done(n.srv.NotLeader(m.Shard, l))
 			return
 		}
 		in := infos[i]
 		if !slices.Contains(in.Voters, RaftID(target)) {
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is not a replica of shard %d (voters: %s)",
+			done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is not a replica of shard %d (voters: %s)",
 				target, m.Shard, strings.Join(n.namesOf(in.Voters), ","))))
 			return
 		}
@@ -171,14 +156,14 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 			return
 		}
 		prep := wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: m.Shard, Node: m.Node, Prepare: true})
-		n.forwardTo(target, wire.KindTransferLeader, prep, hops, func(a answer) {
-			if a.kind != wire.KindAdminResult {
+		n.srv.ForwardTo(target, wire.KindTransferLeader, prep, hops, func(a serve.Answer) {
+			if a.Kind != wire.KindAdminResult {
 				done(a)
 				return
 			}
 			n.host.Submit(raftmux.Op{Kind: raftmux.OpTransferLeader, Shard: m.Shard, Node: RaftID(target)}, func(r raftmux.Result) {
 				if r.Err != nil {
-					done(n.raftError(m.Shard, r.Err))
+					done(n.srv.RaftError(m.Shard, r.Err))
 					return
 				}
 				n.counters.transfers.Add(1)
@@ -190,7 +175,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 
 // awaitLeader answers once this node's replica of shard sees target lead
 // at a term above from, or Unavailable at deadline.
-func (n *Node) awaitLeader(shard uint64, target string, from uint64, deadline time.Time, done answerFunc) {
+func (n *Node) awaitLeader(shard uint64, target string, from uint64, deadline time.Time, done serve.Done) {
 	n.leadMu.Lock()
 	rl := n.replicaLead[shard]
 	n.leadMu.Unlock()
@@ -199,7 +184,7 @@ func (n *Node) awaitLeader(shard uint64, target string, from uint64, deadline ti
 		return
 	}
 	if !n.clock().Before(deadline) {
-		done(unavailable(fmt.Sprintf("leadership of shard %d did not move to %s in time", shard, target)))
+		done(serve.Unavailable(fmt.Sprintf("leadership of shard %d did not move to %s in time", shard, target)))
 		return
 	}
 	n.after(transferPoll, func() { n.awaitLeader(shard, target, from, deadline, done) })
@@ -223,9 +208,9 @@ func (n *Node) namesOf(ids []uint64) []string {
 // removeNode serves RemoveNode on this node: it records the removal
 // (refusing a live or unknown node without force) and counts the shards
 // it leads whose configuration still has the node.
-func (n *Node) removeNode(target string, force bool, done answerFunc) {
+func (n *Node) removeNode(target string, force bool, done serve.Done) {
 	if target == n.cfg.ID {
-		done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s cannot remove itself; ask another node", target)))
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("%s cannot remove itself; ask another node", target)))
 		return
 	}
 	v := n.view.Load()
@@ -233,15 +218,15 @@ func (n *Node) removeNode(target string, force bool, done answerFunc) {
 		mem, known := v.byID[target]
 		switch {
 		case !known && !force:
-			done(errAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q (--force removes an id the membership does not know)", target)))
+			done(serve.ErrAnswer(wire.CodeNotFound, fmt.Sprintf("no member %q (--force removes an id the membership does not know)", target)))
 			return
 		case v.alive(target) && !force:
-			done(errAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is alive; stop it first, or --force", target)))
+			done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("%s is alive; stop it first, or --force", target)))
 			return
 		}
 		at := max(uint64(n.clock().UnixNano()), mem.Generation)
 		if err := n.recordRemoval(target, at); err != nil {
-			done(errAnswer(wire.CodeInternal, err.Error()))
+			done(serve.ErrAnswer(wire.CodeInternal, err.Error()))
 			return
 		}
 	}
@@ -249,7 +234,7 @@ func (n *Node) removeNode(target string, force bool, done answerFunc) {
 	n.host.Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
 		infos, _ := r.Value.([]raftmux.Info)
 		if r.Err != nil {
-			done(unavailable(r.Err.Error()))
+			done(serve.Unavailable(r.Err.Error()))
 			return
 		}
 		var left uint64

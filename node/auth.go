@@ -12,6 +12,7 @@ import (
 	// Imported as creds: the node's own state of its credentials is the
 	// type security (node.go's Node.sec).
 	creds "github.com/shoalmq/shoal/node/security"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -82,12 +83,10 @@ func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
 	return creds.LoadTLS(certFile, keyFile, caFile)
 }
 
-// security is the node's state of its credentials and client limits.
+// security is the node's state of its credentials.
 type security struct {
 	// tokens is the client token table; nil without tokens.
 	tokens atomic.Pointer[creds.TokenTable]
-	// budget bounds the bytes of the requests not yet answered (limits.go).
-	budget byteBudget
 
 	unauthorized atomic.Uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
 }
@@ -114,15 +113,14 @@ func (c *Config) fillSecurity() error {
 	return c.fillLimits()
 }
 
-// initSecurity sets up the token table and the request byte budget; it
-// runs for every node, started or driven, so that a driven node bounds
-// its requests and, given tokens, refuses a connection that proved none.
+// initSecurity sets up the token table; it runs for every node, started
+// or driven, so that a driven node given tokens refuses a connection that
+// proved none.
 func (n *Node) initSecurity() {
 	if toks := n.cfg.Security.ClientTokens; len(toks) > 0 {
 		tt, _ := creds.NewTokenTable(toks, nil) // checked in fillSecurity
 		n.sec.tokens.Store(tt)
 	}
-	n.sec.budget.max = n.cfg.MaxRequestBytes
 }
 
 // secureTransport puts the node's credentials into the transport's
@@ -181,7 +179,7 @@ func (n *Node) authorize(c Conn, h wire.Header) bool {
 		// Tokens, and a connection that proved none (not one of netio's,
 		// whose client handshake requires one): refused.
 		n.sec.unauthorized.Add(1)
-		if f, err := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: "this client proved no token"}); err == nil {
+		if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: "this client proved no token"}); err == nil {
 			_ = c.Write(f)
 		}
 		return false
@@ -195,7 +193,7 @@ func (n *Node) authorize(c Conn, h wire.Header) bool {
 	if !revoked {
 		msg = fmt.Sprintf("the %v role may not make %v requests", role, h.Kind)
 	}
-	if f, err := errorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: msg}); err == nil {
+	if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: msg}); err == nil {
 		_ = c.Write(f)
 	}
 	return false
@@ -287,8 +285,8 @@ func (n *Node) logSecurity() {
 func (n *Node) securityStats() SecurityStats {
 	st := SecurityStats{
 		Unauthorized:        n.sec.unauthorized.Load(),
-		RequestBytes:        n.sec.budget.used.Load(),
-		RequestBytesRefused: n.sec.budget.refused.Load(),
+		RequestBytes:        n.adm.Bytes(),
+		RequestBytesRefused: n.adm.Refused(),
 	}
 	if n.netio != nil {
 		c := n.netio.Counters()

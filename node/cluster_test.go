@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -140,10 +141,10 @@ func clientOf(t testing.TB, n *Node) *client.Client {
 // handleNow runs a client request through n's request path and waits for
 // its answer.
 func handleNow(n *Node, kind wire.Kind, payload []byte) (wire.Kind, []byte) {
-	ch := make(chan answer, 1)
-	n.handle(kind, payload, 0, func(a answer) { ch <- a })
+	ch := make(chan serve.Answer, 1)
+	n.handle(kind, payload, 0, func(a serve.Answer) { ch <- a })
 	a := <-ch
-	return a.kind, a.payload
+	return a.Kind, a.Payload
 }
 
 // held returns how n holds topic.

@@ -60,7 +60,11 @@
 // Config.MaxRequests, and hold their bytes against
 // Config.MaxRequestBytes until it is answered. With client tokens, a
 // client's requests are first checked against its token's role (auth.go,
-// node/security).
+// node/security). The decoding of metadata requests, their typed answers,
+// the leader's path, the forwards and their waits, the copies of a forward
+// dropped, the admission of requests and their latency histograms are the
+// serve room's (node/serve); serve.go gives it the node's parts, and
+// handler.go reads the frames and hands it what is its own.
 // Produce and Fetch are served by the owner of the topic at the epoch the
 // request names (records appended to the owner's shardstore topic log and
 // acknowledged after fsync); anything else gets NotLeaderForTopic with the

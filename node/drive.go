@@ -125,7 +125,7 @@ func (n *Node) DeliverFrame(c Conn, frame []byte) {
 // requests forwarded there fail at once, and raft hears it is unreachable.
 func (n *Node) PeerDown(node string) {
 	n.host.Unreachable(RaftID(node))
-	n.fwd.peerDown(node)
+	n.srv.PeerDown(node)
 }
 
 // SwimEvents hands a driven node its membership's events.

@@ -1,61 +1,20 @@
 package node
 
 import (
-	"strings"
-	"time"
-	"unicode"
-
 	"github.com/shoalmq/shoal/internal/histogram"
-	"github.com/shoalmq/shoal/wire"
+	"github.com/shoalmq/shoal/node/serve"
 )
 
 // Latency histograms: each request, forward, proposal and lease round
 // costs two atomic adds (internal/histogram); the metrics server reads
-// them at each scrape.
-
-// Request ops and outcomes the request histograms are kept for: the client
-// request kinds from wire.KindAssign on (room for the ones numbered after
-// KindStatus), and the answer codes, "OK" first.
-const (
-	requestOps   = 16
-	requestCodes = int(wire.CodeSessionExpired) + 2 // OK, each wire code, then any other
-)
+// them at each scrape. Requests are timed by op and outcome in
+// serve.Latency, forwards by the serve room itself.
 
 // latencyHists are the node's histograms.
 type latencyHists struct {
-	requests   [requestOps][requestCodes]histogram.Histogram
-	forward    histogram.Histogram
+	requests   serve.Latency
 	raftCommit histogram.Histogram
 	leaseRound histogram.Histogram
-}
-
-// request records a client request of kind answered with a, d after it
-// arrived. An error answer counts under its code, or under "other" when
-// it has none this build knows (an error from another node that did not
-// decode).
-func (l *latencyHists) request(kind wire.Kind, a answer, d time.Duration) {
-	op := int(kind) - int(wire.KindAssign)
-	if op < 0 || op >= requestOps {
-		return
-	}
-	code := 0
-	if a.kind == wire.KindError {
-		code = requestCodes - 1
-		if a.err != nil && a.err.Code.Known() {
-			code = int(a.err.Code)
-		}
-	}
-	l.requests[op][code].Observe(d)
-}
-
-// requestRefused records a client request answered with code before it
-// was served (overloaded, unauthorized).
-func (l *latencyHists) requestRefused(kind wire.Kind, code wire.ErrorCode, d time.Duration) {
-	op := int(kind) - int(wire.KindAssign)
-	if op < 0 || op >= requestOps {
-		return
-	}
-	l.requests[op][code].Observe(d)
 }
 
 // RequestLatency is the histogram of one op and outcome.
@@ -90,20 +49,10 @@ type Latencies struct {
 // Latencies reads the node's latency histograms.
 func (n *Node) Latencies() Latencies {
 	var out Latencies
-	for op := range requestOps {
-		kind := wire.KindAssign + wire.Kind(op)
-		if !kind.Known() {
-			continue
-		}
-		for code := range requestCodes {
-			s := n.lat.requests[op][code].Snapshot()
-			if s.Count == 0 {
-				continue
-			}
-			out.Requests = append(out.Requests, RequestLatency{Op: snake(kind.String()), Code: codeLabel(code), Hist: s})
-		}
-	}
-	out.Forward = n.lat.forward.Snapshot()
+	n.lat.requests.Each(func(op, code string, h histogram.Snapshot) {
+		out.Requests = append(out.Requests, RequestLatency{Op: op, Code: code, Hist: h})
+	})
+	out.Forward = n.srv.ForwardLatency()
 	out.RaftCommit = n.lat.raftCommit.Snapshot()
 	out.LeaseRound = n.lat.leaseRound.Snapshot()
 	if n.rs != nil {
@@ -118,38 +67,4 @@ func (n *Node) Latencies() Latencies {
 
 // RequestOps are the values of the op label: every client request kind
 // this build knows.
-func RequestOps() []string {
-	var ops []string
-	for op := range requestOps {
-		if kind := wire.KindAssign + wire.Kind(op); kind.Known() {
-			ops = append(ops, snake(kind.String()))
-		}
-	}
-	return ops
-}
-
-func codeLabel(code int) string {
-	switch {
-	case code == 0:
-		return "OK"
-	case code == requestCodes-1:
-		return "Other"
-	}
-	return wire.ErrorCode(code).String()
-}
-
-// snake turns a kind's name (UpdatePartition) into a label value
-// (update_partition).
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func RequestOps() []string { return serve.RequestOps() }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -10,7 +11,7 @@ import (
 // send metadata writes and linearizable reads straight to each shard's
 // leader. It is served whether or not the node is ready: a table still
 // filling names fewer leaders, and the client sends the rest to any node.
-func (n *Node) leaderTableAnswer() answer {
+func (n *Node) leaderTableAnswer() serve.Answer {
 	rows, _ := n.leaders.Snapshot(make([]router.ShardLeader, 0, n.cfg.Shards))
 	m := wire.LeaderTable{
 		Shards:  uint64(n.cfg.Shards),
@@ -27,5 +28,5 @@ func (n *Node) leaderTableAnswer() answer {
 		}
 		m.Leaders[r.Shard], m.Terms[r.Shard] = i, r.Term
 	}
-	return newAnswer(wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(n.cfg.Shards)+64), &m))
+	return serve.NewAnswer(wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(n.cfg.Shards)+64), &m))
 }

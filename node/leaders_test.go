@@ -61,7 +61,7 @@ func TestClientAssignsReachTheLeaderWithoutForward(t *testing.T) {
 	defer cancel()
 	forwards := func() (sum uint64) {
 		for _, n := range c.nodes {
-			sum += n.counters.forwarded.Load()
+			sum += n.srv.Stats().Forwarded
 		}
 		return sum
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"github.com/shoalmq/shoal/wire"
 )
@@ -12,8 +11,8 @@ import (
 // bytes those not yet answered, which outlive their handler while raft or
 // another node answers them, since a request is copied off the event loop
 // and, compressed, decompressed up to wire.MaxFrame: 16,384 requests of
-// 16 MiB would be 256 GiB. MaxFetchBytes caps what one Fetch returns,
-// whatever it asks.
+// 16 MiB would be 256 GiB (serve.Admission holds requests to both).
+// MaxFetchBytes caps what one Fetch returns, whatever it asks.
 
 // Defaults and bounds of the request limits.
 const (
@@ -68,46 +67,3 @@ func (c *Config) fillLimits() error {
 	}
 	return nil
 }
-
-// byteBudget bounds the bytes held by the requests not yet answered.
-type byteBudget struct {
-	max     int64
-	used    atomic.Int64
-	refused atomic.Uint64
-}
-
-// take reserves n bytes, or reports false (and counts it) when that would
-// pass the bound.
-func (b *byteBudget) take(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.max {
-			b.refused.Add(1)
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-func (b *byteBudget) give(n int64) { b.used.Add(-n) }
-
-// takeRequestBytes reserves what serving the request frame (header h)
-// will hold: its copy, and its decompressed payload if compressed. A
-// compressed payload that does not say its size costs only its copy (the
-// handler refuses it). It reports false when the node's request bytes are
-// spent; the request is then refused as the node being overloaded.
-func (n *Node) takeRequestBytes(h wire.Header, frame []byte) (int64, bool) {
-	cost := int64(len(frame))
-	if h.Flags&wire.FlagCompressed != 0 {
-		if d, err := wire.DecompressedLen(frame[wire.HeaderSize:]); err == nil {
-			cost += int64(d)
-		}
-	}
-	return cost, n.sec.budget.take(cost)
-}
-
-// giveRequestBytes releases what takeRequestBytes reserved, once the
-// request is answered (serveFrame).
-func (n *Node) giveRequestBytes(cost int64) { n.sec.budget.give(cost) }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shoalmq/shoal/internal/session"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -17,12 +16,14 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -149,9 +150,9 @@ type Node struct {
 	randMu  sync.Mutex
 	randSrc *rand.Rand
 
-	fwd forwarder
-	// fwdSeen: forwards taken lately, to serve a duplicated one once.
-	fwdSeen forwardDedup
+	// srv serves metadata requests, on the shard's leader or forwarded to
+	// it, and the forwards of peers (node/serve; serve.go).
+	srv *serve.Server
 
 	events  eventQueue
 	born    atomic.Bool
@@ -185,8 +186,9 @@ type Node struct {
 	// loop's, or Drive's, goroutine only).
 	quietTicks int
 
-	reqSem chan struct{}
-	sec    security // credentials and request byte budget (auth.go, limits.go)
+	// adm: the slots and bytes of the requests being served (node/serve).
+	adm *serve.Admission
+	sec security // credentials (auth.go)
 
 	// serving is set once Start has wired every part; requests before it
 	// are refused as overloaded (Unavailable).
@@ -209,7 +211,7 @@ type Node struct {
 }
 
 type counters struct {
-	requests, forwarded, forwardsIn, forwardDups, notLeader       atomic.Uint64
+	requests                                                      atomic.Uint64
 	ownershipDups                                                 atomic.Uint64
 	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
 	rejected, straysDropped                                       atomic.Uint64
@@ -289,7 +291,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		led:      make([]atomic.Bool, cfg.Shards),
 		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
 		readyc:   make(chan struct{}),
-		reqSem:   make(chan struct{}, cfg.MaxRequests),
+		adm:      serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		leaderDue:    make(map[uint64]bool),
 		takingUp:     make(map[uint64]bool),
@@ -335,7 +337,10 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, err
 	}
 	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watch.Changed, changeLogLen: cfg.ChangeLogLen}
-	n.fwd.init(n.randSrc.Uint64()>>1, n.clock, &n.lat.forward)
+	if n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	n.eventsTask = newTask(n, n.eventsDuty)
 	n.reconcileTask = newTask(n, n.reconcileDuty)
 	n.dutyTask = newTask(n, n.ownershipDuty)
@@ -426,7 +431,7 @@ func (n *Node) Start(ctx context.Context) error {
 		ClientAddr: n.cfg.ClientAddr,
 		PeerAddr:   n.cfg.PeerAddr,
 		Handler:    netio.HandlerFunc(n.deliver),
-		Overloaded: overloaded,
+		Overloaded: serve.Overloaded,
 		Logger:     n.log,
 		Goroutines: !n.cfg.NetLoops,
 	}
@@ -448,7 +453,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	nt.OnPeerDown(func(node string) {
 		host.Unreachable(RaftID(node))
-		n.fwd.peerDown(node)
+		n.srv.PeerDown(node)
 	})
 	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
 		n.markBorn()

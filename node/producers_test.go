@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -225,11 +226,11 @@ func BenchmarkProduceSession(b *testing.B) {
 					// produce now and then: it is retried, as a client would.
 					for try := 0; ; try++ {
 						a := produceNow(n, buf)
-						if a.kind == wire.KindProduceAck {
+						if a.Kind == wire.KindProduceAck {
 							break
 						}
 						if try == 100 {
-							b.Errorf("produce: %v %x", a.kind, a.payload)
+							b.Errorf("produce: %v %x", a.Kind, a.Payload)
 							return
 						}
 						refused.Add(1)
@@ -242,8 +243,8 @@ func BenchmarkProduceSession(b *testing.B) {
 }
 
 // produceNow serves a produce on n and returns its answer.
-func produceNow(n *Node, payload []byte) answer {
-	ch := make(chan answer, 1)
-	n.produce(payload, func(a answer) { ch <- a })
+func produceNow(n *Node, payload []byte) serve.Answer {
+	ch := make(chan serve.Answer, 1)
+	n.produce(payload, func(a serve.Answer) { ch <- a })
 	return <-ch
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/reconcile"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -278,9 +279,9 @@ func (n *Node) startStep(s reconcile.Step) {
 // replicas here may be strays, without waiting for its answer, and drops
 // the strays the answer confirms.
 func (n *Node) checkStray(a reconcile.Ask) {
-	n.fwd.forward(n, a.Leader, wire.KindShards, nil, wire.MaxForwardHops, func(ans answer, err error) {
+	n.srv.Forward(a.Leader, wire.KindShards, nil, wire.MaxForwardHops, func(ans serve.Answer, err error) {
 		var sl wire.ShardList
-		if err != nil || ans.kind != wire.KindShardList || wire.DecodeShardList(ans.payload, &sl) != nil {
+		if err != nil || ans.Kind != wire.KindShardList || wire.DecodeShardList(ans.Payload, &sl) != nil {
 			n.log.Debug("node: stray check", "leader", a.Leader, "err", err)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -87,10 +88,10 @@ func (e recordsEnv) Resume(f func())                             { e.n.resume(f)
 func (e recordsEnv) Stopped() bool                               { return e.n.ctx.Err() != nil }
 
 // produce answers a Produce through done.
-func (n *Node) produce(payload []byte, done answerFunc) {
+func (n *Node) produce(payload []byte, done serve.Done) {
 	var m wire.Produce
 	if err := wire.DecodeProduce(payload, &m); err != nil {
-		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 		return
 	}
 	n.records.Produce(&m, func(ack wire.ProduceAck, err error) {
@@ -98,41 +99,41 @@ func (n *Node) produce(payload []byte, done answerFunc) {
 			done(n.recordsRefusal(err))
 			return
 		}
-		done(newAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &ack)))
+		done(serve.NewAnswer(wire.KindProduceAck, wire.AppendProduceAck(nil, &ack)))
 	})
 }
 
 // fetch answers a Fetch.
-func (n *Node) fetch(payload []byte) answer {
+func (n *Node) fetch(payload []byte) serve.Answer {
 	var m wire.Fetch
 	if err := wire.DecodeFetch(payload, &m); err != nil {
-		return errAnswer(wire.CodeBadRequest, err.Error())
+		return serve.ErrAnswer(wire.CodeBadRequest, err.Error())
 	}
 	res, err := n.records.Fetch(&m)
 	if err != nil {
 		return n.recordsRefusal(err)
 	}
-	return newAnswer(wire.KindFetchResult, wire.AppendFetchResult(nil, &res))
+	return serve.NewAnswer(wire.KindFetchResult, wire.AppendFetchResult(nil, &res))
 }
 
 // recordsRefusal is the answer to a produce or a fetch the room refused.
-func (n *Node) recordsRefusal(err error) answer {
+func (n *Node) recordsRefusal(err error) serve.Answer {
 	var ns *records.NotServedError
 	switch {
 	case errors.As(err, &ns):
 		return n.notServed(ns.Topic, ns.Held, ns.Why)
 	case errors.Is(err, records.ErrHandingOver):
-		return unavailable(err.Error())
+		return serve.Unavailable(err.Error())
 	case errors.Is(err, records.ErrSessionExpired):
-		return errAnswer(wire.CodeSessionExpired, err.Error())
+		return serve.ErrAnswer(wire.CodeSessionExpired, err.Error())
 	case errors.Is(err, records.ErrBadRequest):
-		return errAnswer(wire.CodeBadRequest, err.Error())
+		return serve.ErrAnswer(wire.CodeBadRequest, err.Error())
 	}
-	return errAnswer(wire.CodeInternal, err.Error())
+	return serve.ErrAnswer(wire.CodeInternal, err.Error())
 }
 
 // notServed answers a data request this node may not serve.
-func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) answer {
+func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) serve.Answer {
 	if why == ownership.NoLease {
 		n.counters.notServedNoLease.Add(1)
 	}
@@ -141,13 +142,13 @@ func (n *Node) notServed(topic []byte, held uint64, why ownership.Refusal) answe
 
 // notOwner answers NotLeaderForTopic with the newest epoch this node knows
 // and, from its cache, the owner at that epoch.
-func (n *Node) notOwner(topic []byte, held uint64, why string) answer {
+func (n *Node) notOwner(topic []byte, held uint64, why string) serve.Answer {
 	n.counters.rejected.Add(1)
 	e := &wire.ErrorResponse{Code: wire.CodeNotLeaderForTopic, Message: fmt.Sprintf("not serving %q at that epoch: %s", topic, why), Epoch: held}
 	if r, ok := n.routes().Get(topic); ok && r.Epoch > held && r.Owner != n.cfg.ID {
 		e.Epoch, e.NodeID, e.Addr = r.Epoch, r.Owner, r.Addr
 	}
-	return errorAnswer(e)
+	return serve.ErrorAnswer(e)
 }
 
 // answerRecordsPull answers a peer's RecordsPull.

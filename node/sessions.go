@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -33,10 +34,10 @@ type stampBase struct {
 // ownSession takes the next number of the node's own session for a write
 // that arrived without one; the returned done finishes it, then calls
 // done.
-func (n *Node) ownSession(done answerFunc) (wire.Session, answerFunc) {
+func (n *Node) ownSession(done serve.Done) (wire.Session, serve.Done) {
 	w := n.sessions.own
 	seq := w.Begin()
-	return w.Stamp(seq), func(a answer) {
+	return w.Stamp(seq), func(a serve.Answer) {
 		w.Finish(seq)
 		done(a)
 	}

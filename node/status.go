@@ -125,14 +125,14 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	ws, recs := n.watch.Stats(), n.records.Stats()
+	ws, recs, srv := n.watch.Stats(), n.records.Stats(), n.srv.Stats()
 	s := Stats{
 		Requests:              n.counters.requests.Load(),
-		Forwarded:             n.counters.forwarded.Load(),
-		ForwardsIn:            n.counters.forwardsIn.Load(),
-		ForwardDups:           n.counters.forwardDups.Load(),
+		Forwarded:             srv.Forwarded,
+		ForwardsIn:            srv.ForwardsIn,
+		ForwardDups:           srv.ForwardDups,
 		OwnershipDups:         n.counters.ownershipDups.Load(),
-		NotLeader:             n.counters.notLeader.Load(),
+		NotLeader:             srv.NotLeader,
 		TopicRejections:       n.counters.rejected.Load(),
 		RecordsProduced:       recs.Produced,
 		RecordsFetched:        recs.Fetched,
@@ -142,7 +142,7 @@ func (n *Node) Stats() Stats {
 		HandoffsSilent:        recs.PullsSilent,
 		HandoffRecords:        recs.PulledRecords,
 		TopicsDeleted:         recs.TopicsDeleted,
-		RequestsActive:        len(n.reqSem),
+		RequestsActive:        n.adm.Active(),
 		Watches:               ws.Watches,
 		WatchEvents:           ws.Events,
 		WatchCompacted:        ws.Compacted,

@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
@@ -44,10 +45,10 @@ func (r watchReplicas) ReadIndex(shard uint64, done func(err error)) {
 }
 
 // serveWatch answers a Watch through done.
-func (n *Node) serveWatch(payload []byte, done answerFunc) {
+func (n *Node) serveWatch(payload []byte, done serve.Done) {
 	var m wire.Watch
 	if err := wire.DecodeWatch(payload, &m); err != nil {
-		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 		return
 	}
 	n.watch.Watch(&m, func(ev *wire.WatchEvents, err error) {
@@ -55,15 +56,15 @@ func (n *Node) serveWatch(payload []byte, done answerFunc) {
 			done(watchRefusal(err))
 			return
 		}
-		done(newAnswer(wire.KindWatchEvents, wire.AppendWatchEvents(nil, ev)))
+		done(serve.NewAnswer(wire.KindWatchEvents, wire.AppendWatchEvents(nil, ev)))
 	})
 }
 
 // serveListTopics answers a ListTopics through done.
-func (n *Node) serveListTopics(payload []byte, done answerFunc) {
+func (n *Node) serveListTopics(payload []byte, done serve.Done) {
 	var m wire.ListTopics
 	if err := wire.DecodeListTopics(payload, &m); err != nil {
-		done(errAnswer(wire.CodeBadRequest, err.Error()))
+		done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
 		return
 	}
 	n.watch.List(&m, func(page *wire.TopicList, err error) {
@@ -71,17 +72,17 @@ func (n *Node) serveListTopics(payload []byte, done answerFunc) {
 			done(watchRefusal(err))
 			return
 		}
-		done(newAnswer(wire.KindTopicList, wire.AppendTopicList(nil, page)))
+		done(serve.NewAnswer(wire.KindTopicList, wire.AppendTopicList(nil, page)))
 	})
 }
 
 // watchRefusal is the answer to a watch or a listing the room refused.
-func watchRefusal(err error) answer {
+func watchRefusal(err error) serve.Answer {
 	switch {
 	case errors.Is(err, watch.ErrBadRequest):
-		return errAnswer(wire.CodeBadRequest, err.Error())
+		return serve.ErrAnswer(wire.CodeBadRequest, err.Error())
 	case errors.Is(err, watch.ErrFull), errors.Is(err, watch.ErrUnreadable):
-		return unavailable(err.Error())
+		return serve.Unavailable(err.Error())
 	}
-	return errAnswer(wire.CodeInternal, err.Error())
+	return serve.ErrAnswer(wire.CodeInternal, err.Error())
 }

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"time"
+
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/serve"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// Metadata requests (Assign, Revoke, UpdatePartition, Lookup) and the
+// forwarding of requests between nodes are the serve room's (node/serve):
+// the decoding of a request, the answer types, the leader's path through
+// raft, the forwards and their waits, the copies of a forward dropped, the
+// admission of requests and their latency histograms. Here the room is
+// given the node's parts; handler.go reads the frames, answers what is
+// not a metadata request, and hands the room the rest.
+
+// newServer builds the node's serve room; its forwards are numbered from
+// firstForward.
+func (n *Node) newServer(firstForward uint64) (*serve.Server, error) {
+	return serve.New(serve.Config{
+		Self:         n.cfg.ID,
+		Shards:       n.cfg.Shards,
+		Timeout:      n.cfg.RequestTimeout,
+		FirstForward: firstForward,
+		Leaders:      n.leaders,
+		Routes:       n.cache,
+		Env:          serveEnv{n},
+	})
+}
+
+// serveEnv is what the serve room touches of the node. It reads the
+// node's network, raft host and view when called: they are set after
+// New.
+type serveEnv struct{ n *Node }
+
+func (e serveEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
+func (e serveEnv) Now() time.Time                              { return e.n.clock() }
+func (e serveEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
+func (e serveEnv) ClientAddr(id string) string                 { return e.n.clientAddrOf(id) }
+func (e serveEnv) Members() serve.Members                      { return e.n.view.Load() }
+func (e serveEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
+func (e serveEnv) Leads(shard uint32) bool                     { return e.n.led[shard].Load() }
+func (e serveEnv) Deposed(shard uint64)                        { e.n.led[shard].Store(false) }
+func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.leadsAt(shard) }
+func (e serveEnv) Stamp(shard uint64) uint64                   { return e.n.stamp(shard) }
+
+func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.leaderProof(shard, term, at) }
+
+func (e serveEnv) WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(bool)) {
+	e.n.whenSettled(shard, topic, epoch, fresh, done)
+}
+
+func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
+	return e.n.sm.with(shard, fn)
+}
+
+func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
+	return e.n.sm.hosted(shard, fn)
+}
+
+func (e serveEnv) ReadIndex(shard uint64, done func(error)) {
+	e.n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) { done(r.Err) })
+}
+
+func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {
+	e.n.propose(shard, data, func(res any, err error) {
+		ar, _ := res.(*applyResult)
+		if ar == nil {
+			done(serve.Applied{}, false, err)
+			return
+		}
+		done(serve.Applied{Assignment: ar.a, Err: ar.err}, true, err)
+	})
+}
+
+func (e serveEnv) OwnSession(done serve.Done) (wire.Session, serve.Done) {
+	return e.n.ownSession(done)
+}
+
+// Alive, Drained and Candidates make the view a serve.Members.
+
+func (v *clusterView) Alive(id string) bool                  { return v.alive(id) }
+func (v *clusterView) Drained(id string) bool                { return v.drained[id] }
+func (v *clusterView) Candidates(st *meta.State) []meta.Node { return liveNodes(v, st) }
