@@ -23,6 +23,7 @@ import (
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/watch"
@@ -189,7 +190,7 @@ type Node struct {
 
 	// adm: the slots and bytes of the requests being served (node/serve).
 	adm *serve.Admission
-	sec security // credentials (auth.go)
+	sec security.Clients // client tokens (auth.go)
 
 	// serving is set once Start has wired every part; requests before it
 	// are refused as overloaded (Unavailable).
