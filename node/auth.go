@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 
 	"github.com/shoalmq/shoal/netio"
-	// Imported as creds: the node's own state of its credentials is the
-	// type security (node.go's Node.sec).
-	creds "github.com/shoalmq/shoal/node/security"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -34,81 +30,66 @@ import (
 //     (TLS.VerifyClients).
 //   - SWIM datagrams and push-pulls are sealed with the SWIM keyring
 //     (Security.SwimKeys, or a key derived from the secret).
+//
+// The checks of Config.Security, the client tokens while the node runs
+// (Node.sec) and each request's authorization by its token's role are the
+// security room's (node/security). Here they are put to work on the
+// node's transport, SWIM driver and connections, and a refusal is
+// answered on the wire.
 
 // The names of package security that node's users know, forwarded.
 type (
 	// Security is how a node authenticates and encrypts (Config.Security;
 	// security.Security).
-	Security = creds.Security
+	Security = security.Security
 	// TLS is a node's certificate and its cluster's CA (security.TLS).
-	TLS = creds.TLS
+	TLS = security.TLS
 	// Role is what a client token allows (security.Role).
-	Role = creds.Role
+	Role = security.Role
 	// Token is one client credential and its role (security.Token).
-	Token = creds.Token
+	Token = security.Token
 	// SecurityStats counts what the credentials and the request limits
 	// refused (security.Stats).
-	SecurityStats = creds.Stats
+	SecurityStats = security.Stats
 )
 
 // The roles (security.RoleRead...).
 const (
-	RoleRead  = creds.RoleRead
-	RoleWrite = creds.RoleWrite
-	RoleAdmin = creds.RoleAdmin
+	RoleRead  = security.RoleRead
+	RoleWrite = security.RoleWrite
+	RoleAdmin = security.RoleAdmin
 )
 
 // Limits of the credentials (security.MinTokenLen, MaxClientTokens).
 const (
-	MinTokenLen     = creds.MinTokenLen
-	MaxClientTokens = creds.MaxClientTokens
+	MinTokenLen     = security.MinTokenLen
+	MaxClientTokens = security.MaxClientTokens
 )
 
 // Errors of the credentials (security.ErrTokenFile...).
 var (
-	ErrTokenFile   = creds.ErrTokenFile
-	ErrTLSFiles    = creds.ErrTLSFiles
-	ErrCredentials = creds.ErrCredentials
+	ErrTokenFile   = security.ErrTokenFile
+	ErrTLSFiles    = security.ErrTLSFiles
+	ErrCredentials = security.ErrCredentials
 )
 
 // ParseRole reads a role's name: admin, write or read (security.ParseRole).
-func ParseRole(s string) (Role, error) { return creds.ParseRole(s) }
+func ParseRole(s string) (Role, error) { return security.ParseRole(s) }
 
 // ParseTokens reads a client token file (security.ParseTokens).
-func ParseTokens(r io.Reader) ([]Token, error) { return creds.ParseTokens(r) }
+func ParseTokens(r io.Reader) ([]Token, error) { return security.ParseTokens(r) }
 
 // LoadTLS reads a node's certificate and key and the cluster CA and checks
 // them (security.LoadTLS).
 func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
-	return creds.LoadTLS(certFile, keyFile, caFile)
-}
-
-// security is the node's state of its credentials.
-type security struct {
-	// tokens is the client token table; nil without tokens.
-	tokens atomic.Pointer[creds.TokenTable]
-
-	unauthorized atomic.Uint64 // requests refused for their token's role (or, on a node with tokens, for having none)
+	return security.LoadTLS(certFile, keyFile, caFile)
 }
 
 // fillSecurity checks Config.Security and the request limits, and sets
 // their defaults (Config.fill calls it).
 func (c *Config) fillSecurity() error {
-	s := &c.Security
-	if s.TLS != nil {
-		if err := s.TLS.Check(); err != nil {
-			return fmt.Errorf("%w: TLS: %w", ErrConfig, err)
-		}
-	}
-	if len(s.ClientTokens) > 0 {
-		if _, err := creds.NewTokenTable(s.ClientTokens, nil); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if len(s.SwimKeys) > 0 {
-		if _, err := wire.NewSwimKeyring(s.SwimKeys); err != nil {
-			return fmt.Errorf("%w: SWIM keys: %w", ErrConfig, err)
-		}
+	if err := security.Check(&c.Security); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c.fillLimits()
 }
@@ -117,10 +98,7 @@ func (c *Config) fillSecurity() error {
 // or driven, so that a driven node given tokens refuses a connection that
 // proved none.
 func (n *Node) initSecurity() {
-	if toks := n.cfg.Security.ClientTokens; len(toks) > 0 {
-		tt, _ := creds.NewTokenTable(toks, nil) // checked in fillSecurity
-		n.sec.tokens.Store(tt)
-	}
+	_ = n.sec.Init(n.cfg.Security.ClientTokens) // checked in fillSecurity
 }
 
 // secureTransport puts the node's credentials into the transport's
@@ -132,21 +110,9 @@ func (n *Node) secureTransport(nc *netio.Config) {
 		nc.ClientTLS = s.TLS.ClientConfig()
 		nc.PeerTLS, nc.DialTLS = s.TLS.PeerConfigs()
 	}
-	if n.sec.tokens.Load() != nil {
-		nc.CheckToken = n.checkToken
+	if n.sec.On() {
+		nc.CheckToken = n.sec.CheckToken
 	}
-}
-
-// checkToken is netio's token check (Config.CheckToken).
-func (n *Node) checkToken(tok []byte) (any, bool) {
-	tt := n.sec.tokens.Load()
-	if tt == nil {
-		return nil, false
-	}
-	if g := tt.Find(tok); g != nil && !g.Revoked() {
-		return g, true
-	}
-	return nil, false
 }
 
 // secureSwim puts the SWIM keyring and the push-pull TLS into the SWIM
@@ -168,35 +134,17 @@ type granted interface {
 // authorize reports whether the client connection c may make request h;
 // when not, it answers Unauthorized (the connection stays open).
 func (n *Node) authorize(c Conn, h wire.Header) bool {
-	var g *creds.Grant
+	var g any
 	if gc, ok := c.(granted); ok {
-		g, _ = gc.Grant().(*creds.Grant)
+		g = gc.Grant()
 	}
-	if g == nil {
-		if n.sec.tokens.Load() == nil {
-			return true // no client tokens: the client port's credential, if any, was proven
-		}
-		// Tokens, and a connection that proved none (not one of netio's,
-		// whose client handshake requires one): refused.
-		n.sec.unauthorized.Add(1)
-		if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: "this client proved no token"}); err == nil {
+	ok, why := n.sec.Authorize(g, h.Kind)
+	if !ok {
+		if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: why}); err == nil {
 			_ = c.Write(f)
 		}
-		return false
 	}
-	revoked, role := g.Revoked(), g.Role()
-	if !revoked && role.Allows(h.Kind) {
-		return true
-	}
-	n.sec.unauthorized.Add(1)
-	msg := "this client's token was removed"
-	if !revoked {
-		msg = fmt.Sprintf("the %v role may not make %v requests", role, h.Kind)
-	}
-	if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: msg}); err == nil {
-		_ = c.Write(f)
-	}
-	return false
+	return ok
 }
 
 // SetClientTokens replaces the client tokens of a node started with
@@ -204,15 +152,9 @@ func (n *Node) authorize(c Conn, h wire.Header) bool {
 // is gone are refused every request from now on, and those whose token's
 // role changed get the new role.
 func (n *Node) SetClientTokens(toks []Token) error {
-	old := n.sec.tokens.Load()
-	if old == nil {
-		return fmt.Errorf("%w: this node started without client tokens: restart it with them", ErrCredentials)
-	}
-	tt, err := creds.NewTokenTable(toks, old)
-	if err != nil {
+	if err := n.sec.Replace(toks); err != nil {
 		return err
 	}
-	n.sec.tokens.Store(tt)
 	n.log.Info("client tokens replaced", "tokens", len(toks))
 	return nil
 }
@@ -249,29 +191,7 @@ func (n *Node) logSecurity() {
 			"is neither authenticated nor encrypted; see docs/security.md")
 		return
 	}
-	peers := "none"
-	switch {
-	case secret && tlsOn:
-		peers = "cluster secret and certificate"
-	case secret:
-		peers = "cluster secret"
-	case tlsOn:
-		peers = "certificate"
-	}
-	var proofs []string
-	switch {
-	case tokens:
-		proofs = append(proofs, fmt.Sprintf("token (%d known)", len(s.ClientTokens)))
-	case secret:
-		proofs = append(proofs, "cluster secret")
-	}
-	if tlsOn && s.TLS.VerifyClients {
-		proofs = append(proofs, "certificate")
-	}
-	clients := "none"
-	if len(proofs) > 0 {
-		clients = strings.Join(proofs, " and ")
-	}
+	peers, clients := security.Proofs(s, secret)
 	n.log.Info("security", "peers", peers, "clients", clients, "tls", tlsOn, "swim_keys", swimKeys)
 	if clients == "none" {
 		n.log.Warn("the client port serves every request to anyone who reaches it: give client tokens")
@@ -284,7 +204,7 @@ func (n *Node) logSecurity() {
 // securityStats is what the node and its transport counted.
 func (n *Node) securityStats() SecurityStats {
 	st := SecurityStats{
-		Unauthorized:        n.sec.unauthorized.Load(),
+		Unauthorized:        n.sec.Unauthorized(),
 		RequestBytes:        n.adm.Bytes(),
 		RequestBytesRefused: n.adm.Refused(),
 	}

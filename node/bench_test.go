@@ -268,7 +268,7 @@ func BenchmarkLookupMiss(b *testing.B) {
 			b.Fatal(err)
 		}
 		for j, n := range c.nodes {
-			if !n.sm.hosted(a.Shard, func(*meta.State) {}) {
+			if !n.sm.Hosted(a.Shard, func(*meta.State) {}) {
 				remote[j] = append(remote[j], target{[]byte(topic), a.Epoch})
 			}
 		}

@@ -17,13 +17,15 @@
 //     decoded and delivered to the host). Leadership changes update the
 //     router.LeaderTable and are announced through SWIM; SWIM's ShardLeader
 //     events (term-checked) fill the table on every node.
-//   - stateMachine applies committed meta commands to one meta.State per
-//     hosted shard. Each topic's record is stored under its own data key
-//     of the shard (and the epoch floor under another); an applied run of
-//     commands writes only the records it changed, in the same batch as the
-//     applied index, so a restart, and a raft snapshot (which streams every
-//     data key of the shard), find exactly the applied state, and an apply
-//     costs the same in a shard of ten topics or of ten thousand.
+//   - The shardsm room (node/shardsm; shardsm.go wires it) applies
+//     committed meta commands to one meta.State per hosted shard. Each
+//     topic's record is stored under its own data key of the shard (and
+//     the epoch floor under another); an applied run of commands writes
+//     only the records it changed, in the same batch as the applied index,
+//     so a restart, and a raft snapshot (which streams every data key of
+//     the shard), find exactly the applied state, and an apply costs the
+//     same in a shard of ten topics or of ten thousand. It keeps each
+//     shard's change log and computes lease grants against the state.
 //
 // # Birth
 //

@@ -186,7 +186,7 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 	shard := uint64(router.ShardOf(m.Topic, n.cfg.Shards))
 	var a meta.Assignment
 	var found bool
-	hosted, busy := n.sm.tryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+	hosted, busy := n.sm.TryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
 	if busy {
 		return dst, false // a shard being applied or loaded: the request path waits
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -255,7 +256,7 @@ func (n *Node) answerLeaseRound(from string, m *wire.LeaseRound) *wire.LeaseRepl
 		if q.Shard >= uint64(n.cfg.Shards) {
 			continue
 		}
-		if g, ok := n.sm.grant(q.Shard, from, q.Digest, n.clock, may(q.Shard)); ok {
+		if g, ok := n.sm.Grant(q.Shard, from, q.Digest, n.clock, may(q.Shard)); ok {
 			reply.Grants = append(reply.Grants, g)
 			n.counters.leaseGrants.Add(1)
 			continue
@@ -309,14 +310,14 @@ func (n *Node) answerHeld(from string, held wire.Summary, reply *wire.LeaseReply
 	// An owner whose summary matched before, with no state changed and no
 	// leadership moved since: the same shards, digests and terms, so the
 	// shards need not be read again. The grant is recorded for the owner
-	// as a whole (stateMachine.grantMu orders it against applies).
+	// as a whole (shardsm.Machine.GrantIfUnchanged orders it against applies).
 	n.heldMu.Lock()
 	c, cached := n.heldCache[from]
 	n.heldMu.Unlock()
-	if cached && c.sum == held && c.events == events && n.sm.grantIfUnchanged(from, c.version, now) {
+	if cached && c.sum == held && c.events == events && n.sm.GrantIfUnchanged(from, c.version, now) {
 		sum, mine, ledVersion = c.sum, c.mine, c.ledVersion
 	} else {
-		version := n.sm.stateVersion()
+		version := n.sm.StateVersion()
 		sum, mine, ledVersion = n.sumHeld(from, now)
 		n.heldMu.Lock()
 		if sum == held {
@@ -385,20 +386,20 @@ func (n *Node) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wir
 			continue
 		}
 		owns := false
-		_ = n.sm.withShard(st.Shard, func(sh *shardState) {
-			if sh.st.Load(from) == 0 {
+		_ = n.sm.WithShard(st.Shard, func(sh *shardsm.Shard) {
+			if sh.State.Load(from) == 0 {
 				return
 			}
 			owns = true
-			if sh.lastAsk == nil {
-				sh.lastAsk = make(map[string]time.Time)
+			if sh.LastAsk == nil {
+				sh.LastAsk = make(map[string]time.Time)
 			}
-			if sh.lastGrant == nil {
-				sh.lastGrant = make(map[string]time.Time)
+			if sh.LastGrant == nil {
+				sh.LastGrant = make(map[string]time.Time)
 			}
-			sh.lastAsk[from], sh.lastGrant[from] = now, now
+			sh.LastAsk[from], sh.LastGrant[from] = now, now
 			sum.Count++
-			sum.Digest ^= meta.ShardSummary(st.Shard, st.Term, sh.st.OwnerDigest(from))
+			sum.Digest ^= meta.ShardSummary(st.Shard, st.Term, sh.State.OwnerDigest(from))
 		})
 		if owns {
 			mine = append(mine, st)
@@ -530,7 +531,7 @@ func (n *Node) takeUpLeadership(shard uint64, done func(ok bool)) {
 		}
 		n.leaderProof(shard, term, start)
 		var topics []meta.Assignment
-		if err := n.sm.with(shard, func(st *meta.State) {
+		if err := n.sm.With(shard, func(st *meta.State) {
 			for a := range st.Topics() {
 				topics = append(topics, a)
 			}

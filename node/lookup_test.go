@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -70,14 +71,12 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
 	n := cachedRouteNode(t)
 	shard := uint64(router.ShardOf([]byte("orders"), n.cfg.Shards))
-	s, err := n.sm.shard(shard)
-	if err != nil {
+	payload := wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("orders")})
+	ok := false
+	// Under the shard's lock.
+	if err := n.sm.WithShard(shard, func(*shardsm.Shard) { _, ok = n.appendFastLookup(nil, 1, payload) }); err != nil {
 		t.Fatal(err)
 	}
-	payload := wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("orders")})
-	s.mu.Lock()
-	_, ok := n.appendFastLookup(nil, 1, payload)
-	s.mu.Unlock()
 	if ok {
 		t.Fatal("answered while the shard was locked")
 	}

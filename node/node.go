@@ -23,7 +23,9 @@ import (
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -59,7 +61,7 @@ type Node struct {
 
 	store *shardstore.Store
 	rs    *raftio.Storage
-	sm    *stateMachine
+	sm    *shardsm.Machine // the shards' state machine (shardsm.go)
 	// sessions: the node's own write session and its leader stamps.
 	sessions writeSessions
 	// records: the topics' records this node owns, and their handoffs
@@ -188,7 +190,7 @@ type Node struct {
 
 	// adm: the slots and bytes of the requests being served (node/serve).
 	adm *serve.Admission
-	sec security // credentials (auth.go)
+	sec security.Clients // client tokens (auth.go)
 
 	// serving is set once Start has wired every part; requests before it
 	// are refused as overloaded (Unavailable).
@@ -336,7 +338,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		_ = store.Close()
 		return nil, err
 	}
-	n.sm = &stateMachine{store: store, shards: make(map[uint64]*shardState), effects: n.onEffects, logged: n.watch.Changed, changeLogLen: cfg.ChangeLogLen}
+	n.sm = n.newStateMachine()
 	if n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); err != nil {
 		_ = store.Close()
 		return nil, err

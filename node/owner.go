@@ -8,6 +8,7 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -398,22 +399,22 @@ func (n *Node) ownedCount() int {
 // onEffects runs on a raftmux worker after a shard applied commands:
 // only the shard's leader owes the messages. lastGrant holds, for every
 // node a Close effect names, when this node last computed a lease grant
-// for it on the shard (see stateMachine.grant).
+// for it on the shard (see shardsm.Machine.Grant).
 func (n *Node) onEffects(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time) {
 	// A node given a topic here counts as asking for leases from now: its
 	// silence (reassignDead) starts when it became an owner, not at the
 	// last lease it asked for before, or never.
 	now := n.clock()
-	_ = n.sm.withShard(shard, func(sh *shardState) {
+	_ = n.sm.WithShard(shard, func(sh *shardsm.Shard) {
 		for _, e := range effs {
 			if e.Kind != meta.EffectOpen {
 				continue
 			}
-			if sh.lastAsk == nil {
-				sh.lastAsk = make(map[string]time.Time)
+			if sh.LastAsk == nil {
+				sh.LastAsk = make(map[string]time.Time)
 			}
-			if now.After(sh.lastAsk[e.Node]) {
-				sh.lastAsk[e.Node] = now
+			if now.After(sh.LastAsk[e.Node]) {
+				sh.LastAsk[e.Node] = now
 			}
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/serve"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -89,7 +90,7 @@ func (n *Node) reassignDead(v *clusterView) {
 	if !due {
 		return
 	}
-	look := n.rec.Owners(v.rec, now, roundsFrom, n.knowsAllMembers(), n.sm.stateVersion(), n.shardEvents.Load())
+	look := n.rec.Owners(v.rec, now, roundsFrom, n.knowsAllMembers(), n.sm.StateVersion(), n.shardEvents.Load())
 	if look == nil {
 		return
 	}
@@ -100,9 +101,9 @@ func (n *Node) reassignDead(v *clusterView) {
 		shard := uint64(s)
 		since, leads := n.leaderSince(shard)
 		var cmds []meta.Command
-		_ = n.sm.withShard(shard, func(sh *shardState) {
-			st := sh.st
-			owners := look.Shard(leads, since, sh.lastAsk)
+		_ = n.sm.WithShard(shard, func(sh *shardsm.Shard) {
+			st := sh.State
+			owners := look.Shard(leads, since, sh.LastAsk)
 			if !st.AnyOwner(owners.Moves) {
 				return // the common case, without sorting the owners
 			}
@@ -141,9 +142,9 @@ func (n *Node) reassignDead(v *clusterView) {
 					n.log.Warn("node: reassign", "shard", shard, "dead", dead, "err", err)
 					return
 				}
-				if ar, ok := res.(*applyResult); ok && ar.err == nil {
-					n.counters.reassigned.Add(uint64(ar.moved))
-					n.log.Info("reassigned topics of a dead owner", "shard", shard, "dead", dead, "moved", ar.moved)
+				if ar, ok := res.(*shardsm.Result); ok && ar.Err == nil {
+					n.counters.reassigned.Add(uint64(ar.Moved))
+					n.log.Info("reassigned topics of a dead owner", "shard", shard, "dead", dead, "moved", ar.Moved)
 				}
 			})
 		}
@@ -186,7 +187,7 @@ func (n *Node) prevSilent(shard uint64, prev string) bool {
 	lastRound := n.roundsFrom[prev]
 	n.roundsMu.Unlock()
 	var lastAsk time.Time
-	_ = n.sm.withShard(shard, func(sh *shardState) { lastAsk = sh.lastAsk[prev] })
+	_ = n.sm.WithShard(shard, func(sh *shardsm.Shard) { lastAsk = sh.LastAsk[prev] })
 	return n.rec.Silent(n.clock(), since, lastAsk, lastRound)
 }
 

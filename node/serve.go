@@ -5,6 +5,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -54,11 +55,11 @@ func (e serveEnv) WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bo
 }
 
 func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
-	return e.n.sm.with(shard, fn)
+	return e.n.sm.With(shard, fn)
 }
 
 func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
-	return e.n.sm.hosted(shard, fn)
+	return e.n.sm.Hosted(shard, fn)
 }
 
 func (e serveEnv) ReadIndex(shard uint64, done func(error)) {
@@ -67,12 +68,12 @@ func (e serveEnv) ReadIndex(shard uint64, done func(error)) {
 
 func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {
 	e.n.propose(shard, data, func(res any, err error) {
-		ar, _ := res.(*applyResult)
+		ar, _ := res.(*shardsm.Result)
 		if ar == nil {
 			done(serve.Applied{}, false, err)
 			return
 		}
-		done(serve.Applied{Assignment: ar.a, Err: ar.err}, true, err)
+		done(serve.Applied{Assignment: ar.Assignment, Err: ar.Err}, true, err)
 	})
 }
 

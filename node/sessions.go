@@ -57,7 +57,7 @@ func (n *Node) stamp(shard uint64) uint64 {
 	s.mu.Unlock()
 	if !ok || b.term != term {
 		var base uint64
-		_ = n.sm.with(shard, func(st *meta.State) { base = st.Clock() })
+		_ = n.sm.With(shard, func(st *meta.State) { base = st.Clock() })
 		b = stampBase{term: term, base: base, at: now}
 		s.mu.Lock()
 		if s.stamps == nil {

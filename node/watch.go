@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
@@ -13,7 +14,7 @@ import (
 
 // Watch and ListTopics are answered by the watch room (node/watch) from
 // this node's replicas; each shard's change log is kept by the state
-// machine (statemachine.go), which tells the room when one grew. Here the
+// machine (node/shardsm), which tells the room when one grew. Here the
 // room is given the node's parts, and its answers are put on the wire.
 
 // newWatch builds the node's watch room.
@@ -37,7 +38,7 @@ type watchReplicas struct{ n *Node }
 func (r watchReplicas) Hosted() ([]uint64, error) { return r.n.rs.Shards() }
 
 func (r watchReplicas) Read(shard uint64, fn func(l *watch.Log, topics iter.Seq[meta.Assignment])) error {
-	return r.n.sm.withShard(shard, func(s *shardState) { fn(s.log, s.st.Topics()) })
+	return r.n.sm.WithShard(shard, func(s *shardsm.Shard) { fn(s.Log, s.State.Topics()) })
 }
 
 func (r watchReplicas) ReadIndex(shard uint64, done func(err error)) {

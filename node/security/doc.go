@@ -14,9 +14,18 @@
 //     HMAC challenge itself is the handshake's, in netio.
 //   - Authorization by role: Role.Allows says which request kinds a token's
 //     role may make.
+//   - A node's client tokens while it runs (Clients): the table a client's
+//     handshake checks its token against (CheckToken), replaced while the
+//     node runs (Replace), each request's authorization by the role its
+//     connection was granted (Authorize), and the count of requests
+//     refused. Its table is swapped whole under an atomic pointer; it
+//     takes no lock.
+//   - A node's Security checked before it starts (Check), and the words
+//     its start log uses for what it asks of peers and clients (Proofs).
 //
-// It touches nothing of the node: it takes bytes, files and configs and
-// returns decisions (a token's grant, a role's yes or no, a TLS config, an
-// error). Package node puts them to work on its connections, and forwards
-// the names its users know (node.Security, node.Token, node.LoadTLS...).
+// It touches nothing of the node: it takes bytes, files, configs and
+// request kinds and returns decisions (a token's grant, a request's yes or
+// no and why, a TLS config, an error). Package node puts them to work on
+// its connections (answering a refusal on the wire), and forwards the
+// names its users know (node.Security, node.Token, node.LoadTLS...).
 package security

@@ -1,4 +1,4 @@
-package node
+package shardsm
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"github.com/shoalmq/shoal/shardstore"
 )
 
+// testLogLen is the change log length of the tests' machines.
+const testLogLen = 1024
+
 // countingBatch counts the bytes an Apply writes.
 type countingBatch struct {
 	raftmux.Batch
@@ -27,14 +30,14 @@ func (b *countingBatch) Put(shard uint64, key, value []byte) {
 	b.Batch.Put(shard, key, value)
 }
 
-func openTestStore(tb testing.TB) (*shardstore.Store, *stateMachine) {
+func openTestStore(tb testing.TB) (*shardstore.Store, *Machine) {
 	tb.Helper()
 	st, err := shardstore.Open(filepath.Join(tb.TempDir(), "store"), shardstore.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
-	return st, &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	return st, New(Config{Store: st, ChangeLogLen: testLogLen})
 }
 
 func assignEntry(tb testing.TB, topic, owner string) raftmux.Command {
@@ -47,7 +50,7 @@ func assignEntry(tb testing.TB, topic, owner string) raftmux.Command {
 }
 
 // fill assigns n topics to shard in batches of 500, committed.
-func fill(tb testing.TB, st *shardstore.Store, sm *stateMachine, shard uint64, n int) {
+func fill(tb testing.TB, st *shardstore.Store, sm *Machine, shard uint64, n int) {
 	tb.Helper()
 	for i := 0; i < n; {
 		var cmds []raftmux.Command
@@ -88,13 +91,13 @@ func TestApplyWritesOnlyChangedRecords(t *testing.T) {
 	if cb.puts != 4 || cb.bytes > 300 {
 		t.Fatalf("an apply of two changes wrote %d values, %d bytes", cb.puts, cb.bytes)
 	}
-	want := sm.shards[shard].st.AppendSnapshot(nil)
-	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	want := sm.shards[shard].State.AppendSnapshot(nil)
+	fresh := New(Config{Store: st, ChangeLogLen: testLogLen})
 	s, err := fresh.shard(shard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(s.st.AppendSnapshot(nil), want) {
+	if !bytes.Equal(s.State.AppendSnapshot(nil), want) {
 		t.Fatal("reloaded state differs from the applied one")
 	}
 	// A raft snapshot carries the records: restoring it elsewhere rebuilds
@@ -112,7 +115,7 @@ func TestApplyWritesOnlyChangedRecords(t *testing.T) {
 	if err := sm2.Restore(shard, snap.Metadata.Index); err != nil {
 		t.Fatal(err)
 	}
-	if got := sm2.shards[shard].st.AppendSnapshot(nil); !bytes.Equal(got, want) {
+	if got := sm2.shards[shard].State.AppendSnapshot(nil); !bytes.Equal(got, want) {
 		t.Fatal("restored snapshot differs from the applied state")
 	}
 }
@@ -144,13 +147,13 @@ func TestLegacyWholeStateIsMigratedToRecords(t *testing.T) {
 	if v, _ := st.Get(shard, shardstore.LegacyMetaKey); v != nil {
 		t.Fatal("legacy key kept")
 	}
-	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState)}
+	fresh := New(Config{Store: st, ChangeLogLen: testLogLen})
 	s, err := fresh.shard(shard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.st.Count() != 11 {
-		t.Fatalf("%d topics after migration, want 11", s.st.Count())
+	if s.State.Count() != 11 {
+		t.Fatalf("%d topics after migration, want 11", s.State.Count())
 	}
 }
 
@@ -182,7 +185,7 @@ func BenchmarkApply(b *testing.B) {
 
 // applyAt applies cmds to shard as the raft entries from index on, and
 // commits them with the applied index.
-func applyAt(tb testing.TB, st *shardstore.Store, sm *stateMachine, shard, index uint64, cmds ...raftmux.Command) {
+func applyAt(tb testing.TB, st *shardstore.Store, sm *Machine, shard, index uint64, cmds ...raftmux.Command) {
 	tb.Helper()
 	for i := range cmds {
 		cmds[i].Index = index + uint64(i)
@@ -249,7 +252,7 @@ func TestApplyLogsChangesAndTellsTheWatchers(t *testing.T) {
 	if got := storedChanges(t, st, shard); fmt.Sprint(got) != "[12:a 12:b 15:c]" {
 		t.Fatalf("stored %v", got)
 	}
-	fresh := &stateMachine{store: st, shards: make(map[uint64]*shardState), changeLogLen: 3}
+	fresh := New(Config{Store: st, ChangeLogLen: 3})
 	fresh.logged = func(s uint64) { woken = append(woken, s) }
 	if _, err := fresh.shard(shard); err != nil {
 		t.Fatal(err)
@@ -270,7 +273,7 @@ func TestGrantCoversAnOwnerLackingOnlyItsNewestOpens(t *testing.T) {
 	at := func(topic string, epoch uint64) uint64 { return meta.TopicDigest(topic, epoch) }
 	listed := func(owner string, digest uint64) bool {
 		t.Helper()
-		g, ok := sm.grant(0, owner, digest, time.Now, func(time.Time) (uint64, bool) { return 1, true })
+		g, ok := sm.Grant(0, owner, digest, time.Now, func(time.Time) (uint64, bool) { return 1, true })
 		if !ok {
 			t.Fatal("no grant")
 		}
@@ -328,7 +331,7 @@ func BenchmarkGrant(b *testing.B) {
 			b.Run(fmt.Sprintf("topics=%d/%s", n, c.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					g, ok := sm.grant(0, "n1", c.digest, time.Now, may)
+					g, ok := sm.Grant(0, "n1", c.digest, time.Now, may)
 					if !ok || g.Listed != c.listed {
 						b.Fatalf("granted %v, listed %v", ok, g.Listed)
 					}
@@ -343,24 +346,24 @@ func BenchmarkGrant(b *testing.B) {
 func TestHaltedShardIsNotServed(t *testing.T) {
 	_, m := openTestStore(t)
 	const shard = 3
-	if err := m.with(shard, func(*meta.State) {}); err != nil {
+	if err := m.With(shard, func(*meta.State) {}); err != nil {
 		t.Fatal(err)
 	}
-	if !m.hosted(shard, func(*meta.State) {}) {
+	if !m.Hosted(shard, func(*meta.State) {}) {
 		t.Fatal("a loaded shard is not hosted")
 	}
 	m.Halted(shard)
-	if m.hosted(shard, func(*meta.State) {}) {
+	if m.Hosted(shard, func(*meta.State) {}) {
 		t.Fatal("a halted shard is still hosted")
 	}
-	if hosted, busy := m.tryHosted(shard, func(*meta.State) {}); hosted || busy {
-		t.Fatalf("tryHosted of a halted shard = %v, %v", hosted, busy)
+	if hosted, busy := m.TryHosted(shard, func(*meta.State) {}); hosted || busy {
+		t.Fatalf("TryHosted of a halted shard = %v, %v", hosted, busy)
 	}
-	if err := m.with(shard, func(*meta.State) {}); !errors.Is(err, raftmux.ErrHalted) {
-		t.Fatalf("with on a halted shard: %v, want ErrHalted", err)
+	if err := m.With(shard, func(*meta.State) {}); !errors.Is(err, raftmux.ErrHalted) {
+		t.Fatalf("With on a halted shard: %v, want ErrHalted", err)
 	}
 	m.Remove(shard)
-	if err := m.with(shard, func(*meta.State) {}); err != nil {
-		t.Fatalf("with after the replica was removed: %v", err)
+	if err := m.With(shard, func(*meta.State) {}); err != nil {
+		t.Fatalf("With after the replica was removed: %v", err)
 	}
 }

@@ -1,0 +1,24 @@
+package node
+
+import "github.com/shoalmq/shoal/node/shardsm"
+
+// The state of every shard this node hosts is the shardsm room's
+// (node/shardsm): the raftmux.StateMachine of the node's raft host, one
+// meta.State per hosted shard with its persistence, snapshot restores and
+// change log, and the lease grants computed against it. Here the room is
+// given the node's store and told where an apply's effects (owner.go) and
+// change log growth (the watch room) go.
+
+// newStateMachine builds the node's shardsm room.
+func (n *Node) newStateMachine() *shardsm.Machine {
+	logLen := n.cfg.ChangeLogLen
+	if logLen == 0 {
+		logLen = DefaultChangeLogLen
+	}
+	return shardsm.New(shardsm.Config{
+		Store:        n.store,
+		ChangeLogLen: logLen,
+		Effects:      n.onEffects,
+		Logged:       n.watch.Changed,
+	})
+}

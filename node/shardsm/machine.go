@@ -1,0 +1,348 @@
+package shardsm
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoalmq/shoal/internal/mutant"
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/watch"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/shardstore"
+)
+
+// A shard's meta.State is stored one record per topic (keys in
+// shardstore/metakeys.go). An applied run of commands writes only the
+// records it changed, into the raft round's batch that also holds the
+// applied index, so a restart and a raft snapshot (which streams every data
+// key of the shard) both find exactly the state of the applied index.
+
+// Config is what a Machine is given.
+type Config struct {
+	// Store holds the shards' records and change logs.
+	Store *shardstore.Store
+	// ChangeLogLen is how many changes each shard's change log keeps (at
+	// least 1; the node's Config.ChangeLogLen).
+	ChangeLogLen int
+	// Effects is told, after a run of commands applied, which RPCs they
+	// owe topic owners, with the last grant computed here for every owner
+	// a Close names; it decides whether this node must send them. May be
+	// nil.
+	Effects func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
+	// Logged is told, after a run of commands applied or a snapshot
+	// restored, that the shard's change log grew (watchers wait for it).
+	// May be nil.
+	Logged func(shard uint64)
+}
+
+// Result is what a proposer gets back from the apply of its command (the
+// raftmux.Command's Result).
+type Result struct {
+	Assignment meta.Assignment
+	Changed    bool
+	// Replayed: a client's write applied before; Assignment and Err are
+	// its first answer.
+	Replayed bool
+	Moved    int
+	Err      error
+}
+
+// Machine is the raftmux.StateMachine of every shard on the node: one
+// meta.State per hosted shard, owned by the shard's raftmux worker for
+// writes and read under the shard's lock by request handlers.
+type Machine struct {
+	store *shardstore.Store
+	// effects, logged and changeLogLen are Config's.
+	effects      func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
+	logged       func(shard uint64)
+	changeLogLen int
+
+	mu     sync.Mutex
+	shards map[uint64]*Shard
+	// halted: shards whose replica here halted (Halted): their state is
+	// no longer kept current, so it is neither served nor loaded again.
+	halted map[uint64]bool
+
+	// grantMu orders grants answered from a cached summary against
+	// applies: version counts the applies that changed a state, restores
+	// and removals; summaryGrant holds, per owner, when this node last
+	// granted it leases on a summary without reading each shard. An apply
+	// that closes an owner's topic takes the later of it and the shard's
+	// LastGrant as the owner's last grant.
+	grantMu      sync.Mutex
+	version      uint64
+	summaryGrant map[string]time.Time
+}
+
+var (
+	_ raftmux.StateMachine = (*Machine)(nil)
+	_ raftmux.HaltObserver = (*Machine)(nil)
+)
+
+// New returns a Machine over cfg.Store, with no shard loaded yet.
+func New(cfg Config) *Machine {
+	return &Machine{
+		store:        cfg.Store,
+		effects:      cfg.Effects,
+		logged:       cfg.Logged,
+		changeLogLen: cfg.ChangeLogLen,
+		shards:       make(map[uint64]*Shard),
+	}
+}
+
+func (m *Machine) load(shard uint64) (st *meta.State, legacy bool, err error) {
+	defer func() {
+		if err == nil {
+			st.TrackChanges()
+		}
+	}()
+	if b, err := m.store.Get(shard, shardstore.LegacyMetaKey); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load state: %w", shard, err)
+	} else if b != nil {
+		st, err := meta.DecodeSnapshot(b)
+		if err != nil {
+			return nil, false, fmt.Errorf("node: shard %d: decode state: %w", shard, err)
+		}
+		return st, true, nil
+	}
+	l := meta.NewLoader()
+	if b, err := m.store.Get(shard, shardstore.EpochFloorKey); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load floor: %w", shard, err)
+	} else if b != nil {
+		f, err := shardstore.DecodeEpochFloor(b)
+		if err != nil {
+			return nil, false, fmt.Errorf("node: shard %d: %w: floor %x", shard, meta.ErrBadSnapshot, b)
+		}
+		l.SetFloor(f)
+	}
+	var addErr error
+	if err := m.store.Iterate(shard, shardstore.TopicRecordPrefix, func(key, value []byte) bool {
+		addErr = l.Add(key[len(shardstore.TopicRecordPrefix):], value)
+		return addErr == nil
+	}); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
+	}
+	if err := m.store.Iterate(shard, shardstore.SessionPrefix, func(key, value []byte) bool {
+		var id uint64
+		if id, addErr = shardstore.ParseSessionKey(key); addErr == nil {
+			addErr = l.AddSession(id, value)
+		}
+		return addErr == nil
+	}); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load sessions: %w", shard, err)
+	}
+	if st, err = l.State(); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load records: %w", shard, err)
+	}
+	if addErr != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load sessions: %w", shard, addErr)
+	}
+	return st, false, nil
+}
+
+// shard returns the state of a shard, loading it from the store on first use.
+func (m *Machine) shard(shard uint64) (*Shard, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.shards[shard]; s != nil {
+		return s, nil
+	}
+	if m.halted[shard] {
+		return nil, fmt.Errorf("node: shard %d: %w", shard, raftmux.ErrHalted)
+	}
+	st, legacy, err := m.load(shard)
+	if err != nil {
+		return nil, err
+	}
+	log, err := m.loadLog(shard, st)
+	if err != nil {
+		return nil, err
+	}
+	s := &Shard{State: st, Log: log, legacy: legacy}
+	m.shards[shard] = s
+	return s, nil
+}
+
+func (m *Machine) loadLog(shard uint64, st *meta.State) (*watch.Log, error) {
+	return watch.LoadLog(m.store, shard, m.changeLogLen, st)
+}
+
+// With runs fn on shard's state under its lock, loading the shard from
+// the store on first use. It fails for a shard whose replica halted
+// (raftmux.ErrHalted) or that does not load.
+func (m *Machine) With(shard uint64, fn func(st *meta.State)) error {
+	s, err := m.shard(shard)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.State)
+	return nil
+}
+
+// WithShard runs fn on shard's state and lease bookkeeping under its lock,
+// as With does.
+func (m *Machine) WithShard(shard uint64, fn func(s *Shard)) error {
+	s, err := m.shard(shard)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s)
+	return nil
+}
+
+// Hosted runs fn on shard's state if the shard is loaded here (a replica
+// that applied or restored since the node started) and reports whether it
+// was.
+func (m *Machine) Hosted(shard uint64, fn func(st *meta.State)) bool {
+	m.mu.Lock()
+	s := m.shards[shard]
+	m.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.State)
+	return true
+}
+
+// TryHosted is Hosted for a caller that must not wait (an event loop):
+// busy reports that a lock was held, and then fn did not run.
+func (m *Machine) TryHosted(shard uint64, fn func(st *meta.State)) (hosted, busy bool) {
+	if !m.mu.TryLock() {
+		return false, true
+	}
+	s := m.shards[shard]
+	m.mu.Unlock()
+	if s == nil {
+		return false, false
+	}
+	if !s.mu.TryLock() {
+		return true, true
+	}
+	defer s.mu.Unlock()
+	fn(s.State)
+	return true, false
+}
+
+// Apply implements raftmux.StateMachine: it applies a run of committed
+// commands to shard's state, sets each command's Result (a *Result),
+// writes the records they changed and their change log into b, and then
+// tells Config.Effects and Config.Logged.
+func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) error {
+	s, err := m.shard(shard)
+	if err != nil {
+		return err
+	}
+	var effs []meta.Effect
+	var res meta.Result
+	var lastGrant map[string]time.Time
+	changed, logged := false, false
+	s.mu.Lock()
+	for i := range cmds {
+		err := s.State.ApplyEntry(cmds[i].Data, &res)
+		if mutant.On(mutant.ApplyError) {
+			err = nil
+		}
+		cmds[i].Result = &Result{Assignment: res.Assignment, Changed: res.Changed, Replayed: res.Replayed, Moved: res.Moved, Err: err}
+		changes := res.Changes
+		if err != nil {
+			changes = nil
+		}
+		if s.Log.Apply(cmds[i].Index, changes) {
+			logged = true
+		}
+		if err == nil && res.Changed {
+			changed = true
+			effs = append(effs, res.Effects...)
+			for _, e := range res.Effects {
+				if e.Kind == meta.EffectOpen {
+					s.noteOpen(e.Node, e.Topic, e.Epoch)
+				}
+				if g, ok := s.LastGrant[e.Node]; ok && e.Kind == meta.EffectClose {
+					if lastGrant == nil {
+						lastGrant = make(map[string]time.Time)
+					}
+					lastGrant[e.Node] = g
+				}
+			}
+		}
+	}
+	if changed {
+		// Under the shard's lock: a grant from a cached summary either
+		// comes before (and is counted here) or sees the new version.
+		lastGrant = m.changed(effs, lastGrant)
+	}
+	s.persist(shard, b)
+	s.mu.Unlock()
+	if len(effs) > 0 && m.effects != nil {
+		m.effects(shard, slices.Clone(effs), lastGrant)
+	}
+	if logged && m.logged != nil {
+		m.logged(shard)
+	}
+	return nil
+}
+
+// Restore implements raftmux.StateMachine: shard's records were replaced
+// by a raft snapshot at index, and its state is loaded from them again.
+func (m *Machine) Restore(shard, index uint64) error {
+	st, legacy, err := m.load(shard)
+	if err != nil {
+		return err
+	}
+	log, err := m.loadLog(shard, st)
+	if err != nil {
+		return err
+	}
+	log.Apply(index, nil)
+	// Counted before and after the state is replaced, so that no summary
+	// read in between outlives it.
+	m.changed(nil, nil)
+	defer m.changed(nil, nil)
+	m.mu.Lock()
+	s := m.shards[shard]
+	if s == nil {
+		m.shards[shard] = &Shard{State: st, Log: log, legacy: legacy}
+		m.mu.Unlock()
+	} else {
+		m.mu.Unlock()
+		s.mu.Lock()
+		s.State, s.legacy, s.Log, s.opened = st, legacy, log, nil
+		s.mu.Unlock()
+	}
+	if m.logged != nil {
+		m.logged(shard)
+	}
+	return nil
+}
+
+// Remove implements raftmux.StateMachine: shard's replica here is gone.
+func (m *Machine) Remove(shard uint64) {
+	m.mu.Lock()
+	delete(m.shards, shard)
+	delete(m.halted, shard) // a replica made again later starts afresh
+	m.mu.Unlock()
+	m.changed(nil, nil)
+}
+
+// Halted implements raftmux.HaltObserver: shard's replica here stopped
+// applying, so its state falls behind for good. It is dropped from memory
+// and not loaded again: a lookup here forwards to the shard's leader
+// instead of answering from it.
+func (m *Machine) Halted(shard uint64) {
+	m.mu.Lock()
+	delete(m.shards, shard)
+	if m.halted == nil {
+		m.halted = make(map[uint64]bool)
+	}
+	m.halted[shard] = true
+	m.mu.Unlock()
+	m.changed(nil, nil)
+}
