@@ -29,6 +29,10 @@ func testSeeds() []uint64 {
 		// in the same generation, after the others had reaped it: they
 		// took it back.
 		1343439802,
+		// A node was elected leader of a shard whose earlier leader had
+		// removed its voter, taken for a dead node's; about to step
+		// down, it asked to add itself back as a learner.
+		5517007628,
 	}
 }
 

@@ -179,6 +179,12 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		if in.Leader != c.self || in.Shard >= uint64(c.cfg.Shards) {
 			continue
 		}
+		if !slices.Contains(in.Voters, c.self) {
+			// Removed from the group while it led (its voter was taken
+			// for dead's by an earlier leader): it is stepping down, and
+			// its group is no longer its to change.
+			continue
+		}
 		desired = v.Placement.Replicas(uint32(in.Shard), desired[:0])
 		if len(desired) == 0 {
 			continue
