@@ -267,8 +267,6 @@ func (n *Node) startStep(s reconcile.Step) {
 			n.log.Info("shard: learner added", "shard", s.Shard, "node", s.Name)
 		case reconcile.RemoveRemoved:
 			n.log.Info("shard: replica of a removed node removed", "shard", s.Shard, "node", s.Name)
-		case reconcile.RemoveDead:
-			n.log.Info("shard: replica of a dead node removed", "shard", s.Shard, "node", s.Name)
 		case reconcile.RemoveVoter:
 			n.log.Info("shard: replica removed", "shard", s.Shard, "node", s.Name)
 		}

@@ -30,8 +30,8 @@ func testSeeds() []uint64 {
 		// took it back.
 		1343439802,
 		// A node was elected leader of a shard whose earlier leader had
-		// removed its voter, taken for a dead node's; about to step
-		// down, it asked to add itself back as a learner.
+		// removed its voter; about to step down, it asked to add itself
+		// back as a learner.
 		5517007628,
 	}
 }

@@ -482,7 +482,7 @@ func (s *spec) done(fail bool, out *strings.Builder) {
 			in.Learners = slices.DeleteFunc(in.Learners, func(id uint64) bool { return id == st.Node })
 		case AddLearner:
 			in.Learners = append(in.Learners, st.Node)
-		case RemoveRemoved, RemoveDead, RemoveVoter:
+		case RemoveRemoved, RemoveVoter:
 			in.Voters = slices.DeleteFunc(in.Voters, func(id uint64) bool { return id == st.Node })
 		case Transfer:
 			in.Leader = st.Node

@@ -46,13 +46,6 @@ const (
 	// RemoveRemoved drops the voter of a node removed for good
 	// (OpRemoveReplica), at once: it never comes back to count.
 	RemoveRemoved
-	// RemoveDead drops the voter of a node SWIM declared dead that the
-	// ring no longer places there (OpRemoveReplica), before anything
-	// else, when the ring has a live member to put in its place: while it
-	// stays a voter, a learner promoted in its place makes a group of four
-	// with a quorum of three, which every live voter must then answer, the
-	// one still catching up included.
-	RemoveDead
 	// RemoveVoter drops a voter the ring does not want (OpRemoveReplica),
 	// once the group has more voters than the replication factor.
 	RemoveVoter
@@ -63,7 +56,7 @@ const (
 )
 
 var stepNames = [...]string{Promote: "promote", RemoveLearner: "remove learner", AddLearner: "add learner",
-	RemoveRemoved: "remove removed node", RemoveDead: "remove dead node", RemoveVoter: "remove voter", Transfer: "transfer to"}
+	RemoveRemoved: "remove removed node", RemoveVoter: "remove voter", Transfer: "transfer to"}
 
 func (k StepKind) String() string {
 	if int(k) < len(stepNames) && stepNames[k] != "" {
@@ -147,10 +140,9 @@ func (c *Controller) EndPass() {
 
 // Manage is the pass BeginPass began, over v and the infos of every
 // replica this node hosts; events is the count ManageDue was given. In
-// each shard this node leads, the one change it needs, by priority: a
-// voter of a dead node the ring no longer wants there removed, when it
-// has a live member to put in its place; a
-// learner promoted if the ring wants it, else removed; a desired live
+// each shard this node leads (and is a voter of), the one change it
+// needs, by priority: a learner promoted if the ring wants it, else
+// removed; a desired live
 // member added as a learner; a voter of a removed node removed; a voter
 // the ring does not want removed once the group has more voters than the
 // replication factor (this node's own leadership handed to a desired live
@@ -180,9 +172,9 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 			continue
 		}
 		if !slices.Contains(in.Voters, c.self) {
-			// Removed from the group while it led (its voter was taken
-			// for dead's by an earlier leader): it is stepping down, and
-			// its group is no longer its to change.
+			// Removed from the group by an earlier leader, and elected
+			// before it applied that: it steps down as it does, and the
+			// group is no longer its to change.
 			continue
 		}
 		desired = v.Placement.Replicas(uint32(in.Shard), desired[:0])
@@ -233,20 +225,6 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, defer
 	}
 	step := func(kind StepKind, node uint64, name string) (Step, bool) {
 		return Step{Kind: kind, Shard: in.Shard, Node: node, Name: name}, true
-	}
-	// A dead voter goes first when the ring has a live member to put in
-	// its place; with none, it stays, as it may come back.
-	replacement := slices.ContainsFunc(desired, func(d string) bool {
-		return v.Alive(d) && !slices.Contains(in.Voters, c.cfg.RaftID(d))
-	})
-	for _, vo := range in.Voters {
-		if !replacement {
-			break
-		}
-		name, known := c.env.NameOf(vo)
-		if known && !want[vo] && vo != c.self && v.Dead[name] && !v.Alive(name) {
-			return step(RemoveDead, vo, name)
-		}
 	}
 	if len(in.Learners) > 0 {
 		l := in.Learners[0]
