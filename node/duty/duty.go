@@ -183,12 +183,6 @@ type Leader struct {
 	// demandAll: when a lease of every led shard was last asked at once
 	// (GrantAll); lastDemand: when any lease was last asked.
 	demandAll, lastDemand time.Time
-	// out counts, per node, the messages sent to it and not yet
-	// acknowledged or dropped; windowed holds, per node, in order, the
-	// messages not yet sent because out reached MaxUnacked (see Due).
-	// An entry of windowed that was dropped or replaced since is skipped.
-	out      map[string]int
-	windowed map[string][]*RPC
 	// released: nodes that gave up every topic they held; none needs
 	// fencing until it holds something again (an Open was sent to it, or
 	// it asked for a lease without saying it is released).
@@ -206,7 +200,6 @@ func New(cfg Config) (*Leader, error) {
 	return &Leader{cfg: cfg, led: make(map[uint64]*led), voters: make(map[uint64]voters),
 		rpcs: make(map[string]*RPC), byReq: make(map[uint64]string), byShard: make(map[uint64]map[*RPC]struct{}),
 		nextReq: 1 << 62, vrounds: make(map[uint64]*vouchRound), released: make(map[string]bool),
-		out: make(map[string]int), windowed: make(map[string][]*RPC),
 		gatedBy: make(map[string][]*RPC), demanded: make(map[uint64]struct{}),
 		vouchMatched: make(map[uint64]wire.Summary)}, nil
 }
@@ -630,44 +623,7 @@ func (l *Leader) drop(k string, r *RPC) {
 			delete(l.byShard, r.Shard)
 		}
 	}
-	if r.sent {
-		l.unsent(r.Node)
-	}
 }
-
-// unsent notes that a message sent to node no longer waits for its
-// acknowledgement: the first message windowed for node, if any, is looked
-// at again at once.
-func (l *Leader) unsent(node string) {
-	if l.out[node]--; l.out[node] <= 0 {
-		delete(l.out, node)
-	}
-	w := l.windowed[node]
-	for len(w) > 0 {
-		r := w[0]
-		w[0] = nil
-		w = w[1:]
-		if l.rpcs[r.k] == r && !r.sent {
-			l.schedule(r, time.Time{})
-			break
-		}
-	}
-	if len(w) == 0 {
-		delete(l.windowed, node)
-	} else {
-		l.windowed[node] = w
-	}
-}
-
-// MaxUnacked bounds the ownership messages a leader has sent to one node
-// and not yet seen acknowledged; more wait to be sent until acks come
-// back. An owner makes the messages it takes durable in batches
-// (node/owner.go), and when a dead owner's topics move, tens of thousands
-// are owed at once: without the window they would all be sent, queue at
-// the owner longer than a resend interval, and be sent again and again,
-// each copy decoded and dropped there, on the connection raft's
-// heartbeats share.
-const MaxUnacked = 1024
 
 // schedule makes Due look at r at time at (zero: at once); an earlier
 // entry of r no longer counts.
@@ -841,15 +797,6 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
 				l.schedule(r, until)
 				continue
 			}
-		}
-		if !r.sent {
-			if l.out[r.Node] >= MaxUnacked {
-				// Sent once an ack makes room (unsent); a resend of a
-				// message already out is not held back.
-				l.windowed[r.Node] = append(l.windowed[r.Node], r)
-				continue
-			}
-			l.out[r.Node]++
 		}
 		r.sent, r.sentAt = true, now
 		r.tries++

@@ -331,56 +331,6 @@ func TestUnacknowledgedMessagesAreResent(t *testing.T) {
 	}
 }
 
-func TestAtMostMaxUnackedMessagesAreOutToANode(t *testing.T) {
-	l := newLeader(t)
-	leading(l, 7, 3, t0.Add(-time.Hour))
-	const extra = 10
-	var effs []meta.Effect
-	for i := range MaxUnacked + extra {
-		effs = append(effs, meta.Effect{Kind: meta.EffectOpen, Node: "n2", Topic: fmt.Sprintf("t%05d", i), Epoch: 1, Fresh: true, Partitions: 1})
-	}
-	effs = append(effs, meta.Effect{Kind: meta.EffectOpen, Node: "n3", Topic: "other", Epoch: 1, Fresh: true, Partitions: 1})
-	l.Effects(t0, 7, effs, never)
-	sent := l.Due(t0, nobodyGone)
-	to := func(rs []RPC, node string) (n int) {
-		for _, r := range rs {
-			if r.Node == node {
-				n++
-			}
-		}
-		return n
-	}
-	if to(sent, "n2") != MaxUnacked || to(sent, "n3") != 1 {
-		t.Fatalf("sent %d to n2 and %d to n3, want %d and 1: the window is per node", to(sent, "n2"), to(sent, "n3"), MaxUnacked)
-	}
-	if !l.HoldsBack(7) {
-		t.Fatal("opens held for the window do not count as held back")
-	}
-	// Each ack lets one more go, at once.
-	for i := range 3 {
-		a := sent[i]
-		l.Ack("n2", a.ReqID, &wire.TopicAck{Topic: []byte(a.Topic), Epoch: a.Epoch, Status: wire.TopicDone})
-		next := l.Due(t0.Add(ms(1)), nobodyGone)
-		if len(next) != 1 || next[0].Node != "n2" || next[0].Topic != fmt.Sprintf("t%05d", MaxUnacked+i) {
-			t.Fatalf("after ack %d: sent %+v, want the next one in order", i, next)
-		}
-	}
-	// The messages out are resent as ever; those still held are not sent
-	// with them.
-	resent := l.Due(t0.Add(ms(200)), nobodyGone)
-	if to(resent, "n2") != MaxUnacked-3 || to(resent, "n3") != 1 {
-		t.Fatalf("resent %d to n2 and %d to n3, want %d and 1", to(resent, "n2"), to(resent, "n3"), MaxUnacked-3)
-	}
-	// A gone node's messages are dropped, held ones included.
-	l.Due(t0.Add(ms(10_000)), gone("n2"))
-	for range extra {
-		l.Due(t0.Add(ms(10_001)), gone("n2"))
-	}
-	if p := l.Pending(); p != 1 {
-		t.Fatalf("%d messages owed once n2 is gone, want the one to n3", p)
-	}
-}
-
 func TestAReleasedNodeNeedsNoFenceUntilItHoldsAgain(t *testing.T) {
 	l := newLeader(t)
 	leading(l, 7, 3, t0.Add(-time.Hour))
