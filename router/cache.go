@@ -669,6 +669,17 @@ func (p *cachePart) update(e *cacheEntry, owner, addr string, epoch uint64, part
 // Put it never adds a topic: a client that learns of every change in the
 // cluster keeps only the routes it uses.
 func (c *Cache) Refresh(topic []byte, owner, addr string, epoch uint64, partitions uint32) bool {
+	return c.withEntry(topic, func(p *cachePart, e *cacheEntry) bool {
+		if cur := e.epoch.Load(); epoch < cur || epoch == cur && e.meta.Load()&stateMask != slotLive {
+			return false
+		}
+		return p.update(e, owner, addr, epoch, partitions)
+	})
+}
+
+// withEntry runs fn on topic's entry under its part's lock, and returns
+// what fn does (false when the cache does not hold the topic).
+func (c *Cache) withEntry(topic []byte, fn func(p *cachePart, e *cacheEntry) bool) bool {
 	if len(topic) > MaxCacheTopicLen {
 		return false
 	}
@@ -680,39 +691,25 @@ func (c *Cache) Refresh(topic []byte, owner, addr string, epoch uint64, partitio
 	if i < 0 {
 		return false
 	}
-	e := &p.slots[i]
-	if cur := e.epoch.Load(); epoch < cur || epoch == cur && e.meta.Load()&stateMask != slotLive {
-		return false
-	}
-	return p.update(e, owner, addr, epoch, partitions)
+	return fn(p, &p.slots[i])
 }
 
 // Invalidate hides topic's route if its epoch is not newer than epoch, and
 // reports whether it did. The entry stays as a fence at epoch max(cached,
 // epoch) until evicted: Puts below the fence are ignored.
 func (c *Cache) Invalidate(topic []byte, epoch uint64) bool {
-	if len(topic) > MaxCacheTopicLen {
-		return false
-	}
-	k := makeKey(topic)
-	p := c.part(&k)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i := p.find(&k)
-	if i < 0 {
-		return false
-	}
-	e := &p.slots[i]
-	cur, m := e.epoch.Load(), e.meta.Load()
-	if cur > epoch || m&stateMask == slotFenced && cur == epoch {
-		return false
-	}
-	s := e.seq.Load()
-	e.seq.Store(s + 1)
-	e.epoch.Store(max(cur, epoch))
-	e.meta.Store(m&^(stateMask|refBit) | slotFenced)
-	e.seq.Store(s + 2)
-	return true
+	return c.withEntry(topic, func(_ *cachePart, e *cacheEntry) bool {
+		cur, m := e.epoch.Load(), e.meta.Load()
+		if cur > epoch || m&stateMask == slotFenced && cur == epoch {
+			return false
+		}
+		s := e.seq.Load()
+		e.seq.Store(s + 1)
+		e.epoch.Store(max(cur, epoch))
+		e.meta.Store(m&^(stateMask|refBit) | slotFenced)
+		e.seq.Store(s + 2)
+		return true
+	})
 }
 
 // evict removes the first entry under the CLOCK hand whose reference bit is
