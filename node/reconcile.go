@@ -171,13 +171,20 @@ func liveNodes(v *clusterView, st *meta.State) []meta.Node {
 // the room's rule, it is silent towards this node as the shard's leader —
 // the two reasons for which this node moves topics off an owner without
 // asking it. An owner moved for another reason (an assign, a drain, a
-// leave) keeps sending rounds, so its new owner pulls in full.
+// leave) keeps sending rounds, so its new owner pulls in full; a drained
+// owner SWIM counts alive is never taken for silent, as its rounds may
+// reach a leader that took the shard over from it late on a loaded
+// machine, and a short pull would leave its records behind.
 func (n *Node) prevSilent(shard uint64, prev string) bool {
 	if prev == "" || prev == n.cfg.ID {
 		return false
 	}
-	if n.view.Load().rec.Died(prev) {
+	v := n.view.Load()
+	if v.rec.Died(prev) {
 		return true
+	}
+	if v.drained[prev] {
+		return false
 	}
 	since, leads := n.leaderSince(shard)
 	if !leads {
