@@ -47,7 +47,9 @@
 // with its shard-leader table and each leader's client address (leaders.go),
 // so that a client sends these requests to the leader itself and the hop
 // is the exception. A plain Lookup is answered
-// from the node's own replica of the shard when it hosts one, else from the
+// from the node's own replica of the shard when it hosts one (unless that
+// replica has known no leader for two election timeouts: cut off, or no
+// longer sent to, its state may be far behind), else from the
 // routing cache while the cached owner is alive, else by the leader. The
 // cache is emptied in place every Config.MetadataSyncInterval, so a cached
 // route is never served longer than that after it was learned, and a stale

@@ -87,6 +87,11 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
 	n.leadMu.Unlock()
 	n.led[c.Shard].Store(c.Leader == n.self)
+	if c.Leader == 0 {
+		n.leaderless[c.Shard].CompareAndSwap(0, n.clock().UnixNano())
+	} else {
+		n.leaderless[c.Shard].Store(0)
+	}
 	n.dutyMu.Lock()
 	if c.Leader == n.self {
 		n.duty.Won(n.clock(), c.Shard, c.Term)

@@ -186,7 +186,10 @@ func (n *Node) appendFastLookup(dst []byte, reqID uint64, payload []byte) ([]byt
 	shard := uint64(router.ShardOf(m.Topic, n.cfg.Shards))
 	var a meta.Assignment
 	var found bool
-	hosted, busy := n.sm.TryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+	hosted, busy := false, false
+	if n.answersLocally(shard) {
+		hosted, busy = n.sm.TryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+	}
 	if busy {
 		return dst, false // a shard being applied or loaded: the request path waits
 	}
@@ -439,4 +442,19 @@ func (n *Node) clientAddrOf(id string) string {
 		return n.clientAddr
 	}
 	return n.view.Load().byID[id].ClientAddr
+}
+
+// leaderlessLookups: how long a replica may know no leader and still
+// answer plain lookups from its state, in raft ticks (two election
+// timeouts).
+const leaderlessLookups = 20
+
+// answersLocally reports whether plain lookups of shard may be answered
+// from this node's replica: unless it has known no leader for longer than
+// leaderlessLookups ticks. A replica cut off from its group, or one its
+// group no longer sends to, keeps a state that may be far behind: the
+// lookup goes to the cache or the leader instead.
+func (n *Node) answersLocally(shard uint64) bool {
+	since := n.leaderless[shard].Load()
+	return since == 0 || n.clock().UnixNano()-since <= int64(leaderlessLookups*n.cfg.RaftTickInterval)
 }

@@ -89,6 +89,9 @@ type Node struct {
 	cache   *router.Cache
 	cacheAt time.Time     // event loop: when the cache was last emptied
 	led     []atomic.Bool // shards whose local replica leads
+	// leaderless: per shard, since when (unix ns, clock) the local
+	// replica has known no leader; 0 while it knows one (answersLocally).
+	leaderless []atomic.Int64
 
 	view atomic.Pointer[clusterView]
 
@@ -281,19 +284,20 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		work:     make(chan func()),
-		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.ID),
-		gen:      gen,
-		self:     RaftID(cfg.ID),
-		store:    store,
-		rs:       raftio.NewStorage(store, localShard),
-		leaders:  router.NewLeaderTable(cfg.Shards),
-		led:      make([]atomic.Bool, cfg.Shards),
-		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
-		readyc:   make(chan struct{}),
-		adm:      serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
+		work:       make(chan func()),
+		sessions:   writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
+		cfg:        cfg,
+		log:        cfg.Logger.With("node", cfg.ID),
+		gen:        gen,
+		self:       RaftID(cfg.ID),
+		store:      store,
+		rs:         raftio.NewStorage(store, localShard),
+		leaders:    router.NewLeaderTable(cfg.Shards),
+		led:        make([]atomic.Bool, cfg.Shards),
+		leaderless: make([]atomic.Int64, cfg.Shards),
+		names:      map[uint64]string{RaftID(cfg.ID): cfg.ID},
+		readyc:     make(chan struct{}),
+		adm:        serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		leaderDue:    make(map[uint64]bool),
 		takingUp:     make(map[uint64]bool),

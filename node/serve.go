@@ -59,7 +59,7 @@ func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
 }
 
 func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
-	return e.n.sm.Hosted(shard, fn)
+	return e.n.answersLocally(shard) && e.n.sm.Hosted(shard, fn)
 }
 
 func (e serveEnv) ReadIndex(shard uint64, done func(error)) {

@@ -33,6 +33,10 @@ func testSeeds() []uint64 {
 		// removed its voter; about to step down, it asked to add itself
 		// back as a learner.
 		5517007628,
+		// A replica its group had stopped sending to (a learner that
+		// never caught up, its node back from a pause) kept answering
+		// plain lookups from a state sixteen epochs old.
+		9046747697,
 	}
 }
 
