@@ -70,6 +70,8 @@ func TestOnceLockCopiesTakeTurnsWithoutBlocking(t *testing.T) {
 
 func TestAProduceLeavingTheGateTwiceBreaksAnInvariant(t *testing.T) {
 	if !invariants.Enabled {
+		// The check under test is compiled in only with -tags invariants
+		// or -race; make test runs the package both ways, so it runs there.
 		t.Skip("a build without invariants checks none") // the check is compiled in only with -tags invariants or -race (make test runs both)
 	}
 	var g topicGate
