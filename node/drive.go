@@ -40,6 +40,11 @@ type Runtime struct {
 	Swim Membership
 	// FS holds the node's store (e.g. vfs.NewCrashableMem).
 	FS vfs.FS
+	// SyncLag draws how long each fsync of the raft log takes on Now
+	// (raftmux Config.SyncLag): what a started node's disk and Pebble's
+	// WAL sync gap take, during which a crash may lose the round's
+	// writes. Nil: none.
+	SyncLag func() time.Duration
 	// Generation is this life's generation; it must rise from one life of
 	// the node to the next.
 	Generation uint64
@@ -90,7 +95,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
 	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
 	hc := n.hostConfig()
-	hc.Manual, hc.Seed = true, rt.Seed<<20|1
+	hc.Manual, hc.Seed, hc.SyncLag = true, rt.Seed<<20|1, rt.SyncLag
 	host, err := raftmux.NewHost(hc)
 	if err != nil {
 		_ = n.store.Close()

@@ -41,6 +41,17 @@ type Config struct {
 	Manual bool
 	// Clock is the host's clock for AckWait. Default time.Now.
 	Clock func() time.Time
+	// SyncLag, on a Manual host with a Clock, is how long each fsync of
+	// the raft log takes on Clock, drawn once per round that must sync:
+	// the round's batch is written at once, and made durable, with the
+	// rest of the round (the messages that wait for it, applying,
+	// Advance), only once that time has passed. Meanwhile the worker runs
+	// no round, as a started host's worker blocked in its fsync does, and
+	// a crash of the caller's disk may lose the batch. A Manual host so
+	// has the gap between a round's writes and their fsync that Pebble's
+	// WAL sync gives a started one. Nil, or 0 drawn: no gap. Only for
+	// Manual hosts.
+	SyncLag func() time.Duration
 	// Seed starts the proposal ids (they must not repeat those of an
 	// earlier life of the host, whose entries may still be in the logs).
 	// Default: the clock in nanoseconds.
@@ -142,7 +153,10 @@ func (c *Config) withDefaults() (Config, error) {
 		def(&o.Workers, 1)
 		if o.Clock == nil {
 			o.AckWait = -1 // no round is held back: there is no clock to wait on
+			o.SyncLag = nil
 		}
+	} else if o.SyncLag != nil {
+		return o, fmt.Errorf("%w: SyncLag is for Manual hosts", ErrInvalid)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

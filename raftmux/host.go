@@ -114,25 +114,43 @@ func (h *Host) Step() bool {
 	did := false
 	now := h.cfg.Clock()
 	for _, w := range h.workers {
-		if w.due() && !w.held(now) {
-			w.round()
-			if w.awaitAcks {
-				w.ackDeadline = now.Add(h.cfg.AckWait)
+		switch {
+		case len(w.syncing) > 0:
+			if now.Before(w.syncDue) {
+				continue // in its fsync (Config.SyncLag)
 			}
-			did = true
+			w.endSync()
+		case w.due() && !w.held(now):
+			w.round()
+		default:
+			continue
 		}
+		if len(w.syncing) == 0 && w.awaitAcks {
+			w.ackDeadline = now.Add(h.cfg.AckWait)
+		}
+		did = true
 	}
 	return did
 }
 
 // NextDue is when a Manual host's round held back for acks (Config.AckWait)
-// runs without them, if one is: Step then has work even if nothing comes
-// in. Zero if none is held.
+// runs without them, or a round in its fsync (Config.SyncLag) finishes,
+// if one is: Step then has work even if nothing comes in. Zero if none
+// is.
 func (h *Host) NextDue() time.Time {
 	var next time.Time
 	for _, w := range h.workers {
-		if w.awaitAcks && (next.IsZero() || w.ackDeadline.Before(next)) {
-			next = w.ackDeadline
+		var t time.Time
+		switch {
+		case len(w.syncing) > 0:
+			t = w.syncDue
+		case w.awaitAcks:
+			t = w.ackDeadline
+		default:
+			continue
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
 		}
 	}
 	return next

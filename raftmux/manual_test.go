@@ -93,7 +93,7 @@ func manualRun(t *testing.T) []string {
 // with a KV state machine; onLeader hears each host's leader changes. It
 // returns the hosts and their KVs, and settle, which steps every host
 // until none has work left.
-func manualHosts(t *testing.T, net *raftmuxtest.Network, onLeader func(id uint64, c raftmux.LeaderChange)) (map[uint64]*raftmux.Host, map[uint64]*raftmuxtest.KV, func()) {
+func manualHosts(t *testing.T, net *raftmuxtest.Network, onLeader func(id uint64, c raftmux.LeaderChange), opts ...func(*raftmux.Config)) (map[uint64]*raftmux.Host, map[uint64]*raftmuxtest.KV, func()) {
 	t.Helper()
 	hosts := map[uint64]*raftmux.Host{}
 	kvs := map[uint64]*raftmuxtest.KV{}
@@ -104,11 +104,15 @@ func manualHosts(t *testing.T, net *raftmuxtest.Network, onLeader func(id uint64
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		kvs[id] = raftmuxtest.NewKV(st, true)
-		h, err := raftmux.NewHost(raftmux.Config{
+		cfg := raftmux.Config{
 			NodeID: id, Storage: st, Transport: net.Endpoint(id), StateMachine: kvs[id],
 			Manual: true, Seed: id << 40, Logger: slog.New(slog.DiscardHandler),
 			OnLeaderChange: func(c raftmux.LeaderChange) { onLeader(id, c) },
-		})
+		}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		h, err := raftmux.NewHost(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,5 +398,119 @@ func TestManualHostWithAClockHoldsARoundForAcks(t *testing.T) {
 	settleAll()
 	if !*a || !*b {
 		t.Fatalf("proposals applied: %v %v", *a, *b)
+	}
+}
+
+// TestManualSyncLagHoldsTheRoundUntilItsFsync: on a Manual host with a
+// SyncLag, a round that must sync finishes (its proposals answered, its
+// next round run) only once the lag has passed on the host's clock, and
+// NextDue says when.
+func TestManualSyncLagHoldsTheRoundUntilItsFsync(t *testing.T) {
+	const lag = 7 * time.Millisecond
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	net := raftmuxtest.NewNetwork()
+	hosts, kvs, settle := manualHosts(t, net, func(uint64, raftmux.LeaderChange) {}, func(c *raftmux.Config) {
+		c.Clock, c.AckWait = clock, -1
+		c.SyncLag = func() time.Duration { return lag }
+	})
+	// pass settles, then moves the clock to the earliest NextDue, until
+	// cond holds.
+	pass := func(what string, cond func() bool) {
+		t.Helper()
+		for range 1000 {
+			settle()
+			if cond() {
+				return
+			}
+			next := time.Time{}
+			for id := uint64(1); id <= 3; id++ {
+				if d := hosts[id].NextDue(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+					next = d
+				}
+			}
+			if next.IsZero() {
+				now = now.Add(10 * time.Millisecond)
+				for id := uint64(1); id <= 3; id++ {
+					hosts[id].Tick()
+				}
+				continue
+			}
+			now = next
+		}
+		t.Fatalf("never: %s", what)
+	}
+	booted := 0
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id].Submit(raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}, func(r raftmux.Result) {
+			if r.Err != nil {
+				t.Errorf("bootstrap: %v", r.Err)
+			}
+			booted++
+		})
+	}
+	pass("bootstrapped", func() bool { return booted == 3 })
+	campaigned := false
+	hosts[1].Submit(raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}, func(r raftmux.Result) { campaigned = r.Err == nil })
+	leads := false
+	pass("host 1 leads", func() bool {
+		hosts[1].Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
+			st, _ := r.Value.([]raftmux.Info)
+			leads = len(st) == 1 && st[0].Leader == 1
+		})
+		settle()
+		return campaigned && leads
+	})
+	pass("idle", func() bool {
+		for id := uint64(1); id <= 3; id++ {
+			if !hosts[id].NextDue().IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+
+	applied := false
+	start := now
+	hosts[1].Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: 0, Data: []byte("x")}, func(r raftmux.Result) {
+		if r.Err != nil {
+			t.Errorf("propose: %v", r.Err)
+		}
+		applied = true
+	})
+	settle()
+	if applied {
+		t.Fatal("answered before the leader's fsync ended")
+	}
+	if due := hosts[1].NextDue(); !due.Equal(start.Add(lag)) {
+		t.Fatalf("host 1 next due at %v, want its fsync's end %v", due.Sub(start), lag)
+	}
+	pass("the proposal answered", func() bool { return applied })
+	// The appends left before the leader's fsync, so its followers' ran
+	// beside it: the answer comes once both ended, one lag on.
+	if took := now.Sub(start); took != lag {
+		t.Fatalf("answered %v after the proposal, want one fsync's %v", took, lag)
+	}
+	pass("every replica applied it", func() bool {
+		for _, kv := range kvs {
+			if _, l := kv.Log(0); len(l) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestSyncLagIsForManualHosts(t *testing.T) {
+	st, err := raftmuxtest.NewMemStore("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = raftmux.NewHost(raftmux.Config{
+		NodeID: 1, Storage: st, Transport: raftmuxtest.NewNetwork().Endpoint(1), StateMachine: raftmuxtest.NewKV(st, true),
+		Logger: slog.New(slog.DiscardHandler), SyncLag: func() time.Duration { return time.Millisecond },
+	})
+	if !errors.Is(err, raftmux.ErrInvalid) {
+		t.Fatalf("a started host with SyncLag: %v, want ErrInvalid", err)
 	}
 }

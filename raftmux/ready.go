@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/mutant"
 )
 
 // processReady runs the persist/send/apply/advance half of a round for
@@ -58,7 +59,7 @@ func (w *worker) processReady() {
 			w.softState(r, rd.SoftState, term)
 		}
 		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
-		it.early = r.state == raft.StateLeader && !hsChanged
+		it.early = (r.state == raft.StateLeader || mutant.On(mutant.AckBeforeSync)) && !hsChanged
 		if it.early && len(rd.Entries) > 0 && cfg.AckWait > 0 && len(r.confState.Voters) > 1 {
 			// Before the appends leave: an ack may beat this round's fsync.
 			w.awaitAcks = true
@@ -124,7 +125,35 @@ func (w *worker) processReady() {
 		w.finish(items)
 		return
 	}
+	if sync && cfg.SyncLag != nil {
+		if lag := cfg.SyncLag(); lag > 0 {
+			// Written now, durable (and the round finished) at syncDue.
+			if err := b.Commit(false); err != nil {
+				w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+				return
+			}
+			w.syncing = append(w.syncing[:0], items...)
+			w.syncDue = cfg.Clock().Add(lag)
+			return
+		}
+	}
 	if err := b.Commit(sync); err != nil {
+		w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
+		return
+	}
+	w.finish(items)
+}
+
+// endSync makes a Manual host's round written under Config.SyncLag durable
+// and finishes it.
+func (w *worker) endSync() {
+	items := w.syncing
+	defer func() {
+		clear(items)
+		w.syncing = items[:0]
+	}()
+	w.syncing = nil
+	if err := w.h.cfg.Storage.NewBatch().Commit(true); err != nil {
 		w.h.halt(fmt.Errorf("raftmux: persist raft state: %w", err))
 		return
 	}

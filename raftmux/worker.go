@@ -95,7 +95,11 @@ type worker struct {
 	// Config.AckWait) until an ack is in or ackDeadline passes.
 	awaitAcks   bool
 	ackDeadline time.Time
-	ackTimer    *time.Timer
+	// syncing (Manual hosts with Config.SyncLag) is the round whose batch
+	// is written but not yet durable: it finishes at syncDue.
+	syncing  []readyItem
+	syncDue  time.Time
+	ackTimer *time.Timer
 	// staged holds a state machine's writes until its Apply succeeds.
 	staged staging
 	// receiving: replicas with an incoming snapshot stream in progress.

@@ -6,7 +6,11 @@
 // One seed decides everything: the network's delays, losses, duplicates
 // and reorderings; the cuts (both ways and one way) and partitions; the
 // pauses; the crashes (power losses keep only what was synced, kills keep
-// every write) and restarts from disk with a new generation; each node's
+// every write), power cuts of every node at once, and restarts from disk
+// with a new generation; how long each fsync of a node's raft log takes
+// (host.syncLag: a node's round waits for it, and a crash before it ends
+// loses the round's writes; a power cut lands inside one now and then);
+// each node's
 // clock rate (within 80% of the drift bound the leases allow for); and
 // the workload: assign, revoke, update of partition counts, plain and
 // linearizable lookups, produce and fetch, sent as Shoal's client frames
@@ -59,7 +63,9 @@
 // (host.goFunc), so each seed tries another interleaving. The rest of a
 // produce after its append runs the same way (host.yieldFunc), and one
 // time in midFaultOdds the node is paused or crashed right there while
-// its topic is moved away. Raft draws its
+// its topic is moved away. A raft round that syncs its log finishes when
+// the fsync the seed drew for it has passed (raftmux Config.SyncLag), as
+// Pebble's sync gap and the disk make it on a started node. Raft draws its
 // election timeouts from crypto/rand, so Run replaces crypto/rand.Reader
 // with a seeded source while it runs: runs must not overlap in a process
 // (cmd/shoalsim starts one process per core). Crashes keep all or none of

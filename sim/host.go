@@ -167,6 +167,7 @@ func (h *host) startNode() error {
 		Peers:      peerNet{h},
 		Swim:       membership{h},
 		FS:         h.fs,
+		SyncLag:    h.syncLag,
 		Generation: h.nodeGen,
 		Seed:       w.rng.Uint64(),
 		ClientAddr: h.clientAddr(), PeerAddr: h.peerAddr(),
@@ -211,6 +212,37 @@ func (h *host) goFunc(f func()) {
 		d = w.between(time.Millisecond, 20*time.Millisecond)
 	}
 	h.afterFunc(d, f)
+}
+
+// syncLag is how long one fsync of the node's raft log takes: mostly a
+// fast disk's 50 µs to 1 ms; one time in four a busy node's, whose
+// Pebble holds the sync back for its gap (node.DefaultStoreLogSyncGap)
+// or a slower disk, 1-6 ms; one time in a hundred a stalled disk's, 10-60
+// ms. A crash before it ends may lose the round's writes; one fsync in
+// syncCutOdds, while the faults last and at most one every 20 s, ends in
+// a power cut of every node (World.powerCut), which tests that no node
+// told anyone of an entry before that entry was durable.
+func (h *host) syncLag() time.Duration {
+	w := h.w
+	var lag time.Duration
+	switch r := w.rng.IntN(100); {
+	case r == 0:
+		lag = w.between(10*time.Millisecond, 60*time.Millisecond)
+	case r < 25:
+		lag = w.between(time.Millisecond, 6*time.Millisecond)
+	default:
+		lag = w.between(50*time.Microsecond, time.Millisecond)
+	}
+	if w.midFaults && !w.quiet && !w.now.Before(w.cutFree) && w.rng.IntN(syncCutOdds) == 0 {
+		hold := w.between(time.Second, 6*time.Second)
+		w.cutFree = w.now.Add(hold + 20*time.Second)
+		w.after(w.between(0, lag), nil, func() {
+			if !w.quiet {
+				w.powerCut(hold)
+			}
+		})
+	}
+	return lag
 }
 
 // yieldFunc is the rest of a piece of work the node began (a produce's
@@ -274,6 +306,10 @@ func (w *World) pressOn(h *host, hold time.Duration) {
 		}
 	})
 }
+
+// syncCutOdds: one fsync of a raft log in this many, while the faults
+// last, is cut short by a power cut of every node (host.syncLag).
+const syncCutOdds = 4000
 
 // midFaultOdds: one produce in this many, while the faults last, is
 // interrupted between its append and its answer (yieldFunc).
@@ -370,12 +406,18 @@ func (h *host) scheduleSwim(at time.Time) {
 // writes would not repeat: MemFS draws its choices in map order.
 // shardstore's crash tests cover those.
 func (h *host) crash() {
+	if h.w.rng.IntN(2) == 0 {
+		h.stop(100, "killed")
+		return
+	}
+	h.stop(0, "power loss")
+}
+
+// stop stops the host at once, its disk keeping kept percent of its
+// unsynced writes.
+func (h *host) stop(kept int, kind string) {
 	w := h.w
 	h.down = true
-	kept, kind := 0, "power loss"
-	if w.rng.IntN(2) == 0 {
-		kept, kind = 100, "killed"
-	}
 	clone := h.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: kept, RNG: rand.New(rand.NewPCG(w.rng.Uint64(), 1))})
 	_ = h.node.Close()
 	h.fs = clone

@@ -36,7 +36,7 @@ var targets = map[mutant.Name]target{
 	// out too (node/records/handover.go, ended): the wait the mutant skips shows
 	// only where a pull ends without it, which the topics moved away from
 	// an owner paused between an append and its answer make common.
-	mutant.LeaseWait: {Owners, 0},
+	mutant.LeaseWait: {Owners, 100},
 	// An owner paused between a produce's append and its answer, whose
 	// lease ran out meanwhile, acknowledges it after a new owner took
 	// over.
@@ -58,6 +58,10 @@ var targets = map[mutant.Name]target{
 	// A move answered before the old owner is fenced: the client that
 	// heard of the move sees the old owner acknowledge a write after it.
 	mutant.Settle: {History, 0},
+	// A follower that acknowledges entries before its fsync ends, then
+	// loses them in a power loss, with its leader gone too: a write the
+	// clients were told of is not in the new leader's log.
+	mutant.AckBeforeSync: {Linearizability, 100},
 }
 
 // TestMutants switches on each deliberate bug in turn (build tag mutants)

@@ -324,6 +324,10 @@ func (w *World) nextFault() {
 		if h.down || h.paused {
 			break
 		}
+		if w.rng.IntN(4) == 0 {
+			w.powerCut(hold)
+			break
+		}
 		h.crash()
 		w.after(hold, nil, func() { w.restart(h) })
 	case 4:
@@ -411,6 +415,19 @@ func (w *World) nextFault() {
 		})
 	}
 	w.after(w.between(2*time.Second, 6*time.Second), nil, w.nextFault)
+}
+
+// powerCut cuts every node's power at the same instant: each loses what
+// it had not synced, and they come back one by one within hold.
+func (w *World) powerCut(hold time.Duration) {
+	w.logf("fault: power cut, every node down, back within %v", hold)
+	for _, o := range w.hosts {
+		if o.down {
+			continue
+		}
+		o.stop(0, "power loss")
+		w.after(w.between(hold/4, hold), nil, func() { w.restart(o) })
+	}
 }
 
 func (w *World) resume(h *host) {

@@ -164,7 +164,9 @@ type World struct {
 	// midFaults: faults land between appends and their answers too
 	// (host.yieldFunc), one at a time, none before midFaultFree; yields
 	// counts the pieces of work that could have been interrupted.
-	midFaults    bool
+	midFaults bool
+	// cutFree: no power cut lands inside an fsync before this.
+	cutFree      time.Time
 	midFaultFree time.Time
 	yields       int
 	// storm counts the events run since stormAt; stuck is set when more

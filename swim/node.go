@@ -149,6 +149,8 @@ type Node struct {
 	nextReap     time.Time
 
 	seeds       []string
+	seedIdx     int    // the next seed missingSeed looks at
+	seedSeen    []bool // missingSeed's scratch, one per seed
 	joining     bool
 	joinIdx     int
 	joinBackoff time.Duration
@@ -296,9 +298,11 @@ func (n *Node) Advance() {
 // Join starts joining through seeds (SWIM addresses; this node's own is
 // skipped): a full-state push-pull with one seed after another, with
 // backoff, until one answers. The seeds are kept: a node left alone
-// retries them.
+// retries them, and each periodic push-pull also goes to a seed that no
+// live member answers at, if there is one (missingSeed).
 func (n *Node) Join(seeds []string) {
 	n.seeds = n.seeds[:0]
+	n.seedIdx = 0
 	for _, s := range seeds {
 		if s != "" && s != n.self.SwimAddr && !slices.Contains(n.seeds, s) {
 			n.seeds = append(n.seeds, s)
@@ -428,6 +432,9 @@ func (n *Node) Tick(now time.Time) {
 		if ms := n.pickRandom(1, nil, notLeft); len(ms) == 1 {
 			n.requestPushPull(ms[0].SwimAddr, false)
 		}
+		if seed, ok := n.missingSeed(); ok {
+			n.requestPushPull(seed, false)
+		}
 	}
 	if !now.Before(n.nextReap) {
 		n.nextReap = now.Add(time.Second)
@@ -487,6 +494,44 @@ func (n *Node) tickJoin(now time.Time) {
 	n.joinIdx++
 	n.joinPending = true
 	n.requestPushPull(seed, true)
+}
+
+// missingSeed returns the next seed, in turn, at whose address no live
+// member is known, if there is one. The cluster can split into islands
+// that each joined only within itself (every node restarted at once, the
+// ones back first joining each other before the others were up; a
+// partition while nodes joined), and an island that knows nothing of the
+// other would never probe or gossip to it: one push-pull with a seed of
+// the other island merges the two.
+func (n *Node) missingSeed() (string, bool) {
+	if len(n.seeds) == 0 {
+		return "", false
+	}
+	seen := n.seedSeen[:0]
+	for range n.seeds {
+		seen = append(seen, false)
+	}
+	n.seedSeen = seen
+	left := len(n.seeds)
+	for _, m := range n.order {
+		if !isLive(m) || m.SwimAddr == "" {
+			continue
+		}
+		if i := slices.Index(n.seeds, m.SwimAddr); i >= 0 && !seen[i] {
+			seen[i] = true
+			if left--; left == 0 {
+				return "", false
+			}
+		}
+	}
+	for k := range n.seeds {
+		i := (n.seedIdx + k) % len(n.seeds)
+		if !seen[i] {
+			n.seedIdx = i + 1
+			return n.seeds[i], true
+		}
+	}
+	return "", false
 }
 
 // joinFailed schedules the next attempt with a doubled backoff.

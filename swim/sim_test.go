@@ -240,3 +240,40 @@ func TestSetMetaSpreadsWithAHigherIncarnation(t *testing.T) {
 		t.Fatalf("513 bytes of metadata: %v", err)
 	}
 }
+
+// TestIslandsMergeThroughTheirSeeds: nodes that each joined only within
+// their side of a partition, knowing nothing of the other side, find it
+// once the partition heals, through a seed no live member of theirs
+// answers at (as after a whole cluster restarted at once, the nodes back
+// first joining each other before the others were up).
+func TestIslandsMergeThroughTheirSeeds(t *testing.T) {
+	const n = 6
+	cfg := swim.LocalConfig()
+	net := newSim(t, n, 11, cfg)
+	side := func(i int) bool { return i < n/2 }
+	net.Blocked = func(a, b int) bool { return side(a) != side(b) }
+	var seeds []string
+	for _, h := range net.Hosts {
+		seeds = append(seeds, h.Addr)
+	}
+	for i := range net.Hosts {
+		// Each host tries the other side's seeds first.
+		h := net.Hosts[(i+n/2)%n]
+		h.Node.Join(append(append([]string(nil), seeds[n/2:]...), seeds[:n/2]...))
+		net.Kick(h.Index)
+	}
+	net.Run(5 * time.Second)
+	for _, h := range net.Hosts {
+		if c := aliveCount(h); c != n/2 {
+			t.Fatalf("%s sees %d alive during the partition, want its side's %d", h.Addr, c, n/2)
+		}
+	}
+	net.Blocked = nil
+	// The periodic push-pull comes within 1.5 intervals of the start.
+	net.Run(2 * cfg.PushPullInterval)
+	for _, h := range net.Hosts {
+		if c := aliveCount(h); c != n {
+			t.Fatalf("%s sees %d alive after the partition healed, want %d", h.Addr, c, n)
+		}
+	}
+}
