@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,31 +220,6 @@ type counters struct {
 	rejected, straysDropped                                       atomic.Uint64
 	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals atomic.Uint64
 	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
-}
-
-// clusterView is the membership as the node last built it, and the ring's
-// placement for it. Replaced whole on every membership change.
-type clusterView struct {
-	members   []swim.Member          // every known member, sorted by id
-	byID      map[string]swim.Member // same
-	live      []string               // alive or suspect, sorted
-	dead      map[string]bool        // declared dead or left
-	ring      *router.Ring
-	placement *router.Placement
-	ringOf    []router.Member // the members ring and placement were built of
-	suspects  int             // members suspected now
-	changed   time.Time       // when the live set last changed
-	// drained: live members that take no topics or leaderships;
-	// removed: members removed for good (marks.go), kept out of live.
-	drained, removed map[string]bool
-	noLead           []string // drained, sorted: the placement's input besides ringOf
-	// rec is the view as the reconcile room reads it (reconcileView).
-	rec *reconcile.View
-}
-
-func (v *clusterView) alive(id string) bool {
-	m, ok := v.byID[id]
-	return ok && (m.State == swim.StateAlive || m.State == swim.StateSuspect)
 }
 
 // New validates cfg, opens the store in cfg.DataDir and raises and persists
@@ -588,104 +561,6 @@ func (n *Node) markBorn() {
 	}
 }
 
-// Leave leaves gracefully: SWIM announces the leave, leaderships still held
-// are handed to other replicas, then the node closes. The topics this node
-// owned are moved by their shard leaders, as for a dead node, and the node
-// closes once their new owners pulled its records of them (bounded by ctx
-// and Config.HandoffTimeout).
-func (n *Node) Leave(ctx context.Context) error {
-	n.lifeMu.RLock()
-	started := n.started && !n.closing
-	n.lifeMu.RUnlock()
-	if !started {
-		return n.Close()
-	}
-	// Stop serving first, and say so to the leaders that granted the
-	// leases, before anyone can learn of the leave and move the topics:
-	// their next owners then need not wait the leases out.
-	n.ownWrite.Lock()
-	n.ownMu.Lock()
-	n.own.Release()
-	var held []string
-	epochs := make(map[string]uint64)
-	n.own.Each(func(topic string, t ownership.Topic) {
-		held = append(held, topic)
-		epochs[topic] = t.Epoch
-	})
-	n.ownMu.Unlock()
-	n.records.ExpectHandoffs(epochs)
-	slices.Sort(held)
-	for _, t := range held {
-		n.ownFeed.dropped(t, ReasonLeaving)
-	}
-	n.ownWrite.Unlock()
-	n.leaseRound(true)
-	// Then leave SWIM: the others drop this node from their rings, so no
-	// shard manager hands a leadership back, and their followers elect new
-	// leaders at once for the groups it led (raftmux NodeDead); whatever it
-	// still leads after that is transferred explicitly.
-	if n.swimDrv == nil {
-		return n.Close()
-	}
-	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
-		n.log.Warn("node: swim leave", "err", err)
-	}
-	n.handOff(ctx)
-	// The topics' next owners pull their records from here first.
-	n.records.AwaitHandoffs(ctx)
-	return n.Close()
-}
-
-func (n *Node) gossipInterval() time.Duration {
-	sc := n.cfg.swimConfig()
-	if sc.GossipInterval > 0 {
-		return sc.GossipInterval
-	}
-	return 200 * time.Millisecond
-}
-
-// handOff transfers every leadership this node holds to another voter and
-// waits (bounded by ctx) until none is left.
-func (n *Node) handOff(ctx context.Context) {
-	infos, err := n.host.Shards(ctx)
-	if err != nil {
-		return
-	}
-	v := n.view.Load()
-	for _, in := range infos {
-		if in.Leader != n.self {
-			continue
-		}
-		for _, vo := range in.Voters {
-			name, ok := n.nameOf(vo)
-			if vo == n.self || !ok || !v.alive(name) {
-				continue
-			}
-			if err := n.host.TransferLeader(ctx, in.Shard, vo); err == nil {
-				n.counters.transfers.Add(1)
-			}
-			break
-		}
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if n.ledCount() == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (n *Node) ledCount() int {
-	c := 0
-	for i := range n.led {
-		if n.led[i].Load() {
-			c++
-		}
-	}
-	return c
-}
-
 // Close stops the node abruptly but cleanly: SWIM stops without a word,
 // connections close, raft stops, every goroutine ends, the store closes.
 func (n *Node) Close() error {
@@ -739,91 +614,4 @@ func (n *Node) hostConfig() raftmux.Config {
 		Clock:          n.clock,
 		Logger:         n.log,
 	}
-}
-
-// sameMember reports whether two SWIM records are identical.
-func sameMember(a, b swim.Member) bool {
-	return a.ID == b.ID && a.Generation == b.Generation && a.Incarnation == b.Incarnation && a.State == b.State &&
-		a.SwimAddr == b.SwimAddr && a.ClientAddr == b.ClientAddr && a.PeerAddr == b.PeerAddr && a.Rack == b.Rack &&
-		bytes.Equal(a.Meta, b.Meta)
-}
-
-// rebuildView recomputes the membership view, the raft id map, the peer
-// addresses and the ring from SWIM.
-func (n *Node) rebuildView() {
-	ms := n.swim.Members()
-	old := n.view.Load()
-	dirty := n.viewDirty.Swap(false)
-	if !dirty && old.ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
-		return // nothing SWIM knows changed
-	}
-	drained, removed := n.applyMarks(ms)
-	v := &clusterView{members: ms, byID: make(map[string]swim.Member, len(ms)), dead: make(map[string]bool),
-		drained: drained, removed: removed}
-	for id, d := range old.dead {
-		v.dead[id] = d
-	}
-	v.changed = old.changed
-	var rm []router.Member
-	n.namesMu.Lock()
-	for _, m := range ms {
-		v.byID[m.ID] = m
-		rid := RaftID(m.ID)
-		if prev, ok := n.names[rid]; ok && prev != m.ID {
-			n.log.Error("node: member ignored", "member", m.ID, "err", fmt.Errorf("%w: %s and %s", ErrIDCollision, prev, m.ID))
-			continue
-		}
-		n.names[rid] = m.ID
-		if removed[m.ID] {
-			v.dead[m.ID] = true
-			if !old.removed[m.ID] && m.ID != n.cfg.ID {
-				n.host.NodeDead(rid)
-			}
-			continue
-		}
-		if old.removed[m.ID] && m.ID != n.cfg.ID && (m.State == swim.StateAlive || m.State == swim.StateSuspect) {
-			n.host.NodeAlive(rid) // back as a new node: its events were ignored while it was out
-		}
-		if m.State == swim.StateSuspect {
-			v.suspects++
-		}
-		switch m.State {
-		case swim.StateAlive, swim.StateSuspect:
-			v.live = append(v.live, m.ID)
-			delete(v.dead, m.ID)
-			rm = append(rm, router.Member{ID: m.ID, Rack: m.Rack})
-		case swim.StateDead, swim.StateLeft:
-			v.dead[m.ID] = true
-		}
-		if m.ID != n.cfg.ID && m.PeerAddr != "" {
-			n.net.SetPeerAddr(m.ID, m.PeerAddr)
-		}
-	}
-	n.namesMu.Unlock()
-	slices.Sort(v.live)
-	if !slices.Equal(v.live, old.live) {
-		v.changed = n.clock()
-	}
-	v.ringOf = rm
-	for _, id := range v.live {
-		if drained[id] {
-			v.noLead = append(v.noLead, id)
-		}
-	}
-	if old.ring != nil && slices.Equal(rm, old.ringOf) && slices.Equal(v.noLead, old.noLead) {
-		// The same live members: the same ring and placement (placing
-		// every shard costs a rendezvous walk each).
-		v.ring, v.placement = old.ring, old.placement
-	} else {
-		ring, err := router.NewRing(rm, router.RingConfig{})
-		if err != nil {
-			n.log.Error("node: ring", "err", err)
-			ring, _ = router.NewRing(nil, router.RingConfig{})
-		}
-		v.ring = ring
-		v.placement = ring.PlacementExcept(n.cfg.Shards, n.cfg.Replicas, v.noLead)
-	}
-	v.rec = reconcileView(v)
-	n.view.Store(v)
-	n.msync.Observe(ms)
 }

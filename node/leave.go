@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/shoalmq/shoal/node/ownership"
+)
+
+// Leave leaves gracefully: SWIM announces the leave, leaderships still held
+// are handed to other replicas, then the node closes. The topics this node
+// owned are moved by their shard leaders, as for a dead node, and the node
+// closes once their new owners pulled its records of them (bounded by ctx
+// and Config.HandoffTimeout).
+func (n *Node) Leave(ctx context.Context) error {
+	n.lifeMu.RLock()
+	started := n.started && !n.closing
+	n.lifeMu.RUnlock()
+	if !started {
+		return n.Close()
+	}
+	// Stop serving first, and say so to the leaders that granted the
+	// leases, before anyone can learn of the leave and move the topics:
+	// their next owners then need not wait the leases out.
+	n.ownWrite.Lock()
+	n.ownMu.Lock()
+	n.own.Release()
+	var held []string
+	epochs := make(map[string]uint64)
+	n.own.Each(func(topic string, t ownership.Topic) {
+		held = append(held, topic)
+		epochs[topic] = t.Epoch
+	})
+	n.ownMu.Unlock()
+	n.records.ExpectHandoffs(epochs)
+	slices.Sort(held)
+	for _, t := range held {
+		n.ownFeed.dropped(t, ReasonLeaving)
+	}
+	n.ownWrite.Unlock()
+	n.leaseRound(true)
+	// Then leave SWIM: the others drop this node from their rings, so no
+	// shard manager hands a leadership back, and their followers elect new
+	// leaders at once for the groups it led (raftmux NodeDead); whatever it
+	// still leads after that is transferred explicitly.
+	if n.swimDrv == nil {
+		return n.Close()
+	}
+	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
+		n.log.Warn("node: swim leave", "err", err)
+	}
+	n.handOff(ctx)
+	// The topics' next owners pull their records from here first.
+	n.records.AwaitHandoffs(ctx)
+	return n.Close()
+}
+
+func (n *Node) gossipInterval() time.Duration {
+	sc := n.cfg.swimConfig()
+	if sc.GossipInterval > 0 {
+		return sc.GossipInterval
+	}
+	return 200 * time.Millisecond
+}
+
+// handOff transfers every leadership this node holds to another voter and
+// waits (bounded by ctx) until none is left.
+func (n *Node) handOff(ctx context.Context) {
+	infos, err := n.host.Shards(ctx)
+	if err != nil {
+		return
+	}
+	v := n.view.Load()
+	for _, in := range infos {
+		if in.Leader != n.self {
+			continue
+		}
+		for _, vo := range in.Voters {
+			name, ok := n.nameOf(vo)
+			if vo == n.self || !ok || !v.alive(name) {
+				continue
+			}
+			if err := n.host.TransferLeader(ctx, in.Shard, vo); err == nil {
+				n.counters.transfers.Add(1)
+			}
+			break
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n.ledCount() == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (n *Node) ledCount() int {
+	c := 0
+	for i := range n.led {
+		if n.led[i].Load() {
+			c++
+		}
+	}
+	return c
+}
