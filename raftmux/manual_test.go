@@ -514,3 +514,83 @@ func TestSyncLagIsForManualHosts(t *testing.T) {
 		t.Fatalf("a started host with SyncLag: %v, want ErrInvalid", err)
 	}
 }
+
+// recorder is a peer that keeps what it is sent.
+type recorder struct{ got []raftpb.Message }
+
+func (r *recorder) Deliver(_ uint64, b *raftmux.RaftBatch) {
+	for _, m := range b.Messages {
+		r.got = append(r.got, *m.Msg)
+	}
+}
+func (r *recorder) DeliverSnapshotChunk(uint64, *raftmux.SnapshotChunk) {}
+
+// TestEarlierLeaderOutsideTheGroupIsToldTheTerm: a replica refuses a
+// leader's traffic from outside its group at an earlier term, but answers
+// it with its own term, as raft answers a member. The sender may be the
+// group's leader under a configuration this replica has not seen, which
+// counts the replica in (a replica whose term rose while it was cut off);
+// told nothing, it would send at its term forever, and the replica would
+// never learn the configuration that makes it a member.
+func TestEarlierLeaderOutsideTheGroupIsToldTheTerm(t *testing.T) {
+	net := raftmuxtest.NewNetwork()
+	hosts, kvs, settle := manualHosts(t, net, func(uint64, raftmux.LeaderChange) {})
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id].Submit(raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}, func(r raftmux.Result) {
+			if r.Err != nil {
+				t.Errorf("bootstrap: %v", r.Err)
+			}
+		})
+	}
+	settle()
+	leads := false
+	hosts[1].Submit(raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}, func(r raftmux.Result) { leads = r.Err == nil })
+	for range 100 {
+		settle()
+		var st []raftmux.Info
+		hosts[2].Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) { st, _ = r.Value.([]raftmux.Info) })
+		settle()
+		if leads && len(st) == 1 && st[0].Leader == 1 {
+			break
+		}
+		for id := uint64(1); id <= 3; id++ {
+			hosts[id].Tick()
+		}
+	}
+	var term uint64
+	hosts[2].Submit(raftmux.Op{Kind: raftmux.OpShards}, func(r raftmux.Result) {
+		st, _ := r.Value.([]raftmux.Info)
+		if len(st) == 1 && st[0].Leader == 1 {
+			term = st[0].Term
+		}
+	})
+	settle()
+	if term < 2 {
+		t.Fatalf("host 2 follows no leader at a term past 1 (term %d)", term)
+	}
+	_, before := kvs[2].Log(0)
+
+	peer := &recorder{}
+	net.Register(42, peer)
+	refused := hosts[2].Stats().RefusedNonMember
+	hosts[2].Deliver(42, &raftmux.RaftBatch{Messages: []raftmux.ShardMessage{{Shard: 0, Msg: &raftpb.Message{
+		Type: raftpb.MsgApp, From: 42, To: 2, Term: term - 1, Index: 0, LogTerm: 0,
+		Entries: []raftpb.Entry{{Index: 1, Term: term - 1, Data: []byte("x")}}}}}})
+	settle()
+	if got := hosts[2].Stats().RefusedNonMember; got != refused+1 {
+		t.Fatalf("refused %d appends from outside the group, want 1", got-refused)
+	}
+	if len(peer.got) != 1 || peer.got[0].Type != raftpb.MsgAppResp || peer.got[0].Term != term || peer.got[0].From != 2 {
+		t.Fatalf("the sender heard %v, want one ack at term %d", peer.got, term)
+	}
+	if _, after := kvs[2].Log(0); !reflect.DeepEqual(after, before) {
+		t.Fatalf("host 2 applied %v after the refused append, before %v", after, before)
+	}
+	// A coalesced heartbeat at an earlier term is answered the same way.
+	peer.got = nil
+	hosts[2].Deliver(42, &raftmux.RaftBatch{Heartbeats: []raftmux.Heartbeat{{Shard: 0, Term: term - 1}}})
+	settle()
+	if len(peer.got) != 1 || peer.got[0].Term != term {
+		t.Fatalf("a heartbeat from outside at an earlier term: the sender heard %v, want one ack at term %d", peer.got, term)
+	}
+}

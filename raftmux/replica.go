@@ -435,6 +435,15 @@ func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 // filling a replica created empty. Votes, acks and forwarded reads from
 // outside the group are refused: a removed node cannot disturb its old
 // group, and an empty replica votes for no one.
+//
+// A leader's traffic from a non-member at an earlier term than r's is
+// refused too, but answered, as raft answers a member's, with an empty
+// ack at r's term: r may be a replica whose term rose while it was cut
+// off (a campaign its group never heard of) and whose configuration is
+// older than the leader's, which counts r in it. Told nothing, that
+// leader would keep sending at its term, refused forever, and r would
+// never learn the configuration that makes the leader a member. Told r's
+// term, it steps down, and the group's next leader is at a term r admits.
 func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
 	if isMember(r.confState, from) {
 		return true
@@ -451,6 +460,10 @@ func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint6
 		return true
 	}
 	w.h.refuse(refuseNonMember, r.shard, from, t)
+	if leaderTraffic(t) && term < st.Term {
+		b := w.outbound(from)
+		b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: &raftpb.Message{Type: raftpb.MsgAppResp, From: w.h.cfg.NodeID, To: from, Term: st.Term}})
+	}
 	return false
 }
 

@@ -37,9 +37,11 @@ func testSeeds() []uint64 {
 		// removed its voter; about to step down, it asked to add itself
 		// back as a learner.
 		5517007628,
-		// A replica its group had stopped sending to (a learner that
-		// never caught up, its node back from a pause) kept answering
-		// plain lookups from a state sixteen epochs old.
+		// A replica whose term rose while its node was paused, with an
+		// older configuration that left out its group's new leader,
+		// refused that leader's traffic at the lower term, and the
+		// leader never heard why; the replica kept answering plain
+		// lookups from a state sixteen epochs old.
 		9046747697,
 	}
 }
