@@ -101,7 +101,7 @@ func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, do
 		return
 	}
 	done(adminResult(&wire.AdminResult{Node: []byte(n.cfg.ID), Drained: drained,
-		Topics: uint64(n.ownedCount()), Leaders: uint64(n.ledCount())}))
+		Topics: uint64(n.lease.Owned()), Leaders: uint64(n.ledCount())}))
 }
 
 // transferLeader serves TransferLeader: Prepare at the node named, the
@@ -140,7 +140,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 		}
 		i := slices.IndexFunc(infos, func(in raftmux.Info) bool { return in.Shard == m.Shard })
 		if i < 0 || infos[i].Leader != n.self {
-			l, _ := n.leaderOfShard(m.Shard)
+			l, _, _ := n.leaders.Get(uint32(m.Shard))
 			done(n.srv.NotLeader(m.Shard, l))
 			return
 		}
@@ -176,11 +176,9 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 // awaitLeader answers once this node's replica of shard sees target lead
 // at a term above from, or Unavailable at deadline.
 func (n *Node) awaitLeader(shard uint64, target string, from uint64, deadline time.Time, done serve.Done) {
-	n.leadMu.Lock()
-	rl := n.replicaLead[shard]
-	n.leadMu.Unlock()
-	if rl.lead == RaftID(target) && rl.term > from {
-		done(adminResult(&wire.AdminResult{Node: []byte(target), Shard: shard, Term: rl.term}))
+	lead, term := n.lease.ReplicaLead(shard)
+	if lead == RaftID(target) && term > from {
+		done(adminResult(&wire.AdminResult{Node: []byte(target), Shard: shard, Term: term}))
 		return
 	}
 	if !n.clock().Before(deadline) {

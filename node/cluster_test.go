@@ -149,9 +149,7 @@ func handleNow(n *Node, kind wire.Kind, payload []byte) (wire.Kind, []byte) {
 
 // held returns how n holds topic.
 func held(n *Node, topic string) (ownership.Topic, bool) {
-	n.ownMu.RLock()
-	defer n.ownMu.RUnlock()
-	return n.own.Get([]byte(topic))
+	return n.lease.Holding([]byte(topic))
 }
 
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {

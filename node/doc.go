@@ -100,9 +100,10 @@
 // leases) and duty.Leader (what this node owes as a shard leader: whether
 // it may grant, vouch rounds, the OpenTopic/CloseTopic it owes, and the
 // fences that hold a topic's next owner back until every earlier one has
-// stopped). lease.go runs the rounds — one LeaseRound per peer per
-// Config.LeaseRenewInterval carrying lease and vouch requests — and
-// owner.go sends the ownership messages and takes their acks. After a
+// stopped). The lease room (node/lease; lease.go wires it) holds both,
+// runs the rounds — one LeaseRound per peer per
+// Config.LeaseRenewInterval carrying lease and vouch requests — sends the
+// ownership messages and takes them and their acks. After a
 // command commits, the shard's leader sends OpenTopic to the new owner
 // (once its fences allow) and CloseTopic to the previous one, resending
 // until a TopicAck. A new leader, once a read index made its state current,

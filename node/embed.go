@@ -3,8 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -105,7 +105,7 @@ type topicBacklog struct {
 // A feed is off until its consumer first asks for the channel: a node
 // nobody embeds keeps no second copy of its holdings.
 type ownershipFeed struct {
-	on      atomic.Bool // set once, under the node's ownWrite
+	on      atomic.Bool // set once, while no ownership change is made (lease.Agent.Holdings)
 	mu      sync.Mutex
 	known   map[string]heldAt // as the last pushed event left it
 	backlog map[string]*topicBacklog
@@ -295,26 +295,18 @@ func (n *Node) OwnershipEvents() <-chan OwnershipEvent {
 }
 
 // startOwnershipFeed turns the feed on with an Acquired for every topic
-// held now, in topic order. Under ownWrite, which every change of the
-// holdings and every announcement of one is made under (loadOwned runs
-// before the node is shared), so each change reaches the feed once: held
-// now, or announced after.
+// held now, in topic order, while no change of the holdings can be made
+// or announced (lease.Agent.Holdings; the topics loaded from the store are
+// announced before the node is shared), so each change reaches the feed
+// once: held now, or announced after.
 func (n *Node) startOwnershipFeed() {
-	n.ownWrite.Lock()
-	defer n.ownWrite.Unlock()
-	type holding struct {
-		topic string
-		t     ownership.Topic
-	}
-	var held []holding
-	n.ownMu.RLock()
-	n.own.Each(func(topic string, t ownership.Topic) { held = append(held, holding{topic, t}) })
-	n.ownMu.RUnlock()
-	slices.SortFunc(held, func(a, b holding) int { return strings.Compare(a.topic, b.topic) })
-	n.ownFeed.on.Store(true)
-	for _, h := range held {
-		n.ownFeed.held(h.topic, h.t.Epoch, h.t.Partitions)
-	}
+	n.lease.Holdings(func(held map[string]ownership.Topic) {
+		n.ownFeed.on.Store(true)
+		for _, topic := range slices.Sorted(maps.Keys(held)) {
+			t := held[topic]
+			n.ownFeed.held(topic, t.Epoch, t.Partitions)
+		}
+	})
 }
 
 // ErrNotServing is wrapped by the error of a Guard whose lease does not
@@ -358,7 +350,7 @@ func (n *Node) Guard(topic string, epoch uint64) Guard {
 // covers a write made before it: one owner at a time (docs/leases.md)
 // means no write at a later epoch was acknowledged before it.
 func (g Guard) Check() error {
-	t, r := g.n.serveCheck(g.topic, g.epoch)
+	t, r := g.n.lease.Serve(g.topic, g.epoch)
 	if r == ownership.Servable {
 		return nil
 	}

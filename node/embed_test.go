@@ -102,7 +102,7 @@ func TestOwnershipEventsAreKeptFromTheFirstCall(t *testing.T) {
 	for _, topic := range early {
 		epochs[topic] = assignTo(t, cl, topic, "n1").Epoch
 	}
-	waitUntil(t, 10*time.Second, "n1 holds the early topics", func() bool { return n.ownedCount() == len(early) })
+	waitUntil(t, 10*time.Second, "n1 holds the early topics", func() bool { return n.lease.Owned() == len(early) })
 	n.ownFeed.mu.Lock()
 	kept := len(n.ownFeed.known) + len(n.ownFeed.backlog) + len(n.ownFeed.order)
 	n.ownFeed.mu.Unlock()

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -83,28 +82,19 @@ func (n *Node) onLeaderChange(c raftmux.LeaderChange) {
 	if c.Shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	n.leadMu.Lock()
-	n.replicaLead[c.Shard] = raftLead{lead: c.Leader, term: c.Term}
-	n.leadMu.Unlock()
+	n.lease.Follows(c.Shard, c.Leader, c.Term)
 	n.led[c.Shard].Store(c.Leader == n.self)
 	if c.Leader == 0 {
 		n.leaderless[c.Shard].CompareAndSwap(0, n.clock().UnixNano())
 	} else {
 		n.leaderless[c.Shard].Store(0)
 	}
-	n.dutyMu.Lock()
-	if c.Leader == n.self {
-		n.duty.Won(n.clock(), c.Shard, c.Term)
-	} else {
-		n.duty.Lost(c.Shard)
-		delete(n.leaderDue, c.Shard)
-	}
-	n.dutyMu.Unlock()
+	n.lease.Leadership(c.Shard, c.Term, c.Leader == n.self)
 	// Counted after the change: whoever read the count before looking at
 	// leaderships sees this change, or a count that differs next time.
 	n.shardEvents.Add(1)
 	if c.Leader != n.self {
-		n.recheckSettling()
+		n.lease.RecheckSettling()
 	}
 	if name, ok := n.nameOf(c.Leader); ok && c.Leader != 0 {
 		_, _ = n.leaders.Update(uint32(c.Shard), name, c.Term)
@@ -118,14 +108,7 @@ func (n *Node) onConfState(shard uint64, cs raftpb.ConfState) {
 	if shard >= uint64(n.cfg.Shards) {
 		return
 	}
-	n.dutyMu.Lock()
-	n.duty.SetVoters(shard, slices.Clone(cs.Voters), slices.Clone(cs.VotersOutgoing))
-	n.dutyMu.Unlock()
-	if len(cs.Voters) == 0 {
-		n.leadMu.Lock()
-		delete(n.replicaLead, shard)
-		n.leadMu.Unlock()
-	}
+	n.lease.ConfState(shard, cs.Voters, cs.VotersOutgoing)
 	n.shardEvents.Add(1)
 }
 
@@ -162,11 +145,7 @@ func (n *Node) handleEvents() {
 	for _, c := range leads {
 		if c.Leader == n.self {
 			n.swim.AnnounceShardLeader(c.Shard, n.cfg.ID, c.Term)
-			n.dutyMu.Lock()
-			if t, ok := n.duty.Leads(c.Shard); ok && t == c.Term {
-				n.leaderDue[c.Shard] = true
-			}
-			n.dutyMu.Unlock()
+			n.lease.TakeUpLater(c.Shard, c.Term)
 		}
 	}
 	if !membership && len(evs) == 0 {

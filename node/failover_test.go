@@ -128,7 +128,7 @@ func TestOwnerDiesItsTopicsMoveToLiveNodesWithHigherEpochs(t *testing.T) {
 	a := after["moving-000"]
 	p := wire.AppendProduce(nil, &wire.Produce{Topic: []byte("moving-000"), Epoch: before["moving-000"].Epoch, Records: [][]byte{[]byte("stale")}})
 	waitUntil(t, 10*time.Second, "new owner opened the topic", func() bool {
-		return c.node(a.Owner).ownedCount() > 0
+		return c.node(a.Owner).lease.Owned() > 0
 	})
 	kind, out := rawRequest(t, a.OwnerAddr, wire.KindProduce, p)
 	var e wire.Error

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
@@ -83,11 +84,14 @@ func (n *Node) deliverFrame(c Conn, h wire.Header, frame []byte, start time.Time
 			return true
 		case wire.KindTopicAck:
 			if payload, _, err := wire.FramePayload(&h, frame[wire.HeaderSize:], nil); err == nil {
-				n.takeTopicAck(c.Node(), h, payload)
+				var a wire.TopicAck
+				if wire.DecodeTopicAck(payload, &a) == nil {
+					n.lease.TakeAck(c.Node(), h.RequestID, &a)
+				}
 			}
 			return true
 		case wire.KindLeaseRound, wire.KindLeaseReply:
-			n.offerLeaseFrame(c.Node(), h, frame)
+			n.lease.Offer(c.Node(), h, frame)
 			return true
 		case wire.KindForwardReply:
 			n.srv.TakeReply(h, frame[wire.HeaderSize:])
@@ -313,13 +317,13 @@ func (n *Node) serveOwnership(c Conn, h wire.Header, payload []byte, release fun
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
 		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			n.takeOwnershipMsgs(ownershipMsg{open: &m, done: done, from: c.Node(), reqID: reqID})
+			n.lease.Take(lease.Message{Open: &m, Done: done, From: c.Node(), ReqID: reqID})
 			return
 		}
 	} else {
 		var m wire.CloseTopic
 		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(n.cfg.Shards) {
-			n.takeOwnershipMsgs(ownershipMsg{closeMsg: &m, done: done, from: c.Node(), reqID: reqID})
+			n.lease.Take(lease.Message{Close: &m, Done: done, From: c.Node(), ReqID: reqID})
 			return
 		}
 	}

@@ -35,8 +35,9 @@ func TestSteadyLeaseRoundsAskBySummaryAlone(t *testing.T) {
 	read := func() sample {
 		var s sample
 		for _, n := range c.nodes {
-			s.msgs += n.counters.leaseMessagesSent.Load()
-			s.bytes += n.counters.leaseBytesSent.Load()
+			ls := n.lease.Stats()
+			s.msgs += ls.MessagesSent
+			s.bytes += ls.BytesSent
 		}
 		return s
 	}
@@ -59,7 +60,7 @@ func TestSteadyLeaseRoundsAskBySummaryAlone(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s no longer held by %s", topic, owner)
 		}
-		if _, r := c.node(owner).serveCheck([]byte(topic), h.Epoch); r != ownership.Servable {
+		if _, r := c.node(owner).lease.Serve([]byte(topic), h.Epoch); r != ownership.Servable {
 			t.Fatalf("%s not served by %s under summaries: %v", topic, owner, r)
 		}
 	}

@@ -2,10 +2,9 @@ package node
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
-
-	"github.com/shoalmq/shoal/node/ownership"
 )
 
 // Leave leaves gracefully: SWIM announces the leave, leaderships still held
@@ -23,23 +22,12 @@ func (n *Node) Leave(ctx context.Context) error {
 	// Stop serving first, and say so to the leaders that granted the
 	// leases, before anyone can learn of the leave and move the topics:
 	// their next owners then need not wait the leases out.
-	n.ownWrite.Lock()
-	n.ownMu.Lock()
-	n.own.Release()
-	var held []string
-	epochs := make(map[string]uint64)
-	n.own.Each(func(topic string, t ownership.Topic) {
-		held = append(held, topic)
-		epochs[topic] = t.Epoch
+	n.lease.Release(func(epochs map[string]uint64) {
+		n.records.ExpectHandoffs(epochs)
+		for _, t := range slices.Sorted(maps.Keys(epochs)) {
+			n.ownFeed.dropped(t, ReasonLeaving)
+		}
 	})
-	n.ownMu.Unlock()
-	n.records.ExpectHandoffs(epochs)
-	slices.Sort(held)
-	for _, t := range held {
-		n.ownFeed.dropped(t, ReasonLeaving)
-	}
-	n.ownWrite.Unlock()
-	n.leaseRound(true)
 	// Then leave SWIM: the others drop this node from their rings, so no
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it

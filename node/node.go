@@ -16,9 +16,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
-	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/metasync"
-	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
 	"github.com/shoalmq/shoal/node/security"
@@ -96,46 +95,21 @@ type Node struct {
 	namesMu sync.RWMutex
 	names   map[uint64]string // raft id → node id
 
-	// own: the topics this node holds and its leases (under ownMu);
-	// ownWrite orders ownership changes with their durable writes.
-	own      *ownership.Holder
-	ownMu    sync.RWMutex
-	ownWrite sync.Mutex
+	// lease: the ownership protocol on this node, as an owner and as a
+	// shard leader (node/lease; lease.go).
+	lease *lease.Agent
 	// ownFeed: the ownership events for an embedding program, pushed
-	// under ownWrite once a change is durable, from the first call of
-	// OwnershipEvents on (ownFeedOnce).
+	// once a change is durable, in the order the lease room makes
+	// changes, from the first call of OwnershipEvents on (ownFeedOnce).
 	ownFeed     *ownershipFeed
 	ownFeedOnce sync.Once
-	// ownQ: OpenTopic and CloseTopic messages waiting for the next
-	// synced batch (owner.go).
-	ownQ ownershipQueue
-	// duty: what this node owes as a shard leader (under dutyMu), and
-	// leaderDue the leaderships won and not yet taken up.
-	duty      *duty.Leader
-	dutyMu    sync.Mutex
-	leaderDue map[uint64]bool
-	takingUp  map[uint64]bool // leaderships being taken up (under dutyMu)
-	settling  []*settleWait   // answers waiting for old owners' fences (under dutyMu)
-	// replicaLead: every hosted replica's leader and term as raft last
-	// reported them, for vouching.
-	leadMu      sync.Mutex
-	replicaLead map[uint64]raftLead
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
 	// peers send (leaseTask), the replies to this node's rounds, and the
-	// raft frames from peers.
+	// raft frames from peers. dutyTask, leaseTask and leaseReplyTask run
+	// the lease room's work (lease.Task).
 	eventsTask, reconcileTask, dutyTask   *task
 	leaseTask, leaseReplyTask, raftInTask *task
-	leaseIn                               queue[leaseFrame] // rounds from peers (leaseTask)
-	leaseReplies                          queue[leaseFrame] // replies to this node's rounds (leaseReplyTask)
-	leaseWant                             atomic.Bool       // a fresh lease round is wanted
-	leaseFull                             atomic.Bool       // the next lease round is a full one
-	leaseSched                            leaseSchedule     // leaseTask's own
-	// roundsFrom: when a LeaseRound last arrived from each peer, taken as
-	// it arrives (before it waits for the lease loop): an owner whose
-	// rounds reach this node is not silent, however busy this node is.
-	roundsMu   sync.Mutex
-	roundsFrom map[string]time.Time
 	// clock is the node's monotonic clock (time.Now); afterFunc its
 	// timers (time.AfterFunc).
 	clock     func() time.Time
@@ -181,10 +155,6 @@ type Node struct {
 	// replicas: a shard-manager pass that found nothing to do is not
 	// repeated while neither they nor the view change.
 	shardEvents atomic.Uint64
-	// heldCache: per owner, the last summary of its shards here that
-	// matched its own (answerHeld), under heldMu.
-	heldMu    sync.Mutex
-	heldCache map[string]heldSummary
 	// quietTicks counts event-loop passes without an event (the event
 	// loop's, or Drive's, goroutine only).
 	quietTicks int
@@ -214,12 +184,9 @@ type Node struct {
 }
 
 type counters struct {
-	requests                                                      atomic.Uint64
-	ownershipDups                                                 atomic.Uint64
-	reassigned, confChanges, transfers, opensSent, closesSent     atomic.Uint64
-	rejected, straysDropped                                       atomic.Uint64
-	leaseMessagesSent, leaseBytesSent, leaseGrants, leaseRefusals atomic.Uint64
-	leaseFramesDropped, leaseFramesBad, notServedNoLease          atomic.Uint64
+	requests                                  atomic.Uint64
+	reassigned, confChanges, transfers        atomic.Uint64
+	rejected, straysDropped, notServedNoLease atomic.Uint64
 }
 
 // New validates cfg, opens the store in cfg.DataDir and raises and persists
@@ -272,30 +239,10 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		readyc:     make(chan struct{}),
 		adm:        serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
-		leaderDue:    make(map[uint64]bool),
-		takingUp:     make(map[uint64]bool),
-		replicaLead:  make(map[uint64]raftLead),
-		leaseIn:      queue[leaseFrame]{max: maxLeaseFrames},
-		leaseReplies: queue[leaseFrame]{max: maxLeaseFrames},
-		roundsFrom:   make(map[string]time.Time),
-		heldCache:    make(map[string]heldSummary),
-		clock:        clock,
-		afterFunc:    after,
-		randSrc:      rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
-		ownFeed:      newOwnershipFeed(),
-	}
-	// Rounds numbered apart from every recent life's: a late reply to one
-	// of those answers none of this life's (ownership.Config.FirstRound).
-	// A generation differs from the last one (it is the clock in
-	// nanoseconds, or one more), and a life never makes 2^32 rounds.
-	if n.own, err = ownership.New(ownership.Config{Lease: cfg.LeaseDuration, FirstRound: (gen & (1<<31 - 1)) << 32}); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.duty, err = duty.New(duty.Config{Self: RaftID(cfg.ID), Lease: cfg.LeaseDuration, ConfirmFresh: cfg.leaseConfirmFresh(),
-		MaxDrift: cfg.MaxClockDrift, Resend: cfg.LeaseRenewInterval}); err != nil {
-		_ = store.Close()
-		return nil, err
+		clock:     clock,
+		afterFunc: after,
+		randSrc:   rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
+		ownFeed:   newOwnershipFeed(),
 	}
 	n.initSecurity()
 	n.cache = cache
@@ -316,21 +263,25 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, err
 	}
 	n.sm = n.newStateMachine()
+	if n.lease, err = n.newLease(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	if n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
 	n.eventsTask = newTask(n, n.eventsDuty)
 	n.reconcileTask = newTask(n, n.reconcileDuty)
-	n.dutyTask = newTask(n, n.ownershipDuty)
-	n.leaseTask = newTask(n, n.leaseDuty)
-	n.leaseReplyTask = newTask(n, n.takeLeaseReplies)
+	n.dutyTask = newTask(n, n.lease.RunDue)
+	n.leaseTask = newTask(n, n.lease.RunRounds)
+	n.leaseReplyTask = newTask(n, n.lease.RunReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
 	n.events.wake = n.eventsTask.kick
 	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
 	v0.rec = reconcileView(v0)
 	n.view.Store(v0)
-	if err := n.loadOwned(); err != nil {
+	if err := n.lease.Load(); err != nil {
 		_ = store.Close()
 		return nil, err
 	}

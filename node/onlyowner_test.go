@@ -55,7 +55,7 @@ func (fc *faultCluster) ownedUnderLoad(t *testing.T, admin *client.Client, topic
 func waitServes(t *testing.T, n *Node, topic string, epoch uint64) {
 	t.Helper()
 	waitUntil(t, 15*time.Second, n.ID()+" serves "+topic, func() bool {
-		_, r := n.serveCheck([]byte(topic), epoch)
+		_, r := n.lease.Serve([]byte(topic), epoch)
 		return r == ownership.Servable
 	})
 }
@@ -115,9 +115,7 @@ func TestReorderedCloseAndOpenNeverReopenATopic(t *testing.T) {
 	const topic = "reordered"
 	// The close of epoch 3 overtakes the open of epoch 2 it supersedes.
 	shard := uint64(9)
-	n.leadMu.Lock()
-	term := n.replicaLead[shard].term
-	n.leadMu.Unlock()
+	_, term := n.lease.ReplicaLead(shard)
 	if ack, ok := n.takeOwnership(nil, &wire.CloseTopic{Topic: []byte(topic), Epoch: 3, Shard: shard, Term: term}); !ok || ack.Status != wire.TopicDone || ack.Epoch != 3 {
 		t.Fatalf("close: %+v %v", ack, ok)
 	}
@@ -257,7 +255,7 @@ func TestEveryEarlierOwnerStopsAfterAChainOfMovesAndALeaderChange(t *testing.T) 
 	time.Sleep(2 * afterMove)
 	load.stop()
 	checkHistory(t, rec)
-	if _, r := fc.node("n2").serveCheck([]byte(topic), a.Epoch); r == ownership.Servable {
+	if _, r := fc.node("n2").lease.Serve([]byte(topic), a.Epoch); r == ownership.Servable {
 		t.Fatalf("n2 still serves %s at epoch %d, three owners later", topic, a.Epoch)
 	}
 }

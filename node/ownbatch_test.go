@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -19,7 +19,7 @@ func (n *Node) takeOwnership(open *wire.OpenTopic, closeMsg *wire.CloseTopic) (w
 		ok  bool
 	}
 	res := make(chan result, 1)
-	n.takeOwnershipMsgs(ownershipMsg{open: open, closeMsg: closeMsg, done: func(ack wire.TopicAck, ok bool) { res <- result{ack, ok} }})
+	n.lease.Take(lease.Message{Open: open, Close: closeMsg, Done: func(ack wire.TopicAck, ok bool) { res <- result{ack, ok} }})
 	r := <-res
 	return r.ack, r.ok
 }
@@ -47,9 +47,7 @@ func ownedInStore(t *testing.T, n *Node, topic string) (shardstore.OwnedTopic, b
 func ownerOfShard9(t *testing.T) (n *Node, shard, term uint64) {
 	c := startCluster(t, 3)
 	n, shard = c.node("n2"), 9
-	n.leadMu.Lock()
-	term = n.replicaLead[shard].term
-	n.leadMu.Unlock()
+	_, term = n.lease.ReplicaLead(shard)
 	return n, shard, term
 }
 
@@ -78,12 +76,12 @@ func TestOwnershipBatchKeepsOrderAndFloors(t *testing.T) {
 			written = append(written, f >= floor && (epoch == 0 || found && o.Epoch >= epoch || f >= epoch))
 		}
 	}
-	n.takeOwnershipMsgs(
+	n.lease.Take(
 		// The close of epoch 3 overtakes the open of epoch 2, in one batch.
-		ownershipMsg{closeMsg: &wire.CloseTopic{Topic: []byte("batched-a"), Epoch: 3, Shard: shard, Term: term}, done: collect("batched-a", 3, 0)},
-		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 2, Partitions: 1, Shard: shard, Term: term}, done: collect("batched-a", 3, 0)},
-		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-b"), Epoch: 1, Partitions: 2, Shard: shard, Term: term}, done: collect("batched-b", 0, 1)},
-		ownershipMsg{open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 4, Partitions: 1, Shard: shard, Term: term}, done: collect("batched-a", 3, 4)},
+		lease.Message{Close: &wire.CloseTopic{Topic: []byte("batched-a"), Epoch: 3, Shard: shard, Term: term}, Done: collect("batched-a", 3, 0)},
+		lease.Message{Open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 2, Partitions: 1, Shard: shard, Term: term}, Done: collect("batched-a", 3, 0)},
+		lease.Message{Open: &wire.OpenTopic{Topic: []byte("batched-b"), Epoch: 1, Partitions: 2, Shard: shard, Term: term}, Done: collect("batched-b", 0, 1)},
+		lease.Message{Open: &wire.OpenTopic{Topic: []byte("batched-a"), Epoch: 4, Partitions: 1, Shard: shard, Term: term}, Done: collect("batched-a", 3, 4)},
 	)
 	// Nothing else was taking messages: this call wrote the batch.
 	want := []struct {
@@ -132,87 +130,5 @@ func TestConcurrentOpensAllTaken(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-// The ownership loop writes one batch at most and hands the messages
-// waiting after it to a goroutine of its own, which writes them all.
-func TestOwnershipLoopHandsTheQueueOn(t *testing.T) {
-	n, shard, term := ownerOfShard9(t)
-	const total = maxOwnershipBatch + 45
-	var mu sync.Mutex
-	acked := 0
-	var bad []string
-	msg := func(i int) ownershipMsg {
-		topic := fmt.Sprintf("handed-%d", i)
-		return ownershipMsg{open: &wire.OpenTopic{Topic: []byte(topic), Epoch: 1, Partitions: 1, Shard: shard, Term: term},
-			done: func(a wire.TopicAck, ok bool) {
-				mu.Lock()
-				defer mu.Unlock()
-				acked++
-				if !ok || a.Status != wire.TopicDone {
-					bad = append(bad, topic)
-				}
-			}}
-	}
-	// Messages already waiting, as if left by goroutines that found a
-	// batch under way, and the loop's own.
-	n.ownQ.mu.Lock()
-	for i := range total - 1 {
-		n.ownQ.waiting = append(n.ownQ.waiting, msg(i))
-	}
-	n.ownQ.mu.Unlock()
-	n.queueOwnership(false, []ownershipMsg{msg(total - 1)})
-	mu.Lock()
-	first := acked
-	mu.Unlock()
-	if first < maxOwnershipBatch {
-		t.Fatalf("%d acked when the loop returned, want its batch of %d", first, maxOwnershipBatch)
-	}
-	waitUntil(t, 20*time.Second, "every message acked", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return acked == total
-	})
-	if len(bad) > 0 {
-		t.Fatalf("not taken: %v", bad)
-	}
-}
-
-// A copy of an ownership message still waiting to be written (a leader's
-// resend while this node is behind) is dropped without an ack; the first
-// copy's ack answers for both. Once it is written, a later copy (its ack
-// lost) is taken again.
-func TestCopyOfAWaitingOwnershipMessageIsDropped(t *testing.T) {
-	n, shard, term := ownerOfShard9(t)
-	q := &n.ownQ
-	q.mu.Lock()
-	q.busy = true // a batch under way: what comes now waits
-	q.mu.Unlock()
-	var got []string
-	open := &wire.OpenTopic{Topic: []byte("copied"), Epoch: 1, Partitions: 1, Shard: shard, Term: term}
-	msg := func(name string) ownershipMsg {
-		return ownershipMsg{open: open, from: "n1", reqID: 5, done: func(a wire.TopicAck, ok bool) {
-			got = append(got, fmt.Sprintf("%s %v %v", name, ok, a.Status))
-		}}
-	}
-	dups := n.counters.ownershipDups.Load()
-	n.takeOwnershipMsgs(msg("first"))
-	n.takeOwnershipMsgs(msg("copy"))
-	if len(got) != 1 || got[0] != "copy false 0" {
-		t.Fatalf("while the first waits: %q, want the copy dropped unacknowledged", got)
-	}
-	if d := n.counters.ownershipDups.Load() - dups; d != 1 {
-		t.Fatalf("%d copies counted, want 1", d)
-	}
-	q.mu.Lock()
-	n.writeOwnershipQueue(true) // the batch under way ends; this writes the queue
-	want := fmt.Sprintf("first true %v", wire.TopicDone)
-	if len(got) != 2 || got[1] != want {
-		t.Fatalf("after the queue was written: %q, want the first acknowledged (%s)", got, want)
-	}
-	n.takeOwnershipMsgs(msg("again"))
-	if len(got) != 3 || got[2] != fmt.Sprintf("again true %v", wire.TopicDone) {
-		t.Fatalf("a copy after the first was written: %q, want it taken", got)
 	}
 }

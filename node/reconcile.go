@@ -40,11 +40,7 @@ type reconcileEnv struct{ n *Node }
 
 func (e reconcileEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
 
-func (e reconcileEnv) HoldsBack(shard uint64) bool {
-	e.n.dutyMu.Lock()
-	defer e.n.dutyMu.Unlock()
-	return e.n.duty.HoldsBack(shard)
-}
+func (e reconcileEnv) HoldsBack(shard uint64) bool { return e.n.lease.HoldsBack(shard) }
 
 // reconcileView is v as the reconcile room reads it, over the same maps.
 func reconcileView(v *clusterView) *reconcile.View {
@@ -69,7 +65,7 @@ func (n *Node) reconcile() {
 		return
 	}
 	v := n.view.Load()
-	n.takeUpLeaderships()
+	n.lease.TakeUpLeaderships()
 	n.reassignDead(v)
 	n.manageShards(v)
 }
@@ -80,13 +76,13 @@ func (n *Node) reconcile() {
 func (n *Node) reassignDead(v *clusterView) {
 	now := n.clock()
 	// Copied only for a look: most intervals end at the cadence check.
-	n.roundsMu.Lock()
-	due := n.rec.OwnersDue(v.rec, now, n.roundsFrom)
+	var due bool
 	var roundsFrom map[string]time.Time
-	if due {
-		roundsFrom = maps.Clone(n.roundsFrom)
-	}
-	n.roundsMu.Unlock()
+	n.lease.WithRoundsFrom(func(from map[string]time.Time) {
+		if due = n.rec.OwnersDue(v.rec, now, from); due {
+			roundsFrom = maps.Clone(from)
+		}
+	})
 	if !due {
 		return
 	}
@@ -99,7 +95,7 @@ func (n *Node) reassignDead(v *clusterView) {
 			continue
 		}
 		shard := uint64(s)
-		since, leads := n.leaderSince(shard)
+		since, leads := n.lease.Since(shard)
 		var cmds []meta.Command
 		_ = n.sm.WithShard(shard, func(sh *shardsm.Shard) {
 			st := sh.State
@@ -186,13 +182,11 @@ func (n *Node) prevSilent(shard uint64, prev string) bool {
 	if v.drained[prev] {
 		return false
 	}
-	since, leads := n.leaderSince(shard)
+	since, leads := n.lease.Since(shard)
 	if !leads {
 		return false
 	}
-	n.roundsMu.Lock()
-	lastRound := n.roundsFrom[prev]
-	n.roundsMu.Unlock()
+	lastRound := n.lease.LastRound(prev)
 	var lastAsk time.Time
 	_ = n.sm.WithShard(shard, func(sh *shardsm.Shard) { lastAsk = sh.LastAsk[prev] })
 	return n.rec.Silent(n.clock(), since, lastAsk, lastRound)

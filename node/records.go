@@ -16,7 +16,7 @@ import (
 // the records room's (node/records): produces, fetches, offsets, the
 // produce gates and the record pulls on both sides. Here the room is given
 // the node's parts, the frames it serves are decoded and its answers put
-// on the wire; owner.go tells it when an OpenTopic or a CloseTopic
+// on the wire; the lease room tells it when an OpenTopic or a CloseTopic
 // applies, and Leave when the node leaves.
 
 // MaxOffsetEpoch is the highest epoch a topic may take records at
@@ -48,26 +48,17 @@ func (n *Node) newRecords() (*records.Keeper, error) {
 type recordsEnv struct{ n *Node }
 
 func (e recordsEnv) Serve(topic []byte, epoch uint64) (uint64, ownership.Refusal) {
-	t, r := e.n.serveCheck(topic, epoch)
+	t, r := e.n.lease.Serve(topic, epoch)
 	return t.Epoch, r
 }
 
 func (e recordsEnv) Holding(topic string) (uint64, bool) {
-	n := e.n
-	n.ownMu.RLock()
-	defer n.ownMu.RUnlock()
-	t, ok := n.own.Get([]byte(topic))
+	t, ok := e.n.lease.Holding([]byte(topic))
 	return t.Epoch, ok
 }
 
 func (e recordsEnv) HoldingLocked(topic []byte, fn func(epoch uint64, held bool)) {
-	n := e.n
-	n.ownWrite.Lock()
-	defer n.ownWrite.Unlock()
-	n.ownMu.RLock()
-	t, held := n.own.Get(topic)
-	n.ownMu.RUnlock()
-	fn(t.Epoch, held)
+	e.n.lease.HoldingLocked(topic, func(t ownership.Topic, held bool) { fn(t.Epoch, held) })
 }
 
 func (e recordsEnv) PeerAlive(peer string) bool {

@@ -114,7 +114,7 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 	if h, ok := held(n3, "moved-while-down"); !ok {
 		t.Fatalf("restarted n3 should still hold the topic: %+v %v", h, ok)
 	}
-	if _, r := n3.serveCheck([]byte("moved-while-down"), a.Epoch); r == ownership.Servable {
+	if _, r := n3.lease.Serve([]byte("moved-while-down"), a.Epoch); r == ownership.Servable {
 		t.Fatal("restarted n3 would serve a topic no lease covers")
 	}
 	if err := n3.Start(ctx); err != nil {
@@ -125,7 +125,7 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 	if kind, _ := rawRequest(t, addr, wire.KindProduce, p); kind != wire.KindError {
 		t.Fatalf("restarted n3 accepted a produce at the epoch it lost: %v", kind)
 	}
-	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.ownedCount() == 0 })
+	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.lease.Owned() == 0 })
 }
 
 func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {

@@ -116,31 +116,3 @@ func (t *task) arm(now, next time.Time) {
 		t.kick()
 	})
 }
-
-// A queue holds items (frames from peers) for a task, up to max of them:
-// past it, offer drops and says so, as a started node's full channel did.
-type queue[T any] struct {
-	mu    sync.Mutex
-	items []T
-	max   int
-}
-
-// offer adds v unless the queue is full, and reports whether it did.
-func (q *queue[T]) offer(v T) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.items) >= q.max {
-		return false
-	}
-	q.items = append(q.items, v)
-	return true
-}
-
-// take empties the queue.
-func (q *queue[T]) take() []T {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	s := q.items
-	q.items = nil
-	return s
-}

@@ -45,13 +45,13 @@ func (e serveEnv) Members() serve.Members                      { return e.n.view
 func (e serveEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
 func (e serveEnv) Leads(shard uint32) bool                     { return e.n.led[shard].Load() }
 func (e serveEnv) Deposed(shard uint64)                        { e.n.led[shard].Store(false) }
-func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.leadsAt(shard) }
+func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.lease.LeadsAt(shard) }
 func (e serveEnv) Stamp(shard uint64) uint64                   { return e.n.stamp(shard) }
 
-func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.leaderProof(shard, term, at) }
+func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.lease.Proof(shard, term, at) }
 
 func (e serveEnv) WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(bool)) {
-	e.n.whenSettled(shard, topic, epoch, fresh, done)
+	e.n.lease.WhenSettled(shard, topic, epoch, fresh, done)
 }
 
 func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {

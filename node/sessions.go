@@ -49,7 +49,7 @@ func (n *Node) ownSession(done serve.Done) (wire.Session, serve.Done) {
 // time that passed (a leader's term lost between offices only slows them),
 // and a clock set forward or back moves nothing.
 func (n *Node) stamp(shard uint64) uint64 {
-	term, _ := n.leadsAt(shard)
+	term, _ := n.lease.LeadsAt(shard)
 	now := n.clock()
 	s := &n.sessions
 	s.mu.Lock()

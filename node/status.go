@@ -19,7 +19,7 @@ type Status struct {
 
 // Status reports the node's status.
 func (n *Node) Status() Status {
-	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.ownedCount(), Ready: n.isReady()}
+	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
 	if v := n.view.Load(); v != nil {
 		st.MembersAlive = len(v.live)
 	}
@@ -125,13 +125,13 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	ws, recs, srv := n.watch.Stats(), n.records.Stats(), n.srv.Stats()
+	ws, recs, srv, ls := n.watch.Stats(), n.records.Stats(), n.srv.Stats(), n.lease.Stats()
 	s := Stats{
 		Requests:              n.counters.requests.Load(),
 		Forwarded:             srv.Forwarded,
 		ForwardsIn:            srv.ForwardsIn,
 		ForwardDups:           srv.ForwardDups,
-		OwnershipDups:         n.counters.ownershipDups.Load(),
+		OwnershipDups:         ls.Dups,
 		NotLeader:             srv.NotLeader,
 		TopicRejections:       n.counters.rejected.Load(),
 		RecordsProduced:       recs.Produced,
@@ -149,16 +149,16 @@ func (n *Node) Stats() Stats {
 		WatchRefused:          ws.Refused,
 		WatchesWaiting:        ws.Waiting,
 		Cache:                 n.cacheStats(),
-		TopicsOwned:           n.ownedCount(),
-		OwnershipPending:      n.dutyPending(),
-		OpensSent:             n.counters.opensSent.Load(),
-		ClosesSent:            n.counters.closesSent.Load(),
-		OwnershipFences:       n.dutyFences(),
-		LeaseMessagesSent:     n.counters.leaseMessagesSent.Load(),
-		LeaseBytesSent:        n.counters.leaseBytesSent.Load(),
-		LeaseGrants:           n.counters.leaseGrants.Load(),
-		LeaseRefusals:         n.counters.leaseRefusals.Load(),
-		LeaseFramesDropped:    n.counters.leaseFramesDropped.Load() + n.counters.leaseFramesBad.Load(),
+		TopicsOwned:           n.lease.Owned(),
+		OwnershipPending:      n.lease.Pending(),
+		OpensSent:             ls.OpensSent,
+		ClosesSent:            ls.ClosesSent,
+		OwnershipFences:       n.lease.Fences(),
+		LeaseMessagesSent:     ls.MessagesSent,
+		LeaseBytesSent:        ls.BytesSent,
+		LeaseGrants:           ls.Grants,
+		LeaseRefusals:         ls.Refusals,
+		LeaseFramesDropped:    ls.FramesDropped + ls.FramesBad,
 		NotServedNoLease:      n.counters.notServedNoLease.Load(),
 		OwnershipEventsFolded: n.ownFeed.foldedCount(),
 		TopicsReassigned:      n.counters.reassigned.Load(),

@@ -291,7 +291,7 @@ func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string 
 		l.Confirm(shard, term, at)
 		fmt.Fprintf(&out, "confirmed shard %d at term %d at %s\n", shard, term, atStr(at))
 	case "grant":
-		// The leader computes a grant for a node (node/lease.go records
+		// The leader computes a grant for a node (node/lease records
 		// when, for the fences).
 		at := a.at(t)
 		shard := a.num(t, "shard", 0)

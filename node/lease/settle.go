@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"time"
@@ -22,63 +22,63 @@ type settleWait struct {
 	done               func(settled bool)
 }
 
-// whenSettled calls done(true) once the command that took topic to epoch
+// WhenSettled calls done(true) once the command that took topic to epoch
 // on shard is settled, or done(false) as soon as this node no longer leads
 // shard (its successor fences the old owners again; the client asks it).
-func (n *Node) whenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(settled bool)) {
+func (a *Agent) WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(settled bool)) {
 	if mutant.On(mutant.Settle) {
 		done(true)
 		return
 	}
-	term, led := n.leadsAt(shard)
+	term, led := a.LeadsAt(shard)
 	if !led {
 		done(false)
 		return
 	}
 	w := &settleWait{shard: shard, term: term, epoch: epoch, fresh: fresh, topic: string(topic), done: done}
-	n.dutyMu.Lock()
-	finished, settled, wait := n.settleCheck(w)
+	a.dutyMu.Lock()
+	finished, settled, wait := a.settleCheck(w)
 	if !finished {
-		n.settling = append(n.settling, w)
+		a.settling = append(a.settling, w)
 	}
-	n.dutyMu.Unlock()
+	a.dutyMu.Unlock()
 	if finished {
 		done(settled)
 		return
 	}
-	n.after(wait, n.recheckSettling)
+	a.env.After(wait, a.RecheckSettling)
 }
 
 // settleCheck reports whether w is answered, how, and otherwise how long
 // until the last lease in its way runs out. The caller holds dutyMu.
-func (n *Node) settleCheck(w *settleWait) (finished, settled bool, wait time.Duration) {
-	settled, wait, leads := n.duty.Settled(n.clock(), w.shard, w.term, w.topic, w.epoch, w.fresh)
+func (a *Agent) settleCheck(w *settleWait) (finished, settled bool, wait time.Duration) {
+	settled, wait, leads := a.duty.Settled(a.env.Now(), w.shard, w.term, w.topic, w.epoch, w.fresh)
 	return settled || !leads, settled, wait
 }
 
-// recheckSettling answers the waits that are settled or lost their
+// RecheckSettling answers the waits that are settled or lost their
 // leadership: after an acknowledged close, a lost leadership, and when a
 // lease in the way runs out.
-func (n *Node) recheckSettling() {
-	n.dutyMu.Lock()
-	if len(n.settling) == 0 {
-		n.dutyMu.Unlock()
+func (a *Agent) RecheckSettling() {
+	a.dutyMu.Lock()
+	if len(a.settling) == 0 {
+		a.dutyMu.Unlock()
 		return
 	}
 	var answered []*settleWait
 	var outcome []bool
-	kept := n.settling[:0]
-	for _, w := range n.settling {
-		if finished, settled, _ := n.settleCheck(w); finished {
+	kept := a.settling[:0]
+	for _, w := range a.settling {
+		if finished, settled, _ := a.settleCheck(w); finished {
 			answered = append(answered, w)
 			outcome = append(outcome, settled)
 		} else {
 			kept = append(kept, w)
 		}
 	}
-	clear(n.settling[len(kept):])
-	n.settling = kept
-	n.dutyMu.Unlock()
+	clear(a.settling[len(kept):])
+	a.settling = kept
+	a.dutyMu.Unlock()
 	for i, w := range answered {
 		w.done(outcome[i])
 	}
