@@ -53,16 +53,19 @@ func TestSteadyLeaseRoundsAskBySummaryAlone(t *testing.T) {
 		return perMsg < summaryBytes
 	})
 	t.Logf("steady lease traffic: %.1f bytes per message", perMsg)
-	// Every topic is still served under a lease, renewed by summaries.
+	// Every topic is still served under a lease, renewed by summaries
+	// (checked until it is: on a starved machine a renewal may come after
+	// the lease ran out, and the next one covers the topic again).
 	time.Sleep(2 * c.nodes[0].cfg.LeaseDuration)
 	for topic, owner := range owners {
 		h, ok := held(c.node(owner), topic)
 		if !ok {
 			t.Fatalf("%s no longer held by %s", topic, owner)
 		}
-		if _, r := c.node(owner).lease.Serve([]byte(topic), h.Epoch); r != ownership.Servable {
-			t.Fatalf("%s not served by %s under summaries: %v", topic, owner, r)
-		}
+		waitUntil(t, 10*time.Second, topic+" served under summaries", func() bool {
+			_, r := c.node(owner).lease.Serve([]byte(topic), h.Epoch)
+			return r == ownership.Servable
+		})
 	}
 	if _, err := cl.Produce(ctx, "summary-0", [][]byte{[]byte("x")}); err != nil {
 		t.Fatalf("produce: %v", err)
