@@ -305,6 +305,17 @@ func TestFollowingClientFindsMovedTopicsInItsCache(t *testing.T) {
 	if s := fc.FollowStats(); s.Refreshed < topics {
 		t.Fatalf("follow stats %+v: fewer routes refreshed than the %d topics moved", s, topics)
 	}
+	// Each new owner serves its topics (its lease wait and record pull
+	// over) before the count starts: a request that finds its owner not
+	// yet serving trusts the watch only for a while, then looks up, and
+	// on a loaded machine the wait can outlast that.
+	for topic := range before {
+		r, _ := fc.Route(topic)
+		waitUntil(t, 20*time.Second, topic+" writable at its new owner", func() bool {
+			res, err := cl.Produce(ctx, topic, [][]byte{[]byte("probe")})
+			return err == nil && res.Epoch == r.Epoch
+		})
+	}
 	lookups := lookupsServed(c.node("n1")) + lookupsServed(c.node("n2"))
 	for topic, epoch := range before {
 		r, _ := fc.Route(topic)
