@@ -103,8 +103,9 @@ type Node struct {
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
 	// peers send (leaseTask), the replies to this node's rounds, and the
-	// raft frames from peers. dutyTask, leaseTask and leaseReplyTask run
-	// the lease room's work (lease.Task).
+	// raft frames from peers. eventsTask runs the events room's passes,
+	// reconcileTask the reconcile room's Driver, and dutyTask, leaseTask
+	// and leaseReplyTask the lease room's work (lease.Task).
 	eventsTask, reconcileTask, dutyTask   *task
 	leaseTask, leaseReplyTask, raftInTask *task
 	// clock is the node's monotonic clock (time.Now); afterFunc its

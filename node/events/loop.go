@@ -90,13 +90,8 @@ type Config struct {
 	Env    Env
 }
 
-// Loop is the node's event loop: it takes SWIM's membership events and
-// what the raft host reports of the node's replicas (leader changes and
-// configurations), on goroutines that must not block, and handles them in
-// passes on the node's events task (Run). It knows which shards the
-// node's replicas lead and since when each has known no leader. It starts
-// no goroutine and arms no timer: the node runs its task. Safe for
-// concurrent use.
+// Loop is the node's event loop (see the package doc). Safe for
+// concurrent use; Run is called by one task at a time.
 type Loop struct {
 	cfg  Config
 	env  Env
