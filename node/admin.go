@@ -101,7 +101,7 @@ func (n *Node) drain(kind wire.Kind, target string, payload []byte, hops int, do
 		return
 	}
 	done(adminResult(&wire.AdminResult{Node: []byte(n.cfg.ID), Drained: drained,
-		Topics: uint64(n.lease.Owned()), Leaders: uint64(n.ledCount())}))
+		Topics: uint64(n.lease.Owned()), Leaders: uint64(n.events.Led())}))
 }
 
 // transferLeader serves TransferLeader: Prepare at the node named, the
@@ -128,7 +128,7 @@ func (n *Node) transferLeader(m *wire.TransferLeader, payload []byte, hops int, 
 		done(adminResult(&wire.AdminResult{Node: []byte(n.cfg.ID), Shard: m.Shard}))
 		return
 	}
-	if !n.led[m.Shard].Load() {
+	if !n.events.Leads(m.Shard) {
 		n.srv.ToLeader(wire.KindTransferLeader, payload, hops, uint32(m.Shard), done)
 		return
 	}

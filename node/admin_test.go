@@ -217,14 +217,14 @@ func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
 		t.Fatalf("transfer-leader answered %+v (term before %d)", got, before)
 	}
 	target := c.node(to)
-	if !target.led[shard].Load() || !target.rec.Pinned(shard, target.view.Load().rec) {
+	if !target.events.Leads(shard) || !target.rec.Pinned(shard, target.view.Load().rec) {
 		t.Fatalf("%s does not lead shard %d, or forgot to keep it", to, shard)
 	}
 	// The shard manager leaves it there: a whole pass over the shards
 	// starts no transfer of it.
 	waitUntil(t, 10*time.Second, "no shard-manager pass in flight", func() bool { return target.rec.BeginPass() })
-	target.managePass(target.view.Load(), target.shardEvents.Load(), mustShards(t, target))
-	if !target.led[shard].Load() {
+	target.reconciler.ManagePass(target.view.Load().rec, target.events.ShardEvents(), mustShards(t, target))
+	if !target.events.Leads(shard) {
 		t.Fatalf("%s handed shard %d back", to, shard)
 	}
 

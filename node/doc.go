@@ -17,6 +17,11 @@
 //     decoded and delivered to the host). Leadership changes update the
 //     router.LeaderTable and are announced through SWIM; SWIM's ShardLeader
 //     events (term-checked) fill the table on every node.
+//   - The events room (node/events; events.go wires it) takes SWIM's
+//     events and the raft host's reports of the hosted replicas on the
+//     node's events task: the members' liveness told to raft, the view
+//     rebuilt, the leader table filled, this node's leaderships announced,
+//     which shards the replicas lead and since when each has known none.
 //   - The shardsm room (node/shardsm; shardsm.go wires it) applies
 //     committed meta commands to one meta.State per hosted shard. Each
 //     topic's record is stored under its own data key of the shard (and
@@ -33,7 +38,8 @@
 // Config.BootstrapExpect live members; the first BootstrapExpect of them
 // in id order create the groups of one placement, and any other node joins
 // the cluster already born. When to do which is the reconcile room's
-// (node/reconcile, birth.go); reconcile.go bootstraps the groups it names.
+// (node/reconcile, birth.go), whose Driver bootstraps the groups it names
+// from the event loop.
 //
 // # Requests
 //
@@ -131,8 +137,8 @@
 // are confirmed with their shards' leaders and dropped. The decisions, and
 // the moves of dead, drained or silent owners' topics, are the reconcile
 // room's (node/reconcile, whose scenarios in testdata are its
-// specification); reconcile.go runs its passes against the raft host and
-// the state machine.
+// specification); its Driver runs the passes against the raft host and the
+// state machine, and reconcile.go gives it the node's parts.
 //
 // # Operators' marks
 //
@@ -153,7 +159,7 @@
 // their announcements through SWIM, and the pulls and pushes that keep
 // them current are package metasync's; metasync.go binds it to the
 // node's peers, SWIM, clock and random source, and the event loop ticks
-// it (events.go).
+// it (node/events).
 //
 // A starting node answers client requests Unavailable (with a retry hint)
 // until it is Ready: its cluster is born, it merged every kind from a peer

@@ -136,7 +136,7 @@ func (n *Node) PeerDown(node string) {
 // SwimEvents hands a driven node its membership's events.
 func (n *Node) SwimEvents(evs ...swim.Event) {
 	for _, e := range evs {
-		n.events.push(e)
+		n.events.Push(e)
 	}
 }
 

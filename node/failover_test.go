@@ -199,7 +199,7 @@ func TestShardLeaderDiesShardServesAgain(t *testing.T) {
 	for i := 0; topic == ""; i++ {
 		cand := fmt.Sprintf("led-%d", i)
 		s := router.ShardOf([]byte(cand), testShards)
-		if victim.led[s].Load() {
+		if victim.events.Leads(uint64(s)) {
 			topic, shard = cand, s
 		}
 		if i > 10000 {

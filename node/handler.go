@@ -459,6 +459,6 @@ const leaderlessLookups = 20
 // group no longer sends to, keeps a state that may be far behind: the
 // lookup goes to the cache or the leader instead.
 func (n *Node) answersLocally(shard uint64) bool {
-	since := n.leaderless[shard].Load()
+	since := n.events.LeaderlessSince(shard)
 	return since == 0 || n.clock().UnixNano()-since <= int64(leaderlessLookups*n.cfg.RaftTickInterval)
 }

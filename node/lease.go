@@ -49,9 +49,11 @@ func (e leaseEnv) Spawn(f func()) bool                         { return e.n.spaw
 func (e leaseEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
 func (e leaseEnv) Born() bool                                  { return e.n.born.Load() }
 func (e leaseEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
-func (e leaseEnv) ShardEvents() uint64                         { return e.n.shardEvents.Load() }
+func (e leaseEnv) ShardEvents() uint64                         { return e.n.events.ShardEvents() }
 
-func (e leaseEnv) PrevSilent(shard uint64, prev string) bool { return e.n.prevSilent(shard, prev) }
+func (e leaseEnv) PrevSilent(shard uint64, prev string) bool {
+	return e.n.reconciler.PrevSilent(shard, prev)
+}
 
 func (e leaseEnv) Kick(t lease.Task) {
 	switch t {
@@ -69,7 +71,7 @@ func (e leaseEnv) Kick(t lease.Task) {
 func (e leaseEnv) Gone() func(node string) bool {
 	n := e.n
 	v := n.view.Load()
-	knowsAll := n.knowsAllMembers()
+	knowsAll := n.reconciler.KnowsAll()
 	return func(node string) bool {
 		if node == n.cfg.ID {
 			return false

@@ -77,19 +77,9 @@ func (n *Node) handOff(ctx context.Context) {
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if n.ledCount() == 0 {
+		if n.events.Led() == 0 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func (n *Node) ledCount() int {
-	c := 0
-	for i := range n.led {
-		if n.led[i].Load() {
-			c++
-		}
-	}
-	return c
 }

@@ -44,7 +44,7 @@ func TestLeaveHandsOffLeadershipsAndTopics(t *testing.T) {
 	if err := n3.Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
-	if led := n3.ledCount(); led != 0 {
+	if led := n3.events.Led(); led != 0 {
 		t.Errorf("n3 still led %d shards when it closed", led)
 	}
 	if strings.Contains(warned.String(), "left before every topic's records were pulled") {

@@ -77,7 +77,7 @@ func (n *Node) publishMarks() {
 		n.log.Error("node: publish marks", "err", err)
 	}
 	n.viewDirty.Store(true)
-	n.events.wake()
+	n.eventsTask.kick()
 }
 
 // setDrained records and spreads this node's drain mark.

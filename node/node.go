@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
@@ -84,11 +85,7 @@ type Node struct {
 	// Config.MetadataSyncInterval so that no cached route is older than
 	// that (rotateCache).
 	cache   *router.Cache
-	cacheAt time.Time     // event loop: when the cache was last emptied
-	led     []atomic.Bool // shards whose local replica leads
-	// leaderless: per shard, since when (unix ns, clock) the local
-	// replica has known no leader; 0 while it knows one (answersLocally).
-	leaderless []atomic.Int64
+	cacheAt time.Time // event loop: when the cache was last emptied
 
 	view atomic.Pointer[clusterView]
 
@@ -106,8 +103,9 @@ type Node struct {
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
 	// peers send (leaseTask), the replies to this node's rounds, and the
-	// raft frames from peers. dutyTask, leaseTask and leaseReplyTask run
-	// the lease room's work (lease.Task).
+	// raft frames from peers. eventsTask runs the events room's passes,
+	// reconcileTask the reconcile room's Driver, and dutyTask, leaseTask
+	// and leaseReplyTask the lease room's work (lease.Task).
 	eventsTask, reconcileTask, dutyTask   *task
 	leaseTask, leaseReplyTask, raftInTask *task
 	// clock is the node's monotonic clock (time.Now); afterFunc its
@@ -131,7 +129,9 @@ type Node struct {
 	// it, and the forwards of peers (node/serve; serve.go).
 	srv *serve.Server
 
-	events  eventQueue
+	// events: the event loop, and which shards the replicas here lead
+	// (node/events; events.go).
+	events  *events.Loop
 	born    atomic.Bool
 	readyc  chan struct{}
 	ready   atomic.Bool
@@ -148,16 +148,11 @@ type Node struct {
 	// msync: the cluster metadata sync (metasync.go).
 	msync     *metasync.Sync
 	startedAt time.Time
-	// rec: the reconcile room: group changes, owners' moves, strays,
-	// birth (reconcile.go).
-	rec *reconcile.Controller
-	// shardEvents counts leadership and configuration changes of hosted
-	// replicas: a shard-manager pass that found nothing to do is not
-	// repeated while neither they nor the view change.
-	shardEvents atomic.Uint64
-	// quietTicks counts event-loop passes without an event (the event
-	// loop's, or Drive's, goroutine only).
-	quietTicks int
+	// rec and reconciler: the reconcile room's Controller (group changes,
+	// owners' moves, strays, birth) and the Driver that makes its
+	// decisions (reconcile.go).
+	rec        *reconcile.Controller
+	reconciler *reconcile.Driver
 
 	// adm: the slots and bytes of the requests being served (node/serve).
 	adm *serve.Admission
@@ -184,9 +179,10 @@ type Node struct {
 }
 
 type counters struct {
-	requests                                  atomic.Uint64
-	reassigned, confChanges, transfers        atomic.Uint64
-	rejected, straysDropped, notServedNoLease atomic.Uint64
+	requests, rejected, notServedNoLease atomic.Uint64
+	// transfers counts the leaderships handed over by an operator's
+	// request or a leaving node (the reconcile room counts its own).
+	transfers atomic.Uint64
 }
 
 // New validates cfg, opens the store in cfg.DataDir and raises and persists
@@ -224,20 +220,18 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		work:       make(chan func()),
-		sessions:   writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
-		cfg:        cfg,
-		log:        cfg.Logger.With("node", cfg.ID),
-		gen:        gen,
-		self:       RaftID(cfg.ID),
-		store:      store,
-		rs:         raftio.NewStorage(store, localShard),
-		leaders:    router.NewLeaderTable(cfg.Shards),
-		led:        make([]atomic.Bool, cfg.Shards),
-		leaderless: make([]atomic.Int64, cfg.Shards),
-		names:      map[uint64]string{RaftID(cfg.ID): cfg.ID},
-		readyc:     make(chan struct{}),
-		adm:        serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
+		work:     make(chan func()),
+		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.ID),
+		gen:      gen,
+		self:     RaftID(cfg.ID),
+		store:    store,
+		rs:       raftio.NewStorage(store, localShard),
+		leaders:  router.NewLeaderTable(cfg.Shards),
+		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
+		readyc:   make(chan struct{}),
+		adm:      serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		clock:     clock,
 		afterFunc: after,
@@ -267,17 +261,24 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		_ = store.Close()
 		return nil, err
 	}
+	if n.reconciler, err = n.newReconciler(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if n.events, err = n.newEvents(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	if n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
-	n.eventsTask = newTask(n, n.eventsDuty)
-	n.reconcileTask = newTask(n, n.reconcileDuty)
+	n.eventsTask = newTask(n, n.events.Run)
+	n.reconcileTask = newTask(n, n.reconciler.Run)
 	n.dutyTask = newTask(n, n.lease.RunDue)
 	n.leaseTask = newTask(n, n.lease.RunRounds)
 	n.leaseReplyTask = newTask(n, n.lease.RunReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
-	n.events.wake = n.eventsTask.kick
 	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
 	v0.rec = reconcileView(v0)
 	n.view.Store(v0)
@@ -402,7 +403,7 @@ func (n *Node) Start(ctx context.Context) error {
 	drv, err := n.listenSwim(swim.DriverConfig{
 		Node:    sc,
 		Seeds:   n.cfg.Join,
-		OnEvent: n.events.push,
+		OnEvent: n.events.Push,
 		Logger:  n.log,
 	})
 	if err != nil {
@@ -452,6 +453,27 @@ func (n *Node) markReady() {
 		n.ready.Store(true)
 		close(n.readyc)
 	})
+}
+
+// maybeReady marks a born node ready once its cluster metadata is synced
+// and it knows its leaders (reconcile.Controller.Ready).
+func (n *Node) maybeReady() {
+	if n.isReady() || !n.born.Load() {
+		return
+	}
+	if at := n.bornAt.Load(); at == 0 {
+		n.bornAt.Store(n.clock().UnixNano())
+	}
+	var rows []router.ShardLeader
+	rows, _ = n.leaders.Snapshot(rows)
+	if !n.metadataSynced() {
+		return
+	}
+	if n.rec.Ready(len(rows), time.Unix(0, n.bornAt.Load()), n.clock()) {
+		vs := n.MetadataVersions()
+		n.log.Info("ready", "leaders_known", len(rows), "membership_version", vs.Membership, "ring_version", vs.Ring, "leader_version", vs.ShardLeaders)
+		n.markReady()
+	}
 }
 
 // Addrs returns the bound client, peer and SWIM addresses (empty before
@@ -541,7 +563,7 @@ func (n *Node) Close() error {
 		if n.host != nil {
 			n.host.Stop()
 		}
-		n.events.close()
+		n.events.Close()
 		n.wg.Wait()
 	}
 	if err := n.store.Close(); err != nil {
@@ -558,8 +580,8 @@ func (n *Node) hostConfig() raftmux.Config {
 		Storage:        n.rs,
 		Transport:      n.rt,
 		StateMachine:   n.sm,
-		OnLeaderChange: n.onLeaderChange,
-		OnConfState:    n.onConfState,
+		OnLeaderChange: n.events.LeaderChange,
+		OnConfState:    n.events.ConfState,
 		AcceptReplica:  n.acceptReplica,
 		TickInterval:   n.cfg.RaftTickInterval,
 		Clock:          n.clock,

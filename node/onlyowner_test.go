@@ -200,16 +200,16 @@ func TestDeposedLeaderCannotReopenAClosedTopic(t *testing.T) {
 	// raft gives a transfer up after an election timeout if n3 does not
 	// catch up meanwhile (a busy machine): ask again until n3 leads.
 	waitUntil(t, 20*time.Second, "n3 leads the shard", func() bool {
-		if fc.node("n3").led[shard].Load() {
+		if fc.node("n3").events.Leads(uint64(shard)) {
 			return true
 		}
-		if fc.node("n1").led[shard].Load() {
+		if fc.node("n1").events.Leads(uint64(shard)) {
 			if err := fc.node("n1").host.TransferLeader(ctx, uint64(shard), RaftID("n3")); err != nil {
 				t.Logf("transfer: %v", err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		return fc.node("n3").led[shard].Load()
+		return fc.node("n3").events.Leads(uint64(shard))
 	})
 	b := assignTo(t, admin, topic, "n1")
 	if b.Epoch <= a.Epoch {

@@ -43,8 +43,8 @@ func (e serveEnv) After(d time.Duration, f func()) func() bool { return e.n.afte
 func (e serveEnv) ClientAddr(id string) string                 { return e.n.clientAddrOf(id) }
 func (e serveEnv) Members() serve.Members                      { return e.n.view.Load() }
 func (e serveEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
-func (e serveEnv) Leads(shard uint32) bool                     { return e.n.led[shard].Load() }
-func (e serveEnv) Deposed(shard uint64)                        { e.n.led[shard].Store(false) }
+func (e serveEnv) Leads(shard uint32) bool                     { return e.n.events.Leads(uint64(shard)) }
+func (e serveEnv) Deposed(shard uint64)                        { e.n.events.Deposed(shard) }
 func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.lease.LeadsAt(shard) }
 func (e serveEnv) Stamp(shard uint64) uint64                   { return e.n.stamp(shard) }
 
@@ -85,4 +85,4 @@ func (e serveEnv) OwnSession(done serve.Done) (wire.Session, serve.Done) {
 
 func (v *clusterView) Alive(id string) bool                  { return v.alive(id) }
 func (v *clusterView) Drained(id string) bool                { return v.drained[id] }
-func (v *clusterView) Candidates(st *meta.State) []meta.Node { return liveNodes(v, st) }
+func (v *clusterView) Candidates(st *meta.State) []meta.Node { return v.rec.Candidates(st) }

@@ -19,7 +19,7 @@ type Status struct {
 
 // Status reports the node's status.
 func (n *Node) Status() Status {
-	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.ledCount(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
+	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
 	if v := n.view.Load(); v != nil {
 		st.MembersAlive = len(v.live)
 	}
@@ -125,7 +125,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	ws, recs, srv, ls := n.watch.Stats(), n.records.Stats(), n.srv.Stats(), n.lease.Stats()
+	ws, recs, srv, ls, rc := n.watch.Stats(), n.records.Stats(), n.srv.Stats(), n.lease.Stats(), n.reconciler.Stats()
 	s := Stats{
 		Requests:              n.counters.requests.Load(),
 		Forwarded:             srv.Forwarded,
@@ -161,11 +161,11 @@ func (n *Node) Stats() Stats {
 		LeaseFramesDropped:    ls.FramesDropped + ls.FramesBad,
 		NotServedNoLease:      n.counters.notServedNoLease.Load(),
 		OwnershipEventsFolded: n.ownFeed.foldedCount(),
-		TopicsReassigned:      n.counters.reassigned.Load(),
-		ConfChanges:           n.counters.confChanges.Load(),
-		LeaderTransfers:       n.counters.transfers.Load(),
-		ShardsLed:             n.ledCount(),
-		EventQueueLen:         n.events.len(),
+		TopicsReassigned:      rc.TopicsReassigned,
+		ConfChanges:           rc.ConfChanges,
+		LeaderTransfers:       n.counters.transfers.Load() + rc.LeaderTransfers,
+		ShardsLed:             n.events.Led(),
+		EventQueueLen:         n.events.Len(),
 	}
 	rs := n.rs.Stats()
 	s.RaftCommits, s.RaftFsyncs = rs.Commits, rs.Fsyncs
@@ -180,7 +180,7 @@ func (n *Node) Stats() Stats {
 	}
 	s.MembersRemoved = n.marks.Removals()
 	s.StrayReplicas = len(n.rec.Strays())
-	s.StraysDropped = n.counters.straysDropped.Load()
+	s.StraysDropped = rc.StraysDropped
 	s.MetadataSyncs = ms.Merges
 	s.Security = n.securityStats()
 	var rows []router.ShardLeader

@@ -48,19 +48,25 @@
 //
 // # Shape
 //
-// The Controller decides and the node acts: each method takes what the
-// node knows (the View, the replicas' raftmux.Info, the time, the lease
-// rounds heard) and returns what to do (Steps, stray checks, owners to
-// move, groups to create); the node makes those against the raft host and
-// the state machine and reports their ends back (StepDone, Judge, Dropped,
-// Reassigned, GroupDone). It holds one lock over its own state, and reads
-// the rest of the node only through its Env (the node id of a raft id,
-// whether the node holds back an open it owes) and the shard-leader table
-// it is given. Marks keeps the marks under a lock of its own, and writes
-// them through its MarkStore under it, so that they land in order.
+// The Controller decides: each method takes what the node knows (the
+// View, the replicas' raftmux.Info, the time, the lease rounds heard) and
+// returns what to do (Steps, stray checks, owners to move, groups to
+// create), and is told the ends of what it asked for (StepDone, Judge,
+// Dropped, Reassigned, GroupDone). It holds one lock over its own state,
+// and reads the rest of the node only through its Env (the node id of a
+// raft id, whether the node holds back an open it owes) and the
+// shard-leader table it is given. Marks keeps the marks under a lock of
+// its own, and writes them through its MarkStore under it, so that they
+// land in order. The Controller must not: ask raft for anything, propose,
+// send or read a frame, read a clock, start a goroutine or a timer, log,
+// or call its Env while it holds its lock; nor decide membership (SWIM
+// does) or placement (router does).
 //
-// It must not: ask raft for anything, propose, send or read a frame, read
-// a clock, start a goroutine or a timer, log, or call its Env while it
-// holds its lock; nor decide membership (SWIM does) or placement (router
-// does).
+// The Driver acts (driver.go): it runs the reconcile task's passes (Run)
+// and the cluster's birth (Birth) against the raft host (Host), the
+// state machine (Machine) and the lease room (Lease), proposes the
+// owners' moves and asks leaders about strays through its DriverEnv, and
+// reports every end back to the Controller. It reads the clock, the view
+// and the node's birth only through its DriverEnv, and starts no
+// goroutine and arms no timer: the node's tasks run it.
 package reconcile

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"time"
 
+	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -54,4 +55,17 @@ func (v *View) Gone(id string, knowsAll bool) bool {
 // still answers its peers), or id was removed for good.
 func (v *View) Died(id string) bool {
 	return v.Dead[id] && v.Members[id].State != swim.StateLeft
+}
+
+// Candidates returns the live members that are not drained as owner
+// candidates, with their load in st (the shard's own count).
+func (v *View) Candidates(st *meta.State) []meta.Node {
+	out := make([]meta.Node, 0, len(v.Live))
+	for _, id := range v.Live {
+		if v.Drained[id] {
+			continue
+		}
+		out = append(out, meta.Node{ID: id, Load: uint64(st.Load(id))})
+	}
+	return out
 }

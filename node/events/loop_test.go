@@ -1,0 +1,191 @@
+package events
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
+	"github.com/shoalmq/shoal/swim"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// raftID numbers the test's nodes: n1 is 1, n2 is 2, and so on.
+func raftID(node string) uint64 { return uint64(node[1] - '0') }
+
+// digit is the last character of the name of the node of raft id id.
+func digit(id uint64) string { return strconv.FormatUint(id, 10) }
+
+type fakeEnv struct {
+	now     time.Time
+	kicks   int
+	removed map[string]bool
+	calls   []string // in order: what the loop asked of the node
+}
+
+func (e *fakeEnv) Now() time.Time { return e.now }
+func (e *fakeEnv) Kick()          { e.kicks++ }
+func (e *fakeEnv) NameOf(id uint64) (string, bool) {
+	return "n" + digit(id), id != 0
+}
+func (e *fakeEnv) Host() Host            { return fakeHost{e} }
+func (e *fakeEnv) RemovePeer(m string)   { e.calls = append(e.calls, "forget "+m) }
+func (e *fakeEnv) Removed(m string) bool { return e.removed[m] }
+func (e *fakeEnv) AnnounceLeader(shard, _ uint64) {
+	e.calls = append(e.calls, "announce "+digit(shard))
+}
+func (e *fakeEnv) Rebuild() { e.calls = append(e.calls, "rebuild") }
+func (e *fakeEnv) Announced(uint64, string, uint64) {
+	e.calls = append(e.calls, "version")
+}
+func (e *fakeEnv) SyncTick()    { e.calls = append(e.calls, "sync") }
+func (e *fakeEnv) RotateCache() { e.calls = append(e.calls, "cache") }
+func (e *fakeEnv) Birth()       { e.calls = append(e.calls, "birth") }
+func (e *fakeEnv) Ready()       { e.calls = append(e.calls, "ready") }
+
+type fakeHost struct{ e *fakeEnv }
+
+func (h fakeHost) NodeSuspect(id uint64) { h.e.calls = append(h.e.calls, "suspect "+digit(id)) }
+func (h fakeHost) NodeDead(id uint64)    { h.e.calls = append(h.e.calls, "dead "+digit(id)) }
+func (h fakeHost) NodeAlive(id uint64)   { h.e.calls = append(h.e.calls, "alive "+digit(id)) }
+
+type fakeLease struct{ calls []string }
+
+func (l *fakeLease) Follows(shard, lead, term uint64) { l.calls = append(l.calls, "follows") }
+func (l *fakeLease) Leadership(_, _ uint64, won bool) {
+	l.calls = append(l.calls, map[bool]string{true: "won", false: "lost"}[won])
+}
+func (l *fakeLease) RecheckSettling()                     { l.calls = append(l.calls, "recheck") }
+func (l *fakeLease) TakeUpLater(uint64, uint64)           { l.calls = append(l.calls, "take up") }
+func (l *fakeLease) ConfState(uint64, []uint64, []uint64) { l.calls = append(l.calls, "conf") }
+
+func newLoop(t *testing.T) (*Loop, *fakeEnv, *fakeLease, *router.LeaderTable) {
+	t.Helper()
+	env := &fakeEnv{now: time.Unix(100, 0), removed: map[string]bool{}}
+	lease := &fakeLease{}
+	leaders := router.NewLeaderTable(4)
+	l, err := New(Config{Self: "n1", RaftID: raftID, Shards: 4, Interval: time.Second, Leaders: leaders, Lease: lease, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, env, lease, leaders
+}
+
+func TestNewRefusesAnIncompleteConfig(t *testing.T) {
+	if _, err := New(Config{Self: "n1", RaftID: raftID, Shards: 4, Interval: time.Second, Leaders: router.NewLeaderTable(4)}); err == nil {
+		t.Fatal("a Loop without a lease room or an Env")
+	}
+}
+
+// A leader change is recorded where it arrives, before the events task
+// runs: the lease room hears it, the replica's leadership and leaderless
+// time are kept, the shard events counted and the leader table filled.
+func TestALeaderChangeIsRecordedWhereItArrives(t *testing.T) {
+	l, env, lease, leaders := newLoop(t)
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: 0, Term: 3})
+	if l.Leads(2) || l.LeaderlessSince(2) != env.now.UnixNano() || l.ShardEvents() != 1 {
+		t.Fatalf("leaderless: leads %v since %d events %d", l.Leads(2), l.LeaderlessSince(2), l.ShardEvents())
+	}
+	env.now = env.now.Add(time.Second)
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: 0, Term: 3})
+	if l.LeaderlessSince(2) != time.Unix(100, 0).UnixNano() {
+		t.Fatal("a second leaderless report moved the time it began")
+	}
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: 1, Term: 4})
+	if !l.Leads(2) || l.LeaderlessSince(2) != 0 || l.Led() != 1 || l.ShardEvents() != 3 {
+		t.Fatalf("won: leads %v since %d led %d events %d", l.Leads(2), l.LeaderlessSince(2), l.Led(), l.ShardEvents())
+	}
+	if leader, term, ok := leaders.Get(2); !ok || leader != "n1" || term != 4 {
+		t.Fatalf("leader table: %s at %d (%v)", leader, term, ok)
+	}
+	want := []string{"follows", "lost", "recheck", "follows", "lost", "recheck", "follows", "won"}
+	if !slices.Equal(lease.calls, want) {
+		t.Fatalf("lease room heard %v, want %v", lease.calls, want)
+	}
+	if env.kicks != 3 || l.Len() != 3 {
+		t.Fatalf("kicks %d, queued %d", env.kicks, l.Len())
+	}
+	l.Deposed(2)
+	if l.Leads(2) {
+		t.Fatal("deposed, still leads")
+	}
+	l.ConfState(1, raftpb.ConfState{Voters: []uint64{1, 2, 3}})
+	l.LeaderChange(raftmux.LeaderChange{Shard: 4, Leader: 1, Term: 1})
+	if l.ShardEvents() != 4 || l.Len() != 3 {
+		t.Fatalf("events %d, queued %d: a report of a shard past the last counted", l.ShardEvents(), l.Len())
+	}
+}
+
+// A pass tells raft what the membership events say (but nothing of this
+// node, nor of a removed member), rebuilds the view once, announces this
+// node's new leaderships, hands the metadata versions over after the
+// rebuild, and ends with the sync, the cache, birth and readiness.
+func TestAPassHandlesTheEventsInOrder(t *testing.T) {
+	l, env, lease, leaders := newLoop(t)
+	env.removed["n4"] = true
+	l.LeaderChange(raftmux.LeaderChange{Shard: 1, Leader: 1, Term: 2})
+	lease.calls = nil
+	for _, e := range []swim.Event{
+		{Kind: swim.EventMetadataVersion, Leader: "n2", MetaKind: 1, Version: 7},
+		{Kind: swim.EventSuspect, Member: swim.Member{ID: "n2"}},
+		{Kind: swim.EventDead, Member: swim.Member{ID: "n3", State: swim.StateDead}},
+		{Kind: swim.EventJoined, Member: swim.Member{ID: "n4"}},
+		{Kind: swim.EventDead, Member: swim.Member{ID: "n1"}},
+		{Kind: swim.EventShardLeader, Shard: 3, Leader: "n2", Term: 5},
+		{Kind: swim.EventShardLeader, Shard: 9, Leader: "n2", Term: 5},
+	} {
+		l.Push(e)
+	}
+	if next := l.Run(env.now); !next.Equal(env.now.Add(time.Second)) {
+		t.Fatalf("next due %v", next)
+	}
+	want := []string{"suspect 2", "dead 3", "forget n3", "announce 1", "rebuild", "version", "sync", "cache", "birth", "ready"}
+	if !slices.Equal(env.calls, want) {
+		t.Fatalf("pass: %v, want %v", env.calls, want)
+	}
+	if !slices.Equal(lease.calls, []string{"take up"}) {
+		t.Fatalf("lease room heard %v", lease.calls)
+	}
+	if leader, term, ok := leaders.Get(3); !ok || leader != "n2" || term != 5 {
+		t.Fatalf("leader table: %s at %d (%v)", leader, term, ok)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("%d events left", l.Len())
+	}
+}
+
+// Quiet passes read SWIM's members again only every viewRefreshTicks.
+func TestQuietPassesRebuildTheViewNowAndThen(t *testing.T) {
+	l, env, _, _ := newLoop(t)
+	rebuilds := 0
+	for range 3 * viewRefreshTicks {
+		env.calls = nil
+		l.Run(env.now)
+		if slices.Contains(env.calls, "rebuild") {
+			rebuilds++
+		}
+	}
+	if rebuilds != 3 {
+		t.Fatalf("%d rebuilds in %d quiet passes", rebuilds, 3*viewRefreshTicks)
+	}
+}
+
+// The queue drops SWIM events past its bound, and everything once closed.
+func TestTheQueueIsBounded(t *testing.T) {
+	l, env, _, _ := newLoop(t)
+	for range maxQueuedEvents + 5 {
+		l.Push(swim.Event{Kind: swim.EventUpdated, Member: swim.Member{ID: "n2"}})
+	}
+	if l.Len() != maxQueuedEvents || l.q.drops != 5 || env.kicks != maxQueuedEvents {
+		t.Fatalf("queued %d, dropped %d, kicks %d", l.Len(), l.q.drops, env.kicks)
+	}
+	l.Run(env.now)
+	l.Close()
+	l.Push(swim.Event{Kind: swim.EventUpdated})
+	l.LeaderChange(raftmux.LeaderChange{Shard: 1, Leader: 2, Term: 1})
+	if l.Len() != 0 {
+		t.Fatalf("%d events queued after Close", l.Len())
+	}
+}
