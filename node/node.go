@@ -240,38 +240,23 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	}
 	n.initSecurity()
 	n.cache = cache
-	if n.msync, err = n.newMetaSync(); err != nil {
-		_ = store.Close()
-		return nil, err
+	// The rooms, in the order each needs the ones before it.
+	rooms := []func() error{
+		func() (err error) { n.msync, err = n.newMetaSync(); return err },
+		func() (err error) { n.watch, err = n.newWatch(); return err },
+		func() (err error) { n.records, err = n.newRecords(); return err },
+		func() (err error) { n.rec, err = n.newReconcile(); return err },
+		func() error { n.sm = n.newStateMachine(); return nil },
+		func() (err error) { n.lease, err = n.newLease(); return err },
+		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
+		func() (err error) { n.events, err = n.newEvents(); return err },
+		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
 	}
-	if n.watch, err = n.newWatch(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.records, err = n.newRecords(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.rec, err = n.newReconcile(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	n.sm = n.newStateMachine()
-	if n.lease, err = n.newLease(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.reconciler, err = n.newReconciler(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.events, err = n.newEvents(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); err != nil {
-		_ = store.Close()
-		return nil, err
+	for _, build := range rooms {
+		if err := build(); err != nil {
+			_ = store.Close()
+			return nil, err
+		}
 	}
 	n.eventsTask = newTask(n, n.events.Run)
 	n.reconcileTask = newTask(n, n.reconciler.Run)
@@ -282,13 +267,11 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
 	v0.rec = reconcileView(v0)
 	n.view.Store(v0)
-	if err := n.lease.Load(); err != nil {
-		_ = store.Close()
-		return nil, err
-	}
-	if err := n.loadMarks(); err != nil {
-		_ = store.Close()
-		return nil, err
+	for _, load := range []func() error{n.lease.Load, n.loadMarks} {
+		if err := load(); err != nil {
+			_ = store.Close()
+			return nil, err
+		}
 	}
 	if born, err := store.Born(); err != nil {
 		_ = store.Close()
