@@ -53,6 +53,14 @@ type Runtime struct {
 	Seed uint64
 	// ClientAddr and PeerAddr are what the node says of itself.
 	ClientAddr, PeerAddr string
+	// Owned, when set, is told each ownership change once it is durable,
+	// before the node may act on it: held is the epoch the node now holds
+	// topic at (0: unchanged, or no longer held), floor the epoch up to
+	// which topic is closed here for good (0: unchanged). The simulator
+	// checks with it that no earlier owner acknowledges a write once a
+	// later one holds the topic, and that no epoch a node closed comes
+	// back.
+	Owned func(topic string, held, floor uint64)
 }
 
 // driveState is when a driven node's raft host next ticks.
@@ -78,7 +86,7 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.goFn, n.yieldFn = rt.Go, rt.Yield
+	n.goFn, n.yieldFn, n.ownedFn = rt.Go, rt.Yield, rt.Owned
 	if n.yieldFn == nil {
 		n.yieldFn = rt.Go
 	}

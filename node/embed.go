@@ -373,5 +373,12 @@ func (n *Node) announce(changes []ownership.Change, why ReleaseReason) {
 		case c.Drop:
 			n.ownFeed.dropped(c.Topic, why)
 		}
+		if n.ownedFn != nil {
+			var held uint64
+			if c.Put {
+				held = c.Held.Epoch
+			}
+			n.ownedFn(c.Topic, held, c.Floor)
+		}
 	}
 }

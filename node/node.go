@@ -121,6 +121,8 @@ type Node struct {
 	// yieldFn runs the rest of a piece of work on a driven node
 	// (Runtime.Yield); nil on a started one, which goes straight on.
 	yieldFn func(f func())
+	// ownedFn: Runtime.Owned (nil on a started node).
+	ownedFn func(topic string, held, floor uint64)
 	// randIntN draws the node's random choices (a peer to sync with).
 	randMu  sync.Mutex
 	randSrc *rand.Rand

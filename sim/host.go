@@ -171,6 +171,7 @@ func (h *host) startNode() error {
 		Generation: h.nodeGen,
 		Seed:       w.rng.Uint64(),
 		ClientAddr: h.clientAddr(), PeerAddr: h.peerAddr(),
+		Owned: func(topic string, held, floor uint64) { w.noteOwned(h, topic, held, floor) },
 	})
 	if err != nil {
 		return fmt.Errorf("sim: boot %s: %w", h.id, err)
@@ -238,7 +239,7 @@ func (h *host) syncLag() time.Duration {
 		w.cutFree = w.now.Add(hold + 20*time.Second)
 		w.after(w.between(0, lag), nil, func() {
 			if !w.quiet {
-				w.powerCut(hold)
+				w.powerCut(hold, h)
 			}
 		})
 	}

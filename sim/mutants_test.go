@@ -31,12 +31,15 @@ var targets = map[mutant.Name]target{
 	// owner does.
 	mutant.LeaseExpiry:    {Owners, 0},
 	mutant.GrantUnchecked: {Owners, 0},
-	mutant.EpochFloor:     {Owners, 0},
-	// The new owner's record pull waits for the old owner's lease to run
-	// out too (node/records/handover.go, ended): the wait the mutant skips shows
-	// only where a pull ends without it, which the topics moved away from
-	// an owner paused between an append and its answer make common.
-	mutant.LeaseWait: {Owners, 100},
+	// A new leader that opens a topic's new owner at once, before the
+	// grants of the leaders before it ran out: the new owner takes the
+	// topic while the old one still acknowledges writes (its record pull
+	// would hold its own writes back, but taking the topic is already
+	// the broken promise).
+	mutant.LeaseWait: {Owners, 0},
+	// A late or duplicated Open taken after the Close of its epoch: the
+	// epoch comes back to the node, and to its embedder's events.
+	mutant.EpochFloor: {Owners, 0},
 	// An owner paused between a produce's append and its answer, whose
 	// lease ran out meanwhile, acknowledges it after a new owner took
 	// over.

@@ -16,6 +16,14 @@ import (
 // from its first to its last; no two such intervals may overlap, and they
 // must follow one another in epoch order. (history.Check sees the same
 // writes through the clients, whose answers arrive later.)
+//
+// A tenure begins, if earlier than its first acknowledgement, when its
+// node durably took the topic at that epoch (node.Runtime.Held): the
+// topic's leader opens a new owner only once every earlier owner's lease
+// has run out, so no earlier owner acknowledges a write from then on,
+// whether or not the new owner has acknowledged one yet. (A node that
+// takes a topic and never acknowledges a write there, as one a stale
+// OpenTopic reached late, makes no tenure.)
 
 type writeAck struct {
 	topic string
@@ -38,15 +46,37 @@ func (w *World) noteAnswer(node, topic string, frame []byte) {
 	w.acks = append(w.acks, writeAck{topic: topic, node: node, epoch: a.Epoch, at: w.now})
 }
 
+// noteOwned records a durable ownership change of h's (node.Runtime.Owned):
+// the instant it took topic at epoch held, and the floor below which it
+// closed the topic for good. An epoch a node closed never comes back to
+// it: a late or duplicated OpenTopic it took anyway would announce to
+// its embedder, as acquired, a topic it was told was released.
+func (w *World) noteOwned(h *host, topic string, held, floor uint64) {
+	k := h.id + "/" + topic
+	if held != 0 {
+		w.holds = append(w.holds, writeAck{topic: topic, node: h.id, epoch: held, at: w.now})
+		if f := w.floors[k]; held <= f {
+			w.reopened = append(w.reopened, fmt.Sprintf("epoch came back: %s took %s at epoch %d at %.6fs, after it closed every epoch up to %d",
+				h.id, topic, held, secs(w.now), f))
+		}
+	}
+	if floor > w.floors[k] {
+		w.floors[k] = floor
+	}
+}
+
 type tenure struct {
 	node        string
 	epoch       uint64
 	first, last time.Time
+	// held: first is when the node took the topic, not an acknowledgement.
+	held bool
 }
 
 // checkOwners returns a violation for every two tenures of one topic that
-// overlap or run against epoch order.
-func checkOwners(acks []writeAck) []string {
+// overlap or run against epoch order; holds are when nodes took topics at
+// epochs (writeAck.at: when the node's store had it).
+func checkOwners(acks, holds []writeAck) []string {
 	byTopic := make(map[string]map[string]*tenure)
 	for _, a := range acks {
 		m := byTopic[a.topic]
@@ -59,6 +89,11 @@ func checkOwners(acks []writeAck) []string {
 			t.last = a.at
 		} else {
 			m[k] = &tenure{node: a.node, epoch: a.epoch, first: a.at, last: a.at}
+		}
+	}
+	for _, h := range holds {
+		if t := byTopic[h.topic][fmt.Sprintf("%s@%d", h.node, h.epoch)]; t != nil && h.at.Before(t.first) {
+			t.first, t.held = h.at, true
 		}
 	}
 	var out []string
@@ -83,8 +118,8 @@ func checkOwners(acks []writeAck) []string {
 			}
 			switch {
 			case !cur.first.After(prev.last):
-				out = append(out, fmt.Sprintf("two owners: %s acknowledged writes to %s at epoch %d from %.6fs to %.6fs, %s at epoch %d from %.6fs",
-					prev.node, topic, prev.epoch, secs(prev.first), secs(prev.last), cur.node, cur.epoch, secs(cur.first)))
+				out = append(out, fmt.Sprintf("two owners: %s acknowledged writes to %s at epoch %d from %.6fs to %.6fs, %s at epoch %d from %.6fs%s",
+					prev.node, topic, prev.epoch, secs(prev.first), secs(prev.last), cur.node, cur.epoch, secs(cur.first), cur.since()))
 			case cur.epoch < prev.epoch:
 				out = append(out, fmt.Sprintf("epoch went backwards: %s acknowledged writes to %s at epoch %d from %.6fs, after %s did at epoch %d",
 					cur.node, topic, cur.epoch, secs(cur.first), prev.node, prev.epoch))
@@ -92,6 +127,15 @@ func checkOwners(acks []writeAck) []string {
 		}
 	}
 	return out
+}
+
+// since says what the tenure's first instant is, when it is not an
+// acknowledgement.
+func (t *tenure) since() string {
+	if t.held {
+		return " (when it took the topic)"
+	}
+	return ""
 }
 
 func secs(t time.Time) float64 { return t.Sub(epoch).Seconds() }

@@ -163,7 +163,8 @@ func Run(cfg Config) (*Result, error) {
 	for _, v := range history.Check(ops, final) {
 		res.add(History, v.String())
 	}
-	res.add(Owners, checkOwners(w.acks)...)
+	res.add(Owners, checkOwners(w.acks, w.holds)...)
+	res.add(Owners, w.reopened...)
 	bad, unknown := w.lin.check(linBudget)
 	res.add(Linearizability, bad...)
 	for _, t := range unknown {
@@ -219,6 +220,7 @@ func buildWorld(cfg Config, opts worldOpts) (w *World, restore func(), err error
 		hist:    &history.Recorder{},
 		members: make(map[string]memberSeen),
 		owners:  make(map[string]route),
+		floors:  make(map[string]uint64),
 		seen:    make(map[string]bool),
 		lin:     newLinLog(),
 		trace:   newTrace(cfg.TraceLines),
@@ -329,7 +331,7 @@ func (w *World) nextFault() {
 			break
 		}
 		if w.rng.IntN(4) == 0 {
-			w.powerCut(hold)
+			w.powerCut(hold, nil)
 			break
 		}
 		h.crash()
@@ -375,6 +377,16 @@ func (w *World) nextFault() {
 			}
 			w.logf("heal: %s not slow", h.id)
 		})
+		// Half the time, an operator moves a topic to the slow node and,
+		// once that move is answered, away again: OpenTopics sent again
+		// while the first was on its way may reach the node after the
+		// CloseTopic that ends that epoch there.
+		if w.rng.IntN(2) == 0 && w.mover.cur == nil && w.hot == "" {
+			topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
+			w.logf("fault: %s moved to the slow %s and back", topic, h.id)
+			w.mover.then = func() { w.mover.moveTo(topic, w.hosts[(h.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]) }
+			w.mover.moveTo(topic, h)
+		}
 	case 6, 7, 9:
 		// The owner of a topic cut off from the other nodes or only from
 		// their messages (it still sends), while its
@@ -405,12 +417,20 @@ func (w *World) nextFault() {
 		if w.side != nil && w.side.cur == nil {
 			w.side.stickTo(o, topic, w.owners[topic].epoch)
 		}
-		// And someone moves the topic away from it at once.
-		w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, func() {
+		// And someone moves the topic away from it at once; in a third of
+		// these, an operator hands the shard's leadership to another
+		// replica first, so that the new owners are opened by a leader
+		// that never saw the grants the cut-off owner still serves on.
+		move := func() {
 			if w.hot == topic && w.mover.cur == nil {
 				w.mover.moveAway(topic, o)
 			}
-		})
+		}
+		if w.rng.IntN(3) == 0 {
+			w.handLeadership(topic, o, move)
+		} else {
+			w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, move)
+		}
 		w.after(hold, nil, func() {
 			w.net.HealLink(o.id, "*")
 			w.net.HealLink("*", o.id)
@@ -421,16 +441,90 @@ func (w *World) nextFault() {
 	w.after(w.between(2*time.Second, 6*time.Second), nil, w.nextFault)
 }
 
+// handLeadership has an operator move the leadership of topic's shard
+// from its leader to another replica, not o, as shoalctl transfer-leader
+// does, and calls then once the leader answered (whatever it answered).
+func (w *World) handLeadership(topic string, o *host, then func()) {
+	shard := router.ShardOf([]byte(topic), w.cfg.Shards)
+	l := w.byID[w.shardLeader(topic)]
+	if l == nil || l.down || l.paused {
+		w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, then)
+		return
+	}
+	// then runs once: after the transfer's answer, or when an answer lost
+	// with its node's crash would have come.
+	called := false
+	once := func() {
+		if !called {
+			called = true
+			then()
+		}
+	}
+	w.after(opTimeout, nil, once)
+	// Each answer comes inside the node's own turn: the next request goes
+	// in a turn of its own.
+	deliver := func(kind wire.Kind, payload []byte, done func(wire.Kind, []byte)) {
+		f, start := wire.BeginFrame(nil, kind, 1)
+		f = append(f, payload...)
+		f, _ = wire.EndFrame(f, start)
+		w.after(w.between(clientLag, clientLagX), l, func() {
+			l.node.DeliverFrame(answerConn{done: func(frame []byte) {
+				var hd wire.Header
+				if wire.DecodeHeader(frame, &hd) == nil {
+					w.after(w.between(clientLag, clientLagX), nil, func() { done(hd.Kind, frame[wire.HeaderSize:]) })
+				}
+			}}, f)
+			l.wake()
+		})
+	}
+	deliver(wire.KindShards, nil, func(kind wire.Kind, p []byte) {
+		var sl wire.ShardList
+		if kind != wire.KindShardList || wire.DecodeShardList(p, &sl) != nil {
+			once()
+			return
+		}
+		var to []string
+		for _, s := range sl.Shards {
+			if s.Shard != uint64(shard) || string(s.Leader) != l.id {
+				continue
+			}
+			for _, r := range s.Replicas {
+				if h := w.byID[string(r)]; h != nil && h != l && h != o && !h.down {
+					to = append(to, h.id)
+				}
+			}
+		}
+		if len(to) == 0 {
+			once()
+			return
+		}
+		target := to[w.rng.IntN(len(to))]
+		w.logf("fault: leadership of shard %d (topic %s) handed from %s to %s", shard, topic, l.id, target)
+		deliver(wire.KindTransferLeader, wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: uint64(shard), Node: []byte(target)}),
+			func(kind wire.Kind, p []byte) {
+				w.logf("transfer of shard %d to %s: %v", shard, target, kind)
+				once()
+			})
+	})
+}
+
 // powerCut cuts every node's power at the same instant: each loses what
 // it had not synced, and they come back one by one within hold.
-func (w *World) powerCut(hold time.Duration) {
+// first, when not nil, is back first (the node whose fsync the cut
+// interrupted: with whichever node is back next, it may elect a leader
+// of the shards they share before their old leader is back).
+func (w *World) powerCut(hold time.Duration, first *host) {
 	w.logf("fault: power cut, every node down, back within %v", hold)
 	for _, o := range w.hosts {
 		if o.down {
 			continue
 		}
 		o.stop(0, "power loss")
-		w.after(w.between(hold/4, hold), nil, func() { w.restart(o) })
+		back := w.between(hold/4, hold)
+		if o == first {
+			back = hold / 8
+		}
+		w.after(back, nil, func() { w.restart(o) })
 	}
 }
 

@@ -718,5 +718,6 @@ func (w *World) scaleChecks(res *ScaleResult, cfg ScaleConfig) {
 			}
 		}
 	}
-	add(Owners, checkOwners(w.acks)...)
+	add(Owners, checkOwners(w.acks, w.holds)...)
+	add(Owners, w.reopened...)
 }

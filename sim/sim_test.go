@@ -162,16 +162,26 @@ func TestOwnersChecker(t *testing.T) {
 		{"t", "n2", 2, ms(11)}, {"t", "n2", 2, ms(20)},
 		{"u", "n1", 1, ms(5)},
 	}
-	if v := checkOwners(ok); len(v) != 0 {
+	if v := checkOwners(ok, nil); len(v) != 0 {
 		t.Fatalf("tenures in turn flagged: %v", v)
 	}
 	overlap := append(slices.Clone(ok), writeAck{"t", "n1", 1, ms(15)})
-	if v := checkOwners(overlap); len(v) != 1 {
+	if v := checkOwners(overlap, nil); len(v) != 1 {
 		t.Fatalf("overlapping tenures: %v, want one violation", v)
 	}
 	back := append(slices.Clone(ok), writeAck{"t", "n3", 1, ms(30)})
-	if v := checkOwners(back); len(v) != 1 {
+	if v := checkOwners(back, nil); len(v) != 1 {
 		t.Fatalf("an epoch going back: %v, want one violation", v)
+	}
+	// n2 took t at epoch 2 before n1's last write at epoch 1; n3 took it
+	// at epoch 3 and never wrote.
+	holds := []writeAck{{"t", "n2", 2, ms(11)}, {"t", "n3", 3, ms(1)}}
+	if v := checkOwners(ok, holds); len(v) != 0 {
+		t.Fatalf("holds in turn flagged: %v", v)
+	}
+	holds[0].at = ms(9)
+	if v := checkOwners(ok, holds); len(v) != 1 {
+		t.Fatalf("a write after a later owner took the topic: %v, want one violation", v)
 	}
 }
 

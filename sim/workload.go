@@ -41,6 +41,9 @@ type client struct {
 	// sess numbers the client's writes, as the client library does: a
 	// retry, or a copy the network made, repeats the write's number.
 	sess *session.Writer
+	// then, if set, runs once the request in flight finished (the mover's
+	// second move).
+	then func()
 }
 
 type stuckTo struct {
@@ -55,6 +58,13 @@ func (c *client) moveAway(topic string, from *host) {
 	w := c.w
 	to := w.hosts[(from.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]
 	w.hotTarget = to
+	req := &request{topic: topic, start: w.now, kind: wire.KindAssign, owner: to.id, to: w.hosts[w.rng.IntN(len(w.hosts))]}
+	c.send(req, wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(to.id)}))
+}
+
+// moveTo assigns topic to to, as an operator would.
+func (c *client) moveTo(topic string, to *host) {
+	w := c.w
 	req := &request{topic: topic, start: w.now, kind: wire.KindAssign, owner: to.id, to: w.hosts[w.rng.IntN(len(w.hosts))]}
 	c.send(req, wire.AppendAssign(nil, &wire.Assign{Topic: []byte(topic), Owner: []byte(to.id)}))
 }
@@ -487,7 +497,12 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 		return
 	}
 	if c == w.mover {
-		return // it sends only when a fault cuts an owner off
+		// It sends only when a fault asks it to.
+		if then := c.then; then != nil && !w.stopped() {
+			c.then = nil
+			then()
+		}
+		return
 	}
 	if c == w.side {
 		if c.stuck != nil && w.hot == c.stuck.topic && !w.stopped() {

@@ -137,6 +137,13 @@ type World struct {
 	mover *client
 	hist  *history.Recorder
 	acks  []writeAck // every acknowledged write, as its node sent it
+	// holds: every topic a node took, at the instant its store had it;
+	// floors: each node's floor of each topic ("node/topic"), the epoch
+	// up to which it closed the topic; reopened: the epochs that came
+	// back to a node after it closed them.
+	holds    []writeAck
+	floors   map[string]uint64
+	reopened []string
 	// handoffs: the record pulls that ended complete (node.Config.OnHandoff).
 	handoffs []history.Handoff
 	// owners: each topic's owner as the latest answer named it; hot: a
