@@ -33,6 +33,13 @@ type idleReport struct {
 	// (-settle): shard leaders are balanced over the nodes after the
 	// start, which with thousands of shards takes minutes.
 	SettleS float64    `json:"settle_s"`
+	// BalancedS is how long after the start every shard had a leader and
+	// the leaderships were spread over the nodes within balancedWithin
+	// of the mean (0: not before the window began).
+	BalancedS float64 `json:"balanced_s"`
+	// LeadersMaxMean is the busiest node's leaderships over the mean,
+	// when the window began.
+	LeadersMaxMean float64 `json:"leaders_max_mean"`
 	QuietS  float64    `json:"quiet_s"`
 	WindowS float64    `json:"window_s"`
 	PerNode []idleNode `json:"per_node"`
@@ -100,7 +107,12 @@ const (
 	mTransfers    = "shoal_raft_leader_transfers_total"
 	mConfChanges  = "shoal_raft_conf_changes_total"
 	mLeaderTable  = "shoal_shard_leader_table_version"
+	mShardsLed    = "shoal_shards_led"
 )
+
+// balancedWithin: leaderships are balanced when the busiest node leads at
+// most this much more than the mean.
+const balancedWithin = 0.1
 
 // assignWorkers is how many assigns are in flight at once.
 const assignWorkers = 32
@@ -120,6 +132,18 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	defer c.Close()
 	r.ReadyS = time.Since(start).Seconds()
 	logf("ready in %.1fs", r.ReadyS)
+	balanced := make(chan float64, 1)
+	bctx, stopBalance := context.WithCancel(ctx)
+	defer stopBalance()
+	go func() {
+		for bctx.Err() == nil {
+			if mm, ok := leadersMaxMean(bctx, c, o.shards); ok && mm <= 1+balancedWithin {
+				balanced <- time.Since(start).Seconds()
+				return
+			}
+			_ = sleep(bctx, time.Second)
+		}
+	}()
 
 	owned := make([]int, o.nodes)
 	for i := range o.topics {
@@ -148,6 +172,13 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	r.SettleS = time.Since(start).Seconds()
 	logf("settled in %.1fs", r.SettleS)
 
+	select {
+	case r.BalancedS = <-balanced:
+		logf("leaderships balanced %.1fs after the start", r.BalancedS)
+	default:
+		stopBalance()
+	}
+	r.LeadersMaxMean, _ = leadersMaxMean(ctx, c, o.shards)
 	logf("measuring %v", o.window)
 	before, err := readAll(ctx, c, true)
 	if err != nil {
@@ -239,6 +270,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// leadersMaxMean returns the busiest node's shard leaderships over the
+// mean; ok is false until the nodes lead every shard between them.
+func leadersMaxMean(ctx context.Context, c *proccluster.Cluster, shards int) (float64, bool) {
+	var sum, most float64
+	for i := range c.Nodes() {
+		m, err := c.Scrape(ctx, i)
+		if err != nil {
+			return 0, false
+		}
+		led := m.Value(mShardsLed)
+		sum += led
+		most = max(most, led)
+	}
+	if sum < float64(shards) || sum == 0 {
+		return 0, false
+	}
+	return most / (sum / float64(len(c.Nodes()))), true
 }
 
 // waitQuiet waits until, for quiet, no node transferred a shard's
@@ -560,8 +610,13 @@ func (r *idleReport) write(w io.Writer, asJSON bool) error {
 	if r.Netns {
 		where = "network namespaces"
 	}
+	balanced := "not before the window"
+	if r.BalancedS > 0 {
+		balanced = fmt.Sprintf("%.1fs after the start", r.BalancedS)
+	}
 	fmt.Fprintf(w, "idle: %d nodes, %d shards, %d topics, preset %s, %s; ready in %.1fs, topics owned and leased in %.1fs, settled (%.0fs without a move) in %.1fs; window %.0fs\n",
 		r.Nodes, r.Shards, r.Topics, r.Preset, where, r.ReadyS, r.AssignS, r.QuietS, r.SettleS, r.WindowS)
+	fmt.Fprintf(w, "leaderships balanced (max/mean at most %.1f): %s; max/mean %.2f when the window began\n", 1+balancedWithin, balanced, r.LeadersMaxMean)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	link := func(v *float64) string {
 		if v == nil {

@@ -35,6 +35,12 @@ type Config struct {
 	// MaxConfChanges bounds the changes one pass starts over all the
 	// shards this node leads. Required; the node's default is 4.
 	MaxConfChanges int
+	// MaxTransfers bounds, beside them, the leaderships one pass hands
+	// over: a transfer changes no configuration and costs its group one
+	// election, and after a cold start of thousands of shards most of them
+	// are led by a node the ring does not prefer. Required; the node's
+	// default is 64.
+	MaxTransfers int
 	// BootstrapExpect is how many live members a fresh cluster waits for
 	// before it is born. Required; the node's default is 1.
 	BootstrapExpect int
@@ -88,9 +94,9 @@ func New(cfg Config) (*Controller, error) {
 	switch {
 	case cfg.Self == "":
 		return nil, errors.New("reconcile: Self required")
-	case cfg.Shards == 0, cfg.Replicas < 1, cfg.MaxConfChanges < 1, cfg.BootstrapExpect < 1:
-		return nil, fmt.Errorf("reconcile: Shards %d, Replicas %d, MaxConfChanges %d and BootstrapExpect %d must be positive",
-			cfg.Shards, cfg.Replicas, cfg.MaxConfChanges, cfg.BootstrapExpect)
+	case cfg.Shards == 0, cfg.Replicas < 1, cfg.MaxConfChanges < 1, cfg.MaxTransfers < 1, cfg.BootstrapExpect < 1:
+		return nil, fmt.Errorf("reconcile: Shards %d, Replicas %d, MaxConfChanges %d, MaxTransfers %d and BootstrapExpect %d must be positive",
+			cfg.Shards, cfg.Replicas, cfg.MaxConfChanges, cfg.MaxTransfers, cfg.BootstrapExpect)
 	case cfg.Interval <= 0, cfg.Lease <= 0:
 		return nil, fmt.Errorf("reconcile: Interval %v and Lease %v must be positive", cfg.Interval, cfg.Lease)
 	case cfg.RaftID == nil, cfg.Leaders == nil, cfg.Env == nil:

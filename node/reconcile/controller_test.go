@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 	good := func() Config {
-		return Config{Self: "n1", Shards: 4, Replicas: 3, MaxConfChanges: 4, BootstrapExpect: 1,
+		return Config{Self: "n1", Shards: 4, Replicas: 3, MaxConfChanges: 4, MaxTransfers: 64, BootstrapExpect: 1,
 			Interval: time.Second, Lease: time.Second, RaftID: specID,
 			Leaders: router.NewLeaderTable(4), Env: &specEnv{}}
 	}
@@ -25,6 +26,7 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		"no shards":            func(c *Config) { c.Shards = 0 },
 		"no replicas":          func(c *Config) { c.Replicas = 0 },
 		"no conf changes":      func(c *Config) { c.MaxConfChanges = 0 },
+		"no transfers":         func(c *Config) { c.MaxTransfers = 0 },
 		"no bootstrap members": func(c *Config) { c.BootstrapExpect = 0 },
 		"no interval":          func(c *Config) { c.Interval = 0 },
 		"no lease":             func(c *Config) { c.Lease = 0 },
@@ -97,4 +99,45 @@ func TestTheControllerTakesConcurrentCallers(t *testing.T) {
 		}
 	})
 	wg.Wait()
+}
+
+// TestTransfersHaveABudgetOfTheirOwn: a pass starts up to MaxTransfers
+// leadership transfers beside up to MaxConfChanges configuration changes;
+// a full transfer budget holds no configuration change back, and the
+// transfers left over wait for a later pass.
+func TestTransfersHaveABudgetOfTheirOwn(t *testing.T) {
+	s := newSpec(t)
+	var out strings.Builder
+	s.newView(t, args{"live": {"n1", "n2", "n3", "n4"}, "drained": {"n1"}}, &out)
+	v, c := s.view, s.c
+	c.cfg.MaxTransfers = 1
+	// n1 is drained: shards 1 and 2 go to their preferred replicas (n3,
+	// n2); shard 0 lacks n4.
+	infos := []raftmux.Info{
+		{Shard: 0, Leader: 1, Voters: []uint64{3, 1}},
+		{Shard: 1, Leader: 1, Voters: []uint64{3, 1, 4}},
+		{Shard: 2, Leader: 1, Voters: []uint64{1, 2, 3}},
+	}
+	at := specT0.Add(time.Hour)
+	if !c.BeginPass() {
+		t.Fatal("a pass is in flight")
+	}
+	steps := c.Manage(v, 0, infos, at).Steps
+	want := []Step{{Kind: AddLearner, Shard: 0, Node: 4, Name: "n4"}, {Kind: Transfer, Shard: 1, Node: 3, Name: "n3"}}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("steps %v, want %v", steps, want)
+	}
+	for _, st := range steps {
+		c.StepDone(st, true, at)
+	}
+	infos[0].Learners = []uint64{4}
+	infos[1].Leader = 3
+	if !c.BeginPass() {
+		t.Fatal("the first pass did not end")
+	}
+	steps = c.Manage(v, 1, infos, at.Add(time.Second)).Steps
+	want = []Step{{Kind: Promote, Shard: 0, Node: 4, Name: "n4"}, {Kind: Transfer, Shard: 2, Node: 2, Name: "n2"}}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("second pass: steps %v, want %v", steps, want)
+	}
 }

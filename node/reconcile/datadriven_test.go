@@ -133,7 +133,7 @@ type spec struct {
 func newSpec(t *testing.T) *spec {
 	env := &specEnv{owes: map[uint64]bool{}}
 	leaders := router.NewLeaderTable(specShards)
-	c, err := New(Config{Self: "n1", Shards: specShards, Replicas: 3, MaxConfChanges: 4, BootstrapExpect: 3,
+	c, err := New(Config{Self: "n1", Shards: specShards, Replicas: 3, MaxConfChanges: 4, MaxTransfers: 64, BootstrapExpect: 3,
 		Interval: 500 * time.Millisecond, Lease: 3 * time.Second, RaftID: specID, Leaders: leaders, Env: env})
 	if err != nil {
 		t.Fatal(err)

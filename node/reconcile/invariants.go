@@ -11,16 +11,24 @@ import (
 // tag, or -race) check them on each pass and panic with an
 // invariants.Violation when one breaks; other builds compile none of it.
 //
-// A pass starts at most Config.MaxConfChanges steps, at most one per
-// shard, each in a shard this node hosts and leads; no step removes this
-// node's own replica or hands the leadership to it; a learner is added
-// only for a live member the ring places in the shard, and the leadership
-// goes only to a voter of the group.
+// A pass starts at most Config.MaxConfChanges configuration changes and
+// Config.MaxTransfers transfers, at most one step per shard, each in a
+// shard this node hosts and leads; no step removes this node's own
+// replica or hands the leadership to it; a learner is added only for a
+// live member the ring places in the shard, and the leadership goes only
+// to a voter of the group.
 
 // checkPass checks the steps a pass over v and infos returned.
 func (c *Controller) checkPass(v *View, infos []raftmux.Info, steps []Step) {
-	if len(steps) > c.cfg.MaxConfChanges {
-		invariants.Failf("reconcile: %d steps in a pass, above %d", len(steps), c.cfg.MaxConfChanges)
+	transfers := 0
+	for _, s := range steps {
+		if s.Kind == Transfer {
+			transfers++
+		}
+	}
+	if n := len(steps) - transfers; n > c.cfg.MaxConfChanges || transfers > c.cfg.MaxTransfers {
+		invariants.Failf("reconcile: %d configuration changes and %d transfers in a pass, above %d and %d",
+			n, transfers, c.cfg.MaxConfChanges, c.cfg.MaxTransfers)
 	}
 	var reps []string
 	for i, s := range steps {

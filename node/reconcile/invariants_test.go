@@ -3,6 +3,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,7 +51,8 @@ func TestAPassThatBreaksTheRulesIsCaught(t *testing.T) {
 		{"not a live replica the ring places there", []Step{{Kind: AddLearner, Shard: 2, Node: 4, Name: "n4"}}},
 		{"not a live replica the ring places there", []Step{{Kind: AddLearner, Shard: 2, Node: 9, Name: "n9"}}},
 		{"not a voter", []Step{{Kind: Transfer, Shard: 2, Node: 4, Name: "n4"}}},
-		{"5 steps in a pass, above 4", []Step{ok, ok, ok, ok, ok}},
+		{"5 configuration changes and 0 transfers in a pass, above 4 and 64", slices.Repeat([]Step{{Kind: Promote, Shard: 2, Node: 2, Name: "n2"}}, 5)},
+		{"0 configuration changes and 65 transfers in a pass, above 4 and 64", slices.Repeat([]Step{ok}, 65)},
 	} {
 		mustViolate(t, bad.want, func() { c.checkPass(v, infos, bad.steps) })
 	}

@@ -12,7 +12,8 @@ import (
 
 // The shard manager: each pass compares the raft configuration of every
 // shard this node leads with the ring's desired replicas and makes at most
-// one change per shard, at most Config.MaxConfChanges per pass. One pass
+// one change per shard, at most Config.MaxConfChanges configuration
+// changes and Config.MaxTransfers leadership transfers per pass. One pass
 // runs at a time; the next starts once every change of this one has been
 // answered.
 
@@ -164,8 +165,9 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 	c.mu.Unlock()
 	deferred := false
 	var desired []string
+	changes, transfers := 0, 0
 	for _, in := range infos {
-		if len(p.Steps) == c.cfg.MaxConfChanges {
+		if changes == c.cfg.MaxConfChanges && transfers == c.cfg.MaxTransfers {
 			break
 		}
 		if in.Leader != c.self || in.Shard >= uint64(c.cfg.Shards) {
@@ -181,7 +183,14 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		if len(desired) == 0 {
 			continue
 		}
-		if s, ok := c.shardStep(v, in, desired, &deferred); ok {
+		s, ok := c.shardStep(v, in, desired, &deferred)
+		switch {
+		case !ok:
+		case s.Kind == Transfer && transfers < c.cfg.MaxTransfers:
+			transfers++
+			p.Steps = append(p.Steps, s)
+		case s.Kind != Transfer && changes < c.cfg.MaxConfChanges:
+			changes++
 			p.Steps = append(p.Steps, s)
 		}
 	}
