@@ -32,17 +32,17 @@ type idleReport struct {
 	// SettleS is how long it took until nothing had moved for QuietS
 	// (-settle): shard leaders are balanced over the nodes after the
 	// start, which with thousands of shards takes minutes.
-	SettleS float64    `json:"settle_s"`
+	SettleS float64 `json:"settle_s"`
 	// BalancedS is how long after the start every shard had a leader and
 	// the leaderships were spread over the nodes within balancedWithin
 	// of the mean (0: not before the window began).
 	BalancedS float64 `json:"balanced_s"`
 	// LeadersMaxMean is the busiest node's leaderships over the mean,
 	// when the window began.
-	LeadersMaxMean float64 `json:"leaders_max_mean"`
-	QuietS  float64    `json:"quiet_s"`
-	WindowS float64    `json:"window_s"`
-	PerNode []idleNode `json:"per_node"`
+	LeadersMaxMean float64    `json:"leaders_max_mean"`
+	QuietS         float64    `json:"quiet_s"`
+	WindowS        float64    `json:"window_s"`
+	PerNode        []idleNode `json:"per_node"`
 
 	CPUPctSum float64 `json:"cpu_pct_sum"` // all nodes, % of one core
 	CPUPctMax float64 `json:"cpu_pct_max"`
