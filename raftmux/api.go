@@ -250,7 +250,8 @@ func (e *LearnerBehindError) Is(target error) bool {
 	return target == ErrLearnerBehind || target == ErrDropped
 }
 
-// LeaderChange is reported on every change of a shard's known leader.
+// LeaderChange is reported on every change of a shard's known leader,
+// and of the term a known leader leads at (a leader elected again).
 type LeaderChange struct {
 	Shard  uint64
 	Leader uint64 // 0: no known leader

@@ -594,3 +594,57 @@ func TestEarlierLeaderOutsideTheGroupIsToldTheTerm(t *testing.T) {
 		t.Fatalf("a heartbeat from outside at an earlier term: the sender heard %v, want one ack at term %d", peer.got, term)
 	}
 }
+
+// TestAFollowerHearsItsLeaderElectedAgainAtANewTerm: the leadership goes
+// from host 1 to host 2 and back while host 3 is not stepped; host 3 then
+// takes both elections in one Ready, from which host 1 leads as before,
+// at a higher term. OnLeaderChange must still tell it the new term: a
+// leader's lease grants rely on followers vouching for it at its term.
+func TestAFollowerHearsItsLeaderElectedAgainAtANewTerm(t *testing.T) {
+	net := raftmuxtest.NewNetwork()
+	last := map[uint64]raftmux.LeaderChange{}
+	hosts, _, settle := manualHosts(t, net, func(id uint64, c raftmux.LeaderChange) { last[id] = c })
+	call := func(id uint64, op raftmux.Op, step ...uint64) raftmux.Result {
+		var res raftmux.Result
+		answered := false
+		hosts[id].Submit(op, func(r raftmux.Result) { res, answered = r, true })
+		for moved := true; moved; {
+			moved = false
+			for _, s := range step {
+				moved = hosts[s].Step() || moved
+			}
+		}
+		if !answered {
+			t.Fatalf("%v on host %d: no answer", op.Kind, id)
+		}
+		return res
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if r := call(id, raftmux.Op{Kind: raftmux.OpBootstrap, Shard: 0, Voters: []uint64{1, 2, 3}}, 1, 2, 3); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if r := call(1, raftmux.Op{Kind: raftmux.OpCampaign, Shard: 0}, 1, 2, 3); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	settle()
+	first := last[3]
+	if first.Leader != 1 || last[1].Leader != 1 || last[1].Term != first.Term {
+		t.Fatalf("after the first election: host 1 heard %+v, host 3 %+v", last[1], first)
+	}
+	for _, hop := range []struct{ from, to uint64 }{{1, 2}, {2, 1}} {
+		if r := call(hop.from, raftmux.Op{Kind: raftmux.OpTransferLeader, Shard: 0, Node: hop.to}, 1, 2); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if last[hop.to].Leader != hop.to {
+			t.Fatalf("transfer to %d: host %d heard %+v", hop.to, hop.to, last[hop.to])
+		}
+	}
+	if last[3] != first {
+		t.Fatalf("host 3 stepped meanwhile: %+v", last[3])
+	}
+	settle()
+	if now := last[1]; now.Leader != 1 || now.Term <= first.Term || last[3] != now {
+		t.Fatalf("host 1 leads at %+v; host 3 heard %+v", now, last[3])
+	}
+}

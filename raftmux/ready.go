@@ -57,6 +57,11 @@ func (w *worker) processReady() {
 				term = rd.HardState.Term
 			}
 			w.softState(r, rd.SoftState, term)
+		} else if !raft.IsEmptyHardState(rd.HardState) && rd.HardState.Term != r.leadTerm && r.lead != 0 {
+			// The same leader at a new term: a follower that took its
+			// vote request and its first append at the new term in one
+			// Ready never saw the leaderless state between them.
+			w.leaderChanged(r, r.lead, rd.HardState.Term)
 		}
 		r.confCommitting = len(r.confState.VotersOutgoing) > 0 || hasConfChange(rd.CommittedEntries)
 		it.early = (r.state == raft.StateLeader || mutant.On(mutant.AckBeforeSync)) && !hsChanged
@@ -342,11 +347,17 @@ func (w *worker) softState(r *replica, ss *raft.SoftState, term uint64) {
 	if r.state == raft.StateLeader || r.state == raft.StateCandidate || r.state == raft.StatePreCandidate {
 		w.wake(r)
 	}
-	if ss.Lead != r.lead {
-		r.lead = ss.Lead
-		if f := w.h.cfg.OnLeaderChange; f != nil {
-			f(LeaderChange{Shard: r.shard, Leader: ss.Lead, Term: term})
-		}
+	if ss.Lead != r.lead || (ss.Lead != 0 && term != r.leadTerm) {
+		w.leaderChanged(r, ss.Lead, term)
+	}
+}
+
+// leaderChanged notes that r's group is led by lead (0: none known) at
+// term, and tells OnLeaderChange.
+func (w *worker) leaderChanged(r *replica, lead, term uint64) {
+	r.lead, r.leadTerm = lead, term
+	if f := w.h.cfg.OnLeaderChange; f != nil {
+		f(LeaderChange{Shard: r.shard, Leader: lead, Term: term})
 	}
 }
 

@@ -63,10 +63,11 @@ type replica struct {
 	// heartbeats each way) every tick.
 	busyTick uint64
 
-	state         raft.StateType
-	lead          uint64
-	term          uint64
-	persistedVote uint64
+	state raft.StateType
+	// lead is the leader OnLeaderChange last named, at leadTerm.
+	lead, leadTerm uint64
+	term           uint64
+	persistedVote  uint64
 	// persistedCommit is the commit index of the HardState last written.
 	persistedCommit uint64
 	applied         uint64

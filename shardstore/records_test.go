@@ -132,3 +132,36 @@ func TestPutRecordsKeepsOffsetsAndEpochs(t *testing.T) {
 		t.Fatalf("records out of order: %v", err)
 	}
 }
+
+func TestDeleteRecordsBelowKeepsTheRestAndTheBounds(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs, Config{})
+	topic := []byte("revoked")
+	if _, err := s.AppendRecords(topic, 2, 10, [][]byte{[]byte("a"), []byte("b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendRecords(topic, 3, 100, [][]byte{[]byte("c")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRecordsBelow(topic, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRecordsBelow(topic, 5); err != nil { // below the first: nothing to do
+		t.Fatal(err)
+	}
+	if got, next := readAll(t, s, "revoked", 0); got != "100@3:c " || next != 101 {
+		t.Fatalf("after delete: %q next %d", got, next)
+	}
+	// Durable: the same after a reopen, and the offsets go on.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs, Config{})
+	defer s.Close()
+	if got, next := readAll(t, s, "revoked", 0); got != "100@3:c " || next != 101 {
+		t.Fatalf("after reopen: %q next %d", got, next)
+	}
+	if first, err := s.AppendRecords(topic, 3, 0, [][]byte{[]byte("d")}, true); first != 101 || err != nil {
+		t.Fatalf("append after delete: %d, %v", first, err)
+	}
+}

@@ -408,6 +408,31 @@ func (s *Store) DeleteTopic(topic []byte) error {
 	return nil
 }
 
+// DeleteRecordsBelow removes topic's records at offsets below end, and
+// keeps the rest of its log, its bounds and its producer sessions: the
+// records of a revoked incarnation of the topic, when records of a later
+// one are there too.
+func (s *Store) DeleteRecordsBelow(topic []byte, end uint64) error {
+	t, err := s.topicLocked(topic)
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if end = min(end, t.next); end <= t.start {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	err = b.DeleteRange(appendTopicKey(nil, topic, t.start), appendTopicKey(nil, topic, end), nil)
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("shardstore: topic %q: delete below %d: %w", topic, end, err)
+	}
+	return nil
+}
+
 // migrateRecords rewrites the records of a store of format version older
 // (before 3, records had no epoch) with epoch 0 in front, in batches.
 func (s *Store) migrateRecords(older uint64) error {

@@ -142,9 +142,15 @@ func (k *Keeper) handedOver(topic string, epoch uint64) {
 
 // DeleteRevoked deletes the records of topic, revoked at epoch, once the
 // produces that entered its gate before have answered (those after found
-// the topic given up), unless it was opened again above epoch meanwhile;
-// done, called once then, is told whether nothing of them is left to
-// delete. topic's bytes must stay unchanged until then.
+// the topic given up); done, called once then, is told whether nothing of
+// them is left to delete. topic's bytes must stay unchanged until then.
+//
+// A topic this node holds anew, above epoch, keeps its records, as a
+// close that came after the open keeps them. One it does not hold loses
+// the records of epochs up to the revoked one only: those of a later
+// epoch, which it wrote or copied before this close, late or sent again,
+// reached it, stay (each epoch's records lie below the next epoch's
+// OffsetBase).
 func (k *Keeper) DeleteRevoked(topic []byte, epoch uint64, done func(deleted bool)) {
 	k.ho.gate(topic).await(func() {
 		done(k.deleteRevoked(topic, epoch))
@@ -155,9 +161,17 @@ func (k *Keeper) deleteRevoked(topic []byte, epoch uint64) bool {
 	ok := true
 	k.env.HoldingLocked(topic, func(held uint64, isHeld bool) {
 		if isHeld && held > epoch {
-			return // held anew: kept, as a close that came after the open keeps them
+			return // held anew: kept
 		}
-		if err := k.store.DeleteTopic(topic); err != nil {
+		bound, berr := OffsetBase(epoch + 1)
+		hw, herr := k.store.HighWatermark(topic)
+		var err error
+		if berr == nil && herr == nil && hw > bound {
+			err = k.store.DeleteRecordsBelow(topic, bound)
+		} else {
+			err = k.store.DeleteTopic(topic)
+		}
+		if err != nil {
 			k.cfg.Logger.Error("records: delete the records of a revoked topic", "topic", topic, "err", err)
 			ok = false
 			return

@@ -60,6 +60,7 @@ type Store interface {
 	PutRecords(topic []byte, records []shardstore.Record, producers []wire.Producer) error
 	Producers(topic []byte) ([]wire.Producer, error)
 	DeleteTopic(topic []byte) error
+	DeleteRecordsBelow(topic []byte, end uint64) error
 }
 
 // Conn is the connection a RecordsPull came on: its answer goes back on
