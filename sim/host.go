@@ -234,12 +234,15 @@ func (h *host) syncLag() time.Duration {
 	default:
 		lag = w.between(50*time.Microsecond, time.Millisecond)
 	}
+	if w.now.Before(w.slowDisks) && h != w.fastDisk {
+		lag = w.between(2*time.Millisecond, 20*time.Millisecond)
+	}
 	if w.midFaults && !w.quiet && !w.now.Before(w.cutFree) && w.rng.IntN(syncCutOdds) == 0 {
 		hold := w.between(time.Second, 6*time.Second)
 		w.cutFree = w.now.Add(hold + 20*time.Second)
 		w.after(w.between(0, lag), nil, func() {
 			if !w.quiet {
-				w.powerCut(hold, h)
+				w.powerCut(hold, h, nil)
 			}
 		})
 	}

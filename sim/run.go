@@ -301,7 +301,7 @@ func (w *World) nextFault() {
 	hold := w.between(time.Second, 8*time.Second)
 	i := w.rng.IntN(len(w.hosts))
 	h := w.hosts[i]
-	switch w.rng.IntN(10) {
+	switch w.rng.IntN(11) {
 	case 0:
 		w.logf("fault: %s cut off for %v", h.id, hold)
 		w.net.Isolate(h.id)
@@ -331,7 +331,7 @@ func (w *World) nextFault() {
 			break
 		}
 		if w.rng.IntN(4) == 0 {
-			w.powerCut(hold, nil)
+			w.powerCut(hold, nil, nil)
 			break
 		}
 		h.crash()
@@ -377,15 +377,27 @@ func (w *World) nextFault() {
 			}
 			w.logf("heal: %s not slow", h.id)
 		})
-		// Half the time, an operator moves a topic to the slow node and,
-		// once that move is answered, away again: OpenTopics sent again
-		// while the first was on its way may reach the node after the
-		// CloseTopic that ends that epoch there.
-		if w.rng.IntN(2) == 0 && w.mover.cur == nil && w.hot == "" {
+		// And an operator moves a topic to the slow node and, once that
+		// move is answered, away again: OpenTopics sent again while the
+		// first was on its way may reach the node after the CloseTopic
+		// that ends that epoch there.
+		if w.mover.cur == nil && w.hot == "" {
 			topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
 			w.logf("fault: %s moved to the slow %s and back", topic, h.id)
 			w.mover.then = func() { w.mover.moveTo(topic, w.hosts[(h.index+1+w.rng.IntN(len(w.hosts)-1))%len(w.hosts)]) }
 			w.mover.moveTo(topic, h)
+		}
+	case 10:
+		// Throttled disks: every fsync but h's takes milliseconds, longer
+		// than a round trip, for hold; and, unless a power cut came
+		// lately, the first change answered meanwhile in a shard h leads
+		// is followed by one (World.cutAfterAnswer), while its
+		// followers' fsyncs may still run.
+		w.logf("fault: every disk but %s's slow (fsyncs of 2-20 ms) for %v", h.id, hold)
+		w.slowDisks, w.fastDisk = w.now.Add(hold), h
+		if !w.now.Before(w.cutFree) {
+			w.cutFree = w.now.Add(hold + 20*time.Second)
+			w.cutAfterAnswer = true
 		}
 	case 6, 7, 9:
 		// The owner of a topic cut off from the other nodes or only from
@@ -508,12 +520,28 @@ func (w *World) handLeadership(topic string, o *host, then func()) {
 	})
 }
 
+// cutAfter cuts every node's power just after the change of topic was
+// answered, its shard's leader back last: the others may elect a leader
+// among themselves first, from what their disks kept.
+func (w *World) cutAfter(topic string) {
+	w.cutAfterAnswer = false
+	leader := w.byID[w.shardLeader(topic)]
+	hold := w.between(time.Second, 6*time.Second)
+	w.after(w.between(0, 500*time.Microsecond), nil, func() {
+		if !w.quiet {
+			w.logf("fault: power cut just after a change of %s was answered", topic)
+			w.powerCut(hold, nil, leader)
+		}
+	})
+}
+
 // powerCut cuts every node's power at the same instant: each loses what
 // it had not synced, and they come back one by one within hold.
 // first, when not nil, is back first (the node whose fsync the cut
 // interrupted: with whichever node is back next, it may elect a leader
-// of the shards they share before their old leader is back).
-func (w *World) powerCut(hold time.Duration, first *host) {
+// of the shards they share before their old leader is back); last, when
+// not nil, is back last (the leader that had just answered a change).
+func (w *World) powerCut(hold time.Duration, first, last *host) {
 	w.logf("fault: power cut, every node down, back within %v", hold)
 	for _, o := range w.hosts {
 		if o.down {
@@ -521,8 +549,11 @@ func (w *World) powerCut(hold time.Duration, first *host) {
 		}
 		o.stop(0, "power loss")
 		back := w.between(hold/4, hold)
-		if o == first {
+		switch o {
+		case first:
 			back = hold / 8
+		case last:
+			back = hold + 500*time.Millisecond
 		}
 		w.after(back, nil, func() { w.restart(o) })
 	}

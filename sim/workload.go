@@ -138,6 +138,22 @@ func (c *client) step() {
 	w := c.w
 	topic := fmt.Sprintf("topic-%d", w.rng.IntN(w.cfg.Topics))
 	roll := w.rng.IntN(100)
+	if h := w.cutOff; h != nil && !h.down && w.rng.IntN(2) == 0 {
+		// A node cut off from the others: half the requests go to the
+		// topics of the shards it led, whose new leaders change them
+		// while it may still believe it leads (its linearizable lookups
+		// go to it, below).
+		var led []string
+		for i := range w.cfg.Topics {
+			t := fmt.Sprintf("topic-%d", i)
+			if l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(t), w.cfg.Shards)); l == h.id {
+				led = append(led, t)
+			}
+		}
+		if len(led) > 0 {
+			topic = led[w.rng.IntN(len(led))]
+		}
+	}
 	if w.hot != "" && w.rng.IntN(2) == 0 {
 		// A fault cut the hot topic's owner off: half the requests go to
 		// that topic, mostly writes and moves away from the owner.
@@ -397,6 +413,10 @@ func (c *client) answer(req *request, frame []byte) {
 		var a wire.Assignment
 		if wire.DecodeAssignment(payload, &a) != nil {
 			return
+		}
+		if w := c.w; w.cutAfterAnswer && req.kind != wire.KindLookup && w.now.Before(w.slowDisks) && !w.quiet &&
+			w.shardLeader(req.topic) == w.fastDisk.id {
+			w.cutAfter(req.topic)
 		}
 		c.routes[req.topic] = route{owner: string(a.Owner), epoch: a.Epoch}
 		if a.Epoch >= c.w.owners[req.topic].epoch {

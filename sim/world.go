@@ -174,6 +174,13 @@ type World struct {
 	midFaults bool
 	// cutFree: no power cut lands inside an fsync before this.
 	cutFree      time.Time
+	// slowDisks: until then every fsync but fastDisk's is slow (a
+	// fault: the disks are throttled, but one); cutAfterAnswer: the next
+	// change answered while they are slow, of a shard fastDisk leads, is
+	// followed at once by a power cut.
+	slowDisks      time.Time
+	fastDisk       *host
+	cutAfterAnswer bool
 	midFaultFree time.Time
 	yields       int
 	// storm counts the events run since stormAt; stuck is set when more
