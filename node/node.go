@@ -17,6 +17,7 @@ import (
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/events"
+	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
@@ -98,7 +99,7 @@ type Node struct {
 	// ownFeed: the ownership events for an embedding program, pushed
 	// once a change is durable, in the order the lease room makes
 	// changes, from the first call of OwnershipEvents on (ownFeedOnce).
-	ownFeed     *ownershipFeed
+	ownFeed     *feed.Feed
 	ownFeedOnce sync.Once
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
@@ -238,7 +239,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		clock:     clock,
 		afterFunc: after,
 		randSrc:   rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
-		ownFeed:   newOwnershipFeed(),
+		ownFeed:   feed.New(),
 	}
 	n.initSecurity()
 	n.cache = cache

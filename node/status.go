@@ -160,7 +160,7 @@ func (n *Node) Stats() Stats {
 		LeaseRefusals:         ls.Refusals,
 		LeaseFramesDropped:    ls.FramesDropped + ls.FramesBad,
 		NotServedNoLease:      n.counters.notServedNoLease.Load(),
-		OwnershipEventsFolded: n.ownFeed.foldedCount(),
+		OwnershipEventsFolded: n.ownFeed.Folded(),
 		TopicsReassigned:      rc.TopicsReassigned,
 		ConfChanges:           rc.ConfChanges,
 		LeaderTransfers:       n.counters.transfers.Load() + rc.LeaderTransfers,
