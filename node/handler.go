@@ -381,7 +381,7 @@ func (n *Node) handle(kind wire.Kind, payload []byte, hops int, done serve.Done)
 		return
 	}
 	if kind.IsAdminRequest() {
-		n.handleAdmin(kind, payload, hops, done)
+		n.admin.Handle(kind, payload, hops, done)
 		return
 	}
 	n.srv.Meta(kind, payload, hops, done)

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/admin"
 	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
@@ -131,6 +132,8 @@ type Node struct {
 	// srv serves metadata requests, on the shard's leader or forwarded to
 	// it, and the forwards of peers (node/serve; serve.go).
 	srv *serve.Server
+	// admin serves the operators' requests (node/admin; admin.go).
+	admin *admin.Handler
 
 	// events: the event loop, and which shards the replicas here lead
 	// (node/events; events.go).
@@ -254,6 +257,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) { n.events, err = n.newEvents(); return err },
 		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
+		func() (err error) { n.admin, err = n.newAdmin(); return err },
 	}
 	for _, build := range rooms {
 		if err := build(); err != nil {
