@@ -17,6 +17,7 @@ import (
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/admin"
+	"github.com/shoalmq/shoal/node/dispatch"
 	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
@@ -134,6 +135,9 @@ type Node struct {
 	srv *serve.Server
 	// admin serves the operators' requests (node/admin; admin.go).
 	admin *admin.Handler
+	// disp hands every frame the node receives to its room
+	// (node/dispatch; dispatch.go).
+	disp *dispatch.Dispatcher
 
 	// events: the event loop, and which shards the replicas here lead
 	// (node/events; events.go).
@@ -185,7 +189,6 @@ type Node struct {
 }
 
 type counters struct {
-	requests, rejected, notServedNoLease atomic.Uint64
 	// transfers counts the leaderships handed over by an operator's
 	// request or a leaving node (the reconcile room counts its own).
 	transfers atomic.Uint64
@@ -258,6 +261,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.events, err = n.newEvents(); return err },
 		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
 		func() (err error) { n.admin, err = n.newAdmin(); return err },
+		func() (err error) { n.disp, err = n.newDispatch(); return err },
 	}
 	for _, build := range rooms {
 		if err := build(); err != nil {
