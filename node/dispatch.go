@@ -59,7 +59,7 @@ func (e dispatchEnv) OfferRaft(from string, h wire.Header, frame []byte) bool {
 	if !e.n.in.Offer(from, h, frame) {
 		return false
 	}
-	e.n.raftInTask.kick()
+	e.n.raftInTask.Kick()
 	return true
 }
 

@@ -58,11 +58,11 @@ func (e leaseEnv) PrevSilent(shard uint64, prev string) bool {
 func (e leaseEnv) Kick(t lease.Task) {
 	switch t {
 	case lease.Due:
-		e.n.dutyTask.kick()
+		e.n.dutyTask.Kick()
 	case lease.Rounds:
-		e.n.leaseTask.kick()
+		e.n.leaseTask.Kick()
 	case lease.Replies:
-		e.n.leaseReplyTask.kick()
+		e.n.leaseReplyTask.Kick()
 	}
 }
 

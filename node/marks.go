@@ -77,7 +77,7 @@ func (n *Node) publishMarks() {
 		n.log.Error("node: publish marks", "err", err)
 	}
 	n.viewDirty.Store(true)
-	n.eventsTask.kick()
+	n.eventsTask.Kick()
 }
 
 // setDrained records and spreads this node's drain mark.

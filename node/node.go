@@ -24,6 +24,7 @@ import (
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/sched"
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
@@ -109,8 +110,8 @@ type Node struct {
 	// raft frames from peers. eventsTask runs the events room's passes,
 	// reconcileTask the reconcile room's Driver, and dutyTask, leaseTask
 	// and leaseReplyTask the lease room's work (lease.Task).
-	eventsTask, reconcileTask, dutyTask   *task
-	leaseTask, leaseReplyTask, raftInTask *task
+	eventsTask, reconcileTask, dutyTask   *sched.Task
+	leaseTask, leaseReplyTask, raftInTask *sched.Task
 	// clock is the node's monotonic clock (time.Now); afterFunc its
 	// timers (time.AfterFunc).
 	clock     func() time.Time
