@@ -101,7 +101,8 @@ type Node struct {
 	lease *lease.Agent
 	// ownFeed: the ownership events for an embedding program, pushed
 	// once a change is durable, in the order the lease room makes
-	// changes, from the first call of OwnershipEvents on (ownFeedOnce).
+	// changes, from the first call of OwnershipEvents on (ownFeedOnce;
+	// node/feed, embed.go).
 	ownFeed     *feed.Feed
 	ownFeedOnce sync.Once
 	// The node's duties (sched.go): the events, the reconcile pass, the
