@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -240,6 +241,21 @@ func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
 	}
 }
 
+// namesOf returns the node ids of raft ids as n knows them (the raft id
+// in hex when unknown), sorted.
+func namesOf(n *Node, ids []uint64) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if name, ok := n.nameOf(id); ok {
+			out = append(out, name)
+		} else {
+			out = append(out, fmt.Sprintf("%x", id))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
 		if x == s {
@@ -298,8 +314,8 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	// No group counts n4; every shard has three voters again.
 	for _, n := range c.nodes[:3] {
 		for _, in := range mustShards(t, n) {
-			if contains(n.namesOf(in.Voters), "n4") || contains(n.namesOf(in.Learners), "n4") {
-				t.Fatalf("%s: shard %d still counts n4: voters %v", n.ID(), in.Shard, n.namesOf(in.Voters))
+			if contains(namesOf(n, in.Voters), "n4") || contains(namesOf(n, in.Learners), "n4") {
+				t.Fatalf("%s: shard %d still counts n4: voters %v", n.ID(), in.Shard, namesOf(n, in.Voters))
 			}
 		}
 	}

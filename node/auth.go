@@ -8,9 +8,7 @@ import (
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/security"
-	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/swim"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // Who may do what, and how it is proven (docs/security.md):
@@ -123,28 +121,6 @@ func (n *Node) secureSwim(dc *swim.DriverConfig) {
 	if s.TLS != nil {
 		dc.PushPullTLS, dc.PushPullDialTLS = s.TLS.PeerConfigs()
 	}
-}
-
-// granted is a connection that carries what its handshake's credential
-// granted (netio.Conn.Grant).
-type granted interface {
-	Grant() any
-}
-
-// authorize reports whether the client connection c may make request h;
-// when not, it answers Unauthorized (the connection stays open).
-func (n *Node) authorize(c Conn, h wire.Header) bool {
-	var g any
-	if gc, ok := c.(granted); ok {
-		g = gc.Grant()
-	}
-	ok, why := n.sec.Authorize(g, h.Kind)
-	if !ok {
-		if f, err := serve.ErrorFrame(h.RequestID, &wire.ErrorResponse{Code: wire.CodeUnauthorized, Message: why}); err == nil {
-			_ = c.Write(f)
-		}
-	}
-	return ok
 }
 
 // SetClientTokens replaces the client tokens of a node started with

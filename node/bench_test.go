@@ -297,7 +297,7 @@ func BenchmarkLookupFastPath(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		var ok bool
-		if buf, ok = n.appendFastLookup(buf[:0], uint64(i), payload); !ok {
+		if buf, ok = n.disp.AppendLookup(buf[:0], uint64(i), payload); !ok {
 			b.Fatal("not answered")
 		}
 	}

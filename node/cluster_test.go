@@ -142,7 +142,7 @@ func clientOf(t testing.TB, n *Node) *client.Client {
 // its answer.
 func handleNow(n *Node, kind wire.Kind, payload []byte) (wire.Kind, []byte) {
 	ch := make(chan serve.Answer, 1)
-	n.handle(kind, payload, 0, func(a serve.Answer) { ch <- a })
+	n.disp.Handle(kind, payload, 0, func(a serve.Answer) { ch <- a })
 	a := <-ch
 	return a.Kind, a.Payload
 }

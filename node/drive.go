@@ -131,7 +131,7 @@ func (n *Node) DeliverFrame(c Conn, frame []byte) {
 	if wire.DecodeHeader(frame, &h) != nil || len(frame) != wire.HeaderSize+int(h.Length) {
 		return
 	}
-	n.deliverFrame(c, h, frame, n.clock())
+	n.disp.Frame(c, h, frame, n.clock())
 }
 
 // PeerDown tells a driven node that its connection to node broke:

@@ -33,7 +33,7 @@ func (n *Node) newEvents() (*events.Loop, error) {
 type eventsEnv struct{ n *Node }
 
 func (e eventsEnv) Now() time.Time                  { return e.n.clock() }
-func (e eventsEnv) Kick()                           { e.n.eventsTask.kick() }
+func (e eventsEnv) Kick()                           { e.n.eventsTask.Kick() }
 func (e eventsEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
 func (e eventsEnv) Host() events.Host               { return e.n.host }
 func (e eventsEnv) RemovePeer(member string)        { e.n.net.RemovePeer(member) }

@@ -14,8 +14,8 @@ import (
 // and CloseTopic messages on both sides and their acks, the leaderships
 // taken up and the answers waiting for a command to settle. Here the room
 // is given the node's parts; the node's tasks run its work (lease.Task),
-// handler.go hands it the frames that are its own, and events.go what raft
-// reports of the hosted replicas.
+// the dispatch room (node/dispatch) hands it the frames that are its own,
+// and events.go what raft reports of the hosted replicas.
 
 // newLease builds the node's lease room.
 func (n *Node) newLease() (*lease.Agent, error) {
@@ -58,11 +58,11 @@ func (e leaseEnv) PrevSilent(shard uint64, prev string) bool {
 func (e leaseEnv) Kick(t lease.Task) {
 	switch t {
 	case lease.Due:
-		e.n.dutyTask.kick()
+		e.n.dutyTask.Kick()
 	case lease.Rounds:
-		e.n.leaseTask.kick()
+		e.n.leaseTask.Kick()
 	case lease.Replies:
-		e.n.leaseReplyTask.kick()
+		e.n.leaseReplyTask.Kick()
 	}
 }
 

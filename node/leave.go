@@ -25,7 +25,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.lease.Release(func(epochs map[string]uint64) {
 		n.records.ExpectHandoffs(epochs)
 		for _, t := range slices.Sorted(maps.Keys(epochs)) {
-			n.ownFeed.dropped(t, ReasonLeaving)
+			n.ownFeed.Dropped(t, ReasonLeaving)
 		}
 	})
 	// Then leave SWIM: the others drop this node from their rings, so no

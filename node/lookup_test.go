@@ -50,7 +50,7 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 	}
 	kind, out := handleNow(n, wire.KindLookup, payload)
 	check("request path", kind, out)
-	f, ok := n.appendFastLookup(nil, 9, payload)
+	f, ok := n.disp.AppendLookup(nil, 9, payload)
 	if !ok {
 		t.Fatal("fast path did not answer a cached route")
 	}
@@ -61,7 +61,7 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 	check("fast path", h.Kind, f[wire.HeaderSize:])
 	// A route whose owner is no longer alive is not served from the cache.
 	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{"n2": true}})
-	if _, ok := n.appendFastLookup(nil, 10, payload); ok {
+	if _, ok := n.disp.AppendLookup(nil, 10, payload); ok {
 		t.Fatal("served the route of a dead owner")
 	}
 }
@@ -74,7 +74,7 @@ func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
 	payload := wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("orders")})
 	ok := false
 	// Under the shard's lock.
-	if err := n.sm.WithShard(shard, func(*shardsm.Shard) { _, ok = n.appendFastLookup(nil, 1, payload) }); err != nil {
+	if err := n.sm.WithShard(shard, func(*shardsm.Shard) { _, ok = n.disp.AppendLookup(nil, 1, payload) }); err != nil {
 		t.Fatal(err)
 	}
 	if ok {
@@ -82,7 +82,7 @@ func TestFastLookupDoesNotWaitForABusyShard(t *testing.T) {
 	}
 	// Unlocked, the hosted replica (which has no such topic) leaves the
 	// answer (NotFound) to the request path as well.
-	if _, ok := n.appendFastLookup(nil, 2, payload); ok {
+	if _, ok := n.disp.AppendLookup(nil, 2, payload); ok {
 		t.Fatal("answered a topic the hosted replica does not have")
 	}
 }

@@ -1,73 +1,23 @@
 package node
 
 import (
-	"fmt"
-
 	"github.com/shoalmq/shoal/node/reconcile"
-	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 )
 
 // The operators' marks (a drained node, nodes removed for good) are the
 // reconcile room's (reconcile.Marks, which says where they live and what
 // each does). Here they are read from the store's node slot and written
-// back to it, said in this node's SWIM record, and read from the members'
-// records into the view.
+// back to it (reconcile.LoadMarks), said in this node's SWIM record, and
+// read from the members' records into the view.
 
-// loadMarks reads the marks from the store; a store without an origin
-// gets this life's generation when it is new (never born), else 1: a store
-// older than this code is as old as can be.
-func (n *Node) loadMarks() error {
-	drained, err := n.store.Drained()
-	if err != nil {
-		return fmt.Errorf("node: read drain mark: %w", err)
-	}
-	origin, ok, err := n.store.Origin()
-	if err != nil {
-		return fmt.Errorf("node: read origin: %w", err)
-	}
-	if !ok {
-		origin = 1
-		if born, _ := n.store.Born(); !born {
-			if ids, _ := n.rs.Shards(); len(ids) == 0 {
-				origin = n.gen
-			}
-		}
-		b := n.store.NewBatch()
-		b.PutOrigin(origin)
-		if err := b.Commit(true); err != nil {
-			return fmt.Errorf("node: write origin: %w", err)
-		}
-	}
-	removed := make(map[string]uint64)
-	if err := n.store.Removed(func(id string, at uint64) { removed[id] = at }); err != nil {
-		return err
-	}
-	n.marks = reconcile.NewMarks(n.cfg.ID, markStore{n.store}, drained, origin, removed)
-	return nil
-}
-
-// markStore writes the marks to the store's node slot.
-type markStore struct{ s *shardstore.Store }
-
-func (m markStore) SaveDrained(drained bool) error {
-	b := m.s.NewBatch()
-	b.PutDrained(drained)
-	if err := b.Commit(true); err != nil {
-		return fmt.Errorf("node: write drain mark: %w", err)
-	}
-	return nil
-}
-
-func (m markStore) SaveRemovals(rs []reconcile.Removal) error {
-	b := m.s.NewBatch()
-	for _, r := range rs {
-		b.PutRemoved(r.Node, r.At)
-	}
-	if err := b.Commit(true); err != nil {
-		return fmt.Errorf("node: write removals: %w", err)
-	}
-	return nil
+// loadMarks reads the marks from the store (reconcile.LoadMarks).
+func (n *Node) loadMarks() (err error) {
+	n.marks, err = reconcile.LoadMarks(n.cfg.ID, n.store, n.gen, func() bool {
+		ids, _ := n.rs.Shards()
+		return len(ids) > 0
+	})
+	return err
 }
 
 // publishMarks says this node's marks through SWIM and has the view
@@ -77,7 +27,7 @@ func (n *Node) publishMarks() {
 		n.log.Error("node: publish marks", "err", err)
 	}
 	n.viewDirty.Store(true)
-	n.eventsTask.kick()
+	n.eventsTask.Kick()
 }
 
 // setDrained records and spreads this node's drain mark.

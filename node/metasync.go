@@ -38,7 +38,7 @@ func (e syncEnv) Join(seeds []string)                  { e.n.swim.Join(seeds) }
 func (e syncEnv) SetMetadataVersion(kind, ver uint64)  { e.n.swim.SetMetadataVersion(kind, ver) }
 func (e syncEnv) Now() time.Time                       { return e.n.clock() }
 func (e syncEnv) IntN(k int) int                       { return e.n.randIntN(k) }
-func (e syncEnv) Merged()                              { e.n.eventsTask.kick() }
+func (e syncEnv) Merged()                              { e.n.eventsTask.Kick() }
 
 // metadataSynced reports whether the node completed its first full sync of
 // the cluster metadata, or is alone (metasync.Sync.Synced).

@@ -16,11 +16,15 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/admin"
+	"github.com/shoalmq/shoal/node/dispatch"
 	"github.com/shoalmq/shoal/node/events"
+	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
+	"github.com/shoalmq/shoal/node/sched"
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
@@ -97,8 +101,9 @@ type Node struct {
 	lease *lease.Agent
 	// ownFeed: the ownership events for an embedding program, pushed
 	// once a change is durable, in the order the lease room makes
-	// changes, from the first call of OwnershipEvents on (ownFeedOnce).
-	ownFeed     *ownershipFeed
+	// changes, from the first call of OwnershipEvents on (ownFeedOnce;
+	// node/feed, embed.go).
+	ownFeed     *feed.Feed
 	ownFeedOnce sync.Once
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
@@ -106,8 +111,8 @@ type Node struct {
 	// raft frames from peers. eventsTask runs the events room's passes,
 	// reconcileTask the reconcile room's Driver, and dutyTask, leaseTask
 	// and leaseReplyTask the lease room's work (lease.Task).
-	eventsTask, reconcileTask, dutyTask   *task
-	leaseTask, leaseReplyTask, raftInTask *task
+	eventsTask, reconcileTask, dutyTask   *sched.Task
+	leaseTask, leaseReplyTask, raftInTask *sched.Task
 	// clock is the node's monotonic clock (time.Now); afterFunc its
 	// timers (time.AfterFunc).
 	clock     func() time.Time
@@ -130,6 +135,11 @@ type Node struct {
 	// srv serves metadata requests, on the shard's leader or forwarded to
 	// it, and the forwards of peers (node/serve; serve.go).
 	srv *serve.Server
+	// admin serves the operators' requests (node/admin; admin.go).
+	admin *admin.Handler
+	// disp hands every frame the node receives to its room
+	// (node/dispatch; dispatch.go).
+	disp *dispatch.Dispatcher
 
 	// events: the event loop, and which shards the replicas here lead
 	// (node/events; events.go).
@@ -181,7 +191,6 @@ type Node struct {
 }
 
 type counters struct {
-	requests, rejected, notServedNoLease atomic.Uint64
 	// transfers counts the leaderships handed over by an operator's
 	// request or a leaving node (the reconcile room counts its own).
 	transfers atomic.Uint64
@@ -238,7 +247,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		clock:     clock,
 		afterFunc: after,
 		randSrc:   rand.New(rand.NewPCG(seed, RaftID(cfg.ID))),
-		ownFeed:   newOwnershipFeed(),
+		ownFeed:   feed.New(),
 	}
 	n.initSecurity()
 	n.cache = cache
@@ -253,6 +262,8 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) { n.events, err = n.newEvents(); return err },
 		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
+		func() (err error) { n.admin, err = n.newAdmin(); return err },
+		func() (err error) { n.disp, err = n.newDispatch(); return err },
 	}
 	for _, build := range rooms {
 		if err := build(); err != nil {

@@ -245,6 +245,6 @@ func BenchmarkProduceSession(b *testing.B) {
 // produceNow serves a produce on n and returns its answer.
 func produceNow(n *Node, payload []byte) serve.Answer {
 	ch := make(chan serve.Answer, 1)
-	n.produce(payload, func(a serve.Answer) { ch <- a })
+	n.disp.Produce(payload, func(a serve.Answer) { ch <- a })
 	return <-ch
 }

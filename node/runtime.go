@@ -3,8 +3,8 @@ package node
 import (
 	"time"
 
+	"github.com/shoalmq/shoal/node/dispatch"
 	"github.com/shoalmq/shoal/swim"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // What a node needs of the world, as interfaces: Start wires the real
@@ -22,12 +22,8 @@ type PeerNet interface {
 }
 
 // Conn is the connection a frame arrived on (netio.Conn): the answer goes
-// back on it.
-type Conn interface {
-	Write(frame []byte) error
-	Role() wire.Role
-	Node() string
-}
+// back on it (dispatch.Conn).
+type Conn = dispatch.Conn
 
 // Membership is the node's view of SWIM (swim.Driver).
 type Membership interface {

@@ -15,8 +15,9 @@ import (
 // the decoding of a request, the answer types, the leader's path through
 // raft, the forwards and their waits, the copies of a forward dropped, the
 // admission of requests and their latency histograms. Here the room is
-// given the node's parts; handler.go reads the frames, answers what is
-// not a metadata request, and hands the room the rest.
+// given the node's parts; the dispatch room (node/dispatch) reads the
+// frames, answers what is not a metadata request, and hands the room the
+// rest.
 
 // newServer builds the node's serve room; its forwards are numbered from
 // firstForward.

@@ -125,15 +125,15 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	ws, recs, srv, ls, rc := n.watch.Stats(), n.records.Stats(), n.srv.Stats(), n.lease.Stats(), n.reconciler.Stats()
+	ws, recs, srv, ls, rc, ds := n.watch.Stats(), n.records.Stats(), n.srv.Stats(), n.lease.Stats(), n.reconciler.Stats(), n.disp.Stats()
 	s := Stats{
-		Requests:              n.counters.requests.Load(),
+		Requests:              ds.Requests,
 		Forwarded:             srv.Forwarded,
 		ForwardsIn:            srv.ForwardsIn,
 		ForwardDups:           srv.ForwardDups,
 		OwnershipDups:         ls.Dups,
 		NotLeader:             srv.NotLeader,
-		TopicRejections:       n.counters.rejected.Load(),
+		TopicRejections:       ds.TopicRejections,
 		RecordsProduced:       recs.Produced,
 		RecordsFetched:        recs.Fetched,
 		ProducesRemoved:       recs.ProducesRemoved,
@@ -159,8 +159,8 @@ func (n *Node) Stats() Stats {
 		LeaseGrants:           ls.Grants,
 		LeaseRefusals:         ls.Refusals,
 		LeaseFramesDropped:    ls.FramesDropped + ls.FramesBad,
-		NotServedNoLease:      n.counters.notServedNoLease.Load(),
-		OwnershipEventsFolded: n.ownFeed.foldedCount(),
+		NotServedNoLease:      ds.NotServedNoLease,
+		OwnershipEventsFolded: n.ownFeed.Folded(),
 		TopicsReassigned:      rc.TopicsReassigned,
 		ConfChanges:           rc.ConfChanges,
 		LeaderTransfers:       n.counters.transfers.Load() + rc.LeaderTransfers,

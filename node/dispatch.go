@@ -1,0 +1,167 @@
+package node
+
+import (
+	"time"
+
+	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/dispatch"
+	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
+)
+
+// The frames a node receives are handed to their rooms by the dispatch
+// room (node/dispatch): authorization, the peers' frames, the fast
+// lookups, the admission of requests and each request to the room that
+// serves it. Here the room is given the node's parts, and netio's frames
+// reach it, through a test's faults when it sets them.
+
+// newDispatch builds the node's dispatch room.
+func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
+	return dispatch.New(dispatch.Config{
+		Self:        n.cfg.ID,
+		Shards:      n.cfg.Shards,
+		Leaders:     n.leaders,
+		Routes:      n.cache,
+		Machine:     n.sm,
+		Lease:       n.lease,
+		Server:      n.srv,
+		Admission:   n.adm,
+		Latency:     &n.lat.requests,
+		Records:     n.records,
+		Watch:       n.watch,
+		Sync:        n.msync,
+		Admin:       n.admin,
+		Clients:     &n.sec,
+		BeforeServe: n.cfg.testHooks.beforeServe,
+		Env:         dispatchEnv{n},
+	})
+}
+
+// dispatchEnv is what the dispatch room touches of the node. It reads the
+// node's raft host, SWIM and view when called: they are set after New.
+type dispatchEnv struct{ n *Node }
+
+func (e dispatchEnv) Now() time.Time                   { return e.n.clock() }
+func (e dispatchEnv) Spawn(f func()) bool              { return e.n.spawn(f) }
+func (e dispatchEnv) Ready() bool                      { return e.n.isReady() }
+func (e dispatchEnv) Born() bool                       { return e.n.born.Load() }
+func (e dispatchEnv) RemovedSelf() bool                { return e.n.removedSelf() }
+func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.answersLocally(shard) }
+func (e dispatchEnv) ClientAddr(id string) string      { return e.n.clientAddrOf(id) }
+func (e dispatchEnv) Members() dispatch.Members        { return e.n.view.Load() }
+func (e dispatchEnv) SwimMembers() []swim.Member       { return e.n.swim.Members() }
+func (e dispatchEnv) NameOf(id uint64) (string, bool)  { return e.n.nameOf(id) }
+
+func (e dispatchEnv) Submit(op raftmux.Op, done func(raftmux.Result)) { e.n.host.Submit(op, done) }
+
+func (e dispatchEnv) OfferRaft(from string, h wire.Header, frame []byte) bool {
+	if !e.n.in.Offer(from, h, frame) {
+		return false
+	}
+	e.n.raftInTask.Kick()
+	return true
+}
+
+// Admit takes a request slot and its bytes (serve.Admission), unless the
+// node is closing or either runs out. The request's bytes are held until
+// it is answered, which may be after the frame was served: release gives
+// them back.
+func (e dispatchEnv) Admit(h wire.Header, frame []byte) (release func(), ok bool) {
+	n := e.n
+	n.lifeMu.RLock()
+	defer n.lifeMu.RUnlock()
+	if n.closing {
+		return nil, false
+	}
+	return n.adm.Admit(h, frame)
+}
+
+func (e dispatchEnv) Status() wire.StatusInfo {
+	st := e.n.Status()
+	return wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
+		MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
+		TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready}
+}
+
+// deliver runs where netio reads the frame (a connection's reader
+// goroutine, or an event loop with Config.NetLoops): it copies what it
+// keeps and returns.
+func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
+	if h.Kind == wire.KindKeepalive {
+		return true
+	}
+	if !n.serving.Load() {
+		return false
+	}
+	if c.Role() == wire.RolePeer && n.cfg.testHooks.peerIn != nil {
+		return n.deliverUnderFaults(c, h, frame)
+	}
+	if c.Role() == wire.RolePeer {
+		return n.disp.Frame(c, h, frame, time.Time{})
+	}
+	start := n.clock()
+	if !n.disp.Frame(c, h, frame, start) {
+		// netio answers it "overloaded" (Unavailable).
+		n.lat.requests.Refused(h.Kind, wire.CodeUnavailable, n.clock().Sub(start))
+		return false
+	}
+	return true
+}
+
+// deliverUnderFaults delivers a peer frame as a test's faults decide:
+// dropped, delayed, duplicated, or held while a node is paused.
+func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
+	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
+	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
+		return n.disp.Frame(c, h, frame, time.Time{})
+	}
+	cp := append([]byte(nil), frame...)
+	if fate.hold != nil {
+		go func() {
+			select {
+			case <-fate.hold:
+				n.deliverUnderFaults(c, h, cp)
+			case <-n.ctx.Done():
+			}
+		}()
+		return true
+	}
+	for _, d := range fate.delays {
+		time.AfterFunc(d, func() {
+			if n.ctx.Err() == nil {
+				n.disp.Frame(c, h, cp, time.Time{})
+			}
+		})
+	}
+	return true
+}
+
+// takeRaftFrames is the raft frames' task: it decodes the frames peers
+// sent and hands them to the raft host.
+func (n *Node) takeRaftFrames(time.Time) time.Time {
+	n.in.Drain()
+	return time.Time{}
+}
+
+func (n *Node) clientAddrOf(id string) string {
+	if id == n.cfg.ID {
+		return n.clientAddr
+	}
+	return n.view.Load().byID[id].ClientAddr
+}
+
+// leaderlessLookups: how long a replica may know no leader and still
+// answer plain lookups from its state, in raft ticks (two election
+// timeouts).
+const leaderlessLookups = 20
+
+// answersLocally reports whether plain lookups of shard may be answered
+// from this node's replica: unless it has known no leader for longer than
+// leaderlessLookups ticks. A replica cut off from its group, or one its
+// group no longer sends to, keeps a state that may be far behind: the
+// lookup goes to the cache or the leader instead.
+func (n *Node) answersLocally(shard uint64) bool {
+	since := n.events.LeaderlessSince(shard)
+	return since == 0 || n.clock().UnixNano()-since <= int64(leaderlessLookups*n.cfg.RaftTickInterval)
+}

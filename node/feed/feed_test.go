@@ -1,0 +1,90 @@
+package feed
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// drainFeed takes every event the feed holds.
+func drainFeed(f *Feed) []Event {
+	var out []Event
+	for {
+		ev, ok := f.next()
+		if !ok {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+func eventString(evs []Event) string {
+	var parts []string
+	for _, e := range evs {
+		switch e.Kind {
+		case Acquired:
+			parts = append(parts, fmt.Sprintf("%s+%d/%d", e.Topic, e.Epoch, e.Partitions))
+		default:
+			parts = append(parts, fmt.Sprintf("%s-%d(%s)", e.Topic, e.Epoch, e.Reason))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestOwnershipEventsOfATopicKeepTheirOrder(t *testing.T) {
+	f := New()
+	f.on.Store(true)
+	f.Held("a", 1, 1)
+	f.Held("b", 4, 2)
+	f.Held("a", 1, 3) // more partitions at the same epoch
+	f.Held("a", 1, 2) // fewer: nothing new
+	f.Dropped("b", ReasonClosed)
+	f.Dropped("b", ReasonClosed) // not held: nothing
+	// Topics take turns; a topic's own events keep their order.
+	if got, want := eventString(drainFeed(f)), "a+1/1 b+4/2 a+1/3 b-4(closed)"; got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	f.Held("a", 5, 1) // a later epoch first releases the one held
+	if got, want := eventString(drainFeed(f)), "a-1(superseded) a+5/1"; got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	f.Held("a", 3, 1) // an epoch once over never comes back
+	if got := drainFeed(f); len(got) != 0 {
+		t.Fatalf("an older epoch gave events: %s", eventString(got))
+	}
+}
+
+func TestAnUnreadBacklogFoldsIntoTheNetChange(t *testing.T) {
+	f := New()
+	f.on.Store(true)
+	f.Held("a", 1, 1)
+	if ev, ok := f.next(); !ok || ev.Kind != Acquired || ev.Epoch != 1 {
+		t.Fatalf("first event %+v %v", ev, ok)
+	}
+	// The reader stops reading; a moves away and back many times.
+	for e := uint64(2); e < 1000; e += 2 {
+		f.Dropped("a", ReasonClosed)
+		f.Held("a", e, 1)
+		if n := len(f.backlog["a"].events); n > maxPendingPerTopic {
+			t.Fatalf("backlog of %d events", n)
+		}
+	}
+	f.Held("z", 7, 1)
+	// What the reader was told (a at 1) is released first, then the
+	// holding now; of a topic that came and went three times unread,
+	// the last holding is told.
+	f.Held("gone", 3, 1)
+	f.Dropped("gone", ReasonClosed)
+	f.Held("gone", 4, 1)
+	f.Dropped("gone", ReasonSuperseded)
+	got := eventString(drainFeed(f))
+	if want := "a-1(closed) z+7/1 gone+4/1 a+998/1 gone-4(superseded)"; got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if f.Folded() == 0 {
+		t.Fatal("folds not counted")
+	}
+	if len(f.backlog) != 0 || len(f.order) != 0 {
+		t.Fatalf("feed keeps %d backlogs, %d turns after a drain", len(f.backlog), len(f.order))
+	}
+}
