@@ -173,7 +173,7 @@ type World struct {
 	// counts the pieces of work that could have been interrupted.
 	midFaults bool
 	// cutFree: no power cut lands inside an fsync before this.
-	cutFree      time.Time
+	cutFree time.Time
 	// slowDisks: until then every fsync but fastDisk's is slow (a
 	// fault: the disks are throttled, but one); cutAfterAnswer: the next
 	// change answered while they are slow, of a shard fastDisk leads, is
@@ -181,8 +181,8 @@ type World struct {
 	slowDisks      time.Time
 	fastDisk       *host
 	cutAfterAnswer bool
-	midFaultFree time.Time
-	yields       int
+	midFaultFree   time.Time
+	yields         int
 	// storm counts the events run since stormAt; stuck is set when more
 	// than maxPerSecond run in one virtual second (nodes spinning, as a
 	// message loop that never settles would burn a real CPU), and ends
