@@ -135,10 +135,11 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	balanced := make(chan float64, 1)
 	bctx, stopBalance := context.WithCancel(ctx)
 	defer stopBalance()
+	began := start
 	go func() {
 		for bctx.Err() == nil {
 			if mm, ok := leadersMaxMean(bctx, c, o.shards); ok && mm <= 1+balancedWithin {
-				balanced <- time.Since(start).Seconds()
+				balanced <- time.Since(began).Seconds()
 				return
 			}
 			_ = sleep(bctx, time.Second)
