@@ -35,8 +35,8 @@
 //     ownership protocol (docs/leases.md).
 //   - node/records (records.go): a topic's records on its owner and their
 //     handoff to the next one.
-//   - node/serve (serve.go, sessions.go): metadata requests, forwarding,
-//     admission and latency.
+//   - node/serve (serve.go): metadata requests, forwarding, the node's
+//     own write session and its stamps, admission and latency.
 //   - node/watch (watch.go): Watch and ListTopics.
 //   - node/metasync (metasync.go): the cluster metadata sync.
 //   - node/admin (admin.go): the operators' requests.

@@ -64,8 +64,6 @@ type Node struct {
 	store *shardstore.Store
 	rs    *raftio.Storage
 	sm    *shardsm.Machine // the shards' state machine (shardsm.go)
-	// sessions: the node's own write session and its leader stamps.
-	sessions writeSessions
 	// records: the topics' records this node owns, and their handoffs
 	// (node/records; records.go).
 	records *records.Keeper
@@ -231,18 +229,17 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		work:     make(chan func()),
-		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.ID),
-		gen:      gen,
-		self:     RaftID(cfg.ID),
-		store:    store,
-		rs:       raftio.NewStorage(store, localShard),
-		leaders:  router.NewLeaderTable(cfg.Shards),
-		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
-		readyc:   make(chan struct{}),
-		adm:      serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
+		work:    make(chan func()),
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		gen:     gen,
+		self:    RaftID(cfg.ID),
+		store:   store,
+		rs:      raftio.NewStorage(store, localShard),
+		leaders: router.NewLeaderTable(cfg.Shards),
+		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
+		readyc:  make(chan struct{}),
+		adm:     serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		clock:     clock,
 		afterFunc: after,
@@ -261,7 +258,11 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.lease, err = n.newLease(); return err },
 		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) { n.events, err = n.newEvents(); return err },
-		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
+		func() (err error) {
+			own := session.WithID(session.DrawID(seed, cfg.ID, gen))
+			n.srv, err = n.newServer(n.randSrc.Uint64()>>1, own)
+			return err
+		},
 		func() (err error) { n.admin, err = n.newAdmin(); return err },
 		func() (err error) { n.disp, err = n.newDispatch(); return err },
 	}
