@@ -47,7 +47,7 @@ type (
 	// Token is one client credential and its role (security.Token).
 	Token = security.Token
 	// SecurityStats counts what the credentials and the request limits
-	// refused (security.Stats).
+	// refused (security.Stats; node/status fills it).
 	SecurityStats = security.Stats
 )
 
@@ -175,18 +175,4 @@ func (n *Node) logSecurity() {
 	if swimKeys == 0 {
 		n.log.Warn("SWIM gossip is neither authenticated nor encrypted: give a SWIM key file or a cluster secret")
 	}
-}
-
-// securityStats is what the node and its transport counted.
-func (n *Node) securityStats() SecurityStats {
-	st := SecurityStats{
-		Unauthorized:        n.sec.Unauthorized(),
-		RequestBytes:        n.adm.Bytes(),
-		RequestBytesRefused: n.adm.Refused(),
-	}
-	if n.netio != nil {
-		c := n.netio.Counters()
-		st.TokensRefused, st.TLSHandshakesFailed = c.HandshakeBadToken.Load(), c.HandshakeTLS.Load()
-	}
-	return st
 }
