@@ -44,7 +44,8 @@
 //     to its room.
 //   - node/feed (embed.go): the ownership events and the Guard of a
 //     program that embeds the node (examples/broker).
-//   - node/security (auth.go): credentials, tokens and roles.
+//   - node/security (auth.go): credentials, tokens and roles, put on the
+//     transport and SWIM.
 //   - node/status (status.go): Status and Stats, laid out from what the
 //     rooms, raft, the transport and SWIM counted.
 //

@@ -363,7 +363,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:     n.log,
 		Goroutines: !n.cfg.NetLoops,
 	}
-	n.secureTransport(&ncfg)
+	security.Transport(&n.cfg.Security, &n.sec, &ncfg)
 	nt, err := netio.New(ncfg)
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
@@ -423,7 +423,7 @@ func (n *Node) Start(ctx context.Context) error {
 // listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
 // socket and push-pull transport.
 func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
-	n.secureSwim(&dc)
+	security.Swim(&n.cfg.Security, &dc)
 	if h := &n.cfg.testHooks; h.swimConn != nil || h.pushPull != nil {
 		dc.Wrap = func(pc swim.PacketConn, pp swim.PushPullTransport) (swim.PacketConn, swim.PushPullTransport) {
 			if h.swimConn != nil {
