@@ -20,9 +20,10 @@
 //     for a shard the ring places here, on a known member's word
 //     (hostile.go).
 //   - The node's own work runs on one schedule (sched.go, runtime.go):
-//     timers, spawned work and the tasks of node/sched. A started node's
-//     are the wall clock's and goroutines; a driven node's (NewDriven,
-//     drive.go) its caller's, a simulation's.
+//     timers, spawned work (node/life, with the node's life cycle) and
+//     the tasks of node/sched. A started node's are the wall clock's and
+//     goroutines; a driven node's (NewDriven, drive.go) its caller's, a
+//     simulation's.
 //
 // # The rooms, and the file here that wires each
 //

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -86,13 +85,12 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.goFn, n.yieldFn, n.ownedFn = rt.Go, rt.Yield, rt.Owned
-	if n.yieldFn == nil {
-		n.yieldFn = rt.Go
+	n.ownedFn = rt.Owned
+	if err := n.life.Begin(rt.Go, rt.Yield); err != nil {
+		_ = n.store.Close()
+		return nil, err
 	}
-	n.started = true
 	n.records.Enable()
-	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
 	if meta := n.marks.Meta(); meta != nil {
 		if err := n.swim.SetMeta(meta); err != nil {

@@ -13,10 +13,7 @@ import (
 // closes once their new owners pulled its records of them (bounded by ctx
 // and Config.HandoffTimeout).
 func (n *Node) Leave(ctx context.Context) error {
-	n.lifeMu.RLock()
-	started := n.started && !n.closing
-	n.lifeMu.RUnlock()
-	if !started {
+	if !n.life.Running() {
 		return n.Close()
 	}
 	// Stop serving first, and say so to the leaders that granted the

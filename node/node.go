@@ -21,6 +21,7 @@ import (
 	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
+	"github.com/shoalmq/shoal/node/life"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
@@ -39,9 +40,9 @@ import (
 // Errors of the node's life cycle.
 var (
 	// ErrStarted: Start called twice.
-	ErrStarted = errors.New("node: already started")
+	ErrStarted = life.ErrStarted
 	// ErrClosed: the node is closed.
-	ErrClosed = errors.New("node: closed")
+	ErrClosed = life.ErrClosed
 	// ErrIDCollision: two member ids map to the same raft id.
 	ErrIDCollision = errors.New("node: raft id collision")
 )
@@ -115,15 +116,6 @@ type Node struct {
 	// timers (time.AfterFunc).
 	clock     func() time.Time
 	afterFunc func(d time.Duration, f func()) func() bool
-	// goFn runs the node's spawned work on a driven node (Runtime.Go);
-	// nil on a started one (goroutines).
-	goFn func(f func())
-	// work hands spawned work to an idle worker of a started node
-	// (runtime.go).
-	work chan func()
-	// yieldFn runs the rest of a piece of work on a driven node
-	// (Runtime.Yield); nil on a started one, which goes straight on.
-	yieldFn func(f func())
 	// ownedFn: Runtime.Owned (nil on a started node).
 	ownedFn func(topic string, held, floor uint64)
 	// randIntN draws the node's random choices (a peer to sync with).
@@ -172,12 +164,9 @@ type Node struct {
 	// are refused as overloaded (Unavailable).
 	serving atomic.Bool
 
-	lifeMu  sync.RWMutex
-	started bool
-	closing bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// life: the node's life cycle and the work it spawns (node/life;
+	// runtime.go).
+	life *life.Cycle
 	// watch answers Watch and ListTopics, and holds the watches waiting
 	// for a change (node/watch; watch.go).
 	watch   *watch.Server
@@ -229,7 +218,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		work:    make(chan func()),
+		life:    life.New(),
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.ID),
 		gen:     gen,
@@ -335,18 +324,9 @@ func raiseGeneration(dir string) (uint64, error) {
 // starts SWIM and joins through cfg.Join. ctx bounds the start only. After
 // a failed Start, Close releases what was started.
 func (n *Node) Start(ctx context.Context) error {
-	n.lifeMu.Lock()
-	if n.started {
-		n.lifeMu.Unlock()
-		return ErrStarted
+	if err := n.life.Begin(nil, nil); err != nil {
+		return err
 	}
-	if n.closing {
-		n.lifeMu.Unlock()
-		return ErrClosed
-	}
-	n.started = true
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.lifeMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -412,8 +392,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.startedAt = n.clock()
 	n.serving.Store(true)
 	n.records.Enable()
-	n.wg.Add(1)
-	go n.pumpOwnershipEvents()
+	n.life.Go(n.pumpOwnershipEvents)
 	n.startDuties()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
 	n.logSecurity()
@@ -540,13 +519,9 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	n.lifeMu.Lock()
-	n.closing = true
-	started := n.started
-	n.lifeMu.Unlock()
 	var errs []error
-	if started {
-		n.cancel()
+	if n.life.Close() {
+		n.life.Cancel()
 		if n.swimDrv != nil {
 			if err := n.swimDrv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
@@ -561,7 +536,7 @@ func (n *Node) Close() error {
 			n.host.Stop()
 		}
 		n.events.Close()
-		n.wg.Wait()
+		n.life.Wait()
 	}
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, err)

@@ -73,4 +73,4 @@ func (e recordsEnv) Now() time.Time                              { return e.n.cl
 func (e recordsEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
 func (e recordsEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
 func (e recordsEnv) Resume(f func())                             { e.n.resume(f) }
-func (e recordsEnv) Stopped() bool                               { return e.n.ctx.Err() != nil }
+func (e recordsEnv) Stopped() bool                               { return e.n.life.Stopped() }
