@@ -8,7 +8,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoalmq/shoal/raftmux"
-	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -99,26 +98,13 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 		}
 	}
 	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
-	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
-	hc := n.hostConfig()
-	hc.Manual, hc.Seed, hc.SyncLag = true, rt.Seed<<20|1, rt.SyncLag
-	host, err := raftmux.NewHost(hc)
-	if err != nil {
+	if err := n.openRaft(rt.Peers, func(hc *raftmux.Config) {
+		hc.Manual, hc.Seed, hc.SyncLag = true, rt.Seed<<20|1, rt.SyncLag
+	}); err != nil {
 		_ = n.store.Close()
-		return nil, fmt.Errorf("node: raft host: %w", err)
+		return nil, err
 	}
-	n.host = host
-	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
-		_ = n.store.Close()
-		return nil, fmt.Errorf("node: raft inbound: %w", err)
-	}
-	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
-		n.markBorn()
-	}
-	n.rebuildView()
-	n.startedAt = n.clock()
-	n.serving.Store(true)
-	n.startDuties()
+	n.open()
 	return n, nil
 }
 

@@ -350,22 +350,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.net, n.netio = nt, nt
 	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
-	n.rt = raftio.NewTransport(nt, n.nameOf)
-	host, err := raftmux.NewHost(n.hostConfig())
-	if err != nil {
-		return fmt.Errorf("node: raft host: %w", err)
+	if err := n.openRaft(nt, nil); err != nil {
+		return err
 	}
-	n.host = host
-	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
-		return fmt.Errorf("node: raft inbound: %w", err)
-	}
-	nt.OnPeerDown(func(node string) {
-		host.Unreachable(RaftID(node))
-		n.srv.PeerDown(node)
-	})
-	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
-		n.markBorn()
-	}
+	nt.OnPeerDown(n.PeerDown)
 
 	sc := n.cfg.swimConfig()
 	sc.NodeID = n.cfg.ID
@@ -387,13 +375,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: swim: %w", err)
 	}
 	n.swim, n.swimDrv = drv, drv
-	n.rebuildView()
-
-	n.startedAt = n.clock()
-	n.serving.Store(true)
 	n.records.Enable()
 	n.life.Go(n.pumpOwnershipEvents)
-	n.startDuties()
+	n.open()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
 	n.logSecurity()
 	return nil
@@ -544,8 +528,38 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// hostConfig is the raft host's configuration, as Start and NewDriven
-// share it.
+// openRaft builds the raft transport over peers, the raft host (its
+// configuration as Start and NewDriven share it, then adjusted) and its
+// inbound, and marks a node whose store holds shards born.
+func (n *Node) openRaft(peers PeerNet, adjust func(*raftmux.Config)) error {
+	n.rt = raftio.NewTransport(peers, n.nameOf)
+	hc := n.hostConfig()
+	if adjust != nil {
+		adjust(&hc)
+	}
+	host, err := raftmux.NewHost(hc)
+	if err != nil {
+		return fmt.Errorf("node: raft host: %w", err)
+	}
+	n.host = host
+	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
+		return fmt.Errorf("node: raft inbound: %w", err)
+	}
+	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
+		n.markBorn()
+	}
+	return nil
+}
+
+// open starts serving once every part is wired (Start and NewDriven): the
+// view built, requests served, the duties started.
+func (n *Node) open() {
+	n.rebuildView()
+	n.startedAt = n.clock()
+	n.serving.Store(true)
+	n.startDuties()
+}
+
 func (n *Node) hostConfig() raftmux.Config {
 	return raftmux.Config{
 		NodeID:         n.self,
