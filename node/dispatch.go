@@ -147,7 +147,7 @@ func (n *Node) clientAddrOf(id string) string {
 	if id == n.cfg.ID {
 		return n.clientAddr
 	}
-	return n.view.Load().byID[id].ClientAddr
+	return n.view.Load().Members[id].ClientAddr
 }
 
 // leaderlessLookups: how long a replica may know no leader and still

@@ -10,11 +10,11 @@
 // # The parts
 //
 //   - SWIM (swim.Driver on Config.SwimAddr) gives the membership; every
-//     change rebuilds the view (view.go): the raft id of every member
-//     (RaftID, xxh3 of the node id), the peer addresses netio dials, the
-//     operators' marks (marks.go) and the ring's placement
-//     (router.Ring.Placement): desired replicas and preferred leader of
-//     every shard.
+//     change rebuilds the view (node/view, wired in view.go): the raft id
+//     of every member (RaftID, xxh3 of the node id), the peer addresses
+//     netio dials, the operators' marks (marks.go) and the ring's
+//     placement (router.Ring.Placement): desired replicas and preferred
+//     leader of every shard.
 //   - raftmux.Host runs the raft group of every shard the node hosts, over
 //     raftio's Storage, Transport and Inbound; a replica is created only
 //     for a shard the ring places here, on a known member's word
@@ -47,6 +47,9 @@
 //     program that embeds the node (examples/broker).
 //   - node/security (auth.go): credentials, tokens and roles, put on the
 //     transport and SWIM.
+//   - node/view (view.go): the view of the membership, its placement and
+//     the members' raft ids.
+//   - node/life (runtime.go): the life cycle and the spawned work.
 //   - node/status (status.go): Status and Stats, laid out from what the
 //     rooms, raft, the transport and SWIM counted.
 //

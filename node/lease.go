@@ -76,8 +76,8 @@ func (e leaseEnv) Gone() func(node string) bool {
 		if node == n.cfg.ID {
 			return false
 		}
-		_, known := v.byID[node]
-		return v.dead[node] || (!known && knowsAll)
+		_, known := v.Members[node]
+		return v.Dead[node] || (!known && knowsAll)
 	}
 }
 

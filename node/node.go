@@ -29,6 +29,7 @@ import (
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
+	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -44,7 +45,7 @@ var (
 	// ErrClosed: the node is closed.
 	ErrClosed = life.ErrClosed
 	// ErrIDCollision: two member ids map to the same raft id.
-	ErrIDCollision = errors.New("node: raft id collision")
+	ErrIDCollision = view.ErrIDCollision
 )
 
 // localShard is the store's slot for what belongs to this node rather than
@@ -90,10 +91,10 @@ type Node struct {
 	cache   *router.Cache
 	cacheAt time.Time // event loop: when the cache was last emptied
 
-	view atomic.Pointer[clusterView]
-
-	namesMu sync.RWMutex
-	names   map[uint64]string // raft id → node id
+	// view: the membership as last built from SWIM and the marks; views
+	// builds it and knows the members' raft ids (node/view; view.go).
+	view  atomic.Pointer[view.View]
+	views *view.Builder
 
 	// lease: the ownership protocol on this node, as an owner and as a
 	// shard leader (node/lease; lease.go).
@@ -226,7 +227,6 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		store:   store,
 		rs:      raftio.NewStorage(store, localShard),
 		leaders: router.NewLeaderTable(cfg.Shards),
-		names:   map[uint64]string{RaftID(cfg.ID): cfg.ID},
 		readyc:  make(chan struct{}),
 		adm:     serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
@@ -239,6 +239,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache = cache
 	// The rooms, in the order each needs the ones before it.
 	rooms := []func() error{
+		func() (err error) { n.views, err = n.newViews(); return err },
 		func() (err error) { n.msync, err = n.newMetaSync(); return err },
 		func() (err error) { n.watch, err = n.newWatch(); return err },
 		func() (err error) { n.records, err = n.newRecords(); return err },
@@ -267,9 +268,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.leaseTask = newTask(n, n.lease.RunRounds)
 	n.leaseReplyTask = newTask(n, n.lease.RunReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
-	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
-	v0.rec = reconcileView(v0)
-	n.view.Store(v0)
+	n.view.Store(view.Empty())
 	for _, load := range []func() error{n.lease.Load, n.loadMarks} {
 		if err := load(); err != nil {
 			_ = store.Close()
@@ -475,12 +474,7 @@ func (n *Node) rotateCache() {
 
 func (n *Node) cacheStats() router.CacheStats { return n.routes().Stats() }
 
-func (n *Node) nameOf(id uint64) (string, bool) {
-	n.namesMu.RLock()
-	s, ok := n.names[id]
-	n.namesMu.RUnlock()
-	return s, ok
-}
+func (n *Node) nameOf(id uint64) (string, bool) { return n.views.NameOf(id) }
 
 func (n *Node) markBorn() {
 	if n.born.Swap(true) {

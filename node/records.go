@@ -59,13 +59,13 @@ func (e recordsEnv) HoldingLocked(topic []byte, fn func(epoch uint64, held bool)
 }
 
 func (e recordsEnv) PeerAlive(peer string) bool {
-	m, ok := e.n.view.Load().byID[peer]
+	m, ok := e.n.view.Load().Members[peer]
 	return ok && m.State == swim.StateAlive
 }
 
 func (e recordsEnv) PeerDead(peer string) bool {
 	v := e.n.view.Load()
-	return v.dead[peer] && v.byID[peer].State != swim.StateLeft
+	return v.Dead[peer] && v.Members[peer].State != swim.StateLeft
 }
 
 func (e recordsEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }

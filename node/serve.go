@@ -77,9 +77,3 @@ func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bo
 		done(serve.Applied{Assignment: ar.Assignment, Err: ar.Err}, true, err)
 	})
 }
-
-// Alive, Drained and Candidates make the view a serve.Members.
-
-func (v *clusterView) Alive(id string) bool                  { return v.alive(id) }
-func (v *clusterView) Drained(id string) bool                { return v.drained[id] }
-func (v *clusterView) Candidates(st *meta.State) []meta.Node { return v.rec.Candidates(st) }

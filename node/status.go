@@ -15,7 +15,7 @@ type Stats = status.Stats
 func (n *Node) Status() Status {
 	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
 	if v := n.view.Load(); v != nil {
-		st.MembersAlive = len(v.live)
+		st.MembersAlive = len(v.Live)
 	}
 	if ids, err := n.rs.Shards(); err == nil {
 		st.ShardsHosted = len(ids)
