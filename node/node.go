@@ -193,9 +193,9 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	gen, err := raiseGeneration(cfg.DataDir)
+	gen, err := shardstore.RaiseGeneration(cfg.DataDir, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	now := time.Now()
 	return newNode(cfg, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
@@ -282,41 +282,6 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		n.born.Store(true)
 	}
 	return n, nil
-}
-
-// raiseGeneration reads DataDir/generation (shardstore.GenerationFile),
-// writes a higher value (at least the start time in nanoseconds, so a
-// wiped data directory still rises) and fsyncs it.
-func raiseGeneration(dir string) (uint64, error) {
-	p := filepath.Join(dir, shardstore.GenerationFile)
-	var prev uint64
-	if b, err := os.ReadFile(p); err == nil {
-		if prev, err = shardstore.DecodeGeneration(b); err != nil {
-			return 0, fmt.Errorf("node: %s: corrupt generation file: %w", p, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("node: read generation: %w", err)
-	}
-	gen := max(prev+1, uint64(time.Now().UnixNano()))
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	_, werr := f.Write(shardstore.AppendGeneration(nil, gen))
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return gen, nil
 }
 
 // Start binds the listeners, opens the raft groups found in the store,
