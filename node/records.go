@@ -63,10 +63,7 @@ func (e recordsEnv) PeerAlive(peer string) bool {
 	return ok && m.State == swim.StateAlive
 }
 
-func (e recordsEnv) PeerDead(peer string) bool {
-	v := e.n.view.Load()
-	return v.Dead[peer] && v.Members[peer].State != swim.StateLeft
-}
+func (e recordsEnv) PeerDead(peer string) bool { return e.n.view.Load().Died(peer) }
 
 func (e recordsEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
 func (e recordsEnv) Now() time.Time                              { return e.n.clock() }
