@@ -6,7 +6,6 @@ import (
 	"github.com/shoalmq/shoal/node/admin"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
-	"github.com/shoalmq/shoal/swim"
 )
 
 // The operators' requests (shoalctl drain, undrain, transfer-leader,
@@ -45,9 +44,3 @@ func (e adminEnv) Pin(shard uint64, p *router.Placement)       { e.n.rec.Pin(sha
 func (e adminEnv) Transferred()                                { e.n.counters.transfers.Add(1) }
 
 func (e adminEnv) Submit(op raftmux.Op, done func(raftmux.Result)) { e.n.host.Submit(op, done) }
-
-// Member, Removed and Placement make the view an admin.Members.
-
-func (v *clusterView) Member(id string) (swim.Member, bool) { m, ok := v.byID[id]; return m, ok }
-func (v *clusterView) Removed(id string) bool               { return v.removed[id] }
-func (v *clusterView) Placement() *router.Placement         { return v.placement }

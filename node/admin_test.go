@@ -49,7 +49,7 @@ func (c *testCluster) restart(t *testing.T, i int) *Node {
 func noPreferredLeadership(n *Node, id string) bool {
 	v := n.view.Load()
 	for s := range uint32(testShards) {
-		if v.placement.Leader(s) == id {
+		if v.Placement().Leader(s) == id {
 			return false
 		}
 	}
@@ -147,7 +147,7 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 	}
 	n1 := c.restart(t, 0)
 	cl = clientOf(t, n1)
-	waitUntil(t, 10*time.Second, "restarted n1 sees n3 drained", func() bool { return n1.view.Load().drained["n3"] })
+	waitUntil(t, 10*time.Second, "restarted n1 sees n3 drained", func() bool { return n1.view.Load().Drained("n3") })
 	for _, n := range c.nodes {
 		if !noPreferredLeadership(n, "n3") {
 			t.Fatalf("%s's placement gives drained n3 a leadership", n.ID())
@@ -164,7 +164,7 @@ func TestDrainMovesTopicsAndLeadershipsAwayUntilUndrain(t *testing.T) {
 	waitUntil(t, 30*time.Second, "n3 leads again", func() bool { return n3.Status().ShardsLed > 0 })
 	waitUntil(t, 10*time.Second, "every node sees n3 undrained", func() bool {
 		for _, n := range c.nodes {
-			if n.view.Load().drained["n3"] {
+			if n.view.Load().Drained("n3") {
 				return false
 			}
 		}
@@ -218,13 +218,13 @@ func TestTransferLeaderMovesAShardToAVoterAndKeepsItThere(t *testing.T) {
 		t.Fatalf("transfer-leader answered %+v (term before %d)", got, before)
 	}
 	target := c.node(to)
-	if !target.events.Leads(shard) || !target.rec.Pinned(shard, target.view.Load().rec) {
+	if !target.events.Leads(shard) || !target.rec.Pinned(shard, target.view.Load().Rec()) {
 		t.Fatalf("%s does not lead shard %d, or forgot to keep it", to, shard)
 	}
 	// The shard manager leaves it there: a whole pass over the shards
 	// starts no transfer of it.
 	waitUntil(t, 10*time.Second, "no shard-manager pass in flight", func() bool { return target.rec.BeginPass() })
-	target.reconciler.ManagePass(target.view.Load().rec, target.events.ShardEvents(), mustShards(t, target))
+	target.reconciler.ManagePass(target.view.Load().Rec(), target.events.ShardEvents(), mustShards(t, target))
 	if !target.events.Leads(shard) {
 		t.Fatalf("%s handed shard %d back", to, shard)
 	}
@@ -297,7 +297,7 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	// alive: wait until each has declared it dead.
 	waitUntil(t, 20*time.Second, "n4 declared dead", func() bool {
 		for _, id := range []string{"n1", "n2", "n3"} {
-			if !c.node(id).view.Load().dead["n4"] {
+			if !c.node(id).view.Load().Dead["n4"] {
 				return false
 			}
 		}
@@ -349,11 +349,11 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "n4 with its old data finds itself removed", old.removedSelf)
 	waitUntil(t, 10*time.Second, "the others see n4 alive in SWIM", func() bool {
-		m, ok := c.node("n1").view.Load().byID["n4"]
+		m, ok := c.node("n1").view.Load().Members["n4"]
 		return ok && m.Generation == old.Generation()
 	})
 	for _, n := range c.nodes[:3] {
-		if v := n.view.Load(); contains(v.live, "n4") {
+		if v := n.view.Load(); contains(v.Live, "n4") {
 			t.Fatalf("%s counts the removed n4 live", n.ID())
 		}
 	}
@@ -380,7 +380,7 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	}
 	waitUntil(t, 30*time.Second, "the new n4 counts live everywhere", func() bool {
 		for _, n := range c.nodes {
-			if !contains(n.view.Load().live, "n4") {
+			if !contains(n.view.Load().Live, "n4") {
 				return false
 			}
 		}

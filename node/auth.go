@@ -1,39 +1,18 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 
-	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/security"
-	"github.com/shoalmq/shoal/swim"
 )
 
-// Who may do what, and how it is proven (docs/security.md):
-//
-//   - Peers prove the cluster credential: the shared secret (Config.Secret,
-//     an HMAC challenge in the handshake), a certificate the cluster CA
-//     signed (Security.TLS, mutual TLS on the peer port, the peer dials and
-//     push-pull), or both. Only that credential opens the peer port and
-//     claims a node id.
-//   - Clients prove a token (Security.ClientTokens), whose role decides the
-//     requests the node serves them; others are answered Unauthorized and
-//     the connection stays open. With tokens the client port neither asks
-//     for the cluster secret nor takes it. Without tokens, a node with a
-//     secret asks clients for it (the older mode, in which a client holds
-//     the peers' credential), and a node with neither serves everyone as
-//     admin. The client port may also require a client certificate
-//     (TLS.VerifyClients).
-//   - SWIM datagrams and push-pulls are sealed with the SWIM keyring
-//     (Security.SwimKeys, or a key derived from the secret).
-//
-// The checks of Config.Security, the client tokens while the node runs
-// (Node.sec) and each request's authorization by its token's role are the
-// security room's (node/security). Here they are put to work on the
-// node's transport, SWIM driver and connections, and a refusal is
-// answered on the wire.
+// Who may do what, and how it is proven, is the security room's
+// (node/security; docs/security.md): the checks of Config.Security, the
+// client tokens while the node runs (Node.sec), each request's
+// authorization by its token's role, the credentials put on the
+// transport and SWIM, and the words of the start log. Here the room is
+// given the node's config and driver.
 
 // The names of package security that node's users know, forwarded.
 type (
@@ -47,7 +26,7 @@ type (
 	// Token is one client credential and its role (security.Token).
 	Token = security.Token
 	// SecurityStats counts what the credentials and the request limits
-	// refused (security.Stats).
+	// refused (security.Stats; node/status fills it).
 	SecurityStats = security.Stats
 )
 
@@ -99,30 +78,6 @@ func (n *Node) initSecurity() {
 	_ = n.sec.Init(n.cfg.Security.ClientTokens) // checked in fillSecurity
 }
 
-// secureTransport puts the node's credentials into the transport's
-// config: TLS on both ports and the peer dials, and the client token
-// check.
-func (n *Node) secureTransport(nc *netio.Config) {
-	s := &n.cfg.Security
-	if s.TLS != nil {
-		nc.ClientTLS = s.TLS.ClientConfig()
-		nc.PeerTLS, nc.DialTLS = s.TLS.PeerConfigs()
-	}
-	if n.sec.On() {
-		nc.CheckToken = n.sec.CheckToken
-	}
-}
-
-// secureSwim puts the SWIM keyring and the push-pull TLS into the SWIM
-// driver's config.
-func (n *Node) secureSwim(dc *swim.DriverConfig) {
-	s := &n.cfg.Security
-	dc.Node.Keys = s.SwimKeys
-	if s.TLS != nil {
-		dc.PushPullTLS, dc.PushPullDialTLS = s.TLS.PeerConfigs()
-	}
-}
-
 // SetClientTokens replaces the client tokens of a node started with
 // tokens: new connections need one of toks; open connections whose token
 // is gone are refused every request from now on, and those whose token's
@@ -148,45 +103,12 @@ func (n *Node) SetSwimKeys(keys [][]byte) error {
 	return nil
 }
 
-// logSecurity says at start what the node asks of whom; it warns, in one
-// line, when it asks nothing of anyone.
+// logSecurity says at start what the node asks of whom
+// (security.LogStart).
 func (n *Node) logSecurity() {
-	s := &n.cfg.Security
-	secret, tlsOn, tokens := len(n.cfg.Secret) > 0, s.TLS != nil, len(s.ClientTokens) > 0
 	swimKeys := 0
 	if n.swimDrv != nil {
 		swimKeys = n.swimDrv.KeyCount()
 	}
-	if !secret && !tlsOn && !tokens {
-		level := slog.LevelWarn
-		if s.InsecureOK {
-			level = slog.LevelInfo
-		}
-		n.log.Log(context.Background(), level, "INSECURE: no cluster secret, no TLS and no client tokens: anyone who can reach the client port "+
-			"is served every request, anyone who can reach the peer port can join as any node id, and SWIM gossip "+
-			"is neither authenticated nor encrypted; see docs/security.md")
-		return
-	}
-	peers, clients := security.Proofs(s, secret)
-	n.log.Info("security", "peers", peers, "clients", clients, "tls", tlsOn, "swim_keys", swimKeys)
-	if clients == "none" {
-		n.log.Warn("the client port serves every request to anyone who reaches it: give client tokens")
-	}
-	if swimKeys == 0 {
-		n.log.Warn("SWIM gossip is neither authenticated nor encrypted: give a SWIM key file or a cluster secret")
-	}
-}
-
-// securityStats is what the node and its transport counted.
-func (n *Node) securityStats() SecurityStats {
-	st := SecurityStats{
-		Unauthorized:        n.sec.Unauthorized(),
-		RequestBytes:        n.adm.Bytes(),
-		RequestBytesRefused: n.adm.Refused(),
-	}
-	if n.netio != nil {
-		c := n.netio.Counters()
-		st.TokensRefused, st.TLSHandshakesFailed = c.HandshakeBadToken.Load(), c.HandshakeTLS.Load()
-	}
-	return st
+	security.LogStart(n.log, &n.cfg.Security, len(n.cfg.Secret) > 0, swimKeys)
 }

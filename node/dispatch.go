@@ -69,11 +69,10 @@ func (e dispatchEnv) OfferRaft(from string, h wire.Header, frame []byte) bool {
 // them back.
 func (e dispatchEnv) Admit(h wire.Header, frame []byte) (release func(), ok bool) {
 	n := e.n
-	n.lifeMu.RLock()
-	defer n.lifeMu.RUnlock()
-	if n.closing {
+	if !n.life.Enter() {
 		return nil, false
 	}
+	defer n.life.Exit()
 	return n.adm.Admit(h, frame)
 }
 
@@ -122,14 +121,14 @@ func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
 			select {
 			case <-fate.hold:
 				n.deliverUnderFaults(c, h, cp)
-			case <-n.ctx.Done():
+			case <-n.life.Done():
 			}
 		}()
 		return true
 	}
 	for _, d := range fate.delays {
 		time.AfterFunc(d, func() {
-			if n.ctx.Err() == nil {
+			if !n.life.Stopped() {
 				n.disp.Frame(c, h, cp, time.Time{})
 			}
 		})
@@ -148,7 +147,7 @@ func (n *Node) clientAddrOf(id string) string {
 	if id == n.cfg.ID {
 		return n.clientAddr
 	}
-	return n.view.Load().byID[id].ClientAddr
+	return n.view.Load().Members[id].ClientAddr
 }
 
 // leaderlessLookups: how long a replica may know no leader and still

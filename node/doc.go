@@ -10,19 +10,20 @@
 // # The parts
 //
 //   - SWIM (swim.Driver on Config.SwimAddr) gives the membership; every
-//     change rebuilds the view (view.go): the raft id of every member
-//     (RaftID, xxh3 of the node id), the peer addresses netio dials, the
-//     operators' marks (marks.go) and the ring's placement
-//     (router.Ring.Placement): desired replicas and preferred leader of
-//     every shard.
+//     change rebuilds the view (node/view, wired in view.go): the raft id
+//     of every member (RaftID, xxh3 of the node id), the peer addresses
+//     netio dials, the operators' marks (marks.go) and the ring's
+//     placement (router.Ring.Placement): desired replicas and preferred
+//     leader of every shard.
 //   - raftmux.Host runs the raft group of every shard the node hosts, over
 //     raftio's Storage, Transport and Inbound; a replica is created only
 //     for a shard the ring places here, on a known member's word
 //     (hostile.go).
 //   - The node's own work runs on one schedule (sched.go, runtime.go):
-//     timers, spawned work and the tasks of node/sched. A started node's
-//     are the wall clock's and goroutines; a driven node's (NewDriven,
-//     drive.go) its caller's, a simulation's.
+//     timers, spawned work (node/life, with the node's life cycle) and
+//     the tasks of node/sched. A started node's are the wall clock's and
+//     goroutines; a driven node's (NewDriven, drive.go) its caller's, a
+//     simulation's.
 //
 // # The rooms, and the file here that wires each
 //
@@ -35,8 +36,8 @@
 //     ownership protocol (docs/leases.md).
 //   - node/records (records.go): a topic's records on its owner and their
 //     handoff to the next one.
-//   - node/serve (serve.go, sessions.go): metadata requests, forwarding,
-//     admission and latency.
+//   - node/serve (serve.go): metadata requests, forwarding, the node's
+//     own write session and its stamps, admission and latency.
 //   - node/watch (watch.go): Watch and ListTopics.
 //   - node/metasync (metasync.go): the cluster metadata sync.
 //   - node/admin (admin.go): the operators' requests.
@@ -44,7 +45,13 @@
 //     to its room.
 //   - node/feed (embed.go): the ownership events and the Guard of a
 //     program that embeds the node (examples/broker).
-//   - node/security (auth.go): credentials, tokens and roles.
+//   - node/security (auth.go): credentials, tokens and roles, put on the
+//     transport and SWIM.
+//   - node/view (view.go): the view of the membership, its placement and
+//     the members' raft ids.
+//   - node/life (runtime.go): the life cycle and the spawned work.
+//   - node/status (status.go): Status and Stats, laid out from what the
+//     rooms, raft, the transport and SWIM counted.
 //
 // # Birth and readiness
 //

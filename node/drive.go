@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoalmq/shoal/raftmux"
-	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -86,13 +84,12 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.goFn, n.yieldFn, n.ownedFn = rt.Go, rt.Yield, rt.Owned
-	if n.yieldFn == nil {
-		n.yieldFn = rt.Go
+	n.ownedFn = rt.Owned
+	if err := n.life.Begin(rt.Go, rt.Yield); err != nil {
+		_ = n.store.Close()
+		return nil, err
 	}
-	n.started = true
 	n.records.Enable()
-	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.net, n.swim = rt.Peers, rt.Swim
 	if meta := n.marks.Meta(); meta != nil {
 		if err := n.swim.SetMeta(meta); err != nil {
@@ -101,26 +98,13 @@ func NewDriven(cfg Config, rt Runtime) (*Node, error) {
 		}
 	}
 	n.clientAddr, n.peerAddr = rt.ClientAddr, rt.PeerAddr
-	n.rt = raftio.NewTransport(rt.Peers, n.nameOf)
-	hc := n.hostConfig()
-	hc.Manual, hc.Seed, hc.SyncLag = true, rt.Seed<<20|1, rt.SyncLag
-	host, err := raftmux.NewHost(hc)
-	if err != nil {
+	if err := n.openRaft(rt.Peers, func(hc *raftmux.Config) {
+		hc.Manual, hc.Seed, hc.SyncLag = true, rt.Seed<<20|1, rt.SyncLag
+	}); err != nil {
 		_ = n.store.Close()
-		return nil, fmt.Errorf("node: raft host: %w", err)
+		return nil, err
 	}
-	n.host = host
-	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
-		_ = n.store.Close()
-		return nil, fmt.Errorf("node: raft inbound: %w", err)
-	}
-	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
-		n.markBorn()
-	}
-	n.rebuildView()
-	n.startedAt = n.clock()
-	n.serving.Store(true)
-	n.startDuties()
+	n.open()
 	return n, nil
 }
 

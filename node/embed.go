@@ -76,8 +76,7 @@ func (n *Node) OwnershipEvents() <-chan OwnershipEvent {
 // pumpOwnershipEvents hands the feed's events to their reader until the
 // node stops, then closes the channel.
 func (n *Node) pumpOwnershipEvents() {
-	defer n.wg.Done()
-	n.ownFeed.Pump(n.ctx.Done())
+	n.ownFeed.Pump(n.life.Done())
 }
 
 // Guard returns the guard of topic at epoch.

@@ -37,7 +37,7 @@ func (e eventsEnv) Kick()                           { e.n.eventsTask.Kick() }
 func (e eventsEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
 func (e eventsEnv) Host() events.Host               { return e.n.host }
 func (e eventsEnv) RemovePeer(member string)        { e.n.net.RemovePeer(member) }
-func (e eventsEnv) Removed(member string) bool      { return e.n.view.Load().removed[member] }
+func (e eventsEnv) Removed(member string) bool      { return e.n.view.Load().Removed(member) }
 func (e eventsEnv) Rebuild()                        { e.n.rebuildView() }
 func (e eventsEnv) RotateCache()                    { e.n.rotateCache() }
 func (e eventsEnv) Birth()                          { e.n.reconciler.Birth() }
@@ -53,5 +53,5 @@ func (e eventsEnv) Announced(kind uint64, from string, version uint64) {
 
 func (e eventsEnv) SyncTick() {
 	v := e.n.view.Load()
-	e.n.msync.Tick(v.live, v.dead)
+	e.n.msync.Tick(v.Live, v.Dead)
 }

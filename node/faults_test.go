@@ -417,7 +417,7 @@ func (c *testCluster) topicLedBy(prefix, leader string) (string, uint32) {
 		for i := 0; i < 100000; i++ {
 			topic := fmt.Sprintf("%s-%d", prefix, i)
 			s := router.ShardOf([]byte(topic), testShards)
-			if n.events.Leads(uint64(s)) && (!preferred || (v.placement != nil && v.placement.Leader(s) == leader)) {
+			if n.events.Leads(uint64(s)) && (!preferred || (v.Placement() != nil && v.Placement().Leader(s) == leader)) {
 				return topic, s
 			}
 		}

@@ -20,18 +20,15 @@ func (n *Node) acceptReplica(shard, from uint64) bool {
 	if shard >= uint64(n.cfg.Shards) {
 		return false
 	}
-	n.namesMu.RLock()
-	_, known := n.names[from]
-	n.namesMu.RUnlock()
-	if !known {
+	if _, known := n.nameOf(from); !known {
 		return false
 	}
 	v := n.view.Load()
-	if v == nil || v.placement == nil {
+	if v == nil || v.Placement() == nil {
 		return false
 	}
 	var buf [wire.MaxReplicas]string
-	return slices.Contains(v.placement.Replicas(uint32(shard), buf[:0]), n.cfg.ID)
+	return slices.Contains(v.Placement().Replicas(uint32(shard), buf[:0]), n.cfg.ID)
 }
 
 // Halted lists the shard replicas of this node that stopped at an entry

@@ -222,7 +222,7 @@ func TestAcceptReplicaFollowsPlacement(t *testing.T) {
 	v := n.view.Load()
 	var here, elsewhere int64 = -1, -1
 	for s := range uint32(n.cfg.Shards) {
-		placed := v.placement.Replicas(s, nil)
+		placed := v.Placement().Replicas(s, nil)
 		switch {
 		case len(placed) == 1 && placed[0] == n.ID() && here < 0:
 			here = int64(s)

@@ -66,19 +66,12 @@ func (e leaseEnv) Kick(t lease.Task) {
 	}
 }
 
-// Gone counts a node gone when SWIM declared it dead, or when it is
-// unknown and every member is known (reconcile.Controller.KnowsAll).
+// Gone counts another node gone as the view says (reconcile.View.Gone),
+// knowing every member or not (reconcile.Driver.KnowsAll).
 func (e leaseEnv) Gone() func(node string) bool {
 	n := e.n
-	v := n.view.Load()
-	knowsAll := n.reconciler.KnowsAll()
-	return func(node string) bool {
-		if node == n.cfg.ID {
-			return false
-		}
-		_, known := v.byID[node]
-		return v.dead[node] || (!known && knowsAll)
-	}
+	v, knowsAll := n.view.Load(), n.reconciler.KnowsAll()
+	return func(node string) bool { return node != n.cfg.ID && v.Gone(node, knowsAll) }
 }
 
 func (e leaseEnv) ReadIndex(shard uint64, done func(error)) {

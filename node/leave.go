@@ -13,10 +13,7 @@ import (
 // closes once their new owners pulled its records of them (bounded by ctx
 // and Config.HandoffTimeout).
 func (n *Node) Leave(ctx context.Context) error {
-	n.lifeMu.RLock()
-	started := n.started && !n.closing
-	n.lifeMu.RUnlock()
-	if !started {
+	if !n.life.Running() {
 		return n.Close()
 	}
 	// Stop serving first, and say so to the leaders that granted the
@@ -52,28 +49,11 @@ func (n *Node) gossipInterval() time.Duration {
 	return 200 * time.Millisecond
 }
 
-// handOff transfers every leadership this node holds to another voter and
-// waits (bounded by ctx) until none is left.
+// handOff transfers every leadership this node holds to another voter
+// (admin.Handler.HandOff) and waits (bounded by ctx) until none is left.
 func (n *Node) handOff(ctx context.Context) {
-	infos, err := n.host.Shards(ctx)
-	if err != nil {
+	if n.admin.HandOff(ctx, n.host) != nil {
 		return
-	}
-	v := n.view.Load()
-	for _, in := range infos {
-		if in.Leader != n.self {
-			continue
-		}
-		for _, vo := range in.Voters {
-			name, ok := n.nameOf(vo)
-			if vo == n.self || !ok || !v.alive(name) {
-				continue
-			}
-			if err := n.host.TransferLeader(ctx, in.Shard, vo); err == nil {
-				n.counters.transfers.Add(1)
-			}
-			break
-		}
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/shardsm"
+	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -25,10 +27,10 @@ func cachedRouteNode(tb testing.TB) *Node {
 	tb.Cleanup(func() { _ = n.Close() })
 	n.born.Store(true)
 	n.markReady()
-	n.view.Store(&clusterView{
-		byID: map[string]swim.Member{"n2": {ID: "n2", State: swim.StateAlive, ClientAddr: "127.0.0.1:7102"}},
-		live: []string{"n2"}, dead: map[string]bool{},
-	})
+	n.view.Store(&view.View{View: reconcile.View{
+		Members: map[string]swim.Member{"n2": {ID: "n2", State: swim.StateAlive, ClientAddr: "127.0.0.1:7102"}},
+		Live:    []string{"n2"}, Dead: map[string]bool{},
+	}})
 	n.routes().Put([]byte("orders"), "n2", "127.0.0.1:7102", 3, 12)
 	return n
 }
@@ -60,7 +62,7 @@ func TestCachedLookupAnswersThePartitionCount(t *testing.T) {
 	}
 	check("fast path", h.Kind, f[wire.HeaderSize:])
 	// A route whose owner is no longer alive is not served from the cache.
-	n.view.Store(&clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{"n2": true}})
+	n.view.Store(&view.View{View: reconcile.View{Members: map[string]swim.Member{}, Dead: map[string]bool{"n2": true}}})
 	if _, ok := n.disp.AppendLookup(nil, 10, payload); ok {
 		t.Fatal("served the route of a dead owner")
 	}

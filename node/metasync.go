@@ -43,5 +43,5 @@ func (e syncEnv) Merged()                              { e.n.eventsTask.Kick() }
 // metadataSynced reports whether the node completed its first full sync of
 // the cluster metadata, or is alone (metasync.Sync.Synced).
 func (n *Node) metadataSynced() bool {
-	return n.msync.Synced(n.view.Load().live, n.startedAt)
+	return n.msync.Synced(n.view.Load().Live, n.startedAt)
 }

@@ -55,7 +55,7 @@ func TestMetadataVersionsConverge(t *testing.T) {
 			same := true
 			for i, n := range c.nodes {
 				vs[i] = n.MetadataVersions()
-				same = same && vs[i] == vs[0] && len(n.view.Load().live) == size
+				same = same && vs[i] == vs[0] && len(n.view.Load().Live) == size
 			}
 			if same && vs[0].Membership > 0 && vs[0].Ring > 0 && vs[0].ShardLeaders > 0 {
 				return vs[0]

@@ -21,6 +21,7 @@ import (
 	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
+	"github.com/shoalmq/shoal/node/life"
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/records"
@@ -28,6 +29,7 @@ import (
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
+	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
@@ -39,11 +41,11 @@ import (
 // Errors of the node's life cycle.
 var (
 	// ErrStarted: Start called twice.
-	ErrStarted = errors.New("node: already started")
+	ErrStarted = life.ErrStarted
 	// ErrClosed: the node is closed.
-	ErrClosed = errors.New("node: closed")
+	ErrClosed = life.ErrClosed
 	// ErrIDCollision: two member ids map to the same raft id.
-	ErrIDCollision = errors.New("node: raft id collision")
+	ErrIDCollision = view.ErrIDCollision
 )
 
 // localShard is the store's slot for what belongs to this node rather than
@@ -64,8 +66,6 @@ type Node struct {
 	store *shardstore.Store
 	rs    *raftio.Storage
 	sm    *shardsm.Machine // the shards' state machine (shardsm.go)
-	// sessions: the node's own write session and its leader stamps.
-	sessions writeSessions
 	// records: the topics' records this node owns, and their handoffs
 	// (node/records; records.go).
 	records *records.Keeper
@@ -91,10 +91,10 @@ type Node struct {
 	cache   *router.Cache
 	cacheAt time.Time // event loop: when the cache was last emptied
 
-	view atomic.Pointer[clusterView]
-
-	namesMu sync.RWMutex
-	names   map[uint64]string // raft id → node id
+	// view: the membership as last built from SWIM and the marks; views
+	// builds it and knows the members' raft ids (node/view; view.go).
+	view  atomic.Pointer[view.View]
+	views *view.Builder
 
 	// lease: the ownership protocol on this node, as an owner and as a
 	// shard leader (node/lease; lease.go).
@@ -117,15 +117,6 @@ type Node struct {
 	// timers (time.AfterFunc).
 	clock     func() time.Time
 	afterFunc func(d time.Duration, f func()) func() bool
-	// goFn runs the node's spawned work on a driven node (Runtime.Go);
-	// nil on a started one (goroutines).
-	goFn func(f func())
-	// work hands spawned work to an idle worker of a started node
-	// (runtime.go).
-	work chan func()
-	// yieldFn runs the rest of a piece of work on a driven node
-	// (Runtime.Yield); nil on a started one, which goes straight on.
-	yieldFn func(f func())
 	// ownedFn: Runtime.Owned (nil on a started node).
 	ownedFn func(topic string, held, floor uint64)
 	// randIntN draws the node's random choices (a peer to sync with).
@@ -174,12 +165,9 @@ type Node struct {
 	// are refused as overloaded (Unavailable).
 	serving atomic.Bool
 
-	lifeMu  sync.RWMutex
-	started bool
-	closing bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// life: the node's life cycle and the work it spawns (node/life;
+	// runtime.go).
+	life *life.Cycle
 	// watch answers Watch and ListTopics, and holds the watches waiting
 	// for a change (node/watch; watch.go).
 	watch   *watch.Server
@@ -205,9 +193,9 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	gen, err := raiseGeneration(cfg.DataDir)
+	gen, err := shardstore.RaiseGeneration(cfg.DataDir, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	now := time.Now()
 	return newNode(cfg, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
@@ -231,18 +219,16 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		return nil, fmt.Errorf("node: cache: %w", err)
 	}
 	n := &Node{
-		work:     make(chan func()),
-		sessions: writeSessions{own: session.WithID(session.DrawID(seed, cfg.ID, gen))},
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.ID),
-		gen:      gen,
-		self:     RaftID(cfg.ID),
-		store:    store,
-		rs:       raftio.NewStorage(store, localShard),
-		leaders:  router.NewLeaderTable(cfg.Shards),
-		names:    map[uint64]string{RaftID(cfg.ID): cfg.ID},
-		readyc:   make(chan struct{}),
-		adm:      serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
+		life:    life.New(),
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		gen:     gen,
+		self:    RaftID(cfg.ID),
+		store:   store,
+		rs:      raftio.NewStorage(store, localShard),
+		leaders: router.NewLeaderTable(cfg.Shards),
+		readyc:  make(chan struct{}),
+		adm:     serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		clock:     clock,
 		afterFunc: after,
@@ -253,6 +239,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache = cache
 	// The rooms, in the order each needs the ones before it.
 	rooms := []func() error{
+		func() (err error) { n.views, err = n.newViews(); return err },
 		func() (err error) { n.msync, err = n.newMetaSync(); return err },
 		func() (err error) { n.watch, err = n.newWatch(); return err },
 		func() (err error) { n.records, err = n.newRecords(); return err },
@@ -261,7 +248,11 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.lease, err = n.newLease(); return err },
 		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) { n.events, err = n.newEvents(); return err },
-		func() (err error) { n.srv, err = n.newServer(n.randSrc.Uint64() >> 1); return err },
+		func() (err error) {
+			own := session.WithID(session.DrawID(seed, cfg.ID, gen))
+			n.srv, err = n.newServer(n.randSrc.Uint64()>>1, own)
+			return err
+		},
 		func() (err error) { n.admin, err = n.newAdmin(); return err },
 		func() (err error) { n.disp, err = n.newDispatch(); return err },
 	}
@@ -277,9 +268,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.leaseTask = newTask(n, n.lease.RunRounds)
 	n.leaseReplyTask = newTask(n, n.lease.RunReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
-	v0 := &clusterView{byID: map[string]swim.Member{}, dead: map[string]bool{}}
-	v0.rec = reconcileView(v0)
-	n.view.Store(v0)
+	n.view.Store(view.Empty())
 	for _, load := range []func() error{n.lease.Load, n.loadMarks} {
 		if err := load(); err != nil {
 			_ = store.Close()
@@ -295,57 +284,13 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	return n, nil
 }
 
-// raiseGeneration reads DataDir/generation (shardstore.GenerationFile),
-// writes a higher value (at least the start time in nanoseconds, so a
-// wiped data directory still rises) and fsyncs it.
-func raiseGeneration(dir string) (uint64, error) {
-	p := filepath.Join(dir, shardstore.GenerationFile)
-	var prev uint64
-	if b, err := os.ReadFile(p); err == nil {
-		if prev, err = shardstore.DecodeGeneration(b); err != nil {
-			return 0, fmt.Errorf("node: %s: corrupt generation file: %w", p, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("node: read generation: %w", err)
-	}
-	gen := max(prev+1, uint64(time.Now().UnixNano()))
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	_, werr := f.Write(shardstore.AppendGeneration(nil, gen))
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return 0, fmt.Errorf("node: write generation: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return gen, nil
-}
-
 // Start binds the listeners, opens the raft groups found in the store,
 // starts SWIM and joins through cfg.Join. ctx bounds the start only. After
 // a failed Start, Close releases what was started.
 func (n *Node) Start(ctx context.Context) error {
-	n.lifeMu.Lock()
-	if n.started {
-		n.lifeMu.Unlock()
-		return ErrStarted
+	if err := n.life.Begin(nil, nil); err != nil {
+		return err
 	}
-	if n.closing {
-		n.lifeMu.Unlock()
-		return ErrClosed
-	}
-	n.started = true
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.lifeMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -362,29 +307,17 @@ func (n *Node) Start(ctx context.Context) error {
 		Logger:     n.log,
 		Goroutines: !n.cfg.NetLoops,
 	}
-	n.secureTransport(&ncfg)
+	security.Transport(&n.cfg.Security, &n.sec, &ncfg)
 	nt, err := netio.New(ncfg)
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
 	n.net, n.netio = nt, nt
 	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
-	n.rt = raftio.NewTransport(nt, n.nameOf)
-	host, err := raftmux.NewHost(n.hostConfig())
-	if err != nil {
-		return fmt.Errorf("node: raft host: %w", err)
+	if err := n.openRaft(nt, nil); err != nil {
+		return err
 	}
-	n.host = host
-	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
-		return fmt.Errorf("node: raft inbound: %w", err)
-	}
-	nt.OnPeerDown(func(node string) {
-		host.Unreachable(RaftID(node))
-		n.srv.PeerDown(node)
-	})
-	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
-		n.markBorn()
-	}
+	nt.OnPeerDown(n.PeerDown)
 
 	sc := n.cfg.swimConfig()
 	sc.NodeID = n.cfg.ID
@@ -406,14 +339,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node: swim: %w", err)
 	}
 	n.swim, n.swimDrv = drv, drv
-	n.rebuildView()
-
-	n.startedAt = n.clock()
-	n.serving.Store(true)
 	n.records.Enable()
-	n.wg.Add(1)
-	go n.pumpOwnershipEvents()
-	n.startDuties()
+	n.life.Go(n.pumpOwnershipEvents)
+	n.open()
 	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
 	n.logSecurity()
 	return nil
@@ -422,7 +350,7 @@ func (n *Node) Start(ctx context.Context) error {
 // listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
 // socket and push-pull transport.
 func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
-	n.secureSwim(&dc)
+	security.Swim(&n.cfg.Security, &dc)
 	if h := &n.cfg.testHooks; h.swimConn != nil || h.pushPull != nil {
 		dc.Wrap = func(pc swim.PacketConn, pp swim.PushPullTransport) (swim.PacketConn, swim.PushPullTransport) {
 			if h.swimConn != nil {
@@ -511,12 +439,7 @@ func (n *Node) rotateCache() {
 
 func (n *Node) cacheStats() router.CacheStats { return n.routes().Stats() }
 
-func (n *Node) nameOf(id uint64) (string, bool) {
-	n.namesMu.RLock()
-	s, ok := n.names[id]
-	n.namesMu.RUnlock()
-	return s, ok
-}
+func (n *Node) nameOf(id uint64) (string, bool) { return n.views.NameOf(id) }
 
 func (n *Node) markBorn() {
 	if n.born.Swap(true) {
@@ -539,13 +462,9 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	n.lifeMu.Lock()
-	n.closing = true
-	started := n.started
-	n.lifeMu.Unlock()
 	var errs []error
-	if started {
-		n.cancel()
+	if n.life.Close() {
+		n.life.Cancel()
 		if n.swimDrv != nil {
 			if err := n.swimDrv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
@@ -560,7 +479,7 @@ func (n *Node) Close() error {
 			n.host.Stop()
 		}
 		n.events.Close()
-		n.wg.Wait()
+		n.life.Wait()
 	}
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, err)
@@ -568,8 +487,38 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// hostConfig is the raft host's configuration, as Start and NewDriven
-// share it.
+// openRaft builds the raft transport over peers, the raft host (its
+// configuration as Start and NewDriven share it, then adjusted) and its
+// inbound, and marks a node whose store holds shards born.
+func (n *Node) openRaft(peers PeerNet, adjust func(*raftmux.Config)) error {
+	n.rt = raftio.NewTransport(peers, n.nameOf)
+	hc := n.hostConfig()
+	if adjust != nil {
+		adjust(&hc)
+	}
+	host, err := raftmux.NewHost(hc)
+	if err != nil {
+		return fmt.Errorf("node: raft host: %w", err)
+	}
+	n.host = host
+	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
+		return fmt.Errorf("node: raft inbound: %w", err)
+	}
+	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
+		n.markBorn()
+	}
+	return nil
+}
+
+// open starts serving once every part is wired (Start and NewDriven): the
+// view built, requests served, the duties started.
+func (n *Node) open() {
+	n.rebuildView()
+	n.startedAt = n.clock()
+	n.serving.Store(true)
+	n.startDuties()
+}
+
 func (n *Node) hostConfig() raftmux.Config {
 	return raftmux.Config{
 		NodeID:         n.self,

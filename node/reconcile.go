@@ -59,7 +59,7 @@ type reconcileEnv struct{ n *Node }
 func (e reconcileEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
 func (e reconcileEnv) HoldsBack(shard uint64) bool     { return e.n.lease.HoldsBack(shard) }
 func (e reconcileEnv) Now() time.Time                  { return e.n.clock() }
-func (e reconcileEnv) View() *reconcile.View           { return e.n.view.Load().rec }
+func (e reconcileEnv) View() *reconcile.View           { return e.n.view.Load().Rec() }
 func (e reconcileEnv) Born() bool                      { return e.n.born.Load() }
 func (e reconcileEnv) MarkBorn()                       { e.n.markBorn() }
 func (e reconcileEnv) Leads(shard uint64) bool         { return e.n.events.Leads(shard) }
@@ -90,10 +90,4 @@ func (e reconcileEnv) AskShards(leader string, done func(*wire.ShardList, error)
 		}
 		done(&sl, nil)
 	})
-}
-
-// reconcileView is v as the reconcile room reads it, over the same maps.
-func reconcileView(v *clusterView) *reconcile.View {
-	return &reconcile.View{Members: v.byID, Live: v.live, Dead: v.dead, Drained: v.drained, Removed: v.removed,
-		Ring: v.ring, Placement: v.placement, Suspects: v.suspects, Changed: v.changed}
 }

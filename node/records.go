@@ -59,18 +59,15 @@ func (e recordsEnv) HoldingLocked(topic []byte, fn func(epoch uint64, held bool)
 }
 
 func (e recordsEnv) PeerAlive(peer string) bool {
-	m, ok := e.n.view.Load().byID[peer]
+	m, ok := e.n.view.Load().Members[peer]
 	return ok && m.State == swim.StateAlive
 }
 
-func (e recordsEnv) PeerDead(peer string) bool {
-	v := e.n.view.Load()
-	return v.dead[peer] && v.byID[peer].State != swim.StateLeft
-}
+func (e recordsEnv) PeerDead(peer string) bool { return e.n.view.Load().Died(peer) }
 
 func (e recordsEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
 func (e recordsEnv) Now() time.Time                              { return e.n.clock() }
 func (e recordsEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
 func (e recordsEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
 func (e recordsEnv) Resume(f func())                             { e.n.resume(f) }
-func (e recordsEnv) Stopped() bool                               { return e.n.ctx.Err() != nil }
+func (e recordsEnv) Stopped() bool                               { return e.n.life.Stopped() }

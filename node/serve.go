@@ -3,11 +3,11 @@ package node
 import (
 	"time"
 
+	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // Metadata requests (Assign, Revoke, UpdatePartition, Lookup) and the
@@ -20,8 +20,8 @@ import (
 // rest.
 
 // newServer builds the node's serve room; its forwards are numbered from
-// firstForward.
-func (n *Node) newServer(firstForward uint64) (*serve.Server, error) {
+// firstForward, and writes that name no session take own's.
+func (n *Node) newServer(firstForward uint64, own *session.Writer) (*serve.Server, error) {
 	return serve.New(serve.Config{
 		Self:         n.cfg.ID,
 		Shards:       n.cfg.Shards,
@@ -29,6 +29,7 @@ func (n *Node) newServer(firstForward uint64) (*serve.Server, error) {
 		FirstForward: firstForward,
 		Leaders:      n.leaders,
 		Routes:       n.cache,
+		Session:      own,
 		Env:          serveEnv{n},
 	})
 }
@@ -47,7 +48,6 @@ func (e serveEnv) NameOf(id uint64) (string, bool)             { return e.n.name
 func (e serveEnv) Leads(shard uint32) bool                     { return e.n.events.Leads(uint64(shard)) }
 func (e serveEnv) Deposed(shard uint64)                        { e.n.events.Deposed(shard) }
 func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.lease.LeadsAt(shard) }
-func (e serveEnv) Stamp(shard uint64) uint64                   { return e.n.stamp(shard) }
 
 func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.lease.Proof(shard, term, at) }
 
@@ -77,13 +77,3 @@ func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bo
 		done(serve.Applied{Assignment: ar.Assignment, Err: ar.Err}, true, err)
 	})
 }
-
-func (e serveEnv) OwnSession(done serve.Done) (wire.Session, serve.Done) {
-	return e.n.ownSession(done)
-}
-
-// Alive, Drained and Candidates make the view a serve.Members.
-
-func (v *clusterView) Alive(id string) bool                  { return v.alive(id) }
-func (v *clusterView) Drained(id string) bool                { return v.drained[id] }
-func (v *clusterView) Candidates(st *meta.State) []meta.Node { return v.rec.Candidates(st) }

@@ -24,7 +24,7 @@ func TestStrayReplicaIsConfirmedWithTheLeader(t *testing.T) {
 	var shard uint32
 	var reps []string
 	for s := range uint32(testShards) {
-		if reps = v.placement.Replicas(s, reps[:0]); !slices.Contains(reps, "n3") {
+		if reps = v.Placement().Replicas(s, reps[:0]); !slices.Contains(reps, "n3") {
 			shard = s
 			break
 		}

@@ -2,7 +2,11 @@ package shardstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 )
 
 // GenerationFile names the file in a node's data directory, beside the
@@ -25,4 +29,39 @@ func DecodeGeneration(b []byte) (uint64, error) {
 		return 0, fmt.Errorf("shardstore: %w: generation file of %d bytes", ErrCorrupt, len(b))
 	}
 	return binary.BigEndian.Uint64(b), nil
+}
+
+// RaiseGeneration reads dir's GenerationFile, writes a higher value (at
+// least now in nanoseconds, so a wiped data directory still rises) and
+// fsyncs it, and the directory; it returns the new generation.
+func RaiseGeneration(dir string, now time.Time) (uint64, error) {
+	p := filepath.Join(dir, GenerationFile)
+	var prev uint64
+	if b, err := os.ReadFile(p); err == nil {
+		if prev, err = DecodeGeneration(b); err != nil {
+			return 0, fmt.Errorf("%s: corrupt generation file: %w", p, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("read generation: %w", err)
+	}
+	gen := max(prev+1, uint64(now.UnixNano()))
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("write generation: %w", err)
+	}
+	_, werr := f.Write(AppendGeneration(nil, gen))
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return 0, fmt.Errorf("write generation: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return 0, fmt.Errorf("write generation: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return gen, nil
 }

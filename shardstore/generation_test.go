@@ -2,11 +2,13 @@ package shardstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestGenerationKeepsItsBytes(t *testing.T) {
@@ -62,4 +64,28 @@ func FuzzDecodeGeneration(f *testing.F) {
 			t.Fatalf("%x decodes to %#x, which encodes to %x", b, g, got)
 		}
 	})
+}
+
+// A generation file as older builds wrote it (8 big-endian bytes) is
+// raised above, and rewritten in the same layout.
+func TestOldGenerationFileIsRaised(t *testing.T) {
+	dir := t.TempDir()
+	const old = uint64(1) << 62 // after any start time
+	if err := os.WriteFile(filepath.Join(dir, "generation"), binary.BigEndian.AppendUint64(nil, old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := RaiseGeneration(dir, time.Now())
+	if err != nil || gen != old+1 {
+		t.Fatalf("raised to %d, %v; want %d", gen, err, old+1)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "generation"))
+	if err != nil || !bytes.Equal(b, binary.BigEndian.AppendUint64(nil, old+1)) {
+		t.Fatalf("generation file %x, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "generation"), []byte{1, 2, 3}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RaiseGeneration(dir, time.Now()); err == nil {
+		t.Fatal("a generation file of 3 bytes was taken")
+	}
 }

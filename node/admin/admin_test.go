@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -274,5 +277,55 @@ func TestRemoveNodeRecordsTheRemovalAndCountsTheShardsStillCountingIt(t *testing
 	w.shards = nil
 	if a := ask(t, h, wire.KindShards, nil); !a.Is(wire.CodeBadRequest) {
 		t.Fatalf("a request that is not an admin one answered %+v", a)
+	}
+}
+
+// replicas is a raft host that reports shards and records the transfers
+// asked of it, failing those to a target in refuse.
+type replicas struct {
+	infos     []raftmux.Info
+	err       error
+	refuse    map[uint64]bool
+	transfers [][2]uint64 // shard, target
+}
+
+func (r *replicas) Shards(context.Context) ([]raftmux.Info, error) { return r.infos, r.err }
+func (r *replicas) TransferLeader(_ context.Context, shard, target uint64) error {
+	r.transfers = append(r.transfers, [2]uint64{shard, target})
+	if r.refuse[target] {
+		return errors.New("refused")
+	}
+	return nil
+}
+
+// A leaving node hands each shard it leads to the first other voter that
+// is a live member it knows, one try per shard, and counts the transfers
+// made; it leaves the shards others lead alone.
+func TestHandOffGivesEachLeadershipToALiveVoter(t *testing.T) {
+	w := newWorld()
+	for _, m := range []string{"n1", "n2", "n3", "n4"} {
+		w.members[m] = swim.Member{ID: m}
+	}
+	w.dead["n2"] = true
+	a, _ := newHandler(t, w)
+	n1, n2, n3, n4, n9 := raftID("n1"), raftID("n2"), raftID("n3"), raftID("n4"), raftID("n9")
+	r := &replicas{refuse: map[uint64]bool{n4: true}, infos: []raftmux.Info{
+		{Shard: 1, Leader: n1, Voters: []uint64{n1, n9, n2, n3, n4}}, // n9 unknown, n2 dead: n3
+		{Shard: 2, Leader: n3, Voters: []uint64{n1, n3, n4}},         // not led here
+		{Shard: 3, Leader: n1, Voters: []uint64{n1, n4, n3}},         // n4 refuses: no second try
+		{Shard: 4, Leader: n1, Voters: []uint64{n1, n2}},             // nobody to take it
+	}}
+	if err := a.HandOff(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][2]uint64{{1, n3}, {3, n4}}; !slices.Equal(r.transfers, want) {
+		t.Fatalf("transfers %v, want %v", r.transfers, want)
+	}
+	if w.transfers != 1 {
+		t.Fatalf("%d transfers counted, want 1", w.transfers)
+	}
+	r = &replicas{err: errors.New("stopped")}
+	if err := a.HandOff(context.Background(), r); err == nil || len(r.transfers) != 0 {
+		t.Fatalf("without the shards: %v, %v", err, r.transfers)
 	}
 }

@@ -19,14 +19,18 @@
 //     spreads the removal (Env.RecordRemoval), and answers how many of
 //     the shards it leads still count the removed node. A client asks
 //     every live member until none does.
+//   - A leaving node's leaderships (HandOff): each shard it leads is
+//     handed to the first other voter that is a live member, one try per
+//     shard; the node then waits until it leads nothing.
 //
 // # What it may touch
 //
 // It reaches the node only through its Env (the clock and timers, the
 // view of the membership, the raft host's operations, the node's marks,
 // the lease room's holdings and leaderships, the shard manager's pin) and
-// the parts its Config gives it: the serve room, which forwards (Forwarder), and the
-// shard-leader table. It holds no state and no lock of its own, starts no
+// the parts its Config gives it: the serve room, which forwards
+// (Forwarder), and the shard-leader table; HandOff is handed the raft
+// host's blocking calls (Replicas). It holds no state and no lock of its own, starts no
 // goroutine and reads no clock of its own. The marks themselves, and what
 // a drained or removed node means to the cluster, are the reconcile
 // room's.

@@ -20,12 +20,37 @@
 //     connection was granted (Authorize), and the count of requests
 //     refused. Its table is swapped whole under an atomic pointer; it
 //     takes no lock.
-//   - A node's Security checked before it starts (Check), and the words
-//     its start log uses for what it asks of peers and clients (Proofs).
+//   - A node's Security checked before it starts (Check), put into its
+//     transport's config (Transport: TLS on both ports and the peer
+//     dials, the handshake's token check) and its SWIM driver's (Swim:
+//     the keyring, the push-pull TLS), and its start log (LogStart, in
+//     the words of Proofs: what it asks of peers and clients, and one
+//     warning when it asks nothing of anyone).
 //
-// It touches nothing of the node: it takes bytes, files, configs and
-// request kinds and returns decisions (a token's grant, a request's yes or
-// no and why, a TLS config, an error). Package node puts them to work on
-// its connections (answering a refusal on the wire), and forwards the
-// names its users know (node.Security, node.Token, node.LoadTLS...).
+// # Who proves what
+//
+//   - Peers prove the cluster credential: the shared secret
+//     (node.Config.Secret, an HMAC challenge in the handshake), a
+//     certificate the cluster CA signed (Security.TLS, mutual TLS on the
+//     peer port, the peer dials and push-pull), or both. Only that
+//     credential opens the peer port and claims a node id.
+//   - Clients prove a token (Security.ClientTokens), whose role decides the
+//     requests the node serves them; others are answered Unauthorized and
+//     the connection stays open. With tokens the client port neither asks
+//     for the cluster secret nor takes it. Without tokens, a node with a
+//     secret asks clients for it (the older mode, in which a client holds
+//     the peers' credential), and a node with neither serves everyone as
+//     admin. The client port may also require a client certificate
+//     (TLS.VerifyClients).
+//   - SWIM datagrams and push-pulls are sealed with the SWIM keyring
+//     (Security.SwimKeys, or a key derived from the secret).
+//
+// # What it may touch
+//
+// Nothing of the node: it takes bytes, files, configs, request kinds and
+// a logger, and returns decisions (a token's grant, a request's yes or no
+// and why, a TLS config, an error) or fills the configs it is handed.
+// Package node puts them to work on its connections (answering a refusal
+// on the wire), and forwards the names its users know (node.Security,
+// node.Token, node.LoadTLS...).
 package security

@@ -7,9 +7,12 @@
 //
 //   - Requests and answers: a metadata request (Assign, Revoke,
 //     UpdatePartition, Lookup) is decoded once, where it arrives
-//     (DecodeRequest); a node's own write that names no session is given
-//     the node's (Env.OwnSession) and its payload re-encoded, so a forward
-//     carries it. An Answer carries its error typed: built with the
+//     (DecodeRequest); a write that names no session is given the
+//     node's own (Config.Session) where it enters the cluster and its
+//     payload re-encoded, so a forward carries it and the node's own
+//     re-sends of it apply once. A leader stamps the session writes it
+//     proposes: the newest stamp its state held when it took office,
+//     plus the time since on the node's clock (sessions.go). An Answer carries its error typed: built with the
 //     answer, or decoded once where another node's answer comes back
 //     (Relayed). Whether to forward again, and the outcome a request is
 //     counted under, are read from that error, never from a payload.
@@ -57,12 +60,13 @@
 // the clock and timers, the members' client addresses and the view of the
 // membership, whether this node leads a shard (and the term, the proof of
 // it, its loss), the state machine's reads, a read index, a proposal and
-// what it applied, the wait for a command to settle, the stamps and the
-// node's own write session. It is given the node's shard-leader table and
-// routing cache, which it reads and fills. It starts no goroutine and
-// reads no clock of its own. One lock guards its own state (the forwards
-// waiting, the forwards taken); no Env method is called under it but
-// After, whose function never runs before After returns.
+// what it applied, the wait for a command to settle. It is given the
+// node's shard-leader table and routing cache, which it reads and fills,
+// and the node's own write session. It starts no goroutine and reads no
+// clock of its own. One lock guards its own state (the forwards waiting,
+// the forwards taken), another the stamps' bases; no Env method is called
+// under either but After, whose function never runs before After
+// returns.
 //
 // It does not read frames off a connection, authorize a client, or serve
 // what is not a metadata request (produces, fetches, watches, membership,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -22,6 +23,7 @@ type fakeEnv struct {
 	alive   map[string]bool
 	led     map[uint32]bool
 	names   map[uint64]string
+	term    uint64 // the term LeadsAt names
 }
 
 type sentFrame struct {
@@ -39,7 +41,7 @@ type fakeTimer struct {
 
 func newFakeEnv() *fakeEnv {
 	return &fakeEnv{now: time.Unix(1000, 0), addrs: map[string]string{}, alive: map[string]bool{},
-		led: map[uint32]bool{}, names: map[uint64]string{}}
+		led: map[uint32]bool{}, names: map[uint64]string{}, term: 1}
 }
 
 // advance moves the clock by d and fires the timers due.
@@ -93,9 +95,8 @@ func (e *fakeEnv) Members() Members                      { return fakeMembers{e}
 func (e *fakeEnv) NameOf(id uint64) (string, bool)       { n, ok := e.names[id]; return n, ok }
 func (e *fakeEnv) Leads(shard uint32) bool               { return e.led[shard] }
 func (e *fakeEnv) Deposed(shard uint64)                  { e.led[uint32(shard)] = false }
-func (e *fakeEnv) LeadsAt(shard uint64) (uint64, bool)   { return 1, e.led[uint32(shard)] }
+func (e *fakeEnv) LeadsAt(shard uint64) (uint64, bool)   { return e.term, e.led[uint32(shard)] }
 func (e *fakeEnv) LeaderProof(uint64, uint64, time.Time) {}
-func (e *fakeEnv) Stamp(uint64) uint64                   { return 1 }
 
 func (e *fakeEnv) WhenSettled(_ uint64, _ []byte, _ uint64, _ bool, done func(bool)) { done(true) }
 
@@ -106,8 +107,6 @@ func (e *fakeEnv) ReadIndex(_ uint64, done func(error))  { done(errors.New("no r
 func (e *fakeEnv) Propose(_ uint64, _ []byte, done func(Applied, bool, error)) {
 	done(Applied{}, false, errors.New("no raft here"))
 }
-
-func (e *fakeEnv) OwnSession(done Done) (wire.Session, Done) { return wire.Session{}, done }
 
 type fakeMembers struct{ e *fakeEnv }
 
@@ -125,7 +124,7 @@ func newTestServer(t *testing.T) (*Server, *fakeEnv) {
 		t.Fatal(err)
 	}
 	s, err := New(Config{Self: "n1", Shards: 8, Timeout: 4 * time.Second, FirstForward: 100,
-		Leaders: router.NewLeaderTable(8), Routes: routes, Env: env})
+		Leaders: router.NewLeaderTable(8), Routes: routes, Session: session.WithID(7), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (s *Server) Meta(kind wire.Kind, payload []byte, hops int, done Done) {
 	}
 	if req.Write() && hops == 0 && req.Session.IsZero() {
 		var sess wire.Session
-		sess, done = s.env.OwnSession(done)
+		sess, done = s.ownSession(done)
 		req.SetSession(sess)
 	}
 	if req.Kind == wire.KindLookup && !req.Linearizable {
@@ -235,7 +235,7 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 		// here, a copy of it still on its way (an earlier forward, a
 		// proposal of a deposed leader) could apply after the answer.
 		cmd.Session = meta.SessionRef{ID: sess.ID, Seq: sess.Seq, Floor: sess.Floor}
-		cmd.Clock = s.env.Stamp(shard)
+		cmd.Clock = s.stamp(shard)
 		perr = nil
 	}
 	if perr != nil && !current {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/internal/histogram"
+	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -60,13 +61,6 @@ type Env interface {
 	// Propose proposes a command on shard and calls done with what it
 	// applied (ok false when the apply gave no result).
 	Propose(shard uint64, data []byte, done func(res Applied, ok bool, err error))
-	// Stamp is the stamp of a write this node proposes now on shard as
-	// its leader.
-	Stamp(shard uint64) uint64
-	// OwnSession takes the next number of the node's own session for a
-	// write that arrived without one; the done it returns finishes it,
-	// then calls done.
-	OwnSession(done Done) (wire.Session, Done)
 }
 
 // Members is a view of the membership.
@@ -105,6 +99,10 @@ type Config struct {
 	Leaders *router.LeaderTable
 	// Routes is the node's routing cache. Required.
 	Routes *router.Cache
+	// Session is the node's own write session, given to the writes that
+	// arrive naming none (a different id in each life of the node).
+	// Required.
+	Session *session.Writer
 	// Env reaches the rest of the node. Required.
 	Env Env
 }
@@ -124,6 +122,8 @@ type Server struct {
 	waiting map[uint64]wait
 	next    uint64
 	seen    dedup
+	// sessions has a lock of its own (sessions.go).
+	sessions sessions
 
 	forwardLat histogram.Histogram
 	counters   struct{ forwarded, forwardsIn, forwardDups, notLeader atomic.Uint64 }
@@ -131,11 +131,11 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Env == nil {
+	if cfg.Self == "" || cfg.Shards == 0 || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Session == nil || cfg.Env == nil {
 		return nil, errors.New("serve: incomplete config")
 	}
 	return &Server{self: cfg.Self, shards: cfg.Shards, timeout: cfg.Timeout, leaders: cfg.Leaders, routes: cfg.Routes, env: cfg.Env,
-		waiting: make(map[uint64]wait), next: cfg.FirstForward}, nil
+		waiting: make(map[uint64]wait), next: cfg.FirstForward, sessions: sessions{own: cfg.Session}}, nil
 }
 
 // Stats are the Server's counters.

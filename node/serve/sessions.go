@@ -1,4 +1,4 @@
-package node
+package serve
 
 import (
 	"sync"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
-	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -15,9 +14,9 @@ import (
 // enters the cluster, so the node's own re-sends of it (a forward retried
 // at a new leader after the old one lost track of it) apply once.
 
-// writeSessions is a node's session for the writes of clients that name
-// none, and the stamps it puts on the writes it proposes as a leader.
-type writeSessions struct {
+// sessions is a node's session for the writes of clients that name none,
+// and the stamps it puts on the writes it proposes as a leader.
+type sessions struct {
 	own *session.Writer
 
 	mu     sync.Mutex
@@ -34,10 +33,10 @@ type stampBase struct {
 // ownSession takes the next number of the node's own session for a write
 // that arrived without one; the returned done finishes it, then calls
 // done.
-func (n *Node) ownSession(done serve.Done) (wire.Session, serve.Done) {
-	w := n.sessions.own
+func (s *Server) ownSession(done Done) (wire.Session, Done) {
+	w := s.sessions.own
 	seq := w.Begin()
-	return w.Stamp(seq), func(a serve.Answer) {
+	return w.Stamp(seq), func(a Answer) {
 		w.Finish(seq)
 		done(a)
 	}
@@ -48,23 +47,23 @@ func (n *Node) ownSession(done serve.Done) (wire.Session, serve.Done) {
 // the time since on its monotonic clock. Stamps so never run ahead of the
 // time that passed (a leader's term lost between offices only slows them),
 // and a clock set forward or back moves nothing.
-func (n *Node) stamp(shard uint64) uint64 {
-	term, _ := n.lease.LeadsAt(shard)
-	now := n.clock()
-	s := &n.sessions
-	s.mu.Lock()
-	b, ok := s.stamps[shard]
-	s.mu.Unlock()
+func (s *Server) stamp(shard uint64) uint64 {
+	term, _ := s.env.LeadsAt(shard)
+	now := s.env.Now()
+	ss := &s.sessions
+	ss.mu.Lock()
+	b, ok := ss.stamps[shard]
+	ss.mu.Unlock()
 	if !ok || b.term != term {
 		var base uint64
-		_ = n.sm.With(shard, func(st *meta.State) { base = st.Clock() })
+		_ = s.env.State(shard, func(st *meta.State) { base = st.Clock() })
 		b = stampBase{term: term, base: base, at: now}
-		s.mu.Lock()
-		if s.stamps == nil {
-			s.stamps = make(map[uint64]stampBase)
+		ss.mu.Lock()
+		if ss.stamps == nil {
+			ss.stamps = make(map[uint64]stampBase)
 		}
-		s.stamps[shard] = b
-		s.mu.Unlock()
+		ss.stamps[shard] = b
+		ss.mu.Unlock()
 	}
 	return b.base + uint64(max(now.Sub(b.at), 0))
 }
