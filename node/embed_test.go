@@ -8,14 +8,9 @@ import (
 )
 
 func eventString(evs []OwnershipEvent) string {
-	var parts []string
-	for _, e := range evs {
-		switch e.Kind {
-		case Acquired:
-			parts = append(parts, fmt.Sprintf("%s+%d/%d", e.Topic, e.Epoch, e.Partitions))
-		default:
-			parts = append(parts, fmt.Sprintf("%s-%d(%s)", e.Topic, e.Epoch, e.Reason))
-		}
+	parts := make([]string, len(evs))
+	for i, e := range evs {
+		parts[i] = e.String()
 	}
 	return strings.Join(parts, " ")
 }

@@ -68,6 +68,15 @@ type Event struct {
 	Reason     Reason // Released only
 }
 
+// String says e in short: "topic+epoch/partitions" for an Acquired,
+// "topic-epoch(reason)" for a Released.
+func (e Event) String() string {
+	if e.Kind == Acquired {
+		return fmt.Sprintf("%s+%d/%d", e.Topic, e.Epoch, e.Partitions)
+	}
+	return fmt.Sprintf("%s-%d(%s)", e.Topic, e.Epoch, e.Reason)
+}
+
 // maxPendingPerTopic bounds the events of one topic waiting for the
 // consumer; past it they fold into the net change (Feed.push).
 const maxPendingPerTopic = 2

@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -19,14 +18,9 @@ func drainFeed(f *Feed) []Event {
 }
 
 func eventString(evs []Event) string {
-	var parts []string
-	for _, e := range evs {
-		switch e.Kind {
-		case Acquired:
-			parts = append(parts, fmt.Sprintf("%s+%d/%d", e.Topic, e.Epoch, e.Partitions))
-		default:
-			parts = append(parts, fmt.Sprintf("%s-%d(%s)", e.Topic, e.Epoch, e.Reason))
-		}
+	parts := make([]string, len(evs))
+	for i, e := range evs {
+		parts[i] = e.String()
 	}
 	return strings.Join(parts, " ")
 }
