@@ -3,7 +3,6 @@ package duty
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -48,103 +48,36 @@ import (
 //	released node=N | holding node=N
 //	state                            messages owed, fences
 func TestSpec(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			l := newLeader(t)
-			s := &spec{l: l, sent: map[string]RPC{}}
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				return s.run(t, td)
-			})
-		})
-	}
+	ddtest.Run(t, "testdata/*.txt", func(t *testing.T) ddtest.Handler {
+		s := &spec{l: newLeader(t), sent: map[string]RPC{}}
+		return s.run
+	})
 }
-
-// specT0 is the instant the scenarios' times count from.
-var specT0 = time.Unix(1_000_000, 0)
 
 type spec struct {
 	l    *Leader
 	sent map[string]RPC // the last message sent per node and topic
 }
 
-type args map[string][]string
-
-func argsOf(td *datadriven.TestData) args {
-	a := args{}
-	for _, c := range td.CmdArgs {
-		a[c.Key] = c.Vals
-	}
-	return a
-}
-
-func (a args) str(key, def string) string {
-	if v, ok := a[key]; ok && len(v) > 0 {
-		return v[0]
-	}
-	return def
-}
-
-func (a args) has(key string) bool { _, ok := a[key]; return ok }
-
-func (a args) num(t *testing.T, key string) uint64 {
-	s := a.str(key, "")
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", key, s, err)
-	}
-	return n
-}
-
-func (a args) nums(t *testing.T, key string) []uint64 {
-	var out []uint64
-	for _, v := range a[key] {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", key, err)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-func parseAt(t *testing.T, s string) time.Time {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		t.Fatalf("time %q: %v", s, err)
-	}
-	return specT0.Add(d)
-}
-
-func (a args) at(t *testing.T) time.Time {
-	if !a.has("at") {
-		t.Fatal("at= required")
-	}
-	return parseAt(t, a.str("at", ""))
-}
-
 func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
-	a := argsOf(td)
+	a := ddtest.ArgsOf(t, td)
 	l := s.l
 	var out strings.Builder
 	switch td.Cmd {
 	case "won":
-		l.Won(a.at(t), a.num(t, "shard"), a.num(t, "term"))
+		l.Won(a.Time("at"), a.Num("shard"), a.Num("term"))
 	case "current":
-		l.Current(a.num(t, "shard"), a.num(t, "term"))
+		l.Current(a.Num("shard"), a.Num("term"))
 	case "confirm":
-		l.Confirm(a.num(t, "shard"), a.num(t, "term"), a.at(t))
+		l.Confirm(a.Num("shard"), a.Num("term"), a.Time("at"))
 	case "voters":
-		l.SetVoters(a.num(t, "shard"), a.nums(t, "in"), a.nums(t, "out"))
+		l.SetVoters(a.Num("shard"), a.Nums("in"), a.Nums("out"))
 	case "lost":
-		l.Lost(a.num(t, "shard"))
+		l.Lost(a.Num("shard"))
 	case "lead":
-		leading(l, a.num(t, "shard"), a.num(t, "term"), a.at(t))
+		leading(l, a.Num("shard"), a.Num("term"), a.Time("at"))
 	case "can-grant":
-		term, ok := l.CanGrant(a.at(t), a.num(t, "shard"))
+		term, ok := l.CanGrant(a.Time("at"), a.Num("shard"))
 		switch {
 		case ok:
 			fmt.Fprintf(&out, "grants at term %d\n", term)
@@ -156,13 +89,13 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 	case "grant-all":
 		v := l.Version()
 		terms := l.LedTerms()
-		if l.GrantAll(a.at(t), v) {
+		if l.GrantAll(a.Time("at"), v) {
 			fmt.Fprintf(&out, "grants all %d led shard(s)\n", len(terms))
 		} else {
 			out.WriteString("cannot grant all at once\n")
 		}
 	case "vouch-round":
-		asks := l.VouchRound(a.at(t), a.num(t, "seq"))
+		asks := l.VouchRound(a.Time("at"), a.Num("seq"))
 		if len(asks) == 0 {
 			out.WriteString("nothing to ask\n")
 		}
@@ -180,31 +113,31 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			out.WriteString("\n")
 		}
 	case "vouched":
-		if l.Vouched(a.num(t, "from"), a.num(t, "seq"), a.nums(t, "shards"), a.has("all")) {
+		if l.Vouched(a.Num("from"), a.Num("seq"), a.Nums("shards"), a.Has("all")) {
 			out.WriteString("again: vouched for nothing, the next round lists\n")
 		}
 	case "effects":
 		grants := map[string]time.Time{}
-		for _, v := range a["last-grant"] {
+		for _, v := range a.Vals("last-grant") {
 			node, at, _ := strings.Cut(v, ":")
-			grants[node] = parseAt(t, at)
+			grants[node] = ddtest.At(t, at)
 		}
 		var effs []meta.Effect
-		for _, line := range lines(td.Input) {
+		for _, line := range ddtest.Lines(td.Input) {
 			effs = append(effs, parseEffect(t, line))
 		}
-		l.Effects(a.at(t), a.num(t, "shard"), effs, func(node string) time.Time { return grants[node] })
+		l.Effects(a.Time("at"), a.Num("shard"), effs, func(node string) time.Time { return grants[node] })
 	case "resend":
 		var as []meta.Assignment
-		for _, line := range lines(td.Input) {
+		for _, line := range ddtest.Lines(td.Input) {
 			f := strings.Fields(line)
 			topic, epoch := topicEpoch(t, f[0])
-			la := kv(f[1:])
-			as = append(as, meta.Assignment{Topic: topic, Epoch: epoch, Owner: la["owner"], Previous: la["prev"], Partitions: 1, State: meta.Active})
+			la := ddtest.FieldArgs(t, f[1:])
+			as = append(as, meta.Assignment{Topic: topic, Epoch: epoch, Owner: la.Str("owner", ""), Previous: la.Str("prev", ""), Partitions: 1, State: meta.Active})
 		}
-		l.Resend(a.num(t, "shard"), as)
+		l.Resend(a.Num("shard"), as)
 	case "due":
-		due := l.Due(a.at(t), func(n string) bool { return slices.Contains(a["gone"], n) })
+		due := l.Due(a.Time("at"), func(n string) bool { return slices.Contains(a.Vals("gone"), n) })
 		if len(due) == 0 {
 			out.WriteString("nothing due\n")
 		}
@@ -220,21 +153,21 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			out.WriteString(")\n")
 		}
 	case "ack":
-		from := a.str("from", "")
-		to := a.str("to", from)
-		topic := a.str("topic", "")
+		from := a.Str("from", "")
+		to := a.Str("to", from)
+		topic := a.Str("topic", "")
 		r, ok := s.sent[to+"/"+topic]
 		if !ok {
 			t.Fatalf("nothing sent to %s about %s", to, topic)
 		}
 		epoch := r.Epoch
-		if a.has("epoch") {
-			epoch = a.num(t, "epoch")
+		if a.Has("epoch") {
+			epoch = a.Num("epoch")
 		}
-		st := map[string]wire.TopicStatus{"done": wire.TopicDone, "stale-term": wire.TopicStaleTerm, "below-floor": wire.TopicBelowFloor}[a.str("status", "done")]
+		st := map[string]wire.TopicStatus{"done": wire.TopicDone, "stale-term": wire.TopicStaleTerm, "below-floor": wire.TopicBelowFloor}[a.Str("status", "done")]
 		l.Ack(from, r.ReqID, &wire.TopicAck{Topic: []byte(topic), Epoch: epoch, Status: st})
 	case "settled":
-		settled, wait, leads := l.Settled(a.at(t), a.num(t, "shard"), a.num(t, "term"), a.str("topic", ""), a.num(t, "epoch"), a.has("fresh"))
+		settled, wait, leads := l.Settled(a.Time("at"), a.Num("shard"), a.Num("term"), a.Str("topic", ""), a.Num("epoch"), a.Has("fresh"))
 		switch {
 		case !leads:
 			out.WriteString("not leading at that term\n")
@@ -244,9 +177,9 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			fmt.Fprintf(&out, "not settled: at most %v to wait\n", wait)
 		}
 	case "released":
-		l.Released(a.str("node", ""))
+		l.Released(a.Str("node", ""))
 	case "holding":
-		l.Holding(a.str("node", ""))
+		l.Holding(a.Str("node", ""))
 	case "state":
 		fmt.Fprintf(&out, "owes %d message(s); %d earlier owner(s) not yet fenced\n", l.Pending(), l.Fences())
 		for _, shard := range slices.Sorted(maps.Keys(l.led)) {
@@ -268,15 +201,15 @@ func parseEffect(t *testing.T, line string) meta.Effect {
 	}
 	topic, epoch := topicEpoch(t, f[2])
 	e := meta.Effect{Node: f[1], Topic: topic, Epoch: epoch, Partitions: 1}
-	la := kv(f[3:])
+	la := ddtest.FieldArgs(t, f[3:])
 	switch f[0] {
 	case "open":
 		e.Kind = meta.EffectOpen
-		_, e.Fresh = la["fresh"]
-		e.Prev = la["prev"]
+		e.Fresh = la.Has("fresh")
+		e.Prev = la.Str("prev", "")
 	case "close":
 		e.Kind = meta.EffectClose
-		_, e.Revoked = la["revoked"]
+		e.Revoked = la.Has("revoked")
 	default:
 		t.Fatalf("effect %q", line)
 	}
@@ -290,23 +223,4 @@ func topicEpoch(t *testing.T, s string) (string, uint64) {
 		t.Fatalf("topic@epoch %q", s)
 	}
 	return topic, epoch
-}
-
-func kv(fields []string) map[string]string {
-	m := map[string]string{}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		m[k] = v
-	}
-	return m
-}
-
-func lines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
 }

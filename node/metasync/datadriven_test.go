@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -38,79 +38,39 @@ import (
 //	    (0 when none is left)
 //	state                           each kind: synced, the pull in flight
 func TestTrackerSpec(t *testing.T) {
-	files, err := filepath.Glob("testdata/tracker/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			tr := newTracker(time.Second, 10*time.Second)
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				return runTrackerSpec(t, td, &tr)
-			})
-		})
-	}
+	ddtest.Run(t, "testdata/tracker/*.txt", func(*testing.T) ddtest.Handler {
+		tr := newTracker(time.Second, 10*time.Second)
+		return func(t *testing.T, td *datadriven.TestData) string { return runTrackerSpec(t, td, &tr) }
+	})
 }
 
-// specT0 is the instant the scenarios' times count from.
-var specT0 = time.Unix(1_000_000, 0)
-
-// specArgs are a directive's arguments, key → values.
+// specArgs are a directive's arguments, with the kinds and picks of this
+// package's scenarios.
 type specArgs struct {
+	ddtest.Args
 	t *testing.T
-	m map[string][]string
 }
 
 func argsOf(t *testing.T, td *datadriven.TestData) specArgs {
-	a := specArgs{t: t, m: map[string][]string{}}
-	for _, c := range td.CmdArgs {
-		a.m[c.Key] = c.Vals
-	}
-	return a
+	return specArgs{Args: ddtest.ArgsOf(t, td), t: t}
 }
 
-func (a specArgs) str(key string) string {
-	if v := a.m[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-func (a specArgs) num(key string) uint64 {
-	n, err := strconv.ParseUint(a.str(key), 10, 64)
-	if err != nil {
-		a.t.Fatalf("%s=%q: %v", key, a.str(key), err)
-	}
-	return n
-}
-
-func (a specArgs) dur(key string, def time.Duration) time.Duration {
-	if a.str(key) == "" {
-		return def
-	}
-	d, err := time.ParseDuration(a.str(key))
-	if err != nil {
-		a.t.Fatalf("%s=%q: %v", key, a.str(key), err)
-	}
-	return d
-}
-
-func (a specArgs) at() time.Time { return specT0.Add(a.dur("at", 0)) }
+func (a specArgs) at() time.Time { return ddtest.T0.Add(a.Dur("at", 0)) }
 
 func (a specArgs) kind() kind {
 	for k := range numKinds {
-		if k.String() == a.str("kind") {
+		if k.String() == a.Str("kind", "") {
 			return k
 		}
 	}
-	a.t.Fatalf("kind=%q", a.str("kind"))
+	a.t.Fatalf("kind=%q", a.Str("kind", ""))
 	return 0
 }
 
 // picks is a random source that takes the next of the directive's picks
 // mod n (0 when none is left).
 func (a specArgs) picks() func(int) int {
-	picks := a.m["pick"]
+	picks := a.Vals("pick")
 	return func(n int) int {
 		if len(picks) == 0 {
 			return 0
@@ -129,21 +89,21 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 	var out strings.Builder
 	switch td.Cmd {
 	case "tracker":
-		*tr = newTracker(a.dur("timeout", time.Second), a.dur("interval", 10*time.Second))
+		*tr = newTracker(a.Dur("timeout", time.Second), a.Dur("interval", 10*time.Second))
 	case "announce":
-		k, peer := a.kind(), a.str("peer")
-		if tr.announce(k, peer, a.num("version"), a.num("have"), a.at()) {
+		k, peer := a.kind(), a.Str("peer", "")
+		if tr.announce(k, peer, a.Num("version"), a.Num("have"), a.at()) {
 			fmt.Fprintf(&out, "pull %s from %s\n", k, peer)
 		} else {
 			out.WriteString("no pull\n")
 		}
 	case "merged":
-		tr.merged(a.kind(), a.num("have"))
+		tr.merged(a.kind(), a.Num("have"))
 	case "forget":
-		tr.forget(a.str("peer"))
+		tr.forget(a.Str("peer", ""))
 	case "due":
 		var have Versions
-		for _, v := range a.m["have"] {
+		for _, v := range a.Vals("have") {
 			name, ver, _ := strings.Cut(v, ":")
 			n, err := strconv.ParseUint(ver, 10, 64)
 			if err != nil {
@@ -160,7 +120,7 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 				t.Fatalf("have %q: no such kind", v)
 			}
 		}
-		reqs := tr.due(a.at(), have, a.m["peers"], a.picks())
+		reqs := tr.due(a.at(), have, a.Vals("peers"), a.picks())
 		if len(reqs) == 0 {
 			out.WriteString("no pull\n")
 		}
@@ -173,7 +133,7 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 			fmt.Fprintf(&out, "%s: synced %v", k, tr.synced[k])
 			if p.peer != "" {
 				fmt.Fprintf(&out, "; pulling from %s for version %d until %s, asked %s",
-					p.peer, p.want, p.deadline.Sub(specT0), strings.Join(p.tried, " "))
+					p.peer, p.want, p.deadline.Sub(ddtest.T0), strings.Join(p.tried, " "))
 			}
 			if heard := tr.heard[k]; len(heard) > 0 {
 				out.WriteString("; heard")
@@ -225,20 +185,14 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 // SWIM, a push it merged or refused (and why), then its versions when the
 // verb may change them.
 func TestSyncSpec(t *testing.T) {
-	files, err := filepath.Glob("testdata/driver/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			env := &specEnv{t: t, cut: map[string]bool{}}
-			s := env.newSync(t, nil)
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				env.t = t
-				return env.run(t, td, &s)
-			})
-		})
-	}
+	ddtest.Run(t, "testdata/driver/*.txt", func(t *testing.T) ddtest.Handler {
+		env := &specEnv{t: t, cut: map[string]bool{}}
+		s := env.newSync(t, nil)
+		return func(t *testing.T, td *datadriven.TestData) string {
+			env.t = t
+			return env.run(t, td, &s)
+		}
+	})
 }
 
 // specEnv is the Env a scenario plays: it writes what the Sync does to
@@ -255,7 +209,7 @@ type specEnv struct {
 
 func (e *specEnv) newSync(t *testing.T, seeds []string) *Sync {
 	e.leaders = router.NewLeaderTable(8)
-	e.now = specT0
+	e.now = ddtest.T0
 	log := slog.New(slog.NewTextHandler(&e.out, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -310,7 +264,7 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 	versions := false
 	switch td.Cmd {
 	case "sync":
-		*s = e.newSync(t, a.m["seeds"])
+		*s = e.newSync(t, a.Vals("seeds"))
 	case "swim":
 		e.members = e.members[:0]
 		for _, c := range td.CmdArgs {
@@ -321,58 +275,58 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 		(*s).Observe(e.Members())
 		versions = true
 	case "leader":
-		if _, err := e.leaders.Update(uint32(a.num("shard")), a.str("node"), a.num("term")); err != nil {
+		if _, err := e.leaders.Update(uint32(a.Num("shard")), a.Str("node", ""), a.Num("term")); err != nil {
 			t.Fatal(err)
 		}
 		versions = true
 	case "cut", "heal":
-		e.cut[a.str("peer")] = td.Cmd == "cut"
+		e.cut[a.Str("peer", "")] = td.Cmd == "cut"
 	case "announce":
-		k := a.str("kind")
+		k := a.Str("kind", "")
 		kk := uint64(0)
 		if n, err := strconv.ParseUint(k, 10, 64); err == nil {
 			kk = n
 		} else {
 			kk = uint64(wireKinds[a.kind()])
 		}
-		(*s).Announced(kk, a.str("peer"), a.num("version"))
+		(*s).Announced(kk, a.Str("peer", ""), a.Num("version"))
 	case "tick":
 		dead := map[string]bool{}
-		for _, id := range a.m["dead"] {
+		for _, id := range a.Vals("dead") {
 			dead[id] = true
 		}
-		(*s).Tick(a.m["live"], dead)
+		(*s).Tick(a.Vals("live"), dead)
 	case "push":
 		k := a.kind()
-		m := wire.MetadataPush{Kind: wireKinds[k], Version: a.num("version")}
+		m := wire.MetadataPush{Kind: wireKinds[k], Version: a.Num("version")}
 		switch {
-		case a.m["members"] != nil:
+		case a.Vals("members") != nil:
 			var ms []swim.Member
-			for _, v := range a.m["members"] {
+			for _, v := range a.Vals("members") {
 				ms = append(ms, parseMember(t, v))
 			}
 			m.Data = wire.AppendMemberRecords(nil, recordsOf(ms))
-		case a.m["table"] != nil:
+		case a.Vals("table") != nil:
 			var rows []wire.LeaderRow
-			for _, v := range a.m["table"] {
+			for _, v := range a.Vals("table") {
 				rows = append(rows, parseRow(t, v))
 			}
 			m.Data = wire.AppendLeaderTable(nil, rows)
 		default:
-			b, err := hex.DecodeString(a.str("data"))
+			b, err := hex.DecodeString(a.Str("data", ""))
 			if err != nil {
 				t.Fatalf("data: %v", err)
 			}
 			m.Data = b
 		}
-		(*s).MergePush(a.str("from"), wire.AppendMetadataPush(nil, &m))
+		(*s).MergePush(a.Str("from", ""), wire.AppendMetadataPush(nil, &m))
 		versions = true
 	case "pull":
 		var id uint64
-		if a.str("id") != "" {
-			id = a.num("id")
+		if a.Str("id", "") != "" {
+			id = a.Num("id")
 		}
-		p := wire.MetadataPull{Kind: wireKinds[a.kind()], Have: a.num("have")}
+		p := wire.MetadataPull{Kind: wireKinds[a.kind()], Have: a.Num("have")}
 		f := (*s).AnswerPull(id, wire.AppendMetadataPull(nil, &p))
 		if f == nil {
 			e.out.WriteString("no answer\n")
@@ -380,7 +334,7 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 			fmt.Fprintf(&e.out, "answer: %s\n", describeFrame(t, f))
 		}
 	case "synced":
-		fmt.Fprintf(&e.out, "%v\n", (*s).Synced(a.m["live"], specT0))
+		fmt.Fprintf(&e.out, "%v\n", (*s).Synced(a.Vals("live"), ddtest.T0))
 	case "versions":
 		versions = true
 	case "stats":

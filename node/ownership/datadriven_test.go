@@ -3,7 +3,6 @@ package ownership
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/wire"
@@ -54,22 +54,8 @@ import (
 //	    them to the holders and their acks back, but those to the nodes
 //	    of drop, which are lost.
 func TestSpec(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			w := newWorld(t)
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				return w.run(t, td)
-			})
-		})
-	}
+	ddtest.Run(t, "testdata/*.txt", func(t *testing.T) ddtest.Handler { return newWorld(t).run })
 }
-
-// specT0 is the instant the scenarios' times count from.
-var specT0 = time.Unix(1_000_000, 0)
 
 type specNode struct {
 	h *Holder
@@ -105,82 +91,38 @@ func (w *world) node(t *testing.T, name string) *specNode {
 	return n
 }
 
-// args reads a directive's arguments as key → value (a key alone: "").
-type args map[string][]string
-
-func argsOf(td *datadriven.TestData) args {
-	a := args{}
-	for _, c := range td.CmdArgs {
-		a[c.Key] = c.Vals
-	}
-	return a
-}
-
-func (a args) str(key, def string) string {
-	if v, ok := a[key]; ok && len(v) > 0 {
-		return v[0]
-	}
-	return def
-}
-
-func (a args) has(key string) bool { _, ok := a[key]; return ok }
-
-func (a args) num(t *testing.T, key string, def uint64) uint64 {
-	s := a.str(key, "")
-	if s == "" {
-		return def
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatalf("%s=%s: %v", key, s, err)
-	}
-	return n
-}
-
-func (a args) at(t *testing.T) time.Time {
-	s := a.str("at", "")
-	if s == "" {
-		t.Fatal("at= required")
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		t.Fatalf("at=%s: %v", s, err)
-	}
-	return specT0.Add(d)
-}
-
 func atStr(at time.Time) string {
 	if at.IsZero() {
 		return "never"
 	}
-	return at.Sub(specT0).String()
+	return at.Sub(ddtest.T0).String()
 }
 
 func (w *world) run(t *testing.T, td *datadriven.TestData) string {
-	a := argsOf(td)
-	n := w.node(t, a.str("node", "n1"))
+	a := ddtest.ArgsOf(t, td)
+	n := w.node(t, a.Str("node", "n1"))
 	var out strings.Builder
 	switch td.Cmd {
 	case "open":
-		m := &wire.OpenTopic{Topic: []byte(a.str("topic", "")), Shard: a.num(t, "shard", 0), Term: a.num(t, "term", 0),
-			Epoch: a.num(t, "epoch", 0), Partitions: uint32(a.num(t, "partitions", 1))}
+		m := &wire.OpenTopic{Topic: []byte(a.Str("topic", "")), Shard: a.NumOr("shard", 0), Term: a.NumOr("term", 0),
+			Epoch: a.NumOr("epoch", 0), Partitions: uint32(a.NumOr("partitions", 1))}
 		st, e, ch := n.h.Open(m, n.floors[string(m.Topic)])
 		fmt.Fprintf(&out, "%s epoch=%d\n", status(st), e)
 		n.write(&out, ch)
 	case "close":
-		m := &wire.CloseTopic{Topic: []byte(a.str("topic", "")), Shard: a.num(t, "shard", 0), Term: a.num(t, "term", 0),
-			Epoch: a.num(t, "epoch", 0)}
+		m := &wire.CloseTopic{Topic: []byte(a.Str("topic", "")), Shard: a.NumOr("shard", 0), Term: a.NumOr("term", 0),
+			Epoch: a.NumOr("epoch", 0)}
 		st, f, ch := n.h.Close(m, n.floors[string(m.Topic)])
 		fmt.Fprintf(&out, "%s floor=%d\n", status(st), f)
 		n.write(&out, ch)
 	case "round", "fresh-round":
-		at := a.at(t)
+		at := a.Time("at")
 		leaderOf := leadersOf(a)
 		var seq uint64
 		var asks map[string]*Ask
 		var released, ok bool
 		if td.Cmd == "round" {
-			seq, asks, released = n.h.Round(at, leaderOf, a.num(t, "version", 0))
+			seq, asks, released = n.h.Round(at, leaderOf, a.NumOr("version", 0))
 			ok = true
 		} else {
 			seq, asks, ok = n.h.FreshRound(at, leaderOf)
@@ -197,21 +139,17 @@ func (w *world) run(t *testing.T, td *datadriven.TestData) string {
 			n.describeAsk(&out, leader, asks[leader])
 		}
 	case "reply":
-		r := &wire.LeaseReply{Seq: a.num(t, "seq", 0), HeldMatched: a.has("matched"), HeldGranted: a.has("granted")}
-		for _, line := range lines(td.Input) {
+		r := &wire.LeaseReply{Seq: a.NumOr("seq", 0), HeldMatched: a.Has("matched"), HeldGranted: a.Has("granted")}
+		for _, line := range ddtest.Lines(td.Input) {
 			f := strings.Fields(line)
-			la := args{}
-			for _, kv := range f[2:] {
-				k, v, _ := strings.Cut(kv, "=")
-				la[k] = append(la[k], v)
-			}
+			la := ddtest.FieldArgs(t, f[2:])
 			shard, err := strconv.ParseUint(f[1], 10, 64)
 			if err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}
 			switch f[0] {
 			case "grant":
-				g := wire.LeaseGrant{Shard: shard, Term: la.num(t, "term", 0)}
+				g := wire.LeaseGrant{Shard: shard, Term: la.NumOr("term", 0)}
 				if i := slices.Index(f, "listed"); i >= 0 {
 					g.Listed = true
 					for _, te := range f[i+1:] {
@@ -222,12 +160,12 @@ func (w *world) run(t *testing.T, td *datadriven.TestData) string {
 				}
 				r.Grants = append(r.Grants, g)
 			case "refuse":
-				r.Refused = append(r.Refused, wire.LeaseRefusal{Shard: shard, Leader: []byte(la.str("leader", "")), Term: la.num(t, "term", 0)})
+				r.Refused = append(r.Refused, wire.LeaseRefusal{Shard: shard, Leader: []byte(la.Str("leader", "")), Term: la.NumOr("term", 0)})
 			default:
 				t.Fatalf("unknown reply line %q", line)
 			}
 		}
-		ch, refused, again := n.h.Reply(a.str("from", "L"), r)
+		ch, refused, again := n.h.Reply(a.Str("from", "L"), r)
 		n.write(&out, ch)
 		for _, rf := range refused {
 			fmt.Fprintf(&out, "refused shard %d: leader %s at term %d\n", rf.Shard, rf.Leader, rf.Term)
@@ -239,15 +177,15 @@ func (w *world) run(t *testing.T, td *datadriven.TestData) string {
 			out.WriteString("ok\n")
 		}
 	case "serve":
-		at := a.at(t)
-		tp, r := n.h.Serve(at, []byte(a.str("topic", "")), a.num(t, "epoch", 0))
+		at := a.Time("at")
+		tp, r := n.h.Serve(at, []byte(a.Str("topic", "")), a.NumOr("epoch", 0))
 		fmt.Fprintf(&out, "%s", r)
 		if r != NotHeld && r != Released {
 			fmt.Fprintf(&out, " (held at epoch %d)", tp.Epoch)
 		}
 		out.WriteString("\n")
 	case "held":
-		n.describeHeld(&out, a.at(t))
+		n.describeHeld(&out, a.Time("at"))
 	case "release":
 		n.h.Release()
 		out.WriteString("ok\n")
@@ -272,7 +210,7 @@ func (w *world) run(t *testing.T, td *datadriven.TestData) string {
 	return out.String()
 }
 
-func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string {
+func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a ddtest.Args) string {
 	if len(td.CmdArgs) == 0 {
 		t.Fatal("leader: which?")
 	}
@@ -280,32 +218,32 @@ func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string 
 	var out strings.Builder
 	switch verb := td.CmdArgs[0].Key; verb {
 	case "won":
-		at, shard, term := a.at(t), a.num(t, "shard", 0), a.num(t, "term", 0)
+		at, shard, term := a.Time("at"), a.NumOr("shard", 0), a.NumOr("term", 0)
 		l.Won(at, shard, term)
 		l.Current(shard, term)
 		l.Confirm(shard, term, at)
 		fmt.Fprintf(&out, "leads shard %d at term %d since %s\n", shard, term, atStr(at))
 	case "confirm":
-		at, shard := a.at(t), a.num(t, "shard", 0)
+		at, shard := a.Time("at"), a.NumOr("shard", 0)
 		term, _ := l.Leads(shard)
 		l.Confirm(shard, term, at)
 		fmt.Fprintf(&out, "confirmed shard %d at term %d at %s\n", shard, term, atStr(at))
 	case "grant":
 		// The leader computes a grant for a node (node/lease records
 		// when, for the fences).
-		at := a.at(t)
-		shard := a.num(t, "shard", 0)
+		at := a.Time("at")
+		shard := a.NumOr("shard", 0)
 		term, ok := l.CanGrant(at, shard)
 		if !ok {
 			fmt.Fprintf(&out, "cannot grant shard %d at %s\n", shard, atStr(at))
 			break
 		}
-		w.grants[a.str("to", "")] = at
-		fmt.Fprintf(&out, "grants shard %d at term %d to %s at %s\n", shard, term, a.str("to", ""), atStr(at))
+		w.grants[a.Str("to", "")] = at
+		fmt.Fprintf(&out, "grants shard %d at term %d to %s at %s\n", shard, term, a.Str("to", ""), atStr(at))
 	case "move":
-		at := a.at(t)
-		from, to, topic, epoch := a.str("from", ""), a.str("to", ""), a.str("topic", ""), a.num(t, "epoch", 0)
-		l.Effects(at, a.num(t, "shard", 0), []meta.Effect{
+		at := a.Time("at")
+		from, to, topic, epoch := a.Str("from", ""), a.Str("to", ""), a.Str("topic", ""), a.NumOr("epoch", 0)
+		l.Effects(at, a.NumOr("shard", 0), []meta.Effect{
 			{Kind: meta.EffectClose, Node: from, Topic: topic, Epoch: epoch, Partitions: 1},
 			{Kind: meta.EffectOpen, Node: to, Topic: topic, Epoch: epoch, Partitions: 1, Prev: from},
 		}, func(node string) time.Time { return w.grants[node] })
@@ -315,7 +253,7 @@ func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string 
 			fmt.Fprintf(&out, "fence on %s: until %s (last grant %s + %v)\n", from, atStr(g.Add(c.OwnGrantWait())), atStr(g), c.OwnGrantWait())
 		}
 	case "due":
-		at := a.at(t)
+		at := a.Time("at")
 		due := l.Due(at, func(string) bool { return false })
 		if len(due) == 0 {
 			out.WriteString("nothing due\n")
@@ -326,11 +264,11 @@ func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string 
 				kind = "open"
 			}
 			fmt.Fprintf(&out, "%s %s@%d to %s", kind, r.Topic, r.Epoch, r.Node)
-			if slices.Contains(a["drop"], r.Node) {
+			if slices.Contains(a.Vals("drop"), r.Node) {
 				out.WriteString(": lost\n")
 				continue
 			}
-			if !a.has("deliver") {
+			if !a.Has("deliver") {
 				out.WriteString("\n")
 				continue
 			}
@@ -346,7 +284,7 @@ func (w *world) runLeader(t *testing.T, td *datadriven.TestData, a args) string 
 			fmt.Fprintf(&out, ": %s %d\n", status(st), e)
 			var sub strings.Builder
 			n.write(&sub, ch)
-			for _, line := range lines(sub.String()) {
+			for _, line := range ddtest.Lines(sub.String()) {
 				fmt.Fprintf(&out, "  %s: %s\n", r.Node, line)
 			}
 			l.Ack(r.Node, r.ReqID, &wire.TopicAck{Topic: []byte(r.Topic), Epoch: e, Status: st})
@@ -444,9 +382,9 @@ func (n *specNode) describeHeld(out *strings.Builder, at time.Time) {
 	}
 }
 
-func leadersOf(a args) func(uint64) (string, bool) {
+func leadersOf(a ddtest.Args) func(uint64) (string, bool) {
 	m := map[uint64]string{}
-	for _, v := range a["leaders"] {
+	for _, v := range a.Vals("leaders") {
 		s, l, _ := strings.Cut(v, ":")
 		shard, _ := strconv.ParseUint(s, 10, 64)
 		m[shard] = l
@@ -470,14 +408,4 @@ func status(st wire.TopicStatus) string {
 		return "refused: below floor"
 	}
 	return fmt.Sprintf("status %d", st)
-}
-
-func lines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
 }

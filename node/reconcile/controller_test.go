@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -49,7 +50,7 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 func TestTheControllerTakesConcurrentCallers(t *testing.T) {
 	s := newSpec(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2", "n3", "n4", "n5", "n6", "n7"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2", "n3", "n4", "n5", "n6", "n7"}}), &out)
 	v, c := s.view, s.c
 	if _, err := s.leaders.Update(3, "n4", 2); err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestTheControllerTakesConcurrentCallers(t *testing.T) {
 		{Shard: 2, Leader: 1, Voters: []uint64{1, 2, 3}},
 		{Shard: 3, Leader: 4, Voters: []uint64{4, 3, 1}},
 	}
-	now := specT0.Add(time.Hour)
+	now := ddtest.T0.Add(time.Hour)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range 200 {
@@ -74,7 +75,7 @@ func TestTheControllerTakesConcurrentCallers(t *testing.T) {
 			}
 			if c.OwnersDue(v, at, nil) {
 				if l := c.Owners(v, at, nil, true, uint64(i), 0); l != nil {
-					l.Shard(true, specT0, nil).Moves("n9")
+					l.Shard(true, ddtest.T0, nil).Moves("n9")
 					l.Done()
 				}
 			}
@@ -108,7 +109,7 @@ func TestTheControllerTakesConcurrentCallers(t *testing.T) {
 func TestTransfersHaveABudgetOfTheirOwn(t *testing.T) {
 	s := newSpec(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2", "n3", "n4"}, "drained": {"n1"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2", "n3", "n4"}, "drained": {"n1"}}), &out)
 	v, c := s.view, s.c
 	c.cfg.MaxTransfers = 1
 	// n1 is drained: shards 1 and 2 go to their preferred replicas (n3,
@@ -118,7 +119,7 @@ func TestTransfersHaveABudgetOfTheirOwn(t *testing.T) {
 		{Shard: 1, Leader: 1, Voters: []uint64{3, 1, 4}},
 		{Shard: 2, Leader: 1, Voters: []uint64{1, 2, 3}},
 	}
-	at := specT0.Add(time.Hour)
+	at := ddtest.T0.Add(time.Hour)
 	if !c.BeginPass() {
 		t.Fatal("a pass is in flight")
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
@@ -72,22 +72,8 @@ import (
 //	silent since=D asked=D round=D [at=D]
 //	knows-all ready=D [at=D]
 func TestSpec(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			s := newSpec(t)
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				return s.run(t, td)
-			})
-		})
-	}
+	ddtest.Run(t, "testdata/*.txt", func(t *testing.T) ddtest.Handler { return newSpec(t).run })
 }
-
-// specT0 is the instant the scenarios' times count from.
-var specT0 = time.Unix(1_000_000, 0)
 
 const specShards = 4
 
@@ -139,46 +125,8 @@ func newSpec(t *testing.T) *spec {
 		t.Fatal(err)
 	}
 	v := &View{Members: map[string]swim.Member{}, Dead: map[string]bool{}}
-	return &spec{c: c, env: env, leaders: leaders, now: specT0, view: v, rounds: map[string]time.Time{}, asks: map[string]Ask{}}
+	return &spec{c: c, env: env, leaders: leaders, now: ddtest.T0, view: v, rounds: map[string]time.Time{}, asks: map[string]Ask{}}
 }
-
-type args map[string][]string
-
-func argsOf(td *datadriven.TestData) args {
-	a := args{}
-	for _, c := range td.CmdArgs {
-		a[c.Key] = c.Vals
-	}
-	return a
-}
-
-func (a args) has(key string) bool { _, ok := a[key]; return ok }
-
-func (a args) str(t *testing.T, key string) string {
-	if v := a[key]; len(v) > 0 {
-		return v[0]
-	}
-	t.Fatalf("%s= required", key)
-	return ""
-}
-
-func (a args) num(t *testing.T, key string) uint64 {
-	n, err := strconv.ParseUint(a.str(t, key), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return n
-}
-
-func parseAt(t *testing.T, s string) time.Time {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		t.Fatalf("time %q: %v", s, err)
-	}
-	return specT0.Add(d)
-}
-
-func (a args) time(t *testing.T, key string) time.Time { return parseAt(t, a.str(t, key)) }
 
 // fields parses "S k=v k=v,v" into S and the keys' values.
 func fields(t *testing.T, line string) (uint64, map[string][]string) {
@@ -218,20 +166,10 @@ func names(ids []uint64) string {
 	return strings.Join(out, ",")
 }
 
-func lines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
-	a := argsOf(td)
-	if a.has("at") {
-		s.now = a.time(t, "at")
+	a := ddtest.ArgsOf(t, td)
+	if a.Has("at") {
+		s.now = a.Time("at")
 	}
 	var out strings.Builder
 	switch td.Cmd {
@@ -239,7 +177,7 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 		s.newView(t, a, &out)
 	case "replicas":
 		s.infos = nil
-		for _, l := range lines(td.Input) {
+		for _, l := range ddtest.Lines(td.Input) {
 			shard, kv := fields(t, l)
 			in := raftmux.Info{Shard: shard, Voters: ids(kv["voters"]), Learners: ids(kv["learners"])}
 			if l := kv["leader"]; len(l) > 0 {
@@ -247,56 +185,56 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			}
 			s.infos = append(s.infos, in)
 		}
-		if a.has("events") {
+		if a.Has("events") {
 			s.events++
 		}
 		out.WriteString("ok\n")
 	case "pass":
 		s.pass(&out)
 	case "passes":
-		s.passes(t, a.time(t, "until"), &out)
+		s.passes(t, a.Time("until"), &out)
 	case "done":
-		s.done(a.has("fail"), &out)
+		s.done(a.Has("fail"), &out)
 	case "owes":
 		clear(s.env.owes)
-		if a.has("shard") {
-			s.env.owes[a.num(t, "shard")] = true
+		if a.Has("shard") {
+			s.env.owes[a.Num("shard")] = true
 		}
 		out.WriteString("ok\n")
 	case "pin":
-		s.c.Pin(a.num(t, "shard"), s.view.Placement)
+		s.c.Pin(a.Num("shard"), s.view.Placement)
 		out.WriteString("ok\n")
 	case "rounds":
 		for _, c := range td.CmdArgs {
-			s.rounds[c.Key] = parseAt(t, c.Vals[0])
+			s.rounds[c.Key] = ddtest.At(t, c.Vals[0])
 		}
 		out.WriteString("ok\n")
 	case "owners":
 		s.owners(t, a, td.Input, &out)
 	case "reassign":
-		if !s.c.BeginReassign(a.num(t, "shard"), int(a.num(t, "n"))) {
+		if !s.c.BeginReassign(a.Num("shard"), int(a.Num("n"))) {
 			out.WriteString("moves already in flight\n")
 		} else {
 			out.WriteString("ok\n")
 		}
 	case "reassigned":
-		s.c.Reassigned(a.num(t, "shard"))
+		s.c.Reassigned(a.Num("shard"))
 		out.WriteString("ok\n")
 	case "leader":
-		if _, err := s.leaders.Update(uint32(a.num(t, "shard")), a.str(t, "node"), a.num(t, "term")); err != nil {
+		if _, err := s.leaders.Update(uint32(a.Num("shard")), a.Need("node"), a.Num("term")); err != nil {
 			t.Fatal(err)
 		}
 		out.WriteString("ok\n")
 	case "answer":
-		s.answer(t, a.str(t, "leader"), td.Input, &out)
+		s.answer(t, a.Need("leader"), td.Input, &out)
 	case "strays":
 		fmt.Fprintf(&out, "confirmed strays: %v\n", s.c.Strays())
 	case "dropped":
 		var err error
-		if a.has("err") {
+		if a.Has("err") {
 			err = errors.New("raft host stopped")
 		}
-		shard := a.num(t, "shard")
+		shard := a.Num("shard")
 		s.c.Dropped(shard, err)
 		if err == nil {
 			s.infos = slices.DeleteFunc(s.infos, func(in raftmux.Info) bool { return in.Shard == shard })
@@ -311,13 +249,13 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			out.WriteString("more to come\n")
 		}
 	case "ready":
-		fmt.Fprintf(&out, "ready: %v\n", s.c.Ready(int(a.num(t, "leaders")), a.time(t, "born"), s.now))
+		fmt.Fprintf(&out, "ready: %v\n", s.c.Ready(int(a.Num("leaders")), a.Time("born"), s.now))
 	case "silent":
-		fmt.Fprintf(&out, "silent: %v\n", s.c.Silent(s.now, a.time(t, "since"), a.time(t, "asked"), a.time(t, "round")))
+		fmt.Fprintf(&out, "silent: %v\n", s.c.Silent(s.now, a.Time("since"), a.Time("asked"), a.Time("round")))
 	case "knows-all":
 		var at time.Time
-		if a.has("ready") {
-			at = a.time(t, "ready")
+		if a.Has("ready") {
+			at = a.Time("ready")
 		}
 		fmt.Fprintf(&out, "knows all: %v\n", s.c.KnowsAll(at, s.now))
 	default:
@@ -326,10 +264,10 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 	return out.String()
 }
 
-func (s *spec) newView(t *testing.T, a args, out *strings.Builder) {
+func (s *spec) newView(t *testing.T, a ddtest.Args, out *strings.Builder) {
 	v := &View{Members: map[string]swim.Member{}, Dead: map[string]bool{}, Drained: map[string]bool{}, Removed: map[string]bool{}}
 	add := func(key string, st swim.State) {
-		for _, id := range a[key] {
+		for _, id := range a.Vals(key) {
 			v.Members[id] = swim.Member{ID: id, State: st}
 		}
 	}
@@ -337,7 +275,7 @@ func (s *spec) newView(t *testing.T, a args, out *strings.Builder) {
 	add("suspect", swim.StateSuspect)
 	add("dead", swim.StateDead)
 	add("left", swim.StateLeft)
-	for _, id := range a["removed"] {
+	for _, id := range a.Vals("removed") {
 		if _, ok := v.Members[id]; !ok {
 			v.Members[id] = swim.Member{ID: id, State: swim.StateAlive}
 		}
@@ -360,7 +298,7 @@ func (s *spec) newView(t *testing.T, a args, out *strings.Builder) {
 		}
 	}
 	var noLead []string
-	for _, id := range a["drained"] {
+	for _, id := range a.Vals("drained") {
 		v.Drained[id] = true
 		noLead = append(noLead, id)
 	}
@@ -402,7 +340,7 @@ func (s *spec) passes(t *testing.T, until time.Time, out *strings.Builder) {
 		case passIdle:
 			idle++
 		default:
-			fmt.Fprintf(out, "at %v:\n%s", s.now.Sub(specT0), indent(o.String()))
+			fmt.Fprintf(out, "at %v:\n%s", s.now.Sub(ddtest.T0), indent(o.String()))
 			if len(s.steps) > 0 {
 				var d strings.Builder
 				s.done(false, &d)
@@ -416,7 +354,7 @@ func (s *spec) passes(t *testing.T, until time.Time, out *strings.Builder) {
 
 func indent(s string) string {
 	var b strings.Builder
-	for _, l := range lines(s) {
+	for _, l := range ddtest.Lines(s) {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	return b.String()
@@ -496,12 +434,12 @@ func (s *spec) done(fail bool, out *strings.Builder) {
 
 // owners runs the owners' look at every reconcile interval from the
 // clock's time to until (default: once), over the shards of input.
-func (s *spec) owners(t *testing.T, a args, input string, out *strings.Builder) {
-	if !a.has("until") {
+func (s *spec) owners(t *testing.T, a ddtest.Args, input string, out *strings.Builder) {
+	if !a.Has("until") {
 		s.look(t, a, input, out)
 		return
 	}
-	until := a.time(t, "until")
+	until := a.Time("until")
 	notDue := 0
 	for ; !s.now.After(until); s.now = s.now.Add(500 * time.Millisecond) {
 		var o strings.Builder
@@ -509,7 +447,7 @@ func (s *spec) owners(t *testing.T, a args, input string, out *strings.Builder) 
 			notDue++
 			continue
 		}
-		fmt.Fprintf(out, "at %v:\n%s", s.now.Sub(specT0), indent(o.String()))
+		fmt.Fprintf(out, "at %v:\n%s", s.now.Sub(ddtest.T0), indent(o.String()))
 	}
 	s.now = until
 	fmt.Fprintf(out, "%d intervals with no look due\n", notDue)
@@ -517,28 +455,28 @@ func (s *spec) owners(t *testing.T, a args, input string, out *strings.Builder) 
 
 // look is the owners' look at one reconcile interval; it reports whether
 // one was due.
-func (s *spec) look(t *testing.T, a args, input string, out *strings.Builder) bool {
+func (s *spec) look(t *testing.T, a ddtest.Args, input string, out *strings.Builder) bool {
 	if !s.c.OwnersDue(s.view, s.now, s.rounds) {
 		out.WriteString("no look due\n")
 		return false
 	}
 	version := uint64(1)
-	if a.has("version") {
-		version = a.num(t, "version")
+	if a.Has("version") {
+		version = a.Num("version")
 	}
-	look := s.c.Owners(s.view, s.now, maps.Clone(s.rounds), a.has("knows-all"), version, s.events)
+	look := s.c.Owners(s.view, s.now, maps.Clone(s.rounds), a.Has("knows-all"), version, s.events)
 	if look == nil {
 		out.WriteString("nothing changed since a look that found nothing\n")
 		return true
 	}
 	moved := false
-	for _, l := range lines(input) {
+	for _, l := range ddtest.Lines(input) {
 		shard, kv := fields(t, l)
-		since := parseAt(t, kv["since"][0])
+		since := ddtest.At(t, kv["since"][0])
 		asked := map[string]time.Time{}
 		for _, p := range kv["asked"] {
 			id, at, _ := strings.Cut(p, ":")
-			asked[id] = parseAt(t, at)
+			asked[id] = ddtest.At(t, at)
 		}
 		owners := look.Shard(true, since, asked)
 		if !slices.ContainsFunc(kv["owners"], owners.Moves) {
@@ -564,7 +502,7 @@ func (s *spec) answer(t *testing.T, leader, input string, out *strings.Builder) 
 		t.Fatalf("%s was not asked", leader)
 	}
 	var sl wire.ShardList
-	for _, l := range lines(input) {
+	for _, l := range ddtest.Lines(input) {
 		shard, kv := fields(t, l)
 		si := wire.ShardInfo{Shard: shard}
 		if l := kv["leader"]; len(l) > 0 {

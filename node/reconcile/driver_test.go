@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/wire"
@@ -95,7 +96,7 @@ func TestNewDriverRefusesAnIncompleteConfig(t *testing.T) {
 func TestTheDriverBootstrapsTheGroupsOfTheBirth(t *testing.T) {
 	d, node, s := newDriver(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2", "n3"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2", "n3"}}), &out)
 	d.Birth()
 	if len(node.ops) != 0 || node.born != 0 {
 		t.Fatalf("before the condition settled: ops %v, born %d", node.ops, node.born)
@@ -119,7 +120,7 @@ func TestTheDriverBootstrapsTheGroupsOfTheBirth(t *testing.T) {
 func TestTheReconcileTaskWaitsForBirth(t *testing.T) {
 	d, node, s := newDriver(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2", "n3"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2", "n3"}}), &out)
 	if next := d.Run(s.now); !next.Equal(s.now.Add(500*time.Millisecond)) || node.takeUps != 0 || len(node.ops) != 0 {
 		t.Fatalf("unborn: next %v, take-ups %d, ops %v", next.Sub(s.now), node.takeUps, node.ops)
 	}
@@ -134,7 +135,7 @@ func TestTheReconcileTaskWaitsForBirth(t *testing.T) {
 func TestPrevSilent(t *testing.T) {
 	d, _, s := newDriver(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2"}, "dead": {"n3"}, "left": {"n4"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2"}, "dead": {"n3"}, "left": {"n4"}}), &out)
 	for prev, want := range map[string]bool{"": false, "n1": false, "n2": false, "n3": true, "n4": false} {
 		if got := d.PrevSilent(0, prev); got != want {
 			t.Errorf("PrevSilent(%q) = %v, want %v", prev, got, want)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/raftmux"
 )
@@ -31,7 +32,7 @@ func mustViolate(t *testing.T, want string, fn func()) {
 func TestAPassThatBreaksTheRulesIsCaught(t *testing.T) {
 	s := newSpec(t)
 	var out strings.Builder
-	s.newView(t, args{"live": {"n1", "n2", "n3", "n4"}}, &out)
+	s.newView(t, ddtest.NewArgs(t, map[string][]string{"live": {"n1", "n2", "n3", "n4"}}), &out)
 	v, c := s.view, s.c
 	infos := []raftmux.Info{
 		{Shard: 1, Leader: 1, Voters: []uint64{3, 1, 4}},
