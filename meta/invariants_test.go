@@ -4,28 +4,10 @@ package meta
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 )
-
-// mustViolate runs fn and expects it to panic with an invariant violation
-// whose message holds want.
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
-}
 
 // stateWith returns a shard with an epoch floor of 1, holding a and b on
 // n1, d on n2, and c revoked, with a session that wrote once.
@@ -65,7 +47,7 @@ func TestApplyChecksTheWholeState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := stateWith(t)
 			tt.breakIt(s)
-			mustViolate(t, tt.want, func() { _ = s.Apply(ptr(marker(1)), nil) })
+			invariantstest.MustViolate(t, tt.want, func() { _ = s.Apply(ptr(marker(1)), nil) })
 		})
 	}
 }
@@ -148,7 +130,7 @@ func TestApplyChecksWhatTheCommandDid(t *testing.T) {
 			if berr := tt.breakIt(s, res); berr != nil {
 				err = berr
 			}
-			mustViolate(t, tt.want, func() { ck.after(s, &c, res, err) })
+			invariantstest.MustViolate(t, tt.want, func() { ck.after(s, &c, res, err) })
 		})
 	}
 }

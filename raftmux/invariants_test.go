@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 )
 
 // After a ready round a replica's indexes keep applied ≤ committed ≤ last,
@@ -45,25 +45,10 @@ func TestReadyRoundChecksTheIndexes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r.applied, r.tail = tt.applied, tt.tail
-			mustViolate(t, tt.want, r.checkIndexes)
+			invariantstest.MustViolate(t, tt.want, r.checkIndexes)
 		})
 	}
 	if err := indexOrder(7, 7, 6, 7); err == nil || !strings.Contains(err.Error(), "applied 7, past the commit index 6") {
 		t.Fatalf("applied past commit: %v", err)
 	}
-}
-
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
 }

@@ -3,27 +3,11 @@
 package shardstore
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 )
-
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
-}
 
 // An append that would hand out an offset again, or move the high
 // watermark back, is stopped before it commits.
@@ -45,12 +29,12 @@ func TestOffsetsOnlyGrow(t *testing.T) {
 	defer b.Close()
 	defer tl.mu.Unlock()
 	// A faulty append that starts at an offset already handed out.
-	mustViolate(t, "records appended from offset 1, below the high watermark 2", func() {
+	invariantstest.MustViolate(t, "records appended from offset 1, below the high watermark 2", func() {
 		_ = s.commitAppend(b, tl, topic, 1, 1, false)
 	})
 	tl.next = 0 // as if the watermark had been lost
-	mustViolate(t, "below the first retained offset 1", func() { tl.checkAppend(topic, 0, 1) })
+	invariantstest.MustViolate(t, "below the first retained offset 1", func() { tl.checkAppend(topic, 0, 1) })
 	tl.next = 2
-	mustViolate(t, "an append of 0 records", func() { tl.checkAppend(topic, 2, 0) })
-	mustViolate(t, "the high watermark would go back from 2 to 1", func() { tl.checkWatermark(topic, 1) })
+	invariantstest.MustViolate(t, "an append of 0 records", func() { tl.checkAppend(topic, 2, 0) })
+	invariantstest.MustViolate(t, "the high watermark would go back from 2 to 1", func() { tl.checkWatermark(topic, 1) })
 }

@@ -3,28 +3,12 @@
 package duty
 
 import (
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 	"github.com/shoalmq/shoal/meta"
 )
-
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
-}
 
 // moving returns a Leader of shard 7 that moved t from n2 to n3 at t0, with
 // n2's last grant at t0: the open to n3 waits for n2's close or lease.
@@ -47,7 +31,7 @@ func TestDueNeverOpensWhileAFenceRuns(t *testing.T) {
 		t.Fatalf("due %+v, want the close alone", due)
 	}
 	open := *l.rpcs[key("n3", "t")]
-	mustViolate(t, `open of "t" at epoch 5 to n3 sent at`, func() { l.checkDue(t0.Add(ms(10)), []RPC{open}) })
+	invariantstest.MustViolate(t, `open of "t" at epoch 5 to n3 sent at`, func() { l.checkDue(t0.Add(ms(10)), []RPC{open}) })
 	l.checkDue(t0.Add(l.cfg.OwnGrantWait()), []RPC{open}) // the fence ran out
 
 	n := newLeader(t)
@@ -55,10 +39,10 @@ func TestDueNeverOpensWhileAFenceRuns(t *testing.T) {
 	n.Resend(7, []meta.Assignment{{Topic: "m", Owner: "n3", Previous: "n2", Epoch: 6, Partitions: 1, State: meta.Active}})
 	open = *n.rpcs[key("n3", "m")]
 	delete(n.led[7].fences, "m") // as if n2 had closed it
-	mustViolate(t, "within the new leader's wait", func() { n.checkDue(t0.Add(ms(10)), []RPC{open}) })
+	invariantstest.MustViolate(t, "within the new leader's wait", func() { n.checkDue(t0.Add(ms(10)), []RPC{open}) })
 
 	open.Term = 3
-	mustViolate(t, "which this node does not lead", func() { n.checkDue(t0.Add(time.Hour), []RPC{open}) })
+	invariantstest.MustViolate(t, "which this node does not lead", func() { n.checkDue(t0.Add(time.Hour), []RPC{open}) })
 }
 
 // The whole-Leader checks, which every call runs every so often (on every
@@ -87,7 +71,7 @@ func TestLeaderChecksItsWholeState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := moving(t)
 			tt.breakIt(l)
-			mustViolate(t, tt.want, func() { l.Lost(99) })
+			invariantstest.MustViolate(t, tt.want, func() { l.Lost(99) })
 		})
 	}
 }

@@ -3,29 +3,13 @@
 package ownership
 
 import (
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
 )
-
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
-}
 
 // holding returns a Holder of a@2 and b@1 in shard 3, granted at t0.
 func holding(t *testing.T) *Holder {
@@ -67,7 +51,7 @@ func TestHolderChecksItsWholeState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := holding(t)
 			tt.breakIt(h)
-			mustViolate(t, tt.want, func() { open(h, "z", 9, 1, 1, 0) })
+			invariantstest.MustViolate(t, tt.want, func() { open(h, "z", 9, 1, 1, 0) })
 		})
 	}
 }
@@ -93,7 +77,7 @@ func TestHolderChecksEachMessage(t *testing.T) {
 		pre := h.heldNow(m.Topic)
 		st, _, ch := h.Open(m, 0)
 		h.hold("a", Topic{Epoch: 1, Partitions: 1, Shard: 3})
-		mustViolate(t, "lowered the held epoch from 2 to 1", func() { h.afterOpen(pre, m, 0, st, ch) })
+		invariantstest.MustViolate(t, "lowered the held epoch from 2 to 1", func() { h.afterOpen(pre, m, 0, st, ch) })
 	})
 	t.Run("open lowers the partitions", func(t *testing.T) {
 		h := holding(t)
@@ -103,7 +87,7 @@ func TestHolderChecksEachMessage(t *testing.T) {
 		pre.Partitions = 4
 		st, _, ch := h.Open(m, 0)
 		h.topics["a"].Partitions = 1
-		mustViolate(t, "lowered the partitions at epoch 2 from 4 to 1", func() { h.afterOpen(pre, m, 0, st, ch) })
+		invariantstest.MustViolate(t, "lowered the partitions at epoch 2 from 4 to 1", func() { h.afterOpen(pre, m, 0, st, ch) })
 	})
 	t.Run("refused open changes the holding", func(t *testing.T) {
 		h := holding(t)
@@ -112,14 +96,14 @@ func TestHolderChecksEachMessage(t *testing.T) {
 		pre := h.heldNow(m.Topic)
 		st, _, ch := h.Open(m, 0)
 		h.hold("c", Topic{Epoch: 3, Partitions: 1, Shard: 3})
-		mustViolate(t, "refused (status 1), yet changed", func() { h.afterOpen(pre, m, 0, st, ch) })
+		invariantstest.MustViolate(t, "refused (status 1), yet changed", func() { h.afterOpen(pre, m, 0, st, ch) })
 	})
 	t.Run("open at the floor", func(t *testing.T) {
 		h := holding(t)
 		m := openMsg("c", 3)
 		pre := h.heldNow(m.Topic)
 		st, _, ch := h.Open(m, 0) // taken above floor 0; checked against floor 3
-		mustViolate(t, "held at epoch 3, at or below the floor", func() { h.afterOpen(pre, m, 3, st, ch) })
+		invariantstest.MustViolate(t, "held at epoch 3, at or below the floor", func() { h.afterOpen(pre, m, 3, st, ch) })
 	})
 	t.Run("close leaves the topic held", func(t *testing.T) {
 		h := holding(t)
@@ -127,27 +111,27 @@ func TestHolderChecksEachMessage(t *testing.T) {
 		pre := h.heldNow(m.Topic)
 		st, f, ch := h.Close(m, 0)
 		h.hold("a", Topic{Epoch: 2, Partitions: 1, Shard: 3})
-		mustViolate(t, "still held at epoch 2", func() { h.afterClose(pre, m, st, f, ch) })
+		invariantstest.MustViolate(t, "still held at epoch 2", func() { h.afterClose(pre, m, st, f, ch) })
 	})
 	t.Run("close answers a low floor", func(t *testing.T) {
 		h := holding(t)
 		m := &wire.CloseTopic{Topic: []byte("a"), Shard: 3, Term: 1, Epoch: 2}
 		pre := h.heldNow(m.Topic)
 		st, _, ch := h.Close(m, 0)
-		mustViolate(t, "answers floor 1", func() { h.afterClose(pre, m, st, 1, ch) })
+		invariantstest.MustViolate(t, "answers floor 1", func() { h.afterClose(pre, m, st, 1, ch) })
 	})
 }
 
 // A lease is never replaced by an older or shorter one, and rounds are
 // built in time order (which keeps the leases from shortening).
 func TestLeasesNeverGoBack(t *testing.T) {
-	mustViolate(t, "replaced by that of older round 3", func() {
+	invariantstest.MustViolate(t, "replaced by that of older round 3", func() {
 		checkRenewal(&lease{seq: 4, expires: t0}, &lease{seq: 3, expires: t0.Add(time.Second)})
 	})
-	mustViolate(t, "which runs out sooner", func() {
+	invariantstest.MustViolate(t, "which runs out sooner", func() {
 		checkRenewal(&lease{seq: 4, expires: t0.Add(time.Second)}, &lease{seq: 5, expires: t0})
 	})
 	h := holding(t)
 	h.Round(t0.Add(time.Second), leaderIs("L"), 0)
-	mustViolate(t, "before the last one", func() { h.Round(t0, leaderIs("L"), 0) })
+	invariantstest.MustViolate(t, "before the last one", func() { h.Round(t0, leaderIs("L"), 0) })
 }

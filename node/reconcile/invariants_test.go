@@ -8,24 +8,9 @@ import (
 	"testing"
 
 	"github.com/shoalmq/shoal/internal/ddtest"
-	"github.com/shoalmq/shoal/internal/invariants"
+	"github.com/shoalmq/shoal/internal/invariants/invariantstest"
 	"github.com/shoalmq/shoal/raftmux"
 )
-
-func mustViolate(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		v, ok := recover().(*invariants.Violation)
-		if !ok {
-			t.Fatalf("no invariant violation (want %q)", want)
-		}
-		if !strings.Contains(v.Error(), want) {
-			t.Fatalf("violation %q, want %q", v.Error(), want)
-		}
-	}()
-	fn()
-}
 
 // A pass's steps are checked against the replicas it read: a step the
 // shard manager must never take is caught where it is decided.
@@ -55,6 +40,6 @@ func TestAPassThatBreaksTheRulesIsCaught(t *testing.T) {
 		{"5 configuration changes and 0 transfers in a pass, above 4 and 64", slices.Repeat([]Step{{Kind: Promote, Shard: 2, Node: 2, Name: "n2"}}, 5)},
 		{"0 configuration changes and 65 transfers in a pass, above 4 and 64", slices.Repeat([]Step{ok}, 65)},
 	} {
-		mustViolate(t, bad.want, func() { c.checkPass(v, infos, bad.steps) })
+		invariantstest.MustViolate(t, bad.want, func() { c.checkPass(v, infos, bad.steps) })
 	}
 }
