@@ -3,6 +3,8 @@ package meta
 import (
 	"errors"
 	"fmt"
+
+	"github.com/shoalmq/shoal/internal/enum"
 )
 
 // ChangeKind says how an applied command changed a topic's assignment, as
@@ -21,19 +23,12 @@ const (
 	ChangeRevoked ChangeKind = 4
 )
 
-func (k ChangeKind) String() string {
-	switch k {
-	case ChangeAssigned:
-		return "assigned"
-	case ChangeMoved:
-		return "moved"
-	case ChangeUpdated:
-		return "updated"
-	case ChangeRevoked:
-		return "revoked"
-	}
-	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
-}
+var changeKindNames = enum.New("ChangeKind", map[ChangeKind]string{
+	ChangeAssigned: "assigned", ChangeMoved: "moved", ChangeUpdated: "updated",
+	ChangeRevoked: "revoked",
+})
+
+func (k ChangeKind) String() string { return changeKindNames.Name(k) }
 
 // Change is one topic's assignment after a command changed it: what a
 // watcher is told. Owner is empty and Partitions 0 for ChangeRevoked.

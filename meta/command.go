@@ -3,7 +3,8 @@ package meta
 import (
 	"bytes"
 	"fmt"
-	"strconv"
+
+	"github.com/shoalmq/shoal/internal/enum"
 )
 
 // Limits. Each is the largest value accepted by the encoders, the decoders
@@ -55,23 +56,12 @@ const (
 	OpCompact Op = 6
 )
 
-func (o Op) String() string {
-	switch o {
-	case OpAssign:
-		return "AssignTopic"
-	case OpRevoke:
-		return "RevokeTopic"
-	case OpUpdatePartition:
-		return "UpdatePartition"
-	case OpReassignNode:
-		return "ReassignNode"
-	case OpMarker:
-		return "Marker"
-	case OpCompact:
-		return "Compact"
-	}
-	return "Op(" + strconv.Itoa(int(o)) + ")"
-}
+var opNames = enum.New("Op", map[Op]string{
+	OpAssign: "AssignTopic", OpRevoke: "RevokeTopic", OpUpdatePartition: "UpdatePartition",
+	OpReassignNode: "ReassignNode", OpMarker: "Marker", OpCompact: "Compact",
+})
+
+func (o Op) String() string { return opNames.Name(o) }
 
 // Move is one topic of a ReassignNode and the owner it moves to. Epoch is
 // the epoch the leader saw the topic at when it planned the move: the move

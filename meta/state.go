@@ -10,6 +10,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/shoalmq/shoal/internal/enum"
 	"github.com/shoalmq/shoal/internal/invariants"
 )
 
@@ -25,15 +26,9 @@ const (
 	Revoked TopicState = 2
 )
 
-func (s TopicState) String() string {
-	switch s {
-	case Active:
-		return "active"
-	case Revoked:
-		return "revoked"
-	}
-	return fmt.Sprintf("TopicState(%d)", uint8(s))
-}
+var topicStateNames = enum.New("TopicState", map[TopicState]string{Active: "active", Revoked: "revoked"})
+
+func (s TopicState) String() string { return topicStateNames.Name(s) }
 
 // Assignment is a topic's record as seen from outside. Owner is empty and
 // Partitions 0 for a revoked topic.
@@ -65,15 +60,9 @@ const (
 	EffectClose EffectKind = 2
 )
 
-func (k EffectKind) String() string {
-	switch k {
-	case EffectOpen:
-		return "open"
-	case EffectClose:
-		return "close"
-	}
-	return fmt.Sprintf("EffectKind(%d)", uint8(k))
-}
+var effectKindNames = enum.New("EffectKind", map[EffectKind]string{EffectOpen: "open", EffectClose: "close"})
+
+func (k EffectKind) String() string { return effectKindNames.Name(k) }
 
 // Effect is one RPC the shard leader owes a node after a command commits.
 type Effect struct {
