@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shoalmq/shoal/internal/enum"
 )
 
 // Kind is a client operation.
@@ -42,21 +44,11 @@ const (
 	Lookup // a linearizable lookup
 )
 
-func (k Kind) String() string {
-	switch k {
-	case Produce:
-		return "produce"
-	case Fetch:
-		return "fetch"
-	case Assign:
-		return "assign"
-	case Revoke:
-		return "revoke"
-	case Lookup:
-		return "lookup"
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
+var kindNames = enum.New("Kind", map[Kind]string{
+	Produce: "produce", Fetch: "fetch", Assign: "assign", Revoke: "revoke", Lookup: "lookup",
+})
+
+func (k Kind) String() string { return kindNames.Name(k) }
 
 // Op is one client request as its client saw it: when it was sent, when
 // its answer came back, and what the answer said. An operation with no

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/shoalmq/shoal/internal/enum"
 )
 
 // The records as the clients saw them. Every record an owner acknowledged
@@ -43,15 +45,11 @@ const (
 	Revoked
 )
 
-func (k LossKind) String() string {
-	switch k {
-	case NotHandedOver:
-		return "not handed over"
-	case Revoked:
-		return "revoked"
-	}
-	return fmt.Sprintf("LossKind(%d)", uint8(k))
-}
+var lossKindNames = enum.New("LossKind", map[LossKind]string{
+	NotHandedOver: "not handed over", Revoked: "revoked",
+})
+
+func (k LossKind) String() string { return lossKindNames.Name(k) }
 
 // Loss is an acknowledged record a later fetch read the offset of and did
 // not return, for a reason that breaks no promise.
