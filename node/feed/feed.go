@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/shoalmq/shoal/internal/enum"
 	"github.com/shoalmq/shoal/node/ownership"
 )
 
@@ -21,15 +22,9 @@ const (
 	Released Kind = 2
 )
 
-func (k Kind) String() string {
-	switch k {
-	case Acquired:
-		return "acquired"
-	case Released:
-		return "released"
-	}
-	return fmt.Sprintf("OwnershipEventKind(%d)", uint8(k))
-}
+var kindNames = enum.New("OwnershipEventKind", map[Kind]string{Acquired: "acquired", Released: "released"})
+
+func (k Kind) String() string { return kindNames.Name(k) }
 
 // Reason says why a topic was released.
 type Reason uint8
@@ -47,17 +42,11 @@ const (
 	ReasonLeaving Reason = 3
 )
 
-func (r Reason) String() string {
-	switch r {
-	case ReasonClosed:
-		return "closed"
-	case ReasonSuperseded:
-		return "superseded"
-	case ReasonLeaving:
-		return "leaving"
-	}
-	return fmt.Sprintf("ReleaseReason(%d)", uint8(r))
-}
+var reasonNames = enum.New("ReleaseReason", map[Reason]string{
+	ReasonClosed: "closed", ReasonSuperseded: "superseded", ReasonLeaving: "leaving",
+})
+
+func (r Reason) String() string { return reasonNames.Name(r) }
 
 // Event is one change of what this node holds.
 type Event struct {

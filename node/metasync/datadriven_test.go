@@ -58,10 +58,8 @@ func argsOf(t *testing.T, td *datadriven.TestData) specArgs {
 func (a specArgs) at() time.Time { return ddtest.T0.Add(a.Dur("at", 0)) }
 
 func (a specArgs) kind() kind {
-	for k := range numKinds {
-		if k.String() == a.Str("kind", "") {
-			return k
-		}
+	if k, ok := kindNames.Parse(a.Str("kind", "")); ok {
+		return k
 	}
 	a.t.Fatalf("kind=%q", a.Str("kind", ""))
 	return 0

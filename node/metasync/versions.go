@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shoalmq/shoal/internal/enum"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -35,17 +36,9 @@ func kindOf(k uint64) (_ kind, ok bool) {
 	return kind(k - 1), true
 }
 
-func (k kind) String() string {
-	switch k {
-	case kMembers:
-		return "members"
-	case kRing:
-		return "ring"
-	case kLeaders:
-		return "leaders"
-	}
-	return fmt.Sprintf("kind(%d)", int(k))
-}
+var kindNames = enum.New("kind", map[kind]string{kMembers: "members", kRing: "ring", kLeaders: "leaders"})
+
+func (k kind) String() string { return kindNames.Name(k) }
 
 // Versions are the versions of the cluster metadata a node holds (the
 // package documentation says what each counts).

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/enum"
 	"github.com/shoalmq/shoal/internal/invariants"
 	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
@@ -70,21 +71,12 @@ const (
 	Released
 )
 
-func (r Refusal) String() string {
-	switch r {
-	case Servable:
-		return "servable"
-	case NotHeld:
-		return "not held here"
-	case OtherEpoch:
-		return "held at another epoch"
-	case NoLease:
-		return "no unexpired lease covers it"
-	case Released:
-		return "this node is leaving"
-	}
-	return fmt.Sprintf("Refusal(%d)", uint8(r))
-}
+var refusalNames = enum.New("Refusal", map[Refusal]string{
+	Servable: "servable", NotHeld: "not held here", OtherEpoch: "held at another epoch",
+	NoLease: "no unexpired lease covers it", Released: "this node is leaving",
+})
+
+func (r Refusal) String() string { return refusalNames.Name(r) }
 
 // Config configures a Holder.
 type Config struct {

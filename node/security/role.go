@@ -2,8 +2,8 @@ package security
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/shoalmq/shoal/internal/enum"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -21,27 +21,14 @@ const (
 	RoleAdmin
 )
 
-func (r Role) String() string {
-	switch r {
-	case RoleRead:
-		return "read"
-	case RoleWrite:
-		return "write"
-	case RoleAdmin:
-		return "admin"
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
+var roleNames = enum.New("Role", map[Role]string{RoleRead: "read", RoleWrite: "write", RoleAdmin: "admin"})
+
+func (r Role) String() string { return roleNames.Name(r) }
 
 // ParseRole reads a role's name: admin, write or read.
 func ParseRole(s string) (Role, error) {
-	switch s {
-	case "admin":
-		return RoleAdmin, nil
-	case "write":
-		return RoleWrite, nil
-	case "read":
-		return RoleRead, nil
+	if r, ok := roleNames.Parse(s); ok {
+		return r, nil
 	}
 	// The field is not shown: a line holding two tokens must not print one.
 	return 0, errors.New("the role must be admin, write or read")
