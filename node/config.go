@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -84,7 +85,7 @@ type Config struct {
 	ClusterID uint64
 	Secret    []byte
 	// Security: TLS, client tokens and SWIM keys (auth.go).
-	Security Security
+	Security security.Security
 
 	// SwimPreset selects the SWIM timing: "lan" (default: probe 1 s) or
 	// "fast" (five times faster, for a cluster on one machine and tests).
