@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
@@ -79,11 +80,11 @@ func (e leaseEnv) ReadIndex(shard uint64, done func(error)) {
 }
 
 func (e leaseEnv) Announce(changes []ownership.Change, why lease.Reason) {
-	reason := ReasonSuperseded
+	reason := feed.ReasonSuperseded
 	if why == lease.Closed {
-		reason = ReasonClosed
+		reason = feed.ReasonClosed
 	}
-	e.n.announce(changes, reason)
+	e.n.ownFeed.Announce(changes, reason, e.n.ownedFn)
 }
 
 // propose proposes data on shard and hands the state machine's result to

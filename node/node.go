@@ -101,10 +101,9 @@ type Node struct {
 	lease *lease.Agent
 	// ownFeed: the ownership events for an embedding program, pushed
 	// once a change is durable, in the order the lease room makes
-	// changes, from the first call of OwnershipEvents on (ownFeedOnce;
-	// node/feed, embed.go).
-	ownFeed     *feed.Feed
-	ownFeedOnce sync.Once
+	// changes, from the first call of OwnershipEvents on (node/feed,
+	// embed.go).
+	ownFeed *feed.Feed
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
 	// peers send (leaseTask), the replies to this node's rounds, and the
