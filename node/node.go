@@ -31,6 +31,7 @@ import (
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/node/watch"
+	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
@@ -70,11 +71,11 @@ type Node struct {
 	// (node/records; records.go).
 	records *records.Keeper
 
-	net  PeerNet // netio or a caller's network
+	net  world.PeerNet // netio or a caller's network
 	rt   *raftio.Transport
 	in   *raftio.Inbound
 	host *raftmux.Host
-	swim Membership // a SWIM driver or a caller's
+	swim world.Membership // a SWIM driver or a caller's
 	// netio and swimDrv are the real transport and SWIM driver (nil when
 	// a caller drives the node); clientAddr and peerAddr what the node
 	// says of itself.
@@ -82,7 +83,7 @@ type Node struct {
 	swimDrv              *swim.Driver
 	clientAddr, peerAddr string
 	// drive: when a driven node's raft host next ticks (NewDriven).
-	drive driveState
+	drive world.Drive
 
 	leaders *router.LeaderTable
 	// cache is the routing cache, emptied every
@@ -489,7 +490,7 @@ func (n *Node) Close() error {
 // openRaft builds the raft transport over peers, the raft host (its
 // configuration as Start and NewDriven share it, then adjusted) and its
 // inbound, and marks a node whose store holds shards born.
-func (n *Node) openRaft(peers PeerNet, adjust func(*raftmux.Config)) error {
+func (n *Node) openRaft(peers world.PeerNet, adjust func(*raftmux.Config)) error {
 	n.rt = raftio.NewTransport(peers, n.nameOf)
 	hc := n.hostConfig()
 	if adjust != nil {

@@ -4,37 +4,16 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node/dispatch"
-	"github.com/shoalmq/shoal/swim"
 )
 
-// What a node needs of the world, as interfaces: Start wires the real
-// parts (netio, a SWIM driver, the clock and goroutines), StartDriven a
-// caller's (a simulation's network, membership and virtual clock).
-
-// PeerNet carries frames to other nodes (netio.Transport).
-type PeerNet interface {
-	// Send queues frame for node; an error means it was not sent.
-	Send(node string, frame []byte) error
-	// SetPeerAddr records where node listens for peers.
-	SetPeerAddr(node, addr string)
-	// RemovePeer forgets node.
-	RemovePeer(node string)
-}
+// What a node needs of the world, as interfaces, is node/world's: Start
+// wires the real parts (netio, a SWIM driver, the clock and goroutines),
+// NewDriven a caller's (a simulation's network, membership and virtual
+// clock; world.Runtime).
 
 // Conn is the connection a frame arrived on (netio.Conn): the answer goes
 // back on it (dispatch.Conn).
 type Conn = dispatch.Conn
-
-// Membership is the node's view of SWIM (swim.Driver).
-type Membership interface {
-	Members() []swim.Member
-	Self() swim.Member
-	AnnounceShardLeader(shard uint64, leader string, term uint64)
-	SetMetadataVersion(kind, version uint64)
-	// SetMeta replaces what this node says of itself (swim.Node.SetMeta).
-	SetMeta(meta []byte) error
-	Join(seeds []string)
-}
 
 // after runs f after d on the node's clock; stop cancels it and reports
 // whether it did.
