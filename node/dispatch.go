@@ -44,8 +44,8 @@ type dispatchEnv struct{ n *Node }
 
 func (e dispatchEnv) Now() time.Time                   { return e.n.clock() }
 func (e dispatchEnv) Spawn(f func()) bool              { return e.n.spawn(f) }
-func (e dispatchEnv) Ready() bool                      { return e.n.isReady() }
-func (e dispatchEnv) Born() bool                       { return e.n.born.Load() }
+func (e dispatchEnv) Ready() bool                      { return e.n.birth.IsReady() }
+func (e dispatchEnv) Born() bool                       { return e.n.birth.Born() }
 func (e dispatchEnv) RemovedSelf() bool                { return e.n.removedSelf() }
 func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.answersLocally(shard) }
 func (e dispatchEnv) ClientAddr(id string) string      { return e.n.clientAddrOf(id) }

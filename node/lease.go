@@ -48,7 +48,7 @@ func (e leaseEnv) Now() time.Time                              { return e.n.cloc
 func (e leaseEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
 func (e leaseEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
 func (e leaseEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
-func (e leaseEnv) Born() bool                                  { return e.n.born.Load() }
+func (e leaseEnv) Born() bool                                  { return e.n.birth.Born() }
 func (e leaseEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
 func (e leaseEnv) ShardEvents() uint64                         { return e.n.events.ShardEvents() }
 

@@ -16,7 +16,7 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	n.born.Store(true)
+	n.birth.MarkBorn()
 	for _, req := range []struct {
 		kind    wire.Kind
 		payload []byte
@@ -30,7 +30,7 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 			t.Fatalf("%v before sync: %v %+v", req.kind, kind, e)
 		}
 	}
-	n.markReady()
+	n.birth.MarkReady()
 	kind, _ := handleNow(n, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}))
 	var e wire.Error
 	if kind != wire.KindError {

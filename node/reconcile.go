@@ -60,19 +60,13 @@ func (e reconcileEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
 func (e reconcileEnv) HoldsBack(shard uint64) bool     { return e.n.lease.HoldsBack(shard) }
 func (e reconcileEnv) Now() time.Time                  { return e.n.clock() }
 func (e reconcileEnv) View() *reconcile.View           { return e.n.view.Load().Rec() }
-func (e reconcileEnv) Born() bool                      { return e.n.born.Load() }
-func (e reconcileEnv) MarkBorn()                       { e.n.markBorn() }
+func (e reconcileEnv) Born() bool                      { return e.n.birth.Born() }
+func (e reconcileEnv) MarkBorn()                       { e.n.birth.MarkBorn() }
 func (e reconcileEnv) Leads(shard uint64) bool         { return e.n.events.Leads(shard) }
 func (e reconcileEnv) ShardEvents() uint64             { return e.n.events.ShardEvents() }
 func (e reconcileEnv) Host() reconcile.Host            { return e.n.host }
 
-func (e reconcileEnv) ReadyAt() time.Time {
-	var at time.Time
-	if ns := e.n.readyAt.Load(); ns != 0 {
-		at = time.Unix(0, ns)
-	}
-	return at
-}
+func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
 
 func (e reconcileEnv) Propose(shard uint64, cmd []byte, done func(*shardsm.Result, error)) {
 	e.n.propose(shard, cmd, func(res any, err error) {

@@ -13,7 +13,7 @@ type Stats = status.Stats
 
 // Status reports the node's status.
 func (n *Node) Status() Status {
-	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
+	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.birth.IsReady()}
 	if v := n.view.Load(); v != nil {
 		st.MembersAlive = len(v.Live)
 	}
