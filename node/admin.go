@@ -38,8 +38,8 @@ func (e adminEnv) Leads(shard uint64) bool                     { return e.n.even
 func (e adminEnv) ReplicaLead(shard uint64) (uint64, uint64)   { return e.n.lease.ReplicaLead(shard) }
 func (e adminEnv) Owned() int                                  { return e.n.lease.Owned() }
 func (e adminEnv) Led() int                                    { return e.n.events.Led() }
-func (e adminEnv) SetDrained(drained bool) error               { return e.n.setDrained(drained) }
-func (e adminEnv) RecordRemoval(node string, at uint64) error  { return e.n.recordRemoval(node, at) }
+func (e adminEnv) SetDrained(drained bool) error               { return e.n.marks.Drain(drained) }
+func (e adminEnv) RecordRemoval(node string, at uint64) error  { return e.n.marks.Remove(node, at) }
 func (e adminEnv) Pin(shard uint64, p *router.Placement)       { e.n.rec.Pin(shard, p) }
 func (e adminEnv) Transferred()                                { e.n.counters.transfers.Add(1) }
 

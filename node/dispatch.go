@@ -46,7 +46,7 @@ func (e dispatchEnv) Now() time.Time                   { return e.n.clock() }
 func (e dispatchEnv) Spawn(f func()) bool              { return e.n.spawn(f) }
 func (e dispatchEnv) Ready() bool                      { return e.n.birth.IsReady() }
 func (e dispatchEnv) Born() bool                       { return e.n.birth.Born() }
-func (e dispatchEnv) RemovedSelf() bool                { return e.n.removedSelf() }
+func (e dispatchEnv) RemovedSelf() bool                { return e.n.marks.Out() }
 func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.answersLocally(shard) }
 func (e dispatchEnv) ClientAddr(id string) string      { return e.n.clientAddrOf(id) }
 func (e dispatchEnv) Members() dispatch.Members        { return e.n.view.Load() }

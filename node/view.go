@@ -30,7 +30,7 @@ func (n *Node) newViews() (*view.Builder, error) {
 type viewEnv struct{ n *Node }
 
 func (e viewEnv) Marks(ms []swim.Member) (drained, removed map[string]bool) {
-	return e.n.applyMarks(ms)
+	return e.n.marks.Apply(ms)
 }
 func (e viewEnv) NodeDead(id uint64)          { e.n.host.NodeDead(id) }
 func (e viewEnv) NodeAlive(id uint64)         { e.n.host.NodeAlive(id) }
