@@ -13,13 +13,18 @@ import (
 // transport and SWIM, and the words of the start log. Here the room is
 // given the node's config and driver.
 
-// fillSecurity checks Config.Security and the request limits, and sets
-// their defaults (Config.fill calls it).
+// fillSecurity checks Config.Security and the request limits
+// (security.Limits), and sets their defaults (Config.fill calls it).
 func (c *Config) fillSecurity() error {
 	if err := security.Check(&c.Security); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return c.fillLimits()
+	l := security.Limits{MaxRequestBytes: c.MaxRequestBytes, MaxFetchBytes: c.MaxFetchBytes, ChangeLogLen: c.ChangeLogLen, MaxWatchers: c.MaxWatchers}
+	if err := l.Fill(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.MaxRequestBytes, c.MaxFetchBytes, c.ChangeLogLen, c.MaxWatchers = l.MaxRequestBytes, l.MaxFetchBytes, l.ChangeLogLen, l.MaxWatchers
+	return nil
 }
 
 // initSecurity sets up the token table; it runs for every node, started

@@ -368,7 +368,7 @@ func TestRequestByteBudget(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free)
 	c := startClusterWith(t, 1, func(cfg *Config) {
-		cfg.MaxRequestBytes = MinRequestBytes
+		cfg.MaxRequestBytes = security.MinRequestBytes
 		cfg.testHooks.beforeServe = func() { <-release }
 	})
 	n := c.nodes[0]

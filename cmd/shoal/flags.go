@@ -232,7 +232,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
 	fs.StringVar(&o.logSync, "store-log-sync", "raw", "")
 	fs.DurationVar(&o.logSyncGap, "store-log-sync-gap", node.DefaultStoreLogSyncGap, "")
-	fs.IntVar(&o.changeLogLen, "change-log-len", node.DefaultChangeLogLen, "")
+	fs.IntVar(&o.changeLogLen, "change-log-len", security.DefaultChangeLogLen, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
 	return fs
@@ -534,8 +534,8 @@ func (o *nodeOptions) validate() error {
 	if o.maxClockDrift < 0 || o.maxClockDrift > 0.1 {
 		return usagef("--max-clock-drift %v: must be 0 to 0.1", o.maxClockDrift)
 	}
-	if o.changeLogLen < 1 || o.changeLogLen > node.MaxChangeLogLen {
-		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, node.MaxChangeLogLen)
+	if o.changeLogLen < 1 || o.changeLogLen > security.MaxChangeLogLen {
+		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, security.MaxChangeLogLen)
 	}
 	if o.logSync != "raw" && o.logSync != "runtime" {
 		return usagef("--store-log-sync %q: must be raw or runtime", o.logSync)
