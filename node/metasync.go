@@ -1,8 +1,6 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -23,22 +21,20 @@ func (n *Node) newMetaSync() (*metasync.Sync, error) {
 		PullTimeout: n.cfg.MetadataPullTimeout,
 		Interval:    n.cfg.MetadataSyncInterval,
 		Leaders:     n.leaders,
-		Env:         syncEnv{n},
+		Env:         syncEnv{parts{n}},
 		Logger:      n.log,
 	})
 }
 
 // syncEnv is what the metadata sync touches of the node. It reads the
 // node's network and SWIM when called: both are set after New.
-type syncEnv struct{ n *Node }
+type syncEnv struct{ parts }
 
-func (e syncEnv) Send(peer string, frame []byte) error { return e.n.net.Send(peer, frame) }
-func (e syncEnv) Members() []swim.Member               { return e.n.swim.Members() }
-func (e syncEnv) Join(seeds []string)                  { e.n.swim.Join(seeds) }
-func (e syncEnv) SetMetadataVersion(kind, ver uint64)  { e.n.swim.SetMetadataVersion(kind, ver) }
-func (e syncEnv) Now() time.Time                       { return e.n.clock() }
-func (e syncEnv) IntN(k int) int                       { return e.n.randIntN(k) }
-func (e syncEnv) Merged()                              { e.n.eventsTask.Kick() }
+func (e syncEnv) Members() []swim.Member              { return e.n.swim.Members() }
+func (e syncEnv) Join(seeds []string)                 { e.n.swim.Join(seeds) }
+func (e syncEnv) SetMetadataVersion(kind, ver uint64) { e.n.swim.SetMetadataVersion(kind, ver) }
+func (e syncEnv) IntN(k int) int                      { return e.n.randIntN(k) }
+func (e syncEnv) Merged()                             { e.n.eventsTask.Kick() }
 
 // metadataSynced reports whether the node completed its first full sync of
 // the cluster metadata, or is alone (metasync.Sync.Synced).

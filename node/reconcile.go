@@ -35,7 +35,7 @@ func (n *Node) newReconcile() (*reconcile.Controller, error) {
 		Lease:           n.cfg.LeaseDuration,
 		RaftID:          RaftID,
 		Leaders:         n.leaders,
-		Env:             reconcileEnv{n},
+		Env:             reconcileEnv{parts{n}},
 	})
 }
 
@@ -47,24 +47,21 @@ func (n *Node) newReconciler() (*reconcile.Driver, error) {
 		Machine:    n.sm,
 		Join:       n.cfg.Join,
 		Logger:     n.log,
-		Env:        reconcileEnv{n},
+		Env:        reconcileEnv{parts{n}},
 	})
 }
 
 // reconcileEnv is what the reconcile room reads and does of the node. It
 // reads the node's raft host and peers when called: they are set after
 // New.
-type reconcileEnv struct{ n *Node }
+type reconcileEnv struct{ parts }
 
-func (e reconcileEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
-func (e reconcileEnv) HoldsBack(shard uint64) bool     { return e.n.lease.HoldsBack(shard) }
-func (e reconcileEnv) Now() time.Time                  { return e.n.clock() }
-func (e reconcileEnv) View() *reconcile.View           { return e.n.view.Load().Rec() }
-func (e reconcileEnv) Born() bool                      { return e.n.birth.Born() }
-func (e reconcileEnv) MarkBorn()                       { e.n.birth.MarkBorn() }
-func (e reconcileEnv) Leads(shard uint64) bool         { return e.n.events.Leads(shard) }
-func (e reconcileEnv) ShardEvents() uint64             { return e.n.events.ShardEvents() }
-func (e reconcileEnv) Host() reconcile.Host            { return e.n.host }
+func (e reconcileEnv) HoldsBack(shard uint64) bool { return e.n.lease.HoldsBack(shard) }
+func (e reconcileEnv) View() *reconcile.View       { return e.n.view.Load().Rec() }
+func (e reconcileEnv) MarkBorn()                   { e.n.birth.MarkBorn() }
+func (e reconcileEnv) Leads(shard uint64) bool     { return e.n.events.Leads(shard) }
+func (e reconcileEnv) ShardEvents() uint64         { return e.n.events.ShardEvents() }
+func (e reconcileEnv) Host() reconcile.Host        { return e.n.host }
 
 func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
 
