@@ -5,12 +5,9 @@ import (
 	"github.com/shoalmq/shoal/swim"
 )
 
-// MetadataVersions are the versions of the cluster metadata a node holds
+// MetadataVersions reports the node's versions of the cluster metadata
 // (package metasync says what each counts).
-type MetadataVersions = metasync.Versions
-
-// MetadataVersions reports the node's versions of the cluster metadata.
-func (n *Node) MetadataVersions() MetadataVersions { return n.msync.Versions() }
+func (n *Node) MetadataVersions() metasync.Versions { return n.msync.Versions() }
 
 // newMetaSync is the node's side of the cluster metadata sync, bound to
 // its peers, SWIM, clock and random source through syncEnv.

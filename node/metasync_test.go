@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -47,11 +48,11 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 func TestMetadataVersionsConverge(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3)
-	agree := func(size int) MetadataVersions {
+	agree := func(size int) metasync.Versions {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			vs := make([]MetadataVersions, len(c.nodes))
+			vs := make([]metasync.Versions, len(c.nodes))
 			same := true
 			for i, n := range c.nodes {
 				vs[i] = n.MetadataVersions()

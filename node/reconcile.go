@@ -16,12 +16,6 @@ import (
 // room is given the node's parts; the reconcile task runs the Driver's
 // passes, and the event loop its birth.
 
-// leaderTransfersPerPass bounds the leaderships one pass of the shard
-// manager hands to their preferred replicas (reconcile Config.MaxTransfers):
-// after a cold start of 10,000 shards on 3 nodes about 6,700 of them
-// move, which at 4 a pass took minutes.
-const leaderTransfersPerPass = 64
-
 // newReconcile builds the node's reconcile room: its Controller.
 func (n *Node) newReconcile() (*reconcile.Controller, error) {
 	return reconcile.New(reconcile.Config{
@@ -29,7 +23,7 @@ func (n *Node) newReconcile() (*reconcile.Controller, error) {
 		Shards:          n.cfg.Shards,
 		Replicas:        n.cfg.Replicas,
 		MaxConfChanges:  n.cfg.MaxConfChanges,
-		MaxTransfers:    leaderTransfersPerPass,
+		MaxTransfers:    reconcile.DefaultMaxTransfers,
 		BootstrapExpect: n.cfg.BootstrapExpect,
 		Interval:        n.cfg.ReconcileInterval,
 		Lease:           n.cfg.LeaseDuration,

@@ -14,14 +14,6 @@ import (
 // when an OpenTopic or a CloseTopic applies, and Leave when the node
 // leaves.
 
-// MaxOffsetEpoch is the highest epoch a topic may take records at
-// (records.MaxOffsetEpoch).
-const MaxOffsetEpoch = records.MaxOffsetEpoch
-
-// ErrOffsetSpace is wrapped by the refusal of a produce at an epoch above
-// MaxOffsetEpoch.
-var ErrOffsetSpace = records.ErrOffsetSpace
-
 // newRecords builds the node's records room.
 func (n *Node) newRecords() (*records.Keeper, error) {
 	return records.New(records.Config{
