@@ -33,25 +33,24 @@ func (m *Marks) publish() {
 // Drain records and spreads this node's drain mark.
 func (m *Marks) Drain(drained bool) error {
 	changed, err := m.SetDrained(drained)
-	if err != nil {
-		return err
-	}
-	if changed {
-		m.log.Info("drain mark", "drained", drained)
-		m.publish()
-	}
-	return nil
+	return m.spread(changed, err, "drain mark", "drained", drained)
 }
 
 // Remove records that node was removed at (unix ns), unless a later
 // removal of it is already known, and spreads it.
 func (m *Marks) Remove(node string, at uint64) error {
 	added, err := m.AddRemovals(map[string]uint64{node: at})
+	return m.spread(added, err, "member removed", "member", node)
+}
+
+// spread logs and publishes a change of the marks once it was made
+// (changed, and err nil).
+func (m *Marks) spread(changed bool, err error, msg string, args ...any) error {
 	if err != nil {
 		return err
 	}
-	if added {
-		m.log.Info("member removed", "member", node)
+	if changed {
+		m.log.Info(msg, args...)
 		m.publish()
 	}
 	return nil
