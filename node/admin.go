@@ -1,10 +1,7 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/node/admin"
-	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 )
 
@@ -22,25 +19,20 @@ func (n *Node) newAdmin() (*admin.Handler, error) {
 		RaftID:         RaftID,
 		Server:         n.srv,
 		Leaders:        n.leaders,
-		Env:            adminEnv{n},
+		Env:            adminEnv{parts{n}},
 	})
 }
 
 // adminEnv is what the admin room touches of the node. It reads the
 // node's raft host and SWIM when called: they are set after New.
-type adminEnv struct{ n *Node }
+type adminEnv struct{ parts }
 
-func (e adminEnv) Now() time.Time                              { return e.n.clock() }
-func (e adminEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
-func (e adminEnv) Members() admin.Members                      { return e.n.view.Load() }
-func (e adminEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
-func (e adminEnv) Leads(shard uint64) bool                     { return e.n.events.Leads(shard) }
-func (e adminEnv) ReplicaLead(shard uint64) (uint64, uint64)   { return e.n.lease.ReplicaLead(shard) }
-func (e adminEnv) Owned() int                                  { return e.n.lease.Owned() }
-func (e adminEnv) Led() int                                    { return e.n.events.Led() }
-func (e adminEnv) SetDrained(drained bool) error               { return e.n.setDrained(drained) }
-func (e adminEnv) RecordRemoval(node string, at uint64) error  { return e.n.recordRemoval(node, at) }
-func (e adminEnv) Pin(shard uint64, p *router.Placement)       { e.n.rec.Pin(shard, p) }
-func (e adminEnv) Transferred()                                { e.n.counters.transfers.Add(1) }
-
-func (e adminEnv) Submit(op raftmux.Op, done func(raftmux.Result)) { e.n.host.Submit(op, done) }
+func (e adminEnv) Members() admin.Members                     { return e.n.view.Load() }
+func (e adminEnv) Leads(shard uint64) bool                    { return e.n.events.Leads(shard) }
+func (e adminEnv) ReplicaLead(shard uint64) (uint64, uint64)  { return e.n.lease.ReplicaLead(shard) }
+func (e adminEnv) Owned() int                                 { return e.n.lease.Owned() }
+func (e adminEnv) Led() int                                   { return e.n.events.Led() }
+func (e adminEnv) SetDrained(drained bool) error              { return e.n.marks.Drain(drained) }
+func (e adminEnv) RecordRemoval(node string, at uint64) error { return e.n.marks.Remove(node, at) }
+func (e adminEnv) Pin(shard uint64, p *router.Placement)      { e.n.rec.Pin(shard, p) }
+func (e adminEnv) Transferred()                               { e.n.counters.transfers.Add(1) }

@@ -347,7 +347,7 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 	if err := old.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "n4 with its old data finds itself removed", old.removedSelf)
+	waitUntil(t, 20*time.Second, "n4 with its old data finds itself removed", old.marks.Out)
 	waitUntil(t, 10*time.Second, "the others see n4 alive in SWIM", func() bool {
 		m, ok := c.node("n1").view.Load().Members["n4"]
 		return ok && m.Generation == old.Generation()
@@ -386,7 +386,7 @@ func TestRemoveReplacesTheReplicasOfAStoppedNodeAndKeepsItOut(t *testing.T) {
 		}
 		return true
 	})
-	if fresh.removedSelf() {
+	if fresh.marks.Out() {
 		t.Fatal("the new n4 took itself for removed")
 	}
 }

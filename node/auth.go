@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/shoalmq/shoal/node/security"
 )
@@ -14,61 +13,18 @@ import (
 // transport and SWIM, and the words of the start log. Here the room is
 // given the node's config and driver.
 
-// The names of package security that node's users know, forwarded.
-type (
-	// Security is how a node authenticates and encrypts (Config.Security;
-	// security.Security).
-	Security = security.Security
-	// TLS is a node's certificate and its cluster's CA (security.TLS).
-	TLS = security.TLS
-	// Role is what a client token allows (security.Role).
-	Role = security.Role
-	// Token is one client credential and its role (security.Token).
-	Token = security.Token
-	// SecurityStats counts what the credentials and the request limits
-	// refused (security.Stats; node/status fills it).
-	SecurityStats = security.Stats
-)
-
-// The roles (security.RoleRead...).
-const (
-	RoleRead  = security.RoleRead
-	RoleWrite = security.RoleWrite
-	RoleAdmin = security.RoleAdmin
-)
-
-// Limits of the credentials (security.MinTokenLen, MaxClientTokens).
-const (
-	MinTokenLen     = security.MinTokenLen
-	MaxClientTokens = security.MaxClientTokens
-)
-
-// Errors of the credentials (security.ErrTokenFile...).
-var (
-	ErrTokenFile   = security.ErrTokenFile
-	ErrTLSFiles    = security.ErrTLSFiles
-	ErrCredentials = security.ErrCredentials
-)
-
-// ParseRole reads a role's name: admin, write or read (security.ParseRole).
-func ParseRole(s string) (Role, error) { return security.ParseRole(s) }
-
-// ParseTokens reads a client token file (security.ParseTokens).
-func ParseTokens(r io.Reader) ([]Token, error) { return security.ParseTokens(r) }
-
-// LoadTLS reads a node's certificate and key and the cluster CA and checks
-// them (security.LoadTLS).
-func LoadTLS(certFile, keyFile, caFile string) (*TLS, error) {
-	return security.LoadTLS(certFile, keyFile, caFile)
-}
-
-// fillSecurity checks Config.Security and the request limits, and sets
-// their defaults (Config.fill calls it).
+// fillSecurity checks Config.Security and the request limits
+// (security.Limits), and sets their defaults (Config.fill calls it).
 func (c *Config) fillSecurity() error {
 	if err := security.Check(&c.Security); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return c.fillLimits()
+	l := security.Limits{MaxRequestBytes: c.MaxRequestBytes, MaxFetchBytes: c.MaxFetchBytes, ChangeLogLen: c.ChangeLogLen, MaxWatchers: c.MaxWatchers}
+	if err := l.Fill(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.MaxRequestBytes, c.MaxFetchBytes, c.ChangeLogLen, c.MaxWatchers = l.MaxRequestBytes, l.MaxFetchBytes, l.ChangeLogLen, l.MaxWatchers
+	return nil
 }
 
 // initSecurity sets up the token table; it runs for every node, started
@@ -82,7 +38,7 @@ func (n *Node) initSecurity() {
 // tokens: new connections need one of toks; open connections whose token
 // is gone are refused every request from now on, and those whose token's
 // role changed get the new role.
-func (n *Node) SetClientTokens(toks []Token) error {
+func (n *Node) SetClientTokens(toks []security.Token) error {
 	if err := n.sec.Replace(toks); err != nil {
 		return err
 	}
@@ -94,10 +50,10 @@ func (n *Node) SetClientTokens(toks []Token) error {
 // has the rotation steps).
 func (n *Node) SetSwimKeys(keys [][]byte) error {
 	if n.swimDrv == nil {
-		return fmt.Errorf("%w: the node is not started (or is driven, without SWIM of its own)", ErrCredentials)
+		return fmt.Errorf("%w: the node is not started (or is driven, without SWIM of its own)", security.ErrCredentials)
 	}
 	if err := n.swimDrv.SetKeys(keys); err != nil {
-		return fmt.Errorf("%w: %w", ErrCredentials, err)
+		return fmt.Errorf("%w: %w", security.ErrCredentials, err)
 	}
 	n.log.Info("SWIM keys replaced", "keys", len(keys))
 	return nil

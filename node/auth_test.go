@@ -15,6 +15,7 @@ import (
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/internal/testcerts"
 	"github.com/shoalmq/shoal/netio"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -25,8 +26,8 @@ const (
 	readToken  = "read-token-01234567890"
 )
 
-func testTokens() []Token {
-	return []Token{{Value: adminToken, Role: RoleAdmin}, {Value: writeToken, Role: RoleWrite}, {Value: readToken, Role: RoleRead}}
+func testTokens() []security.Token {
+	return []security.Token{{Value: adminToken, Role: security.RoleAdmin}, {Value: writeToken, Role: security.RoleWrite}, {Value: readToken, Role: security.RoleRead}}
 }
 
 // withTokens gives every node the test tokens and a cluster secret.
@@ -107,31 +108,31 @@ func TestTokenRoles(t *testing.T) {
 	requests := []struct {
 		kind    wire.Kind
 		payload func(role string) []byte
-		minimum Role
+		minimum security.Role
 	}{
-		{wire.KindAssign, func(r string) []byte { return wire.AppendAssign(nil, &wire.Assign{Topic: []byte("new-" + r)}) }, RoleAdmin},
-		{wire.KindRevoke, func(string) []byte { return wire.AppendRevoke(nil, &wire.Revoke{Topic: []byte("nothing-here")}) }, RoleAdmin},
+		{wire.KindAssign, func(r string) []byte { return wire.AppendAssign(nil, &wire.Assign{Topic: []byte("new-" + r)}) }, security.RoleAdmin},
+		{wire.KindRevoke, func(string) []byte { return wire.AppendRevoke(nil, &wire.Revoke{Topic: []byte("nothing-here")}) }, security.RoleAdmin},
 		{wire.KindUpdatePartition, func(string) []byte {
 			return wire.AppendUpdatePartition(nil, &wire.UpdatePartition{Topic: []byte("shared"), Partitions: 2})
-		}, RoleAdmin},
-		{wire.KindLookup, func(string) []byte { return wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("shared")}) }, RoleRead},
+		}, security.RoleAdmin},
+		{wire.KindLookup, func(string) []byte { return wire.AppendLookup(nil, &wire.Lookup{Topic: []byte("shared")}) }, security.RoleRead},
 		{wire.KindProduce, func(string) []byte {
 			return wire.AppendProduce(nil, &wire.Produce{Topic: []byte("shared"), Epoch: a.Epoch, Records: [][]byte{[]byte("r")}})
-		}, RoleWrite},
+		}, security.RoleWrite},
 		{wire.KindFetch, func(string) []byte {
 			return wire.AppendFetch(nil, &wire.Fetch{Topic: []byte("shared"), Epoch: a.Epoch})
-		}, RoleRead},
-		{wire.KindMembers, func(string) []byte { return nil }, RoleRead},
-		{wire.KindShards, func(string) []byte { return nil }, RoleRead},
-		{wire.KindStatus, func(string) []byte { return nil }, RoleRead},
+		}, security.RoleRead},
+		{wire.KindMembers, func(string) []byte { return nil }, security.RoleRead},
+		{wire.KindShards, func(string) []byte { return nil }, security.RoleRead},
+		{wire.KindStatus, func(string) []byte { return nil }, security.RoleRead},
 		// The operators' requests (an unknown node for those that would
 		// change something).
-		{wire.KindDrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, RoleAdmin},
-		{wire.KindUndrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n1")}) }, RoleAdmin},
+		{wire.KindDrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, security.RoleAdmin},
+		{wire.KindUndrain, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n1")}) }, security.RoleAdmin},
 		{wire.KindTransferLeader, func(string) []byte {
 			return wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: 0, Node: []byte("n1")})
-		}, RoleAdmin},
-		{wire.KindRemoveNode, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, RoleAdmin},
+		}, security.RoleAdmin},
+		{wire.KindRemoveNode, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, security.RoleAdmin},
 	}
 	accepted := n.netio.Counters().ConnsAccepted.Load()
 	for _, tok := range testTokens() {
@@ -245,7 +246,7 @@ func TestTLSCluster(t *testing.T) {
 		withTokens(cfg)
 		mu.Lock()
 		certs[cfg.ID] = ca.Node(t, cfg.ID)
-		cfg.Security.TLS = &TLS{Certificate: certs[cfg.ID].TLS, CA: ca.Pool}
+		cfg.Security.TLS = &security.TLS{Certificate: certs[cfg.ID].TLS, CA: ca.Pool}
 		mu.Unlock()
 	})
 	cl := clientFor(t, c.nodes[1], client.Config{Token: writeToken, TLS: &tls.Config{RootCAs: ca.Pool}})
@@ -289,7 +290,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	t.Parallel()
 	ca := testcerts.NewCA(t, "cluster")
 	c := startClusterWith(t, 1, func(cfg *Config) {
-		cfg.Security.TLS = &TLS{Certificate: ca.Node(t, cfg.ID).TLS, CA: ca.Pool, VerifyClients: true}
+		cfg.Security.TLS = &security.TLS{Certificate: ca.Node(t, cfg.ID).TLS, CA: ca.Pool, VerifyClients: true}
 	})
 	n := c.nodes[0]
 	mine := ca.Client(t, "ops")
@@ -367,7 +368,7 @@ func TestRequestByteBudget(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free)
 	c := startClusterWith(t, 1, func(cfg *Config) {
-		cfg.MaxRequestBytes = MinRequestBytes
+		cfg.MaxRequestBytes = security.MinRequestBytes
 		cfg.testHooks.beforeServe = func() { <-release }
 	})
 	n := c.nodes[0]
@@ -474,16 +475,16 @@ func TestSecurityConfigIsChecked(t *testing.T) {
 	ca := testcerts.NewCA(t, "cluster")
 	serverOnly := ca.Client(t, "n1") // client use only: peers could not dial with it... nor listen
 	for name, mut := range map[string]func(*Config){
-		"short token": func(c *Config) { c.Security.ClientTokens = []Token{{Value: "short", Role: RoleRead}} },
+		"short token": func(c *Config) { c.Security.ClientTokens = []security.Token{{Value: "short", Role: security.RoleRead}} },
 		"repeated token": func(c *Config) {
-			c.Security.ClientTokens = []Token{{Value: adminToken, Role: RoleAdmin}, {Value: adminToken, Role: RoleRead}}
+			c.Security.ClientTokens = []security.Token{{Value: adminToken, Role: security.RoleAdmin}, {Value: adminToken, Role: security.RoleRead}}
 		},
-		"no role":      func(c *Config) { c.Security.ClientTokens = []Token{{Value: adminToken, Role: 0}} },
+		"no role":      func(c *Config) { c.Security.ClientTokens = []security.Token{{Value: adminToken, Role: 0}} },
 		"bad swim key": func(c *Config) { c.Security.SwimKeys = [][]byte{make([]byte, 7)} },
 		"cert of another CA": func(c *Config) {
-			c.Security.TLS = &TLS{Certificate: testcerts.NewCA(t, "x").Node(t, "n1").TLS, CA: ca.Pool}
+			c.Security.TLS = &security.TLS{Certificate: testcerts.NewCA(t, "x").Node(t, "n1").TLS, CA: ca.Pool}
 		},
-		"cert for clients only": func(c *Config) { c.Security.TLS = &TLS{Certificate: serverOnly.TLS, CA: ca.Pool} },
+		"cert for clients only": func(c *Config) { c.Security.TLS = &security.TLS{Certificate: serverOnly.TLS, CA: ca.Pool} },
 		"tiny request budget":   func(c *Config) { c.MaxRequestBytes = 1 << 20 },
 		"huge fetch cap":        func(c *Config) { c.MaxFetchBytes = wire.MaxFrame },
 	} {
@@ -508,7 +509,7 @@ func TestTokenRotation(t *testing.T) {
 	addr, _, _ := n.Addrs()
 	reader, writer := dialToken(t, addr, readToken), dialToken(t, addr, writeToken)
 	const fresh = "fresh-token-0123456789"
-	if err := n.SetClientTokens([]Token{{Value: adminToken, Role: RoleAdmin}, {Value: writeToken, Role: RoleRead}, {Value: fresh, Role: RoleRead}}); err != nil {
+	if err := n.SetClientTokens([]security.Token{{Value: adminToken, Role: security.RoleAdmin}, {Value: writeToken, Role: security.RoleRead}, {Value: fresh, Role: security.RoleRead}}); err != nil {
 		t.Fatal(err)
 	}
 	if code := errCode(reader.do(wire.KindStatus, nil)); code != wire.CodeUnauthorized {

@@ -15,6 +15,7 @@ import (
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/internal/testcerts"
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -131,7 +132,7 @@ func BenchmarkLinks(b *testing.B) {
 		mut := func(*Config) {}
 		if variant == "tls" {
 			clientTLS = &tls.Config{RootCAs: ca.Pool}
-			mut = func(cfg *Config) { cfg.Security.TLS = &TLS{Certificate: ca.Node(b, cfg.ID).TLS, CA: ca.Pool} }
+			mut = func(cfg *Config) { cfg.Security.TLS = &security.TLS{Certificate: ca.Node(b, cfg.ID).TLS, CA: ca.Pool} }
 		}
 		c := startClusterWith(b, 3, mut)
 		var cls []*client.Client

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -84,7 +85,7 @@ type Config struct {
 	ClusterID uint64
 	Secret    []byte
 	// Security: TLS, client tokens and SWIM keys (auth.go).
-	Security Security
+	Security security.Security
 
 	// SwimPreset selects the SWIM timing: "lan" (default: probe 1 s) or
 	// "fast" (five times faster, for a cluster on one machine and tests).
@@ -140,7 +141,7 @@ type Config struct {
 	// MaxRequestBytes bounds the bytes held by the requests not yet
 	// answered (those waiting on raft or on another node included),
 	// decompressed payloads included; beyond it requests are answered
-	// Unavailable (default 256 MiB, at least MinRequestBytes; limits.go).
+	// Unavailable (default 256 MiB, at least security.MinRequestBytes).
 	MaxRequestBytes int64
 	// MaxFetchBytes caps the record bytes one Fetch returns, whatever it
 	// asks for (default 1 MiB, at most MaxFetchBytesLimit).
@@ -162,12 +163,12 @@ type Config struct {
 	// ChangeLogLen is how many changes of topic assignments each shard's
 	// replica keeps for watchers, on disk and in memory, at least (when
 	// there were that many) and, between trims, up to an eighth more (default
-	// DefaultChangeLogLen, at most MaxChangeLogLen; limits.go). A watcher
+	// security.DefaultChangeLogLen, at most security.MaxChangeLogLen). A watcher
 	// that falls further behind is told to list again.
 	ChangeLogLen int
 	// MaxWatchers bounds the watches held open on this node while nothing
 	// changed; beyond it a watch is answered at once (default
-	// DefaultMaxWatchers).
+	// security.DefaultMaxWatchers).
 	MaxWatchers int
 	// RouteCacheEntries bounds the routing cache (topic → owner) that
 	// answers plain lookups for shards this node hosts no replica of;

@@ -5,7 +5,6 @@ import (
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/dispatch"
-	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -34,26 +33,20 @@ func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
 		Admin:       n.admin,
 		Clients:     &n.sec,
 		BeforeServe: n.cfg.testHooks.beforeServe,
-		Env:         dispatchEnv{n},
+		Env:         dispatchEnv{parts{n}},
 	})
 }
 
 // dispatchEnv is what the dispatch room touches of the node. It reads the
 // node's raft host, SWIM and view when called: they are set after New.
-type dispatchEnv struct{ n *Node }
+type dispatchEnv struct{ parts }
 
-func (e dispatchEnv) Now() time.Time                   { return e.n.clock() }
-func (e dispatchEnv) Spawn(f func()) bool              { return e.n.spawn(f) }
-func (e dispatchEnv) Ready() bool                      { return e.n.isReady() }
-func (e dispatchEnv) Born() bool                       { return e.n.born.Load() }
-func (e dispatchEnv) RemovedSelf() bool                { return e.n.removedSelf() }
+func (e dispatchEnv) Ready() bool                      { return e.n.birth.IsReady() }
+func (e dispatchEnv) RemovedSelf() bool                { return e.n.marks.Out() }
 func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.answersLocally(shard) }
 func (e dispatchEnv) ClientAddr(id string) string      { return e.n.clientAddrOf(id) }
 func (e dispatchEnv) Members() dispatch.Members        { return e.n.view.Load() }
 func (e dispatchEnv) SwimMembers() []swim.Member       { return e.n.swim.Members() }
-func (e dispatchEnv) NameOf(id uint64) (string, bool)  { return e.n.nameOf(id) }
-
-func (e dispatchEnv) Submit(op raftmux.Op, done func(raftmux.Result)) { e.n.host.Submit(op, done) }
 
 func (e dispatchEnv) OfferRaft(from string, h wire.Header, frame []byte) bool {
 	if !e.n.in.Offer(from, h, frame) {

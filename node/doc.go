@@ -22,8 +22,8 @@
 //   - The node's own work runs on one schedule (sched.go, runtime.go):
 //     timers, spawned work (node/life, with the node's life cycle) and
 //     the tasks of node/sched. A started node's are the wall clock's and
-//     goroutines; a driven node's (NewDriven, drive.go) its caller's, a
-//     simulation's.
+//     goroutines; a driven node's (NewDriven, drive.go; node/world) its
+//     caller's, a simulation's.
 //
 // # The rooms, and the file here that wires each
 //
@@ -31,7 +31,8 @@
 //   - node/events (events.go): the event loop of SWIM's events and what
 //     raft reports of the hosted replicas.
 //   - node/reconcile (reconcile.go, marks.go): the shard manager, the
-//     owners' moves, strays, the cluster's birth, the operators' marks.
+//     owners' moves, strays, the cluster's birth, the operators' marks
+//     and how they are said.
 //   - node/lease (lease.go), over node/ownership and node/duty: the
 //     ownership protocol (docs/leases.md).
 //   - node/records (records.go): a topic's records on its owner and their
@@ -46,37 +47,23 @@
 //   - node/feed (embed.go): the ownership events and the Guard of a
 //     program that embeds the node (examples/broker).
 //   - node/security (auth.go): credentials, tokens and roles, put on the
-//     transport and SWIM.
-//   - node/view (view.go): the view of the membership, its placement and
-//     the members' raft ids.
+//     transport and SWIM, and the request limits.
+//   - node/view (view.go, hostile.go): the view of the membership, its
+//     placement, the members' raft ids, and which replicas a leader may
+//     create here.
 //   - node/life (runtime.go): the life cycle and the spawned work.
-//   - node/status (status.go): Status and Stats, laid out from what the
-//     rooms, raft, the transport and SWIM counted.
+//   - node/status (status.go, latency.go): Status and Stats, laid out
+//     from what the rooms, raft, the transport and SWIM counted, and the
+//     latency histograms.
+//   - node/birth (node.go): whether the cluster is born, and the node's
+//     readiness.
+//   - node/world (drive.go, runtime.go): what a node needs of the world,
+//     a driven node's Runtime and its raft host's drive.
 //
-// # Birth and readiness
+// # Birth, readiness and requests
 //
-// A node whose store holds no shard waits until SWIM shows
-// Config.BootstrapExpect live members; the first BootstrapExpect of them
-// in id order create the groups of one placement, and any other node joins
-// the cluster already born (node/reconcile, birth.go). A starting node
-// answers client requests Unavailable (with a retry hint) until it is
-// Ready: its cluster is born, it merged every kind of cluster metadata
-// from a peer once (or it is alone), and it knows every shard's leader or
-// a grace period after birth ran out.
-//
-// # Requests
-//
-// Metadata requests are served by the shard leader; any other node
-// forwards them to the leader its table names (at most
-// wire.MaxForwardHops hops), and any node answers ShardLeaders so that a
-// client sends them to the leader itself. A plain Lookup is answered from
-// the node's own replica of the shard (unless that replica has known no
-// leader for two election timeouts) or from the routing cache, emptied
-// every Config.MetadataSyncInterval, where the request was read and
-// without allocating. Produce and Fetch are served by the topic's owner at
-// the request's epoch, under a lease from the shard leader. Every request
-// is bounded by Config.MaxRequests and Config.MaxRequestBytes, and, with
-// client tokens, checked against its token's role.
+// How a cluster is born, when a node is ready and how requests are served
+// are in docs/design.md ("Cluster birth", "Requests").
 //
 // node contains no protocol or storage format of its own beyond the
 // adapters above; those live in wire, swim, raftmux, shardstore and meta.

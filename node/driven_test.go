@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -94,7 +95,7 @@ func newDrivenNode(t *testing.T, edit func(*Config)) (*Node, *drivenWorld) {
 		edit(&cfg)
 	}
 	self := swim.Member{ID: "d1", Generation: 1, State: swim.StateAlive, ClientAddr: "d1:1", PeerAddr: "d1:2", SwimAddr: "d1:3"}
-	n, err := NewDriven(cfg, Runtime{Now: w.clock, After: w.after, Go: w.spawn, Peers: noPeers{}, Swim: aloneMembership{self},
+	n, err := NewDriven(cfg, world.Runtime{Now: w.clock, After: w.after, Go: w.spawn, Peers: noPeers{}, Swim: aloneMembership{self},
 		FS: vfs.NewMem(), Generation: 1, Seed: 1, ClientAddr: "d1:1", PeerAddr: "d1:2"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoalmq/shoal/node/feed"
 )
 
-func eventString(evs []OwnershipEvent) string {
+func eventString(evs []feed.Event) string {
 	parts := make([]string, len(evs))
 	for i, e := range evs {
 		parts[i] = e.String()
@@ -40,7 +42,7 @@ func TestOwnershipEventsAreKeptFromTheFirstCall(t *testing.T) {
 	want := fmt.Sprintf("late+%d/1", late.Epoch)
 	waitUntil(t, 10*time.Second, "the Acquired of late", func() bool { return l.of("late") == want })
 	l.mu.Lock()
-	first := append([]OwnershipEvent(nil), l.events[:2]...)
+	first := append([]feed.Event(nil), l.events[:2]...)
 	l.mu.Unlock()
 	if got := eventString(first); got != fmt.Sprintf("early-a+%d/1 early-b+%d/1", epochs["early-a"], epochs["early-b"]) {
 		t.Fatalf("first events %q: the topics held at the first call, in topic order", got)

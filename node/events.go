@@ -1,10 +1,6 @@
 package node
 
-import (
-	"time"
-
-	"github.com/shoalmq/shoal/node/events"
-)
+import "github.com/shoalmq/shoal/node/events"
 
 // SWIM's membership events and what raft reports of the hosted replicas
 // (leader changes, configurations) are the events room's (node/events):
@@ -24,24 +20,22 @@ func (n *Node) newEvents() (*events.Loop, error) {
 		Leaders:  n.leaders,
 		Lease:    n.lease,
 		Logger:   n.log,
-		Env:      eventsEnv{n},
+		Env:      eventsEnv{parts{n}},
 	})
 }
 
 // eventsEnv is what the events room touches of the node. It reads the
 // node's raft host, peers and SWIM when called: they are set after New.
-type eventsEnv struct{ n *Node }
+type eventsEnv struct{ parts }
 
-func (e eventsEnv) Now() time.Time                  { return e.n.clock() }
-func (e eventsEnv) Kick()                           { e.n.eventsTask.Kick() }
-func (e eventsEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
-func (e eventsEnv) Host() events.Host               { return e.n.host }
-func (e eventsEnv) RemovePeer(member string)        { e.n.net.RemovePeer(member) }
-func (e eventsEnv) Removed(member string) bool      { return e.n.view.Load().Removed(member) }
-func (e eventsEnv) Rebuild()                        { e.n.rebuildView() }
-func (e eventsEnv) RotateCache()                    { e.n.rotateCache() }
-func (e eventsEnv) Birth()                          { e.n.reconciler.Birth() }
-func (e eventsEnv) Ready()                          { e.n.maybeReady() }
+func (e eventsEnv) Kick()                      { e.n.eventsTask.Kick() }
+func (e eventsEnv) Host() events.Host          { return e.n.host }
+func (e eventsEnv) RemovePeer(member string)   { e.n.net.RemovePeer(member) }
+func (e eventsEnv) Removed(member string) bool { return e.n.view.Load().Removed(member) }
+func (e eventsEnv) Rebuild()                   { e.n.rebuildView() }
+func (e eventsEnv) RotateCache()               { e.n.rotateCache() }
+func (e eventsEnv) Birth()                     { e.n.reconciler.Birth() }
+func (e eventsEnv) Ready()                     { e.n.maybeReady() }
 
 func (e eventsEnv) AnnounceLeader(shard, term uint64) {
 	e.n.swim.AnnounceShardLeader(shard, e.n.cfg.ID, term)

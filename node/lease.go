@@ -1,8 +1,7 @@
 package node
 
 import (
-	"time"
-
+	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/raftmux"
@@ -34,22 +33,16 @@ func (n *Node) newLease() (*lease.Agent, error) {
 		Records:       n.records,
 		RoundTimes:    &n.lat.leaseRound,
 		Logger:        n.log,
-		Env:           leaseEnv{n},
+		Env:           leaseEnv{parts{n}},
 	})
 }
 
 // leaseEnv is what the lease room touches of the node. It reads the
 // node's network, raft host and view when called: they are set after
 // New.
-type leaseEnv struct{ n *Node }
+type leaseEnv struct{ parts }
 
-func (e leaseEnv) Now() time.Time                              { return e.n.clock() }
-func (e leaseEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
-func (e leaseEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
-func (e leaseEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
-func (e leaseEnv) Born() bool                                  { return e.n.born.Load() }
-func (e leaseEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
-func (e leaseEnv) ShardEvents() uint64                         { return e.n.events.ShardEvents() }
+func (e leaseEnv) ShardEvents() uint64 { return e.n.events.ShardEvents() }
 
 func (e leaseEnv) PrevSilent(shard uint64, prev string) bool {
 	return e.n.reconciler.PrevSilent(shard, prev)
@@ -74,16 +67,12 @@ func (e leaseEnv) Gone() func(node string) bool {
 	return func(node string) bool { return node != n.cfg.ID && v.Gone(node, knowsAll) }
 }
 
-func (e leaseEnv) ReadIndex(shard uint64, done func(error)) {
-	e.n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) { done(r.Err) })
-}
-
 func (e leaseEnv) Announce(changes []ownership.Change, why lease.Reason) {
-	reason := ReasonSuperseded
+	reason := feed.ReasonSuperseded
 	if why == lease.Closed {
-		reason = ReasonClosed
+		reason = feed.ReasonClosed
 	}
-	e.n.announce(changes, reason)
+	e.n.ownFeed.Announce(changes, reason, e.n.ownedFn)
 }
 
 // propose proposes data on shard and hands the state machine's result to

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/shoalmq/shoal/node/feed"
 )
 
 // Leave leaves gracefully: SWIM announces the leave, leaderships still held
@@ -22,7 +24,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.lease.Release(func(epochs map[string]uint64) {
 		n.records.ExpectHandoffs(epochs)
 		for _, t := range slices.Sorted(maps.Keys(epochs)) {
-			n.ownFeed.Dropped(t, ReasonLeaving)
+			n.ownFeed.Dropped(t, feed.ReasonLeaving)
 		}
 	})
 	// Then leave SWIM: the others drop this node from their rings, so no

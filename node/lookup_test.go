@@ -25,8 +25,8 @@ func cachedRouteNode(tb testing.TB) *Node {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = n.Close() })
-	n.born.Store(true)
-	n.markReady()
+	n.birth.MarkBorn()
+	n.birth.MarkReady()
 	n.view.Store(&view.View{View: reconcile.View{
 		Members: map[string]swim.Member{"n2": {ID: "n2", State: swim.StateAlive, ClientAddr: "127.0.0.1:7102"}},
 		Live:    []string{"n2"}, Dead: map[string]bool{},

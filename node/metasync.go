@@ -1,18 +1,13 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/swim"
 )
 
-// MetadataVersions are the versions of the cluster metadata a node holds
+// MetadataVersions reports the node's versions of the cluster metadata
 // (package metasync says what each counts).
-type MetadataVersions = metasync.Versions
-
-// MetadataVersions reports the node's versions of the cluster metadata.
-func (n *Node) MetadataVersions() MetadataVersions { return n.msync.Versions() }
+func (n *Node) MetadataVersions() metasync.Versions { return n.msync.Versions() }
 
 // newMetaSync is the node's side of the cluster metadata sync, bound to
 // its peers, SWIM, clock and random source through syncEnv.
@@ -23,22 +18,20 @@ func (n *Node) newMetaSync() (*metasync.Sync, error) {
 		PullTimeout: n.cfg.MetadataPullTimeout,
 		Interval:    n.cfg.MetadataSyncInterval,
 		Leaders:     n.leaders,
-		Env:         syncEnv{n},
+		Env:         syncEnv{parts{n}},
 		Logger:      n.log,
 	})
 }
 
 // syncEnv is what the metadata sync touches of the node. It reads the
 // node's network and SWIM when called: both are set after New.
-type syncEnv struct{ n *Node }
+type syncEnv struct{ parts }
 
-func (e syncEnv) Send(peer string, frame []byte) error { return e.n.net.Send(peer, frame) }
-func (e syncEnv) Members() []swim.Member               { return e.n.swim.Members() }
-func (e syncEnv) Join(seeds []string)                  { e.n.swim.Join(seeds) }
-func (e syncEnv) SetMetadataVersion(kind, ver uint64)  { e.n.swim.SetMetadataVersion(kind, ver) }
-func (e syncEnv) Now() time.Time                       { return e.n.clock() }
-func (e syncEnv) IntN(k int) int                       { return e.n.randIntN(k) }
-func (e syncEnv) Merged()                              { e.n.eventsTask.Kick() }
+func (e syncEnv) Members() []swim.Member              { return e.n.swim.Members() }
+func (e syncEnv) Join(seeds []string)                 { e.n.swim.Join(seeds) }
+func (e syncEnv) SetMetadataVersion(kind, ver uint64) { e.n.swim.SetMetadataVersion(kind, ver) }
+func (e syncEnv) IntN(k int) int                      { return e.n.randIntN(k) }
+func (e syncEnv) Merged()                             { e.n.eventsTask.Kick() }
 
 // metadataSynced reports whether the node completed its first full sync of
 // the cluster metadata, or is alone (metasync.Sync.Synced).

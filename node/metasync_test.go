@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoalmq/shoal/node/metasync"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -16,7 +17,7 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	n.born.Store(true)
+	n.birth.MarkBorn()
 	for _, req := range []struct {
 		kind    wire.Kind
 		payload []byte
@@ -30,7 +31,7 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 			t.Fatalf("%v before sync: %v %+v", req.kind, kind, e)
 		}
 	}
-	n.markReady()
+	n.birth.MarkReady()
 	kind, _ := handleNow(n, wire.KindProduce, wire.AppendProduce(nil, &wire.Produce{Topic: []byte("t"), Epoch: 1, Records: [][]byte{{1}}}))
 	var e wire.Error
 	if kind != wire.KindError {
@@ -47,11 +48,11 @@ func TestUnsyncedNodeAnswersUnavailable(t *testing.T) {
 func TestMetadataVersionsConverge(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3)
-	agree := func(size int) MetadataVersions {
+	agree := func(size int) metasync.Versions {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			vs := make([]MetadataVersions, len(c.nodes))
+			vs := make([]metasync.Versions, len(c.nodes))
 			same := true
 			for i, n := range c.nodes {
 				vs[i] = n.MetadataVersions()

@@ -17,6 +17,7 @@ import (
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/admin"
+	"github.com/shoalmq/shoal/node/birth"
 	"github.com/shoalmq/shoal/node/dispatch"
 	"github.com/shoalmq/shoal/node/events"
 	"github.com/shoalmq/shoal/node/feed"
@@ -31,6 +32,7 @@ import (
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/node/watch"
+	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
@@ -70,11 +72,11 @@ type Node struct {
 	// (node/records; records.go).
 	records *records.Keeper
 
-	net  PeerNet // netio or a caller's network
+	net  world.PeerNet // netio or a caller's network
 	rt   *raftio.Transport
 	in   *raftio.Inbound
 	host *raftmux.Host
-	swim Membership // a SWIM driver or a caller's
+	swim world.Membership // a SWIM driver or a caller's
 	// netio and swimDrv are the real transport and SWIM driver (nil when
 	// a caller drives the node); clientAddr and peerAddr what the node
 	// says of itself.
@@ -82,7 +84,7 @@ type Node struct {
 	swimDrv              *swim.Driver
 	clientAddr, peerAddr string
 	// drive: when a driven node's raft host next ticks (NewDriven).
-	drive driveState
+	drive world.Drive
 
 	leaders *router.LeaderTable
 	// cache is the routing cache, emptied every
@@ -101,10 +103,9 @@ type Node struct {
 	lease *lease.Agent
 	// ownFeed: the ownership events for an embedding program, pushed
 	// once a change is durable, in the order the lease room makes
-	// changes, from the first call of OwnershipEvents on (ownFeedOnce;
-	// node/feed, embed.go).
-	ownFeed     *feed.Feed
-	ownFeedOnce sync.Once
+	// changes, from the first call of OwnershipEvents on (node/feed,
+	// embed.go).
+	ownFeed *feed.Feed
 	// The node's duties (sched.go): the events, the reconcile pass, the
 	// ownership messages due (dutyTask), the lease rounds with the rounds
 	// peers send (leaseTask), the replies to this node's rounds, and the
@@ -134,13 +135,10 @@ type Node struct {
 
 	// events: the event loop, and which shards the replicas here lead
 	// (node/events; events.go).
-	events  *events.Loop
-	born    atomic.Bool
-	readyc  chan struct{}
-	ready   atomic.Bool
-	readyAt atomic.Int64 // unix ns
-	readyMu sync.Once
-	bornAt  atomic.Int64
+	events *events.Loop
+	// birth: whether the node's cluster is born and whether the node is
+	// ready (node/birth).
+	birth *birth.State
 
 	// marks: the operators' marks (drain, removals; marks.go); viewDirty
 	// asks the event loop to rebuild the view although SWIM's members
@@ -227,7 +225,6 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		store:   store,
 		rs:      raftio.NewStorage(store, localShard),
 		leaders: router.NewLeaderTable(cfg.Shards),
-		readyc:  make(chan struct{}),
 		adm:     serve.NewAdmission(cfg.MaxRequests, cfg.MaxRequestBytes),
 
 		clock:     clock,
@@ -275,12 +272,12 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 			return nil, err
 		}
 	}
-	if born, err := store.Born(); err != nil {
+	born, err := store.Born()
+	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("node: read birth marker: %w", err)
-	} else if born {
-		n.born.Store(true)
 	}
+	n.birth = birth.New(birth.Config{Born: born, Persist: n.persistBirth, Clock: clock, Logger: n.log})
 	return n, nil
 }
 
@@ -367,37 +364,21 @@ func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
 
 // Ready is closed once the node serves requests: its cluster is born and
 // it knows the leader of every shard (or a grace period after birth ran out).
-func (n *Node) Ready() <-chan struct{} { return n.readyc }
-
-func (n *Node) isReady() bool { return n.ready.Load() }
-
-func (n *Node) markReady() {
-	n.readyMu.Do(func() {
-		n.readyAt.Store(n.clock().UnixNano())
-		n.ready.Store(true)
-		close(n.readyc)
-	})
-}
+func (n *Node) Ready() <-chan struct{} { return n.birth.Ready() }
 
 // maybeReady marks a born node ready once its cluster metadata is synced
 // and it knows its leaders (reconcile.Controller.Ready).
 func (n *Node) maybeReady() {
-	if n.isReady() || !n.born.Load() {
-		return
-	}
-	if at := n.bornAt.Load(); at == 0 {
-		n.bornAt.Store(n.clock().UnixNano())
-	}
-	var rows []router.ShardLeader
-	rows, _ = n.leaders.Snapshot(rows)
-	if !n.metadataSynced() {
-		return
-	}
-	if n.rec.Ready(len(rows), time.Unix(0, n.bornAt.Load()), n.clock()) {
+	n.birth.Check(func(bornAt time.Time) bool {
+		var rows []router.ShardLeader
+		rows, _ = n.leaders.Snapshot(rows)
+		if !n.metadataSynced() || !n.rec.Ready(len(rows), bornAt, n.clock()) {
+			return false
+		}
 		vs := n.MetadataVersions()
 		n.log.Info("ready", "leaders_known", len(rows), "membership_version", vs.Membership, "ring_version", vs.Ring, "leader_version", vs.ShardLeaders)
-		n.markReady()
-	}
+		return true
+	})
 }
 
 // Addrs returns the bound client, peer and SWIM addresses (empty before
@@ -441,16 +422,11 @@ func (n *Node) cacheStats() router.CacheStats { return n.routes().Stats() }
 
 func (n *Node) nameOf(id uint64) (string, bool) { return n.views.NameOf(id) }
 
-func (n *Node) markBorn() {
-	if n.born.Swap(true) {
-		return
-	}
-	n.bornAt.Store(n.clock().UnixNano())
+// persistBirth writes the birth marker (birth.Config.Persist).
+func (n *Node) persistBirth() error {
 	b := n.store.NewBatch()
 	b.PutBorn()
-	if err := b.Commit(true); err != nil {
-		n.log.Error("node: persist birth marker", "err", err)
-	}
+	return b.Commit(true)
 }
 
 // Close stops the node abruptly but cleanly: SWIM stops without a word,
@@ -490,7 +466,7 @@ func (n *Node) Close() error {
 // openRaft builds the raft transport over peers, the raft host (its
 // configuration as Start and NewDriven share it, then adjusted) and its
 // inbound, and marks a node whose store holds shards born.
-func (n *Node) openRaft(peers PeerNet, adjust func(*raftmux.Config)) error {
+func (n *Node) openRaft(peers world.PeerNet, adjust func(*raftmux.Config)) error {
 	n.rt = raftio.NewTransport(peers, n.nameOf)
 	hc := n.hostConfig()
 	if adjust != nil {
@@ -504,8 +480,8 @@ func (n *Node) openRaft(peers PeerNet, adjust func(*raftmux.Config)) error {
 	if n.in, err = raftio.NewInbound(raftio.InboundConfig{Receiver: host, RaftID: RaftID, Logger: n.log}); err != nil {
 		return fmt.Errorf("node: raft inbound: %w", err)
 	}
-	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.born.Load() {
-		n.markBorn()
+	if ids, _ := n.rs.Shards(); len(ids) > 0 && !n.birth.Born() {
+		n.birth.MarkBorn()
 	}
 	return nil
 }

@@ -16,12 +16,6 @@ import (
 // room is given the node's parts; the reconcile task runs the Driver's
 // passes, and the event loop its birth.
 
-// leaderTransfersPerPass bounds the leaderships one pass of the shard
-// manager hands to their preferred replicas (reconcile Config.MaxTransfers):
-// after a cold start of 10,000 shards on 3 nodes about 6,700 of them
-// move, which at 4 a pass took minutes.
-const leaderTransfersPerPass = 64
-
 // newReconcile builds the node's reconcile room: its Controller.
 func (n *Node) newReconcile() (*reconcile.Controller, error) {
 	return reconcile.New(reconcile.Config{
@@ -29,13 +23,13 @@ func (n *Node) newReconcile() (*reconcile.Controller, error) {
 		Shards:          n.cfg.Shards,
 		Replicas:        n.cfg.Replicas,
 		MaxConfChanges:  n.cfg.MaxConfChanges,
-		MaxTransfers:    leaderTransfersPerPass,
+		MaxTransfers:    reconcile.DefaultMaxTransfers,
 		BootstrapExpect: n.cfg.BootstrapExpect,
 		Interval:        n.cfg.ReconcileInterval,
 		Lease:           n.cfg.LeaseDuration,
 		RaftID:          RaftID,
 		Leaders:         n.leaders,
-		Env:             reconcileEnv{n},
+		Env:             reconcileEnv{parts{n}},
 	})
 }
 
@@ -47,32 +41,23 @@ func (n *Node) newReconciler() (*reconcile.Driver, error) {
 		Machine:    n.sm,
 		Join:       n.cfg.Join,
 		Logger:     n.log,
-		Env:        reconcileEnv{n},
+		Env:        reconcileEnv{parts{n}},
 	})
 }
 
 // reconcileEnv is what the reconcile room reads and does of the node. It
 // reads the node's raft host and peers when called: they are set after
 // New.
-type reconcileEnv struct{ n *Node }
+type reconcileEnv struct{ parts }
 
-func (e reconcileEnv) NameOf(id uint64) (string, bool) { return e.n.nameOf(id) }
-func (e reconcileEnv) HoldsBack(shard uint64) bool     { return e.n.lease.HoldsBack(shard) }
-func (e reconcileEnv) Now() time.Time                  { return e.n.clock() }
-func (e reconcileEnv) View() *reconcile.View           { return e.n.view.Load().Rec() }
-func (e reconcileEnv) Born() bool                      { return e.n.born.Load() }
-func (e reconcileEnv) MarkBorn()                       { e.n.markBorn() }
-func (e reconcileEnv) Leads(shard uint64) bool         { return e.n.events.Leads(shard) }
-func (e reconcileEnv) ShardEvents() uint64             { return e.n.events.ShardEvents() }
-func (e reconcileEnv) Host() reconcile.Host            { return e.n.host }
+func (e reconcileEnv) HoldsBack(shard uint64) bool { return e.n.lease.HoldsBack(shard) }
+func (e reconcileEnv) View() *reconcile.View       { return e.n.view.Load().Rec() }
+func (e reconcileEnv) MarkBorn()                   { e.n.birth.MarkBorn() }
+func (e reconcileEnv) Leads(shard uint64) bool     { return e.n.events.Leads(shard) }
+func (e reconcileEnv) ShardEvents() uint64         { return e.n.events.ShardEvents() }
+func (e reconcileEnv) Host() reconcile.Host        { return e.n.host }
 
-func (e reconcileEnv) ReadyAt() time.Time {
-	var at time.Time
-	if ns := e.n.readyAt.Load(); ns != 0 {
-		at = time.Unix(0, ns)
-	}
-	return at
-}
+func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
 
 func (e reconcileEnv) Propose(shard uint64, cmd []byte, done func(*shardsm.Result, error)) {
 	e.n.propose(shard, cmd, func(res any, err error) {

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/records"
 	"github.com/shoalmq/shoal/swim"
@@ -16,19 +14,11 @@ import (
 // when an OpenTopic or a CloseTopic applies, and Leave when the node
 // leaves.
 
-// MaxOffsetEpoch is the highest epoch a topic may take records at
-// (records.MaxOffsetEpoch).
-const MaxOffsetEpoch = records.MaxOffsetEpoch
-
-// ErrOffsetSpace is wrapped by the refusal of a produce at an epoch above
-// MaxOffsetEpoch.
-var ErrOffsetSpace = records.ErrOffsetSpace
-
 // newRecords builds the node's records room.
 func (n *Node) newRecords() (*records.Keeper, error) {
 	return records.New(records.Config{
 		Store:          n.store,
-		Env:            recordsEnv{n},
+		Env:            recordsEnv{parts{n}},
 		HandoffTimeout: n.cfg.HandoffTimeout,
 		PullWait:       n.cfg.LeaseRenewInterval,
 		MaxFetchBytes:  n.cfg.MaxFetchBytes,
@@ -42,7 +32,7 @@ func (n *Node) newRecords() (*records.Keeper, error) {
 
 // recordsEnv is what the records room touches of the node. It reads the
 // node's network, context and view when called: they are set after New.
-type recordsEnv struct{ n *Node }
+type recordsEnv struct{ parts }
 
 func (e recordsEnv) Serve(topic []byte, epoch uint64) (uint64, ownership.Refusal) {
 	t, r := e.n.lease.Serve(topic, epoch)
@@ -65,9 +55,5 @@ func (e recordsEnv) PeerAlive(peer string) bool {
 
 func (e recordsEnv) PeerDead(peer string) bool { return e.n.view.Load().Died(peer) }
 
-func (e recordsEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
-func (e recordsEnv) Now() time.Time                              { return e.n.clock() }
-func (e recordsEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
-func (e recordsEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
-func (e recordsEnv) Resume(f func())                             { e.n.resume(f) }
-func (e recordsEnv) Stopped() bool                               { return e.n.life.Stopped() }
+func (e recordsEnv) Resume(f func()) { e.n.resume(f) }
+func (e recordsEnv) Stopped() bool   { return e.n.life.Stopped() }

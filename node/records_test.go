@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/records"
 )
 
 // eventLog records a node's ownership events as they arrive.
 type eventLog struct {
 	mu     sync.Mutex
-	events []OwnershipEvent
+	events []feed.Event
 	done   chan struct{}
 }
 
@@ -38,7 +39,7 @@ func watchEvents(n *Node) *eventLog {
 func (l *eventLog) of(topic string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var evs []OwnershipEvent
+	var evs []feed.Event
 	for _, e := range l.events {
 		if e.Topic == topic {
 			evs = append(evs, e)
@@ -148,7 +149,7 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 	if got := s.fetchAll(ctx, cl, topic); fmt.Sprint(got) != "[a0 a1 a2 b0]" {
 		t.Fatalf("n1 after n2→n1 serves %v", got)
 	}
-	if err := n2.Guard(topic, a1.Epoch).Check(); !errors.Is(err, ErrNotServing) {
+	if err := n2.Guard(topic, a1.Epoch).Check(); !errors.Is(err, feed.ErrNotServing) {
 		t.Fatalf("n2's guard after the move: %v", err)
 	}
 	a3 := assignTo(t, cl, topic, "n2")

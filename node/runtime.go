@@ -4,36 +4,34 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node/dispatch"
-	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/raftmux"
 )
 
-// What a node needs of the world, as interfaces: Start wires the real
-// parts (netio, a SWIM driver, the clock and goroutines), StartDriven a
-// caller's (a simulation's network, membership and virtual clock).
-
-// PeerNet carries frames to other nodes (netio.Transport).
-type PeerNet interface {
-	// Send queues frame for node; an error means it was not sent.
-	Send(node string, frame []byte) error
-	// SetPeerAddr records where node listens for peers.
-	SetPeerAddr(node, addr string)
-	// RemovePeer forgets node.
-	RemovePeer(node string)
-}
+// What a node needs of the world, as interfaces, is node/world's: Start
+// wires the real parts (netio, a SWIM driver, the clock and goroutines),
+// NewDriven a caller's (a simulation's network, membership and virtual
+// clock; world.Runtime).
 
 // Conn is the connection a frame arrived on (netio.Conn): the answer goes
 // back on it (dispatch.Conn).
 type Conn = dispatch.Conn
 
-// Membership is the node's view of SWIM (swim.Driver).
-type Membership interface {
-	Members() []swim.Member
-	Self() swim.Member
-	AnnounceShardLeader(shard uint64, leader string, term uint64)
-	SetMetadataVersion(kind, version uint64)
-	// SetMeta replaces what this node says of itself (swim.Node.SetMeta).
-	SetMeta(meta []byte) error
-	Join(seeds []string)
+// parts are what most rooms' Envs ask of the node alike: its clock,
+// timers and spawned work, its peers, the members' names, its raft host's
+// reads and ops, and its birth. Each room's Env embeds them. They read
+// the node's network and raft host when called: those are set after New.
+type parts struct{ n *Node }
+
+func (p parts) Now() time.Time                                  { return p.n.clock() }
+func (p parts) After(d time.Duration, f func()) func() bool     { return p.n.after(d, f) }
+func (p parts) Spawn(f func()) bool                             { return p.n.spawn(f) }
+func (p parts) Send(peer string, frame []byte) error            { return p.n.net.Send(peer, frame) }
+func (p parts) NameOf(id uint64) (string, bool)                 { return p.n.nameOf(id) }
+func (p parts) Born() bool                                      { return p.n.birth.Born() }
+func (p parts) Submit(op raftmux.Op, done func(raftmux.Result)) { p.n.host.Submit(op, done) }
+
+func (p parts) ReadIndex(shard uint64, done func(error)) {
+	p.n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) { done(r.Err) })
 }
 
 // after runs f after d on the node's clock; stop cancels it and reports

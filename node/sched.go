@@ -12,15 +12,10 @@ import (
 // due, the lease rounds with the rounds peers send, the replies to this
 // node's rounds, and the raft frames from peers.
 
-// schedEnv is what the node's tasks run on.
-type schedEnv struct{ n *Node }
-
-func (e schedEnv) Now() time.Time                              { return e.n.clock() }
-func (e schedEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
-func (e schedEnv) Spawn(f func()) bool                         { return e.n.spawn(f) }
-
+// newTask builds a task of the node's that runs run, on the node's
+// clock, timers and spawned work.
 func newTask(n *Node, run func(time.Time) time.Time) *sched.Task {
-	return sched.NewTask(schedEnv{n}, run)
+	return sched.NewTask(parts{n}, run)
 }
 
 // startDuties starts the node's tasks (Start and NewDriven): each runs

@@ -7,7 +7,6 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
-	"github.com/shoalmq/shoal/raftmux"
 )
 
 // Metadata requests (Assign, Revoke, UpdatePartition, Lookup) and the
@@ -30,24 +29,20 @@ func (n *Node) newServer(firstForward uint64, own *session.Writer) (*serve.Serve
 		Leaders:      n.leaders,
 		Routes:       n.cache,
 		Session:      own,
-		Env:          serveEnv{n},
+		Env:          serveEnv{parts{n}},
 	})
 }
 
 // serveEnv is what the serve room touches of the node. It reads the
 // node's network, raft host and view when called: they are set after
 // New.
-type serveEnv struct{ n *Node }
+type serveEnv struct{ parts }
 
-func (e serveEnv) Send(peer string, frame []byte) error        { return e.n.net.Send(peer, frame) }
-func (e serveEnv) Now() time.Time                              { return e.n.clock() }
-func (e serveEnv) After(d time.Duration, f func()) func() bool { return e.n.after(d, f) }
-func (e serveEnv) ClientAddr(id string) string                 { return e.n.clientAddrOf(id) }
-func (e serveEnv) Members() serve.Members                      { return e.n.view.Load() }
-func (e serveEnv) NameOf(id uint64) (string, bool)             { return e.n.nameOf(id) }
-func (e serveEnv) Leads(shard uint32) bool                     { return e.n.events.Leads(uint64(shard)) }
-func (e serveEnv) Deposed(shard uint64)                        { e.n.events.Deposed(shard) }
-func (e serveEnv) LeadsAt(shard uint64) (uint64, bool)         { return e.n.lease.LeadsAt(shard) }
+func (e serveEnv) ClientAddr(id string) string         { return e.n.clientAddrOf(id) }
+func (e serveEnv) Members() serve.Members              { return e.n.view.Load() }
+func (e serveEnv) Leads(shard uint32) bool             { return e.n.events.Leads(uint64(shard)) }
+func (e serveEnv) Deposed(shard uint64)                { e.n.events.Deposed(shard) }
+func (e serveEnv) LeadsAt(shard uint64) (uint64, bool) { return e.n.lease.LeadsAt(shard) }
 
 func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.lease.Proof(shard, term, at) }
 
@@ -61,10 +56,6 @@ func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
 
 func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
 	return e.n.answersLocally(shard) && e.n.sm.Hosted(shard, fn)
-}
-
-func (e serveEnv) ReadIndex(shard uint64, done func(error)) {
-	e.n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(r raftmux.Result) { done(r.Err) })
 }
 
 func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {

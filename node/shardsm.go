@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/shardsm"
 )
 
@@ -18,7 +19,7 @@ import (
 func (n *Node) newStateMachine() *shardsm.Machine {
 	logLen := n.cfg.ChangeLogLen
 	if logLen == 0 {
-		logLen = DefaultChangeLogLen
+		logLen = security.DefaultChangeLogLen
 	}
 	return shardsm.New(shardsm.Config{
 		Store:        n.store,

@@ -5,15 +5,9 @@ import (
 	"github.com/shoalmq/shoal/router"
 )
 
-// Status is what `shoalctl status` shows of a node (status.Status).
-type Status = status.Status
-
-// Stats are the node's counters, for metrics (status.Stats).
-type Stats = status.Stats
-
-// Status reports the node's status.
-func (n *Node) Status() Status {
-	st := Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.isReady()}
+// Status reports the node's status: what `shoalctl status` shows.
+func (n *Node) Status() status.Status {
+	st := status.Status{Node: n.cfg.ID, Generation: n.gen, ShardsLed: n.events.Led(), TopicsOwned: n.lease.Owned(), Ready: n.birth.IsReady()}
 	if v := n.view.Load(); v != nil {
 		st.MembersAlive = len(v.Live)
 	}
@@ -29,9 +23,10 @@ func (n *Node) ShardLeader(shard uint32) (leader string, term uint64, ok bool) {
 	return n.leaders.Get(shard)
 }
 
-// Stats returns a snapshot of the counters, gathered from the rooms, the
-// raft host, the transport and SWIM (status.Parts lays them out).
-func (n *Node) Stats() Stats {
+// Stats returns a snapshot of the node's counters, for metrics, gathered
+// from the rooms, the raft host, the transport and SWIM (status.Parts lays
+// them out).
+func (n *Node) Stats() status.Stats {
 	p := status.Parts{
 		Dispatch:            n.disp.Stats(),
 		Serve:               n.srv.Stats(),

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/node/view"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -21,21 +19,20 @@ func (n *Node) newViews() (*view.Builder, error) {
 		Shards:   n.cfg.Shards,
 		Replicas: n.cfg.Replicas,
 		Logger:   n.log,
-		Env:      viewEnv{n},
+		Env:      viewEnv{parts{n}},
 	})
 }
 
 // viewEnv is what the view room tells the node. It reads the node's raft
 // host and network when called: they are set after New.
-type viewEnv struct{ n *Node }
+type viewEnv struct{ parts }
 
 func (e viewEnv) Marks(ms []swim.Member) (drained, removed map[string]bool) {
-	return e.n.applyMarks(ms)
+	return e.n.marks.Apply(ms)
 }
 func (e viewEnv) NodeDead(id uint64)          { e.n.host.NodeDead(id) }
 func (e viewEnv) NodeAlive(id uint64)         { e.n.host.NodeAlive(id) }
 func (e viewEnv) SetPeerAddr(id, addr string) { e.n.net.SetPeerAddr(id, addr) }
-func (e viewEnv) Now() time.Time              { return e.n.clock() }
 
 // rebuildView rebuilds the view from SWIM's members (and the marks, when
 // they changed: viewDirty) and publishes it, unless nothing changed.

@@ -6,7 +6,6 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/watch"
-	"github.com/shoalmq/shoal/raftmux"
 )
 
 // Watch and ListTopics are answered by the watch room (node/watch) from
@@ -21,7 +20,7 @@ func (n *Node) newWatch() (*watch.Server, error) {
 		Shards:      int(n.cfg.Shards),
 		MaxWatchers: n.cfg.MaxWatchers,
 		MaxWait:     n.cfg.RequestTimeout / 2,
-		Replicas:    watchReplicas{n},
+		Replicas:    watchReplicas{parts{n}},
 		OwnerAddr:   n.clientAddrOf,
 		Clock:       n.clock,
 		After:       n.after,
@@ -31,14 +30,10 @@ func (n *Node) newWatch() (*watch.Server, error) {
 }
 
 // watchReplicas are this node's replicas, as the watch room reads them.
-type watchReplicas struct{ n *Node }
+type watchReplicas struct{ parts }
 
 func (r watchReplicas) Hosted() ([]uint64, error) { return r.n.rs.Shards() }
 
 func (r watchReplicas) Read(shard uint64, fn func(l *watch.Log, topics iter.Seq[meta.Assignment])) error {
 	return r.n.sm.WithShard(shard, func(s *shardsm.Shard) { fn(s.Log, s.State.Topics()) })
-}
-
-func (r watchReplicas) ReadIndex(shard uint64, done func(err error)) {
-	r.n.host.Submit(raftmux.Op{Kind: raftmux.OpReadIndex, Shard: shard}, func(res raftmux.Result) { done(res.Err) })
 }

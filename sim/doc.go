@@ -36,7 +36,7 @@
 //   - one owner at a time, where it happens: the writes each node
 //     acknowledged for a topic at one epoch span an interval of virtual
 //     time, from the instant the node took the topic at that epoch if
-//     that is earlier (node.Runtime.Owned), and no two such intervals
+//     that is earlier (world.Runtime.Owned), and no two such intervals
 //     overlap or run against epoch order; and no node takes a topic at
 //     an epoch it closed (a late OpenTopic after its CloseTopic);
 //   - as the clients saw it (history.Check): no write acknowledged at an

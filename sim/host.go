@@ -10,6 +10,7 @@ import (
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -159,7 +160,7 @@ func (h *host) startNode() error {
 			}
 		},
 	}
-	n, err := node.NewDriven(cfg, node.Runtime{
+	n, err := node.NewDriven(cfg, world.Runtime{
 		Now:        h.clock,
 		After:      h.afterFunc,
 		Go:         h.goFunc,

@@ -18,7 +18,7 @@ import (
 // writes through the clients, whose answers arrive later.)
 //
 // A tenure begins, if earlier than its first acknowledgement, when its
-// node durably took the topic at that epoch (node.Runtime.Held): the
+// node durably took the topic at that epoch (world.Runtime.Owned): the
 // topic's leader opens a new owner only once every earlier owner's lease
 // has run out, so no earlier owner acknowledges a write from then on,
 // whether or not the new owner has acknowledged one yet. (A node that
@@ -46,7 +46,7 @@ func (w *World) noteAnswer(node, topic string, frame []byte) {
 	w.acks = append(w.acks, writeAck{topic: topic, node: node, epoch: a.Epoch, at: w.now})
 }
 
-// noteOwned records a durable ownership change of h's (node.Runtime.Owned):
+// noteOwned records a durable ownership change of h's (world.Runtime.Owned):
 // the instant it took topic at epoch held, and the floor below which it
 // closed the topic for good. An epoch a node closed never comes back to
 // it: a late or duplicated OpenTopic it took anyway would announce to

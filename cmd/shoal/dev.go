@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/security"
 )
 
 // devOptions is a parsed `shoal dev` command line.
@@ -181,7 +182,7 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 			Shards: o.shards, Replicas: o.replicas,
 			SwimPreset: "fast",
 			// On loopback, without credentials, on purpose.
-			Security: node.Security{InsecureOK: true},
+			Security: security.Security{InsecureOK: true},
 			Logger:   logger,
 		})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -71,9 +72,9 @@ type nodeOptions struct {
 	tokenFile, swimKeyFile string
 	tlsCert, tlsKey, tlsCA string
 	tlsClientAuth          bool
-	tokens                 []node.Token
+	tokens                 []security.Token
 	swimKeys               [][]byte
-	tls                    *node.TLS
+	tls                    *security.TLS
 }
 
 const nodeUsage = `usage: shoal node --id ID --data DIR --client-addr H:P --peer-addr H:P --swim-addr H:P [flags]
@@ -231,7 +232,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.IntVar(&o.memtableMiB, "store-memtable-mib", int(shardstore.DefaultMemTableBytes>>20), "")
 	fs.StringVar(&o.logSync, "store-log-sync", "raw", "")
 	fs.DurationVar(&o.logSyncGap, "store-log-sync-gap", node.DefaultStoreLogSyncGap, "")
-	fs.IntVar(&o.changeLogLen, "change-log-len", node.DefaultChangeLogLen, "")
+	fs.IntVar(&o.changeLogLen, "change-log-len", security.DefaultChangeLogLen, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.levelArg, "log-level", "info", "")
 	return fs
@@ -308,7 +309,7 @@ func (o *nodeOptions) readCredentials() error {
 	case n < 3:
 		return usagef("--tls-cert, --tls-key and --tls-ca go together (the node's certificate, its key, the cluster CA)")
 	default:
-		t, err := node.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA)
+		t, err := security.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -318,14 +319,14 @@ func (o *nodeOptions) readCredentials() error {
 	return nil
 }
 
-func readTokens(path string) ([]node.Token, error) {
+func readTokens(path string) ([]security.Token, error) {
 	b, err := readSmallFile(path)
 	if err != nil {
 		return nil, err
 	}
-	toks, err := node.ParseTokens(bytes.NewReader(b))
+	toks, err := security.ParseTokens(bytes.NewReader(b))
 	if err != nil {
-		return nil, dropPrefix(err, node.ErrTokenFile)
+		return nil, dropPrefix(err, security.ErrTokenFile)
 	}
 	return toks, nil
 }
@@ -533,8 +534,8 @@ func (o *nodeOptions) validate() error {
 	if o.maxClockDrift < 0 || o.maxClockDrift > 0.1 {
 		return usagef("--max-clock-drift %v: must be 0 to 0.1", o.maxClockDrift)
 	}
-	if o.changeLogLen < 1 || o.changeLogLen > node.MaxChangeLogLen {
-		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, node.MaxChangeLogLen)
+	if o.changeLogLen < 1 || o.changeLogLen > security.MaxChangeLogLen {
+		return usagef("--change-log-len %d: must be 1 to %d", o.changeLogLen, security.MaxChangeLogLen)
 	}
 	if o.logSync != "raw" && o.logSync != "runtime" {
 		return usagef("--store-log-sync %q: must be raw or runtime", o.logSync)

@@ -10,11 +10,12 @@ import (
 	"github.com/shoalmq/shoal/internal/histogram"
 	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/status"
 )
 
-// metric exports one field of node.Stats.
+// metric exports one field of status.Stats.
 type metric struct {
-	field  string // path in node.Stats, e.g. "Swim.Core.Probes"
+	field  string // path in status.Stats, e.g. "Swim.Core.Probes"
 	name   string // without the shoal_ prefix
 	help   string
 	kind   prometheus.ValueType
@@ -26,7 +27,7 @@ const (
 	gauge   = prometheus.GaugeValue
 )
 
-// metrics is every counter of node.Stats, by area. Names follow the
+// metrics is every counter of status.Stats, by area. Names follow the
 // Prometheus conventions: _total for counters, base units.
 var metrics = []metric{
 	// SWIM membership.
@@ -154,7 +155,7 @@ var metrics = []metric{
 	{"Security.RequestBytesRefused", "requests_over_byte_budget_total", "Requests answered Unavailable because their bytes would pass the node's request byte budget.", counter, ""},
 }
 
-// notExported are node.Stats fields left out on purpose, with the reason.
+// notExported are status.Stats fields left out on purpose, with the reason.
 var notExported = map[string]string{
 	"Swim.Core.PacketsIn":  "the driver's Swim.PacketsIn counts the same datagrams",
 	"Swim.Core.PacketsOut": "the driver's Swim.PacketsOut counts the same datagrams",
@@ -171,7 +172,7 @@ type nodeCollector struct {
 	hists                                         histDescs
 }
 
-// histDescs are the latency histograms of a node (node.Latencies).
+// histDescs are the latency histograms of a node (node.Node.Latencies).
 type histDescs struct {
 	requests, requestsTotal        *prometheus.Desc // by op and code
 	forward, raftCommit, storeSync *prometheus.Desc
@@ -210,7 +211,7 @@ func newHistDescs(labels prometheus.Labels) histDescs {
 }
 
 // collect sends the histograms of l.
-func (d *histDescs) collect(ch chan<- prometheus.Metric, l node.Latencies) {
+func (d *histDescs) collect(ch chan<- prometheus.Metric, l status.Latencies) {
 	hist := func(desc *prometheus.Desc, s histogram.Snapshot, labels ...string) {
 		ch <- prometheus.MustNewConstHistogram(desc, s.Count, s.SumSeconds, s.Buckets(), labels...)
 	}
@@ -283,7 +284,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range metrics {
 		v, err := statsField(stats, m.field)
 		if err != nil {
-			// The table and node.Stats disagree; TestMetricsCoverStats
+			// The table and status.Stats disagree; TestMetricsCoverStats
 			// catches this before a build ships.
 			ch <- prometheus.NewInvalidMetric(c.descs[m.name], err)
 			continue

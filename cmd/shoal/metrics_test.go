@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/status"
 )
 
 // leafFields lists the dotted paths of every non-struct field of t.
@@ -25,7 +25,7 @@ func leafFields(t reflect.Type, prefix string) []string {
 	return out
 }
 
-// TestMetricsCoverStats keeps the metrics table and node.Stats in step:
+// TestMetricsCoverStats keeps the metrics table and status.Stats in step:
 // every counter the node keeps is exported (or listed in notExported with
 // a reason), and every metric reads a numeric field that exists.
 func TestMetricsCoverStats(t *testing.T) {
@@ -36,7 +36,7 @@ func TestMetricsCoverStats(t *testing.T) {
 			t.Errorf("%s exported twice", m.field)
 		}
 		exported[m.field] = true
-		if _, err := statsField(reflect.ValueOf(node.Stats{}), m.field); err != nil {
+		if _, err := statsField(reflect.ValueOf(status.Stats{}), m.field); err != nil {
 			t.Error(err)
 		}
 		if prev, ok := names[m.name]; ok && (prev.reason == "" || m.reason == "" || prev.help != m.help || prev.kind != m.kind) {
@@ -47,9 +47,9 @@ func TestMetricsCoverStats(t *testing.T) {
 			t.Errorf("counter %s should end in _total", m.name)
 		}
 	}
-	for _, f := range leafFields(reflect.TypeFor[node.Stats](), "") {
+	for _, f := range leafFields(reflect.TypeFor[status.Stats](), "") {
 		if !exported[f] && notExported[f] == "" {
-			t.Errorf("node.Stats.%s is not exported as a metric", f)
+			t.Errorf("status.Stats.%s is not exported as a metric", f)
 		}
 	}
 }

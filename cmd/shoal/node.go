@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/security"
 )
 
 // leaveTimeout bounds a graceful stop: leaving SWIM, handing off the
@@ -36,7 +37,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Replicas:        o.replicas,
 		ClusterID:       o.clusterID,
 		Secret:          o.secret,
-		Security:        node.Security{TLS: o.tls, ClientTokens: o.tokens, SwimKeys: o.swimKeys},
+		Security:        security.Security{TLS: o.tls, ClientTokens: o.tokens, SwimKeys: o.swimKeys},
 		SwimPreset:      o.swimPreset,
 		Logger:          logger,
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/internal/testcerts"
-	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/security"
 )
 
 const (
@@ -33,7 +33,7 @@ func TestCredentialFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.tokens) != 2 || o.tokens[0].Role != node.RoleAdmin || o.tokens[1].Role != node.RoleRead || o.tokens[1].Value != testRead {
+	if len(o.tokens) != 2 || o.tokens[0].Role != security.RoleAdmin || o.tokens[1].Role != security.RoleRead || o.tokens[1].Value != testRead {
 		t.Fatalf("tokens %+v", o.tokens)
 	}
 	if len(o.swimKeys) != 2 || len(o.swimKeys[0]) != 32 || len(o.swimKeys[1]) != 16 {

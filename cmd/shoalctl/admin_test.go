@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/security"
 )
 
 // startRealCluster starts size nodes of cluster 7 in this process and
@@ -150,7 +151,7 @@ func TestShoalctlAdminNeedsTheAdminRole(t *testing.T) {
 	n, err := node.New(node.Config{
 		ID: "n1", DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", SwimAddr: "127.0.0.1:0",
 		BootstrapExpect: 1, Shards: 4, Replicas: 1, ClusterID: 7, SwimPreset: "fast", Logger: slog.New(slog.DiscardHandler),
-		Security: node.Security{ClientTokens: []node.Token{{Value: admin, Role: node.RoleAdmin}, {Value: writer, Role: node.RoleWrite}}},
+		Security: security.Security{ClientTokens: []security.Token{{Value: admin, Role: security.RoleAdmin}, {Value: writer, Role: security.RoleWrite}}},
 	})
 	if err != nil {
 		t.Fatal(err)

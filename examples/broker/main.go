@@ -24,11 +24,12 @@ import (
 
 	"github.com/shoalmq/shoal/client"
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/feed"
 )
 
 // topicLog is the broker's own log of one topic it owns.
 type topicLog struct {
-	guard   node.Guard
+	guard   feed.Guard
 	records []string
 }
 
@@ -45,15 +46,15 @@ func (b *broker) follow(acquired chan<- string) {
 	for ev := range b.n.OwnershipEvents() {
 		b.mu.Lock()
 		switch ev.Kind {
-		case node.Acquired:
+		case feed.Acquired:
 			b.topics[ev.Topic] = &topicLog{guard: b.n.Guard(ev.Topic, ev.Epoch)}
 			fmt.Fprintf(b.out, "acquired %s at epoch %d with %d partition(s)\n", ev.Topic, ev.Epoch, ev.Partitions)
-		case node.Released:
+		case feed.Released:
 			delete(b.topics, ev.Topic)
 			fmt.Fprintf(b.out, "released %s at epoch %d: %s\n", ev.Topic, ev.Epoch, ev.Reason)
 		}
 		b.mu.Unlock()
-		if ev.Kind == node.Acquired {
+		if ev.Kind == feed.Acquired {
 			acquired <- ev.Topic
 		}
 	}
@@ -146,7 +147,7 @@ func run() error {
 	}
 	for i := 0; i < *records; {
 		off, epoch, err := b.write(*topic, fmt.Sprintf("record-%d", i))
-		if errors.Is(err, node.ErrNotServing) && ctx.Err() == nil {
+		if errors.Is(err, feed.ErrNotServing) && ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond) // no lease yet: the first one is on its way
 			continue
 		}

@@ -97,6 +97,7 @@ type topicBacklog struct {
 // its holdings.
 type Feed struct {
 	on      atomic.Bool // set once, by Start
+	once    sync.Once   // Open's
 	mu      sync.Mutex
 	known   map[string]heldAt // as the last pushed event left it
 	backlog map[string]*topicBacklog
@@ -118,6 +119,39 @@ func New() *Feed {
 
 // Out is the channel Pump hands the events to.
 func (f *Feed) Out() <-chan Event { return f.out }
+
+// Open returns Out, and on its first call starts the feed (Start) with
+// the topics holdings gives it: holdings runs its function while no
+// change of the holdings can be made or announced
+// (lease.Agent.Holdings; the topics loaded from the store are announced
+// before the node is shared), so each change reaches the feed once: held
+// now, or announced after.
+func (f *Feed) Open(holdings func(fn func(held map[string]ownership.Topic))) <-chan Event {
+	f.once.Do(func() { holdings(f.Start) })
+	return f.out
+}
+
+// Announce turns durable ownership changes into events; why is the reason
+// of the drops among them. owned, when not nil, is told each change
+// after the feed: the epoch now held (0: unchanged, or no longer held)
+// and the floor (0: unchanged).
+func (f *Feed) Announce(changes []ownership.Change, why Reason, owned func(topic string, held, floor uint64)) {
+	for _, c := range changes {
+		switch {
+		case c.Put:
+			f.Held(c.Topic, c.Held.Epoch, c.Held.Partitions)
+		case c.Drop:
+			f.Dropped(c.Topic, why)
+		}
+		if owned != nil {
+			var held uint64
+			if c.Put {
+				held = c.Held.Epoch
+			}
+			owned(c.Topic, held, c.Floor)
+		}
+	}
+}
 
 // Start turns the feed on with an Acquired for every topic in held, in
 // topic order. The caller makes sure no change of the holdings is made

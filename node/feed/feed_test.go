@@ -1,8 +1,11 @@
 package feed
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/shoalmq/shoal/node/ownership"
 )
 
 // drainFeed takes every event the feed holds.
@@ -80,5 +83,34 @@ func TestAnUnreadBacklogFoldsIntoTheNetChange(t *testing.T) {
 	}
 	if len(f.backlog) != 0 || len(f.order) != 0 {
 		t.Fatalf("feed keeps %d backlogs, %d turns after a drain", len(f.backlog), len(f.order))
+	}
+}
+
+func TestAnnounceTellsTheFeedThenTheOwnedHook(t *testing.T) {
+	f := New()
+	var told []string
+	owned := func(topic string, held, floor uint64) {
+		told = append(told, fmt.Sprintf("%s:%d:%d", topic, held, floor))
+	}
+	// Off until opened: the hook is told all the same.
+	f.Announce([]ownership.Change{{Topic: "a", Put: true, Held: ownership.Topic{Epoch: 1, Partitions: 1}}}, ReasonClosed, owned)
+	if evs := drainFeed(f); len(evs) != 0 {
+		t.Fatalf("events of a feed that is off: %v", evs)
+	}
+	f.Open(func(fn func(map[string]ownership.Topic)) {
+		fn(map[string]ownership.Topic{"a": {Epoch: 1, Partitions: 1}})
+	})
+	f.Open(func(func(map[string]ownership.Topic)) { t.Fatal("opened twice") })
+	f.Announce([]ownership.Change{
+		{Topic: "b", Put: true, Held: ownership.Topic{Epoch: 2, Partitions: 3}},
+		{Topic: "a", Drop: true, Floor: 1},
+		{Topic: "c", Floor: 4},
+	}, ReasonClosed, owned)
+	f.Announce([]ownership.Change{{Topic: "b", Drop: true}}, ReasonSuperseded, nil)
+	if got, want := eventString(drainFeed(f)), "a+1/1 b+2/3 a-1(closed) b-2(superseded)"; got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if got, want := strings.Join(told, " "), "a:1:0 b:2:0 a:0:1 c:0:4"; got != want {
+		t.Fatalf("owned hook told %q, want %q", got, want)
 	}
 }

@@ -21,6 +21,12 @@ type Env interface {
 	HoldsBack(shard uint64) bool
 }
 
+// DefaultMaxTransfers is the node's Config.MaxTransfers: the leaderships
+// one pass of the shard manager hands to their preferred replicas. After
+// a cold start of 10,000 shards on 3 nodes about 6,700 of them move,
+// which at 4 a pass took minutes.
+const DefaultMaxTransfers = 64
+
 // Config configures a Controller.
 type Config struct {
 	// Self is this node's id. Required.
@@ -39,7 +45,7 @@ type Config struct {
 	// over: a transfer changes no configuration and costs its group one
 	// election, and after a cold start of thousands of shards most of them
 	// are led by a node the ring does not prefer. Required; the node's
-	// default is 64.
+	// default is DefaultMaxTransfers.
 	MaxTransfers int
 	// BootstrapExpect is how many live members a fresh cluster waits for
 	// before it is born. Required; the node's default is 1.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"cmp"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -60,6 +61,8 @@ type Removal struct {
 type Marks struct {
 	self  string
 	store MarkStore
+	env   MarksEnv     // Say's
+	log   *slog.Logger // Say's
 
 	mu      sync.Mutex
 	drained bool

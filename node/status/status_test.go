@@ -2,11 +2,14 @@ package status
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/reconcile"
+	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/raftmux/raftio"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // The parts land in their fields; the sums add up; the security counters
@@ -53,5 +56,24 @@ func TestPartsWithoutTransport(t *testing.T) {
 	s := p.Stats()
 	if s.FramesIn != 0 || s.RaftFramesOut != 0 || s.Drained != 0 || s.Security.TokensRefused != 0 || s.Security.RequestBytesRefused != 3 {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// The requests' histograms are read by op and outcome, only the pairs
+// seen.
+func TestRequestsByOpAndOutcome(t *testing.T) {
+	var lat serve.Latency
+	if got := Requests(&lat); len(got) != 0 {
+		t.Fatalf("nothing timed: %v", got)
+	}
+	lat.Refused(wire.KindAssign, wire.CodeUnavailable, time.Millisecond)
+	lat.Refused(wire.KindAssign, wire.CodeUnavailable, 2*time.Millisecond)
+	lat.Refused(wire.KindLookup, wire.CodeNotFound, time.Millisecond)
+	counts := map[[2]string]uint64{}
+	for _, r := range Requests(&lat) {
+		counts[[2]string{r.Op, r.Code}] = r.Hist.Count
+	}
+	if len(counts) != 2 || counts[[2]string{"assign", "Unavailable"}] != 2 || counts[[2]string{"lookup", "NotFound"}] != 1 {
+		t.Fatalf("counted %v", counts)
 	}
 }

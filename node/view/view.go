@@ -12,6 +12,7 @@ import (
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // ErrIDCollision: two member ids map to the same raft id.
@@ -199,4 +200,27 @@ func (b *Builder) learn(rid uint64, id string) (prev string, ok bool) {
 	}
 	b.names[rid] = id
 	return id, true
+}
+
+// Accepts is the node's raftmux.Config.AcceptReplica, against the view v
+// it holds now: a leader's message or snapshot creates a replica here only
+// for a shard of the table that the ring, as this node sees it, places on
+// this node, on the word of a member this node knows. A leader whose view
+// is ahead (it added this node as a learner before this node saw the
+// change that places the shard here) is refused until this node's view
+// catches up; it retries with its next heartbeat. Without the check, any
+// peer could make the node hold a replica, with its raft state and
+// snapshot buffers, for every shard id it names.
+func (b *Builder) Accepts(v *View, shard, from uint64) bool {
+	if shard >= uint64(b.cfg.Shards) {
+		return false
+	}
+	if _, known := b.NameOf(from); !known {
+		return false
+	}
+	if v == nil || v.Placement() == nil {
+		return false
+	}
+	var buf [wire.MaxReplicas]string
+	return slices.Contains(v.Placement().Replicas(uint32(shard), buf[:0]), b.cfg.Self)
 }

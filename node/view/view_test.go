@@ -152,3 +152,47 @@ func TestRebuildIDCollision(t *testing.T) {
 		t.Fatalf("raft id of n2 names %q", name)
 	}
 }
+
+// A replica is accepted only for a shard of the table that the view's
+// ring places on this node, sent by a member this node knows.
+func TestAcceptsFollowsPlacement(t *testing.T) {
+	w := &world{now: time.Unix(100, 0)}
+	var log bytes.Buffer
+	b, err := New(Config{Self: "n1", RaftID: raftID, Shards: 8, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&log, nil)), Env: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := raftID("n2")
+	if b.Accepts(Empty(), 0, peer) || b.Accepts(nil, 0, peer) {
+		t.Fatal("accepted without a placement")
+	}
+	v := b.Rebuild(Empty(), []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive), member("n3", swim.StateAlive)}, false)
+	var here, elsewhere int64 = -1, -1
+	for s := range uint32(8) {
+		placed := v.Placement().Replicas(s, nil)
+		switch {
+		case len(placed) == 1 && placed[0] == "n1" && here < 0:
+			here = int64(s)
+		case len(placed) == 1 && placed[0] != "n1" && elsewhere < 0:
+			elsewhere = int64(s)
+		}
+	}
+	if here < 0 || elsewhere < 0 {
+		t.Fatalf("placement puts no shard here (%d) or none elsewhere (%d)", here, elsewhere)
+	}
+	for _, tc := range []struct {
+		name        string
+		shard, from uint64
+		want        bool
+	}{
+		{"a shard placed here, from a member", uint64(here), peer, true},
+		{"a shard placed elsewhere", uint64(elsewhere), peer, false},
+		{"a shard past the table", 8, peer, false},
+		{"a shard id near 2^64", 1<<64 - 2, peer, false},
+		{"a sender no member maps to", uint64(here), raftID("mallory"), false},
+	} {
+		if got := b.Accepts(v, tc.shard, tc.from); got != tc.want {
+			t.Errorf("%s: Accepts(%d, %d) = %v, want %v", tc.name, tc.shard, tc.from, got, tc.want)
+		}
+	}
+}
