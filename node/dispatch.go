@@ -43,7 +43,7 @@ type dispatchEnv struct{ parts }
 
 func (e dispatchEnv) Ready() bool                      { return e.n.birth.IsReady() }
 func (e dispatchEnv) RemovedSelf() bool                { return e.n.marks.Out() }
-func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.answersLocally(shard) }
+func (e dispatchEnv) AnswersLocally(shard uint64) bool { return e.n.events.AnswersLocally(shard) }
 func (e dispatchEnv) ClientAddr(id string) string      { return e.n.clientAddrOf(id) }
 func (e dispatchEnv) Members() dispatch.Members        { return e.n.view.Load() }
 func (e dispatchEnv) SwimMembers() []swim.Member       { return e.n.swim.Members() }
@@ -141,19 +141,4 @@ func (n *Node) clientAddrOf(id string) string {
 		return n.clientAddr
 	}
 	return n.view.Load().Members[id].ClientAddr
-}
-
-// leaderlessLookups: how long a replica may know no leader and still
-// answer plain lookups from its state, in raft ticks (two election
-// timeouts).
-const leaderlessLookups = 20
-
-// answersLocally reports whether plain lookups of shard may be answered
-// from this node's replica: unless it has known no leader for longer than
-// leaderlessLookups ticks. A replica cut off from its group, or one its
-// group no longer sends to, keeps a state that may be far behind: the
-// lookup goes to the cache or the leader instead.
-func (n *Node) answersLocally(shard uint64) bool {
-	since := n.events.LeaderlessSince(shard)
-	return since == 0 || n.clock().UnixNano()-since <= int64(leaderlessLookups*n.cfg.RaftTickInterval)
 }

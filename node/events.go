@@ -13,14 +13,17 @@ import "github.com/shoalmq/shoal/node/events"
 // newEvents builds the node's events room.
 func (n *Node) newEvents() (*events.Loop, error) {
 	return events.New(events.Config{
-		Self:     n.cfg.ID,
-		RaftID:   RaftID,
-		Shards:   n.cfg.Shards,
-		Interval: n.cfg.ReconcileInterval,
-		Leaders:  n.leaders,
-		Lease:    n.lease,
-		Logger:   n.log,
-		Env:      eventsEnv{parts{n}},
+		Self:      n.cfg.ID,
+		RaftID:    RaftID,
+		Shards:    n.cfg.Shards,
+		Interval:  n.cfg.ReconcileInterval,
+		Leaders:   n.leaders,
+		Lease:     n.lease,
+		Routes:    n.cache,
+		RoutesFor: n.cfg.MetadataSyncInterval,
+		Tick:      n.cfg.RaftTickInterval,
+		Logger:    n.log,
+		Env:       eventsEnv{parts{n}},
 	})
 }
 
@@ -33,7 +36,6 @@ func (e eventsEnv) Host() events.Host          { return e.n.host }
 func (e eventsEnv) RemovePeer(member string)   { e.n.net.RemovePeer(member) }
 func (e eventsEnv) Removed(member string) bool { return e.n.view.Load().Removed(member) }
 func (e eventsEnv) Rebuild()                   { e.n.rebuildView() }
-func (e eventsEnv) RotateCache()               { e.n.rotateCache() }
 func (e eventsEnv) Birth()                     { e.n.reconciler.Birth() }
 func (e eventsEnv) Ready()                     { e.n.maybeReady() }
 

@@ -31,7 +31,7 @@ func cachedRouteNode(tb testing.TB) *Node {
 		Members: map[string]swim.Member{"n2": {ID: "n2", State: swim.StateAlive, ClientAddr: "127.0.0.1:7102"}},
 		Live:    []string{"n2"}, Dead: map[string]bool{},
 	}})
-	n.routes().Put([]byte("orders"), "n2", "127.0.0.1:7102", 3, 12)
+	n.cache.Put([]byte("orders"), "n2", "127.0.0.1:7102", 3, 12)
 	return n
 }
 

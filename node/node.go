@@ -89,9 +89,8 @@ type Node struct {
 	leaders *router.LeaderTable
 	// cache is the routing cache, emptied every
 	// Config.MetadataSyncInterval so that no cached route is older than
-	// that (rotateCache).
-	cache   *router.Cache
-	cacheAt time.Time // event loop: when the cache was last emptied
+	// that (by the events room).
+	cache *router.Cache
 
 	// view: the membership as last built from SWIM and the marks; views
 	// builds it and knows the members' raft ids (node/view; view.go).
@@ -396,29 +395,6 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // Generation returns this life's generation.
 func (n *Node) Generation() uint64 { return n.gen }
-
-// routes returns the current routing cache.
-func (n *Node) routes() *router.Cache { return n.cache }
-
-// rotateCache empties the routing cache once it is older than the
-// metadata sync interval: a cached route is never served longer than that
-// after it was learned, which bounds the staleness of plain lookups on
-// nodes that host no replica of the topic's shard. The cache is emptied in
-// place: a new one would cost a table of RouteCacheEntries×128 bytes to
-// allocate, fault in and scan, every interval.
-func (n *Node) rotateCache() {
-	if n.cacheAt.IsZero() {
-		n.cacheAt = n.clock()
-		return
-	}
-	if n.clock().Sub(n.cacheAt) < n.cfg.MetadataSyncInterval {
-		return
-	}
-	n.routes().Clear()
-	n.cacheAt = n.clock()
-}
-
-func (n *Node) cacheStats() router.CacheStats { return n.routes().Stats() }
 
 func (n *Node) nameOf(id uint64) (string, bool) { return n.views.NameOf(id) }
 

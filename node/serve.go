@@ -55,7 +55,7 @@ func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
 }
 
 func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
-	return e.n.answersLocally(shard) && e.n.sm.Hosted(shard, fn)
+	return e.n.events.AnswersLocally(shard) && e.n.sm.Hosted(shard, fn)
 }
 
 func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {

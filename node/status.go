@@ -36,7 +36,7 @@ func (n *Node) Stats() status.Stats {
 		Reconcile:           n.reconciler.Stats(),
 		Sync:                n.msync.Stats(),
 		Storage:             n.rs.Stats(),
-		Cache:               n.cacheStats(),
+		Cache:               n.cache.Stats(),
 		RequestsActive:      n.adm.Active(),
 		RequestBytes:        n.adm.Bytes(),
 		RequestBytesRefused: n.adm.Refused(),

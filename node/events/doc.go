@@ -10,8 +10,10 @@
 //     SWIM events past its bound are dropped, as the view is rebuilt from
 //     SWIM's full member list at the next pass that reads it.
 //   - What raft reported of the replicas: which shards they lead (Leads),
-//     since when each has known no leader (LeaderlessSince), and a count
-//     of their leadership and configuration changes (ShardEvents). A
+//     since when each has known no leader (LeaderlessSince), whether a
+//     replica still answers plain lookups from its state
+//     (AnswersLocally), and a count of their leadership and
+//     configuration changes (ShardEvents). A
 //     leader change is recorded where it arrives, and told to the lease
 //     room, before raft sends anything of the round that made it.
 //   - The passes (Run): the members' liveness told to raft, the
@@ -28,7 +30,8 @@
 // It reaches the node only through its Env (the clock, the events task's
 // kick, the raft host's liveness hints, the view, SWIM's announcements,
 // the metadata sync, birth and readiness) and the parts its Config gives
-// it: the shard-leader table and the lease room. It starts no goroutine,
+// it: the shard-leader table, the lease room and the routing cache, which
+// it empties every RoutesFor. It starts no goroutine,
 // arms no timer and reads no clock of its own; the node runs its task.
 // It builds no view and decides no membership: the node rebuilds the view
 // from SWIM, which decides it.

@@ -39,8 +39,6 @@ type Env interface {
 	Announced(kind uint64, from string, version uint64)
 	// SyncTick ticks the metadata sync with the node's view.
 	SyncTick()
-	// RotateCache empties the routing cache when it is due.
-	RotateCache()
 	// Birth births the cluster, or joins it, when it is time.
 	Birth()
 	// Ready marks the node ready when it is.
@@ -85,9 +83,22 @@ type Config struct {
 	// changes of its replicas and SWIM's ShardLeader events.
 	Leaders *router.LeaderTable
 	// Lease is the node's lease room.
-	Lease  Lease
+	Lease Lease
+	// Routes is the node's routing cache, emptied every RoutesFor so that
+	// no cached route is older than that (the metadata sync interval).
+	Routes    Routes
+	RoutesFor time.Duration
+	// Tick is the raft clock's period, the unit of how long a replica
+	// may know no leader and still answer plain lookups.
+	Tick   time.Duration
 	Logger *slog.Logger
 	Env    Env
+}
+
+// Routes is the node's routing cache (*router.Cache), as a Loop empties
+// it.
+type Routes interface {
+	Clear()
 }
 
 // Loop is the node's event loop (see the package doc). Safe for
@@ -109,13 +120,16 @@ type Loop struct {
 	shardEvents atomic.Uint64
 	// quietTicks counts passes without an event (the events task's).
 	quietTicks int
+	// routesAt: when the routing cache was last emptied (the events
+	// task's).
+	routesAt time.Time
 }
 
 // New returns a Loop that has seen nothing yet.
 func New(cfg Config) (*Loop, error) {
 	if cfg.Self == "" || cfg.RaftID == nil || cfg.Shards == 0 || cfg.Interval <= 0 || cfg.Leaders == nil ||
-		cfg.Lease == nil || cfg.Env == nil {
-		return nil, errors.New("events: Self, RaftID, Shards, Interval, Leaders, Lease and Env required")
+		cfg.Lease == nil || cfg.Routes == nil || cfg.Env == nil {
+		return nil, errors.New("events: Self, RaftID, Shards, Interval, Leaders, Lease, Routes and Env required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -165,6 +179,21 @@ func (l *Loop) Led() int {
 // LeaderlessSince returns since when (unix ns on the node's clock) the
 // node's replica of shard has known no leader; 0 while it knows one.
 func (l *Loop) LeaderlessSince(shard uint64) int64 { return l.leaderless[shard].Load() }
+
+// leaderlessLookups: how long a replica may know no leader and still
+// answer plain lookups from its state, in raft ticks (two election
+// timeouts).
+const leaderlessLookups = 20
+
+// AnswersLocally reports whether plain lookups of shard may be answered
+// from this node's replica: unless it has known no leader for longer than
+// leaderlessLookups ticks. A replica cut off from its group, or one its
+// group no longer sends to, keeps a state that may be far behind: the
+// lookup goes to the cache or the leader instead.
+func (l *Loop) AnswersLocally(shard uint64) bool {
+	since := l.LeaderlessSince(shard)
+	return since == 0 || l.env.Now().UnixNano()-since <= int64(leaderlessLookups*l.cfg.Tick)
+}
 
 // ShardEvents counts the leadership and configuration changes of the
 // node's replicas: whoever read the count before looking at leaderships
@@ -264,9 +293,27 @@ func (l *Loop) pass() {
 		l.env.Announced(e.MetaKind, e.Leader, e.Version)
 	}
 	l.env.SyncTick()
-	l.env.RotateCache()
+	l.rotateRoutes()
 	l.env.Birth()
 	l.env.Ready()
+}
+
+// rotateRoutes empties the routing cache once it is older than RoutesFor:
+// a cached route is never served longer than that after it was learned,
+// which bounds the staleness of plain lookups on nodes that host no
+// replica of the topic's shard. The cache is emptied in place: a new one
+// would cost a table of the node's RouteCacheEntries×128 bytes to allocate, fault in
+// and scan, every interval.
+func (l *Loop) rotateRoutes() {
+	if l.routesAt.IsZero() {
+		l.routesAt = l.env.Now()
+		return
+	}
+	if l.env.Now().Sub(l.routesAt) < l.cfg.RoutesFor {
+		return
+	}
+	l.cfg.Routes.Clear()
+	l.routesAt = l.env.Now()
 }
 
 // liveness tells raft what a membership event says of a member.

@@ -40,10 +40,14 @@ func (e *fakeEnv) Rebuild() { e.calls = append(e.calls, "rebuild") }
 func (e *fakeEnv) Announced(uint64, string, uint64) {
 	e.calls = append(e.calls, "version")
 }
-func (e *fakeEnv) SyncTick()    { e.calls = append(e.calls, "sync") }
-func (e *fakeEnv) RotateCache() { e.calls = append(e.calls, "cache") }
-func (e *fakeEnv) Birth()       { e.calls = append(e.calls, "birth") }
-func (e *fakeEnv) Ready()       { e.calls = append(e.calls, "ready") }
+func (e *fakeEnv) SyncTick() { e.calls = append(e.calls, "sync") }
+func (e *fakeEnv) Birth()    { e.calls = append(e.calls, "birth") }
+func (e *fakeEnv) Ready()    { e.calls = append(e.calls, "ready") }
+
+// fakeRoutes is the routing cache; emptying it is a call of the node's.
+type fakeRoutes struct{ e *fakeEnv }
+
+func (r fakeRoutes) Clear() { r.e.calls = append(r.e.calls, "cache") }
 
 type fakeHost struct{ e *fakeEnv }
 
@@ -66,7 +70,8 @@ func newLoop(t *testing.T) (*Loop, *fakeEnv, *fakeLease, *router.LeaderTable) {
 	env := &fakeEnv{now: time.Unix(100, 0), removed: map[string]bool{}}
 	lease := &fakeLease{}
 	leaders := router.NewLeaderTable(4)
-	l, err := New(Config{Self: "n1", RaftID: raftID, Shards: 4, Interval: time.Second, Leaders: leaders, Lease: lease, Env: env})
+	l, err := New(Config{Self: "n1", RaftID: raftID, Shards: 4, Interval: time.Second, Leaders: leaders, Lease: lease,
+		Routes: fakeRoutes{env}, RoutesFor: 10 * time.Second, Tick: 100 * time.Millisecond, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +130,9 @@ func TestALeaderChangeIsRecordedWhereItArrives(t *testing.T) {
 func TestAPassHandlesTheEventsInOrder(t *testing.T) {
 	l, env, lease, leaders := newLoop(t)
 	env.removed["n4"] = true
+	l.Run(env.now) // the routing cache's age counts from here
+	env.now = env.now.Add(10 * time.Second)
+	env.calls = nil
 	l.LeaderChange(raftmux.LeaderChange{Shard: 1, Leader: 1, Term: 2})
 	lease.calls = nil
 	for _, e := range []swim.Event{
@@ -169,6 +177,63 @@ func TestQuietPassesRebuildTheViewNowAndThen(t *testing.T) {
 	}
 	if rebuilds != 3 {
 		t.Fatalf("%d rebuilds in %d quiet passes", rebuilds, 3*viewRefreshTicks)
+	}
+}
+
+// The routing cache is emptied once it is as old as RoutesFor, its age
+// counted from the first pass, and not again until it is that old anew.
+func TestTheRoutesAreEmptiedEveryInterval(t *testing.T) {
+	l, env, _, _ := newLoop(t)
+	clears := func() int {
+		c := 0
+		for _, call := range env.calls {
+			if call == "cache" {
+				c++
+			}
+		}
+		env.calls = nil
+		return c
+	}
+	l.Run(env.now)
+	if c := clears(); c != 0 {
+		t.Fatalf("the first pass emptied the cache %d times", c)
+	}
+	env.now = env.now.Add(10*time.Second - time.Nanosecond)
+	l.Run(env.now)
+	if c := clears(); c != 0 {
+		t.Fatal("emptied before it was RoutesFor old")
+	}
+	env.now = env.now.Add(time.Nanosecond)
+	l.Run(env.now)
+	if c := clears(); c != 1 {
+		t.Fatalf("emptied %d times once RoutesFor old", c)
+	}
+	env.now = env.now.Add(5 * time.Second)
+	l.Run(env.now)
+	if c := clears(); c != 0 {
+		t.Fatal("emptied again before it was RoutesFor old anew")
+	}
+}
+
+// A replica answers plain lookups while it knows a leader, and for
+// leaderlessLookups ticks after it lost it, not after.
+func TestAReplicaAnswersLocallyUntilLongLeaderless(t *testing.T) {
+	l, env, _, _ := newLoop(t)
+	if !l.AnswersLocally(2) {
+		t.Fatal("a replica never leaderless does not answer")
+	}
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: 0, Term: 3})
+	env.now = env.now.Add(leaderlessLookups * 100 * time.Millisecond)
+	if !l.AnswersLocally(2) {
+		t.Fatal("stopped answering within leaderlessLookups ticks")
+	}
+	env.now = env.now.Add(time.Nanosecond)
+	if l.AnswersLocally(2) {
+		t.Fatal("answers past leaderlessLookups ticks without a leader")
+	}
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: 2, Term: 4})
+	if !l.AnswersLocally(2) {
+		t.Fatal("a replica that knows a leader again does not answer")
 	}
 }
 
