@@ -4,7 +4,6 @@ import (
 	"github.com/shoalmq/shoal/node/feed"
 	"github.com/shoalmq/shoal/node/lease"
 	"github.com/shoalmq/shoal/node/ownership"
-	"github.com/shoalmq/shoal/raftmux"
 )
 
 // The ownership protocol's leases (docs/leases.md) are the lease room's
@@ -32,6 +31,7 @@ func (n *Node) newLease() (*lease.Agent, error) {
 		Machine:       n.sm,
 		Records:       n.records,
 		RoundTimes:    &n.lat.leaseRound,
+		CommitTimes:   &n.lat.raftCommit,
 		Logger:        n.log,
 		Env:           leaseEnv{parts{n}},
 	})
@@ -73,22 +73,4 @@ func (e leaseEnv) Announce(changes []ownership.Change, why lease.Reason) {
 		reason = feed.ReasonClosed
 	}
 	e.n.ownFeed.Announce(changes, reason, e.n.ownedFn)
-}
-
-// propose proposes data on shard and hands the state machine's result to
-// done. A commit proves this node's leadership at the term it led at when
-// it proposed, from that moment on, and that its state is current
-// (lease.Agent.Proof).
-func (n *Node) propose(shard uint64, data []byte, done func(res any, err error)) {
-	term, led := n.lease.LeadsAt(shard)
-	start := n.clock()
-	n.host.Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: shard, Data: data}, func(r raftmux.Result) {
-		if r.Err == nil {
-			n.lat.raftCommit.Observe(n.clock().Sub(start))
-			if led {
-				n.lease.Proof(shard, term, start)
-			}
-		}
-		done(r.Value, r.Err)
-	})
 }

@@ -60,10 +60,7 @@ func (e reconcileEnv) Host() reconcile.Host        { return e.n.host }
 func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
 
 func (e reconcileEnv) Propose(shard uint64, cmd []byte, done func(*shardsm.Result, error)) {
-	e.n.propose(shard, cmd, func(res any, err error) {
-		ar, _ := res.(*shardsm.Result)
-		done(ar, err)
-	})
+	e.n.lease.Propose(shard, cmd, done)
 }
 
 func (e reconcileEnv) AskShards(leader string, done func(*wire.ShardList, error)) {

@@ -59,8 +59,7 @@ func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
 }
 
 func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {
-	e.n.propose(shard, data, func(res any, err error) {
-		ar, _ := res.(*shardsm.Result)
+	e.n.lease.Propose(shard, data, func(ar *shardsm.Result, err error) {
 		if ar == nil {
 			done(serve.Applied{}, false, err)
 			return

@@ -11,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/shardsm"
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
@@ -70,6 +71,8 @@ type Env interface {
 	// ReadIndex asks raft for a read index of shard and calls done once
 	// it completed or failed.
 	ReadIndex(shard uint64, done func(error))
+	// Submit hands op to the raft host; done gets its result.
+	Submit(op raftmux.Op, done func(raftmux.Result))
 	// ShardEvents counts the leadership and configuration changes of the
 	// node's replicas.
 	ShardEvents() uint64
@@ -132,10 +135,11 @@ type Config struct {
 	Machine Machine
 	// Records is told when a topic's records move or go.
 	Records Records
-	// RoundTimes times the round trips of this node's rounds.
-	RoundTimes *histogram.Histogram
-	Logger     *slog.Logger
-	Env        Env
+	// RoundTimes times the round trips of this node's rounds;
+	// CommitTimes its proposals, from proposal to apply.
+	RoundTimes, CommitTimes *histogram.Histogram
+	Logger                  *slog.Logger
+	Env                     Env
 }
 
 // Agent is a node's part in the ownership protocol, as a topic owner and
@@ -365,6 +369,25 @@ func (a *Agent) Proof(shard, term uint64, at time.Time) {
 	a.duty.Current(shard, term)
 	a.duty.Confirm(shard, term, at)
 	a.dutyMu.Unlock()
+}
+
+// Propose proposes data on shard and hands the state machine's result to
+// done (nil when the command produced none). A commit proves this node's
+// leadership at the term it led at when it proposed, from that moment
+// on, and that its state is current (Proof).
+func (a *Agent) Propose(shard uint64, data []byte, done func(res *shardsm.Result, err error)) {
+	term, led := a.LeadsAt(shard)
+	start := a.env.Now()
+	a.env.Submit(raftmux.Op{Kind: raftmux.OpPropose, Shard: shard, Data: data}, func(r raftmux.Result) {
+		if r.Err == nil {
+			a.cfg.CommitTimes.Observe(a.env.Now().Sub(start))
+			if led {
+				a.Proof(shard, term, start)
+			}
+		}
+		res, _ := r.Value.(*shardsm.Result)
+		done(res, r.Err)
+	})
 }
 
 // LastRound returns when a LeaseRound last arrived from peer.

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shoalmq/shoal/internal/histogram"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/wire"
@@ -19,18 +20,19 @@ import (
 // and nothing is sent, kicked or announced.
 type testEnv struct{}
 
-func (testEnv) Now() time.Time                              { return time.Now() }
-func (testEnv) After(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-func (testEnv) Spawn(f func()) bool                         { go f(); return true }
-func (testEnv) Kick(Task)                                   {}
-func (testEnv) Send(string, []byte) error                   { return nil }
-func (testEnv) Born() bool                                  { return true }
-func (testEnv) NameOf(uint64) (string, bool)                { return "", false }
-func (testEnv) Gone() func(string) bool                     { return func(string) bool { return false } }
-func (testEnv) PrevSilent(uint64, string) bool              { return false }
-func (testEnv) ReadIndex(_ uint64, done func(error))        { done(nil) }
-func (testEnv) ShardEvents() uint64                         { return 0 }
-func (testEnv) Announce([]ownership.Change, Reason)         {}
+func (testEnv) Now() time.Time                                 { return time.Now() }
+func (testEnv) After(d time.Duration, f func()) func() bool    { return time.AfterFunc(d, f).Stop }
+func (testEnv) Spawn(f func()) bool                            { go f(); return true }
+func (testEnv) Kick(Task)                                      {}
+func (testEnv) Send(string, []byte) error                      { return nil }
+func (testEnv) Born() bool                                     { return true }
+func (testEnv) NameOf(uint64) (string, bool)                   { return "", false }
+func (testEnv) Gone() func(string) bool                        { return func(string) bool { return false } }
+func (testEnv) PrevSilent(uint64, string) bool                 { return false }
+func (testEnv) ReadIndex(_ uint64, done func(error))           { done(nil) }
+func (testEnv) Submit(_ raftmux.Op, done func(raftmux.Result)) { done(raftmux.Result{}) }
+func (testEnv) ShardEvents() uint64                            { return 0 }
+func (testEnv) Announce([]ownership.Change, Reason)            {}
 
 // owner returns an Agent over a store of its own, to which the tests hand
 // ownership messages for shard 9 at term 1.
