@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node/reconcile"
-	"github.com/shoalmq/shoal/node/serve"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -64,12 +63,5 @@ func (e reconcileEnv) Propose(shard uint64, cmd []byte, done func(*shardsm.Resul
 }
 
 func (e reconcileEnv) AskShards(leader string, done func(*wire.ShardList, error)) {
-	e.n.srv.Forward(leader, wire.KindShards, nil, wire.MaxForwardHops, func(ans serve.Answer, err error) {
-		var sl wire.ShardList
-		if err != nil || ans.Kind != wire.KindShardList || wire.DecodeShardList(ans.Payload, &sl) != nil {
-			done(nil, err)
-			return
-		}
-		done(&sl, nil)
-	})
+	e.n.srv.AskShards(leader, done)
 }

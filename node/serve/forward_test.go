@@ -259,3 +259,39 @@ func TestBounded(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// AskShards forwards a Shards request to the leader, with every hop left,
+// and hands done the ShardList it answers; any other answer, or none, is
+// no list.
+func TestAskShardsDecodesTheLeadersList(t *testing.T) {
+	s, env := newTestServer(t)
+	var lists []*wire.ShardList
+	var errs []error
+	done := func(sl *wire.ShardList, err error) { lists, errs = append(lists, sl), append(errs, err) }
+	s.AskShards("n2", done)
+	if len(env.sent) != 1 || env.sent[0].to != "n2" {
+		t.Fatalf("sent %+v", env.sent)
+	}
+	var fw wire.Forward
+	if err := wire.DecodeForward(env.sent[0].frame[wire.HeaderSize:], &fw); err != nil {
+		t.Fatal(err)
+	}
+	if fw.Kind != wire.KindShards || len(fw.Payload) != 0 || fw.Hops != wire.MaxForwardHops {
+		t.Fatalf("forward %+v", fw)
+	}
+	want := wire.ShardList{Shards: []wire.ShardInfo{{Shard: 3, Leader: []byte("n2"), Term: 7}}}
+	reply(t, s, env.sent[0].h.RequestID, NewAnswer(wire.KindShardList, wire.AppendShardList(nil, &want)))
+	if len(lists) != 1 || errs[0] != nil || lists[0] == nil || len(lists[0].Shards) != 1 || lists[0].Shards[0].Shard != 3 || lists[0].Shards[0].Term != 7 {
+		t.Fatalf("list %+v, err %v", lists, errs)
+	}
+	s.AskShards("n2", done)
+	reply(t, s, env.sent[1].h.RequestID, ErrAnswer(wire.CodeNotLeader, "not here"))
+	if len(lists) != 2 || lists[1] != nil || errs[1] != nil {
+		t.Fatalf("an error answer gave list %+v, err %v", lists[1], errs[1])
+	}
+	s.AskShards("n2", done)
+	env.advance(time.Minute)
+	if len(lists) != 3 || lists[2] != nil || !errors.Is(errs[2], ErrForwardTimeout) {
+		t.Fatalf("an unanswered ask gave list %+v, err %v", lists[2], errs[2])
+	}
+}

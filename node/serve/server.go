@@ -189,6 +189,20 @@ var ErrPeerDown = errors.New("node: forward target unreachable")
 // in time.
 var ErrForwardTimeout = errors.New("node: forwarded request not answered in time")
 
+// AskShards asks leader for the shards it hosts (a ShardList, forwarded
+// at most wire.MaxForwardHops hops); done gets the list, or nil and the
+// error when it could not be asked or its answer is something else.
+func (s *Server) AskShards(leader string, done func(*wire.ShardList, error)) {
+	s.Forward(leader, wire.KindShards, nil, wire.MaxForwardHops, func(ans Answer, err error) {
+		var sl wire.ShardList
+		if err != nil || ans.Kind != wire.KindShardList || wire.DecodeShardList(ans.Payload, &sl) != nil {
+			done(nil, err)
+			return
+		}
+		done(&sl, nil)
+	})
+}
+
 // Forward sends a request to node to, with hops already made, and hands
 // its answer to done, or an error if it cannot be sent or is not answered
 // within three quarters of the request timeout (so that the asking client
