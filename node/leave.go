@@ -37,7 +37,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
-	n.handOff(ctx)
+	n.admin.Leave(ctx, n.host)
 	// The topics' next owners pull their records from here first.
 	n.records.AwaitHandoffs(ctx)
 	return n.Close()
@@ -49,19 +49,4 @@ func (n *Node) gossipInterval() time.Duration {
 		return sc.GossipInterval
 	}
 	return 200 * time.Millisecond
-}
-
-// handOff transfers every leadership this node holds to another voter
-// (admin.Handler.HandOff) and waits (bounded by ctx) until none is left.
-func (n *Node) handOff(ctx context.Context) {
-	if n.admin.HandOff(ctx, n.host) != nil {
-		return
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if n.events.Led() == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

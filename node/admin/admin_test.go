@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,5 +328,65 @@ func TestHandOffGivesEachLeadershipToALiveVoter(t *testing.T) {
 	r = &replicas{err: errors.New("stopped")}
 	if err := a.HandOff(context.Background(), r); err == nil || len(r.transfers) != 0 {
 		t.Fatalf("without the shards: %v, %v", err, r.transfers)
+	}
+}
+
+// clocked is a world on the wall clock, whose node leads led shards.
+type clocked struct {
+	*world
+	led atomic.Int32
+}
+
+func (c *clocked) Now() time.Time                              { return time.Now() }
+func (c *clocked) After(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+func (c *clocked) Led() int                                    { return int(c.led.Load()) }
+
+func newClocked(t *testing.T) (*Handler, *clocked) {
+	t.Helper()
+	c := &clocked{world: newWorld()}
+	for _, id := range []string{"n1", "n2"} {
+		c.members[id] = swim.Member{ID: id, State: swim.StateAlive}
+	}
+	h, err := New(Config{Self: "n1", Shards: 4, RequestTimeout: time.Second, RaftID: raftID, Server: &forwarder{w: c.world},
+		Leaders: router.NewLeaderTable(4), Env: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, c
+}
+
+// A leaving node hands its leaderships over, then waits until it leads
+// nothing, and no longer.
+func TestLeaveWaitsUntilTheNodeLeadsNothing(t *testing.T) {
+	h, c := newClocked(t)
+	c.led.Store(1)
+	r := &replicas{infos: []raftmux.Info{{Shard: 1, Leader: raftID("n1"), Voters: []uint64{raftID("n1"), raftID("n2")}}}}
+	time.AfterFunc(150*time.Millisecond, func() { c.led.Store(0) })
+	start := time.Now()
+	h.Leave(context.Background(), r)
+	if took := time.Since(start); took < 150*time.Millisecond || took > leaveWait/2 {
+		t.Fatalf("left after %v: want once it led nothing, at 150ms", took)
+	}
+	if want := [][2]uint64{{1, raftID("n2")}}; !slices.Equal(r.transfers, want) {
+		t.Fatalf("transfers %v, want %v", r.transfers, want)
+	}
+}
+
+// The wait ends with its context, and there is none when the leaderships
+// could not be read.
+func TestLeaveWaitsNoLongerThanItsContextAllows(t *testing.T) {
+	h, c := newClocked(t)
+	c.led.Store(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	h.Leave(ctx, &replicas{})
+	if took := time.Since(start); took < 100*time.Millisecond || took > leaveWait/2 {
+		t.Fatalf("left after %v, want at the context's end (100ms)", took)
+	}
+	start = time.Now()
+	h.Leave(context.Background(), &replicas{err: errors.New("stopped")})
+	if took := time.Since(start); took > leavePoll {
+		t.Fatalf("waited %v without knowing the leaderships", took)
 	}
 }

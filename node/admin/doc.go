@@ -19,9 +19,10 @@
 //     spreads the removal (Env.RecordRemoval), and answers how many of
 //     the shards it leads still count the removed node. A client asks
 //     every live member until none does.
-//   - A leaving node's leaderships (HandOff): each shard it leads is
-//     handed to the first other voter that is a live member, one try per
-//     shard; the node then waits until it leads nothing.
+//   - A leaving node's leaderships (HandOff, Leave): each shard it leads
+//     is handed to the first other voter that is a live member, one try
+//     per shard; the node then waits, on its clock and for a few seconds
+//     at most, until it leads nothing.
 //
 // # What it may touch
 //
@@ -29,8 +30,8 @@
 // view of the membership, the raft host's operations, the node's marks,
 // the lease room's holdings and leaderships, the shard manager's pin) and
 // the parts its Config gives it: the serve room, which forwards
-// (Forwarder), and the shard-leader table; HandOff is handed the raft
-// host's blocking calls (Replicas). It holds no state and no lock of its own, starts no
+// (Forwarder), and the shard-leader table; HandOff and Leave are handed
+// the raft host's blocking calls (Replicas). It holds no state and no lock of its own, starts no
 // goroutine and reads no clock of its own. The marks themselves, and what
 // a drained or removed node means to the cluster, are the reconcile
 // room's.

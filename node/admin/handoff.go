@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"time"
 
 	"github.com/shoalmq/shoal/raftmux"
 )
@@ -43,4 +44,30 @@ func (a *Handler) HandOff(ctx context.Context, r Replicas) error {
 		}
 	}
 	return nil
+}
+
+// How long a leaving node waits, at most, for its leaderships to go
+// (Leave), and how often it looks.
+const (
+	leaveWait = 3 * time.Second
+	leavePoll = 50 * time.Millisecond
+)
+
+// Leave is a leaving node's handover: every leadership it holds handed to
+// another voter (HandOff), then a wait on the node's clock, bounded by ctx
+// and leaveWait, until it leads nothing (Env.Led). It blocks: a started
+// node calls it once SWIM heard of its leave.
+func (a *Handler) Leave(ctx context.Context, r Replicas) {
+	if a.HandOff(ctx, r) != nil {
+		return
+	}
+	deadline := a.env.Now().Add(leaveWait)
+	for a.env.Now().Before(deadline) && ctx.Err() == nil {
+		if a.env.Led() == 0 {
+			return
+		}
+		slept := make(chan struct{})
+		a.env.After(leavePoll, func() { close(slept) })
+		<-slept
+	}
 }
