@@ -3,7 +3,6 @@ package node
 import (
 	"time"
 
-	"github.com/shoalmq/shoal/netio"
 	"github.com/shoalmq/shoal/node/dispatch"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -33,8 +32,18 @@ func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
 		Admin:       n.admin,
 		Clients:     &n.sec,
 		BeforeServe: n.cfg.testHooks.beforeServe,
+		PeerIn:      n.peerIn(),
 		Env:         dispatchEnv{parts{n}},
 	})
+}
+
+// peerIn is the dispatch room's PeerIn: a test's faults, when it sets
+// them (deliverUnderFaults).
+func (n *Node) peerIn() func(c Conn, h wire.Header, frame []byte) bool {
+	if n.cfg.testHooks.peerIn == nil {
+		return nil
+	}
+	return n.deliverUnderFaults
 }
 
 // dispatchEnv is what the dispatch room touches of the node. It reads the
@@ -74,31 +83,6 @@ func (e dispatchEnv) Status() wire.StatusInfo {
 	return wire.StatusInfo{Node: []byte(st.Node), Generation: st.Generation,
 		MembersAlive: uint32(st.MembersAlive), ShardsHosted: uint32(st.ShardsHosted), ShardsLed: uint32(st.ShardsLed),
 		TopicsOwned: uint64(st.TopicsOwned), Ready: st.Ready}
-}
-
-// deliver runs where netio reads the frame (a connection's reader
-// goroutine, or an event loop with Config.NetLoops): it copies what it
-// keeps and returns.
-func (n *Node) deliver(c *netio.Conn, h wire.Header, frame []byte) bool {
-	if h.Kind == wire.KindKeepalive {
-		return true
-	}
-	if !n.serving.Load() {
-		return false
-	}
-	if c.Role() == wire.RolePeer && n.cfg.testHooks.peerIn != nil {
-		return n.deliverUnderFaults(c, h, frame)
-	}
-	if c.Role() == wire.RolePeer {
-		return n.disp.Frame(c, h, frame, time.Time{})
-	}
-	start := n.clock()
-	if !n.disp.Frame(c, h, frame, start) {
-		// netio answers it "overloaded" (Unavailable).
-		n.lat.requests.Refused(h.Kind, wire.CodeUnavailable, n.clock().Sub(start))
-		return false
-	}
-	return true
 }
 
 // deliverUnderFaults delivers a peer frame as a test's faults decide:

@@ -7,7 +7,6 @@ import (
 	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/swim"
-	"github.com/shoalmq/shoal/wire"
 )
 
 // NewDriven builds a node run by its caller through rt (world.Runtime),
@@ -51,13 +50,7 @@ func NewDriven(cfg Config, rt world.Runtime) (*Node, error) {
 
 // DeliverFrame hands a driven node one frame (header and payload) that
 // arrived on c, from a peer or a client.
-func (n *Node) DeliverFrame(c Conn, frame []byte) {
-	var h wire.Header
-	if wire.DecodeHeader(frame, &h) != nil || len(frame) != wire.HeaderSize+int(h.Length) {
-		return
-	}
-	n.disp.Frame(c, h, frame, n.clock())
-}
+func (n *Node) DeliverFrame(c Conn, frame []byte) { n.disp.DeliverFrame(c, frame) }
 
 // PeerDown tells a driven node that its connection to node broke:
 // requests forwarded there fail at once, and raft hears it is unreachable.

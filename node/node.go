@@ -38,6 +38,7 @@ import (
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
+	"github.com/shoalmq/shoal/wire"
 )
 
 // Errors of the node's life cycle.
@@ -157,10 +158,6 @@ type Node struct {
 	// adm: the slots and bytes of the requests being served (node/serve).
 	adm *serve.Admission
 	sec security.Clients // client tokens (auth.go)
-
-	// serving is set once Start has wired every part; requests before it
-	// are refused as overloaded (Unavailable).
-	serving atomic.Bool
 
 	// life: the node's life cycle and the work it spawns (node/life;
 	// runtime.go).
@@ -298,7 +295,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Secret:     n.cfg.Secret,
 		ClientAddr: n.cfg.ClientAddr,
 		PeerAddr:   n.cfg.PeerAddr,
-		Handler:    netio.HandlerFunc(n.deliver),
+		Handler:    netio.HandlerFunc(func(c *netio.Conn, h wire.Header, frame []byte) bool { return n.disp.Deliver(c, h, frame) }),
 		Overloaded: serve.Overloaded,
 		Logger:     n.log,
 		Goroutines: !n.cfg.NetLoops,
@@ -467,7 +464,7 @@ func (n *Node) openRaft(peers world.PeerNet, adjust func(*raftmux.Config)) error
 func (n *Node) open() {
 	n.rebuildView()
 	n.startedAt = n.clock()
-	n.serving.Store(true)
+	n.disp.Open()
 	n.startDuties()
 }
 

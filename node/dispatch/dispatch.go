@@ -99,6 +99,10 @@ type Config struct {
 	// BeforeServe, when set, runs before every client request served off
 	// the connection's reader (a test's seam).
 	BeforeServe func()
+	// PeerIn, when set, is handed every peer frame Deliver takes instead
+	// of Frame (a test's faults, which deliver it later, or again, through
+	// Frame).
+	PeerIn func(c Conn, h wire.Header, frame []byte) bool
 	// Env reaches the rest of the node.
 	Env Env
 }
@@ -120,8 +124,11 @@ type Dispatcher struct {
 	admin       *admin.Handler
 	sec         *security.Clients
 	beforeServe func()
+	peerIn      func(c Conn, h wire.Header, frame []byte) bool
 	env         Env
 
+	// serving: Deliver takes frames (Open).
+	serving                              atomic.Bool
 	requests, rejected, notServedNoLease atomic.Uint64
 }
 
@@ -134,7 +141,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	return &Dispatcher{self: cfg.Self, shards: cfg.Shards, leaders: cfg.Leaders, routes: cfg.Routes, sm: cfg.Machine,
 		lease: cfg.Lease, srv: cfg.Server, adm: cfg.Admission, lat: cfg.Latency, records: cfg.Records, watch: cfg.Watch,
-		msync: cfg.Sync, admin: cfg.Admin, sec: cfg.Clients, beforeServe: cfg.BeforeServe, env: cfg.Env}, nil
+		msync: cfg.Sync, admin: cfg.Admin, sec: cfg.Clients, beforeServe: cfg.BeforeServe, peerIn: cfg.PeerIn, env: cfg.Env}, nil
 }
 
 // Stats are the Dispatcher's counters.

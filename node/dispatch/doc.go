@@ -3,7 +3,11 @@
 //
 // # What it owns
 //
-//   - A frame's way in (Dispatcher.Frame): a client's request is first
+//   - A frame's way in: taken where the transport read it (Deliver:
+//     keepalives; nothing else before the node opens, Open; a client's
+//     request not taken counted refused) or whole from a driven node's
+//     caller (DeliverFrame, its header checked), then handed on
+//     (Dispatcher.Frame): a client's request is first
 //     authorized by its token's role (node/security), then a peer's raft
 //     frames go to the raft inbound, its TopicAcks and lease frames to
 //     the lease room, its ForwardReplies to the serve room, its
@@ -34,7 +38,9 @@
 // admission of a request while the node is not closing, the raft
 // inbound, readiness, birth and removal, the view, SWIM's members, the
 // raft host's operations and the node's status) and the rooms its Config
-// names, which it hands frames and requests to. It keeps no state but its
-// counters, holds no lock, and starts no goroutine of its own. It decides
+// names, which it hands frames and requests to; a test's faults, when
+// set, take the peers' frames (Config.PeerIn) and deliver them later
+// themselves. It keeps no state but its counters and whether it opened,
+// holds no lock, and starts no goroutine of its own. It decides
 // nothing a room decides: it decodes, routes and encodes.
 package dispatch
