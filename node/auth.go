@@ -48,23 +48,4 @@ func (n *Node) SetClientTokens(toks []security.Token) error {
 
 // SetSwimKeys replaces the SWIM keyring, the primary first (docs/security.md
 // has the rotation steps).
-func (n *Node) SetSwimKeys(keys [][]byte) error {
-	if n.swimDrv == nil {
-		return fmt.Errorf("%w: the node is not started (or is driven, without SWIM of its own)", security.ErrCredentials)
-	}
-	if err := n.swimDrv.SetKeys(keys); err != nil {
-		return fmt.Errorf("%w: %w", security.ErrCredentials, err)
-	}
-	n.log.Info("SWIM keys replaced", "keys", len(keys))
-	return nil
-}
-
-// logSecurity says at start what the node asks of whom
-// (security.LogStart).
-func (n *Node) logSecurity() {
-	swimKeys := 0
-	if n.swimDrv != nil {
-		swimKeys = n.swimDrv.KeyCount()
-	}
-	security.LogStart(n.log, &n.cfg.Security, len(n.cfg.Secret) > 0, swimKeys)
-}
+func (n *Node) SetSwimKeys(keys [][]byte) error { return n.started.SetSwimKeys(keys) }

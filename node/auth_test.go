@@ -134,7 +134,7 @@ func TestTokenRoles(t *testing.T) {
 		}, security.RoleAdmin},
 		{wire.KindRemoveNode, func(string) []byte { return wire.AppendAdminNode(nil, &wire.AdminNode{Node: []byte("n9")}) }, security.RoleAdmin},
 	}
-	accepted := n.netio.Counters().ConnsAccepted.Load()
+	accepted := n.started.Net.Counters().ConnsAccepted.Load()
 	for _, tok := range testTokens() {
 		conn := dialToken(t, addr, tok.Value)
 		for _, rq := range requests {
@@ -149,7 +149,7 @@ func TestTokenRoles(t *testing.T) {
 			t.Fatalf("%v token: connection unusable after refusals: %v", tok.Role, kind)
 		}
 	}
-	if got := n.netio.Counters().ConnsAccepted.Load() - accepted; got != 3 {
+	if got := n.started.Net.Counters().ConnsAccepted.Load() - accepted; got != 3 {
 		t.Fatalf("%d connections for three tokens: a refusal closed one", got)
 	}
 	if st := n.Stats().Security; st.Unauthorized != 7+8 {
@@ -203,7 +203,7 @@ func TestClientCredentialsDoNotOpenThePeerPort(t *testing.T) {
 	if _, err := cl.Assign(ctxFor(t), "still-works", client.AssignOptions{Owner: "n2"}); err != nil {
 		t.Fatalf("assign to n2 after the attempts: %v", err)
 	}
-	ctr := n.netio.Counters()
+	ctr := n.started.Net.Counters()
 	if ctr.HandshakeWrongRole.Load() != 1 || ctr.HandshakeBadAuth.Load() < 1 || ctr.HandshakeBadToken.Load() != 1 {
 		t.Fatalf("wrong role %d, bad auth %d, bad token %d", ctr.HandshakeWrongRole.Load(), ctr.HandshakeBadAuth.Load(), ctr.HandshakeBadToken.Load())
 	}

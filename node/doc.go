@@ -57,8 +57,9 @@
 //     latency histograms.
 //   - node/birth (node.go): whether the cluster is born, and the node's
 //     readiness.
-//   - node/world (drive.go, runtime.go): what a node needs of the world,
-//     a driven node's Runtime and its raft host's drive.
+//   - node/world (node.go, drive.go, runtime.go): what a node needs of
+//     the world, a started node's transport and SWIM, a driven node's
+//     Runtime and its raft host's drive.
 //
 // # Birth, readiness and requests
 //

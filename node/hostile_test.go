@@ -172,7 +172,7 @@ func TestHostilePeerCannotCrashHaltOrBloatANode(t *testing.T) {
 	hello := wire.Hello{Version: wire.ProtocolVersion, Role: wire.RolePeer, ClusterID: 42, Generation: 1, NodeID: []byte("mallory")}
 	helloFrame, start := wire.BeginFrame(nil, wire.KindHello, 0)
 	helloFrame, _ = wire.EndFrame(wire.AppendHello(helloFrame, &hello), start)
-	swimBefore := victim.swimDrv.Stats()
+	swimBefore := victim.started.Swim.Stats()
 	for range pushPullConns {
 		nc, err := net.DialTimeout("tcp", swimAddr, 2*time.Second)
 		if err != nil {
@@ -184,7 +184,7 @@ func TestHostilePeerCannotCrashHaltOrBloatANode(t *testing.T) {
 		}
 	}
 	waitUntil(t, 30*time.Second, "the SWIM port to turn away what it cannot serve", func() bool {
-		st := victim.swimDrv.Stats()
+		st := victim.started.Swim.Stats()
 		return st.PushPullsRefused+st.PushPullHandshakeFailures-swimBefore.PushPullsRefused-swimBefore.PushPullHandshakeFailures >= pushPullConns-4
 	})
 	grown := int64(liveHeap()) - int64(heapBefore)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/shoalmq/shoal/node/feed"
 )
@@ -31,22 +30,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	// shard manager hands a leadership back, and their followers elect new
 	// leaders at once for the groups it led (raftmux NodeDead); whatever it
 	// still leads after that is transferred explicitly.
-	if n.swimDrv == nil {
+	if n.started == nil || n.started.Swim == nil {
 		return n.Close()
 	}
-	if err := n.swimDrv.Leave(4 * n.gossipInterval()); err != nil {
+	if err := n.started.Leave(); err != nil {
 		n.log.Warn("node: swim leave", "err", err)
 	}
 	n.admin.Leave(ctx, n.host)
 	// The topics' next owners pull their records from here first.
 	n.records.AwaitHandoffs(ctx)
 	return n.Close()
-}
-
-func (n *Node) gossipInterval() time.Duration {
-	sc := n.cfg.swimConfig()
-	if sc.GossipInterval > 0 {
-		return sc.GossipInterval
-	}
-	return 200 * time.Millisecond
 }

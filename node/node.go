@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,7 +36,6 @@ import (
 	"github.com/shoalmq/shoal/raftmux/raftio"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
-	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -78,11 +76,10 @@ type Node struct {
 	in   *raftio.Inbound
 	host *raftmux.Host
 	swim world.Membership // a SWIM driver or a caller's
-	// netio and swimDrv are the real transport and SWIM driver (nil when
-	// a caller drives the node); clientAddr and peerAddr what the node
+	// started: the real transport and SWIM driver (nil when a caller
+	// drives the node; node/world); clientAddr and peerAddr what the node
 	// says of itself.
-	netio                *netio.Transport
-	swimDrv              *swim.Driver
+	started              *world.Started
 	clientAddr, peerAddr string
 	// drive: when a driven node's raft host next ticks (NewDriven).
 	drive world.Drive
@@ -288,74 +285,46 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 
-	ncfg := netio.Config{
-		ClusterID:  n.cfg.ClusterID,
-		NodeID:     n.cfg.ID,
-		Generation: n.gen,
-		Secret:     n.cfg.Secret,
-		ClientAddr: n.cfg.ClientAddr,
-		PeerAddr:   n.cfg.PeerAddr,
-		Handler:    netio.HandlerFunc(func(c *netio.Conn, h wire.Header, frame []byte) bool { return n.disp.Deliver(c, h, frame) }),
-		Overloaded: serve.Overloaded,
-		Logger:     n.log,
-		Goroutines: !n.cfg.NetLoops,
-	}
-	security.Transport(&n.cfg.Security, &n.sec, &ncfg)
-	nt, err := netio.New(ncfg)
+	w, err := world.Listen(world.StartConfig{
+		ClusterID:    n.cfg.ClusterID,
+		NodeID:       n.cfg.ID,
+		Generation:   n.gen,
+		Rack:         n.cfg.Rack,
+		Secret:       n.cfg.Secret,
+		ClientAddr:   n.cfg.ClientAddr,
+		PeerAddr:     n.cfg.PeerAddr,
+		SwimAddr:     n.cfg.SwimAddr,
+		Join:         n.cfg.Join,
+		Swim:         n.cfg.swimConfig(),
+		Loops:        n.cfg.NetLoops,
+		Security:     &n.cfg.Security,
+		Clients:      &n.sec,
+		Handler:      netio.HandlerFunc(func(c *netio.Conn, h wire.Header, frame []byte) bool { return n.disp.Deliver(c, h, frame) }),
+		Overloaded:   serve.Overloaded,
+		WrapConn:     n.cfg.testHooks.swimConn,
+		WrapPushPull: n.cfg.testHooks.pushPull,
+		Logger:       n.log,
+	})
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
-	n.net, n.netio = nt, nt
+	nt := w.Net
+	n.net, n.started = nt, w
 	n.clientAddr, n.peerAddr = nt.ClientAddr(), nt.PeerAddr()
 	if err := n.openRaft(nt, nil); err != nil {
 		return err
 	}
 	nt.OnPeerDown(n.PeerDown)
-
-	sc := n.cfg.swimConfig()
-	sc.NodeID = n.cfg.ID
-	sc.Generation = n.gen
-	sc.ClusterID = n.cfg.ClusterID
-	sc.ClientAddr = nt.ClientAddr()
-	sc.PeerAddr = nt.PeerAddr()
-	sc.Rack = n.cfg.Rack
-	sc.Meta = n.marks.Meta()
-	sc.Secret = n.cfg.Secret
-	sc.SwimAddr = ""
-	drv, err := n.listenSwim(swim.DriverConfig{
-		Node:    sc,
-		Seeds:   n.cfg.Join,
-		OnEvent: n.events.Push,
-		Logger:  n.log,
-	})
-	if err != nil {
+	if err := w.JoinSwim(n.marks.Meta(), n.events.Push); err != nil {
 		return fmt.Errorf("node: swim: %w", err)
 	}
-	n.swim, n.swimDrv = drv, drv
+	n.swim = w.Swim
 	n.records.Enable()
 	n.life.Go(n.pumpOwnershipEvents)
 	n.open()
-	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", drv.Self().SwimAddr)
-	n.logSecurity()
+	n.log.Info("node started", "generation", n.gen, "client", nt.ClientAddr(), "peer", nt.PeerAddr(), "swim", w.Swim.Self().SwimAddr)
+	w.LogSecurity()
 	return nil
-}
-
-// listenSwim starts SWIM on Config.SwimAddr; a test's hooks may wrap its
-// socket and push-pull transport.
-func (n *Node) listenSwim(dc swim.DriverConfig) (*swim.Driver, error) {
-	security.Swim(&n.cfg.Security, &dc)
-	if h := &n.cfg.testHooks; h.swimConn != nil || h.pushPull != nil {
-		dc.Wrap = func(pc swim.PacketConn, pp swim.PushPullTransport) (swim.PacketConn, swim.PushPullTransport) {
-			if h.swimConn != nil {
-				pc = h.swimConn(pc)
-			}
-			if h.pushPull != nil {
-				pp = h.pushPull(pp)
-			}
-			return pc, pp
-		}
-	}
-	return swim.Listen(n.cfg.SwimAddr, dc, netio.UDPConfig{ReuseAddr: true})
 }
 
 // Ready is closed once the node serves requests: its cluster is born and
@@ -414,15 +383,8 @@ func (n *Node) Close() error {
 	var errs []error
 	if n.life.Close() {
 		n.life.Cancel()
-		if n.swimDrv != nil {
-			if err := n.swimDrv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-		if n.netio != nil {
-			if err := n.netio.Close(); err != nil {
-				errs = append(errs, err)
-			}
+		if n.started != nil {
+			errs = append(errs, n.started.Close())
 		}
 		if n.host != nil {
 			n.host.Stop()

@@ -64,11 +64,11 @@ func (n *Node) Stats() status.Stats {
 		ts := n.rt.Stats()
 		p.Transport = &ts
 	}
-	if n.netio != nil {
-		p.Net = n.netio.Counters()
-	}
-	if n.swimDrv != nil {
-		p.Swim = n.swimDrv.Stats()
+	if n.started != nil {
+		p.Net = n.started.Net.Counters()
+		if n.started.Swim != nil {
+			p.Swim = n.started.Swim.Stats()
+		}
 	}
 	if n.host != nil {
 		p.Raft = n.host.Stats()

@@ -1,9 +1,10 @@
 // Package world is what a node needs of the world around it, as
-// interfaces, and the world of a node its caller runs: a started node is
-// given the real parts (netio, a SWIM driver, the wall clock and
-// goroutines), a driven one a caller's (a simulation's network,
-// membership, filesystem and virtual clock) through a Runtime, and its
-// raft host is ticked and stepped by Drive.
+// interfaces, and the world of a node either way it runs: a started node
+// is given the real parts (the wall clock and goroutines, and a Started:
+// its netio transport and SWIM driver, bound with the node's credentials,
+// started, and closed together), a driven one a caller's (a simulation's
+// network, membership, filesystem and virtual clock) through a Runtime,
+// and its raft host is ticked and stepped by Drive.
 package world
 
 import (
