@@ -33,19 +33,10 @@ func (c conn) Write([]byte) error { return nil }
 func (c conn) Role() wire.Role    { return c.role }
 func (c conn) Node() string       { return "n2" }
 
-// frameOf is a whole frame of kind, with no payload.
-func frameOf(t *testing.T, kind wire.Kind) (wire.Header, []byte) {
-	t.Helper()
-	f, start := wire.BeginFrame(nil, kind, 1)
-	f, err := wire.EndFrame(f, start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h wire.Header
-	if err := wire.DecodeHeader(f, &h); err != nil {
-		t.Fatal(err)
-	}
-	return h, f
+// frameOf is a whole frame of kind: its header, with no payload.
+func frameOf(kind wire.Kind) (wire.Header, []byte) {
+	h := wire.Header{Version: wire.ProtocolVersion, Kind: kind, RequestID: 1}
+	return h, wire.AppendHeader(nil, &h)
 }
 
 // refused counts the requests timed with the outcome code.
@@ -70,11 +61,11 @@ func newDelivering() (*Dispatcher, *deliverEnv) {
 func TestDeliverTakesFramesOnceOpen(t *testing.T) {
 	d, env := newDelivering()
 	peer, client := conn{wire.RolePeer}, conn{wire.RoleClient}
-	h, f := frameOf(t, wire.KindKeepalive)
+	h, f := frameOf(wire.KindKeepalive)
 	if !d.Deliver(peer, h, f) {
 		t.Fatal("a keepalive refused")
 	}
-	h, f = frameOf(t, wire.KindRaftBatch)
+	h, f = frameOf(wire.KindRaftBatch)
 	if d.Deliver(peer, h, f) || env.offers != 0 {
 		t.Fatalf("a raft frame taken before Open (%d offers)", env.offers)
 	}
@@ -85,7 +76,7 @@ func TestDeliverTakesFramesOnceOpen(t *testing.T) {
 	if n, _ := refused(d.lat, "Unavailable"); n != 0 {
 		t.Fatalf("a peer's frame timed as %d refused requests", n)
 	}
-	h, f = frameOf(t, wire.KindAssign)
+	h, f = frameOf(wire.KindAssign)
 	if d.Deliver(client, h, f) {
 		t.Fatal("a request not admitted was taken")
 	}
@@ -101,11 +92,11 @@ func TestDeliverHandsPeerFramesToTheFaults(t *testing.T) {
 	faulted := 0
 	d.peerIn = func(c Conn, h wire.Header, frame []byte) bool { faulted++; return true }
 	d.Open()
-	h, f := frameOf(t, wire.KindRaftBatch)
+	h, f := frameOf(wire.KindRaftBatch)
 	if !d.Deliver(conn{wire.RolePeer}, h, f) || faulted != 1 || env.offers != 0 {
 		t.Fatalf("faults saw %d, the inbound %d", faulted, env.offers)
 	}
-	h, f = frameOf(t, wire.KindAssign)
+	h, f = frameOf(wire.KindAssign)
 	d.Deliver(conn{wire.RoleClient}, h, f)
 	if faulted != 1 {
 		t.Fatal("a client's request went to the peers' faults")
@@ -116,7 +107,7 @@ func TestDeliverHandsPeerFramesToTheFaults(t *testing.T) {
 // length; one cut short is dropped.
 func TestDeliverFrameDropsAFrameItsHeaderDoesNotSay(t *testing.T) {
 	d, env := newDelivering()
-	_, f := frameOf(t, wire.KindRaftBatch)
+	_, f := frameOf(wire.KindRaftBatch)
 	d.DeliverFrame(conn{wire.RolePeer}, f[:wire.HeaderSize-1])
 	d.DeliverFrame(conn{wire.RolePeer}, append(f[:len(f):len(f)], 0))
 	if env.offers != 0 {
