@@ -1,12 +1,8 @@
 package node
 
 import (
-	"time"
-
 	"github.com/shoalmq/shoal/internal/session"
-	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
-	"github.com/shoalmq/shoal/node/shardsm"
 )
 
 // Metadata requests (Assign, Revoke, UpdatePartition, Lookup) and the
@@ -29,6 +25,9 @@ func (n *Node) newServer(firstForward uint64, own *session.Writer) (*serve.Serve
 		Leaders:      n.leaders,
 		Routes:       n.cache,
 		Session:      own,
+		Events:       n.events,
+		Lease:        n.lease,
+		Machine:      n.sm,
 		Env:          serveEnv{parts{n}},
 	})
 }
@@ -38,32 +37,5 @@ func (n *Node) newServer(firstForward uint64, own *session.Writer) (*serve.Serve
 // New.
 type serveEnv struct{ parts }
 
-func (e serveEnv) ClientAddr(id string) string         { return e.n.clientAddrOf(id) }
-func (e serveEnv) Members() serve.Members              { return e.n.view.Load() }
-func (e serveEnv) Leads(shard uint32) bool             { return e.n.events.Leads(uint64(shard)) }
-func (e serveEnv) Deposed(shard uint64)                { e.n.events.Deposed(shard) }
-func (e serveEnv) LeadsAt(shard uint64) (uint64, bool) { return e.n.lease.LeadsAt(shard) }
-
-func (e serveEnv) LeaderProof(shard, term uint64, at time.Time) { e.n.lease.Proof(shard, term, at) }
-
-func (e serveEnv) WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(bool)) {
-	e.n.lease.WhenSettled(shard, topic, epoch, fresh, done)
-}
-
-func (e serveEnv) State(shard uint64, fn func(st *meta.State)) error {
-	return e.n.sm.With(shard, fn)
-}
-
-func (e serveEnv) Hosted(shard uint64, fn func(st *meta.State)) bool {
-	return e.n.events.AnswersLocally(shard) && e.n.sm.Hosted(shard, fn)
-}
-
-func (e serveEnv) Propose(shard uint64, data []byte, done func(serve.Applied, bool, error)) {
-	e.n.lease.Propose(shard, data, func(ar *shardsm.Result, err error) {
-		if ar == nil {
-			done(serve.Applied{}, false, err)
-			return
-		}
-		done(serve.Applied{Assignment: ar.Assignment, Err: ar.Err}, true, err)
-	})
-}
+func (e serveEnv) ClientAddr(id string) string { return e.n.clientAddrOf(id) }
+func (e serveEnv) Members() serve.Members      { return e.n.view.Load() }

@@ -56,17 +56,18 @@
 //
 // # What it may touch
 //
-// It reaches the node only through its Env: sending a frame to a peer,
-// the clock and timers, the members' client addresses and the view of the
-// membership, whether this node leads a shard (and the term, the proof of
-// it, its loss), the state machine's reads, a read index, a proposal and
-// what it applied, the wait for a command to settle. It is given the
-// node's shard-leader table and routing cache, which it reads and fills,
-// and the node's own write session. It starts no goroutine and reads no
-// clock of its own. One lock guards its own state (the forwards waiting,
-// the forwards taken), another the stamps' bases; no Env method is called
-// under either but After, whose function never runs before After
-// returns.
+// It reaches the node through its Env: sending a frame to a peer, the
+// clock and timers, the members' client addresses and the view of the
+// membership, a read index. It asks the rooms it calls through interfaces
+// of its own: the events room whether this node leads a shard (and its
+// loss), the lease room the term, the proof of it, a proposal and what it
+// applied and the wait for a command to settle, the state machine its
+// reads. It is given the node's shard-leader table and routing cache,
+// which it reads and fills, and the node's own write session. It starts
+// no goroutine and reads no clock of its own. One lock guards its own
+// state (the forwards waiting, the forwards taken), another the stamps'
+// bases; no method of its Env or of those rooms is called under either
+// but After, whose function never runs before After returns.
 //
 // It does not read frames off a connection, authorize a client, or serve
 // what is not a metadata request (produces, fetches, watches, membership,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -90,22 +91,23 @@ func (e *fakeEnv) After(d time.Duration, f func()) func() bool {
 	}
 }
 
-func (e *fakeEnv) ClientAddr(id string) string           { return e.addrs[id] }
-func (e *fakeEnv) Members() Members                      { return fakeMembers{e} }
-func (e *fakeEnv) NameOf(id uint64) (string, bool)       { n, ok := e.names[id]; return n, ok }
-func (e *fakeEnv) Leads(shard uint32) bool               { return e.led[shard] }
-func (e *fakeEnv) Deposed(shard uint64)                  { e.led[uint32(shard)] = false }
-func (e *fakeEnv) LeadsAt(shard uint64) (uint64, bool)   { return e.term, e.led[uint32(shard)] }
-func (e *fakeEnv) LeaderProof(uint64, uint64, time.Time) {}
+func (e *fakeEnv) ClientAddr(id string) string         { return e.addrs[id] }
+func (e *fakeEnv) Members() Members                    { return fakeMembers{e} }
+func (e *fakeEnv) NameOf(id uint64) (string, bool)     { n, ok := e.names[id]; return n, ok }
+func (e *fakeEnv) Leads(shard uint64) bool             { return e.led[uint32(shard)] }
+func (e *fakeEnv) Deposed(shard uint64)                { e.led[uint32(shard)] = false }
+func (e *fakeEnv) AnswersLocally(uint64) bool          { return false }
+func (e *fakeEnv) LeadsAt(shard uint64) (uint64, bool) { return e.term, e.led[uint32(shard)] }
+func (e *fakeEnv) Proof(uint64, uint64, time.Time)     {}
 
 func (e *fakeEnv) WhenSettled(_ uint64, _ []byte, _ uint64, _ bool, done func(bool)) { done(true) }
 
-func (e *fakeEnv) State(uint64, func(*meta.State)) error { return errors.New("no state here") }
+func (e *fakeEnv) With(uint64, func(*meta.State)) error  { return errors.New("no state here") }
 func (e *fakeEnv) Hosted(uint64, func(*meta.State)) bool { return false }
 func (e *fakeEnv) ReadIndex(_ uint64, done func(error))  { done(errors.New("no raft here")) }
 
-func (e *fakeEnv) Propose(_ uint64, _ []byte, done func(Applied, bool, error)) {
-	done(Applied{}, false, errors.New("no raft here"))
+func (e *fakeEnv) Propose(_ uint64, _ []byte, done func(*shardsm.Result, error)) {
+	done(nil, errors.New("no raft here"))
 }
 
 type fakeMembers struct{ e *fakeEnv }
@@ -124,7 +126,8 @@ func newTestServer(t *testing.T) (*Server, *fakeEnv) {
 		t.Fatal(err)
 	}
 	s, err := New(Config{Self: "n1", Shards: 8, Timeout: 4 * time.Second, FirstForward: 100,
-		Leaders: router.NewLeaderTable(8), Routes: routes, Session: session.WithID(7), Env: env})
+		Leaders: router.NewLeaderTable(8), Routes: routes, Session: session.WithID(7),
+		Events: env, Lease: env, Machine: env, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

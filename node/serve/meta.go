@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
@@ -35,7 +36,7 @@ func (s *Server) Meta(kind wire.Kind, payload []byte, hops int, done Done) {
 		}
 	}
 	shard := router.ShardOf(req.Topic, s.shards)
-	if !s.env.Leads(shard) {
+	if !s.events.Leads(uint64(shard)) {
 		s.ToLeader(req.Kind, req.Payload, hops, shard, done)
 		return
 	}
@@ -96,7 +97,7 @@ func (s *Server) NotLeader(shard uint64, leader string) Answer {
 func (s *Server) RaftError(shard uint64, err error) Answer {
 	var nl *raftmux.NotLeaderError
 	if errors.As(err, &nl) {
-		s.env.Deposed(shard)
+		s.events.Deposed(shard)
 		name, _ := s.env.NameOf(nl.Leader)
 		if name != "" && nl.Leader != 0 {
 			_, _ = s.leaders.Update(uint32(shard), name, nl.Term)
@@ -115,9 +116,9 @@ func (s *Server) LocalLookup(topic []byte) (Answer, bool) {
 	shard := uint64(router.ShardOf(topic, s.shards))
 	var a meta.Assignment
 	var found bool
-	if s.env.Hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
+	if s.events.AnswersLocally(shard) && s.sm.Hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
 		if !found || a.State != meta.Active {
-			if !s.env.Leads(uint32(shard)) {
+			if !s.events.Leads(shard) {
 				// A follower may not have applied an assignment its leader
 				// already acknowledged: "not assigned" is the leader's to
 				// say, or a client that assigned a topic and then looks it
@@ -173,7 +174,7 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 			done(s.leaderLookup(shard, req.Topic))
 			return
 		}
-		term, led := s.env.LeadsAt(shard)
+		term, led := s.lease.LeadsAt(shard)
 		start := s.env.Now()
 		s.env.ReadIndex(shard, func(err error) {
 			if err != nil {
@@ -181,16 +182,16 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 				return
 			}
 			if led {
-				s.env.LeaderProof(shard, term, start)
+				s.lease.Proof(shard, term, start)
 			}
 			// A move or revoke is visible to a linearizable read only once
 			// settled, as to its own client: until then the old owner may
 			// still acknowledge writes at its epoch.
 			var a meta.Assignment
 			var found bool
-			_ = s.env.State(shard, func(st *meta.State) { a, found = st.Get(req.Topic) })
+			_ = s.sm.With(shard, func(st *meta.State) { a, found = st.Get(req.Topic) })
 			fresh := found && a.State == meta.Active && a.Epoch == 1 && a.Previous == ""
-			s.env.WhenSettled(shard, req.Topic, math.MaxUint64, fresh, func(settled bool) {
+			s.lease.WhenSettled(shard, req.Topic, math.MaxUint64, fresh, func(settled bool) {
 				if !settled {
 					s.notSettled(shard, done)
 					return
@@ -216,7 +217,7 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 			cmd = meta.Command{Op: meta.OpAssign, Topic: req.Topic, Owner: string(req.Owner), Partitions: req.Partitions, Refusal: refusal}
 			break
 		}
-		if err := s.env.State(shard, func(st *meta.State) {
+		if err := s.sm.With(shard, func(st *meta.State) {
 			cmd, perr = st.PrepareAssign(req.Topic, string(req.Owner), req.Partitions, v.Candidates(st))
 		}); err != nil {
 			done(ErrAnswer(wire.CodeInternal, err.Error()))
@@ -224,10 +225,10 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 		}
 	case wire.KindRevoke:
 		cmd = meta.Command{Op: meta.OpRevoke, Topic: req.Topic}
-		_ = s.env.State(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+		_ = s.sm.With(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	case wire.KindUpdatePartition:
 		cmd = meta.Command{Op: meta.OpUpdatePartition, Topic: req.Topic, Partitions: req.Partitions}
-		_ = s.env.State(shard, func(st *meta.State) { perr = st.Check(&cmd) })
+		_ = s.sm.With(shard, func(st *meta.State) { perr = st.Check(&cmd) })
 	}
 	if !sess.IsZero() {
 		// A write of a session is proposed even if the state refuses it
@@ -261,20 +262,20 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 		return
 	}
 	topic := cmd.Topic
-	s.env.Propose(shard, data, func(res Applied, ok bool, err error) {
+	s.lease.Propose(shard, data, func(res *shardsm.Result, err error) {
 		if err != nil {
 			done(s.RaftError(shard, err))
 			return
 		}
 		switch {
-		case !ok:
+		case res == nil:
 			done(ErrAnswer(wire.CodeInternal, "no apply result"))
 		case res.Err != nil:
 			done(MetaError(res.Err))
 		case req.Kind == wire.KindRevoke:
 			a := res.Assignment
 			s.routes.Invalidate(topic, a.Epoch)
-			s.env.WhenSettled(shard, topic, a.Epoch, a.Epoch == 1 && a.Previous == "", func(settled bool) {
+			s.lease.WhenSettled(shard, topic, a.Epoch, a.Epoch == 1 && a.Previous == "", func(settled bool) {
 				if !settled {
 					s.notSettled(shard, done)
 					return
@@ -283,7 +284,7 @@ func (s *Server) serveLeader(req *Request, shard uint64, current bool, done Done
 			})
 		default:
 			a := res.Assignment
-			s.env.WhenSettled(shard, topic, a.Epoch, a.Epoch == 1 && a.Previous == "", func(settled bool) {
+			s.lease.WhenSettled(shard, topic, a.Epoch, a.Epoch == 1 && a.Previous == "", func(settled bool) {
 				if !settled {
 					s.notSettled(shard, done)
 					return
@@ -306,7 +307,7 @@ func refusalErr(r meta.Refusal, owner []byte) error {
 func (s *Server) leaderLookup(shard uint64, topic []byte) Answer {
 	var a meta.Assignment
 	var ok bool
-	if err := s.env.State(shard, func(st *meta.State) { a, ok = st.Get(topic) }); err != nil {
+	if err := s.sm.With(shard, func(st *meta.State) { a, ok = st.Get(topic) }); err != nil {
 		return ErrAnswer(wire.CodeInternal, err.Error())
 	}
 	if !ok || a.State != meta.Active {

@@ -11,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/internal/histogram"
 	"github.com/shoalmq/shoal/internal/session"
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -34,33 +35,9 @@ type Env interface {
 	// it.
 	NameOf(raftID uint64) (string, bool)
 
-	// Leads reports whether this node leads shard, as its raft host
-	// last said.
-	Leads(shard uint32) bool
-	// Deposed records that this node does not lead shard any more.
-	Deposed(shard uint64)
-	// LeadsAt returns the term at which this node leads shard, as its
-	// duties know it.
-	LeadsAt(shard uint64) (term uint64, led bool)
-	// LeaderProof records that this node led shard at term, and that its
-	// state held every entry committed before at.
-	LeaderProof(shard, term uint64, at time.Time)
-	// WhenSettled calls done(true) once the command that took topic to
-	// epoch on shard is settled, or done(false) once this node no longer
-	// leads shard.
-	WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(settled bool))
-
-	// State calls fn with shard's state, once it is loaded.
-	State(shard uint64, fn func(st *meta.State)) error
-	// Hosted calls fn with shard's state and reports true if this node
-	// hosts a replica of shard.
-	Hosted(shard uint64, fn func(st *meta.State)) bool
 	// ReadIndex confirms this node's leadership of shard, and calls done
 	// once its state holds every command committed before.
 	ReadIndex(shard uint64, done func(err error))
-	// Propose proposes a command on shard and calls done with what it
-	// applied (ok false when the apply gave no result).
-	Propose(shard uint64, data []byte, done func(res Applied, ok bool, err error))
 }
 
 // Members is a view of the membership.
@@ -74,11 +51,44 @@ type Members interface {
 	Candidates(st *meta.State) []meta.Node
 }
 
-// Applied is what a metadata command did once applied.
-type Applied struct {
-	Assignment meta.Assignment
-	// Err is the state's refusal of the command.
-	Err error
+// Events is what the Server reads and tells of the shards this node's
+// replicas lead, as its raft host last said (*events.Loop).
+type Events interface {
+	// Leads reports whether this node leads shard.
+	Leads(shard uint64) bool
+	// Deposed records that this node does not lead shard any more.
+	Deposed(shard uint64)
+	// AnswersLocally reports whether plain lookups of shard may be
+	// answered from this node's replica.
+	AnswersLocally(shard uint64) bool
+}
+
+// Lease is what the Server asks of the node's lease room (*lease.Agent):
+// the term it leads a shard at as its duties know it, the proofs of that
+// leadership, the proposals and the settling of their commands.
+type Lease interface {
+	// LeadsAt returns the term at which this node leads shard.
+	LeadsAt(shard uint64) (term uint64, led bool)
+	// Proof records that this node led shard at term, and that its state
+	// held every entry committed before at.
+	Proof(shard, term uint64, at time.Time)
+	// WhenSettled calls done(true) once the command that took topic to
+	// epoch on shard is settled, or done(false) once this node no longer
+	// leads shard.
+	WhenSettled(shard uint64, topic []byte, epoch uint64, fresh bool, done func(settled bool))
+	// Propose proposes a command on shard and calls done with what it
+	// applied (nil when the apply gave no result).
+	Propose(shard uint64, data []byte, done func(res *shardsm.Result, err error))
+}
+
+// Machine is the node's state machine (*shardsm.Machine), as the Server
+// reads the shards' states.
+type Machine interface {
+	// With calls fn with shard's state, once it is loaded.
+	With(shard uint64, fn func(st *meta.State)) error
+	// Hosted calls fn with shard's state and reports true if this node
+	// hosts a replica of shard.
+	Hosted(shard uint64, fn func(st *meta.State)) bool
 }
 
 // Config configures a Server.
@@ -103,6 +113,12 @@ type Config struct {
 	// arrive naming none (a different id in each life of the node).
 	// Required.
 	Session *session.Writer
+	// Events, Lease and Machine are the rooms the Server asks of the
+	// shards this node leads, their leases and proposals, and their
+	// states. Required.
+	Events  Events
+	Lease   Lease
+	Machine Machine
 	// Env reaches the rest of the node. Required.
 	Env Env
 }
@@ -115,6 +131,9 @@ type Server struct {
 	timeout time.Duration
 	leaders *router.LeaderTable
 	routes  *router.Cache
+	events  Events
+	lease   Lease
+	sm      Machine
 	env     Env
 
 	// mu guards the waits and the forwards taken.
@@ -131,10 +150,11 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Session == nil || cfg.Env == nil {
+	if cfg.Self == "" || cfg.Shards == 0 || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Session == nil || cfg.Events == nil || cfg.Lease == nil || cfg.Machine == nil || cfg.Env == nil {
 		return nil, errors.New("serve: incomplete config")
 	}
-	return &Server{self: cfg.Self, shards: cfg.Shards, timeout: cfg.Timeout, leaders: cfg.Leaders, routes: cfg.Routes, env: cfg.Env,
+	return &Server{self: cfg.Self, shards: cfg.Shards, timeout: cfg.Timeout, leaders: cfg.Leaders, routes: cfg.Routes,
+		events: cfg.Events, lease: cfg.Lease, sm: cfg.Machine, env: cfg.Env,
 		waiting: make(map[uint64]wait), next: cfg.FirstForward, sessions: sessions{own: cfg.Session}}, nil
 }
 

@@ -48,7 +48,7 @@ func (s *Server) ownSession(done Done) (wire.Session, Done) {
 // time that passed (a leader's term lost between offices only slows them),
 // and a clock set forward or back moves nothing.
 func (s *Server) stamp(shard uint64) uint64 {
-	term, _ := s.env.LeadsAt(shard)
+	term, _ := s.lease.LeadsAt(shard)
 	now := s.env.Now()
 	ss := &s.sessions
 	ss.mu.Lock()
@@ -56,7 +56,7 @@ func (s *Server) stamp(shard uint64) uint64 {
 	ss.mu.Unlock()
 	if !ok || b.term != term {
 		var base uint64
-		_ = s.env.State(shard, func(st *meta.State) { base = st.Clock() })
+		_ = s.sm.With(shard, func(st *meta.State) { base = st.Clock() })
 		b = stampBase{term: term, base: base, at: now}
 		ss.mu.Lock()
 		if ss.stamps == nil {
