@@ -236,8 +236,8 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 		func() (err error) { n.rec, err = n.newReconcile(); return err },
 		func() error { n.sm = n.newStateMachine(); return nil },
 		func() (err error) { n.lease, err = n.newLease(); return err },
-		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) { n.events, err = n.newEvents(); return err },
+		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) {
 			own := session.WithID(session.DrawID(seed, cfg.ID, gen))
 			n.srv, err = n.newServer(n.randSrc.Uint64()>>1, own)

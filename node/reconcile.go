@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node/reconcile"
-	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -38,6 +37,7 @@ func (n *Node) newReconciler() (*reconcile.Driver, error) {
 		Controller: n.rec,
 		Lease:      n.lease,
 		Machine:    n.sm,
+		Events:     n.events,
 		Join:       n.cfg.Join,
 		Logger:     n.log,
 		Env:        reconcileEnv{parts{n}},
@@ -52,15 +52,9 @@ type reconcileEnv struct{ parts }
 func (e reconcileEnv) HoldsBack(shard uint64) bool { return e.n.lease.HoldsBack(shard) }
 func (e reconcileEnv) View() *reconcile.View       { return e.n.view.Load().Rec() }
 func (e reconcileEnv) MarkBorn()                   { e.n.birth.MarkBorn() }
-func (e reconcileEnv) Leads(shard uint64) bool     { return e.n.events.Leads(shard) }
-func (e reconcileEnv) ShardEvents() uint64         { return e.n.events.ShardEvents() }
 func (e reconcileEnv) Host() reconcile.Host        { return e.n.host }
 
 func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
-
-func (e reconcileEnv) Propose(shard uint64, cmd []byte, done func(*shardsm.Result, error)) {
-	e.n.lease.Propose(shard, cmd, done)
-}
 
 func (e reconcileEnv) AskShards(leader string, done func(*wire.ShardList, error)) {
 	e.n.srv.AskShards(leader, done)

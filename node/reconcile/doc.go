@@ -64,9 +64,10 @@
 //
 // The Driver acts (driver.go): it runs the reconcile task's passes (Run)
 // and the cluster's birth (Birth) against the raft host (Host), the
-// state machine (Machine) and the lease room (Lease), proposes the
-// owners' moves and asks leaders about strays through its DriverEnv, and
-// reports every end back to the Controller. It reads the clock, the view
-// and the node's birth only through its DriverEnv, and starts no
-// goroutine and arms no timer: the node's tasks run it.
+// state machine (Machine) and the lease room (Lease), which proposes the
+// owners' moves, asks the events room (Events) which shards the replicas
+// lead, asks leaders about strays through its DriverEnv, and reports
+// every end back to the Controller. It reads the clock, the view and the
+// node's birth only through its DriverEnv, and starts no goroutine and
+// arms no timer: the node's tasks run it.
 package reconcile

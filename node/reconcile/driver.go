@@ -27,16 +27,8 @@ type DriverEnv interface {
 	MarkBorn()
 	// ReadyAt is when the node became ready; zero before.
 	ReadyAt() time.Time
-	// Leads reports whether this node's replica of shard leads its group.
-	Leads(shard uint64) bool
-	// ShardEvents counts the leadership and configuration changes of the
-	// node's replicas.
-	ShardEvents() uint64
 	// Host is the node's raft host.
 	Host() Host
-	// Propose proposes cmd, an encoded meta command, on shard and calls
-	// done with what its apply returned (nil if it did not apply).
-	Propose(shard uint64, cmd []byte, done func(res *shardsm.Result, err error))
 	// AskShards asks leader for the voters of the shards it leads (a
 	// wire.KindShards request, forwarded) and calls done with its answer;
 	// sl is nil when no shard list came back, err the forward's error.
@@ -64,6 +56,20 @@ type Lease interface {
 	Since(shard uint64) (time.Time, bool)
 	// LastRound returns when a lease round last arrived from peer.
 	LastRound(peer string) time.Time
+	// Propose proposes cmd, an encoded meta command, on shard and calls
+	// done with what its apply returned (nil if it did not apply).
+	Propose(shard uint64, cmd []byte, done func(res *shardsm.Result, err error))
+}
+
+// Events is what a Driver reads of the node's events room
+// (*events.Loop): which shards the replicas lead, as the raft host last
+// said, and how many leadership and configuration changes they saw.
+type Events interface {
+	// Leads reports whether this node's replica of shard leads its group.
+	Leads(shard uint64) bool
+	// ShardEvents counts the leadership and configuration changes of the
+	// node's replicas.
+	ShardEvents() uint64
 }
 
 // Machine is what a Driver reads of the shards' state machine
@@ -77,10 +83,11 @@ type Machine interface {
 type DriverConfig struct {
 	// Controller decides; the Driver makes its decisions. Required.
 	Controller *Controller
-	// Lease is the node's lease room and Machine its state machine.
-	// Required.
+	// Lease is the node's lease room, Machine its state machine and
+	// Events its events room. Required.
 	Lease   Lease
 	Machine Machine
+	Events  Events
 	// Join is the addresses the node joins through, said while it waits
 	// to be born.
 	Join   []string
@@ -110,8 +117,8 @@ type driverCounters struct {
 
 // NewDriver returns a Driver of cfg.Controller.
 func NewDriver(cfg DriverConfig) (*Driver, error) {
-	if cfg.Controller == nil || cfg.Lease == nil || cfg.Machine == nil || cfg.Env == nil {
-		return nil, errors.New("reconcile: Controller, Lease, Machine and Env required")
+	if cfg.Controller == nil || cfg.Lease == nil || cfg.Machine == nil || cfg.Events == nil || cfg.Env == nil {
+		return nil, errors.New("reconcile: Controller, Lease, Machine, Events and Env required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -171,12 +178,12 @@ func (d *Driver) reassign(v *View) {
 	if !due {
 		return
 	}
-	look := d.c.Owners(v, now, roundsFrom, d.KnowsAll(), d.cfg.Machine.StateVersion(), d.env.ShardEvents())
+	look := d.c.Owners(v, now, roundsFrom, d.KnowsAll(), d.cfg.Machine.StateVersion(), d.cfg.Events.ShardEvents())
 	if look == nil {
 		return
 	}
 	for shard := range uint64(d.c.cfg.Shards) {
-		if !d.env.Leads(shard) {
+		if !d.cfg.Events.Leads(shard) {
 			continue
 		}
 		since, leads := d.cfg.Lease.Since(shard)
@@ -216,7 +223,7 @@ func (d *Driver) reassign(v *View) {
 				d.c.Reassigned(shard)
 				continue
 			}
-			d.env.Propose(shard, data, func(res *shardsm.Result, err error) {
+			d.cfg.Lease.Propose(shard, data, func(res *shardsm.Result, err error) {
 				defer d.c.Reassigned(shard)
 				if err != nil {
 					d.log.Warn("node: reassign", "shard", shard, "dead", dead, "err", err)
@@ -273,7 +280,7 @@ func (d *Driver) KnowsAll() bool {
 // every hosted replica are read from the raft host, and the Controller
 // says what to do with them (ManagePass).
 func (d *Driver) manage(v *View) {
-	events := d.env.ShardEvents()
+	events := d.cfg.Events.ShardEvents()
 	if !d.c.ManageDue(v, d.env.Now(), events) || !d.c.BeginPass() {
 		return
 	}

@@ -67,7 +67,7 @@ func newDriver(t *testing.T) (*Driver, *driverNode, *spec) {
 	t.Helper()
 	s := newSpec(t)
 	node := &driverNode{s: s}
-	d, err := NewDriver(DriverConfig{Controller: s.c, Lease: node, Machine: node, Env: node})
+	d, err := NewDriver(DriverConfig{Controller: s.c, Lease: node, Machine: node, Events: node, Env: node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +78,11 @@ func TestNewDriverRefusesAnIncompleteConfig(t *testing.T) {
 	s := newSpec(t)
 	node := &driverNode{s: s}
 	for name, cfg := range map[string]DriverConfig{
-		"no controller": {Lease: node, Machine: node, Env: node},
-		"no lease":      {Controller: s.c, Machine: node, Env: node},
-		"no machine":    {Controller: s.c, Lease: node, Env: node},
-		"no env":        {Controller: s.c, Lease: node, Machine: node},
+		"no controller": {Lease: node, Machine: node, Events: node, Env: node},
+		"no lease":      {Controller: s.c, Machine: node, Events: node, Env: node},
+		"no machine":    {Controller: s.c, Lease: node, Events: node, Env: node},
+		"no events":     {Controller: s.c, Lease: node, Machine: node, Env: node},
+		"no env":        {Controller: s.c, Lease: node, Machine: node, Events: node},
 	} {
 		if _, err := NewDriver(cfg); err == nil || !strings.HasPrefix(err.Error(), "reconcile: ") {
 			t.Errorf("%s: NewDriver = %v", name, err)
