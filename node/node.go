@@ -229,6 +229,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.cache = cache
 	// The rooms, in the order each needs the ones before it.
 	rooms := []func() error{
+		n.loadMarks,
 		func() (err error) { n.views, err = n.newViews(); return err },
 		func() (err error) { n.msync, err = n.newMetaSync(); return err },
 		func() (err error) { n.watch, err = n.newWatch(); return err },
@@ -259,11 +260,9 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n.leaseReplyTask = newTask(n, n.lease.RunReplies)
 	n.raftInTask = newTask(n, n.takeRaftFrames)
 	n.view.Store(view.Empty())
-	for _, load := range []func() error{n.lease.Load, n.loadMarks} {
-		if err := load(); err != nil {
-			_ = store.Close()
-			return nil, err
-		}
+	if err := n.lease.Load(); err != nil {
+		_ = store.Close()
+		return nil, err
 	}
 	born, err := store.Born()
 	if err != nil {

@@ -31,24 +31,6 @@ type Env interface {
 	// NameOf returns the node id of a raft replica id, if the node knows
 	// it.
 	NameOf(raftID uint64) (string, bool)
-	// Leads reports whether this node leads shard, as its raft host last
-	// said.
-	Leads(shard uint64) bool
-	// ReplicaLead is the leader and term this node's replica of shard
-	// knows.
-	ReplicaLead(shard uint64) (lead, term uint64)
-	// Owned is how many topics this node holds; Led how many shards it
-	// leads.
-	Owned() int
-	Led() int
-	// SetDrained records and spreads this node's drain mark.
-	SetDrained(drained bool) error
-	// RecordRemoval records that node was removed at (unix ns), unless a
-	// later removal of it is known, and spreads it.
-	RecordRemoval(node string, at uint64) error
-	// Pin tells the shard manager to keep this node's leadership of
-	// shard while the placement stays p.
-	Pin(shard uint64, p *router.Placement)
 	// Transferred counts a leadership handed over.
 	Transferred()
 }
@@ -65,6 +47,42 @@ type Forwarder interface {
 	RaftError(shard uint64, err error) serve.Answer
 	// NotLeader is the answer of a node that does not lead shard.
 	NotLeader(shard uint64, leader string) serve.Answer
+}
+
+// Events is what the admin requests read of the node's events room
+// (*events.Loop): the shards this node leads, as its raft host last said.
+type Events interface {
+	// Leads reports whether this node leads shard; Led how many shards
+	// it leads.
+	Leads(shard uint64) bool
+	Led() int
+}
+
+// Lease is what the admin requests read of the node's lease room
+// (*lease.Agent).
+type Lease interface {
+	// ReplicaLead is the leader and term this node's replica of shard
+	// knows.
+	ReplicaLead(shard uint64) (lead, term uint64)
+	// Owned is how many topics this node holds.
+	Owned() int
+}
+
+// Marks are the operators' marks (*reconcile.Marks), as the admin
+// requests record and spread them.
+type Marks interface {
+	// Drain records and spreads this node's drain mark.
+	Drain(drained bool) error
+	// Remove records that node was removed at (unix ns), unless a later
+	// removal of it is known, and spreads it.
+	Remove(node string, at uint64) error
+}
+
+// Manager is the node's shard manager (*reconcile.Controller).
+type Manager interface {
+	// Pin tells the shard manager to keep this node's leadership of
+	// shard while the placement stays p.
+	Pin(shard uint64, p *router.Placement)
 }
 
 // Members is a view of the membership as the admin requests read it.
@@ -96,6 +114,13 @@ type Config struct {
 	Server Forwarder
 	// Leaders is the node's shard-leader table. Required.
 	Leaders *router.LeaderTable
+	// Events, Lease, Marks and Manager are the rooms the requests read
+	// and tell: the events room, the lease room, the operators' marks and
+	// the shard manager. Required.
+	Events  Events
+	Lease   Lease
+	Marks   Marks
+	Manager Manager
 	// Env reaches the rest of the node. Required.
 	Env Env
 }
@@ -109,16 +134,22 @@ type Handler struct {
 	raftID  func(string) uint64
 	srv     Forwarder
 	leaders *router.LeaderTable
+	events  Events
+	lease   Lease
+	marks   Marks
+	manager Manager
 	env     Env
 }
 
 // New returns a Handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.RequestTimeout <= 0 || cfg.RaftID == nil || cfg.Server == nil || cfg.Leaders == nil || cfg.Env == nil {
+	if cfg.Self == "" || cfg.Shards == 0 || cfg.RequestTimeout <= 0 || cfg.RaftID == nil || cfg.Server == nil || cfg.Leaders == nil ||
+		cfg.Events == nil || cfg.Lease == nil || cfg.Marks == nil || cfg.Manager == nil || cfg.Env == nil {
 		return nil, errors.New("admin: incomplete config")
 	}
 	return &Handler{self: cfg.Self, selfID: cfg.RaftID(cfg.Self), shards: cfg.Shards, timeout: cfg.RequestTimeout,
-		raftID: cfg.RaftID, srv: cfg.Server, leaders: cfg.Leaders, env: cfg.Env}, nil
+		raftID: cfg.RaftID, srv: cfg.Server, leaders: cfg.Leaders,
+		events: cfg.Events, lease: cfg.Lease, marks: cfg.Marks, manager: cfg.Manager, env: cfg.Env}, nil
 }
 
 // result encodes an AdminResult answer.
@@ -183,12 +214,12 @@ func (a *Handler) drain(kind wire.Kind, target string, payload []byte, hops int,
 		return
 	}
 	drained := kind == wire.KindDrain
-	if err := a.env.SetDrained(drained); err != nil {
+	if err := a.marks.Drain(drained); err != nil {
 		done(serve.ErrAnswer(wire.CodeInternal, err.Error()))
 		return
 	}
 	done(result(&wire.AdminResult{Node: []byte(a.self), Drained: drained,
-		Topics: uint64(a.env.Owned()), Leaders: uint64(a.env.Led())}))
+		Topics: uint64(a.lease.Owned()), Leaders: uint64(a.events.Led())}))
 }
 
 // transferLeader serves TransferLeader: Prepare at the node named, the
@@ -211,11 +242,11 @@ func (a *Handler) transferLeader(m *wire.TransferLeader, payload []byte, hops in
 			done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("a prepare for %s reached %s", target, a.self)))
 			return
 		}
-		a.env.Pin(m.Shard, a.env.Members().Placement())
+		a.manager.Pin(m.Shard, a.env.Members().Placement())
 		done(result(&wire.AdminResult{Node: []byte(a.self), Shard: m.Shard}))
 		return
 	}
-	if !a.env.Leads(m.Shard) {
+	if !a.events.Leads(m.Shard) {
 		a.srv.ToLeader(wire.KindTransferLeader, payload, hops, uint32(m.Shard), done)
 		return
 	}
@@ -238,7 +269,7 @@ func (a *Handler) transferLeader(m *wire.TransferLeader, payload []byte, hops in
 			return
 		}
 		if target == a.self {
-			a.env.Pin(m.Shard, a.env.Members().Placement())
+			a.manager.Pin(m.Shard, a.env.Members().Placement())
 			done(result(&wire.AdminResult{Node: []byte(target), Shard: m.Shard, Term: in.Term}))
 			return
 		}
@@ -263,7 +294,7 @@ func (a *Handler) transferLeader(m *wire.TransferLeader, payload []byte, hops in
 // awaitLeader answers once this node's replica of shard sees target lead
 // at a term above from, or Unavailable at deadline.
 func (a *Handler) awaitLeader(shard uint64, target string, from uint64, deadline time.Time, done serve.Done) {
-	lead, term := a.env.ReplicaLead(shard)
+	lead, term := a.lease.ReplicaLead(shard)
 	if lead == a.raftID(target) && term > from {
 		done(result(&wire.AdminResult{Node: []byte(target), Shard: shard, Term: term}))
 		return
@@ -310,7 +341,7 @@ func (a *Handler) removeNode(target string, force bool, done serve.Done) {
 			return
 		}
 		at := max(uint64(a.env.Now().UnixNano()), mem.Generation)
-		if err := a.env.RecordRemoval(target, at); err != nil {
+		if err := a.marks.Remove(target, at); err != nil {
 			done(serve.ErrAnswer(wire.CodeInternal, err.Error()))
 			return
 		}

@@ -70,8 +70,8 @@ func (w *world) Leads(shard uint64) bool                { return w.leads[shard] 
 func (w *world) ReplicaLead(shard uint64) (a, b uint64) { l := w.lead[shard]; return l[0], l[1] }
 func (w *world) Owned() int                             { return 3 }
 func (w *world) Led() int                               { return 2 }
-func (w *world) SetDrained(d bool) error                { w.marked = append(w.marked, d); return nil }
-func (w *world) RecordRemoval(node string, at uint64) error {
+func (w *world) Drain(d bool) error                     { w.marked = append(w.marked, d); return nil }
+func (w *world) Remove(node string, at uint64) error {
 	w.removals[node] = at
 	return nil
 }
@@ -117,7 +117,7 @@ func newHandler(t *testing.T, w *world) (*Handler, *forwarder) {
 	}
 	f := &forwarder{w: w, answer: result(&wire.AdminResult{})}
 	h, err := New(Config{Self: "n1", Shards: 4, RequestTimeout: time.Second, RaftID: raftID, Server: f,
-		Leaders: router.NewLeaderTable(4), Env: w})
+		Leaders: router.NewLeaderTable(4), Events: w, Lease: w, Marks: w, Manager: w, Env: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func newClocked(t *testing.T) (*Handler, *clocked) {
 		c.members[id] = swim.Member{ID: id, State: swim.StateAlive}
 	}
 	h, err := New(Config{Self: "n1", Shards: 4, RequestTimeout: time.Second, RaftID: raftID, Server: &forwarder{w: c.world},
-		Leaders: router.NewLeaderTable(4), Env: c})
+		Leaders: router.NewLeaderTable(4), Events: c, Lease: c, Marks: c, Manager: c, Env: c})
 	if err != nil {
 		t.Fatal(err)
 	}

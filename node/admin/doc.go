@@ -6,7 +6,7 @@
 //
 //   - Drain and Undrain are served by the node they name (any other node
 //     forwards them there): it records and spreads its drain mark
-//     (Env.SetDrained) and answers with what it still owns and leads. The
+//     (Marks.Drain) and answers with what it still owns and leads. The
 //     work is the cluster's: shard leaders move its topics, shard
 //     managers its leaderships. Both are idempotent; a client repeats
 //     Drain to watch the node empty.
@@ -16,7 +16,7 @@
 //     placement stays), hands leadership over through raft and answers
 //     once its replica sees the new leader, with its term.
 //   - RemoveNode is served by every node for itself: it records and
-//     spreads the removal (Env.RecordRemoval), and answers how many of
+//     spreads the removal (Marks.Remove), and answers how many of
 //     the shards it leads still count the removed node. A client asks
 //     every live member until none does.
 //   - A leaving node's leaderships (HandOff, Leave): each shard it leads
@@ -27,12 +27,14 @@
 // # What it may touch
 //
 // It reaches the node only through its Env (the clock and timers, the
-// view of the membership, the raft host's operations, the node's marks,
-// the lease room's holdings and leaderships, the shard manager's pin) and
-// the parts its Config gives it: the serve room, which forwards
+// view of the membership, the raft host's operations, the count of the
+// leaderships handed over), the rooms it reads and tells through
+// interfaces of its own (the events room's leaderships, the lease room's
+// holdings and leaderships, the node's marks, the shard manager's pin)
+// and the parts its Config gives it: the serve room, which forwards
 // (Forwarder), and the shard-leader table; HandOff and Leave are handed
-// the raft host's blocking calls (Replicas). It holds no state and no lock of its own, starts no
-// goroutine and reads no clock of its own. The marks themselves, and what
-// a drained or removed node means to the cluster, are the reconcile
-// room's.
+// the raft host's blocking calls (Replicas). It holds no state and no
+// lock of its own, starts no goroutine and reads no clock of its own.
+// The marks themselves, and what a drained or removed node means to the
+// cluster, are the reconcile room's.
 package admin

@@ -63,7 +63,7 @@ func (a *Handler) Leave(ctx context.Context, r Replicas) {
 	}
 	deadline := a.env.Now().Add(leaveWait)
 	for a.env.Now().Before(deadline) && ctx.Err() == nil {
-		if a.env.Led() == 0 {
+		if a.events.Led() == 0 {
 			return
 		}
 		slept := make(chan struct{})
