@@ -253,6 +253,9 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 			return nil, err
 		}
 	}
+	// The records room asks the lease room, built after it, of the
+	// topics held.
+	n.records.SetLease(n.lease)
 	n.eventsTask = newTask(n, n.events.Run)
 	n.reconcileTask = newTask(n, n.reconciler.Run)
 	n.dutyTask = newTask(n, n.lease.RunDue)

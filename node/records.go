@@ -1,7 +1,6 @@
 package node
 
 import (
-	"github.com/shoalmq/shoal/node/ownership"
 	"github.com/shoalmq/shoal/node/records"
 	"github.com/shoalmq/shoal/swim"
 )
@@ -9,10 +8,10 @@ import (
 // A topic's records on its owner, and their handoff to the next one, are
 // the records room's (node/records): produces, fetches, offsets, the
 // produce gates and the record pulls on both sides. Here the room is given
-// the node's parts; the dispatch room (node/dispatch) decodes the frames
-// it serves and puts its answers on the wire, the lease room tells it
-// when an OpenTopic or a CloseTopic applies, and Leave when the node
-// leaves.
+// the node's parts, and the lease room once that is built (newNode); the
+// dispatch room (node/dispatch) decodes the frames it serves and puts its
+// answers on the wire, the lease room tells it when an OpenTopic or a
+// CloseTopic applies, and Leave when the node leaves.
 
 // newRecords builds the node's records room.
 func (n *Node) newRecords() (*records.Keeper, error) {
@@ -33,20 +32,6 @@ func (n *Node) newRecords() (*records.Keeper, error) {
 // recordsEnv is what the records room touches of the node. It reads the
 // node's network, context and view when called: they are set after New.
 type recordsEnv struct{ parts }
-
-func (e recordsEnv) Serve(topic []byte, epoch uint64) (uint64, ownership.Refusal) {
-	t, r := e.n.lease.Serve(topic, epoch)
-	return t.Epoch, r
-}
-
-func (e recordsEnv) Holding(topic string) (uint64, bool) {
-	t, ok := e.n.lease.Holding([]byte(topic))
-	return t.Epoch, ok
-}
-
-func (e recordsEnv) HoldingLocked(topic []byte, fn func(epoch uint64, held bool)) {
-	e.n.lease.HoldingLocked(topic, func(t ownership.Topic, held bool) { fn(t.Epoch, held) })
-}
 
 func (e recordsEnv) PeerAlive(peer string) bool {
 	m, ok := e.n.view.Load().Members[peer]

@@ -31,9 +31,10 @@
 //
 // # What it must not do
 //
-// It reaches the node only through its Env: the lease check, the epoch a
-// topic is held at, SWIM's word on a peer, a frame sent to a peer, the
-// clock, timers, spawned work and the rest of a piece of work (Resume). It
+// It asks the lease room (Lease) for the lease check and the epoch a
+// topic is held at, and reaches the rest of the node only through its
+// Env: SWIM's word on a peer, a frame sent to a peer, the clock, timers,
+// spawned work and the rest of a piece of work (Resume). It
 // decides nothing of ownership or leases, reads no clock, arms no timer and
 // starts no goroutine of its own, and holds none of its locks while it calls
 // out, but for the gate's and a turn's own bookkeeping. Its answers are

@@ -26,7 +26,7 @@ func (k *Keeper) AnswerPull(c Conn, reqID uint64, m *wire.RecordsPull) {
 	if hook := k.cfg.AnswerPull; hook != nil && !hook(string(m.Topic)) {
 		return
 	}
-	if e, ok := k.env.Holding(string(m.Topic)); ok && e < m.Epoch && !k.ended(m.Topic, e) {
+	if t, ok := k.lease.Holding(m.Topic); ok && t.Epoch < m.Epoch && !k.ended(m.Topic, t.Epoch) {
 		sendChunk(c, reqID, &wire.RecordsChunk{Topic: m.Topic, Status: wire.HandoffNotClosed})
 		return
 	}
@@ -81,7 +81,7 @@ func sendChunk(c Conn, reqID uint64, res *wire.RecordsChunk) {
 // its records over as soon as its lease has lapsed, instead of keeping
 // the new owner waiting for the Close until the cut heals.
 func (k *Keeper) ended(topic []byte, epoch uint64) bool {
-	_, r := k.env.Serve(topic, epoch)
+	_, r := k.lease.Serve(topic, epoch)
 	return r == ownership.Released || r == ownership.NoLease
 }
 
@@ -159,8 +159,8 @@ func (k *Keeper) DeleteRevoked(topic []byte, epoch uint64, done func(deleted boo
 
 func (k *Keeper) deleteRevoked(topic []byte, epoch uint64) bool {
 	ok := true
-	k.env.HoldingLocked(topic, func(held uint64, isHeld bool) {
-		if isHeld && held > epoch {
+	k.lease.HoldingLocked(topic, func(held ownership.Topic, isHeld bool) {
+		if isHeld && held.Epoch > epoch {
 			return // held anew: kept
 		}
 		bound, berr := OffsetBase(epoch + 1)

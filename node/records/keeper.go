@@ -15,16 +15,6 @@ import (
 // Env is what a Keeper touches of the rest of the node. Its methods are
 // called without the Keeper's locks held, from any goroutine.
 type Env interface {
-	// Serve is the lease check: whether this node may serve topic at
-	// epoch now (ownership.Holder.Serve), and the epoch it holds topic at
-	// (0: not held). It reads the node's clock.
-	Serve(topic []byte, epoch uint64) (held uint64, r ownership.Refusal)
-	// Holding returns the epoch this node holds topic at.
-	Holding(topic string) (epoch uint64, ok bool)
-	// HoldingLocked runs fn with the epoch this node holds topic at while
-	// no ownership change can be made on this node (its ownership write
-	// lock): fn's writes are ordered with the opens and closes.
-	HoldingLocked(topic []byte, fn func(epoch uint64, held bool))
 	// PeerAlive reports whether SWIM here counts peer alive (not suspect,
 	// dead, left or unknown).
 	PeerAlive(peer string) bool
@@ -47,6 +37,22 @@ type Env interface {
 	Resume(f func())
 	// Stopped reports whether the node is closing.
 	Stopped() bool
+}
+
+// Lease is what a Keeper asks of the node's lease room (*lease.Agent):
+// the topics this node holds. Its methods are called without the
+// Keeper's locks held.
+type Lease interface {
+	// Serve is the lease check: whether this node may serve topic at
+	// epoch now (ownership.Holder.Serve), and what it holds topic at
+	// (epoch 0: not held). It reads the node's clock.
+	Serve(topic []byte, epoch uint64) (ownership.Topic, ownership.Refusal)
+	// Holding returns what this node holds topic at.
+	Holding(topic []byte) (ownership.Topic, bool)
+	// HoldingLocked runs fn with what this node holds topic at while no
+	// ownership change can be made on this node (its ownership write
+	// lock): fn's writes are ordered with the opens and closes.
+	HoldingLocked(topic []byte, fn func(t ownership.Topic, held bool))
 }
 
 // Store is what a Keeper reads and writes of the node's store
@@ -127,6 +133,9 @@ type Keeper struct {
 	cfg   Config
 	env   Env
 	store Store
+	// lease is the lease room, which is built after the Keeper it tells
+	// of the topics' moves (SetLease).
+	lease Lease
 
 	ho    handoffs
 	turns onceLocks
@@ -147,6 +156,10 @@ func New(cfg Config) (*Keeper, error) {
 	k.ho.init()
 	return k, nil
 }
+
+// SetLease gives the Keeper the lease room it asks of the topics held,
+// once, before any record is served or handed over.
+func (k *Keeper) SetLease(l Lease) { k.lease = l }
 
 // Enable lets records be handed over: a node does once it is started
 // (or driven), and before, MarkPull marks nothing.
@@ -222,9 +235,9 @@ func (e *NotServedError) Error() string {
 
 // serve is the lease check of topic at epoch, as an error.
 func (k *Keeper) serve(topic []byte, epoch uint64) error {
-	held, r := k.env.Serve(topic, epoch)
+	held, r := k.lease.Serve(topic, epoch)
 	if r == ownership.Servable {
 		return nil
 	}
-	return &NotServedError{Topic: topic, Held: held, Why: r}
+	return &NotServedError{Topic: topic, Held: held.Epoch, Why: r}
 }

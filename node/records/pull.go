@@ -303,8 +303,8 @@ func (p *pull) step() {
 }
 
 func (p *pull) stillHeld() bool {
-	t, ok := p.k.env.Holding(p.topic)
-	return ok && t == p.epoch
+	t, ok := p.k.lease.Holding([]byte(p.topic))
+	return ok && t.Epoch == p.epoch
 }
 
 // timedOut: the RecordsPull in flight got no answer in time.

@@ -124,32 +124,33 @@ func (w *world) addHost(id string, cfg Config) *host {
 	if h.k, err = New(cfg); err != nil {
 		w.t.Fatal(err)
 	}
+	h.k.SetLease(h)
 	h.k.Enable()
 	w.hosts[id] = h
 	return h
 }
 
-func (h *host) Serve(topic []byte, epoch uint64) (uint64, ownership.Refusal) {
+func (h *host) Serve(topic []byte, epoch uint64) (ownership.Topic, ownership.Refusal) {
 	e, ok := h.held[string(topic)]
 	switch {
 	case !ok:
-		return 0, ownership.NotHeld
+		return ownership.Topic{}, ownership.NotHeld
 	case h.released:
-		return e, ownership.Released
+		return ownership.Topic{Epoch: e}, ownership.Released
 	case e != epoch:
-		return e, ownership.OtherEpoch
+		return ownership.Topic{Epoch: e}, ownership.OtherEpoch
 	}
-	return e, h.lease[string(topic)]
+	return ownership.Topic{Epoch: e}, h.lease[string(topic)]
 }
 
-func (h *host) Holding(topic string) (uint64, bool) {
-	e, ok := h.held[topic]
-	return e, ok
-}
-
-func (h *host) HoldingLocked(topic []byte, fn func(uint64, bool)) {
+func (h *host) Holding(topic []byte) (ownership.Topic, bool) {
 	e, ok := h.held[string(topic)]
-	fn(e, ok)
+	return ownership.Topic{Epoch: e}, ok
+}
+
+func (h *host) HoldingLocked(topic []byte, fn func(ownership.Topic, bool)) {
+	e, ok := h.held[string(topic)]
+	fn(ownership.Topic{Epoch: e}, ok)
 }
 
 func (h *host) PeerAlive(peer string) bool { return h.alive[peer] }
