@@ -2,10 +2,12 @@
 // raft, storage and the wire into a node that serves the cluster's metadata
 // with no controller. Every shard leader is the local controller of its
 // slice. This package holds the config, the wiring, start and stop; every
-// concern is a room of its own under node/, which reaches the node only
-// through the Env (or Host) interface its wiring file here implements, and
-// newNode builds the rooms in one ordered list, each after the ones it
-// needs.
+// concern is a room of its own under node/, which is given the rooms it
+// calls, typed by small interfaces of its own, and reaches the rest of
+// the node only through the Env (or Host) interface its wiring file here
+// implements; newNode builds the rooms in one ordered list, each after
+// the ones it needs (a room that calls one built after it is given it
+// once that is built).
 //
 // # The parts
 //
