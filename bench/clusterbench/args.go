@@ -89,6 +89,11 @@ mass:
   -profile-time D   how long each profile runs (default 10s)
   -follow           the client follows routes (client.Config.FollowRoutes):
                     a watch of every change keeps its cached routes current
+  -probe P          how the topics are produced to after the kill: moved (a
+                    watch of the trial's topics says which moved, and those
+                    are produced to first, in the order they moved) or sweep
+                    (every topic in turn, each retried until it takes one)
+                    (default moved)
 `
 
 type options struct {
@@ -105,6 +110,7 @@ type options struct {
 	profile                 string
 	profileTime             time.Duration
 	follow                  bool
+	probe                   string
 }
 
 // usageError is a command line that cannot be run: its text is the whole
@@ -123,7 +129,7 @@ var errHelp = errors.New("help requested")
 var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
-	massOnly     = []string{"clients", "profile", "profile-time", "follow"}
+	massOnly     = []string{"clients", "profile", "profile-time", "follow", "probe"}
 )
 
 // Bounds of the flags.
@@ -164,6 +170,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.StringVar(&o.profile, "profile", "", "")
 	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "")
 	fs.BoolVar(&o.follow, "follow", false, "")
+	fs.StringVar(&o.probe, "probe", "moved", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -252,6 +259,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-clients %d: want 1 to %d", o.clients, maxClients)
 	case o.mode == "mass" && o.topics < 1:
 		return nil, usagef("-topics %d: want at least 1 for -mode mass", o.topics)
+	case o.probe != "moved" && o.probe != "sweep":
+		return nil, usagef("-probe %q: want moved or sweep", o.probe)
 	case o.trialTimeout <= 0:
 		return nil, usagef("-trial-timeout %v: want more than 0", o.trialTimeout)
 	case o.profileTime < time.Second || o.profileTime > 10*time.Minute:

@@ -35,7 +35,7 @@ func TestParseArgsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.nodes != 5 || o.shards != 256 || o.preset != "fast" || o.topics != 10000 || o.trials != 5 || o.clients != 128 ||
-		o.trialTimeout != time.Minute {
+		o.trialTimeout != time.Minute || o.probe != "moved" {
 		t.Fatalf("mass defaults: %+v", o)
 	}
 	o, err = parseArgs([]string{"-mode", "failover", "-shards", "16", "-preset", "lan", "-fault", "pause", "-pause", "3s", "-json"}, false)
@@ -69,6 +69,8 @@ func TestParseArgsRefuses(t *testing.T) {
 		{[]string{"-mode", "mass", "-clients", "0"}, false, "-clients 0"},
 		{[]string{"-mode", "mass", "-topics", "0"}, false, "-topics 0: want at least 1 for -mode mass"},
 		{[]string{"-mode", "mass", "-fault", "pause"}, false, "-fault does not apply to -mode mass"},
+		{[]string{"-mode", "mass", "-probe", "all"}, false, `-probe "all": want moved or sweep`},
+		{[]string{"-mode", "idle", "-probe", "sweep"}, false, "-probe does not apply to -mode idle"},
 		{[]string{"-mode", "failover", "-clients", "8"}, false, "-clients does not apply to -mode failover"},
 		{[]string{"-nodes", "0"}, false, "-nodes 0"},
 		{[]string{"-nodes", "251"}, false, "-nodes 251"},

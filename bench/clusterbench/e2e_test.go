@@ -115,3 +115,18 @@ func countNil(ts []topicResult) int {
 	}
 	return n
 }
+
+// TestMassEndToEnd kills the owner of a few hundred topics and checks
+// that the probe led by the watch of the moves had every topic take a
+// produce elsewhere.
+func TestMassEndToEnd(t *testing.T) {
+	var r massReport
+	runJSON(t, &r, "-mode", "mass", "-nodes", "3", "-shards", "16", "-topics", "300", "-trials", "1")
+	if r.Mode != "mass" || r.Probe != "moved" || r.Topics != 300 || len(r.TrialResults) != 1 {
+		t.Fatalf("report: %+v", r)
+	}
+	tr := r.TrialResults[0]
+	if tr.Victim != "n1" || tr.NotWritten != 0 || tr.AllWritableS <= 0 || tr.Produces < 300 || tr.OpenedS <= 0 {
+		t.Fatalf("trial: %+v", tr)
+	}
+}

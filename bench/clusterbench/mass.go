@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -25,15 +26,17 @@ import (
 // by one node, that node killed, and the time until every one of them
 // took a produce at a new owner.
 type massReport struct {
-	Mode    string  `json:"mode"`
-	Nodes   int     `json:"nodes"`
-	Shards  int     `json:"shards"`
-	Preset  string  `json:"preset"`
-	Topics  int     `json:"topics"`
-	Trials  int     `json:"trials"`
-	Clients int     `json:"clients"`
-	Follow  bool    `json:"follow"` // the client followed routes
-	ReadyS  float64 `json:"ready_s"`
+	Mode    string `json:"mode"`
+	Nodes   int    `json:"nodes"`
+	Shards  int    `json:"shards"`
+	Preset  string `json:"preset"`
+	Topics  int    `json:"topics"`
+	Trials  int    `json:"trials"`
+	Clients int    `json:"clients"`
+	Follow  bool   `json:"follow"` // the client followed routes
+	// Probe: how the topics were produced to after the kill (-probe).
+	Probe  string  `json:"probe"`
+	ReadyS float64 `json:"ready_s"`
 	// AllWritableP50S and AllWritableMaxS are over the trials: from the
 	// kill until the last of the victim's topics took a produce at a
 	// higher epoch.
@@ -78,7 +81,7 @@ type massTopic struct {
 
 func runMass(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*massReport, error) {
 	r := &massReport{Mode: "mass", Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Topics: o.topics,
-		Trials: o.trials, Clients: o.clients, Follow: o.follow}
+		Trials: o.trials, Clients: o.clients, Follow: o.follow, Probe: o.probe}
 	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
 	start := time.Now()
 	c, err := startCluster(ctx, o, bin)
@@ -173,6 +176,14 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 	if err != nil {
 		return nil, nil, err
 	}
+	// The moved probe learns of the moves from a watch of the trial's
+	// topics, begun before the kill.
+	var moves *client.Watcher
+	if o.probe == "moved" {
+		if moves, err = cl.Watch(actx, client.WatchOptions{Prefix: prefix + "-"}); err != nil {
+			return nil, nil, fmt.Errorf("watch of the trial's topics: %w", err)
+		}
+	}
 	t0 := time.Now()
 	if err := c.Kill(victim); err != nil {
 		return nil, nil, err
@@ -194,7 +205,7 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 	sctx, cancel := context.WithTimeout(ctx, o.trialTimeout)
 	defer cancel()
 	var sent atomic.Int64
-	_ = parallel(sctx, o.clients, len(topics), func(i int) bool {
+	produce := func(i int) bool {
 		sent.Add(1)
 		res, err := cl.Produce(sctx, topics[i].name, [][]byte{[]byte("after")})
 		if err != nil || res.Epoch <= topics[i].epoch {
@@ -202,7 +213,12 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 		}
 		topics[i].at, topics[i].done = time.Since(t0), true
 		return true
-	})
+	}
+	if moves != nil {
+		_ = probeMoved(sctx, moves, prefix+"-", v.ID, o.clients, len(topics), produce, logf)
+	} else {
+		_ = parallel(sctx, o.clients, len(topics), produce)
+	}
 	tr.Produces = sent.Load()
 	<-opened
 	var lat []time.Duration
@@ -248,6 +264,91 @@ func ownedBy(ctx context.Context, cl *client.Client, addrs []string) (int, error
 		sum += int(st.TopicsOwned)
 	}
 	return sum, nil
+}
+
+// probeMoved runs do, on workers goroutines, for each index below n as
+// soon as the watch w says its topic (prefix and the index) moved off
+// victim, each until do reports true: an index that fails goes to the
+// back of the line of moved ones, after a short pause of its worker. If
+// the watch fails, every index not yet handed out joins the line. It
+// returns ctx's error if some index never succeeded.
+func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, workers, n int, do func(i int) bool, logf func(string, ...any)) error {
+	work := make(chan int, n)
+	var left atomic.Int64
+	left.Store(int64(n))
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		queued := make([]bool, n)
+		enqueued := 0
+		for enqueued < n {
+			ch, err := w.Next(wctx)
+			if err != nil {
+				if wctx.Err() == nil {
+					logf("watch of the moves failed (%v): the topics not yet moved are produced to in turn", err)
+					for i, q := range queued {
+						if !q {
+							work <- i
+						}
+					}
+				}
+				return
+			}
+			i, ok := topicIndex(ch.Topic, prefix, n)
+			if !ok || queued[i] || ch.Owner == "" || ch.Owner == victim {
+				continue
+			}
+			queued[i] = true
+			enqueued++
+			work <- i
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for left.Load() > 0 && ctx.Err() == nil {
+				var i int
+				select {
+				case i = <-work:
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+					continue
+				}
+				if do(i) {
+					left.Add(-1)
+					continue
+				}
+				work <- i
+				_ = sleep(ctx, 20*time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	<-watched
+	if left.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d of %d not done: %w", left.Load(), n, err)
+		}
+	}
+	return nil
+}
+
+// topicIndex parses the index of a trial's topic named prefix and a
+// number below n.
+func topicIndex(topic, prefix string, n int) (int, bool) {
+	rest, ok := strings.CutPrefix(topic, prefix)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || i >= n {
+		return 0, false
+	}
+	return i, true
 }
 
 // parallel runs do for every index below n on workers goroutines, each
@@ -300,7 +401,7 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 	if r.Follow {
 		follow = ", following routes"
 	}
-	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients%s\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients, follow)
+	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients%s, probe %s\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients, follow, r.Probe)
 	fmt.Fprintln(tw, "trial\tvictim\tassign s\tsweep s\topened s\tall writable s\ttopic p50 ms\ttopic max ms\tnot written\tproduces")
 	for _, t := range r.TrialResults {
 		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", t.Trial, t.Victim, t.AssignS, t.SweepS, t.OpenedS, t.AllWritableS, t.TopicP50Ms, t.TopicMaxMs, t.NotWritten, t.Produces)
