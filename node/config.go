@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/shoalmq/shoal/node/duty"
 	"log/slog"
 	"time"
 
@@ -135,6 +136,10 @@ type Config struct {
 	// MaxConfChanges bounds the raft configuration changes this node runs
 	// at once over all the shards it leads (default 4).
 	MaxConfChanges int
+	// OwnershipWindow bounds the OpenTopic and CloseTopic messages this
+	// node, as a shard leader, has sent to one node and not yet seen
+	// acknowledged; more wait their turn (default 1024).
+	OwnershipWindow int
 	// MaxRequests bounds the client and forwarded requests served at once;
 	// beyond it requests are answered Unavailable (default 16384).
 	MaxRequests int
@@ -306,6 +311,12 @@ func (c *Config) fill() error {
 	}
 	if c.MaxConfChanges == 0 {
 		c.MaxConfChanges = 4
+	}
+	if c.OwnershipWindow == 0 {
+		c.OwnershipWindow = duty.DefaultWindow
+	}
+	if c.OwnershipWindow < 0 {
+		return fmt.Errorf("%w: ownership window %d is negative", ErrConfig, c.OwnershipWindow)
 	}
 	if c.MaxRequests == 0 {
 		c.MaxRequests = 16384

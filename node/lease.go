@@ -26,6 +26,7 @@ func (n *Node) newLease() (*lease.Agent, error) {
 		RenewInterval: n.cfg.LeaseRenewInterval,
 		ConfirmFresh:  n.cfg.leaseConfirmFresh(),
 		MaxDrift:      n.cfg.MaxClockDrift,
+		Window:        n.cfg.OwnershipWindow,
 		Leaders:       n.leaders,
 		Store:         n.store,
 		Machine:       n.sm,

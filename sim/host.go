@@ -154,6 +154,7 @@ func (h *host) startNode() error {
 		// so crashes land around flushes too.
 		StoreMemTableBytes: 1 << 20,
 		RouteCacheEntries:  w.opts.routeCache,
+		OwnershipWindow:    w.opts.ownershipWindow,
 		OnHandoff: func(topic string, epoch uint64, prev string, complete bool) {
 			if complete {
 				w.handoffs = append(w.handoffs, history.Handoff{Topic: topic, Node: h.id, Prev: prev, Epoch: epoch, At: w.now})

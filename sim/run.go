@@ -187,6 +187,12 @@ func Run(cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// runOwnershipWindow is the nodes' Config.OwnershipWindow in a run: small,
+// so that a leader's messages to an owner wait for room in its window
+// whenever a few topics move at once, as thousands do on a real cluster
+// whose owner died, and the schedule is checked with them waiting.
+const runOwnershipWindow = 1
+
 // newWorld builds cfg's cluster and boots its nodes. restore gives
 // crypto/rand back its reader (the run replaces it, see Run); the caller
 // closes w and then calls restore.
@@ -194,7 +200,7 @@ func newWorld(cfg Config) (w *World, restore func(), err error) {
 	if err := cfg.fill(); err != nil {
 		return nil, nil, err
 	}
-	return buildWorld(cfg, worldOpts{})
+	return buildWorld(cfg, worldOpts{ownershipWindow: runOwnershipWindow})
 }
 
 // buildWorld is newWorld for a filled cfg, with opts.

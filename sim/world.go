@@ -219,6 +219,9 @@ type worldOpts struct {
 	// swimFirst: the hosts boot their SWIM cores alone; the caller boots
 	// the nodes (host.bootNode).
 	swimFirst bool
+	// ownershipWindow: each node's Config.OwnershipWindow (0: the node's
+	// default).
+	ownershipWindow int
 }
 
 // maxPerSecond bounds the events of one virtual second: a busy run has a

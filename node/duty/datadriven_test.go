@@ -47,6 +47,8 @@ import (
 //	settled shard=S term=R topic=T epoch=E at=D [fresh]
 //	released node=N | holding node=N
 //	state                            messages owed, fences
+//	window n=N                       at most N messages in flight to a node
+//	next                             when Due has work next
 func TestSpec(t *testing.T) {
 	ddtest.Run(t, "testdata/*.txt", func(t *testing.T) ddtest.Handler {
 		s := &spec{l: newLeader(t), sent: map[string]RPC{}}
@@ -64,6 +66,17 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 	l := s.l
 	var out strings.Builder
 	switch td.Cmd {
+	case "next":
+		switch at, ok := l.Next(); {
+		case !ok:
+			out.WriteString("nothing queued\n")
+		case at.IsZero():
+			out.WriteString("at once\n")
+		default:
+			fmt.Fprintf(&out, "at %v\n", at.Sub(ddtest.T0))
+		}
+	case "window":
+		l.cfg.Window = int(a.Num("n"))
 	case "won":
 		l.Won(a.Time("at"), a.Num("shard"), a.Num("term"))
 	case "current":

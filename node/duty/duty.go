@@ -51,7 +51,17 @@ type Config struct {
 	// Resend is how often an unacknowledged OpenTopic or CloseTopic is sent
 	// again. Required.
 	Resend time.Duration
+	// Window bounds the messages sent to one node and not yet
+	// acknowledged (or dropped); more wait, in the order they became due,
+	// until one of those ends. An owner handed thousands of topics at once
+	// takes them as fast as it can answer, rather than being sent each
+	// again and again while it works through the first copies. 0:
+	// DefaultWindow.
+	Window int
 }
+
+// DefaultWindow is Config.Window's default.
+const DefaultWindow = 1024
 
 // OwnGrantWait is how long after computing a grant this leader waits
 // before it counts the grant as run out: Lease·(1+d)/(1−d).
@@ -71,6 +81,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Lease <= 0, c.ConfirmFresh <= 0, c.Resend <= 0:
 		return fmt.Errorf("duty: Lease, ConfirmFresh and Resend must be positive")
+	case c.Window < 0:
+		return fmt.Errorf("duty: Window %d is negative", c.Window)
 	case c.MaxDrift < 0 || c.MaxDrift > 0.1:
 		return fmt.Errorf("duty: MaxDrift %v not in [0, 0.1]", c.MaxDrift)
 	case c.Self == 0:
@@ -100,6 +112,10 @@ type RPC struct {
 	tries  int    // times sent
 	k      string // key in Leader.rpcs
 	wseq   uint64 // the seq of its live entry in Leader.queue
+	// inWindow: sent and counted in Leader.inflight of its node; waiting:
+	// due, but held in Leader.waiting of its node for room in the window
+	// (then it has no live entry in Leader.queue).
+	inWindow, waiting bool
 }
 
 type fence struct {
@@ -155,7 +171,16 @@ type Leader struct {
 	// gatedBy: Opens found held back, by topic; a close acknowledged or a
 	// node released looks at them again at once.
 	gatedBy map[string][]*RPC
-	vrounds map[uint64]*vouchRound
+	// inflight: per node, the messages sent and not yet ended (at most
+	// Config.Window); waiting: per node, the messages due that wait for
+	// room, in the order they became due (entries no longer waiting are
+	// skipped).
+	inflight map[string]int
+	waiting  map[string][]*RPC
+	// roomMade: a message left a window others wait for since the last
+	// makeRoom.
+	roomMade bool
+	vrounds  map[uint64]*vouchRound
 	// ledVersion counts changes of leaderships, terms and voters; sums
 	// (VouchAsk.Led per voter) was computed at sumsAt.
 	ledVersion, sumsAt uint64
@@ -192,10 +217,14 @@ func New(cfg Config) (*Leader, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
 	return &Leader{cfg: cfg, led: make(map[uint64]*led), voters: make(map[uint64]voters),
 		rpcs: make(map[string]*RPC), byReq: make(map[uint64]string), byShard: make(map[uint64]map[*RPC]struct{}),
 		nextReq: 1 << 62, vrounds: make(map[uint64]*vouchRound), released: make(map[string]bool),
 		gatedBy: make(map[string][]*RPC), demanded: make(map[uint64]struct{}),
+		inflight: make(map[string]int), waiting: make(map[string][]*RPC),
 		vouchMatched: make(map[uint64]wire.Summary)}, nil
 }
 

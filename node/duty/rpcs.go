@@ -51,6 +51,47 @@ func (l *Leader) drop(k string, r *RPC) {
 			delete(l.byShard, r.Shard)
 		}
 	}
+	r.waiting = false
+	if r.inWindow {
+		r.inWindow = false
+		if l.inflight[r.Node]--; l.inflight[r.Node] == 0 {
+			delete(l.inflight, r.Node)
+		}
+		if len(l.waiting[r.Node]) > 0 {
+			l.roomMade = true
+		}
+	}
+}
+
+// makeRoom hands the room each node's window has to the messages waiting
+// for it, node by node in order and oldest first: each is looked at again
+// at once (Due counts it in when it sends it). What waits for a node gone
+// for good is dropped. Entries that no longer wait are cleared away.
+func (l *Leader) makeRoom(gone func(node string) bool) {
+	l.roomMade = false
+	for _, node := range slices.Sorted(maps.Keys(l.waiting)) {
+		ws := l.waiting[node]
+		room := l.cfg.Window - l.inflight[node]
+		if gone(node) {
+			room = len(ws)
+		}
+		i := 0
+		for ; i < len(ws) && room > 0; i++ {
+			r := ws[i]
+			if !r.waiting || l.rpcs[r.k] != r {
+				continue
+			}
+			r.waiting = false
+			l.schedule(r, time.Time{})
+			room--
+		}
+		if i == len(ws) {
+			delete(l.waiting, node)
+			continue
+		}
+		clear(ws[:i])
+		l.waiting[node] = ws[i:]
+	}
 }
 
 // schedule makes Due look at r at time at (zero: at once); an earlier
@@ -198,9 +239,10 @@ func (l *Leader) gated(now time.Time, s *led, r *RPC) (until time.Time, gated bo
 }
 
 // Due returns the messages to send at now: those never sent whose topic is
-// not held back, and those unacknowledged for Config.Resend. gone reports
-// nodes that will never answer (dead or left): what is owed to them is
-// dropped, their fences stay until their leases run out.
+// not held back and for which their node's window has room, and those
+// unacknowledged for Config.Resend. gone reports nodes that will never
+// answer (dead or left): what is owed to them is dropped, their fences
+// stay until their leases run out.
 func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
 	if invariants.Enabled {
 		defer func() {
@@ -208,6 +250,17 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
 			l.inv.after(l, "due")
 		}()
 	}
+	for {
+		l.makeRoom(gone)
+		out = l.due(now, gone, out)
+		if !l.roomMade {
+			return out
+		}
+	}
+}
+
+// due is one pass of Due over the queue, appending to out.
+func (l *Leader) due(now time.Time, gone func(node string) bool, out []RPC) []RPC {
 	for len(l.queue) > 0 && !l.queue[0].at.After(now) {
 		w := heap.Pop(&l.queue).(wake)
 		r := w.r
@@ -226,6 +279,18 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
 				continue
 			}
 		}
+		if !r.inWindow {
+			if l.inflight[r.Node] >= l.cfg.Window {
+				if !r.waiting {
+					r.waiting = true
+					l.waiting[r.Node] = append(l.waiting[r.Node], r)
+				}
+				continue
+			}
+			r.waiting = false
+			r.inWindow = true
+			l.inflight[r.Node]++
+		}
 		r.sent, r.sentAt = true, now
 		r.tries++
 		if r.Open {
@@ -238,11 +303,16 @@ func (l *Leader) Due(now time.Time, gone func(node string) bool) (out []RPC) {
 }
 
 // Next returns when the earliest queued message is due, to be sent or to
-// be looked at again (a held-back open whose wait ends, a resend); ok is
-// false when nothing is queued. A caller that calls Due then, rather than
+// be looked at again (a held-back open whose wait ends, a resend), or the
+// zero time while messages wait for room in a node's window; ok is false
+// when nothing is queued. A caller that calls Due then, rather than
 // at its next periodic turn, sends a held-back open the moment its fences
 // allow, not up to a period later.
 func (l *Leader) Next() (at time.Time, ok bool) {
+	if len(l.waiting) > 0 {
+		// Room opens as acks come: look again as soon as the caller will.
+		return time.Time{}, true
+	}
 	if len(l.queue) == 0 {
 		return time.Time{}, false
 	}

@@ -126,6 +126,9 @@ type Config struct {
 	// may be when it grants, MaxDrift the clock drift allowed for.
 	Lease, RenewInterval, ConfirmFresh time.Duration
 	MaxDrift                           float64
+	// Window bounds the ownership messages sent to one node and not yet
+	// acknowledged (duty.Config.Window).
+	Window int
 	// Leaders is the node's shard-leader table, read for the leaders to
 	// ask and the hints to give, and filled from refusals.
 	Leaders *router.LeaderTable
@@ -225,7 +228,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if a.duty, err = duty.New(duty.Config{Self: cfg.RaftID(cfg.Self), Lease: cfg.Lease, ConfirmFresh: cfg.ConfirmFresh,
-		MaxDrift: cfg.MaxDrift, Resend: cfg.RenewInterval}); err != nil {
+		MaxDrift: cfg.MaxDrift, Resend: cfg.RenewInterval, Window: cfg.Window}); err != nil {
 		return nil, err
 	}
 	return a, nil
