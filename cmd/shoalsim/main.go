@@ -206,42 +206,13 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 	seeds := make(chan uint64)
 	results := make(chan outcome)
 	var wg sync.WaitGroup
-	errs := make(chan error, jobs)
 	for range jobs {
-		args := append([]string{"-worker"}, forwarded()...)
-		cmd := exec.Command(self, args...)
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			return 0, err
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return 0, err
-		}
-		if err := cmd.Start(); err != nil {
-			return 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dec := json.NewDecoder(stdout)
-			for s := range seeds {
-				if _, err := fmt.Fprintln(stdin, s); err != nil {
-					errs <- fmt.Errorf("worker: %w", err)
-					return
-				}
-				var o outcome
-				if err := dec.Decode(&o); err != nil {
-					errs <- fmt.Errorf("worker died at seed %d: %w", s, err)
-					results <- outcome{Seed: s, Err: "worker died"}
-					continue
-				}
-				results <- o
+		wg.Go(func() {
+			for runWorker(self, seeds, results) {
+				// The worker died (a panic: its stack went to stderr) and
+				// its seed was reported failed; the next one runs the rest.
 			}
-			stdin.Close()
-			_ = cmd.Wait()
-		}()
+		})
 	}
 	var over <-chan time.Time // stays nil without a budget
 	if budget > 0 {
@@ -293,11 +264,6 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 						fmt.Printf("  %s\n", firstLine(v))
 					}
 				}
-				select {
-				case err := <-errs:
-					return failed, err
-				default:
-				}
 				return failed, nil
 			}
 			done++
@@ -320,6 +286,49 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 			report()
 		}
 	}
+}
+
+// runWorker starts a worker process and hands it seeds until they run
+// out; it reports each seed's outcome, and a seed the worker died on as
+// failed. died says whether the worker died (then the caller starts
+// another for the seeds left), also when it could not start one (then the
+// seed it would have run is reported failed with that error).
+func runWorker(self string, seeds <-chan uint64, results chan<- outcome) (died bool) {
+	cmd := exec.Command(self, append([]string{"-worker"}, forwarded()...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	var stdout io.ReadCloser
+	if err == nil {
+		stdout, err = cmd.StdoutPipe()
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		if s, ok := <-seeds; ok {
+			results <- outcome{Seed: s, Err: fmt.Sprintf("no worker: %v", err)}
+			return true
+		}
+		return false
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	dec := json.NewDecoder(stdout)
+	for s := range seeds {
+		var o outcome
+		if _, err := fmt.Fprintln(stdin, s); err != nil {
+			results <- outcome{Seed: s, Err: fmt.Sprintf("worker died: %v", err)}
+			return true
+		}
+		if err := dec.Decode(&o); err != nil {
+			results <- outcome{Seed: s, Err: fmt.Sprintf("worker died running it (its output is above): %v", err)}
+			return true
+		}
+		results <- o
+	}
+	return false
 }
 
 // forwarded are the flags a worker needs to run the same configuration.
