@@ -187,11 +187,12 @@ func Run(cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// runOwnershipWindow is the nodes' Config.OwnershipWindow in a run: small,
-// so that a leader's messages to an owner wait for room in its window
-// whenever a few topics move at once, as thousands do on a real cluster
-// whose owner died, and the schedule is checked with them waiting.
-const runOwnershipWindow = 1
+// runOwnershipWindows are the nodes' Config.OwnershipWindow in a run,
+// by seed: the default, so that messages to one node interleave as they
+// do in production, and tiny ones, so that a leader's messages to an
+// owner wait for room whenever a few topics move at once, as thousands do
+// on a real cluster whose owner died.
+var runOwnershipWindows = [...]int{0, 1, 2}
 
 // newWorld builds cfg's cluster and boots its nodes. restore gives
 // crypto/rand back its reader (the run replaces it, see Run); the caller
@@ -200,7 +201,7 @@ func newWorld(cfg Config) (w *World, restore func(), err error) {
 	if err := cfg.fill(); err != nil {
 		return nil, nil, err
 	}
-	return buildWorld(cfg, worldOpts{ownershipWindow: runOwnershipWindow})
+	return buildWorld(cfg, worldOpts{ownershipWindow: runOwnershipWindows[cfg.Seed%uint64(len(runOwnershipWindows))]})
 }
 
 // buildWorld is newWorld for a filled cfg, with opts.
