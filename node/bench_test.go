@@ -77,16 +77,7 @@ func BenchmarkAssignTopic(b *testing.B) {
 // turns with the code it is measured against.
 func BenchmarkAssignCost(b *testing.B) {
 	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Shards = assignCostShards })
-	var seeds []string
-	for _, n := range c.nodes {
-		addr, _, _ := n.Addrs()
-		seeds = append(seeds, addr)
-	}
-	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, ConnsPerServer: 2, Logger: testLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cl.Close() })
+	cl := seedsClient(b, c.nodes)
 	ctx := context.Background()
 	// Warm up: the leader table pulled, every shard with a leader that
 	// has served an assign.
@@ -112,6 +103,21 @@ func BenchmarkAssignCost(b *testing.B) {
 	fsyncs, fwd := stats()
 	b.ReportMetric(float64(fsyncs-fsyncs0)/float64(b.N), "fsyncs/op")
 	b.ReportMetric(float64(fwd-fwd0)/float64(b.N), "forwards/op")
+}
+
+// seedsClient is a client that knows every node of nodes, closed with b.
+func seedsClient(b *testing.B, nodes []*Node) *client.Client {
+	var seeds []string
+	for _, n := range nodes {
+		addr, _, _ := n.Addrs()
+		seeds = append(seeds, addr)
+	}
+	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, ConnsPerServer: 2, Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cl.Close() })
+	return cl
 }
 
 // The size of BenchmarkAssignCost's cluster and load.

@@ -23,16 +23,7 @@ import (
 // included; MOVECOST_PROFILE=FILE profiles the move alone.
 func BenchmarkMoveCost(b *testing.B) {
 	c := startClusterWith(b, 4, func(cfg *Config) { cfg.Shards = assignCostShards })
-	var seeds []string
-	for _, n := range c.nodes[:3] {
-		addr, _, _ := n.Addrs()
-		seeds = append(seeds, addr)
-	}
-	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, ConnsPerServer: 2, Logger: testLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cl.Close() })
+	cl := seedsClient(b, c.nodes[:3])
 	victim := c.nodes[3]
 	ctx := context.Background()
 	var wg sync.WaitGroup

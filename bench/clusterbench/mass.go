@@ -274,8 +274,6 @@ func ownedBy(ctx context.Context, cl *client.Client, addrs []string) (int, error
 // returns ctx's error if some index never succeeded.
 func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, workers, n int, do func(i int) bool, logf func(string, ...any)) error {
 	work := make(chan int, n)
-	var left atomic.Int64
-	left.Store(int64(n))
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	watched := make(chan struct{})
@@ -305,36 +303,10 @@ func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, w
 			work <- i
 		}
 	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for left.Load() > 0 && ctx.Err() == nil {
-				var i int
-				select {
-				case i = <-work:
-				case <-ctx.Done():
-					return
-				case <-time.After(10 * time.Millisecond):
-					continue
-				}
-				if do(i) {
-					left.Add(-1)
-					continue
-				}
-				work <- i
-				_ = sleep(ctx, 20*time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
+	err := drain(ctx, workers, n, work, do)
 	stop()
 	<-watched
-	if left.Load() > 0 {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%d of %d not done: %w", left.Load(), n, err)
-		}
-	}
-	return nil
+	return err
 }
 
 // topicIndex parses the index of a trial's topic named prefix and a
@@ -360,6 +332,14 @@ func parallel(ctx context.Context, workers, n int, do func(i int) bool) error {
 	for i := range n {
 		work <- i
 	}
+	return drain(ctx, workers, n, work, do)
+}
+
+// drain runs do, on workers goroutines, for the indexes work hands out
+// until n of them succeeded: an index that fails goes back into work,
+// after a short pause of its worker. It returns ctx's error if fewer
+// succeeded.
+func drain(ctx context.Context, workers, n int, work chan int, do func(i int) bool) error {
 	var left atomic.Int64
 	left.Store(int64(n))
 	var wg sync.WaitGroup
