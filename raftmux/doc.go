@@ -42,7 +42,10 @@
 // Peer input is not trusted: raft panics or diverges on messages no raft
 // node would send. Deliver and DeliverSnapshotChunk check every message
 // before raft's Step sees it (validate.go: the types a peer may send, the
-// addressing, terms, indexes and entries; the sender's membership; commit
+// addressing, terms, indexes and entries; the sender's membership, and
+// for a vote request the receiver's: a replica out of its group's voters
+// does not vote, since raft elects by the configuration a replica applied,
+// which after a restart may be several changes old; commit
 // indexes and acks against the replica's log; snapshot metadata, data and
 // a host-wide snapshot budget), create a replica only where
 // Config.AcceptReplica allows, and count what they refuse (Host.Stats),

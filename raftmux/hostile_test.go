@@ -440,3 +440,35 @@ func TestApplyFailureHaltsTheReplicaBelowTheEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestAReplicaOutOfItsVotersDoesNotVote asks a learner to vote, from a
+// member of its group, at a later term and with a log ahead of everyone's:
+// it refuses, and its term stays. A replica out of its group's voters (a
+// learner, or a removed replica not yet destroyed) that voted could make
+// leader a candidate going by an older configuration than the group's,
+// for a term the group's voters gave another leader.
+func TestAReplicaOutOfItsVotersDoesNotVote(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	c := newCluster(t, 4, func(cfg *raftmux.Config) { cfg.Logger = quiet })
+	c.bootstrap(1, []uint64{1, 2, 3})
+	lead := c.waitLeaders([]uint64{0}, 10*time.Second)[0]
+	if _, err := c.propose(0, []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.hosts[lead].AddLearner(ctx, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the learner to be filled", 10*time.Second, func() bool { return c.stores[4].Len(0) >= 1 })
+	voter := lead%3 + 1
+	term := c.infos()[4][0].Term
+	h := c.hosts[4]
+	before := h.Stats().RefusedNonVoter
+	for _, typ := range []raftpb.MessageType{raftpb.MsgPreVote, raftpb.MsgVote} {
+		h.Deliver(voter, msgBatch(0, &raftpb.Message{Type: typ, From: voter, To: 4, Term: term + 5, Index: 1 << 30, LogTerm: term + 5}))
+	}
+	c.waitFor("both requests refused", 10*time.Second, func() bool { return h.Stats().RefusedNonVoter >= before+2 })
+	if got := c.infos()[4][0].Term; got != term {
+		t.Fatalf("the learner's term went from %d to %d on a vote request", term, got)
+	}
+}

@@ -28,8 +28,12 @@ type replica struct {
 	// removedGraceElections election timeouts (and has no write in flight):
 	// entries it already acknowledged may add it back, and the leader
 	// counts on what it acknowledged.
-	removed     bool
-	destroyed   bool
+	removed   bool
+	destroyed bool
+	// confTail is the index of the last configuration change this
+	// replica's log took (0: none since it opened, nor above its applied
+	// index then); one above applied may make it a voter once applied.
+	confTail    uint64
 	removedTick uint64
 	// tombApplied: the applied index of this shard's replica this host
 	// destroyed before (see Tombstone); r takes no snapshot at or below it.
@@ -237,10 +241,15 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
 	}
+	confTail, err := lastConfChange(rs, applied, last)
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
+	}
 	r := &replica{
 		shard:           shard,
 		rn:              rn,
 		rs:              rs,
+		confTail:        confTail,
 		term:            hs.Term,
 		persistedVote:   hs.Vote,
 		persistedCommit: hs.Commit,
@@ -447,6 +456,10 @@ func (w *worker) replicaFor(shard, from uint64, t raftpb.MessageType) *replica {
 // term, it steps down, and the group's next leader is at a term r admits.
 func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint64) bool {
 	if isMember(r.confState, from) {
+		if (t == raftpb.MsgVote || t == raftpb.MsgPreVote) && !r.votes(w.h.cfg.NodeID) {
+			w.h.refuse(refuseNonVoter, r.shard, from, t)
+			return false
+		}
 		return true
 	}
 	if t == raftpb.MsgVote || t == raftpb.MsgPreVote {
@@ -466,6 +479,42 @@ func (w *worker) admit(r *replica, from uint64, t raftpb.MessageType, term uint6
 		b.Messages = append(b.Messages, ShardMessage{Shard: r.shard, Msg: &raftpb.Message{Type: raftpb.MsgAppResp, From: w.h.cfg.NodeID, To: from, Term: st.Term}})
 	}
 	return false
+}
+
+// votes reports whether r may answer a vote request: it is a voter in the
+// configuration it applied, or its log holds a configuration change beyond
+// it, which may make it one. A replica out of its group's voters (removed
+// and not yet destroyed, or a learner) does not vote: a candidate that
+// counts it goes by a configuration older than the group's — raft elects
+// by the configuration a replica applied, and a replica restarted with its
+// commit index behind its log applies one that may be several changes old
+// — and with that vote could win a term the group's voters gave another
+// leader.
+func (r *replica) votes(self uint64) bool {
+	cs := r.confState
+	return cs == nil || slices.Contains(cs.Voters, self) || slices.Contains(cs.VotersOutgoing, self) || r.confTail > r.applied
+}
+
+// lastConfChange returns the index of the last configuration change in
+// rs's log in (applied, last], 0 if there is none.
+func lastConfChange(rs raft.Storage, applied, last uint64) (uint64, error) {
+	var at uint64
+	for lo := applied + 1; lo <= last; {
+		ents, err := rs.Entries(lo, last+1, 4<<20)
+		if err != nil {
+			return 0, fmt.Errorf("read the log above the applied index: %w", err)
+		}
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			if e.Type == raftpb.EntryConfChange || e.Type == raftpb.EntryConfChangeV2 {
+				at = e.Index
+			}
+		}
+		lo = ents[len(ents)-1].Index + 1
+	}
+	return at, nil
 }
 
 // lastBound is an index r's raft log is known to reach, for the checks
@@ -490,6 +539,11 @@ func (w *worker) noteReady(r *replica, rd *raft.Ready) {
 	}
 	if n := len(rd.Entries); n > 0 {
 		r.tail = rd.Entries[n-1].Index
+		for i := range rd.Entries {
+			if e := &rd.Entries[i]; e.Type == raftpb.EntryConfChange || e.Type == raftpb.EntryConfChangeV2 {
+				r.confTail = e.Index
+			}
+		}
 	}
 	r.logMayShrink = false
 	if len(r.snaps) > 0 {

@@ -88,6 +88,7 @@ const (
 	refuseBeyondLog        // an ack or hint past this replica's log
 	refuseHalted           // the replica is halted
 	refuseSnapshot         // a snapshot stream or its data was refused
+	refuseNonVoter         // a vote request to a replica out of its group's voters
 	nRefuse
 )
 
@@ -103,6 +104,7 @@ type Stats struct {
 	RefusedBeyondLog uint64 // acks or hints past the replica's log
 	RefusedHalted    uint64 // messages for halted replicas
 	RefusedSnapshots uint64 // snapshot chunks or streams refused (budget, size, data, order)
+	RefusedNonVoter  uint64 // vote requests to replicas out of their group's voters
 	ClampedCommits   uint64 // heartbeats whose commit index was lowered to the replica's log
 	HaltedReplicas   int    // replicas halted by an apply failure or a snapshot without its data
 	SnapshotBytes    int64  // bytes buffered for incoming snapshots, host-wide
@@ -128,13 +130,14 @@ func (h *Host) Stats() Stats {
 		RefusedBeyondLog: c.refused[refuseBeyondLog].Load(),
 		RefusedHalted:    c.refused[refuseHalted].Load(),
 		RefusedSnapshots: c.refused[refuseSnapshot].Load(),
+		RefusedNonVoter:  c.refused[refuseNonVoter].Load(),
 		ClampedCommits:   c.clamped.Load(),
 		HaltedReplicas:   halted,
 		SnapshotBytes:    h.snapBuffered.Load(),
 	}
 }
 
-var refuseNames = [nRefuse]string{"type", "address", "malformed", "non-member", "unplaced", "beyond log", "halted", "snapshot"}
+var refuseNames = [nRefuse]string{"type", "address", "malformed", "non-member", "unplaced", "beyond log", "halted", "snapshot", "non-voter"}
 
 // refuse counts one refused input and logs it at debug level.
 func (h *Host) refuse(reason int, shard, from uint64, t raftpb.MessageType) {
