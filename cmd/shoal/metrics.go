@@ -77,6 +77,7 @@ var metrics = []metric{
 	{"Raft.RefusedBeyondLog", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "beyond_log"},
 	{"Raft.RefusedHalted", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "halted"},
 	{"Raft.RefusedSnapshots", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "snapshot"},
+	{"Raft.RefusedNonVoter", "raft_refused_total", "Raft input from peers refused before raft saw it, by reason.", counter, "non_voter"},
 	{"Raft.ClampedCommits", "raft_commits_clamped_total", "Heartbeats whose commit index was lowered to what the replica's log holds.", counter, ""},
 	{"Raft.HaltedReplicas", "raft_halted_replicas", "Shard replicas halted at an entry they could not apply (or a snapshot without its data).", gauge, ""},
 	{"Raft.SnapshotBytes", "raft_snapshot_buffer_bytes", "Bytes buffered for incoming snapshots.", gauge, ""},
