@@ -241,7 +241,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
 	}
-	confTail, err := lastConfChange(rs, applied, last)
+	confTail, err := lastConfChange(rs, max(applied, first-1), last)
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
 	}
@@ -496,10 +496,11 @@ func (r *replica) votes(self uint64) bool {
 }
 
 // lastConfChange returns the index of the last configuration change in
-// rs's log in (applied, last], 0 if there is none.
-func lastConfChange(rs raft.Storage, applied, last uint64) (uint64, error) {
+// rs's log in (from, last], 0 if there is none; from is at least the
+// index before the log's first entry.
+func lastConfChange(rs raft.Storage, from, last uint64) (uint64, error) {
 	var at uint64
-	for lo := applied + 1; lo <= last; {
+	for lo := from + 1; lo <= last; {
 		ents, err := rs.Entries(lo, last+1, 4<<20)
 		if err != nil {
 			return 0, fmt.Errorf("read the log above the applied index: %w", err)
