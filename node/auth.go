@@ -1,10 +1,6 @@
 package node
 
-import (
-	"fmt"
-
-	"github.com/shoalmq/shoal/node/security"
-)
+import "github.com/shoalmq/shoal/node/security"
 
 // Who may do what, and how it is proven, is the security room's
 // (node/security; docs/security.md): the checks of Config.Security, the
@@ -13,25 +9,11 @@ import (
 // transport and SWIM, and the words of the start log. Here the room is
 // given the node's config and driver.
 
-// fillSecurity checks Config.Security and the request limits
-// (security.Limits), and sets their defaults (Config.fill calls it).
-func (c *Config) fillSecurity() error {
-	if err := security.Check(&c.Security); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	l := security.Limits{MaxRequestBytes: c.MaxRequestBytes, MaxFetchBytes: c.MaxFetchBytes, ChangeLogLen: c.ChangeLogLen, MaxWatchers: c.MaxWatchers}
-	if err := l.Fill(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	c.MaxRequestBytes, c.MaxFetchBytes, c.ChangeLogLen, c.MaxWatchers = l.MaxRequestBytes, l.MaxFetchBytes, l.ChangeLogLen, l.MaxWatchers
-	return nil
-}
-
 // initSecurity sets up the token table; it runs for every node, started
 // or driven, so that a driven node given tokens refuses a connection that
 // proved none.
 func (n *Node) initSecurity() {
-	_ = n.sec.Init(n.cfg.Security.ClientTokens) // checked in fillSecurity
+	_ = n.sec.Init(n.cfg.Security.ClientTokens) // checked by Config.Fill
 }
 
 // SetClientTokens replaces the client tokens of a node started with

@@ -367,9 +367,9 @@ func TestRequestByteBudget(t *testing.T) {
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free)
-	c := startClusterWith(t, 1, func(cfg *Config) {
+	c := startClusterHooked(t, 1, func(cfg *Config, h *testHooks) {
 		cfg.MaxRequestBytes = security.MinRequestBytes
-		cfg.testHooks.beforeServe = func() { <-release }
+		h.beforeServe = func() { <-release }
 	})
 	n := c.nodes[0]
 	addr, _, _ := n.Addrs()

@@ -57,6 +57,15 @@ func startCluster(t testing.TB, size int) *testCluster {
 // mut first (when not nil).
 func startClusterWith(t testing.TB, size int, mut func(*Config)) *testCluster {
 	t.Helper()
+	if mut == nil {
+		return startClusterHooked(t, size, nil)
+	}
+	return startClusterHooked(t, size, func(cfg *Config, _ *testHooks) { mut(cfg) })
+}
+
+// startClusterHooked is startClusterWith with each node's test seams too.
+func startClusterHooked(t testing.TB, size int, mut func(*Config, *testHooks)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t}
 	root := t.TempDir()
 	for i := range size {
@@ -67,10 +76,11 @@ func startClusterWith(t testing.TB, size int, mut func(*Config)) *testCluster {
 			join = []string{c.seed}
 		}
 		cfg := nodeConfig(id, dir, join, size)
+		var hooks testHooks
 		if mut != nil {
-			mut(&cfg)
+			mut(&cfg, &hooks)
 		}
-		n, err := New(cfg)
+		n, err := newHooked(cfg, hooks)
 		if err != nil {
 			t.Fatalf("New %s: %v", id, err)
 		}

@@ -1,192 +1,29 @@
 package node
 
 import (
-	"errors"
-	"fmt"
-	"github.com/shoalmq/shoal/node/duty"
-	"log/slog"
 	"time"
 
-	"github.com/shoalmq/shoal/node/security"
-	"github.com/shoalmq/shoal/shardstore"
+	"github.com/shoalmq/shoal/node/config"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
 
-// Defaults of Config.
+// Config configures a Node; node/config holds its fields, their defaults
+// and its checks.
+type Config = config.Config
+
+// Defaults and bounds of Config (node/config).
 const (
-	DefaultShards          = 1024
-	DefaultReplicas        = 3
-	DefaultBootstrapExpect = 1
-	// MaxShards bounds Config.Shards: a shard id must fit the router's uint32.
-	MaxShards = 1 << 20
-	// DefaultHandoffTimeout is Config.HandoffTimeout's default.
-	DefaultHandoffTimeout = 30 * time.Second
-	// DefaultStoreLogSyncGap is Config.StoreLogSyncGap's default.
-	DefaultStoreLogSyncGap = 4 * time.Millisecond
+	DefaultShards          = config.DefaultShards
+	DefaultReplicas        = config.DefaultReplicas
+	DefaultBootstrapExpect = config.DefaultBootstrapExpect
+	MaxShards              = config.MaxShards
+	DefaultHandoffTimeout  = config.DefaultHandoffTimeout
+	DefaultStoreLogSyncGap = config.DefaultStoreLogSyncGap
 )
 
 // ErrConfig is wrapped by every Config validation error.
-var ErrConfig = errors.New("node: invalid config")
-
-// Config configures a Node. Zero fields take the documented defaults.
-type Config struct {
-	// ID is the node id every listing shows (required, 1..64 bytes).
-	ID string
-	// Rack is the node's failure domain; replicas of a shard spread over
-	// racks first. Empty: every such node shares one unnamed rack.
-	Rack string
-	// DataDir holds the store (DataDir/store) and the generation file
-	// (required).
-	DataDir string
-	// StoreMemTableBytes is the store's Pebble memtable size; 0 means
-	// shardstore.DefaultMemTableBytes. Smaller makes each write cheaper,
-	// larger flushes less often (bench/README.md has the figures).
-	StoreMemTableBytes uint64
-	// StoreLogSyncRuntime syncs the store's log through the Go runtime's
-	// system call path instead of a raw fdatasync
-	// (shardstore.Config.LogSyncRuntime says what each costs).
-	StoreLogSyncRuntime bool
-	// StoreLogSyncGap is the least time from the end of one sync of the
-	// store's log to the start of the next (shardstore.Config.LogSyncGap):
-	// the raft rounds and owner batches that ask for a sync within it
-	// share the next one. It holds only while the CPU is busy, where the
-	// syncs it saves are worth more than the wait. 0 means
-	// DefaultStoreLogSyncGap; negative syncs as soon as asked. At most
-	// shardstore.MaxLogSyncGap. A node run by NewDriven has none (the gap
-	// is timed on the wall clock).
-	StoreLogSyncGap time.Duration
-	// NetLoops serves the node's plain TCP connections on gnet event
-	// loops instead of two goroutines each. Goroutines cost less per
-	// metadata write, above all under a CPU limit; loops answer many
-	// small plain lookups on few connections with less CPU
-	// (docs/decisions/goroutines-beside-loops.md). TLS connections are
-	// served by goroutines either way.
-	NetLoops bool
-
-	// ClientAddr, PeerAddr and SwimAddr are host:port; port 0 picks a free
-	// port (read it back with Addrs).
-	ClientAddr, PeerAddr, SwimAddr string
-	// Join lists SWIM addresses of nodes to join through; the node's own is
-	// skipped, so every node may be given the same list.
-	Join []string
-	// BootstrapExpect is the number of members SWIM must show before a
-	// cluster with no shards anywhere creates its shard groups. Default 1.
-	BootstrapExpect int
-
-	// Shards is the fixed number of metadata shards (default 1024); every
-	// node of a cluster must use the same value.
-	Shards uint32
-	// Replicas is the replication factor of every shard (default 3).
-	Replicas int
-
-	// ClusterID must match on every node; Secret, when set, authenticates
-	// the peers' TCP connections (and clients', without client tokens) and
-	// gives the SWIM key when Security has none.
-	ClusterID uint64
-	Secret    []byte
-	// Security: TLS, client tokens and SWIM keys (auth.go).
-	Security security.Security
-
-	// SwimPreset selects the SWIM timing: "lan" (default: probe 1 s) or
-	// "fast" (five times faster, for a cluster on one machine and tests).
-	// Swim, when non-nil, is used instead and its addresses, id and
-	// generation are overwritten.
-	SwimPreset string
-	Swim       *swim.Config
-
-	// RaftTickInterval is the raft clock period. Default 100 ms ("fast":
-	// 50 ms).
-	RaftTickInterval time.Duration
-	// ReconcileInterval is how often the node compares each shard it leads
-	// with the ring (replicas, leadership, topics of dead owners) and
-	// retries unacknowledged OpenTopic/CloseTopic. Default 500 ms ("fast":
-	// 200 ms).
-	ReconcileInterval time.Duration
-	// MetadataSyncInterval bounds the staleness of the cluster metadata
-	// (membership, ring, shard-leader table) and of the routing cache: at
-	// least this often the node pulls every kind from a random live peer,
-	// even when no newer version was announced (announcements are gossip
-	// and may be lost), and it replaces its routing cache. Default 10 s
-	// ("fast": 2 s).
-	MetadataSyncInterval time.Duration
-	// MetadataPullTimeout is how long a pull may stay unanswered (or
-	// answered with less than the announced version) before the node asks
-	// another peer. Default 1 s ("fast": 500 ms).
-	MetadataPullTimeout time.Duration
-	// LeaseDuration is how long a lease lets an owner serve its topics,
-	// counted on the owner's clock from when it asked. A topic whose owner
-	// is cut off or paused is served by nobody for up to about this long
-	// (plus NewLeaderWait when its shard's leader died too, see
-	// docs/leases.md); a kill -9 of an owner costs the failure detection or
-	// this, whichever is longer. Default 3 s ("fast": 800 ms).
-	LeaseDuration time.Duration
-	// LeaseRenewInterval is how often an owner renews its leases (one
-	// message per leader node, whatever the number of shards and topics)
-	// and a leader asks its shards' voters to vouch for it, and how often
-	// an unacknowledged OpenTopic or CloseTopic is sent again. At most a
-	// third of LeaseDuration. Default 500 ms ("fast": 200 ms), or a third
-	// of LeaseDuration if that is less.
-	LeaseRenewInterval time.Duration
-	// MaxClockDrift bounds how far the rate of any node's monotonic clock
-	// may be from true time, as a fraction; the lease waits are stretched
-	// by it (docs/leases.md). Default 0.01 (1%, far above the drift of a
-	// real oscillator); at most 0.1.
-	MaxClockDrift float64
-	// MaxConfChanges bounds the raft configuration changes this node runs
-	// at once over all the shards it leads (default 4).
-	MaxConfChanges int
-	// OwnershipWindow bounds the OpenTopic and CloseTopic messages this
-	// node, as a shard leader, has sent to one node and not yet seen
-	// acknowledged; more wait their turn (default 1024).
-	OwnershipWindow int
-	// MaxRequests bounds the client and forwarded requests served at once;
-	// beyond it requests are answered Unavailable (default 16384).
-	MaxRequests int
-	// MaxRequestBytes bounds the bytes held by the requests not yet
-	// answered (those waiting on raft or on another node included),
-	// decompressed payloads included; beyond it requests are answered
-	// Unavailable (default 256 MiB, at least security.MinRequestBytes).
-	MaxRequestBytes int64
-	// MaxFetchBytes caps the record bytes one Fetch returns, whatever it
-	// asks for (default 1 MiB, at most MaxFetchBytesLimit).
-	MaxFetchBytes int
-	// HandoffTimeout bounds how long a topic's new owner, after a move
-	// with the previous owner alive, pulls that owner's records before it
-	// serves the topic anyway without the rest; a previous owner SWIM
-	// declares dead ends the pull at once (node/records). Default 30 s.
-	HandoffTimeout time.Duration
-	// OnHandoff, if set, is told when a record pull of a topic this node
-	// newly holds ends: the topic, the epoch it holds, the previous owner
-	// pulled from, and whether every record of that owner's log came over
-	// (false: it was silent, died, stopped answering, the timeout ran out,
-	// or the topic moved on; what was copied is served). It runs on the
-	// node's own work and must not block.
-	OnHandoff func(topic string, epoch uint64, prev string, complete bool)
-	// RequestTimeout bounds one request's proposal or read (default 5 s).
-	RequestTimeout time.Duration
-	// ChangeLogLen is how many changes of topic assignments each shard's
-	// replica keeps for watchers, on disk and in memory, at least (when
-	// there were that many) and, between trims, up to an eighth more (default
-	// security.DefaultChangeLogLen, at most security.MaxChangeLogLen). A watcher
-	// that falls further behind is told to list again.
-	ChangeLogLen int
-	// MaxWatchers bounds the watches held open on this node while nothing
-	// changed; beyond it a watch is answered at once (default
-	// security.DefaultMaxWatchers).
-	MaxWatchers int
-	// RouteCacheEntries bounds the routing cache (topic → owner) that
-	// answers plain lookups for shards this node hosts no replica of;
-	// 0 means router.DefaultCacheCapacity. The cache is allocated whole,
-	// 128 bytes per entry.
-	RouteCacheEntries int
-
-	// Logger; default slog.Default().
-	Logger *slog.Logger
-
-	// testHooks are seams this package's tests set; zero in production.
-	testHooks testHooks
-}
+var ErrConfig = config.ErrConfig
 
 // testHooks let a test stop a node at a chosen point, as a scheduler or
 // SIGSTOP would, and put faults on its network (faultnet).
@@ -214,142 +51,4 @@ type testHooks struct {
 type frameFate struct {
 	delays []time.Duration
 	hold   <-chan struct{}
-}
-
-func (c *Config) fill() error {
-	if c.ID == "" || len(c.ID) > wire.MaxNodeIDLen {
-		return fmt.Errorf("%w: id must be 1..%d bytes", ErrConfig, wire.MaxNodeIDLen)
-	}
-	if len(c.Rack) > wire.MaxRackLen {
-		return fmt.Errorf("%w: rack longer than %d bytes", ErrConfig, wire.MaxRackLen)
-	}
-	if c.DataDir == "" {
-		return fmt.Errorf("%w: data dir required", ErrConfig)
-	}
-	for name, a := range map[string]string{"client": c.ClientAddr, "peer": c.PeerAddr, "swim": c.SwimAddr} {
-		if a == "" || len(a) > wire.MaxAddrLen {
-			return fmt.Errorf("%w: %s address required (host:port, at most %d bytes)", ErrConfig, name, wire.MaxAddrLen)
-		}
-	}
-	if c.StoreLogSyncGap == 0 {
-		c.StoreLogSyncGap = DefaultStoreLogSyncGap
-	}
-	if c.StoreLogSyncGap > shardstore.MaxLogSyncGap {
-		return fmt.Errorf("%w: store log sync gap %v above %v", ErrConfig, c.StoreLogSyncGap, shardstore.MaxLogSyncGap)
-	}
-	if c.BootstrapExpect == 0 {
-		c.BootstrapExpect = DefaultBootstrapExpect
-	}
-	if c.BootstrapExpect < 0 {
-		return fmt.Errorf("%w: bootstrap-expect %d", ErrConfig, c.BootstrapExpect)
-	}
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
-	if c.Shards > MaxShards {
-		return fmt.Errorf("%w: shards %d above %d", ErrConfig, c.Shards, MaxShards)
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.Replicas < 1 || c.Replicas > wire.MaxReplicas {
-		return fmt.Errorf("%w: replicas %d not in 1..%d", ErrConfig, c.Replicas, wire.MaxReplicas)
-	}
-	fast := false
-	switch c.SwimPreset {
-	case "", "lan":
-	case "fast":
-		fast = true
-	default:
-		return fmt.Errorf("%w: swim preset %q (want lan or fast)", ErrConfig, c.SwimPreset)
-	}
-	if c.RaftTickInterval == 0 {
-		c.RaftTickInterval = 100 * time.Millisecond
-		if fast {
-			c.RaftTickInterval = 50 * time.Millisecond
-		}
-	}
-	if c.ReconcileInterval == 0 {
-		c.ReconcileInterval = 500 * time.Millisecond
-		if fast {
-			c.ReconcileInterval = 200 * time.Millisecond
-		}
-	}
-	if c.MetadataSyncInterval == 0 {
-		c.MetadataSyncInterval = 10 * time.Second
-		if fast {
-			c.MetadataSyncInterval = 2 * time.Second
-		}
-	}
-	if c.MetadataPullTimeout == 0 {
-		c.MetadataPullTimeout = time.Second
-		if fast {
-			c.MetadataPullTimeout = 500 * time.Millisecond
-		}
-	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = 3 * time.Second
-		if fast {
-			c.LeaseDuration = 800 * time.Millisecond
-		}
-	}
-	if c.LeaseRenewInterval == 0 {
-		c.LeaseRenewInterval = 500 * time.Millisecond
-		if fast {
-			c.LeaseRenewInterval = 200 * time.Millisecond
-		}
-		c.LeaseRenewInterval = min(c.LeaseRenewInterval, c.LeaseDuration/3)
-	}
-	if c.MaxClockDrift == 0 {
-		c.MaxClockDrift = 0.01
-	}
-	if c.LeaseDuration < 0 || c.LeaseRenewInterval <= 0 || c.LeaseRenewInterval*3 > c.LeaseDuration {
-		return fmt.Errorf("%w: lease renew interval %v must be positive and at most a third of the lease duration %v", ErrConfig, c.LeaseRenewInterval, c.LeaseDuration)
-	}
-	if c.MaxClockDrift < 0 || c.MaxClockDrift > 0.1 {
-		return fmt.Errorf("%w: max clock drift %v not in [0, 0.1]", ErrConfig, c.MaxClockDrift)
-	}
-	if c.MaxConfChanges == 0 {
-		c.MaxConfChanges = 4
-	}
-	if c.OwnershipWindow == 0 {
-		c.OwnershipWindow = duty.DefaultWindow
-	}
-	if c.OwnershipWindow < 0 {
-		return fmt.Errorf("%w: ownership window %d is negative", ErrConfig, c.OwnershipWindow)
-	}
-	if c.MaxRequests == 0 {
-		c.MaxRequests = 16384
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 5 * time.Second
-	}
-	if c.HandoffTimeout == 0 {
-		c.HandoffTimeout = DefaultHandoffTimeout
-	}
-	if c.RaftTickInterval < 0 || c.ReconcileInterval < 0 || c.MetadataSyncInterval < 0 || c.MetadataPullTimeout < 0 || c.MaxConfChanges < 0 || c.MaxRequests < 0 || c.RequestTimeout < 0 || c.HandoffTimeout < 0 {
-		return fmt.Errorf("%w: negative interval or limit", ErrConfig)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c.fillSecurity()
-}
-
-// leaseConfirmFresh is how old a leader's proof of its leadership may be
-// for its grants to rely on it: two renewal intervals, so that one lost
-// vouch round does not stop the grants.
-func (c *Config) leaseConfirmFresh() time.Duration { return 2 * c.LeaseRenewInterval }
-
-func (c *Config) swimConfig() swim.Config {
-	var sc swim.Config
-	switch {
-	case c.Swim != nil:
-		sc = *c.Swim
-	case c.SwimPreset == "fast":
-		sc = swim.LocalConfig()
-	default:
-		sc = swim.LANConfig()
-	}
-	return sc
 }

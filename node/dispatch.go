@@ -31,7 +31,7 @@ func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
 		Sync:        n.msync,
 		Admin:       n.admin,
 		Clients:     &n.sec,
-		BeforeServe: n.cfg.testHooks.beforeServe,
+		BeforeServe: n.hooks.beforeServe,
 		PeerIn:      n.peerIn(),
 		Env:         dispatchEnv{parts{n}},
 	})
@@ -40,7 +40,7 @@ func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
 // peerIn is the dispatch room's PeerIn: a test's faults, when it sets
 // them (deliverUnderFaults).
 func (n *Node) peerIn() func(c Conn, h wire.Header, frame []byte) bool {
-	if n.cfg.testHooks.peerIn == nil {
+	if n.hooks.peerIn == nil {
 		return nil
 	}
 	return n.deliverUnderFaults
@@ -88,7 +88,7 @@ func (e dispatchEnv) Status() wire.StatusInfo {
 // deliverUnderFaults delivers a peer frame as a test's faults decide:
 // dropped, delayed, duplicated, or held while a node is paused.
 func (n *Node) deliverUnderFaults(c Conn, h wire.Header, frame []byte) bool {
-	fate := n.cfg.testHooks.peerIn(c.Node(), h.Kind)
+	fate := n.hooks.peerIn(c.Node(), h.Kind)
 	if fate.hold == nil && len(fate.delays) == 1 && fate.delays[0] == 0 {
 		return n.disp.Frame(c, h, frame, time.Time{})
 	}

@@ -1,7 +1,8 @@
 // Package node is Shoal's composition root: it turns membership, placement,
 // raft, storage and the wire into a node that serves the cluster's metadata
 // with no controller. Every shard leader is the local controller of its
-// slice. This package holds the config, the wiring, start and stop; every
+// slice. This package holds the wiring, start and stop (the Config is
+// node/config's, with its defaults and checks); every
 // concern is a room of its own under node/, which is given the rooms it
 // calls, typed by small interfaces of its own, and reaches the rest of
 // the node only through the Env (or Host) interface its wiring file here
@@ -29,6 +30,8 @@
 //
 // # The rooms, and the file here that wires each
 //
+//   - node/config (config.go): Config, its defaults by preset and the
+//     checks New runs; config.go also holds the seams a test sets.
 //   - node/shardsm (shardsm.go): the state machine of every hosted shard.
 //   - node/events (events.go): the event loop of SWIM's events and what
 //     raft reports of the hosted replicas.

@@ -17,10 +17,10 @@ func NewDriven(cfg Config, rt world.Runtime) (*Node, error) {
 	if err := rt.Check(); err != nil {
 		return nil, err
 	}
-	if err := cfg.fill(); err != nil {
+	if err := cfg.Fill(); err != nil {
 		return nil, err
 	}
-	n, err := newNode(cfg, rt.FS, rt.Generation, rt.Now, rt.After, rt.Seed)
+	n, err := newNode(cfg, testHooks{}, rt.FS, rt.Generation, rt.Now, rt.After, rt.Seed)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func startFaultCluster(t *testing.T, size int, seed uint64) *faultCluster {
 	t.Helper()
 	fc := &faultCluster{net: faultnet.New(seed), swimAt: make(map[netip.AddrPort]string), clientCut: make(map[string]bool),
 		clientConns: make(map[string][]net.Conn), reqHeld: make(map[string]chan struct{}), delivered: make(map[frameKey]int)}
-	fc.testCluster = startClusterWith(t, size, fc.hook)
+	fc.testCluster = startClusterHooked(t, size, fc.hook)
 	for _, n := range fc.nodes {
 		fc.register(n)
 	}
@@ -99,10 +99,9 @@ func (fc *faultCluster) holdRequests(node string) {
 	}
 }
 
-// hook puts the cluster's faults on a node's config.
-func (fc *faultCluster) hook(cfg *Config) {
+// hook puts the cluster's faults on a node's test seams.
+func (fc *faultCluster) hook(cfg *Config, h *testHooks) {
 	self := cfg.ID
-	h := &cfg.testHooks
 	h.peerIn = func(from string, kind wire.Kind) frameFate {
 		f := fc.fate(from, self, uint8(kind))
 		if f.hold != nil || len(f.delays) > 0 {

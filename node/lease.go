@@ -24,7 +24,7 @@ func (n *Node) newLease() (*lease.Agent, error) {
 		Generation:    n.gen,
 		Lease:         n.cfg.LeaseDuration,
 		RenewInterval: n.cfg.LeaseRenewInterval,
-		ConfirmFresh:  n.cfg.leaseConfirmFresh(),
+		ConfirmFresh:  n.cfg.LeaseConfirmFresh(),
 		MaxDrift:      n.cfg.MaxClockDrift,
 		Window:        n.cfg.OwnershipWindow,
 		Leaders:       n.leaders,

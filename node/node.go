@@ -59,10 +59,12 @@ const localShard = shardstore.NodeSlot
 // hosts, the metadata state machine of each, the topics it owns, and the
 // client and peer listeners.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	gen  uint64
-	self uint64 // raft id
+	cfg Config
+	// hooks: a test's seams (config.go); zero in production.
+	hooks testHooks
+	log   *slog.Logger
+	gen   uint64
+	self  uint64 // raft id
 
 	store *shardstore.Store
 	rs    *raftio.Storage
@@ -177,8 +179,11 @@ type counters struct {
 
 // New validates cfg, opens the store in cfg.DataDir and raises and persists
 // the node's generation. Nothing listens until Start.
-func New(cfg Config) (*Node, error) {
-	if err := cfg.fill(); err != nil {
+func New(cfg Config) (*Node, error) { return newHooked(cfg, testHooks{}) }
+
+// newHooked is New with a test's seams.
+func newHooked(cfg Config, hooks testHooks) (*Node, error) {
+	if err := cfg.Fill(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -189,11 +194,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	now := time.Now()
-	return newNode(cfg, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
+	return newNode(cfg, hooks, nil, gen, time.Now, realAfter, uint64(now.UnixNano()))
 }
 
 // newNode opens the store on fs (nil: the OS's) and builds the node.
-func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
+func newNode(cfg Config, hooks testHooks, fs vfs.FS, gen uint64, clock func() time.Time, after func(time.Duration, func()) func() bool, seed uint64) (*Node, error) {
 	// A store on a filesystem given (NewDriven's) runs in its caller's
 	// time; Pebble would time a sync gap on the wall clock.
 	gap := max(cfg.StoreLogSyncGap, 0)
@@ -212,6 +217,7 @@ func newNode(cfg Config, fs vfs.FS, gen uint64, clock func() time.Time, after fu
 	n := &Node{
 		life:    life.New(),
 		cfg:     cfg,
+		hooks:   hooks,
 		log:     cfg.Logger.With("node", cfg.ID),
 		gen:     gen,
 		self:    RaftID(cfg.ID),
@@ -297,14 +303,14 @@ func (n *Node) Start(ctx context.Context) error {
 		PeerAddr:     n.cfg.PeerAddr,
 		SwimAddr:     n.cfg.SwimAddr,
 		Join:         n.cfg.Join,
-		Swim:         n.cfg.swimConfig(),
+		Swim:         n.cfg.SwimConfig(),
 		Loops:        n.cfg.NetLoops,
 		Security:     &n.cfg.Security,
 		Clients:      &n.sec,
 		Handler:      netio.HandlerFunc(func(c *netio.Conn, h wire.Header, frame []byte) bool { return n.disp.Deliver(c, h, frame) }),
 		Overloaded:   serve.Overloaded,
-		WrapConn:     n.cfg.testHooks.swimConn,
-		WrapPushPull: n.cfg.testHooks.pushPull,
+		WrapConn:     n.hooks.swimConn,
+		WrapPushPull: n.hooks.pushPull,
 		Logger:       n.log,
 	})
 	if err != nil {

@@ -21,10 +21,10 @@ func (n *Node) newRecords() (*records.Keeper, error) {
 		HandoffTimeout: n.cfg.HandoffTimeout,
 		PullWait:       n.cfg.LeaseRenewInterval,
 		MaxFetchBytes:  n.cfg.MaxFetchBytes,
-		PullChunkBytes: n.cfg.testHooks.handoffChunkBytes,
+		PullChunkBytes: n.hooks.handoffChunkBytes,
 		OnHandoff:      n.cfg.OnHandoff,
-		AfterAppend:    n.cfg.testHooks.afterAppend,
-		AnswerPull:     n.cfg.testHooks.answerPull,
+		AfterAppend:    n.hooks.afterAppend,
+		AnswerPull:     n.hooks.answerPull,
 		Logger:         n.log,
 	})
 }

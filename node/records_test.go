@@ -111,17 +111,17 @@ func TestRecordsAndEventsAcrossMovesAndACrash(t *testing.T) {
 	// in the middle of its handoff; pulls take one record at a time.
 	var refuseOnce, cutOnce atomic.Bool
 	var moveAway atomic.Pointer[func()]
-	c := startClusterWith(t, 3, func(cfg *Config) {
-		cfg.testHooks.handoffChunkBytes = 1
+	c := startClusterHooked(t, 3, func(cfg *Config, h *testHooks) {
+		h.handoffChunkBytes = 1
 		if cfg.ID != "n2" {
 			return
 		}
-		cfg.testHooks.afterAppend = func(topic string) {
+		h.afterAppend = func(topic string) {
 			if topic == "refused" && refuseOnce.CompareAndSwap(false, true) {
 				(*moveAway.Load())()
 			}
 		}
-		cfg.testHooks.answerPull = func(topic string) bool {
+		h.answerPull = func(topic string) bool {
 			return topic != "cut" || cutOnce.CompareAndSwap(false, true)
 		}
 	})
