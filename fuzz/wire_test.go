@@ -233,11 +233,11 @@ func FuzzSnapshotAck(f *testing.F) {
 }
 
 func FuzzMetadataPull(f *testing.F) {
-	codec(f, []*wire.MetadataPull{{Kind: wire.MetaRing, Have: 4}}, wire.AppendMetadataPull, wire.DecodeMetadataPull)
+	codec(f, []*wire.MetadataPull{{Kind: wire.MetaRing, Have: 4, Digest: 7, Buckets: []uint64{1, 2}}}, wire.AppendMetadataPull, wire.DecodeMetadataPull)
 }
 
 func FuzzMetadataPush(f *testing.F) {
-	codec(f, []*wire.MetadataPush{{Kind: wire.MetaMembership, Version: 5, Data: b("members")}}, wire.AppendMetadataPush, wire.DecodeMetadataPush)
+	codec(f, []*wire.MetadataPush{{Kind: wire.MetaMembership, Version: 5, Form: wire.PushDelta, Digest: 9, Data: b("members")}}, wire.AppendMetadataPush, wire.DecodeMetadataPush)
 }
 
 func FuzzEmpty(f *testing.F) {

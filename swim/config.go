@@ -90,8 +90,8 @@ type Config struct {
 	GossipToTheDead time.Duration
 
 	// PushPullInterval is the base period of the full-state exchange with
-	// a random member (30 s), scaled as n grows by ceil(log2(n)-5)+1 so that
-	// its bytes per node stay flat.
+	// a random member (30 s), scaled as n grows by ceil(log2(n)-5)+1, so
+	// that its bytes per node grow as n/log n rather than n.
 	PushPullInterval time.Duration
 	// JoinRetryMin and JoinRetryMax bound the backoff between join
 	// attempts, and between seed retries of a node left alone (500 ms, 30 s).

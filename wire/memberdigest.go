@@ -43,3 +43,7 @@ func appendRingDigest(dst []byte, r *MemberRecord) []byte {
 	dst = appendBytes(dst, r.ID)
 	return appendBytes(dst, r.Rack)
 }
+
+// MetaDigest is the digest of a copy of cluster metadata: xxh3 of its
+// encoding (MetadataPull.Digest).
+func MetaDigest(data []byte) uint64 { return xxh3.Hash(data) }

@@ -273,23 +273,50 @@ func (k MetaKind) Valid() bool { return k >= MetaMembership && k <= MetaShardLea
 
 // MetadataPull asks a peer for its copy of one kind of cluster metadata
 // (KindMetadataPull), when SWIM says the peer has a newer version than
-// Have. Answered by MetadataPush.
+// Have, or to bound staleness. Answered by MetadataPush, which sends only
+// what the asker lacks: nothing when Digest matches the peer's copy, only
+// the buckets whose digest differs when Buckets is given, the whole copy
+// otherwise.
 type MetadataPull struct {
 	Kind MetaKind
 	Have uint64 // the version the asker holds
+	// Digest is MetaDigest of the asker's copy, encoded as a push's Data.
+	Digest uint64
+	// Buckets, when not empty, are the digests of the asker's copy split
+	// into len(Buckets) buckets (the package that owns the metadata says
+	// how); at most MaxMetaBuckets.
+	Buckets []uint64
 }
 
-// AppendMetadataPull appends m's payload.
+// MaxMetaBuckets bounds MetadataPull.Buckets: 1<<12.
+const MaxMetaBuckets = 1 << 12
+
+// AppendMetadataPull appends m's payload:
+//
+//	u8 kind · u64 have · u64 digest · uvarint n · n × u64 bucket digest
 func AppendMetadataPull(dst []byte, m *MetadataPull) []byte {
 	dst = append(dst, byte(m.Kind))
-	return appendU64(dst, m.Have)
+	dst = appendU64(dst, m.Have)
+	dst = appendU64(dst, m.Digest)
+	dst = appendUvarint(dst, uint64(len(m.Buckets)))
+	for _, d := range m.Buckets {
+		dst = appendU64(dst, d)
+	}
+	return dst
 }
 
-// DecodeMetadataPull decodes a MetadataPull payload into m.
+// DecodeMetadataPull decodes a MetadataPull payload into m (reusing
+// m.Buckets' array).
 func DecodeMetadataPull(b []byte, m *MetadataPull) error {
 	r := reader{b: b}
 	m.Kind = MetaKind(r.u8())
 	m.Have = r.u64()
+	m.Digest = r.u64()
+	n := r.count(MaxMetaBuckets, 8)
+	m.Buckets = grow(m.Buckets[:0], n)
+	for i := range m.Buckets {
+		m.Buckets[i] = r.u64()
+	}
 	if err := r.end(); err != nil {
 		return err
 	}
@@ -299,33 +326,56 @@ func DecodeMetadataPull(b []byte, m *MetadataPull) error {
 	return nil
 }
 
+// PushForm says what a MetadataPush's Data holds.
+type PushForm uint8
+
+const (
+	// PushFull: the whole copy.
+	PushFull PushForm = 0
+	// PushSame: nothing; the copy is the one the pull's Digest named.
+	PushSame PushForm = 1
+	// PushDelta: the records of the buckets whose digest differed from
+	// the pull's.
+	PushDelta PushForm = 2
+)
+
 // MetadataPush carries one kind of cluster metadata at a version
-// (KindMetadataPush): the answer to MetadataPull, or sent unasked during
-// anti-entropy. Data's format belongs to the package that owns that
-// metadata.
+// (KindMetadataPush): the answer to MetadataPull. Data's format belongs to
+// the package that owns that metadata; Digest is that package's digest of
+// the whole copy (the membership's or the ring's for a member list), so
+// that an answer of part of it, or of none, can be merged.
 type MetadataPush struct {
 	Kind    MetaKind
 	Version uint64
+	Form    PushForm
+	Digest  uint64
 	Data    []byte // aliases the input
 }
 
-// AppendMetadataPush appends m's payload.
+// AppendMetadataPush appends m's payload:
+//
+//	u8 kind · u64 version · u8 form · u64 digest · bytes data
 func AppendMetadataPush(dst []byte, m *MetadataPush) []byte {
 	dst = append(dst, byte(m.Kind))
 	dst = appendU64(dst, m.Version)
+	dst = append(dst, byte(m.Form))
+	dst = appendU64(dst, m.Digest)
 	return appendBytes(dst, m.Data)
 }
 
-// DecodeMetadataPush decodes a MetadataPush payload into m.
+// DecodeMetadataPush decodes a MetadataPush payload into m. A PushSame
+// carries no data.
 func DecodeMetadataPush(b []byte, m *MetadataPush) error {
 	r := reader{b: b}
 	m.Kind = MetaKind(r.u8())
 	m.Version = r.u64()
+	m.Form = PushForm(r.u8())
+	m.Digest = r.u64()
 	m.Data = r.bytes(MaxFrame)
 	if err := r.end(); err != nil {
 		return err
 	}
-	if !m.Kind.Valid() {
+	if !m.Kind.Valid() || m.Form > PushDelta || (m.Form == PushSame && len(m.Data) > 0) {
 		return ErrMalformed
 	}
 	return nil

@@ -38,8 +38,8 @@ func TestPeerMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &ForwardReply{Kind: KindError, Payload: AppendError(nil, &Error{Code: CodeNotFound})}, AppendForwardReply, DecodeForwardReply)
 	roundTrip(t, &SnapshotChunk{Shard: 1, Index: 2, Term: 3, Offset: 4, Last: true, Data: []byte("snap")}, AppendSnapshotChunk, DecodeSnapshotChunk)
 	roundTrip(t, &SnapshotAck{Shard: 1, Index: 2, Offset: 4, Reject: true}, AppendSnapshotAck, DecodeSnapshotAck)
-	roundTrip(t, &MetadataPull{Kind: MetaRing, Have: 9}, AppendMetadataPull, DecodeMetadataPull)
-	roundTrip(t, &MetadataPush{Kind: MetaShardLeaders, Version: 10, Data: []byte("table")}, AppendMetadataPush, DecodeMetadataPush)
+	roundTrip(t, &MetadataPull{Kind: MetaRing, Have: 9, Digest: 3, Buckets: []uint64{1, 2}}, AppendMetadataPull, DecodeMetadataPull)
+	roundTrip(t, &MetadataPush{Kind: MetaShardLeaders, Version: 10, Form: PushDelta, Digest: 4, Data: []byte("table")}, AppendMetadataPush, DecodeMetadataPush)
 }
 
 func TestPeerMessagesReject(t *testing.T) {
@@ -55,6 +55,9 @@ func TestPeerMessagesReject(t *testing.T) {
 		{"reply of a request", DecodeForwardReply(AppendForwardReply(nil, &ForwardReply{Kind: KindLookup}), new(ForwardReply)), ErrUnknownKind},
 		{"metadata kind", DecodeMetadataPull(AppendMetadataPull(nil, &MetadataPull{Kind: 0}), new(MetadataPull)), ErrMalformed},
 		{"push kind", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 4}), new(MetadataPush)), ErrMalformed},
+		{"push form", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 1, Form: 3}), new(MetadataPush)), ErrMalformed},
+		{"same with data", DecodeMetadataPush(AppendMetadataPush(nil, &MetadataPush{Kind: 1, Form: PushSame, Data: []byte{1}}), new(MetadataPush)), ErrMalformed},
+		{"buckets", DecodeMetadataPull(AppendMetadataPull(nil, &MetadataPull{Kind: 1, Buckets: make([]uint64, MaxMetaBuckets+1)}), new(MetadataPull)), ErrTooLarge},
 		{"open without topic", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{}), new(OpenTopic)), ErrMalformed},
 		{"open from a long node id", DecodeOpenTopic(AppendOpenTopic(nil, &OpenTopic{Topic: []byte("t"), Prev: make([]byte, MaxNodeIDLen+1)}), new(OpenTopic)), ErrTooLarge},
 		{"chunk status", DecodeRecordsChunk(AppendRecordsChunk(nil, &RecordsChunk{Topic: []byte("t"), Status: 2}), new(RecordsChunk)), ErrMalformed},
@@ -123,10 +126,18 @@ func TestPropertyPeerMessages(t *testing.T) {
 		return &SnapshotAck{Shard: g.u64(), Index: g.u64(), Offset: g.u64(), Reject: g.bool()}
 	}, AppendSnapshotAck, DecodeSnapshotAck)
 	prop(t, "MetadataPull", func(g gen) *MetadataPull {
-		return &MetadataPull{Kind: MetaKind(1 + g.r.IntN(3)), Have: g.u64()}
+		m := &MetadataPull{Kind: MetaKind(1 + g.r.IntN(3)), Have: g.u64(), Digest: g.u64()}
+		for range g.r.IntN(3) * g.r.IntN(40) {
+			m.Buckets = append(m.Buckets, g.u64())
+		}
+		return m
 	}, AppendMetadataPull, DecodeMetadataPull)
 	prop(t, "MetadataPush", func(g gen) *MetadataPush {
-		return &MetadataPush{Kind: MetaKind(1 + g.r.IntN(3)), Version: g.u64(), Data: g.bytes(0, 500)}
+		m := &MetadataPush{Kind: MetaKind(1 + g.r.IntN(3)), Version: g.u64(), Form: PushForm(g.r.IntN(3)), Digest: g.u64(), Data: g.bytes(0, 500)}
+		if m.Form == PushSame {
+			m.Data = nil
+		}
+		return m
 	}, AppendMetadataPush, DecodeMetadataPush)
 	prop(t, "Hello", func(g gen) *Hello {
 		m := &Hello{Version: ProtocolVersion, Role: RoleClient, ClusterID: g.u64(), Generation: g.u64(), NodeID: g.bytes(0, MaxNodeIDLen), Token: g.bytes(0, MaxTokenLen)}

@@ -162,8 +162,9 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 // incarnation 1 and rack r1 unless said; its SWIM address is ID:7946. A
 // leader row is SHARD:NODE@TERM. The verbs:
 //
-//	sync [seeds=(A, ...)]            a new Sync for n1 (pull timeout 1s,
-//	                                 interval 10s) given SWIM seeds A
+//	sync [seeds=(A, ...)] [bucket=R] a new Sync for n1 (pull timeout 1s,
+//	                                 interval 10s) given SWIM seeds A, its
+//	                                 pulls' buckets of R records (32)
 //	swim M ...                       SWIM's member list here becomes M ...
 //	observe                          the view changed: Observe SWIM's list
 //	leader shard=S node=N term=T     SWIM told this node of S's leader
@@ -173,9 +174,17 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 //	tick [live=(P, ...)] [dead=(P, ...)] [at=D] [pick=(i, ...)]
 //	                                 the event loop's tick; a random choice
 //	                                 among n takes the next pick mod n
-//	push from=P kind=K version=V (members=(M, ...) | table=(ROW, ...) | data=HEX)
-//	                                 P pushed its copy of K
-//	pull from=P kind=K have=H [id=N] P pulls K in request N: the answer
+//	push from=P kind=K version=V [form=same|delta]
+//	     (members=(M, ...) [all=(M, ...)] | table=(ROW, ...) | data=HEX)
+//	                                 P pushed its copy of K: all of it, none
+//	                                 (same: it is this node's) or the part
+//	                                 given (delta); a member list's digest
+//	                                 is that of all (members unless said)
+//	pull from=P kind=K have=H [id=N] [members=(M, ...) | table=(ROW, ...)] [buckets=R]
+//	                                 P pulls K in request N, its copy the
+//	                                 one given (empty unless said), with
+//	                                 its buckets of R records if said: the
+//	                                 answer
 //	synced [live=(P, ...)] at=D      is the node synced, or alone
 //	versions | stats
 //
@@ -185,7 +194,7 @@ func runTrackerSpec(t *testing.T, td *datadriven.TestData, tr *tracker) string {
 func TestSyncSpec(t *testing.T) {
 	ddtest.Run(t, "testdata/driver/*.txt", func(t *testing.T) ddtest.Handler {
 		env := &specEnv{t: t, cut: map[string]bool{}}
-		s := env.newSync(t, nil)
+		s := env.newSync(t, nil, 0)
 		return func(t *testing.T, td *datadriven.TestData) string {
 			env.t = t
 			return env.run(t, td, &s)
@@ -205,7 +214,7 @@ type specEnv struct {
 	out     strings.Builder
 }
 
-func (e *specEnv) newSync(t *testing.T, seeds []string) *Sync {
+func (e *specEnv) newSync(t *testing.T, seeds []string, bucket int) *Sync {
 	e.leaders = router.NewLeaderTable(8)
 	e.now = ddtest.T0
 	log := slog.New(slog.NewTextHandler(&e.out, &slog.HandlerOptions{
@@ -217,7 +226,7 @@ func (e *specEnv) newSync(t *testing.T, seeds []string) *Sync {
 		},
 	}))
 	s, err := New(Config{Self: "n1", Seeds: seeds, PullTimeout: time.Second, Interval: 10 * time.Second,
-		Leaders: e.leaders, Env: e, Logger: log})
+		Leaders: e.leaders, Env: e, Logger: log, BucketRecords: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +271,7 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 	versions := false
 	switch td.Cmd {
 	case "sync":
-		*s = e.newSync(t, a.Vals("seeds"))
+		*s = e.newSync(t, a.Vals("seeds"), int(a.NumOr("bucket", 0)))
 	case "swim":
 		e.members = e.members[:0]
 		for _, c := range td.CmdArgs {
@@ -297,19 +306,34 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 	case "push":
 		k := a.kind()
 		m := wire.MetadataPush{Kind: wireKinds[k], Version: a.Num("version")}
+		switch a.Str("form", "full") {
+		case "same":
+			m.Form = wire.PushSame
+		case "delta":
+			m.Form = wire.PushDelta
+		}
+		all := a.Vals("all")
+		if all == nil {
+			all = a.Vals("members")
+		}
+		if m.Form == wire.PushSame && all == nil {
+			for _, sm := range e.members {
+				all = append(all, memberString(&recordsOf([]swim.Member{sm})[0]))
+			}
+		}
+		if k != kLeaders {
+			md, rd := wire.MembershipDigests(recordsOf(parseMembers(t, all)))
+			m.Digest = md
+			if k == kRing {
+				m.Digest = rd
+			}
+		}
 		switch {
+		case m.Form == wire.PushSame:
 		case a.Vals("members") != nil:
-			var ms []swim.Member
-			for _, v := range a.Vals("members") {
-				ms = append(ms, parseMember(t, v))
-			}
-			m.Data = wire.AppendMemberRecords(nil, recordsOf(ms))
+			m.Data = wire.AppendMemberRecords(nil, recordsOf(parseMembers(t, a.Vals("members"))))
 		case a.Vals("table") != nil:
-			var rows []wire.LeaderRow
-			for _, v := range a.Vals("table") {
-				rows = append(rows, parseRow(t, v))
-			}
-			m.Data = wire.AppendLeaderTable(nil, rows)
+			m.Data = wire.AppendLeaderTable(nil, parseRows(t, a.Vals("table")))
 		default:
 			b, err := hex.DecodeString(a.Str("data", ""))
 			if err != nil {
@@ -324,7 +348,13 @@ func (e *specEnv) run(t *testing.T, td *datadriven.TestData, s **Sync) string {
 		if a.Str("id", "") != "" {
 			id = a.Num("id")
 		}
-		p := wire.MetadataPull{Kind: wireKinds[a.kind()], Have: a.Num("have")}
+		k, per := wireKinds[a.kind()], int(a.NumOr("buckets", 0))
+		var p wire.MetadataPull
+		if a.Vals("table") != nil {
+			p = leaderTable(parseRows(t, a.Vals("table"))).pull(k, a.Num("have"), per)
+		} else {
+			p = members(recordsOf(parseMembers(t, a.Vals("members")))).pull(k, a.Num("have"), per)
+		}
 		f := (*s).AnswerPull(id, wire.AppendMetadataPull(nil, &p))
 		if f == nil {
 			e.out.WriteString("no answer\n")
@@ -382,6 +412,23 @@ func parseMember(t *testing.T, s string) swim.Member {
 	return m
 }
 
+func parseMembers(t *testing.T, vs []string) []swim.Member {
+	var ms []swim.Member
+	for _, v := range vs {
+		ms = append(ms, parseMember(t, v))
+	}
+	slices.SortFunc(ms, func(a, b swim.Member) int { return strings.Compare(a.ID, b.ID) })
+	return ms
+}
+
+func parseRows(t *testing.T, vs []string) []wire.LeaderRow {
+	var rows []wire.LeaderRow
+	for _, v := range vs {
+		rows = append(rows, parseRow(t, v))
+	}
+	return rows
+}
+
 // memberString writes a member list's record as parseMember reads it.
 func memberString(r *wire.MemberRecord) string {
 	s := string(r.ID)
@@ -426,6 +473,9 @@ func describeFrame(t *testing.T, f []byte) string {
 			t.Fatal(err)
 		}
 		k, _ := kindOf(uint64(m.Kind))
+		if len(m.Buckets) > 0 {
+			return fmt.Sprintf("pull %s, have %d, buckets %d", k, m.Have, len(m.Buckets))
+		}
 		return fmt.Sprintf("pull %s, have %d", k, m.Have)
 	case wire.KindMetadataPush:
 		var m wire.MetadataPush
@@ -433,6 +483,13 @@ func describeFrame(t *testing.T, f []byte) string {
 			t.Fatal(err)
 		}
 		k, _ := kindOf(uint64(m.Kind))
+		head := fmt.Sprintf("push %s at version %d in request %d:", k, m.Version, h.RequestID)
+		switch m.Form {
+		case wire.PushSame:
+			return head + " same"
+		case wire.PushDelta:
+			head += " delta"
+		}
 		var items []string
 		if k == kLeaders {
 			rows, err := wire.DecodeLeaderTable(m.Data, 8, nil)
@@ -451,7 +508,7 @@ func describeFrame(t *testing.T, f []byte) string {
 				items = append(items, memberString(&rs[i]))
 			}
 		}
-		return fmt.Sprintf("push %s at version %d in request %d: (%s)", k, m.Version, h.RequestID, strings.Join(items, ", "))
+		return fmt.Sprintf("%s (%s)", head, strings.Join(items, ", "))
 	}
 	t.Fatalf("frame of kind %v", h.Kind)
 	return ""

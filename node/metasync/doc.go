@@ -34,7 +34,15 @@
 // Config.PullTimeout goes to another peer, preferably one that announced
 // the wanted version. Every Config.Interval the node pulls every kind from
 // a random live peer even without announcements, which bounds staleness
-// when gossip is lost. Until it merged every kind once (its first full
+// when gossip is lost.
+//
+// A pull sends only what the asker lacks (delta.go): it names the asker's
+// copy by digest, and a peer with the same copy answers with nothing, so
+// the pulls of a quiet cluster cost the same bytes at any size. A pull for
+// an announced version also names the digests of the copy's buckets (one
+// per Config.BucketRecords records), and the answer holds the records of
+// the buckets that differ; any other pull whose copy differs gets the
+// whole copy, which recovers whatever gossip lost. Until it merged every kind once (its first full
 // sync) it pulls each kind it lacks from a random live peer; Synced says
 // when that is done, or when the node is alone and cannot sync. Pulls are
 // answered whether or not the answering node is ready.

@@ -57,6 +57,9 @@ type Config struct {
 	Leaders *router.LeaderTable
 	// Env is the rest of the node. Required.
 	Env Env
+	// BucketRecords is the records of a copy per bucket when a pull names
+	// its buckets (delta.go). Default DefaultBucketRecords.
+	BucketRecords int
 	// Logger takes the pushes that do not decode. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -101,6 +104,9 @@ func New(cfg Config) (*Sync, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.BucketRecords <= 0 {
+		cfg.BucketRecords = DefaultBucketRecords
 	}
 	return &Sync{cfg: cfg, env: cfg.Env, track: newTracker(cfg.PullTimeout, cfg.Interval)}, nil
 }
@@ -158,7 +164,7 @@ func (s *Sync) Announced(kind uint64, peer string, version uint64) {
 	pull := s.track.announce(k, peer, version, have, s.env.Now())
 	s.mu.Unlock()
 	if pull {
-		s.sendPull(k, peer, have)
+		s.sendPull(k, peer, have, true)
 	}
 }
 
@@ -194,15 +200,28 @@ func (s *Sync) Tick(live []string, dead map[string]bool) {
 	reqs := s.track.due(s.env.Now(), vs, peers, s.env.IntN)
 	s.mu.Unlock()
 	for _, r := range reqs {
-		s.sendPull(r.kind, r.peer, vs.get(r.kind))
+		s.sendPull(r.kind, r.peer, vs.get(r.kind), r.announced)
 	}
 }
 
-// sendPull asks peer for its copy of kind k; the answer arrives as a
+// sendPull asks peer for what it has of kind k that this node's copy
+// lacks, naming the copy by its digest and, when a newer version was
+// announced, by its buckets' (delta.go); the answer arrives as a
 // MetadataPush frame and is merged whenever it comes.
-func (s *Sync) sendPull(k kind, peer string, have uint64) {
+func (s *Sync) sendPull(k kind, peer string, have uint64, announced bool) {
+	per := 0
+	if announced {
+		per = s.cfg.BucketRecords
+	}
+	var m wire.MetadataPull
+	if k == kLeaders {
+		rows, _ := s.cfg.Leaders.Snapshot(nil)
+		m = leaderTable(leaderRows(rows)).pull(wireKinds[k], have, per)
+	} else {
+		m = members(recordsOf(s.env.Members())).pull(wireKinds[k], have, per)
+	}
 	f, start := wire.BeginFrame(nil, wire.KindMetadataPull, 0)
-	f = wire.AppendMetadataPull(f, &wire.MetadataPull{Kind: wireKinds[k], Have: have})
+	f = wire.AppendMetadataPull(f, &m)
 	if f, err := wire.EndFrame(f, start); err == nil {
 		if s.env.Send(peer, f) == nil {
 			s.pulls.Add(1)
@@ -211,8 +230,9 @@ func (s *Sync) sendPull(k kind, peer string, have uint64) {
 }
 
 // AnswerPull answers a peer's pull (a MetadataPull payload, in the frame
-// numbered reqID) with this node's copy of the kind and its version, as a
-// MetadataPush frame to write back; nil when the pull does not decode.
+// numbered reqID) with what this node's copy of the kind holds that the
+// peer's lacks (delta.go), and its version, as a MetadataPush frame to
+// write back; nil when the pull does not decode.
 // Answered whether or not this node is ready, so that nodes starting
 // together never wait on each other.
 func (s *Sync) AnswerPull(reqID uint64, payload []byte) []byte {
@@ -227,15 +247,16 @@ func (s *Sync) AnswerPull(reqID uint64, payload []byte) []byte {
 		for _, r := range rows {
 			push.Version += r.Term
 		}
-		push.Data = wire.AppendLeaderTable(nil, leaderRows(rows))
+		push.Form, push.Data = leaderTable(leaderRows(rows)).answer(&m)
 	default:
-		ms := s.env.Members()
+		rs := recordsOf(s.env.Members())
 		vs := s.Versions()
-		push.Version = vs.Membership
+		md, rd := wire.MembershipDigests(rs)
+		push.Version, push.Digest = vs.Membership, md
 		if m.Kind == wire.MetaRing {
-			push.Version = vs.Ring
+			push.Version, push.Digest = vs.Ring, rd
 		}
-		push.Data = wire.AppendMemberRecords(nil, recordsOf(ms))
+		push.Form, push.Data = members(rs).answer(&m)
 	}
 	f, start := wire.BeginFrame(nil, wire.KindMetadataPush, reqID)
 	f = wire.AppendMetadataPush(f, &push)
@@ -254,22 +275,28 @@ func (s *Sync) MergePush(from string, payload []byte) {
 	}
 	k, _ := kindOf(uint64(m.Kind)) // the decoder admits known kinds only
 	if k == kLeaders {
-		if err := mergeLeaderTable(s.cfg.Leaders, m.Data); err != nil {
-			s.cfg.Logger.Warn("metasync: push", "from", from, "kind", m.Kind, "err", err)
-			return
+		// A PushSame holds nothing this node lacks.
+		if m.Form != wire.PushSame {
+			if err := mergeLeaderTable(s.cfg.Leaders, m.Data); err != nil {
+				s.cfg.Logger.Warn("metasync: push", "from", from, "kind", m.Kind, "err", err)
+				return
+			}
 		}
 		have := s.cfg.Leaders.TermSum()
 		s.mu.Lock()
 		s.track.merged(k, have)
 		s.mu.Unlock()
 	} else {
-		rs, err := wire.DecodeMemberRecords(m.Data, nil)
-		if err != nil {
-			err = fmt.Errorf("%w: %w", errBadMembers, err)
-			s.cfg.Logger.Warn("metasync: push", "from", from, "kind", m.Kind, "err", err)
-			return
+		var rs []wire.MemberRecord // none when the peer's list is this node's
+		if m.Form != wire.PushSame {
+			var err error
+			if rs, err = wire.DecodeMemberRecords(m.Data, nil); err != nil {
+				err = fmt.Errorf("%w: %w", errBadMembers, err)
+				s.cfg.Logger.Warn("metasync: push", "from", from, "kind", m.Kind, "err", err)
+				return
+			}
 		}
-		if !s.mergeMembers(from, k, m.Version, rs) {
+		if !s.mergeMembers(from, k, m.Version, m.Digest, rs) {
 			return
 		}
 	}
@@ -278,27 +305,44 @@ func (s *Sync) MergePush(from string, payload []byte) {
 }
 
 // mergeMembers handles a pushed member list for kind k (membership or
-// ring, whose only input is the membership). When the peer knows a member
-// newer than SWIM here does, SWIM runs its full-state exchange with that
-// peer (its merge rules decide) and the pull stays pending, to be repeated
-// after the pull timeout. Otherwise this node knows at least what the peer
-// knows, and the version follows digestVersion.merge. It reports whether
-// the push was merged.
-func (s *Sync) mergeMembers(from string, k kind, ver uint64, rs []wire.MemberRecord) bool {
-	if newer, addr := newerMember(s.cfg.Self, from, s.env.Members(), rs); newer {
+// ring, whose only input is the membership): rs are the records this
+// node's list lacked (all of the peer's, or those of the buckets that
+// differ), peerDigest the peer's digest of kind k. When the peer knows a
+// member newer than SWIM here does, SWIM runs its full-state exchange with
+// that peer (its merge rules decide) and the pull stays pending, to be
+// repeated after the pull timeout. Otherwise this node knows at least what
+// the peer knows, and the version follows digestVersion.merge. It reports
+// whether the push was merged.
+func (s *Sync) mergeMembers(from string, k kind, ver, peerDigest uint64, rs []wire.MemberRecord) bool {
+	mine := s.env.Members()
+	if newer, addr := newerMember(s.cfg.Self, from, mine, rs); newer {
+		if addr == "" {
+			// A delta need not hold the peer's own record.
+			addr = swimAddrOf(mine, from)
+		}
 		if addr != "" {
 			s.env.Join(append([]string{addr}, s.cfg.Seeds...))
 		}
 		return false
 	}
-	md, rd := wire.MembershipDigests(rs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, peerDigest := &s.members, md
+	d := &s.members
 	if k == kRing {
-		d, peerDigest = &s.ring, rd
+		d = &s.ring
 	}
 	d.merge(ver, peerDigest)
 	s.track.merged(k, d.version)
 	return true
+}
+
+// swimAddrOf is id's SWIM address in the member list ms ("" if it is not
+// there).
+func swimAddrOf(ms []swim.Member, id string) string {
+	for i := range ms {
+		if ms[i].ID == id {
+			return ms[i].SwimAddr
+		}
+	}
+	return ""
 }

@@ -15,10 +15,12 @@ type pullState struct {
 	tried    []string // peers asked since the pull began
 }
 
-// pull is a pull to send.
+// pull is a pull to send; announced when a peer announced a newer
+// version than this node's.
 type pull struct {
-	kind kind
-	peer string
+	kind      kind
+	peer      string
+	announced bool
 }
 
 // tracker decides which pulls to send: at once to a peer announcing a
@@ -112,7 +114,7 @@ func (t *tracker) due(now time.Time, have Versions, peers []string, intn func(in
 			// peer, preferably one that announced the wanted version.
 			peer := t.fallback(k, peers, intn)
 			t.start(k, peer, p.want, now)
-			out = append(out, pull{kind: k, peer: peer})
+			out = append(out, pull{kind: k, peer: peer, announced: p.want > 0})
 			continue
 		}
 		if p.peer == "" && (full || !t.synced[k]) {

@@ -41,7 +41,7 @@ func TestTrackerFallsBackToAnotherPeerAfterTimeout(t *testing.T) {
 	// n3 did not answer: ask n4, which announced the version too, rather
 	// than n2, which did not.
 	r := tr.due(now.Add(1100*time.Millisecond), Versions{Ring: 1}, peers, first)
-	if len(r) != 1 || r[0] != (pull{kind: kRing, peer: "n4"}) {
+	if len(r) != 1 || r[0] != (pull{kind: kRing, peer: "n4", announced: true}) {
 		t.Fatalf("fallback %+v, want n4", r)
 	}
 	// n4 is silent as well: any peer not yet asked.
