@@ -363,29 +363,36 @@ func testMovement(t *testing.T, v int, rack string) {
 	}
 }
 
+// TestPlacementBalancesLeaders: every node leads within LeaderSlack of
+// the mean (one shard of rounding aside), from above and from below, and
+// the leader of a shard is one of the walk's replicas.
 func TestPlacementBalancesLeaders(t *testing.T) {
-	const shards = 4096
-	r := mustRing(t, testMembers(10, 3), 0)
-	p := r.Placement(shards, 3)
-	led := map[string]int{}
-	for s := range uint32(shards) {
-		reps := p.Replicas(s, nil)
-		if !sameSet(reps, r.Replicas(s, 3, nil)) {
-			t.Fatalf("shard %d: placement %v is not the walk's set %v", s, reps, r.Replicas(s, 3, nil))
+	for _, c := range []struct {
+		nodes, racks int
+		shards       uint32
+	}{{10, 3, 4096}, {15, 15, 1024}, {9, 9, 1024}, {30, 3, 1024}, {5, 5, 256}, {64, 4, 4096}} {
+		r := mustRing(t, testMembers(c.nodes, c.racks), 0)
+		p := r.Placement(c.shards, 3)
+		led := map[string]int{}
+		for s := range c.shards {
+			reps := p.Replicas(s, nil)
+			if !sameSet(reps, r.Replicas(s, 3, nil)) {
+				t.Fatalf("shard %d: placement %v is not the walk's set %v", s, reps, r.Replicas(s, 3, nil))
+			}
+			if reps[0] != p.Leader(s) {
+				t.Fatalf("shard %d: leader %q is not the first replica of %v", s, p.Leader(s), reps)
+			}
+			led[reps[0]]++
 		}
-		if reps[0] != p.Leader(s) {
-			t.Fatalf("shard %d: leader %q is not the first replica of %v", s, p.Leader(s), reps)
+		mean := float64(c.shards) / float64(c.nodes)
+		for _, m := range testMembers(c.nodes, c.racks) {
+			if n := float64(led[m.ID]); n > mean*(1+LeaderSlack)+1 || n < mean*(1-LeaderSlack)-1 {
+				t.Errorf("%d nodes, %d shards: %s leads %.0f shards, mean %.1f", c.nodes, c.shards, m.ID, n, mean)
+			}
 		}
-		led[reps[0]]++
-	}
-	bound := float64(shards) / 10 * (1 + LeaderSlack)
-	for id, n := range led {
-		if float64(n) > bound+1 {
-			t.Errorf("%s leads %d shards, bound %.1f", id, n, bound)
+		if p.Leader(c.shards) != "" || p.Replicas(c.shards, nil) != nil {
+			t.Fatalf("shard outside the table has replicas")
 		}
-	}
-	if p.Leader(shards) != "" || p.Replicas(shards, nil) != nil {
-		t.Fatalf("shard outside the table has replicas")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -54,8 +55,11 @@ type result struct {
 	// rack-respecting placement.
 	ReplicasMaxOverIdeal float64 `json:"replicas_max_over_ideal"`
 	LeadersMaxOverMean   float64 `json:"leaders_max_over_mean"`
-	MinRacksPerShard     int     `json:"min_racks_per_shard"`
-	WantRacksPerShard    int     `json:"want_racks_per_shard"`
+	// The least leaderships of a node over the mean (the one ratio that is
+	// min, not max).
+	LeadersMinOverMean float64 `json:"leaders_min_over_mean"`
+	MinRacksPerShard   int     `json:"min_racks_per_shard"`
+	WantRacksPerShard  int     `json:"want_racks_per_shard"`
 
 	// Shards whose replica set changes when one node joins, and the least
 	// that could: the new node's share in the best rack-respecting placement.
@@ -144,10 +148,10 @@ func run(args []string, w io.Writer) error {
 }
 
 func human(w io.Writer, r result) {
-	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d slack=%g trials=%d: replicas max/mean %.3f (floor %.3f, max/ideal %.3f) leaders max/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
+	fmt.Fprintf(w, "walk=%s nodes=%d shards=%d rf=%d racks=%d vnodes=%d slack=%g trials=%d: replicas max/mean %.3f (floor %.3f, max/ideal %.3f) leaders max/mean %.3f min/mean %.3f racks/shard min %d (want %d) join moved %.4f min %.4f (x%.3f) leave moved %.4f min %.4f (not holding %d) leaders moved join %.3f leave %.3f build %.0fus placement %.0fus\n",
 		r.Walk, r.Nodes, r.Shards, r.RF, r.Racks, r.VNodes, r.ReplicaSlack, r.Trials,
 		r.ReplicasMaxOverMean, r.ReplicasFloorMaxOverMean, r.ReplicasMaxOverIdeal,
-		r.LeadersMaxOverMean, r.MinRacksPerShard, r.WantRacksPerShard,
+		r.LeadersMaxOverMean, r.LeadersMinOverMean, r.MinRacksPerShard, r.WantRacksPerShard,
 		r.JoinMovedFraction, r.JoinMinFraction, r.JoinMovedOverMin,
 		r.LeaveMovedFraction, r.LeaveMinFraction, r.LeaveMovedNotHolding,
 		r.JoinLeadersMovedFraction, r.LeaveLeadersMovedFraction,
@@ -181,6 +185,7 @@ func measure(p params) (result, error) {
 		worst.ReplicasMaxOverMean = max(worst.ReplicasMaxOverMean, r.ReplicasMaxOverMean)
 		worst.ReplicasMaxOverIdeal = max(worst.ReplicasMaxOverIdeal, r.ReplicasMaxOverIdeal)
 		worst.LeadersMaxOverMean = max(worst.LeadersMaxOverMean, r.LeadersMaxOverMean)
+		worst.LeadersMinOverMean = min(worst.LeadersMinOverMean, r.LeadersMinOverMean)
 		worst.MinRacksPerShard = min(worst.MinRacksPerShard, r.MinRacksPerShard)
 		if r.JoinMovedOverMin > worst.JoinMovedOverMin {
 			worst.JoinMovedFraction, worst.JoinMinFraction, worst.JoinMovedOverMin = r.JoinMovedFraction, r.JoinMinFraction, r.JoinMovedOverMin
@@ -212,10 +217,11 @@ func measureOne(p params, prefix string) (result, error) {
 
 	res := result{
 		Nodes: p.nodes, Shards: p.shards, RF: p.rf, Racks: p.racks, VNodes: ring.VNodes(), Walk: p.walk.String(), ReplicaSlack: p.slack,
-		WantRacksPerShard: min(p.rf, ring.Racks()),
-		MinRacksPerShard:  p.racks,
-		BuildMicros:       float64(build.Nanoseconds()) / 1e3,
-		PlacementMicros:   float64(place.Nanoseconds()) / 1e3,
+		WantRacksPerShard:  min(p.rf, ring.Racks()),
+		MinRacksPerShard:   p.racks,
+		LeadersMinOverMean: math.Inf(1),
+		BuildMicros:        float64(build.Nanoseconds()) / 1e3,
+		PlacementMicros:    float64(place.Nanoseconds()) / 1e3,
 	}
 	rackOf := map[string]string{}
 	for _, m := range ms {
@@ -244,6 +250,7 @@ func measureOne(p params, prefix string) (result, error) {
 		res.ReplicasFloorMaxOverMean = max(res.ReplicasFloorMaxOverMean, ideal[m.ID]/meanReplicas)
 		res.ReplicasMaxOverIdeal = max(res.ReplicasMaxOverIdeal, float64(replicas[m.ID])/ideal[m.ID])
 		res.LeadersMaxOverMean = max(res.LeadersMaxOverMean, float64(leaders[m.ID])/meanLeaders)
+		res.LeadersMinOverMean = min(res.LeadersMinOverMean, float64(leaders[m.ID])/meanLeaders)
 	}
 
 	// One node joins.

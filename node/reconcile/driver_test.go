@@ -104,7 +104,7 @@ func TestTheDriverBootstrapsTheGroupsOfTheBirth(t *testing.T) {
 	}
 	s.now = s.now.Add(birthSettle)
 	d.Birth()
-	want := []string{"bootstrap 0 [3 1 2]", "bootstrap 1 [3 1 2]", "bootstrap 2 [1 2 3]", "campaign 2",
+	want := []string{"bootstrap 0 [2 3 1]", "bootstrap 1 [3 1 2]", "bootstrap 2 [1 2 3]", "campaign 2",
 		"bootstrap 3 [1 3 2]", "campaign 3"}
 	if !slices.Equal(node.ops, want) || node.born != 1 {
 		t.Fatalf("birth: ops %v, born %d; want %v, born once", node.ops, node.born, want)
