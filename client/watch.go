@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -486,58 +487,169 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 	if shard >= uint64(w.shards) {
 		return TopicPage{}, fmt.Errorf("client: %v: %w: cursor at shard %d of %d", k, ErrBadPosition, shard, w.shards)
 	}
+	r := listRange{w: w, k: k, prefix: opts.Prefix, shard: shard, after: after, end: uint64(w.shards)}
 	var page TopicPage
 	var positions []wire.ShardPosition
+	if err := r.page(ctx, limit, func(a []Assignment, ps []wire.ShardPosition) error {
+		page.Topics, positions = append(page.Topics, a...), append(positions, ps...)
+		return nil
+	}); err != nil {
+		return TopicPage{}, err
+	}
+	if !r.done {
+		page.Next = encodeCursor(r.shard, r.after)
+	}
+	page.Position = encodePosition(positions, w.shards)
+	return page, nil
+}
+
+// listRange lists the topics of the shards [shard, end) from the topic
+// after on: a cursor within a range of shards.
+type listRange struct {
+	w          *Watcher
+	k          call
+	prefix     string
+	shard, end uint64
+	after      []byte
+	done       bool // the range is listed
+}
+
+// page lists up to limit topics from the cursor on, handing each node's
+// answer (its topics of the range and the positions of the range's shards
+// it read) to take, and moves the cursor past them; it retries as
+// ListTopics says.
+func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment, []wire.ShardPosition) error) error {
+	c, w, k := r.w.c, r.w, r.k
 	var last error
-	for attempt := 0; len(page.Topics) < limit; {
-		addr, ok := w.served[shard]
+	for attempt, n := 0, 0; n < limit && !r.done; {
+		addr, ok := w.served[r.shard]
 		var m wire.TopicList
-		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, shard)
+		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, r.shard)
 		if ok {
 			req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
 				encode: func(b []byte) []byte {
-					return wire.AppendListTopics(b, &wire.ListTopics{Prefix: []byte(opts.Prefix), Shard: shard, After: after, Limit: uint32(limit - len(page.Topics))})
+					return wire.AppendListTopics(b, &wire.ListTopics{Prefix: []byte(r.prefix), Shard: r.shard, After: r.after, Limit: uint32(limit - n)})
 				},
 				decode: func(b []byte) error { return wire.DecodeTopicList(b, &m) }}
 			err = c.attempt(ctx, addr, req)
 		}
-		if err == nil && !m.Done && m.NextShard == shard && string(m.NextAfter) == string(after) && len(m.Topics) == 0 {
-			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, shard)
+		if err == nil && !m.Done && m.NextShard == r.shard && string(m.NextAfter) == string(r.after) && len(m.Topics) == 0 {
+			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, r.shard)
+		}
+		if err == nil && !m.Done && m.NextShard >= uint64(w.shards) {
+			return fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d of %d", k, ErrProtocol, addr, m.NextShard, w.shards)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return TopicPage{}, k.stop(attempt+1, ctxErr(ctx), last)
+				return k.stop(attempt+1, ctxErr(ctx), last)
 			}
 			last = err
 			attempt++
 			if f := classify(err); f == fatal || attempt > c.cfg.MaxRetries {
-				return TopicPage{}, k.stop(attempt, nil, err)
+				return k.stop(attempt, nil, err)
 			}
 			w.failed[addr] = true
 			if err := c.sleep(ctx, c.backoff(attempt-1, err)); err != nil {
-				return TopicPage{}, k.stop(attempt, err, last)
+				return k.stop(attempt, err, last)
 			}
 			if err := w.table(ctx); err != nil {
 				last = err
 			}
 			continue
 		}
+		// A node lists on past the range's end: what it read there is
+		// another range's.
+		topics := make([]Assignment, 0, len(m.Topics))
 		for i := range m.Topics {
-			page.Topics = append(page.Topics, assignmentOf(&m.Topics[i]))
+			if m.Topics[i].Shard < r.end {
+				topics = append(topics, assignmentOf(&m.Topics[i]))
+			}
 		}
-		positions = append(positions, m.Positions...)
-		if m.Done {
-			page.Position = encodePosition(positions, w.shards)
-			return page, nil
+		positions := slices.DeleteFunc(m.Positions, func(p wire.ShardPosition) bool { return p.Shard >= r.end })
+		n += len(topics)
+		if m.Done || m.NextShard >= r.end {
+			r.done = true
+		} else {
+			r.shard, r.after = m.NextShard, slices.Clone(m.NextAfter)
 		}
-		shard, after = m.NextShard, slices.Clone(m.NextAfter)
-		if shard >= uint64(w.shards) {
-			return TopicPage{}, fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d of %d", k, ErrProtocol, addr, shard, w.shards)
+		if err := take(topics, positions); err != nil {
+			return err
 		}
 	}
-	page.Next = encodeCursor(shard, after)
-	page.Position = encodePosition(positions, w.shards)
-	return page, nil
+	return nil
+}
+
+// ListAllOptions are the optional parts of ListAll.
+type ListAllOptions struct {
+	// Prefix lists only the topics whose name starts with it.
+	Prefix string
+	// Ranges is how many ranges of shards are listed at once, each page
+	// after page: 0 means DefaultListRanges; at most the shards.
+	Ranges int
+}
+
+// DefaultListRanges is ListAllOptions.Ranges' default.
+const DefaultListRanges = 8
+
+// ListAll lists every active topic assignment of every shard (or those
+// under opts.Prefix), as ListTopics would page after page, but over
+// opts.Ranges ranges of shards at once, pages of wire.MaxListTopics. It
+// hands each page to fn, one call at a time, in shard order within a
+// range (ranges interleave), and stops at fn's first error. It returns the
+// merged position of every shard read: a watch from it gives every change
+// after the listing.
+func (c *Client) ListAll(ctx context.Context, opts ListAllOptions, fn func([]Assignment) error) (position string, err error) {
+	k := call{op: "topics", subject: opts.Prefix}
+	if len(opts.Prefix) > wire.MaxTopicLen {
+		return "", fmt.Errorf("client: %v: %w: prefix longer than %d bytes", k, ErrInvalidArgument, wire.MaxTopicLen)
+	}
+	if opts.Ranges < 0 {
+		return "", fmt.Errorf("client: %v: %w: ranges %d", k, ErrInvalidArgument, opts.Ranges)
+	}
+	w := &Watcher{c: c, failed: map[string]bool{}}
+	if err := w.table(ctx); err != nil {
+		return "", fmt.Errorf("client: %v: %w", k, err)
+	}
+	shards := uint64(w.shards)
+	n := uint64(cmp.Or(opts.Ranges, DefaultListRanges))
+	n = max(min(n, shards), 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var positions []wire.ShardPosition
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		// Each range asks its own table: a failed node is the range's.
+		rw := &Watcher{c: c, failed: map[string]bool{}, shards: w.shards, served: w.served}
+		r := listRange{w: rw, k: k, prefix: opts.Prefix, shard: shards * i / n, end: shards * (i + 1) / n}
+		wg.Go(func() {
+			for !r.done && errs[i] == nil {
+				errs[i] = r.page(ctx, wire.MaxListTopics, func(a []Assignment, ps []wire.ShardPosition) error {
+					mu.Lock()
+					defer mu.Unlock()
+					positions = append(positions, ps...)
+					if len(a) == 0 {
+						return nil
+					}
+					return fn(a)
+				})
+			}
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return "", err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	return encodePosition(positions, w.shards), nil
 }
 
 // Positions and cursors are base64url strings (no padding):

@@ -192,6 +192,38 @@ func TestListTopicsThenWatchAndCompaction(t *testing.T) {
 		t.Fatalf("bad cursor: %v", err)
 	}
 
+	// Every page at once, over ranges of shards: each topic once, pages
+	// handed over one at a time; fn's error stops the listing.
+	for _, ranges := range []int{1, 5, testShards + 1} {
+		var all []string
+		busy := false
+		pos, err := cl.ListAll(ctx, client.ListAllOptions{Prefix: "l-", Ranges: ranges}, func(page []client.Assignment) error {
+			if busy {
+				t.Error("fn called while a call was running")
+			}
+			busy = true
+			defer func() { busy = false }()
+			for _, a := range page {
+				all = append(all, a.Topic)
+			}
+			return nil
+		})
+		slices.Sort(all)
+		if err != nil || !slices.Equal(all, want) {
+			t.Fatalf("ListAll over %d ranges: %q, %v; want %q", ranges, all, err, want)
+		}
+		if _, err := client.MergePositions(pos); err != nil {
+			t.Fatalf("ListAll's position %q: %v", pos, err)
+		}
+	}
+	stop := errors.New("enough")
+	if _, err := cl.ListAll(ctx, client.ListAllOptions{}, func([]client.Assignment) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("ListAll with a failing fn: %v", err)
+	}
+	if _, err := cl.ListAll(ctx, client.ListAllOptions{Ranges: -1}, nil); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("ListAll of -1 ranges: %v", err)
+	}
+
 	// List, then watch from the listing: the change after it comes first.
 	from, err := client.MergePositions(positions...)
 	if err != nil {

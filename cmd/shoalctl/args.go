@@ -49,6 +49,7 @@ type invocation struct {
 	position     string // watch --from: where to resume
 	limit        int    // topics --limit: the page size
 	cursor       string // topics --cursor: the page to list
+	all          bool   // topics --all: every page
 	node         string // drain, undrain, transfer-leader, remove: the node
 	shard        uint64 // transfer-leader: the shard
 	force        bool   // remove --force
@@ -122,6 +123,7 @@ commands:
   topics [--prefix P] [--limit N] [--cursor C] list assigned topics across every shard, N per page
                                                (default 1000, at most 10000); --cursor continues at the
                                                "next" cursor a page printed
+  topics --all [--prefix P]                    list every assigned topic, ranges of shards at once
   drain NODE                                   move a node's topics and shard leaderships away, and keep them away
   undrain NODE                                 let a drained node take topics and leaderships again
   transfer-leader SHARD NODE                   hand a shard's leadership to NODE, one of its replicas
@@ -187,7 +189,7 @@ var commands = map[string]struct {
 	"remove":          {flags: map[string]flagKind{"force": boolFlag}, required: []string{"NODE"}},
 	"transfer-leader": {required: []string{"SHARD", "NODE"}},
 	"watch":           {flags: map[string]flagKind{"prefix": valueFlag, "from": valueFlag}, optional: []string{"TOPIC"}},
-	"topics":          {flags: map[string]flagKind{"prefix": valueFlag, "limit": valueFlag, "cursor": valueFlag}},
+	"topics":          {flags: map[string]flagKind{"prefix": valueFlag, "limit": valueFlag, "cursor": valueFlag, "all": boolFlag}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
 	"help":       {optional: []string{"COMMAND"}},
@@ -442,6 +444,11 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 		}
 		if inv.cmd == "topics" {
 			inv.limit = client.DefaultListLimit
+			inv.all = values["all"] == "true"
+			_, limit := values["limit"]
+			if _, cursor := values["cursor"]; inv.all && (limit || cursor) {
+				return usagef("topics: --all lists every page; give it no --limit or --cursor")
+			}
 		}
 		if v, ok := values["limit"]; ok {
 			n, err := parseUint("limit", v, 1, wire.MaxListTopics)

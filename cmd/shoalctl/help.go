@@ -87,14 +87,17 @@ until interrupted, then prints on stderr the position to resume from.
                     fails with Compacted
 `,
 	"topics": `usage: shoalctl topics [--prefix P] [--limit N] [--cursor C]
+       shoalctl topics --all [--prefix P]
 
 Lists the assigned topics of every shard, in shard order, a page at a
 time; a page that is not the last ends with the cursor of the next one
-("next" in --json).
+("next" in --json). With --all, every topic: ranges of shards are listed
+at once, page after page, and printed together in shard order.
 
   --prefix P        only the topics whose name starts with P
   --limit N         topics per page, 1 to 10000 (default 1000)
   --cursor C        list the page that starts at C
+  --all             list every page (no --limit or --cursor)
 `,
 	"drain": `usage: shoalctl drain NODE
 

@@ -375,9 +375,15 @@ func writeResult(w io.Writer, r result, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, r.jsonValue())
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// tabwriter writes cell by cell: a listing of every topic would be
+	// millions of writes without a buffer.
+	bw := bufio.NewWriterSize(w, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	r.table(tw)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // writeJSON writes v as one line. HTML characters are left alone: the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,6 +262,9 @@ func execute(ctx context.Context, c *client.Client, inv *invocation, progress io
 		s, err := c.Status(ctx, inv.statusAddr)
 		return statusResult(s), err
 	case "topics":
+		if inv.all {
+			return listAll(ctx, c, inv.prefix)
+		}
 		p, err := c.ListTopics(ctx, client.ListOptions{Prefix: inv.prefix, Limit: inv.limit, Cursor: inv.cursor})
 		return topicsResult(p), err
 	case "drain":
@@ -346,4 +351,17 @@ func notifyAfter(w io.Writer, d time.Duration, line string) (stop func()) {
 		close(cancel)
 		<-finished
 	}
+}
+
+// listAll lists every topic (client.ListAll), in shard order.
+func listAll(ctx context.Context, c *client.Client, prefix string) (result, error) {
+	var all []client.Assignment
+	_, err := c.ListAll(ctx, client.ListAllOptions{Prefix: prefix}, func(page []client.Assignment) error {
+		all = append(all, page...)
+		return nil
+	})
+	slices.SortFunc(all, func(a, b client.Assignment) int {
+		return cmp.Or(cmp.Compare(a.Shard, b.Shard), strings.Compare(a.Topic, b.Topic))
+	})
+	return topicsResult{Topics: all}, err
 }
