@@ -236,42 +236,29 @@ func (c *Config) Fill() error {
 	default:
 		return fmt.Errorf("%w: swim preset %q (want lan or fast)", ErrConfig, c.SwimPreset)
 	}
-	if c.RaftTickInterval == 0 {
-		c.RaftTickInterval = 100 * time.Millisecond
+	// byPreset is lan's default or fast's.
+	byPreset := func(lan, fst time.Duration) time.Duration {
 		if fast {
-			c.RaftTickInterval = 50 * time.Millisecond
+			return fst
 		}
+		return lan
 	}
-	if c.ReconcileInterval == 0 {
-		c.ReconcileInterval = 500 * time.Millisecond
-		if fast {
-			c.ReconcileInterval = 200 * time.Millisecond
-		}
-	}
-	if c.MetadataSyncInterval == 0 {
-		c.MetadataSyncInterval = 10 * time.Second
-		if fast {
-			c.MetadataSyncInterval = 2 * time.Second
-		}
-	}
-	if c.MetadataPullTimeout == 0 {
-		c.MetadataPullTimeout = time.Second
-		if fast {
-			c.MetadataPullTimeout = 500 * time.Millisecond
-		}
-	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = 3 * time.Second
-		if fast {
-			c.LeaseDuration = 800 * time.Millisecond
+	for _, d := range []struct {
+		field    *time.Duration
+		lan, fst time.Duration
+	}{
+		{&c.RaftTickInterval, 100 * time.Millisecond, 50 * time.Millisecond},
+		{&c.ReconcileInterval, 500 * time.Millisecond, 200 * time.Millisecond},
+		{&c.MetadataSyncInterval, 10 * time.Second, 2 * time.Second},
+		{&c.MetadataPullTimeout, time.Second, 500 * time.Millisecond},
+		{&c.LeaseDuration, 3 * time.Second, 800 * time.Millisecond},
+	} {
+		if *d.field == 0 {
+			*d.field = byPreset(d.lan, d.fst)
 		}
 	}
 	if c.LeaseRenewInterval == 0 {
-		c.LeaseRenewInterval = 500 * time.Millisecond
-		if fast {
-			c.LeaseRenewInterval = 200 * time.Millisecond
-		}
-		c.LeaseRenewInterval = min(c.LeaseRenewInterval, c.LeaseDuration/3)
+		c.LeaseRenewInterval = min(byPreset(500*time.Millisecond, 200*time.Millisecond), c.LeaseDuration/3)
 	}
 	if c.MaxClockDrift == 0 {
 		c.MaxClockDrift = 0.01
