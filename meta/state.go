@@ -37,7 +37,8 @@ type Assignment struct {
 	Owner string
 	// Previous is the owner the topic had before its last ownership
 	// change (a move or a revoke), never Owner itself; empty when there is
-	// none. A new shard leader re-sends CloseTopic to it, in case the old
+	// none. A new shard leader re-sends CloseTopic to it (unless it shows
+	// that it no longer holds the topic), in case the old
 	// leader failed before the Close was acknowledged.
 	Previous   string
 	Epoch      uint64

@@ -134,6 +134,7 @@ var metrics = []metric{
 	{"OwnershipPending", "ownership_messages_pending", "OpenTopic/CloseTopic messages not yet acknowledged.", gauge, ""},
 	{"OpensSent", "topic_opens_sent_total", "OpenTopic messages sent to new owners.", counter, ""},
 	{"ClosesSent", "topic_closes_sent_total", "CloseTopic messages sent to old owners.", counter, ""},
+	{"TopicsResent", "topics_resent_total", "Topics whose OpenTopic or CloseTopic a new shard leader owed again, their owners not having shown they hold them.", counter, ""},
 	{"TopicsReassigned", "topics_reassigned_total", "Topics this node moved off a dead, departed, silent or drained owner.", counter, ""},
 	{"OwnershipFences", "ownership_fences_pending", "Earlier owners of topics this node leads that may still hold a lease (their next owner waits).", gauge, ""},
 	{"LeaseMessagesSent", "lease_messages_sent_total", "Lease rounds and their replies sent to peers.", counter, ""},

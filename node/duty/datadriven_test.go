@@ -39,7 +39,12 @@ import (
 //	    the RPCs of commands S applied, one a line:
 //	    open NODE TOPIC@EPOCH [fresh] [prev=NODE] | close NODE TOPIC@EPOCH [revoked]
 //	resend shard=S                   a new leader's messages for the active
-//	    topics, one a line: TOPIC@EPOCH owner=NODE [prev=NODE]
+//	    topics, one a line: TOPIC@EPOCH owner=NODE [prev=NODE] [partitions=N]
+//	take-up shard=S term=R at=D      it became current there at D: its
+//	                                 predecessors' messages are owed again
+//	verified shard=S term=R node=N   N's lease request showed it holds what
+//	                                 the state gives it in S
+//	resends-due at=D                 the shards whose resend is due at D
 //	due at=D [gone=(NODE, ...)]      the messages to send at D
 //	ack from=NODE topic=T [to=NODE] [epoch=E] [status=done|stale-term|below-floor]
 //	    NODE's answer to the last message sent to `to` (default: NODE)
@@ -140,13 +145,26 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			effs = append(effs, parseEffect(t, line))
 		}
 		l.Effects(a.Time("at"), a.Num("shard"), effs, func(node string) time.Time { return grants[node] })
+	case "take-up":
+		l.TakeUp(a.Time("at"), a.Num("shard"), a.Num("term"))
+	case "verified":
+		l.Verified(a.Num("shard"), a.Num("term"), a.Str("node", ""))
+	case "resends-due":
+		due := l.ResendsDue(a.Time("at"))
+		if len(due) == 0 {
+			out.WriteString("none due\n")
+		}
+		for _, p := range due {
+			fmt.Fprintf(&out, "shard %d at term %d; verified: %s\n", p.Shard, p.Term, strings.Join(slices.Sorted(maps.Keys(p.Verified)), " "))
+		}
 	case "resend":
 		var as []meta.Assignment
 		for _, line := range ddtest.Lines(td.Input) {
 			f := strings.Fields(line)
 			topic, epoch := topicEpoch(t, f[0])
 			la := ddtest.FieldArgs(t, f[1:])
-			as = append(as, meta.Assignment{Topic: topic, Epoch: epoch, Owner: la.Str("owner", ""), Previous: la.Str("prev", ""), Partitions: 1, State: meta.Active})
+			as = append(as, meta.Assignment{Topic: topic, Epoch: epoch, Owner: la.Str("owner", ""), Previous: la.Str("prev", ""),
+				Partitions: uint32(la.NumOr("partitions", 1)), State: meta.Active})
 		}
 		l.Resend(a.Num("shard"), as)
 	case "due":

@@ -131,6 +131,11 @@ type led struct {
 	confirmedAt time.Time
 	demand      time.Time
 	fences      map[string][]fence // topic → earlier owners not yet fenced
+	// resend: what its predecessors may have owed is owed again from
+	// resendAt (TakeUp), except to the nodes in verified (Verified).
+	resend   bool
+	resendAt time.Time
+	verified map[string]bool
 }
 
 type voters struct {
@@ -200,6 +205,8 @@ type Leader struct {
 	lastVround *vouchRound
 	// nonCurrent counts the led shards whose state is not yet current.
 	nonCurrent int
+	// resends counts the led shards whose resend is pending (TakeUp).
+	resends int
 	// demandAll: when a lease of every led shard was last asked at once
 	// (GrantAll); lastDemand: when any lease was last asked.
 	demandAll, lastDemand time.Time
@@ -259,6 +266,9 @@ func (l *Leader) Lost(shard uint64) {
 	l.ledVersion++
 	if !s.current {
 		l.nonCurrent--
+	}
+	if s.resend {
+		l.resends--
 	}
 	delete(l.led, shard)
 	for r := range l.byShard[shard] {

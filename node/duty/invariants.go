@@ -85,11 +85,19 @@ func (ck *leaderCheck) after(l *Leader, what string) {
 // checkInvariants checks the whole Leader and reports the first
 // violation.
 func (l *Leader) checkInvariants() error {
-	nonCurrent := 0
+	nonCurrent, resends := 0, 0
 	wait := l.cfg.NewLeaderWait()
 	for shard, s := range l.led {
 		if !s.current {
 			nonCurrent++
+		}
+		if s.resend {
+			resends++
+			if s.resendAt.Before(s.since.Add(wait)) {
+				return fmt.Errorf("shard %d: its resend is due at %v, within the new leader's wait", shard, s.resendAt)
+			}
+		} else if s.verified != nil {
+			return fmt.Errorf("shard %d: nodes verified with no resend pending", shard)
 		}
 		for topic, fs := range s.fences {
 			for _, f := range fs {
@@ -101,6 +109,9 @@ func (l *Leader) checkInvariants() error {
 	}
 	if nonCurrent != l.nonCurrent {
 		return fmt.Errorf("%d led shards not current, the count says %d", nonCurrent, l.nonCurrent)
+	}
+	if resends != l.resends {
+		return fmt.Errorf("%d led shards with a resend pending, the count says %d", resends, l.resends)
 	}
 	queued := make(map[uint64]bool, len(l.queue))
 	for _, w := range l.queue {

@@ -1,6 +1,7 @@
 package duty
 
 import (
+	"cmp"
 	"container/heap"
 	"maps"
 	"slices"
@@ -187,10 +188,77 @@ func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGr
 	}
 }
 
-// Resend queues, for a shard this node just became current in, an Open of
-// every active topic to its owner and a Close to its previous owner: its
-// predecessor may have died before they were acknowledged. The Opens of
-// topics that may have had another holder wait out NewLeaderWait.
+// TakeUp records that this node, leading shard at term, became current
+// there at now. Its predecessors may have died owing an Open of a topic
+// to its owner or a Close to its previous owner; those are owed again,
+// to every node that does not first show, by a lease request whose digest
+// equals the state's (Verified), that it holds exactly what the state
+// gives it in the shard: then every such message would change nothing
+// there. The rest are queued by Resend once ResendsDue lists the shard:
+// at the end of this leader's NewLeaderWait (until which the Opens of
+// topics that may have had another holder wait anyway), or at now if
+// later. So a new leader of a shard whose owners hold what they should
+// sends nothing per topic, where it sent an Open of every topic.
+func (l *Leader) TakeUp(now time.Time, shard, term uint64) {
+	s := l.led[shard]
+	if s == nil || s.term != term {
+		return
+	}
+	s.resend, s.verified = true, nil
+	s.resendAt = s.since.Add(l.cfg.NewLeaderWait())
+	if now.After(s.resendAt) {
+		s.resendAt = now
+	}
+	l.resends++
+}
+
+// Verified records that node holds, in shard, exactly the topics this
+// node's state (current, at term) gives it, at their epochs: a lease
+// request's digest equal to the state's. Nothing is recorded unless a
+// resend is pending there at term.
+func (l *Leader) Verified(shard, term uint64, node string) {
+	s := l.led[shard]
+	if s == nil || s.term != term || !s.resend {
+		return
+	}
+	if s.verified == nil {
+		s.verified = make(map[string]bool)
+	}
+	s.verified[node] = true
+}
+
+// PendingResend is a shard whose predecessors' messages are due to be
+// owed again (ResendsDue): Verified holds the nodes that need none (a
+// copy, the caller's).
+type PendingResend struct {
+	Shard, Term uint64
+	Verified    map[string]bool
+}
+
+// ResendsDue returns, sorted by shard, the shards whose resend is due at
+// now. Each stays pending until Resend takes it.
+func (l *Leader) ResendsDue(now time.Time) []PendingResend {
+	if l.resends == 0 {
+		return nil
+	}
+	var out []PendingResend
+	for shard, s := range l.led {
+		if s.resend && !now.Before(s.resendAt) {
+			out = append(out, PendingResend{Shard: shard, Term: s.term, Verified: maps.Clone(s.verified)})
+		}
+	}
+	slices.SortFunc(out, func(a, b PendingResend) int { return cmp.Compare(a.Shard, b.Shard) })
+	return out
+}
+
+// Resend queues, for a shard this node leads and is current in, an Open of
+// every active topic of topics to its owner and a Close to its previous
+// owner, skipping the nodes Verified since TakeUp, and ends the shard's
+// pending resend. A digest does not cover a topic's partition count, so
+// a topic with more than the default (an update of it may be what was
+// owed) is opened again even at a verified owner; the default count was
+// never updated. The Opens of topics that may have had another holder
+// wait out NewLeaderWait.
 func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
 	if invariants.Enabled {
 		defer l.inv.after(l, "resend")
@@ -199,11 +267,18 @@ func (l *Leader) Resend(shard uint64, topics []meta.Assignment) {
 	if s == nil {
 		return
 	}
+	verified := s.verified
+	if s.resend {
+		s.resend, s.verified = false, nil
+		l.resends--
+	}
 	deadline := s.since.Add(l.cfg.NewLeaderWait())
 	for _, a := range topics {
-		l.add(&RPC{Node: a.Owner, Open: true, Topic: a.Topic, Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard, Term: s.term,
-			Prev: a.Previous, fresh: a.Epoch == 1 && a.Previous == ""})
-		if a.Previous != "" {
+		if !verified[a.Owner] || a.Partitions > meta.DefaultPartitions {
+			l.add(&RPC{Node: a.Owner, Open: true, Topic: a.Topic, Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard, Term: s.term,
+				Prev: a.Previous, fresh: a.Epoch == 1 && a.Previous == ""})
+		}
+		if a.Previous != "" && !verified[a.Previous] {
 			s.fences[a.Topic] = append(s.fences[a.Topic], fence{node: a.Previous, epoch: a.Epoch, deadline: deadline})
 			l.add(&RPC{Node: a.Previous, Topic: a.Topic, Epoch: a.Epoch, Shard: shard, Term: s.term})
 		}
@@ -313,10 +388,17 @@ func (l *Leader) Next() (at time.Time, ok bool) {
 		// Room opens as acks come: look again as soon as the caller will.
 		return time.Time{}, true
 	}
-	if len(l.queue) == 0 {
-		return time.Time{}, false
+	if len(l.queue) > 0 {
+		at, ok = l.queue[0].at, true
 	}
-	return l.queue[0].at, true
+	if l.resends > 0 {
+		for _, s := range l.led {
+			if s.resend && (!ok || s.resendAt.Before(at)) {
+				at, ok = s.resendAt, true
+			}
+		}
+	}
+	return at, ok
 }
 
 // HoldsBack reports whether this leader owes an open of a topic of shard

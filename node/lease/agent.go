@@ -96,7 +96,7 @@ type Store interface {
 type Machine interface {
 	With(shard uint64, fn func(st *meta.State)) error
 	WithShard(shard uint64, fn func(sh *shardsm.Shard)) error
-	Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (wire.LeaseGrant, bool)
+	Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (g wire.LeaseGrant, exact, ok bool)
 	GrantIfUnchanged(owner string, version uint64, now time.Time) bool
 	StateVersion() uint64
 }
@@ -197,6 +197,7 @@ type counters struct {
 	messagesSent, bytesSent, grants, refusals atomic.Uint64
 	framesDropped, framesBad                  atomic.Uint64
 	dups, opensSent, closesSent               atomic.Uint64
+	resent                                    atomic.Uint64
 }
 
 // raftLead is a hosted replica's leader and term as raft last reported
@@ -250,6 +251,10 @@ type Stats struct {
 	// OpensSent and ClosesSent count the OpenTopic and CloseTopic
 	// messages sent.
 	OpensSent, ClosesSent uint64
+	// Resent counts the topics whose Open or Close a new shard leader owed
+	// again, its owners not having shown that they hold what its state
+	// gives them (duty.Leader.TakeUp).
+	Resent uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -260,6 +265,7 @@ func (a *Agent) Stats() Stats {
 		Grants: c.grants.Load(), Refusals: c.refusals.Load(),
 		FramesDropped: c.framesDropped.Load(), FramesBad: c.framesBad.Load(),
 		Dups: c.dups.Load(), OpensSent: c.opensSent.Load(), ClosesSent: c.closesSent.Load(),
+		Resent: c.resent.Load(),
 	}
 }
 

@@ -120,19 +120,8 @@ func (a *Agent) takeUp(shard uint64, done func(ok bool)) {
 			return
 		}
 		a.Proof(shard, term, start)
-		var topics []meta.Assignment
-		if err := a.cfg.Machine.With(shard, func(st *meta.State) {
-			for t := range st.Topics() {
-				topics = append(topics, t)
-			}
-		}); err != nil {
-			done(false)
-			return
-		}
 		a.dutyMu.Lock()
-		if t, ok := a.duty.Leads(shard); ok && t == term {
-			a.duty.Resend(shard, topics)
-		}
+		a.duty.TakeUp(a.env.Now(), shard, term)
 		a.dutyMu.Unlock()
 		a.env.Kick(Due)
 		done(true)
@@ -210,6 +199,7 @@ func (a *Agent) sendDue() {
 		return
 	}
 	gone := a.env.Gone()
+	a.resendDue()
 	a.dutyMu.Lock()
 	due := a.duty.Due(a.env.Now(), gone)
 	a.dutyMu.Unlock()
@@ -221,6 +211,34 @@ func (a *Agent) sendDue() {
 	}
 	if len(local) > 0 {
 		a.queue(false, local)
+	}
+}
+
+// resendDue queues, in each shard whose new leadership's resend is due
+// (duty.Leader.TakeUp), what its predecessors may have owed: an Open of
+// each active topic to its owner and a Close to its previous owner, but
+// to the nodes whose lease requests showed they hold what the state gives
+// them. Read from the state as it is now: what was applied since the
+// leadership began owes its own messages already.
+func (a *Agent) resendDue() {
+	a.dutyMu.Lock()
+	pending := a.duty.ResendsDue(a.env.Now())
+	a.dutyMu.Unlock()
+	for _, p := range pending {
+		var topics []meta.Assignment
+		_ = a.cfg.Machine.With(p.Shard, func(st *meta.State) {
+			for t := range st.Topics() {
+				if !p.Verified[t.Owner] || t.Partitions > meta.DefaultPartitions || (t.Previous != "" && !p.Verified[t.Previous]) {
+					topics = append(topics, t)
+				}
+			}
+		})
+		a.dutyMu.Lock()
+		if t, ok := a.duty.Leads(p.Shard); ok && t == p.Term {
+			a.duty.Resend(p.Shard, topics)
+			a.counters.resent.Add(uint64(len(topics)))
+		}
+		a.dutyMu.Unlock()
 	}
 }
 

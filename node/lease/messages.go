@@ -303,15 +303,30 @@ func (a *Agent) apply(m *Message, s *step, floors map[string]uint64) {
 		s.topic, s.shard = closeMsg.Topic, closeMsg.Shard
 	}
 	floor, inBatch := floors[string(s.topic)]
-	if !inBatch {
-		var err error
-		if floor, err = a.cfg.Store.TopicFloor(string(s.topic)); err != nil {
-			a.log.Error("node: read topic floor", "topic", s.topic, "err", err)
-			s.skip = true
-			return
+	// An open of a topic held at its very epoch (a new leader's resend,
+	// a copy) changes nothing whatever the floor, which is below every
+	// epoch held: the store is not read for it. Checked under the lock
+	// the open is taken under, so no close raises the floor in between.
+	locked := false
+	if open != nil && !inBatch {
+		a.ownMu.Lock()
+		if t, ok := a.own.Get(s.topic); ok && t.Epoch == open.Epoch {
+			locked = true
+		} else {
+			a.ownMu.Unlock()
 		}
 	}
-	a.ownMu.Lock()
+	if !locked {
+		if !inBatch {
+			var err error
+			if floor, err = a.cfg.Store.TopicFloor(string(s.topic)); err != nil {
+				a.log.Error("node: read topic floor", "topic", s.topic, "err", err)
+				s.skip = true
+				return
+			}
+		}
+		a.ownMu.Lock()
+	}
 	before, _ := a.own.Get(s.topic)
 	// A topic newly held after a move is marked as handed over before
 	// the holder has it, so that no lease can let it be served before.

@@ -278,7 +278,10 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 		if q.Shard >= uint64(a.cfg.Shards) {
 			continue
 		}
-		if g, ok := a.cfg.Machine.Grant(q.Shard, from, q.Digest, a.env.Now, may(q.Shard)); ok {
+		if g, exact, ok := a.cfg.Machine.Grant(q.Shard, from, q.Digest, a.env.Now, may(q.Shard)); ok {
+			if exact {
+				a.verified(q.Shard, g.Term, from)
+			}
 			reply.Grants = append(reply.Grants, g)
 			a.counters.grants.Add(1)
 			continue
@@ -353,12 +356,17 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 		return
 	}
 	reply.HeldMatched = true
+	// The sums agree: in each of these shards the owner holds exactly
+	// what the state gives it.
+	var refused []int
+	a.dutyMu.Lock()
+	for _, st := range mine {
+		a.duty.Verified(st.Shard, st.Term, from)
+	}
 	// Every shard is asked (which also keeps its leadership confirmed by
 	// vouch rounds); only refusals need listing. While every shard this
 	// node leads may be granted, as it led them when mine was read, one
 	// answer does for all.
-	var refused []int
-	a.dutyMu.Lock()
 	if a.duty.GrantAll(now, ledVersion) {
 		a.dutyMu.Unlock()
 		a.counters.grants.Add(uint64(len(mine)))
@@ -385,6 +393,15 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 		}
 		reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: st.Term})
 	}
+}
+
+// verified tells the duty room that owner holds, in shard, exactly what
+// this node's state (at term) gives it: a new leadership's resend owes it
+// nothing there.
+func (a *Agent) verified(shard, term uint64, owner string) {
+	a.dutyMu.Lock()
+	a.duty.Verified(shard, term, owner)
+	a.dutyMu.Unlock()
 }
 
 // heldSummary is a summary of an owner's shards that matched its own.

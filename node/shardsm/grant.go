@@ -15,13 +15,14 @@ import (
 // and at which term this node may grant. The grant covers all the owner
 // holds if its digest is the state's, or the state's with some of the
 // owner's newest opens still on their way to it; else it lists what this
-// replica's state says the owner owns. ok is false when no grant may be
-// given. The owner's LastAsk is set either way, its LastGrant when a
-// grant is given.
-func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (wire.LeaseGrant, bool) {
+// replica's state says the owner owns. exact reports that the digest is
+// the state's itself: the owner holds exactly what the state gives it. ok
+// is false when no grant may be given. The owner's LastAsk is set either
+// way, its LastGrant when a grant is given.
+func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (g wire.LeaseGrant, exact, ok bool) {
 	s, err := m.shard(shard)
 	if err != nil {
-		return wire.LeaseGrant{}, false
+		return wire.LeaseGrant{}, false, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -30,12 +31,13 @@ func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() 
 		s.LastAsk = make(map[string]time.Time)
 	}
 	s.LastAsk[owner] = now
-	term, ok := may(now)
-	if !ok {
-		return wire.LeaseGrant{}, false
+	term, allowed := may(now)
+	if !allowed {
+		return wire.LeaseGrant{}, false, false
 	}
-	g := wire.LeaseGrant{Shard: shard, Term: term}
-	if d := s.State.OwnerDigest(owner); d != digest && !s.holdsAllBut(owner, d, digest) {
+	g = wire.LeaseGrant{Shard: shard, Term: term}
+	d := s.State.OwnerDigest(owner)
+	if d != digest && !s.holdsAllBut(owner, d, digest) {
 		g.Listed = true
 		s.State.EachOwnedBy(owner, func(topic string, epoch uint64) {
 			g.Topics = append(g.Topics, wire.TopicEpoch{Topic: []byte(topic), Epoch: epoch})
@@ -47,7 +49,7 @@ func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() 
 		s.LastGrant = make(map[string]time.Time)
 	}
 	s.LastGrant[owner] = now
-	return g, true
+	return g, d == digest, true
 }
 
 // StateVersion returns the count of state changes so far: the applies

@@ -64,6 +64,13 @@ type Machine struct {
 	// halted: shards whose replica here halted (Halted): their state is
 	// no longer kept current, so it is neither served nor loaded again.
 	halted map[uint64]bool
+	// loads: the shards being loaded from the store, each by the first
+	// caller that wanted it, outside mu, so that the other shards are
+	// applied and read meanwhile; a caller that wants the same shard
+	// waits for that load. gen counts the Restores, Removes and Halts: a
+	// load that straddles one is not kept.
+	loads map[uint64]*loading
+	gen   uint64
 
 	// grantMu orders grants answered from a cached summary against
 	// applies: version counts the applies that changed a state, restores
@@ -142,16 +149,59 @@ func (m *Machine) load(shard uint64) (st *meta.State, legacy bool, err error) {
 	return st, false, nil
 }
 
-// shard returns the state of a shard, loading it from the store on first use.
+// loading is a shard's load from the store under way; done is closed when
+// it ends.
+type loading struct{ done chan struct{} }
+
+// shard returns the state of a shard, loading it from the store on first
+// use. The load runs outside mu: a node that starts with many topics
+// loads each shard when it is first applied or read, and the others go
+// on meanwhile.
 func (m *Machine) shard(shard uint64) (*Shard, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s := m.shards[shard]; s != nil {
+	for {
+		m.mu.Lock()
+		if s := m.shards[shard]; s != nil {
+			m.mu.Unlock()
+			return s, nil
+		}
+		if m.halted[shard] {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("node: shard %d: %w", shard, raftmux.ErrHalted)
+		}
+		if l := m.loads[shard]; l != nil {
+			m.mu.Unlock()
+			<-l.done
+			continue
+		}
+		l := &loading{done: make(chan struct{})}
+		if m.loads == nil {
+			m.loads = make(map[uint64]*loading)
+		}
+		m.loads[shard] = l
+		gen := m.gen
+		m.mu.Unlock()
+
+		s, err := m.loadShard(shard)
+		m.mu.Lock()
+		delete(m.loads, shard)
+		close(l.done)
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		if m.gen != gen || m.shards[shard] != nil {
+			// Restored, removed or halted meanwhile: look again.
+			m.mu.Unlock()
+			continue
+		}
+		m.shards[shard] = s
+		m.mu.Unlock()
 		return s, nil
 	}
-	if m.halted[shard] {
-		return nil, fmt.Errorf("node: shard %d: %w", shard, raftmux.ErrHalted)
-	}
+}
+
+// loadShard reads shard's state and change log from the store.
+func (m *Machine) loadShard(shard uint64) (*Shard, error) {
 	st, legacy, err := m.load(shard)
 	if err != nil {
 		return nil, err
@@ -160,9 +210,7 @@ func (m *Machine) shard(shard uint64) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shard{State: st, Log: log, legacy: legacy}
-	m.shards[shard] = s
-	return s, nil
+	return &Shard{State: st, Log: log, legacy: legacy}, nil
 }
 
 func (m *Machine) loadLog(shard uint64, st *meta.State) (*watch.Log, error) {
@@ -307,6 +355,7 @@ func (m *Machine) Restore(shard, index uint64) error {
 	m.changed(nil, nil)
 	defer m.changed(nil, nil)
 	m.mu.Lock()
+	m.gen++
 	s := m.shards[shard]
 	if s == nil {
 		m.shards[shard] = &Shard{State: st, Log: log, legacy: legacy}
@@ -326,6 +375,7 @@ func (m *Machine) Restore(shard, index uint64) error {
 // Remove implements raftmux.StateMachine: shard's replica here is gone.
 func (m *Machine) Remove(shard uint64) {
 	m.mu.Lock()
+	m.gen++
 	delete(m.shards, shard)
 	delete(m.halted, shard) // a replica made again later starts afresh
 	m.mu.Unlock()
@@ -338,6 +388,7 @@ func (m *Machine) Remove(shard uint64) {
 // instead of answering from it.
 func (m *Machine) Halted(shard uint64) {
 	m.mu.Lock()
+	m.gen++
 	delete(m.shards, shard)
 	if m.halted == nil {
 		m.halted = make(map[uint64]bool)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,7 +274,7 @@ func TestGrantCoversAnOwnerLackingOnlyItsNewestOpens(t *testing.T) {
 	at := func(topic string, epoch uint64) uint64 { return meta.TopicDigest(topic, epoch) }
 	listed := func(owner string, digest uint64) bool {
 		t.Helper()
-		g, ok := sm.Grant(0, owner, digest, time.Now, func(time.Time) (uint64, bool) { return 1, true })
+		g, _, ok := sm.Grant(0, owner, digest, time.Now, func(time.Time) (uint64, bool) { return 1, true })
 		if !ok {
 			t.Fatal("no grant")
 		}
@@ -331,7 +332,7 @@ func BenchmarkGrant(b *testing.B) {
 			b.Run(fmt.Sprintf("topics=%d/%s", n, c.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					g, ok := sm.Grant(0, "n1", c.digest, time.Now, may)
+					g, _, ok := sm.Grant(0, "n1", c.digest, time.Now, may)
 					if !ok || g.Listed != c.listed {
 						b.Fatalf("granted %v, listed %v", ok, g.Listed)
 					}
@@ -365,5 +366,49 @@ func TestHaltedShardIsNotServed(t *testing.T) {
 	m.Remove(shard)
 	if err := m.With(shard, func(*meta.State) {}); err != nil {
 		t.Fatalf("With after the replica was removed: %v", err)
+	}
+}
+
+// TestLoadsConcurrently: a node that starts with topics loads each shard
+// on first use; callers of the same shard share one load (one state), and
+// those of other shards need not wait for it.
+func TestLoadsConcurrently(t *testing.T) {
+	st, sm := openTestStore(t)
+	const shards, topics = 4, 2000
+	for s := uint64(0); s < shards; s++ {
+		fill(t, st, sm, s, topics)
+	}
+	fresh := New(Config{Store: st, ChangeLogLen: testLogLen})
+	var wg sync.WaitGroup
+	states := make([][]*meta.State, shards)
+	var mu sync.Mutex
+	for s := uint64(0); s < shards; s++ {
+		for range 4 {
+			wg.Go(func() {
+				if err := fresh.With(s, func(state *meta.State) {
+					mu.Lock()
+					states[s] = append(states[s], state)
+					mu.Unlock()
+					if state.Count() != topics {
+						t.Errorf("shard %d: %d topics loaded, want %d", s, state.Count(), topics)
+					}
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for s, got := range states {
+		for _, state := range got[1:] {
+			if state != got[0] {
+				t.Fatalf("shard %d loaded more than once: callers saw different states", s)
+			}
+		}
+	}
+	// A halt while loaded drops the state; it is not loaded again.
+	fresh.Halted(2)
+	if err := fresh.With(2, func(*meta.State) {}); !errors.Is(err, raftmux.ErrHalted) {
+		t.Fatalf("halted shard: %v, want ErrHalted", err)
 	}
 }

@@ -83,6 +83,7 @@ type Stats struct {
 	OwnershipPending   int // OpenTopic/CloseTopic not yet acknowledged
 	OpensSent          uint64
 	ClosesSent         uint64
+	TopicsResent       uint64 // topics whose messages a new shard leader owed again
 	OwnershipFences    int    // earlier owners of topics this node leads not yet fenced
 	LeaseMessagesSent  uint64 // LeaseRound and LeaseReply frames sent to peers
 	LeaseBytesSent     uint64 // their bytes, headers included
@@ -201,6 +202,7 @@ func (p *Parts) Stats() Stats {
 		OwnershipPending:      p.OwnershipPending,
 		OpensSent:             ls.OpensSent,
 		ClosesSent:            ls.ClosesSent,
+		TopicsResent:          ls.Resent,
 		OwnershipFences:       p.OwnershipFences,
 		LeaseMessagesSent:     ls.MessagesSent,
 		LeaseBytesSent:        ls.BytesSent,
