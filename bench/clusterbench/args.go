@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/shoalmq/shoal/bench/proccluster"
 )
 
-const usage = `usage: clusterbench -mode idle|failover|mass [flags]
+const usage = `usage: clusterbench -mode idle|failover|mass|volume [flags]
 
 Starts a cluster of real shoal node processes and measures it; -json
 prints one JSON object per run, otherwise a table. Progress goes to
@@ -43,33 +44,45 @@ time until every one of its topics took a produce at a higher epoch
 through the other nodes (each topic retried until it does, -clients at
 a time); then restart it and wait until the cluster is whole again.
 
+-mode volume: assign -topics topics (vol-0, vol-1, ...) spread over the
+nodes, -clients at a time, sampling every node's RSS meanwhile; after the
+first 10000, pause and measure plain lookups of random ones for
+-lookup-window; after the fill, wait -settle, read each node's RSS and heap
+at rest, measure lookups over all topics, list them all (ListAll), kill
+every node at once (SIGKILL), start them again on their data, and measure
+the time until the cluster serves and what the listing then shows.
+
 flags:
-  -mode M           idle, failover or mass (default idle)
+  -mode M           idle, failover, mass or volume (default idle)
   -nodes N          node processes (default 3, 5 for mass; failover and mass
                     need at least 3)
   -shards N         metadata shards (default 10000 for idle, 64 for failover,
-                    256 for mass)
-  -preset P         SWIM and lease timings: lan or fast (default lan for idle,
-                    fast for failover and mass)
+                    256 for mass and volume)
+  -preset P         SWIM and lease timings: lan or fast (default lan for idle
+                    and volume, fast for failover and mass)
   -netns            run each node in its own network namespace (root)
   -shoal PATH       the shoal binary (default: build ./cmd/shoal of this module,
                     CGO_ENABLED=0, into a temporary directory)
   -dir DIR          keep the nodes' data and logs in DIR, which must not exist
                     or be empty (default: a temporary directory, removed)
   -timeout D        bound on every wait for the cluster: start, topics owned,
-                    recovery after a fault (default 10m)
+                    recovery after a fault, each topic's assign in volume mode
+                    (default 10m)
   -log-level L      the nodes' --log-level: debug, info, warn (default) or error;
                     each node logs to DIR/nI.log
   -json             print one JSON object
 
 idle:
   -topics N         topics to assign, spread round-robin over the nodes (default 10000;
-                    mass: the topics of each trial's victim)
+                    mass: the topics of each trial's victim; volume: default
+                    5000000, at most 20000000)
   -settle D         before measuring, wait until no shard leader moved (by a
                     transfer or an election), no raft configuration changed and
                     no topic moved for D (default 10s;
                     after a start the leaders of thousands of shards take
-                    minutes to balance over the nodes)
+                    minutes to balance over the nodes); volume: how long to
+                    wait after the fill before reading the memory at rest
+                    (default 30s)
   -window D         measured window (default 30s)
 
 failover:
@@ -82,7 +95,8 @@ failover:
 
 mass:
   -trials N         kills (default 5)
-  -clients N        produces and assigns in flight (default 128)
+  -clients N        produces and assigns in flight (default 128; volume:
+                    assigns and lookups in flight, default 256)
   -profile DIR      write a CPU profile of each surviving node over the
                     first -profile-time after each kill to
                     DIR/trialT-NODE.pprof (the nodes serve /debug/pprof)
@@ -94,6 +108,9 @@ mass:
                     are produced to first, in the order they moved) or sweep
                     (every topic in turn, each retried until it takes one)
                     (default moved)
+
+volume (also -topics, -settle, -clients):
+  -lookup-window D  how long each lookup measurement runs (default 20s)
 `
 
 type options struct {
@@ -111,6 +128,7 @@ type options struct {
 	profileTime             time.Duration
 	follow                  bool
 	probe                   string
+	lookupWindow            time.Duration
 }
 
 // usageError is a command line that cannot be run: its text is the whole
@@ -130,15 +148,17 @@ var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
 	massOnly     = []string{"clients", "profile", "profile-time", "follow", "probe"}
+	volumeOnly   = []string{"lookup-window"}
 )
 
 // Bounds of the flags.
 const (
-	maxShards      = 1 << 20 // node.MaxShards
-	maxTopics      = 1_000_000
-	maxTrials      = 10_000
-	maxTrialTopics = 1000
-	maxClients     = 4096
+	maxShards       = 1 << 20 // node.MaxShards
+	maxTopics       = 1_000_000
+	maxVolumeTopics = 20_000_000 // volume mode keeps two listings of 10 bytes a topic
+	maxTrials       = 10_000
+	maxTrialTopics  = 1000
+	maxClients      = 4096
 )
 
 // parseArgs parses and validates a command line; root says whether the
@@ -171,6 +191,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "")
 	fs.BoolVar(&o.follow, "follow", false, "")
 	fs.StringVar(&o.probe, "probe", "moved", "")
+	fs.DurationVar(&o.lookupWindow, "lookup-window", 20*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -186,7 +207,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	var other []string
 	switch o.mode {
 	case "idle":
-		other = append(append([]string(nil), failoverOnly...), massOnly...)
+		other = slices.Concat(failoverOnly, massOnly, volumeOnly)
 		if !set["shards"] {
 			o.shards = 10000
 		}
@@ -194,7 +215,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 			o.preset = "lan"
 		}
 	case "failover":
-		other = append(append([]string(nil), idleOnly...), massOnly...)
+		other = slices.Concat(idleOnly, massOnly, volumeOnly)
 		if !set["shards"] {
 			o.shards = 64
 		}
@@ -202,7 +223,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 			o.preset = "fast"
 		}
 	case "mass":
-		other = []string{"settle", "window", "fault", "trial-topics", "pause"}
+		other = append([]string{"settle", "window", "fault", "trial-topics", "pause"}, volumeOnly...)
 		if !set["shards"] {
 			o.shards = 256
 		}
@@ -218,8 +239,26 @@ func parseArgs(args []string, root bool) (*options, error) {
 		if !set["trial-timeout"] {
 			o.trialTimeout = 60 * time.Second
 		}
+	case "volume":
+		other = []string{"window", "fault", "trials", "trial-topics", "pause", "trial-timeout",
+			"profile", "profile-time", "follow", "probe"}
+		if !set["shards"] {
+			o.shards = 256
+		}
+		if !set["preset"] {
+			o.preset = "lan"
+		}
+		if !set["topics"] {
+			o.topics = 5_000_000
+		}
+		if !set["clients"] {
+			o.clients = 256
+		}
+		if !set["settle"] {
+			o.settle = 30 * time.Second
+		}
 	default:
-		return nil, usagef("-mode %q: want idle, failover or mass", o.mode)
+		return nil, usagef("-mode %q: want idle, failover, mass or volume", o.mode)
 	}
 	for _, name := range other {
 		if set[name] {
@@ -241,7 +280,9 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-log-level %q: want debug, info, warn or error", o.logLevel)
 	case o.timeout <= 0:
 		return nil, usagef("-timeout %v: want more than 0", o.timeout)
-	case o.topics < 0 || o.topics > maxTopics:
+	case o.mode == "volume" && (o.topics < 1 || o.topics > maxVolumeTopics):
+		return nil, usagef("-topics %d: want 1 to %d for -mode volume", o.topics, maxVolumeTopics)
+	case o.mode != "volume" && (o.topics < 0 || o.topics > maxTopics):
 		return nil, usagef("-topics %d: want 0 to %d", o.topics, maxTopics)
 	case o.settle < 0:
 		return nil, usagef("-settle %v: want 0 or more", o.settle)
@@ -263,6 +304,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-probe %q: want moved or sweep", o.probe)
 	case o.trialTimeout <= 0:
 		return nil, usagef("-trial-timeout %v: want more than 0", o.trialTimeout)
+	case o.lookupWindow < 100*time.Millisecond:
+		return nil, usagef("-lookup-window %v: want at least 100ms", o.lookupWindow)
 	case o.profileTime < time.Second || o.profileTime > 10*time.Minute:
 		return nil, usagef("-profile-time %v: want 1s to 10m", o.profileTime)
 	}

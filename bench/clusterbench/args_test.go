@@ -38,6 +38,21 @@ func TestParseArgsDefaults(t *testing.T) {
 		o.trialTimeout != time.Minute || o.probe != "moved" {
 		t.Fatalf("mass defaults: %+v", o)
 	}
+	o, err = parseArgs([]string{"-mode", "volume"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nodes != 3 || o.shards != 256 || o.preset != "lan" || o.topics != 5_000_000 || o.clients != 256 ||
+		o.settle != 30*time.Second || o.lookupWindow != 20*time.Second {
+		t.Fatalf("volume defaults: %+v", o)
+	}
+	o, err = parseArgs([]string{"-mode", "volume", "-nodes", "1", "-topics", "20000000", "-clients", "8", "-settle", "0s", "-lookup-window", "1s", "-preset", "fast"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.nodes != 1 || o.topics != 20_000_000 || o.clients != 8 || o.settle != 0 || o.lookupWindow != time.Second || o.preset != "fast" {
+		t.Fatalf("volume flags: %+v", o)
+	}
 	o, err = parseArgs([]string{"-mode", "failover", "-shards", "16", "-preset", "lan", "-fault", "pause", "-pause", "3s", "-json"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +79,20 @@ func TestParseArgsRefuses(t *testing.T) {
 		root bool
 		want string
 	}{
-		{[]string{"-mode", "busy"}, false, `-mode "busy": want idle, failover or mass`},
+		{[]string{"-mode", "busy"}, false, `-mode "busy": want idle, failover, mass or volume`},
+		{[]string{"-mode", "volume", "-topics", "0"}, false, "-topics 0: want 1 to 20000000 for -mode volume"},
+		{[]string{"-mode", "volume", "-topics", "20000001"}, false, "-topics 20000001: want 1 to 20000000 for -mode volume"},
+		{[]string{"-mode", "volume", "-lookup-window", "10ms"}, false, "-lookup-window 10ms: want at least 100ms"},
+		{[]string{"-mode", "volume", "-clients", "0"}, false, "-clients 0"},
+		{[]string{"-mode", "volume", "-window", "5s"}, false, "-window does not apply to -mode volume"},
+		{[]string{"-mode", "volume", "-trials", "2"}, false, "-trials does not apply to -mode volume"},
+		{[]string{"-mode", "volume", "-fault", "kill"}, false, "-fault does not apply to -mode volume"},
+		{[]string{"-mode", "volume", "-probe", "sweep"}, false, "-probe does not apply to -mode volume"},
+		{[]string{"-mode", "volume", "-profile", "/tmp/p"}, false, "-profile does not apply to -mode volume"},
+		{[]string{"-mode", "idle", "-lookup-window", "5s"}, false, "-lookup-window does not apply to -mode idle"},
+		{[]string{"-mode", "mass", "-lookup-window", "5s"}, false, "-lookup-window does not apply to -mode mass"},
+		{[]string{"-mode", "failover", "-lookup-window", "5s"}, false, "-lookup-window does not apply to -mode failover"},
+		{[]string{"-mode", "idle", "-topics", "5000000"}, false, "-topics 5000000: want 0 to 1000000"},
 		{[]string{"-mode", "mass", "-nodes", "2"}, false, "-nodes 2: want 3 to 250 for -mode mass"},
 		{[]string{"-mode", "mass", "-clients", "0"}, false, "-clients 0"},
 		{[]string{"-mode", "mass", "-topics", "0"}, false, "-topics 0: want at least 1 for -mode mass"},

@@ -130,3 +130,38 @@ func TestMassEndToEnd(t *testing.T) {
 		t.Fatalf("trial: %+v", tr)
 	}
 }
+
+// TestVolumeEndToEnd fills a small cluster, kills every node at once and
+// checks that the restarted cluster serves and lists every topic as
+// before.
+func TestVolumeEndToEnd(t *testing.T) {
+	var r volumeReport
+	runJSON(t, &r, "-mode", "volume", "-nodes", "3", "-shards", "16", "-topics", "3000", "-preset", "fast",
+		"-lookup-window", "1s", "-settle", "1s")
+	if r.Mode != "volume" || r.Topics != 3000 || r.Replicas != 3 || len(r.PerNode) != 3 || r.FillS <= 0 {
+		t.Fatalf("report: %+v", r)
+	}
+	owned := 0
+	for _, n := range r.PerNode {
+		owned += n.TopicsOwned
+		if n.PeakRSSAssigning == 0 || n.RSSAtRest == 0 || n.RSSAfterRestart == 0 || n.BytesPerTopicReplica <= 0 ||
+			n.HeapAllocAtRest == nil || n.HeapAllocAfterRestart == nil {
+			t.Errorf("node figures: %+v", n)
+		}
+	}
+	if owned != 3000 {
+		t.Errorf("%d topics owned, want 3000", owned)
+	}
+	for _, l := range []volumeLookups{r.LookupBaseline, r.LookupFull} {
+		if l.Topics != 3000 || l.Lookups == 0 || l.P50Ms <= 0 || l.P999Ms < l.P50Ms {
+			t.Errorf("lookups: %+v", l)
+		}
+	}
+	if r.Listed != 3000 || r.ListMismatch || r.Relisted != 3000 || r.RelistMismatch || r.Lost != 0 {
+		t.Errorf("listings: %d before, %d after, %d lost", r.Listed, r.Relisted, r.Lost)
+	}
+	if r.RestartSampled != 1000 || r.RestartServingS <= 0 ||
+		r.RestartServingS != max(r.RestartReadyS, r.RestartSampleS, r.RestartAssignS) {
+		t.Errorf("restart: %+v", r)
+	}
+}

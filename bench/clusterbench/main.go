@@ -2,13 +2,16 @@
 
 // Command clusterbench measures a cluster of real `shoal node` processes
 // (bench/proccluster): what an idle cluster costs, with and without
-// topics and their leases, and how long a topic is unwritable when its
-// owner is killed, paused or cut off.
+// topics and their leases, how long a topic is unwritable when its
+// owner is killed, paused or cut off, how long every topic of a killed
+// node takes to be writable elsewhere, and what a cluster holding
+// millions of topics costs in memory, lookups, listing and a restart.
 //
 //	go run ./bench/clusterbench -mode idle -nodes 3 -shards 10000 -topics 10000 -preset lan -window 30s
 //	go run ./bench/clusterbench -mode idle -topics 0                       # the baseline: no leases
 //	go run ./bench/clusterbench -mode failover -fault kill -trials 20 -preset fast -shards 64
 //	sudo go run ./bench/clusterbench -mode failover -fault cut -pause 10s  # namespaces: root only
+//	go run ./bench/clusterbench -mode volume -topics 5000000 -shards 1024
 //
 // README.md beside this file says what each figure is.
 package main
@@ -75,6 +78,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "mass":
 		r, err := runMass(ctx, o, bin, logf)
+		if err != nil {
+			return fail(ctx, stderr, err)
+		}
+		if err := r.write(stdout, o.json); err != nil {
+			return fail(ctx, stderr, err)
+		}
+	case "volume":
+		r, err := runVolume(ctx, o, bin, logf)
 		if err != nil {
 			return fail(ctx, stderr, err)
 		}
