@@ -114,15 +114,12 @@ func runFailover(ctx context.Context, o *options, bin string, logf func(string, 
 	if o.fault != "kill" {
 		r.PauseS = o.pause.Seconds()
 	}
-	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
-	start := time.Now()
-	c, err := startCluster(ctx, o, bin)
+	c, ready, err := startCluster(ctx, o, bin, logf)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r.ReadyS = time.Since(start).Seconds()
-	logf("ready in %.1fs", r.ReadyS)
+	r.ReadyS = ready
 
 	// Topic names unique to this run, should -dir hold an earlier one's.
 	run := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)

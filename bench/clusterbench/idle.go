@@ -123,15 +123,13 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	if o.netns {
 		r.Note = noteNetns
 	}
-	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
 	start := time.Now()
-	c, err := startCluster(ctx, o, bin)
+	c, ready, err := startCluster(ctx, o, bin, logf)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r.ReadyS = time.Since(start).Seconds()
-	logf("ready in %.1fs", r.ReadyS)
+	r.ReadyS = ready
 	balanced := make(chan float64, 1)
 	bctx, stopBalance := context.WithCancel(ctx)
 	defer stopBalance()
@@ -239,16 +237,25 @@ func runIdle(ctx context.Context, o *options, bin string, logf func(string, ...a
 	return r, nil
 }
 
-// startCluster starts the cluster the options ask for.
-func startCluster(ctx context.Context, o *options, bin string) (*proccluster.Cluster, error) {
+// startCluster starts the cluster the options ask for, and says how long
+// it took to be ready.
+func startCluster(ctx context.Context, o *options, bin string, logf func(string, ...any)) (c *proccluster.Cluster, readyS float64, err error) {
 	args := []string{"--log-level", o.logLevel}
 	if o.profile != "" {
 		args = append(args, "--pprof")
 	}
-	return proccluster.Start(ctx, proccluster.Config{
+	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
+	start := time.Now()
+	c, err = proccluster.Start(ctx, proccluster.Config{
 		Binary: bin, Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Netns: o.netns, Dir: o.dir,
 		Args: args, ReadyTimeout: o.timeout,
 	})
+	if err != nil {
+		return nil, 0, err
+	}
+	readyS = time.Since(start).Seconds()
+	logf("ready in %.1fs", readyS)
+	return c, readyS, nil
 }
 
 // withLogs adds the last lines of every node's log to err.

@@ -82,15 +82,12 @@ type massTopic struct {
 func runMass(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*massReport, error) {
 	r := &massReport{Mode: "mass", Nodes: o.nodes, Shards: o.shards, Preset: o.preset, Topics: o.topics,
 		Trials: o.trials, Clients: o.clients, Follow: o.follow, Probe: o.probe}
-	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
-	start := time.Now()
-	c, err := startCluster(ctx, o, bin)
+	c, ready, err := startCluster(ctx, o, bin, logf)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r.ReadyS = time.Since(start).Seconds()
-	logf("ready in %.1fs", r.ReadyS)
+	r.ReadyS = ready
 	run := strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	var all []time.Duration
 	var whole []time.Duration

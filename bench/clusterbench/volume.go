@@ -140,15 +140,12 @@ func runVolume(ctx context.Context, o *options, bin string, logf func(string, ..
 	r := &volumeReport{Mode: "volume", Nodes: o.nodes, Shards: o.shards, Replicas: min(3, o.nodes), Preset: o.preset,
 		Topics: o.topics, Clients: o.clients, SettleS: o.settle.Seconds()}
 	r.TopicReplicasPerNode = float64(o.topics) * float64(r.Replicas) / float64(o.nodes)
-	logf("starting %d nodes, %d shards, preset %s", o.nodes, o.shards, o.preset)
-	start := time.Now()
-	c, err := startCluster(ctx, o, bin)
+	c, ready, err := startCluster(ctx, o, bin, logf)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	r.ReadyS = time.Since(start).Seconds()
-	logf("ready in %.1fs", r.ReadyS)
+	r.ReadyS = ready
 	cl, err := client.New(client.Config{Servers: c.ClientAddrs()})
 	if err != nil {
 		return nil, err

@@ -120,9 +120,18 @@ func (a *Agent) takeUp(shard uint64, done func(ok bool)) {
 			return
 		}
 		a.Proof(shard, term, start)
-		a.dutyMu.Lock()
-		a.duty.TakeUp(a.env.Now(), shard, term)
-		a.dutyMu.Unlock()
+		// A shard with no active topic owes nothing: what is applied from
+		// now on owes its own messages.
+		active := true
+		if err := a.cfg.Machine.With(shard, func(st *meta.State) { active = st.Count() > 0 }); err != nil {
+			done(false)
+			return
+		}
+		if active {
+			a.dutyMu.Lock()
+			a.duty.TakeUp(a.env.Now(), shard, term)
+			a.dutyMu.Unlock()
+		}
 		a.env.Kick(Due)
 		done(true)
 	})
@@ -226,13 +235,15 @@ func (a *Agent) resendDue() {
 	a.dutyMu.Unlock()
 	for _, p := range pending {
 		var topics []meta.Assignment
-		_ = a.cfg.Machine.With(p.Shard, func(st *meta.State) {
+		if err := a.cfg.Machine.With(p.Shard, func(st *meta.State) {
 			for t := range st.Topics() {
 				if !p.Verified[t.Owner] || t.Partitions > meta.DefaultPartitions || (t.Previous != "" && !p.Verified[t.Previous]) {
 					topics = append(topics, t)
 				}
 			}
-		})
+		}); err != nil {
+			continue // still pending: the next look tries again
+		}
 		a.dutyMu.Lock()
 		if t, ok := a.duty.Leads(p.Shard); ok && t == p.Term {
 			a.duty.Resend(p.Shard, topics)
