@@ -271,6 +271,7 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 	if m.Held.Count > 0 {
 		a.answerHeld(from, m.Held, reply)
 	}
+	var exact []wire.ShardTerm // granted on a digest equal to the state's
 	for _, q := range m.Requests {
 		if reply.HeldMatched {
 			break // answered for the summary's shards
@@ -278,9 +279,9 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 		if q.Shard >= uint64(a.cfg.Shards) {
 			continue
 		}
-		if g, exact, ok := a.cfg.Machine.Grant(q.Shard, from, q.Digest, a.env.Now, may(q.Shard)); ok {
-			if exact {
-				a.verified(q.Shard, g.Term, from)
+		if g, same, ok := a.cfg.Machine.Grant(q.Shard, from, q.Digest, a.env.Now, may(q.Shard)); ok {
+			if same {
+				exact = append(exact, wire.ShardTerm{Shard: q.Shard, Term: g.Term})
 			}
 			reply.Grants = append(reply.Grants, g)
 			a.counters.grants.Add(1)
@@ -292,6 +293,13 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 			f.Leader, f.Term = []byte(l), t
 		}
 		reply.Refused = append(reply.Refused, f)
+	}
+	if len(exact) > 0 {
+		a.dutyMu.Lock()
+		for _, st := range exact {
+			a.duty.Verified(st.Shard, st.Term, from)
+		}
+		a.dutyMu.Unlock()
 	}
 	if len(m.Vouch) > 0 || m.Led.Count > 0 {
 		rid := a.cfg.RaftID(from)
@@ -393,15 +401,6 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 		}
 		reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: st.Term})
 	}
-}
-
-// verified tells the duty room that owner holds, in shard, exactly what
-// this node's state (at term) gives it: a new leadership's resend owes it
-// nothing there.
-func (a *Agent) verified(shard, term uint64, owner string) {
-	a.dutyMu.Lock()
-	a.duty.Verified(shard, term, owner)
-	a.dutyMu.Unlock()
 }
 
 // heldSummary is a summary of an owner's shards that matched its own.

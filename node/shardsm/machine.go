@@ -69,7 +69,7 @@ type Machine struct {
 	// applied and read meanwhile; a caller that wants the same shard
 	// waits for that load. gen counts the Restores, Removes and Halts: a
 	// load that straddles one is not kept.
-	loads map[uint64]*loading
+	loads map[uint64]chan struct{} // closed when the load ends
 	gen   uint64
 
 	// grantMu orders grants answered from a cached summary against
@@ -149,10 +149,6 @@ func (m *Machine) load(shard uint64) (st *meta.State, legacy bool, err error) {
 	return st, false, nil
 }
 
-// loading is a shard's load from the store under way; done is closed when
-// it ends.
-type loading struct{ done chan struct{} }
-
 // shard returns the state of a shard, loading it from the store on first
 // use. The load runs outside mu: a node that starts with many topics
 // loads each shard when it is first applied or read, and the others go
@@ -168,23 +164,23 @@ func (m *Machine) shard(shard uint64) (*Shard, error) {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("node: shard %d: %w", shard, raftmux.ErrHalted)
 		}
-		if l := m.loads[shard]; l != nil {
+		if done := m.loads[shard]; done != nil {
 			m.mu.Unlock()
-			<-l.done
+			<-done
 			continue
 		}
-		l := &loading{done: make(chan struct{})}
+		done := make(chan struct{})
 		if m.loads == nil {
-			m.loads = make(map[uint64]*loading)
+			m.loads = make(map[uint64]chan struct{})
 		}
-		m.loads[shard] = l
+		m.loads[shard] = done
 		gen := m.gen
 		m.mu.Unlock()
 
 		s, err := m.loadShard(shard)
 		m.mu.Lock()
 		delete(m.loads, shard)
-		close(l.done)
+		close(done)
 		if err != nil {
 			m.mu.Unlock()
 			return nil, err
