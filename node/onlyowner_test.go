@@ -11,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/ownership"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -348,9 +349,7 @@ func TestAnOwnerThatCannotReachItsLeaderLosesItsTopicsAfterOneShortPull(t *testi
 		"beside-n3": fc.onlyClient("n3"), "elsewhere": fc.confinedClient("n1", "n2"),
 	})
 	time.Sleep(500 * time.Millisecond)
-	cutAt := time.Now()
-	fc.net.Cut("n3", "n1")
-	waitWrittenAbove(t, rec, topic, a.Epoch, cutAt)
+	cutAt := fc.cutWhileLeading(t, rec, topic, a.Epoch, "n3", "n1", func() { fc.net.Cut("n3", "n1") }, func() { fc.net.HealLink("n3", "n1") })
 	time.Sleep(afterMove)
 	load.stop()
 	ops := checkHistory(t, rec)
@@ -381,9 +380,7 @@ func TestAnOwnerCutOffFromItsLeaderHandsItsRecordsOverWithoutTheClose(t *testing
 	topic := topicLedByMovingTo(t, fc.testCluster, "cut-off", "n1", "n2", "n3")
 	a, rec, load := fc.ownedUnderLoad(t, admin, topic, "n3", "n1", "n2")
 	time.Sleep(500 * time.Millisecond)
-	cutAt := time.Now()
-	fc.net.Partition([]string{"n3"}, []string{"n1"})
-	waitWrittenAbove(t, rec, topic, a.Epoch, cutAt)
+	cutAt := fc.cutWhileLeading(t, rec, topic, a.Epoch, "n3", "n1", func() { fc.net.Partition([]string{"n3"}, []string{"n1"}) }, fc.net.Heal)
 	time.Sleep(afterMove)
 	load.stop()
 	ops := checkHistory(t, rec)
@@ -396,6 +393,43 @@ func TestAnOwnerCutOffFromItsLeaderHandsItsRecordsOverWithoutTheClose(t *testing
 	}
 	if s.HandoffRecords == 0 {
 		t.Fatalf("n2 copied none of the records n3 acknowledged")
+	}
+}
+
+// cutWhileLeading makes a cut (cut) that keeps owner's messages from
+// leader, the leader of topic's shard, and waits for a write of topic
+// above epoch; it returns when the cut began. The test is about an owner
+// that cannot reach its shard's leader: should the leadership pass to the
+// owner meanwhile (the leader stalled for an election timeout on a loaded
+// machine and the owner won the election; the cut then keeps the
+// leadership from coming back, as a transfer's message cannot reach the
+// leader), the owner reaches its leader and rightly keeps the topic. Then
+// the cut is healed (heal), the leadership comes back to leader, and the
+// cut is made again, at most three times in all.
+func (fc *faultCluster) cutWhileLeading(t *testing.T, rec *history.Recorder, topic string, epoch uint64, owner, leader string, cut, heal func()) time.Time {
+	t.Helper()
+	shard := uint64(router.ShardOf([]byte(topic), testShards))
+	for try := 1; ; try++ {
+		waitUntil(t, 30*time.Second, leader+" leads the shard of "+topic, func() bool {
+			return fc.node(leader).events.Leads(shard) && !fc.node(owner).events.Leads(shard)
+		})
+		cutAt := time.Now()
+		cut()
+		var moved bool
+		waitUntil(t, 30*time.Second, fmt.Sprintf("a write of %s above epoch %d", topic, epoch), func() bool {
+			for _, o := range rec.Ops() {
+				if o.OK && o.Topic == topic && o.Epoch > epoch && o.End.After(cutAt) {
+					moved = true
+					return true
+				}
+			}
+			return try < 3 && fc.node(owner).events.Leads(shard)
+		})
+		if moved {
+			return cutAt
+		}
+		t.Logf("%s took the leadership of shard %d over from %s after the cut; healing it and cutting again", owner, shard, leader)
+		heal()
 	}
 }
 
