@@ -96,6 +96,7 @@ type Store interface {
 type Machine interface {
 	With(shard uint64, fn func(st *meta.State)) error
 	WithShard(shard uint64, fn func(sh *shardsm.Shard)) error
+	WithLoadedShard(shard uint64, fn func(sh *shardsm.Shard)) bool
 	Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (g wire.LeaseGrant, exact, ok bool)
 	GrantIfUnchanged(owner string, version uint64, now time.Time) bool
 	StateVersion() uint64

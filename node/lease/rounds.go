@@ -351,7 +351,13 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 		sum, mine, ledVersion = c.sum, c.mine, c.ledVersion
 	} else {
 		version := a.cfg.Machine.StateVersion()
-		sum, mine, ledVersion = a.sumHeld(from, now)
+		var loaded bool
+		sum, mine, ledVersion, loaded = a.sumHeld(from, now)
+		if !loaded {
+			// A shard this node leads is still loading: the owner's
+			// summary cannot be checked yet, and it asks shard by shard.
+			return
+		}
 		a.heldMu.Lock()
 		if sum == held {
 			a.heldCache[from] = heldSummary{version: version, events: events, sum: sum, mine: mine, ledVersion: ledVersion}
@@ -414,8 +420,10 @@ type heldSummary struct {
 // sumHeld reads, under each shard's lock, the shards this node leads in
 // which from owns topics, sums them as the owner does, and records a
 // grant to from on each at now (before knowing whether it is given: a
-// fence longer than needed costs a wait, never safety).
-func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wire.ShardTerm, ledVersion uint64) {
+// fence longer than needed costs a wait, never safety). loaded is false,
+// and the sum unfinished, when one of those shards is not loaded here yet
+// (shardsm.Machine.Grant says why a lease answer never waits for a load).
+func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wire.ShardTerm, ledVersion uint64, loaded bool) {
 	a.dutyMu.Lock()
 	led, ledVersion := a.duty.LedTerms(), a.duty.Version()
 	a.dutyMu.Unlock()
@@ -424,7 +432,7 @@ func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wi
 			continue
 		}
 		owns := false
-		_ = a.cfg.Machine.WithShard(st.Shard, func(sh *shardsm.Shard) {
+		if !a.cfg.Machine.WithLoadedShard(st.Shard, func(sh *shardsm.Shard) {
 			if sh.State.Load(from) == 0 {
 				return
 			}
@@ -438,12 +446,14 @@ func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wi
 			sh.LastAsk[from], sh.LastGrant[from] = now, now
 			sum.Count++
 			sum.Digest ^= meta.ShardSummary(st.Shard, st.Term, sh.State.OwnerDigest(from))
-		})
+		}) {
+			return sum, mine, ledVersion, false
+		}
 		if owns {
 			mine = append(mine, st)
 		}
 	}
-	return sum, mine, ledVersion
+	return sum, mine, ledVersion, true
 }
 
 // takeReply takes node from's answer to one of this node's rounds.

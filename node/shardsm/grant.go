@@ -19,9 +19,17 @@ import (
 // the state's itself: the owner holds exactly what the state gives it. ok
 // is false when no grant may be given. The owner's LastAsk is set either
 // way, its LastGrant when a grant is given.
+//
+// A shard whose state is not loaded yet is refused without loading it
+// (ok false, LastAsk not set): the caller answers lease rounds, which a
+// load of thousands of topics must not hold up (a node that just started
+// and leads many shards would answer no one, and send no round of its
+// own, until all of them loaded). Nothing is lost: a leader grants only
+// once current in its term, which it becomes by applying, and applying
+// loads the shard.
 func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (g wire.LeaseGrant, exact, ok bool) {
-	s, err := m.shard(shard)
-	if err != nil {
+	s := m.loaded(shard)
+	if s == nil {
 		return wire.LeaseGrant{}, false, false
 	}
 	s.mu.Lock()

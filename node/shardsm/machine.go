@@ -240,6 +240,27 @@ func (m *Machine) WithShard(shard uint64, fn func(s *Shard)) error {
 	return nil
 }
 
+// loaded returns shard if its state is loaded here, without loading it.
+func (m *Machine) loaded(shard uint64) *Shard {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shards[shard]
+}
+
+// WithLoadedShard runs fn on shard's state and lease bookkeeping under its
+// lock, as WithShard does, if the shard's state is loaded here; it reports
+// whether it was. It never loads the shard (see Grant).
+func (m *Machine) WithLoadedShard(shard uint64, fn func(s *Shard)) bool {
+	s := m.loaded(shard)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s)
+	return true
+}
+
 // Hosted runs fn on shard's state if the shard is loaded here (a replica
 // that applied or restored since the node started) and reports whether it
 // was.

@@ -412,3 +412,33 @@ func TestLoadsConcurrently(t *testing.T) {
 		t.Fatalf("halted shard: %v, want ErrHalted", err)
 	}
 }
+
+// A lease answer never waits for a shard's load: a shard not loaded yet is
+// refused, and stays unloaded, until something that applies or reads it
+// (With) loads it; then it is granted.
+func TestGrantDoesNotLoad(t *testing.T) {
+	st, sm := openTestStore(t)
+	fill(t, st, sm, 5, 100)
+	fresh := New(Config{Store: st, ChangeLogLen: testLogLen})
+	may := func(time.Time) (uint64, bool) { return 1, true }
+	if _, _, ok := fresh.Grant(5, "n1", 0, time.Now, may); ok {
+		t.Fatal("granted on a shard not loaded")
+	}
+	if fresh.WithLoadedShard(5, func(*Shard) {}) {
+		t.Fatal("the refused grant loaded the shard")
+	}
+	if err := fresh.With(5, func(*meta.State) {}); err != nil {
+		t.Fatal(err)
+	}
+	var asked bool
+	if !fresh.WithLoadedShard(5, func(s *Shard) { _, asked = s.LastAsk["n1"] }) {
+		t.Fatal("not loaded after With")
+	}
+	if asked {
+		t.Fatal("the refused grant counted as the owner asking")
+	}
+	g, _, ok := fresh.Grant(5, "n1", 0, time.Now, may)
+	if !ok || len(g.Topics) != 100 {
+		t.Fatalf("loaded shard: ok %v, %d topics listed; want a grant listing 100", ok, len(g.Topics))
+	}
+}
