@@ -189,6 +189,84 @@ func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
 	}
 }
 
+// After a whole-cluster restart, every new shard leader owes its
+// predecessors' Opens and Closes again, but not to nodes that show they
+// hold what its state gives them: here each owner holds exactly its
+// topics, and n3, the previous owner of the moved ones, holds nothing in
+// most of their shards, where it asks no lease; its rounds to the leaders
+// of its other topics show it. No topic is owed again.
+func TestAClusterRestartOwesNothingToOwnersThatHoldWhatTheStateGives(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.nodes[0])
+	const topics = 60
+	for i := range topics {
+		topic := fmt.Sprintf("moved-off-%02d", i)
+		if _, err := cl.Assign(ctx, topic, client.AssignOptions{Owner: "n3"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Assign(ctx, topic, client.AssignOptions{Owner: []string{"n1", "n2"}[i%2]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const kept = 24 // spread over the shards, so led by every node
+	for i := range kept {
+		if _, err := cl.Assign(ctx, fmt.Sprintf("kept-%02d", i), client.AssignOptions{Owner: "n3"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "n3 holds only the topics it kept", func() bool { return c.node("n3").lease.Owned() == kept })
+	waitUntil(t, 20*time.Second, "n1 and n2 hold every moved topic", func() bool {
+		return c.node("n1").lease.Owned()+c.node("n2").lease.Owned() == topics
+	})
+	for _, n := range c.nodes {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seed string
+	for i, id := range []string{"n1", "n2", "n3"} {
+		var join []string
+		if seed != "" {
+			join = []string{seed}
+		}
+		n, err := New(nodeConfig(id, c.dirs[i], join, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[i] = n
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if seed == "" {
+			_, _, seed = n.Addrs()
+		}
+	}
+	for _, n := range c.nodes {
+		select {
+		case <-n.Ready():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not ready after restart", n.ID())
+		}
+	}
+	// Every taken-up leadership's resend comes due and is taken.
+	waitUntil(t, 30*time.Second, "the new leaders' resends taken", func() bool {
+		for _, n := range c.nodes {
+			if n.lease.ResendsPending() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.nodes {
+		if s := n.Stats(); s.TopicsResent != 0 {
+			t.Errorf("%s owed %d topics' messages again after the restart, want 0", n.ID(), s.TopicsResent)
+		}
+	}
+}
+
 func TestTopicsOfANodeThatNeverCameBackMoveAfterAClusterRestart(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3)

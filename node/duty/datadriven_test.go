@@ -44,6 +44,10 @@ import (
 //	                                 predecessors' messages are owed again
 //	verified shard=S term=R node=N   N's lease request showed it holds what
 //	                                 the state gives it in S
+//	verified-led node=N [stale]      N's lease round summary matched over
+//	                                 every led shard, read at the current
+//	                                 leaderships (stale: before the last
+//	                                 change of them)
 //	resends-due at=D                 the shards whose resend is due at D
 //	due at=D [gone=(NODE, ...)]      the messages to send at D
 //	ack from=NODE topic=T [to=NODE] [epoch=E] [status=done|stale-term|below-floor]
@@ -149,6 +153,14 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 		l.TakeUp(a.Time("at"), a.Num("shard"), a.Num("term"))
 	case "verified":
 		l.Verified(a.Num("shard"), a.Num("term"), a.Str("node", ""))
+	case "verified-led":
+		v := l.Version()
+		if a.Has("stale") {
+			v--
+		}
+		if !l.VerifiedLed(v, a.Str("node", "")) {
+			out.WriteString("leaderships changed since: not recorded\n")
+		}
 	case "resends-due":
 		due := l.ResendsDue(a.Time("at"))
 		if len(due) == 0 {

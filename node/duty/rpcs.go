@@ -192,22 +192,28 @@ func (l *Leader) Effects(now time.Time, shard uint64, effs []meta.Effect, lastGr
 // there at now. Its predecessors may have died owing an Open of a topic
 // to its owner or a Close to its previous owner; those are owed again,
 // to every node that does not first show, by a lease request whose digest
-// equals the state's (Verified), that it holds exactly what the state
-// gives it in the shard: then every such message would change nothing
-// there. The rest are queued by Resend once ResendsDue lists the shard:
-// at the end of this leader's NewLeaderWait (until which the Opens of
-// topics that may have had another holder wait anyway), or at now if
-// later. So a new leader of a shard whose owners hold what they should
-// sends nothing per topic, where it sent an Open of every topic.
+// equals the state's (Verified, VerifiedLed), that it holds exactly what
+// the state gives it in the shard: then every such message would change
+// nothing there. The rest are queued by Resend once ResendsDue lists the
+// shard, NewLeaderWait after now: verifications count only from TakeUp,
+// against the state then current, and the owners' rounds get that long
+// to show what they hold. The Opens of topics that may have had another
+// holder wait NewLeaderWait from the election anyway, and a leader
+// becomes current soon after its election, so the resend comes little
+// later than they would; a leader that becomes current long after (a
+// node loading many shards after a restart) would otherwise owe every
+// topic again at once. So a new leader of a shard whose owners hold what
+// they should sends nothing per topic, where it sent an Open of every
+// topic.
 func (l *Leader) TakeUp(now time.Time, shard, term uint64) {
 	s := l.led[shard]
 	if s == nil || s.term != term {
 		return
 	}
 	s.resend, s.verified = true, nil
-	s.resendAt = s.since.Add(l.cfg.NewLeaderWait())
-	if now.After(s.resendAt) {
-		s.resendAt = now
+	s.resendAt = now.Add(l.cfg.NewLeaderWait())
+	if s.resendAt.Before(s.since.Add(l.cfg.NewLeaderWait())) {
+		s.resendAt = s.since.Add(l.cfg.NewLeaderWait()) // a clock stepped back
 	}
 	l.resends++
 }
@@ -226,6 +232,41 @@ func (l *Leader) Verified(shard, term uint64, node string) {
 	}
 	s.verified[node] = true
 }
+
+// VerifiedLed records, for every shard this node leads with a resend
+// pending, that node holds there exactly what the state gives it — in
+// most of them nothing — provided this node's leaderships are still those
+// of ledVersion (Version): a lease round's summary, over every shard the
+// owner holds topics in and takes this node to lead, matched the state's
+// over every shard this node leads, read at ledVersion. A previous owner
+// that holds nothing more in a shard sends no lease request there, and
+// would otherwise be sent a Close of every topic it once held in it. A
+// topic it still holds in such a shard, taking another node for its
+// leader, is not in its summary: once it learns of this leader, its
+// summary differs, and the listed grant closes the topic. It reports
+// whether the leaderships were those of ledVersion.
+func (l *Leader) VerifiedLed(ledVersion uint64, node string) bool {
+	if ledVersion != l.ledVersion {
+		return false
+	}
+	if l.resends == 0 {
+		return true
+	}
+	for _, s := range l.led {
+		if !s.resend {
+			continue
+		}
+		if s.verified == nil {
+			s.verified = make(map[string]bool)
+		}
+		s.verified[node] = true
+	}
+	return true
+}
+
+// ResendsPending reports whether a led shard's resend is pending
+// (TakeUp).
+func (l *Leader) ResendsPending() bool { return l.resends > 0 }
 
 // PendingResend is a shard whose predecessors' messages are due to be
 // owed again (ResendsDue): Verified holds the nodes that need none (a

@@ -400,6 +400,14 @@ func (a *Agent) Propose(shard uint64, data []byte, done func(res *shardsm.Result
 	})
 }
 
+// ResendsPending reports whether a shard this node took up the leadership
+// of still has its predecessors' messages to owe again (duty.Leader.TakeUp).
+func (a *Agent) ResendsPending() bool {
+	a.dutyMu.Lock()
+	defer a.dutyMu.Unlock()
+	return a.duty.ResendsPending()
+}
+
 // LastRound returns when a LeaseRound last arrived from peer.
 func (a *Agent) LastRound(peer string) time.Time {
 	a.roundsMu.Lock()

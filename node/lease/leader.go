@@ -234,8 +234,19 @@ func (a *Agent) resendDue() {
 	pending := a.duty.ResendsDue(a.env.Now())
 	a.dutyMu.Unlock()
 	for _, p := range pending {
+		// This node's own holdings are known here: it needs none of its
+		// own messages if it holds exactly what the state gives it.
+		a.ownMu.RLock()
+		mine := a.own.Digest(p.Shard)
+		a.ownMu.RUnlock()
 		var topics []meta.Assignment
 		if err := a.cfg.Machine.With(p.Shard, func(st *meta.State) {
+			if st.OwnerDigest(a.cfg.Self) == mine {
+				if p.Verified == nil {
+					p.Verified = make(map[string]bool)
+				}
+				p.Verified[a.cfg.Self] = true
+			}
 			for t := range st.Topics() {
 				if !p.Verified[t.Owner] || t.Partitions > meta.DefaultPartitions || (t.Previous != "" && !p.Verified[t.Previous]) {
 					topics = append(topics, t)
@@ -246,6 +257,9 @@ func (a *Agent) resendDue() {
 		}
 		a.dutyMu.Lock()
 		if t, ok := a.duty.Leads(p.Shard); ok && t == p.Term {
+			if p.Verified[a.cfg.Self] {
+				a.duty.Verified(p.Shard, p.Term, a.cfg.Self)
+			}
 			a.duty.Resend(p.Shard, topics)
 			a.counters.resent.Add(uint64(len(topics)))
 		}

@@ -270,6 +270,8 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 	}
 	if m.Held.Count > 0 {
 		a.answerHeld(from, m.Held, reply)
+	} else if !m.Released && len(m.Requests) == 0 {
+		a.verifyEmpty(from)
 	}
 	var exact []wire.ShardTerm // granted on a digest equal to the state's
 	for _, q := range m.Requests {
@@ -371,11 +373,14 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 	}
 	reply.HeldMatched = true
 	// The sums agree: in each of these shards the owner holds exactly
-	// what the state gives it.
+	// what the state gives it, and in the other shards this node leads,
+	// nothing (duty.Leader.VerifiedLed).
 	var refused []int
 	a.dutyMu.Lock()
-	for _, st := range mine {
-		a.duty.Verified(st.Shard, st.Term, from)
+	if !a.duty.VerifiedLed(ledVersion, from) {
+		for _, st := range mine {
+			a.duty.Verified(st.Shard, st.Term, from)
+		}
 	}
 	// Every shard is asked (which also keeps its leadership confirmed by
 	// vouch rounds); only refusals need listing. While every shard this
@@ -407,6 +412,28 @@ func (a *Agent) answerHeld(from string, held wire.Summary, reply *wire.LeaseRepl
 		}
 		reply.Grants = append(reply.Grants, wire.LeaseGrant{Shard: st.Shard, Term: st.Term})
 	}
+}
+
+// verifyEmpty takes a round from node from that asks no lease of this
+// node: from holds no topic in a shard it takes this node to lead. While
+// a new leadership's resend is pending, if the state gives from no topic
+// in any shard this node leads, from is verified in all of them
+// (duty.Leader.VerifiedLed): a node whose topics all moved away, the
+// previous owner of each, is then sent no Close of them.
+func (a *Agent) verifyEmpty(from string) {
+	a.dutyMu.Lock()
+	pending := a.duty.ResendsPending()
+	a.dutyMu.Unlock()
+	if !pending {
+		return
+	}
+	sum, _, ledVersion, loaded := a.sumHeld(from, a.env.Now())
+	if !loaded || sum.Count > 0 {
+		return
+	}
+	a.dutyMu.Lock()
+	a.duty.VerifiedLed(ledVersion, from)
+	a.dutyMu.Unlock()
 }
 
 // heldSummary is a summary of an owner's shards that matched its own.

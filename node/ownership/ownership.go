@@ -241,6 +241,16 @@ func (h *Holder) Get(topic []byte) (Topic, bool) {
 	return Topic{}, false
 }
 
+// Digest returns the digest of the topics held in shard (the XOR of
+// meta.TopicDigest over them, as meta.State.OwnerDigest sums an owner's):
+// 0 when none is held there.
+func (h *Holder) Digest(shard uint64) uint64 {
+	if st := h.shards[shard]; st != nil {
+		return st.digest
+	}
+	return 0
+}
+
 // Count is the number of topics held.
 func (h *Holder) Count() int { return len(h.topics) }
 
