@@ -86,7 +86,13 @@ type volumeReport struct {
 	// which account for changed owners.
 	DeadDeclaredAfterRestart     float64 `json:"dead_declared_after_restart"`
 	TopicsReassignedAfterRestart float64 `json:"topics_reassigned_after_restart"`
-	RSSAfterRestartMax           uint64  `json:"rss_bytes_after_restart_max"`
+	// TopicsResentAfterRestart: topics whose Open or Close a new shard
+	// leader owed again (its predecessors may have died owing them);
+	// OpensSent and ClosesSent, the OpenTopic and CloseTopic messages sent.
+	TopicsResentAfterRestart float64 `json:"topics_resent_after_restart"`
+	OpensSentAfterRestart    float64 `json:"opens_sent_after_restart"`
+	ClosesSentAfterRestart   float64 `json:"closes_sent_after_restart"`
+	RSSAfterRestartMax       uint64  `json:"rss_bytes_after_restart_max"`
 }
 
 // volumeNode is one node's memory over the run.
@@ -131,7 +137,10 @@ const (
 	rssEvery = 2 * time.Second
 	// mHeapAlloc is the Go runtime's heap in use, live or not yet
 	// collected.
-	mHeapAlloc = "go_memstats_heap_alloc_bytes"
+	mHeapAlloc  = "go_memstats_heap_alloc_bytes"
+	mResent     = "shoal_topics_resent_total"
+	mOpensSent  = "shoal_topic_opens_sent_total"
+	mClosesSent = "shoal_topic_closes_sent_total"
 )
 
 func volumeTopic(k int) string { return volumePrefix + strconv.Itoa(k) }
@@ -283,6 +292,9 @@ func runVolume(ctx context.Context, o *options, bin string, logf func(string, ..
 		r.RSSAfterRestartMax = max(r.RSSAfterRestartMax, rss)
 		r.DeadDeclaredAfterRestart += m.Value(mDeadDeclared)
 		r.TopicsReassignedAfterRestart += m.Value(mReassigned)
+		r.TopicsResentAfterRestart += m.Value(mResent)
+		r.OpensSentAfterRestart += m.Value(mOpensSent)
+		r.ClosesSentAfterRestart += m.Value(mClosesSent)
 	}
 	return r, nil
 }
@@ -719,7 +731,8 @@ func (r *volumeReport) write(w io.Writer, asJSON bool) error {
 	if r.RelistMismatch {
 		fmt.Fprintf(w, "LISTING MISMATCH AFTER THE RESTART: the listing handed over %d topics, %d were assigned\n", r.Relisted, r.Topics)
 	}
-	_, err := fmt.Fprintf(w, "after the restart: listed %d topics in %.1fs; %d lost, %d changed (%d another owner); since the restart %.0f members declared dead, %.0f topics moved; RSS max %.1f MiB\n",
-		r.Relisted, r.RelistS, r.Lost, r.Changed, r.ChangedOwner, r.DeadDeclaredAfterRestart, r.TopicsReassignedAfterRestart, mib(r.RSSAfterRestartMax))
+	_, err := fmt.Fprintf(w, "after the restart: listed %d topics in %.1fs; %d lost, %d changed (%d another owner); since the restart %.0f members declared dead, %.0f topics moved, %.0f topics owed again (%.0f opens, %.0f closes sent); RSS max %.1f MiB\n",
+		r.Relisted, r.RelistS, r.Lost, r.Changed, r.ChangedOwner, r.DeadDeclaredAfterRestart, r.TopicsReassignedAfterRestart,
+		r.TopicsResentAfterRestart, r.OpensSentAfterRestart, r.ClosesSentAfterRestart, mib(r.RSSAfterRestartMax))
 	return err
 }
