@@ -99,29 +99,7 @@ func TestARetriedProduceIsAppendedOnceAcrossARestartAndAMove(t *testing.T) {
 
 	// Every node restarts from its directory: the owner keeps the
 	// answers with the records.
-	for _, n := range c.nodes {
-		if err := n.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var seed string
-	for i, nid := range []string{"n1", "n2", "n3"} {
-		var join []string
-		if seed != "" {
-			join = []string{seed}
-		}
-		n, err := New(nodeConfig(nid, c.dirs[i], join, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.nodes[i] = n
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if seed == "" {
-			_, _, seed = n.Addrs()
-		}
-	}
+	c.restartAll(t, ctx)
 	n2 := c.node("n2")
 	waitUntil(t, 30*time.Second, "restarted n2 serves "+topic, func() bool { return n2.Guard(topic, a1.Epoch).Check() == nil })
 	mustAck(t, n2, p2, a1.Epoch, base1+1)

@@ -128,24 +128,10 @@ func TestRestartedOwnerDoesNotServeTopicsThatMovedWhileItWasDown(t *testing.T) {
 	waitUntil(t, 20*time.Second, "n3 dropped the moved topic", func() bool { return n3.lease.Owned() == 0 })
 }
 
-func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
-	t.Parallel()
-	c := startCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl := clientOf(t, c.nodes[0])
-	before := map[string]client.Assignment{}
-	for i := range 30 {
-		topic := fmt.Sprintf("everything-%02d", i)
-		a, err := cl.Assign(ctx, topic, client.AssignOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.Produce(ctx, topic, [][]byte{[]byte(topic)}); err != nil {
-			t.Fatalf("produce %s: %v", topic, err)
-		}
-		before[topic] = a
-	}
+// restartAll closes every node of the three-node cluster c and starts
+// them again on their directories, each joining through the first.
+func (c *testCluster) restartAll(t *testing.T, ctx context.Context) {
+	t.Helper()
 	for _, n := range c.nodes {
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
@@ -169,6 +155,27 @@ func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
 			_, _, seed = n.Addrs()
 		}
 	}
+}
+
+func TestWholeClusterRestartLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := clientOf(t, c.nodes[0])
+	before := map[string]client.Assignment{}
+	for i := range 30 {
+		topic := fmt.Sprintf("everything-%02d", i)
+		a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Produce(ctx, topic, [][]byte{[]byte(topic)}); err != nil {
+			t.Fatalf("produce %s: %v", topic, err)
+		}
+		before[topic] = a
+	}
+	c.restartAll(t, ctx)
 	for _, n := range c.nodes {
 		select {
 		case <-n.Ready():
@@ -221,29 +228,7 @@ func TestAClusterRestartOwesNothingToOwnersThatHoldWhatTheStateGives(t *testing.
 	waitUntil(t, 20*time.Second, "n1 and n2 hold every moved topic", func() bool {
 		return c.node("n1").lease.Owned()+c.node("n2").lease.Owned() == topics
 	})
-	for _, n := range c.nodes {
-		if err := n.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var seed string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		var join []string
-		if seed != "" {
-			join = []string{seed}
-		}
-		n, err := New(nodeConfig(id, c.dirs[i], join, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.nodes[i] = n
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if seed == "" {
-			_, _, seed = n.Addrs()
-		}
-	}
+	c.restartAll(t, ctx)
 	for _, n := range c.nodes {
 		select {
 		case <-n.Ready():
