@@ -218,6 +218,9 @@ func clientFor(t testing.TB, n *Node, cfg client.Config) *client.Client {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 20
 	}
+	// A TLS handshake of the race build on a loaded machine can take
+	// longer than the default 2 s; a refusal comes as soon as it is made.
+	cfg.DialTimeout = 10 * time.Second
 	cfg.Servers, cfg.ClusterID, cfg.RequestTimeout, cfg.Logger = []string{addr}, 42, 3*time.Second, testLogger()
 	cl, err := client.New(cfg)
 	if err != nil {
