@@ -265,16 +265,7 @@ func (m *Machine) WithLoadedShard(shard uint64, fn func(s *Shard)) bool {
 // that applied or restored since the node started) and reports whether it
 // was.
 func (m *Machine) Hosted(shard uint64, fn func(st *meta.State)) bool {
-	m.mu.Lock()
-	s := m.shards[shard]
-	m.mu.Unlock()
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fn(s.State)
-	return true
+	return m.WithLoadedShard(shard, func(s *Shard) { fn(s.State) })
 }
 
 // TryHosted is Hosted for a caller that must not wait (an event loop):
