@@ -29,7 +29,7 @@ func TestReadyRoundChecksTheIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: st,
-		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 16, Applied: 5, Logger: raftLogger{slog.New(slog.DiscardHandler)}})
+		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 16, Applied: 5, Logger: raftLogger{l: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

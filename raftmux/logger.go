@@ -7,18 +7,23 @@ import (
 )
 
 // raftLogger routes the raft library's log lines to slog. Its Info level is
-// chatty (every election of every group), so it maps to Debug.
-type raftLogger struct{ l *slog.Logger }
+// chatty (every election of every group), so it maps to Debug. Each line
+// names the replica's shard (the raft library names only the node's raft
+// id, the same in every group).
+type raftLogger struct {
+	l     *slog.Logger
+	shard uint64
+}
 
 func (r raftLogger) log(level slog.Level, args []any) {
 	if r.l.Enabled(context.Background(), level) {
-		r.l.Log(context.Background(), level, fmt.Sprint(args...))
+		r.l.Log(context.Background(), level, fmt.Sprint(args...), "shard", r.shard)
 	}
 }
 
 func (r raftLogger) logf(level slog.Level, format string, args []any) {
 	if r.l.Enabled(context.Background(), level) {
-		r.l.Log(context.Background(), level, fmt.Sprintf(format, args...))
+		r.l.Log(context.Background(), level, fmt.Sprintf(format, args...), "shard", r.shard)
 	}
 }
 
@@ -41,11 +46,11 @@ func (r raftLogger) Fatalf(format string, v ...any) {
 }
 func (r raftLogger) Panic(v ...any) {
 	s := fmt.Sprint(v...)
-	r.l.Error(s)
+	r.l.Error(s, "shard", r.shard)
 	panic(s)
 }
 func (r raftLogger) Panicf(format string, v ...any) {
 	s := fmt.Sprintf(format, v...)
-	r.l.Error(s)
+	r.l.Error(s, "shard", r.shard)
 	panic(s)
 }

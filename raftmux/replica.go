@@ -155,7 +155,7 @@ type inSnapshot struct {
 	started  time.Time // its first chunk's arrival, for Host.SnapshotLatencies
 }
 
-func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Config {
+func (w *worker) raftConfig(shard, id uint64, rs raft.Storage, applied uint64) *raft.Config {
 	c := &w.h.cfg
 	return &raft.Config{
 		ID:                        id,
@@ -173,7 +173,7 @@ func (w *worker) raftConfig(id uint64, rs raft.Storage, applied uint64) *raft.Co
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
-		Logger:                    raftLogger{c.Logger},
+		Logger:                    raftLogger{l: c.Logger, shard: shard},
 	}
 }
 
@@ -237,7 +237,7 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: last index: %w", shard, err)
 	}
-	rn, err := raft.NewRawNode(w.raftConfig(w.h.cfg.NodeID, rs, applied))
+	rn, err := raft.NewRawNode(w.raftConfig(shard, w.h.cfg.NodeID, rs, applied))
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: shard %d: %w", shard, err)
 	}
