@@ -46,9 +46,12 @@ const (
 	// raft log is written, read back while hot and truncated soon after; a
 	// large memtable lets most entries die before they are flushed.
 	DefaultMemTableBytes = 32 << 20
-	// DefaultBlockCacheBytes is the default Pebble block cache: 16 MiB; the
-	// entry caches serve the hot reads, the block cache the cold ones.
-	DefaultBlockCacheBytes = 16 << 20
+	// DefaultBlockCacheBytes is the default Pebble block cache: 64 MiB; the
+	// entry caches serve the hot raft reads, the block cache the cold ones
+	// and the records' (a topic's first request since the store opened
+	// reads its bounds and sessions: after a failover, for every topic
+	// taken over; docs/decisions/shardstore-block-cache.md).
+	DefaultBlockCacheBytes = 64 << 20
 	// shardCacheShare: one shard's cache may use at most 1/shardCacheShare
 	// of the budget, so one busy shard cannot evict every other.
 	shardCacheShare = 8
