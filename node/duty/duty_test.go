@@ -269,7 +269,8 @@ func TestAHeldBackOpenIsDueTheMomentItsWaitEnds(t *testing.T) {
 }
 
 // TestALeaderSaysWhileItHoldsBackAnOpen: the shard manager does not hand
-// away the leadership of a shard whose leader still holds an open back.
+// away the leadership of a shard whose leader owes an open its new owner
+// has not acknowledged (held back or sent).
 func TestALeaderSaysWhileItHoldsBackAnOpen(t *testing.T) {
 	l := newLeader(t)
 	leading(l, 7, 4, t0)
@@ -282,9 +283,16 @@ func TestALeaderSaysWhileItHoldsBackAnOpen(t *testing.T) {
 	if !l.HoldsBack(7) || l.HoldsBack(8) {
 		t.Fatalf("holds back: shard 7 %v, shard 8 %v; want only 7", l.HoldsBack(7), l.HoldsBack(8))
 	}
-	l.Due(t0.Add(l.cfg.NewLeaderWait()), gone("n2"))
+	due := l.Due(t0.Add(l.cfg.NewLeaderWait()), gone("n2"))
+	if len(due) != 1 || !due[0].Open {
+		t.Fatalf("due after the new-leader wait: %+v, want the open", due)
+	}
+	if !l.HoldsBack(7) {
+		t.Fatal("the open was sent but not acknowledged, yet the leader would hand the shard away")
+	}
+	l.Ack("n3", due[0].ReqID, &wire.TopicAck{Topic: []byte("moved"), Epoch: 6})
 	if l.HoldsBack(7) {
-		t.Fatal("the open was sent, yet the leader says it holds it back")
+		t.Fatal("the open was acknowledged, yet the leader says it holds it back")
 	}
 }
 

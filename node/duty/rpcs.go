@@ -443,16 +443,19 @@ func (l *Leader) Next() (at time.Time, ok bool) {
 }
 
 // HoldsBack reports whether this leader owes an open of a topic of shard
-// that it has not sent yet (held back by a fence or by its new-leader
-// wait, or not yet looked at), or may owe one (its resend is pending): were it to hand the shard's leadership
-// away now, the next leader would hold the open back again, for its own
-// NewLeaderWait from its election.
+// that its new owner has not acknowledged yet (sent or not: held back by a
+// fence or by its new-leader wait, or not yet looked at), or may owe one
+// (its resend is pending): were it to hand the shard's leadership away
+// now, the next leader would owe the open again, and hold it back, and
+// the topic's lease, for its own NewLeaderWait from its election. After a
+// node dies, its topics' shards keep their leaders until the new owners
+// hold them.
 func (l *Leader) HoldsBack(shard uint64) bool {
 	if s := l.led[shard]; s != nil && s.resend {
 		return true // its predecessors' messages are not yet queued
 	}
 	for r := range l.byShard[shard] {
-		if r.Open && !r.sent {
+		if r.Open {
 			return true
 		}
 	}

@@ -296,11 +296,11 @@ func (c *Controller) handOver(v *View, in raftmux.Info, desired []string) (Step,
 
 // holdsBack reports whether this node, leading shard, is moving topics
 // there: a reassignment of a dead or silent owner's topics is in flight,
-// or an open it owes is not sent yet (Env.HoldsBack). Its leadership is
-// then not handed to the preferred replica: the next leader would hold the
-// opens back again for its own NewLeaderWait, from its election, and a
-// topic moved off a dead leader and owner would stay unwritable for a
-// second such wait (4 s "lan").
+// or an open it owes is not acknowledged yet (Env.HoldsBack). Its
+// leadership is then not handed to the preferred replica: the next leader
+// would owe the opens again and hold them back for its own NewLeaderWait,
+// from its election, and a topic moved off a dead owner would stay
+// unwritable for a second such wait (4 s "lan").
 func (c *Controller) holdsBack(shard uint64) bool {
 	c.mu.Lock()
 	busy := c.reassigning[shard] > 0
