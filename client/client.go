@@ -294,12 +294,18 @@ func (c *Client) toServers(ctx context.Context, k call, req *request, leader str
 // route: the cached one, or one looked up (and cached) on a miss. A
 // NotLeaderForTopic answer invalidates the route and the next attempt
 // follows the answer's owner hint when it names a newer epoch, else a
-// linearizable lookup; an unreachable owner is looked up again too, since
-// its topics move when it is declared dead. A write (a request with first
+// linearizable lookup. The topic of an unreachable owner is looked up
+// again too, since its topics move when it is declared dead: first at any
+// node (a plain lookup, which a replica answers), and at the shard's
+// leader only if that names the same owner. A write (a request with first
 // set) is not retried past RetryWindow from its first attempt.
 func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(router.Route) *request) error {
 	var last error
 	linear, waited := false, true
+	// askedAny: the route of an owner that could not be reached was looked
+	// up once at any node (a plain lookup, answered from a replica); a
+	// second such route is looked up at the shard's leader.
+	askedAny := false
 	waits := 0
 	var first time.Time       // of the write, once an attempt was built
 	var followSince time.Time // when it began to wait for the route watch
@@ -334,7 +340,8 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 				continue
 			}
 			c.cache.Invalidate(topic, route.Epoch)
-			linear, waited = true, false
+			linear, askedAny = askedAny, true
+			waited = false
 			last = fmt.Errorf("%w: the last dial to %s failed", ErrUnreachable, route.Addr)
 			attempt--
 			continue
@@ -391,6 +398,9 @@ func (c *Client) toOwner(ctx context.Context, k call, topic []byte, build func(r
 			}
 			c.cache.Invalidate(topic, route.Epoch)
 			linear = true
+			if classify(err) == connection && !askedAny {
+				linear, askedAny = false, true
+			}
 			if classify(err) == connection && cached {
 				// An owner unreachable on a cached route may be dead,
 				// its topics moved: look again at once.

@@ -809,3 +809,51 @@ func TestOwnerThatFailedADialIsLookedUpBeforeDiallingAgain(t *testing.T) {
 		t.Fatalf("n3 took %d produces, want %d", n, len(topics))
 	}
 }
+
+// TestAnUnreachableOwnersTopicIsLookedUpAtAnyNodeFirst: the topic of an
+// owner that cannot be reached is looked up again with a plain lookup,
+// which any node answers from its replica (a failover moves every topic
+// of a dead owner, and a linearizable lookup costs its shard leader a
+// round); only when that still names the unreachable owner does the
+// client ask the shard's leader.
+func TestAnUnreachableOwnersTopicIsLookedUpAtAnyNodeFirst(t *testing.T) {
+	cl, nodes := startCluster(t, 3)
+	c := newClient(t, client.Config{Servers: addrs(nodes[0], nodes[2])})
+	ctx := ctxT(t)
+	for _, tp := range []string{"a", "b"} {
+		if _, err := c.Assign(ctx, tp, client.AssignOptions{Owner: "n2"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Fetch(ctx, tp, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes[1].Close()
+	linear := func() int { return nodes[0].LinearLookups() + nodes[2].LinearLookups() }
+
+	// The replicas know the move: no linearizable lookup.
+	cl.SetOwner("a", "n3")
+	if p, err := c.Produce(ctx, "a", [][]byte{[]byte("x")}); err != nil || p.Epoch != 2 {
+		t.Fatalf("Produce(a) = %+v, %v; want epoch 2 at n3", p, err)
+	}
+	if n := linear(); n != 0 {
+		t.Fatalf("%d linearizable lookups, want 0: a plain one named the new owner", n)
+	}
+
+	// The node that answers the plain lookup lags (it still names n2):
+	// the client then asks the shard's leader.
+	cl.SetOwner("b", "n3")
+	stale := &wire.Assignment{Topic: []byte("b"), Owner: []byte("n2"), OwnerAddr: []byte(nodes[1].Addr()), Epoch: 1, Partitions: 1}
+	for _, n := range []*clienttest.Node{nodes[0], nodes[2]} {
+		n.Inject(wire.KindLookup, clienttest.Fault{Stale: stale})
+	}
+	if p, err := c.Produce(ctx, "b", [][]byte{[]byte("x")}); err != nil || p.Epoch != 2 {
+		t.Fatalf("Produce(b) = %+v, %v; want epoch 2 at n3", p, err)
+	}
+	if n := linear(); n != 1 {
+		t.Fatalf("%d linearizable lookups, want 1 after a stale plain one", n)
+	}
+	if n := nodes[2].Requests(wire.KindProduce); n != 2 {
+		t.Fatalf("n3 took %d produces, want 2", n)
+	}
+}

@@ -103,6 +103,7 @@ type Node struct {
 	closed bool
 
 	counts      [64]atomic.Int64 // requests received per kind
+	linear      atomic.Int64     // linearizable lookups answered
 	accepted    atomic.Int64
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
@@ -161,6 +162,10 @@ func (n *Node) Requests(kind wire.Kind) int {
 	}
 	return int(n.counts[kind].Load())
 }
+
+// LinearLookups returns how many linearizable lookups the node answered
+// (Requests(wire.KindLookup) counts them with the plain ones).
+func (n *Node) LinearLookups() int { return int(n.linear.Load()) }
 
 // MaxInFlight returns the most requests the node has had in progress at
 // once, over all its connections.
@@ -540,6 +545,9 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 		var m wire.Lookup
 		if err := wire.DecodeLookup(payload, &m); err != nil {
 			return 0, nil, badRequest(err)
+		}
+		if m.Linearizable {
+			n.linear.Add(1)
 		}
 		t := c.topics[string(m.Topic)]
 		if t == nil || t.owner == "" {
