@@ -101,6 +101,7 @@ mass:
                     first -profile-time after each kill to
                     DIR/trialT-NODE.pprof (the nodes serve /debug/pprof)
   -profile-time D   how long each profile runs (default 10s)
+  -profile-from D   start each profile D after the kill (default 0)
   -follow           the client follows routes (client.Config.FollowRoutes):
                     a watch of every change keeps its cached routes current
   -probe P          how the topics are produced to after the kill: moved (a
@@ -126,6 +127,7 @@ type options struct {
 	pause, trialTimeout     time.Duration
 	profile                 string
 	profileTime             time.Duration
+	profileFrom             time.Duration
 	follow                  bool
 	probe                   string
 	lookupWindow            time.Duration
@@ -147,7 +149,7 @@ var errHelp = errors.New("help requested")
 var (
 	idleOnly     = []string{"topics", "settle", "window"}
 	failoverOnly = []string{"fault", "trials", "trial-topics", "pause", "trial-timeout"}
-	massOnly     = []string{"clients", "profile", "profile-time", "follow", "probe"}
+	massOnly     = []string{"clients", "profile", "profile-time", "profile-from", "follow", "probe"}
 	volumeOnly   = []string{"lookup-window"}
 )
 
@@ -189,6 +191,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 	fs.IntVar(&o.clients, "clients", 128, "")
 	fs.StringVar(&o.profile, "profile", "", "")
 	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "")
+	fs.DurationVar(&o.profileFrom, "profile-from", 0, "")
 	fs.BoolVar(&o.follow, "follow", false, "")
 	fs.StringVar(&o.probe, "probe", "moved", "")
 	fs.DurationVar(&o.lookupWindow, "lookup-window", 20*time.Second, "")
@@ -241,7 +244,7 @@ func parseArgs(args []string, root bool) (*options, error) {
 		}
 	case "volume":
 		other = []string{"window", "fault", "trials", "trial-topics", "pause", "trial-timeout",
-			"profile", "profile-time", "follow", "probe"}
+			"profile", "profile-time", "profile-from", "follow", "probe"}
 		if !set["shards"] {
 			o.shards = 256
 		}
@@ -308,6 +311,8 @@ func parseArgs(args []string, root bool) (*options, error) {
 		return nil, usagef("-lookup-window %v: want at least 100ms", o.lookupWindow)
 	case o.profileTime < time.Second || o.profileTime > 10*time.Minute:
 		return nil, usagef("-profile-time %v: want 1s to 10m", o.profileTime)
+	case o.profileFrom < 0 || o.profileFrom > 10*time.Minute:
+		return nil, usagef("-profile-from %v: want 0 to 10m", o.profileFrom)
 	}
 	if o.mode == "failover" && o.fault == "cut" {
 		if !root {

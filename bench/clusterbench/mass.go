@@ -62,12 +62,21 @@ type massTrial struct {
 	// victim held (their Status.TopicsOwned rose by the victim's): the
 	// cluster's side of the failover, before the leases and the clients'
 	// retries (-1: not within -trial-timeout).
-	OpenedS    float64 `json:"opened_s"`
-	TopicP50Ms float64 `json:"topic_p50_ms"`
-	TopicMaxMs float64 `json:"topic_max_ms"`
-	NotWritten int     `json:"not_written"`
-	Produces   int64   `json:"produces"` // sent after the kill, failures included
-	RecoverS   float64 `json:"recover_s"`
+	OpenedS float64 `json:"opened_s"`
+	// MovedP50Ms and MovedMaxMs (-probe moved): from the kill until the
+	// watch said a topic moved off the victim (its shard applied the
+	// move), over the topics it named.
+	MovedP50Ms float64 `json:"moved_p50_ms,omitempty"`
+	MovedMaxMs float64 `json:"moved_max_ms,omitempty"`
+	// SweepAfterS: a produce to each topic again once all were writable,
+	// at the survivors (what touching every topic once costs the clients
+	// there, a floor under AllWritableS less OpenedS).
+	SweepAfterS float64 `json:"sweep_after_s"`
+	TopicP50Ms  float64 `json:"topic_p50_ms"`
+	TopicMaxMs  float64 `json:"topic_max_ms"`
+	NotWritten  int     `json:"not_written"`
+	Produces    int64   `json:"produces"` // sent after the kill, failures included
+	RecoverS    float64 `json:"recover_s"`
 }
 
 // massTopic is one of a trial's topics: its epoch at the victim, and when
@@ -77,6 +86,7 @@ type massTopic struct {
 	epoch uint64
 	at    time.Duration
 	done  bool
+	moved time.Duration // when the watch said it moved (0: it did not)
 }
 
 func runMass(ctx context.Context, o *options, bin string, logf func(string, ...any)) (*massReport, error) {
@@ -212,14 +222,18 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 		return true
 	}
 	if moves != nil {
-		_ = probeMoved(sctx, moves, prefix+"-", v.ID, o.clients, len(topics), produce, logf)
+		movedAt := func(i int) { topics[i].moved = time.Since(t0) }
+		_ = probeMoved(sctx, moves, prefix+"-", v.ID, o.clients, len(topics), produce, movedAt, logf)
 	} else {
 		_ = parallel(sctx, o.clients, len(topics), produce)
 	}
 	tr.Produces = sent.Load()
 	<-opened
-	var lat []time.Duration
+	var lat, moved []time.Duration
 	for _, tp := range topics {
+		if tp.moved > 0 {
+			moved = append(moved, tp.moved)
+		}
 		if !tp.done {
 			tr.NotWritten++
 			continue
@@ -232,6 +246,23 @@ func massTrialRun(ctx context.Context, c *proccluster.Cluster, o *options, prefi
 		if tr.NotWritten == 0 {
 			tr.AllWritableS = slices.Max(lat).Seconds()
 		}
+	}
+	if len(moved) > 0 {
+		tr.MovedP50Ms = ms(percentile(moved, 50))
+		tr.MovedMaxMs = ms(slices.Max(moved))
+	}
+	if tr.NotWritten == 0 {
+		t = time.Now()
+		pctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := parallel(pctx, o.clients, len(topics), func(i int) bool {
+			_, err := cl.Produce(pctx, topics[i].name, [][]byte{[]byte("again")})
+			return err == nil
+		})
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("produce after the failover: %w", err)
+		}
+		tr.SweepAfterS = time.Since(t).Seconds()
 	}
 
 	// Make the cluster whole again.
@@ -265,11 +296,12 @@ func ownedBy(ctx context.Context, cl *client.Client, addrs []string) (int, error
 
 // probeMoved runs do, on workers goroutines, for each index below n as
 // soon as the watch w says its topic (prefix and the index) moved off
-// victim, each until do reports true: an index that fails goes to the
+// victim, each until do reports true, and calls moved with each index as
+// the watch names it: an index that fails goes to the
 // back of the line of moved ones, after a short pause of its worker. If
 // the watch fails, every index not yet handed out joins the line. It
 // returns ctx's error if some index never succeeded.
-func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, workers, n int, do func(i int) bool, logf func(string, ...any)) error {
+func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, workers, n int, do func(i int) bool, moved func(i int), logf func(string, ...any)) error {
 	work := make(chan int, n)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -296,6 +328,7 @@ func probeMoved(ctx context.Context, w *client.Watcher, prefix, victim string, w
 				continue
 			}
 			queued[i] = true
+			moved(i)
 			enqueued++
 			work <- i
 		}
@@ -379,9 +412,9 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 		follow = ", following routes"
 	}
 	fmt.Fprintf(tw, "%d nodes, %d shards, preset %s, %d topics on the victim, %d clients%s, probe %s\n", r.Nodes, r.Shards, r.Preset, r.Topics, r.Clients, follow, r.Probe)
-	fmt.Fprintln(tw, "trial\tvictim\tassign s\tsweep s\topened s\tall writable s\ttopic p50 ms\ttopic max ms\tnot written\tproduces")
+	fmt.Fprintln(tw, "trial\tvictim\tassign s\tsweep s\tmoved p50, max ms\topened s\tall writable s\ttopic p50 ms\ttopic max ms\tnot written\tproduces\tsweep after s")
 	for _, t := range r.TrialResults {
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", t.Trial, t.Victim, t.AssignS, t.SweepS, t.OpenedS, t.AllWritableS, t.TopicP50Ms, t.TopicMaxMs, t.NotWritten, t.Produces)
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.2f\t%.0f, %.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\t%.2f\n", t.Trial, t.Victim, t.AssignS, t.SweepS, t.MovedP50Ms, t.MovedMaxMs, t.OpenedS, t.AllWritableS, t.TopicP50Ms, t.TopicMaxMs, t.NotWritten, t.Produces, t.SweepAfterS)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -392,8 +425,8 @@ func (r *massReport) write(w io.Writer, asJSON bool) error {
 }
 
 // profileSurvivors starts a CPU profile of every node but victim, over
-// o.profileTime from now, each written to o.profile; wait waits for
-// them. Nothing without -profile.
+// o.profileTime from o.profileFrom after now, each written to o.profile;
+// wait waits for them. Nothing without -profile.
 func profileSurvivors(ctx context.Context, c *proccluster.Cluster, o *options, victim int, prefix string) (wait func()) {
 	if o.profile == "" {
 		return func() {}
@@ -410,6 +443,9 @@ func profileSurvivors(ctx context.Context, c *proccluster.Cluster, o *options, v
 		path := filepath.Join(o.profile, fmt.Sprintf("%s-%s.pprof", prefix, nd.ID))
 		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", nd.MetricsAddr, int(o.profileTime.Seconds()))
 		wg.Go(func() {
+			if sleep(ctx, o.profileFrom) != nil {
+				return
+			}
 			if err := fetchTo(ctx, url, path); err != nil {
 				fmt.Fprintf(os.Stderr, "clusterbench: profile of %s: %v\n", nd.ID, err)
 			}
