@@ -51,6 +51,7 @@ type nodeOptions struct {
 	replicas                         int
 	metricsAddr                      string
 	pprof                            bool
+	cpuProfile                       string
 	netLoops                         bool
 	clusterID                        uint64
 	secret                           []byte
@@ -164,6 +165,8 @@ operations:
   --metrics-addr H:P      serve Prometheus /metrics, /healthz and /readyz over HTTP
   --pprof                 also serve Go's profiles under /debug/pprof/ on --metrics-addr
                           (CPU, heap, goroutines, ...: keep that address private)
+  --cpu-profile FILE      write a CPU profile of the process's first 60 s (or until it
+                          stops) to FILE, its start included, which /debug/pprof cannot show
   --log-format F          text (default) or json, on stderr
   --log-level L           debug, info (default), warn or error
   --config FILE           read flags from FILE: one "name = value" per line, '#' comments;
@@ -213,6 +216,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.IntVar(&o.replicas, "replicas", 3, "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
 	fs.BoolVar(&o.pprof, "pprof", false, "")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "")
 	fs.BoolVar(&o.netLoops, "net-loops", false, "")
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")

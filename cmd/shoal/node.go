@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,13 +87,22 @@ func reloadCredentials(n *node.Node, o *nodeOptions, logger *slog.Logger) {
 // runNode runs one node until ctx is cancelled, then leaves the cluster
 // gracefully.
 func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
+	start := time.Now()
 	logger := newLogger(stderr, o.logFormat, o.logLevel)
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile, cpuProfileLimit)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	followCPULimit(ctx, logger)
 	n, err := node.New(o.nodeConfig(logger)) // the node adds its own node=ID
 	logger = logger.With("node", o.id)
 	if err != nil {
 		return err
 	}
+	logger.Info("node opened", "after", time.Since(start).Round(time.Millisecond))
 	var ms *metricsServer
 	if o.metricsAddr != "" {
 		// Started before the node so that /healthz answers while it joins.
@@ -113,7 +124,6 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	start := time.Now()
 	ready := n.Ready()
 	for done := false; !done; {
 		select {
@@ -152,4 +162,29 @@ func logSyncGap(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// cpuProfileLimit: how long --cpu-profile profiles at most.
+const cpuProfileLimit = 60 * time.Second
+
+// startCPUProfile writes a CPU profile to path from now until limit has
+// passed or stop is called, whichever comes first.
+func startCPUProfile(path string, limit time.Duration) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}
+	time.AfterFunc(limit, stop)
+	return stop, nil
 }

@@ -240,3 +240,23 @@ func checkDashboard(t *testing.T, scrape string) {
 		t.Fatalf("only %d metric names in %d panels: the test reads the dashboard wrong", used, len(dash.Panels))
 	}
 }
+
+// TestCPUProfileCoversTheStart: --cpu-profile writes a profile that pprof
+// reads once stopped (or its time is up), and a path that cannot be
+// created is refused before anything starts.
+func TestCPUProfileCoversTheStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	stop, err := startCPUProfile(path, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stop() // a second stop does nothing
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("profile %d bytes, %v", len(b), err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof"), time.Minute); err == nil {
+		t.Fatal("a profile in a directory that does not exist was started")
+	}
+}
