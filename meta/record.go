@@ -105,12 +105,24 @@ func (rb *recordBody) check(topic []byte) error {
 // Loader rebuilds a State from its records, which must be added in
 // strictly ascending topic order (the order of a sorted key-value store).
 // The zero value is not usable; call NewLoader.
+//
+// A shard holds tens of thousands of topics and a restart loads every
+// shard: the records are collected and the topic map made once at its
+// final size (no growth rehashing every key), and the few node ids met
+// are found by comparison rather than by hashing each record's owner.
 type Loader struct {
-	s    *State
-	last string
-	n    int
-	err  error
+	s     *State
+	recs  []*record
+	known []*ownerStat // owners met so far, at most maxKnownNodes
+	names []string     // other node ids met (previous owners), as many
+	last  string
+	n     int
+	err   error
 }
+
+// maxKnownNodes bounds Loader.known and Loader.names: past it, ids are
+// looked up in the state's map.
+const maxKnownNodes = 16
 
 // NewLoader starts an empty state.
 func NewLoader() *Loader { return &Loader{s: New()} }
@@ -139,25 +151,79 @@ func (l *Loader) Add(topic, value []byte) error {
 		l.err = fmt.Errorf("%w: record %d (%q): %w", ErrBadSnapshot, l.n, topic, err)
 		return l.err
 	}
-	s := l.s
 	rec := &record{topic: string(topic), epoch: rb.epoch, state: rb.state}
 	if rb.state == Active {
-		rec.owner = s.acquire(s.nodeID(rb.owner), rec)
+		st := l.owner(rb.owner)
+		st.topics++
+		st.digest ^= TopicDigest(rec.topic, rec.epoch)
+		rec.owner = st.id
 		rec.partitions = uint32(rb.partitions)
-		s.active++
+		l.s.active++
 	}
-	rec.prev = s.nodeID(rb.prev)
-	s.topics[rec.topic] = rec
-	s.keys = append(s.keys, rec.topic)
+	rec.prev = l.name(rb.prev)
+	l.recs = append(l.recs, rec)
 	l.last = rec.topic
 	l.n++
 	return nil
 }
 
-// State returns the loaded state, or the first error Add met.
+// owner returns the entry of owner id, made on first use (State.acquire's,
+// without the count).
+func (l *Loader) owner(id []byte) *ownerStat {
+	for _, st := range l.known {
+		if st.id == string(id) {
+			return st
+		}
+	}
+	st := l.s.owners[string(id)]
+	if st == nil {
+		st = &ownerStat{id: string(id)}
+		l.s.owners[st.id] = st
+	}
+	if len(l.known) < maxKnownNodes {
+		l.known = append(l.known, st)
+	}
+	return st
+}
+
+// name returns node id as a string shared with the records that name it
+// (State.nodeID's, for previous owners).
+func (l *Loader) name(id []byte) string {
+	if len(id) == 0 {
+		return ""
+	}
+	for _, st := range l.known {
+		if st.id == string(id) {
+			return st.id
+		}
+	}
+	for _, n := range l.names {
+		if n == string(id) {
+			return n
+		}
+	}
+	n := l.s.nodeID(id)
+	if len(l.names) < maxKnownNodes {
+		l.names = append(l.names, n)
+	}
+	return n
+}
+
+// State returns the loaded state, or the first error Add met. The loader
+// is spent.
 func (l *Loader) State() (*State, error) {
 	if l.err != nil {
 		return nil, l.err
+	}
+	if l.recs != nil {
+		s := l.s
+		s.topics = make(map[string]*record, len(l.recs))
+		s.keys = make([]string, len(l.recs))
+		for i, r := range l.recs {
+			s.topics[r.topic] = r
+			s.keys[i] = r.topic
+		}
+		l.recs = nil
 	}
 	return l.s, nil
 }
