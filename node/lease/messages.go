@@ -19,15 +19,18 @@ import (
 // it overtook) are dropped.
 func (a *Agent) Load() error {
 	var err error
+	var held [][]ownership.Change
 	lerr := a.cfg.Store.OwnedTopics(func(topic string, t shardstore.OwnedTopic) bool {
 		var floor uint64
 		if floor, err = a.cfg.Store.TopicFloor(topic); err != nil {
 			return false
 		}
 		if t.Epoch > floor {
-			held := ownership.Topic{Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard}
-			a.own.Load(topic, held)
-			a.env.Announce([]ownership.Change{{Topic: topic, Put: true, Held: held}}, Superseded)
+			if len(held) == 0 || len(held[len(held)-1]) == loadChunk {
+				held = append(held, make([]ownership.Change, 0, loadChunk))
+			}
+			last := &held[len(held)-1]
+			*last = append(*last, ownership.Change{Topic: topic, Put: true, Held: ownership.Topic{Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard}})
 		}
 		return true
 	})
@@ -37,8 +40,16 @@ func (a *Agent) Load() error {
 	if err != nil {
 		return fmt.Errorf("node: load owned topics: %w", err)
 	}
+	a.own.LoadAll(held)
+	for _, chunk := range held {
+		a.env.Announce(chunk, Superseded)
+	}
 	return nil
 }
+
+// loadChunk: the topics Load reads from the store are kept in chunks of
+// this many.
+const loadChunk = 1 << 14
 
 // persist makes changes durable in one synced batch, then announces them
 // (why: the reason of the drops among them). The caller holds ownWrite,

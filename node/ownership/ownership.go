@@ -233,6 +233,39 @@ func (h *Holder) Load(topic string, t Topic) {
 	}
 }
 
+// LoadAll loads the topics of every chunk of cs (Put changes, as a
+// restart reads them from the store) as Load would one by one, with the
+// maps made once at their size: a node that holds millions of topics
+// loads them at start. (Chunks, so that the caller's list never copies
+// itself while it grows.)
+func (h *Holder) LoadAll(cs [][]Change) {
+	n := 0
+	perShard := make(map[uint64]int)
+	for _, chunk := range cs {
+		n += len(chunk)
+		for _, c := range chunk {
+			if c.Held.Epoch > 0 && c.Held.Partitions > 0 {
+				perShard[c.Held.Shard]++
+			}
+		}
+	}
+	if len(h.topics) == 0 && n > 0 {
+		h.topics = make(map[string]*held, n)
+	}
+	for s, n := range perShard {
+		if h.shards[s] == nil {
+			h.shards[s] = &shardState{topics: make(map[string]struct{}, n)}
+			h.order = nil
+			h.empty[s] = struct{}{}
+		}
+	}
+	for _, chunk := range cs {
+		for _, c := range chunk {
+			h.Load(c.Topic, c.Held)
+		}
+	}
+}
+
 // Get returns how topic is held.
 func (h *Holder) Get(topic []byte) (Topic, bool) {
 	if t := h.topics[string(topic)]; t != nil {

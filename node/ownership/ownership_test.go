@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -465,4 +466,36 @@ func TestAReplyToARoundOfAnEarlierLifeGrantsNothing(t *testing.T) {
 	}
 	h.Reply("L", late)
 	mustServe(t, h, now, "t", 1, NoLease)
+}
+
+// TestLoadAllHoldsWhatLoadHolds: a restart's bulk load holds exactly what
+// loading each topic in turn holds: the same topics, at the same epochs,
+// in the same shards, with the same digests; a topic without an epoch or
+// partitions is not held either way.
+func TestLoadAllHoldsWhatLoadHolds(t *testing.T) {
+	var cs []Change
+	for i := range 1000 {
+		cs = append(cs, Change{Topic: fmt.Sprintf("t%04d", i), Put: true, Held: Topic{Epoch: uint64(i%7 + 1), Partitions: uint32(i%3 + 1), Shard: uint64(i % 13)}})
+	}
+	cs = append(cs, Change{Topic: "no-epoch", Put: true, Held: Topic{Partitions: 1, Shard: 2}}, Change{Topic: "no-partitions", Put: true, Held: Topic{Epoch: 4, Shard: 3}})
+	one, all := newHolder(t), newHolder(t)
+	for _, c := range cs {
+		one.Load(c.Topic, c.Held)
+	}
+	all.LoadAll([][]Change{cs[:300], cs[300:]})
+	if one.Count() != 1000 || all.Count() != one.Count() {
+		t.Fatalf("held %d one by one, %d all at once; want 1000", one.Count(), all.Count())
+	}
+	for _, c := range cs {
+		a, okA := one.Get([]byte(c.Topic))
+		b, okB := all.Get([]byte(c.Topic))
+		if a != b || okA != okB {
+			t.Fatalf("%s: %+v %v one by one, %+v %v all at once", c.Topic, a, okA, b, okB)
+		}
+	}
+	for s := range uint64(14) {
+		if one.Digest(s) != all.Digest(s) {
+			t.Fatalf("shard %d: digest %x one by one, %x all at once", s, one.Digest(s), all.Digest(s))
+		}
+	}
 }
