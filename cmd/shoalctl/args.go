@@ -141,7 +141,7 @@ global flags (before or after the command):
                       default ` + defaultServers + `)
   --json              print stable JSON instead of tables; errors as {"error":{"code","message"}}
   --timeout D         give up after D, retries included (default 10s; drain, remove: 10m;
-                      bench: each request)
+                      bench, topics --all: each request)
   --cluster-id N      the cluster's id (env SHOAL_CLUSTER_ID, default 0)
   --tls-ca FILE       speak TLS, trusting the cluster CA in FILE (env SHOAL_TLS_CA)
   --tls-cert FILE     a client certificate, for nodes that ask for one (env SHOAL_TLS_CERT)

@@ -74,9 +74,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if inv.fromStdin {
 		return produceLines(ctx, c, inv, stdin, stdout, stderr)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, inv.timeout,
-		fmt.Errorf("no answer within --timeout %v", inv.timeout))
-	defer cancel()
+	if !inv.listsAll() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, inv.timeout,
+			fmt.Errorf("no answer within --timeout %v", inv.timeout))
+		defer cancel()
+	}
 	res, err := execute(ctx, c, inv, stderr)
 	if err != nil {
 		return fail(stderr, inv, err)
@@ -168,6 +171,11 @@ func clientConfig(inv *invocation) (client.Config, error) {
 		BackoffMax: cliBackoffMax,
 	}, nil
 }
+
+// listsAll reports whether the invocation lists every topic (topics
+// --all): page after page, for as long as the cluster has pages (millions
+// of topics take tens of seconds), each page within --timeout.
+func (inv *invocation) listsAll() bool { return inv.cmd == "topics" && inv.all }
 
 // requestTimeout bounds one request: the whole --timeout, but for drain
 // and remove, whose --timeout bounds the wait for the cluster's work.
