@@ -154,8 +154,7 @@ func (l *Loader) Add(topic, value []byte) error {
 	rec := &record{topic: string(topic), epoch: rb.epoch, state: rb.state}
 	if rb.state == Active {
 		st := l.owner(rb.owner)
-		st.topics++
-		st.digest ^= TopicDigest(rec.topic, rec.epoch)
+		st.add(rec)
 		rec.owner = st.id
 		rec.partitions = uint32(rb.partitions)
 		l.s.active++

@@ -422,9 +422,15 @@ func (s *State) acquire(id string, r *record) string {
 		st = &ownerStat{id: id}
 		s.owners[id] = st
 	}
+	st.add(r)
+	return st.id
+}
+
+// add counts r, at its current epoch, as one active topic more of st's
+// owner.
+func (st *ownerStat) add(r *record) {
 	st.topics++
 	st.digest ^= TopicDigest(r.topic, r.epoch)
-	return st.id
 }
 
 // release counts r, at its current epoch, as one active topic less of its
