@@ -39,6 +39,12 @@
 // node, and carries a number its sender's replay window has not taken
 // (replay.go). SetKeys rotates the keys while the node runs.
 //
+// Every node exchanges state over TCP with a random member now and then
+// (push-pull, anti-entropy). The exchange starts with the state summed up
+// in DigestBuckets digests, and only the entries of buckets whose digests
+// differ travel (digest.go): two nodes that agree send two small frames,
+// whatever the size of the cluster. A joiner exchanges whole states.
+//
 // The driver (Driver, in driver.go) binds a Node to a UDP socket, the real
 // clock and push-pull over TCP, with one goroutine.
 package swim

@@ -92,9 +92,10 @@ type relay struct {
 }
 
 type ppPending struct {
-	id   uint64
-	join bool
-	addr string
+	id     uint64
+	join   bool
+	digest bool // an anti-entropy exchange by digests (digest.go)
+	addr   string
 }
 
 type leaderEntry struct {
@@ -180,7 +181,13 @@ type Node struct {
 	dg    wire.SwimDatagram
 	ev    wire.SwimEvent
 	pp    wire.SwimPushPull
-	stats Stats
+	// Anti-entropy digests (digest.go): the hasher, this node's sums, the
+	// peer's, and which buckets differ.
+	hasher entryHasher
+	sums   []uint64
+	theirs []uint64
+	differ []bool
+	stats  Stats
 }
 
 // New returns a Node for cfg (defaults filled, then validated).
@@ -1309,20 +1316,27 @@ var (
 	ErrStateUnauthenticated = fmt.Errorf("%w: state refused: unauthenticated (another SWIM key?), replayed or from this node", ErrPushPull)
 )
 
+// requestPushPull starts an exchange with addr: of whole states for a
+// join, by digests otherwise.
 func (n *Node) requestPushPull(addr string, join bool) {
+	var payload []byte
+	if join {
+		payload = n.encodeState(true)
+	} else {
+		payload = n.encodeDigests()
+	}
 	n.ppNext++
-	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join, addr: addr})
-	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Join: join, Payload: n.encodeState(join)})
+	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join, digest: !join, addr: addr})
+	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Join: join, Payload: payload})
 }
 
-// encodeState encodes this node's full state (a new slice).
-func (n *Node) encodeState(join bool) []byte {
+// collectState puts this node's whole state in n.pp's lists.
+func (n *Node) collectState() *wire.SwimPushPull {
 	p := &n.pp
-	p.Header = *n.header(nil)
-	p.Join = join
 	p.Members = p.Members[:0]
 	p.Leaders = p.Leaders[:0]
 	p.Versions = p.Versions[:0]
+	p.Join, p.Partial, p.Digests = false, false, nil
 	add := func(m *Member) {
 		p.Members = append(p.Members, wire.SwimPushPullMember{
 			Node: []byte(m.ID), Generation: m.Generation, Incarnation: m.Incarnation, State: wire.SwimMemberState(m.State),
@@ -1348,7 +1362,16 @@ func (n *Node) encodeState(join bool) []byte {
 		}
 		return cmpU64(a.MetaKind, b.MetaKind)
 	})
+	return p
+}
+
+// encodePushPull encodes n.pp, sealed when the node has keys (a new
+// slice), and lets go of its digests.
+func (n *Node) encodePushPull() []byte {
+	p := &n.pp
+	p.Header = *n.header(nil)
 	b, bodyOff := wire.AppendSwimPushPull(nil, p)
+	p.Digests = nil // they alias n.sums; a decode must not write there
 	if n.keys != nil {
 		var err error
 		if b, err = n.keys.Seal(b, 0, bodyOff, &p.Header); err != nil {
@@ -1357,6 +1380,51 @@ func (n *Node) encodeState(join bool) []byte {
 	}
 	n.stats.BytesOut += uint64(len(b))
 	return b
+}
+
+// encodeState encodes this node's whole state (a new slice).
+func (n *Node) encodeState(join bool) []byte {
+	p := n.collectState()
+	p.Join = join
+	return n.encodePushPull()
+}
+
+// encodeDigests encodes this node's state summed up in DigestBuckets
+// digests, without its entries: the start of an anti-entropy exchange.
+func (n *Node) encodeDigests() []byte {
+	p := n.collectState()
+	n.sums = resize(n.sums, DigestBuckets)
+	n.hasher.digests(p, n.sums)
+	p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
+	p.Partial, p.Digests = true, n.sums
+	return n.encodePushPull()
+}
+
+// diff sums this node's state up in as many buckets as theirs holds and
+// keeps in n.pp only the entries of the buckets that differ from theirs.
+// It returns how many buckets differ.
+func (n *Node) diff(theirs []uint64) int {
+	p := n.collectState()
+	n.sums = resize(n.sums, len(theirs))
+	n.hasher.digests(p, n.sums)
+	n.differ = resize(n.differ, len(theirs))
+	differ := 0
+	for i, s := range n.sums {
+		n.differ[i] = s != theirs[i]
+		if n.differ[i] {
+			differ++
+		}
+	}
+	n.hasher.keep(p, n.differ)
+	p.Partial = true
+	return differ
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 func cmpU64(a, b uint64) int {
@@ -1369,7 +1437,7 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// mergeState decodes and merges a remote full state.
+// mergeState decodes and merges a remote state (whole or partial).
 func (n *Node) mergeState(now time.Time, b []byte) error {
 	n.stats.BytesIn += uint64(len(b))
 	p := &n.pp
@@ -1439,11 +1507,44 @@ func (n *Node) mergeState(now time.Time, b []byte) error {
 // HandlePushPull answers a push-pull another node started: it merges the
 // remote state req and returns this node's state (a new slice) to send
 // back in a KindPushPull frame.
+//
+// A request by digests is answered with this node's digests and its
+// entries of the buckets that differ; a partial one without digests (the
+// asker's entries the answer showed this node lacked) with an empty
+// partial state; a whole state with this node's whole state.
 func (n *Node) HandlePushPull(now time.Time, req []byte) ([]byte, error) {
 	if err := n.mergeState(now, req); err != nil {
 		return nil, err
 	}
+	switch p := &n.pp; {
+	case len(p.Digests) > 0:
+		n.theirs = append(n.theirs[:0], p.Digests...)
+		n.diff(n.theirs)
+		n.pp.Digests = n.sums
+		return n.encodePushPull(), nil
+	case p.Partial:
+		p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
+		p.Join = false
+		return n.encodePushPull(), nil
+	}
 	return n.encodeState(false), nil
+}
+
+// pushDiffering ends an exchange by digests whose answer carried theirs:
+// the buckets that still differ once the answer is merged hold what this
+// node knows and the answerer does not, and go to it in one more
+// exchange.
+func (n *Node) pushDiffering(addr string, theirs []uint64, received int) {
+	if n.diff(theirs) == 0 {
+		if received == 0 {
+			n.stats.PushPullsInSync++
+		}
+		return
+	}
+	payload := n.encodePushPull()
+	n.ppNext++
+	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, addr: addr})
+	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Payload: payload})
 }
 
 // PushPullDone gives the node the answer to its PushPullRequest id: the
@@ -1468,6 +1569,10 @@ func (n *Node) PushPullDone(now time.Time, id uint64, reply []byte, err error) (
 			n.joinFailed(now)
 		}
 		return pending.join, err
+	}
+	if p := &n.pp; pending.digest && len(p.Digests) > 0 && !n.leaving {
+		n.theirs = append(n.theirs[:0], p.Digests...)
+		n.pushDiffering(pending.addr, n.theirs, len(p.Members)+len(p.Leaders)+len(p.Versions))
 	}
 	if pending.join {
 		n.joinPending = false

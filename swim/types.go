@@ -93,7 +93,7 @@ type Packet struct {
 	Data []byte
 }
 
-// PushPullRequest asks the caller to exchange full state with Addr over
+// PushPullRequest asks the caller to exchange state with Addr over
 // TCP: send Payload as a KindPushPull frame, and give the answer's payload
 // (or the error) to PushPullDone with the same ID. Payload is the caller's.
 type PushPullRequest struct {
@@ -123,6 +123,7 @@ type Stats struct {
 	DeadDeclared          uint64 // members this node declared dead itself
 	PushPulls             uint64 // push-pulls completed (both sides)
 	PushPullFailures      uint64
+	PushPullsInSync       uint64 // exchanges by digests that found both states equal
 	DropMalformed         uint64
 	DropClusterID         uint64
 	DropAuth              uint64 // unsealed with keys, sealed without, or not opening under any key

@@ -23,6 +23,8 @@ const (
 	MaxPushPullShards = MaxListEntries
 	// MaxPushPullVersions bounds the metadata versions in one push-pull.
 	MaxPushPullVersions = 1 << 16
+	// MaxPushPullDigests bounds the bucket digests in one push-pull.
+	MaxPushPullDigests = 1 << 10
 )
 
 // Datagram header flags.
@@ -419,17 +421,29 @@ type SwimVersionEntry struct {
 	Version  uint64
 }
 
-// SwimPushPull is a node's full state, exchanged over TCP at join and
+// SwimPushPull is a node's state, exchanged over TCP at join and
 // periodically for anti-entropy (the payload of a KindPushPull frame).
+//
+// A full one carries all of the sender's state. A Partial one carries
+// only the entries of some buckets (each entry falls in the bucket its key
+// hashes to), and Digests, when present, sum up the sender's whole state
+// bucket by bucket so that the receiver can tell which buckets differ.
 type SwimPushPull struct {
 	Header   SwimHeader
 	Join     bool // the sender is joining (answer even if it is unknown)
+	Partial  bool // the lists hold some buckets' entries, not the whole state
 	Members  []SwimPushPullMember
 	Leaders  []SwimShardLeaderEntry
 	Versions []SwimVersionEntry
+	Digests  []uint64 // one per bucket, or none
 }
 
-const swimPPFlagJoin = 1
+const (
+	swimPPFlagJoin    = 1
+	swimPPFlagPartial = 2
+	swimPPFlagDigests = 4
+	swimPPFlags       = swimPPFlagJoin | swimPPFlagPartial | swimPPFlagDigests
+)
 
 // AppendSwimPushPull appends p's payload and returns the offset of its
 // body, as AppendSwimHeader does (a sealed one is then sealed with
@@ -439,6 +453,12 @@ func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, bodyOff int) {
 	flags := uint8(0)
 	if p.Join {
 		flags |= swimPPFlagJoin
+	}
+	if p.Partial {
+		flags |= swimPPFlagPartial
+	}
+	if len(p.Digests) > 0 {
+		flags |= swimPPFlagDigests
 	}
 	dst = append(dst, flags)
 	dst = appendUvarint(dst, uint64(len(p.Members)))
@@ -468,6 +488,12 @@ func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, bodyOff int) {
 		dst = appendUvarint(dst, v.MetaKind)
 		dst = appendUvarint(dst, v.Version)
 	}
+	if len(p.Digests) > 0 {
+		dst = appendUvarint(dst, uint64(len(p.Digests)))
+		for _, d := range p.Digests {
+			dst = appendU64(dst, d)
+		}
+	}
 	return dst, bodyOff
 }
 
@@ -476,7 +502,7 @@ func AppendSwimPushPull(dst []byte, p *SwimPushPull) (out []byte, bodyOff int) {
 // ErrSealed: its body is opened with SwimKeyring.Open and decoded with
 // DecodeSwimPushPullBody.
 func DecodeSwimPushPull(b []byte, p *SwimPushPull) error {
-	p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
+	p.Members, p.Leaders, p.Versions, p.Digests = p.Members[:0], p.Leaders[:0], p.Versions[:0], p.Digests[:0]
 	off, err := DecodeSwimHeader(b, &p.Header)
 	if err != nil {
 		return err
@@ -488,18 +514,18 @@ func DecodeSwimPushPull(b []byte, p *SwimPushPull) error {
 }
 
 // DecodeSwimPushPullBody decodes a push-pull's body (as sent or as
-// opened) into p's Join, Members, Leaders and Versions.
+// opened) into p's flags, Members, Leaders, Versions and Digests.
 func DecodeSwimPushPullBody(b []byte, p *SwimPushPull) error {
-	p.Members, p.Leaders, p.Versions = p.Members[:0], p.Leaders[:0], p.Versions[:0]
+	p.Members, p.Leaders, p.Versions, p.Digests = p.Members[:0], p.Leaders[:0], p.Versions[:0], p.Digests[:0]
 	if len(b) > MaxFrame {
 		return ErrTooLarge
 	}
 	r := reader{b: b}
 	ppf := r.u8()
-	if r.err == nil && ppf&^swimPPFlagJoin != 0 {
+	if r.err == nil && ppf&^swimPPFlags != 0 {
 		return ErrBadFlags
 	}
-	p.Join = ppf&swimPPFlagJoin != 0
+	p.Join, p.Partial = ppf&swimPPFlagJoin != 0, ppf&swimPPFlagPartial != 0
 	n := swimCount(&r, MaxPushPullMembers, 9)
 	for i := 0; i < n && r.err == nil; i++ {
 		p.Members = append(p.Members, SwimPushPullMember{})
@@ -529,6 +555,15 @@ func DecodeSwimPushPullBody(b []byte, p *SwimPushPull) error {
 		p.Versions = append(p.Versions, SwimVersionEntry{Node: swimBytes(&r, MaxNodeIDLen), MetaKind: swimUvarint(&r), Version: swimUvarint(&r)})
 		if r.err == nil && len(p.Versions[len(p.Versions)-1].Node) == 0 {
 			r.fail(ErrMalformed)
+		}
+	}
+	if ppf&swimPPFlagDigests != 0 {
+		n = swimCount(&r, MaxPushPullDigests, 8)
+		if r.err == nil && n == 0 {
+			r.fail(ErrMalformed) // the flag says there are some
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			p.Digests = append(p.Digests, r.u64())
 		}
 	}
 	return r.end()

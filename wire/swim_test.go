@@ -286,6 +286,48 @@ func TestSwimPushPullRoundTrip(t *testing.T) {
 	}
 }
 
+func TestSwimPushPullDigestsRoundTrip(t *testing.T) {
+	p := &SwimPushPull{
+		Header:   SwimHeader{ClusterID: 3, Sender: []byte("n1"), Generation: 2},
+		Partial:  true,
+		Versions: []SwimVersionEntry{{Node: []byte("n2"), MetaKind: 2, Version: 8}},
+		Digests:  []uint64{0, 1, 1 << 63},
+	}
+	b, _ := AppendSwimPushPull(nil, p)
+	var got SwimPushPull
+	if err := DecodeSwimPushPull(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Partial || got.Join || len(got.Digests) != 3 || got.Digests[2] != 1<<63 || len(got.Versions) != 1 {
+		t.Fatalf("round trip differs: %+v", got)
+	}
+	for n := range len(b) {
+		if err := DecodeSwimPushPull(b[:n], &got); err == nil {
+			t.Fatalf("prefix %d decoded", n)
+		}
+	}
+	// The digests flag with no digests after it is malformed.
+	bad, _ := AppendSwimPushPull(nil, &SwimPushPull{Header: p.Header, Partial: true})
+	i := len(bad) - 4 // flags, then three empty lists
+	bad[i] |= swimPPFlagDigests
+	bad = append(bad, 0)
+	if err := DecodeSwimPushPull(bad, &got); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("empty digests: err %v", err)
+	}
+	// More digests than a push-pull may carry.
+	big := &SwimPushPull{Header: p.Header, Digests: make([]uint64, MaxPushPullDigests+1)}
+	b, _ = AppendSwimPushPull(nil, big)
+	if err := DecodeSwimPushPull(b, &got); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("too many digests: err %v", err)
+	}
+	// An unknown flag.
+	b, _ = AppendSwimPushPull(nil, &SwimPushPull{Header: p.Header})
+	b[len(b)-4] |= 8
+	if err := DecodeSwimPushPull(b, &got); !errors.Is(err, ErrBadFlags) {
+		t.Fatalf("unknown flag: err %v", err)
+	}
+}
+
 func TestSwimDecodeAllocatesNothing(t *testing.T) {
 	b, _ := AppendSwimDatagram(nil, sampleSwimDatagram())
 	d := SwimDatagram{Events: make([]SwimEvent, 0, MaxEventsPerDatagram)}

@@ -41,6 +41,7 @@ var metrics = []metric{
 	{"Swim.PushPullsSent", "swim_push_pulls_started_total", "Push-pull state exchanges this node started.", counter, ""},
 	{"Swim.Core.PushPulls", "swim_push_pulls_total", "Push-pull exchanges completed, both sides.", counter, ""},
 	{"Swim.Core.PushPullFailures", "swim_push_pull_failures_total", "Push-pull exchanges that failed.", counter, ""},
+	{"Swim.Core.PushPullsInSync", "swim_push_pulls_in_sync_total", "Push-pull exchanges by digests that found both states equal.", counter, ""},
 	{"Swim.Core.Probes", "swim_probes_total", "Direct pings of a failure-detector probe.", counter, ""},
 	{"Swim.Core.PingReqs", "swim_ping_reqs_total", "Indirect ping requests sent.", counter, ""},
 	{"Swim.Core.ProbeFailures", "swim_probe_failures_total", "Probes that ended with no ack.", counter, ""},
