@@ -512,7 +512,29 @@ type listRange struct {
 	shard, end uint64
 	after      []byte
 	done       bool // the range is listed
+	// strs holds one string of each owner and address met: they repeat
+	// topic after topic.
+	strs map[string]string
 }
+
+// intern returns b as a string, the same one each time for the owners
+// and addresses the range has met (up to maxListInterned).
+func (r *listRange) intern(b []byte) string {
+	if s, ok := r.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if r.strs == nil {
+		r.strs = make(map[string]string)
+	}
+	if len(r.strs) < maxListInterned {
+		r.strs[s] = s
+	}
+	return s
+}
+
+// maxListInterned bounds listRange.strs.
+const maxListInterned = 4096
 
 // page lists up to limit topics from the cursor on, handing each node's
 // answer (its topics of the range and the positions of the range's shards
@@ -561,8 +583,9 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 		// another range's.
 		topics := make([]Assignment, 0, len(m.Topics))
 		for i := range m.Topics {
-			if m.Topics[i].Shard < r.end {
-				topics = append(topics, assignmentOf(&m.Topics[i]))
+			if t := &m.Topics[i]; t.Shard < r.end {
+				topics = append(topics, Assignment{Topic: string(t.Topic), Owner: r.intern(t.Owner), OwnerAddr: r.intern(t.OwnerAddr),
+					Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
 			}
 		}
 		positions := slices.DeleteFunc(m.Positions, func(p wire.ShardPosition) bool { return p.Shard >= r.end })

@@ -586,6 +586,21 @@ func (s *State) Topics() iter.Seq[Assignment] {
 	}
 }
 
+// TopicsFrom iterates over the active topics from from on (from itself
+// included), in ascending order. The state must not change during the
+// iteration.
+func (s *State) TopicsFrom(from []byte) iter.Seq[Assignment] {
+	return func(yield func(Assignment) bool) {
+		keys := s.sortedKeys()
+		i, _ := slices.BinarySearch(keys, string(from))
+		for _, k := range keys[i:] {
+			if r := s.topics[k]; r.state == Active && !yield(r.assignment()) {
+				return
+			}
+		}
+	}
+}
+
 // All iterates over every record, tombstones included, in ascending order.
 // The state must not change during the iteration.
 func (s *State) All() iter.Seq[Assignment] {

@@ -328,6 +328,12 @@ func TestQueries(t *testing.T) {
 	if got := topics(slices.Collect(s.Topics())); !slices.Equal(got, []string{"a", "b", "c", "m", "x"}) {
 		t.Fatalf("Topics() = %v", got)
 	}
+	for from, want := range map[string][]string{"": {"a", "b", "c", "m", "x"}, "b": {"b", "c", "m", "x"}, "bb": {"c", "m", "x"},
+		"q": {"x"}, "x": {"x"}, "y": nil} {
+		if got := topics(slices.Collect(s.TopicsFrom([]byte(from)))); !slices.Equal(got, want) {
+			t.Fatalf("TopicsFrom(%q) = %v, want %v", from, got, want)
+		}
+	}
 	if got := topics(slices.Collect(s.All())); !slices.Equal(got, []string{"a", "b", "c", "m", "q", "x"}) {
 		t.Fatalf("All() = %v", got)
 	}

@@ -34,6 +34,6 @@ type watchReplicas struct{ parts }
 
 func (r watchReplicas) Hosted() ([]uint64, error) { return r.n.rs.Shards() }
 
-func (r watchReplicas) Read(shard uint64, fn func(l *watch.Log, topics iter.Seq[meta.Assignment])) error {
-	return r.n.sm.WithShard(shard, func(s *shardsm.Shard) { fn(s.Log, s.State.Topics()) })
+func (r watchReplicas) Read(shard uint64, fn func(l *watch.Log, topicsFrom func([]byte) iter.Seq[meta.Assignment])) error {
+	return r.n.sm.WithShard(shard, func(s *shardsm.Shard) { fn(s.Log, s.State.TopicsFrom) })
 }

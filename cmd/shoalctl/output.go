@@ -372,6 +372,9 @@ func writeResult(w io.Writer, r result, asJSON bool) error {
 	if f, ok := r.(formattedFetch); ok && f.format == "raw" {
 		return f.writeRaw(w)
 	}
+	if a, ok := r.(allTopics); ok {
+		return a.write(w, asJSON)
+	}
 	if asJSON {
 		return writeJSON(w, r.jsonValue())
 	}

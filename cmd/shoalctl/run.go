@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -359,17 +357,4 @@ func notifyAfter(w io.Writer, d time.Duration, line string) (stop func()) {
 		close(cancel)
 		<-finished
 	}
-}
-
-// listAll lists every topic (client.ListAll), in shard order.
-func listAll(ctx context.Context, c *client.Client, prefix string) (result, error) {
-	var all []client.Assignment
-	_, err := c.ListAll(ctx, client.ListAllOptions{Prefix: prefix}, func(page []client.Assignment) error {
-		all = append(all, page...)
-		return nil
-	})
-	slices.SortFunc(all, func(a, b client.Assignment) int {
-		return cmp.Or(cmp.Compare(a.Shard, b.Shard), strings.Compare(a.Topic, b.Topic))
-	})
-	return topicsResult{Topics: all}, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"unsafe"
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/wire"
@@ -91,17 +92,31 @@ func (s *Server) listShards(m *wire.ListTopics, hosted []bool, shard uint64, aft
 }
 
 // listShard appends the topics of shard above after to out, until the
-// page is full (then it reports true).
+// page is full (then it reports true). The page's bytes are views of the
+// state's strings (which never change), and each owner's address is
+// looked up once a page: a page is thousands of topics.
 func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *wire.TopicList) (bool, error) {
 	full := false
-	err := s.cfg.Replicas.Read(shard, func(l *Log, topics iter.Seq[meta.Assignment]) {
+	from := after
+	if bytes.Compare(m.Prefix, after) > 0 {
+		from = m.Prefix
+	}
+	var owner string
+	var owned, addr []byte
+	err := s.cfg.Replicas.Read(shard, func(l *Log, topicsFrom func([]byte) iter.Seq[meta.Assignment]) {
 		out.Positions = append(out.Positions, wire.ShardPosition{Shard: shard, Index: l.applied})
-		for a := range topics {
-			t := []byte(a.Topic)
-			if (len(after) > 0 && bytes.Compare(t, after) <= 0) || !bytes.HasPrefix(t, m.Prefix) {
+		for a := range topicsFrom(from) {
+			t := bytesOf(a.Topic)
+			if len(after) > 0 && bytes.Compare(t, after) <= 0 {
 				continue
 			}
-			out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: []byte(a.Owner), OwnerAddr: []byte(s.cfg.OwnerAddr(a.Owner)),
+			if !bytes.HasPrefix(t, m.Prefix) {
+				return // sorted: every later topic is past the prefix too
+			}
+			if owned == nil || a.Owner != owner {
+				owner, owned, addr = a.Owner, bytesOf(a.Owner), []byte(s.cfg.OwnerAddr(a.Owner))
+			}
+			out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: owned, OwnerAddr: addr,
 				Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard})
 			if len(out.Topics) == int(m.Limit) {
 				full = true
@@ -111,6 +126,9 @@ func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *
 	})
 	return full, err
 }
+
+// bytesOf is s's bytes, not copied: they must not be written.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // endList answers a listing whose next page starts at (shard, after).
 func (s *Server) endList(out *wire.TopicList, shard uint64, after []byte, done func(*wire.TopicList, error)) {

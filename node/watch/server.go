@@ -77,11 +77,12 @@ type Replicas interface {
 	// Hosted lists the shards this node holds a replica of, as its store
 	// says.
 	Hosted() ([]uint64, error)
-	// Read runs fn with shard's change log and the topics of its state,
-	// under the shard's lock (the one its Log's writer takes), loading
-	// them first if need be; an error says they did not load, and fn did
-	// not run. fn reads and returns; it keeps neither.
-	Read(shard uint64, fn func(l *Log, topics iter.Seq[meta.Assignment])) error
+	// Read runs fn with shard's change log and its state's active topics
+	// from a key on (meta.State.TopicsFrom), under the shard's lock (the
+	// one its Log's writer takes), loading them first if need be; an
+	// error says they did not load, and fn did not run. fn reads and
+	// returns; it keeps neither.
+	Read(shard uint64, fn func(l *Log, topicsFrom func(from []byte) iter.Seq[meta.Assignment])) error
 	// ReadIndex calls done once this node's replica of shard has applied
 	// everything its leader had committed when asked, or with why not. It
 	// may call done on a raft worker: done does not wait.
@@ -378,7 +379,7 @@ func (s *Server) collect(m *wire.Watch, hosted []bool) wire.WatchEvents {
 			out.Positions = append(out.Positions, p)
 			continue
 		}
-		err := s.cfg.Replicas.Read(p.Shard, func(l *Log, _ iter.Seq[meta.Assignment]) {
+		err := s.cfg.Replicas.Read(p.Shard, func(l *Log, _ func([]byte) iter.Seq[meta.Assignment]) {
 			if p.Index == wire.NowIndex {
 				out.Positions = append(out.Positions, wire.ShardPosition{Shard: p.Shard, Index: l.applied})
 				return

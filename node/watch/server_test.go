@@ -55,7 +55,7 @@ func (r *replicas) Hosted() ([]uint64, error) {
 	return ids, nil
 }
 
-func (r *replicas) Read(shard uint64, fn func(l *Log, topics iter.Seq[meta.Assignment])) error {
+func (r *replicas) Read(shard uint64, fn func(l *Log, topicsFrom func([]byte) iter.Seq[meta.Assignment])) error {
 	if err := r.broken[shard]; err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (r *replicas) Read(shard uint64, fn func(l *Log, topics iter.Seq[meta.Assig
 	if l == nil {
 		return fmt.Errorf("shard %d not loaded", shard)
 	}
-	fn(l, r.states[shard].Topics())
+	fn(l, r.states[shard].TopicsFrom)
 	return nil
 }
 
@@ -112,7 +112,7 @@ type timer struct {
 	stopped bool
 }
 
-func newWorld(t *testing.T, r *replicas, maxWatchers int) *world {
+func newWorld(t testing.TB, r *replicas, maxWatchers int) *world {
 	t.Helper()
 	w := &world{r: r, now: time.Unix(1000, 0)}
 	s, err := New(Config{
