@@ -5,7 +5,7 @@ package wire
 const (
 	// ProtocolVersion is the version carried in every frame header, Hello
 	// and SWIM datagram. A peer speaking another version is refused.
-	ProtocolVersion = 8
+	ProtocolVersion = 9
 
 	// HeaderSize is the size of a TCP frame header.
 	HeaderSize = 16

@@ -60,7 +60,7 @@ func TestSwimDatagramRejects(t *testing.T) {
 	}{
 		{"empty", nil, ErrTruncated},
 		{"magic", mut(func(b []byte) []byte { b[0] = 'X'; return b }), ErrBadMagic},
-		{"version", mut(func(b []byte) []byte { b[2] = 9; return b }), ErrVersion},
+		{"version", mut(func(b []byte) []byte { b[2] = ProtocolVersion + 1; return b }), ErrVersion},
 		{"flags", mut(func(b []byte) []byte { b[3] = 0x80; return b }), ErrBadFlags},
 		{"trailing", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"truncated", good[:len(good)-1], ErrTruncated},
