@@ -80,7 +80,7 @@ func FuzzSwimDatagram(f *testing.F) {
 	})
 }
 
-// FuzzSwimPushPull: the same property for the full-state payload.
+// FuzzSwimPushPull: the same property for the push-pull payload.
 func FuzzSwimPushPull(f *testing.F) {
 	p := &wire.SwimPushPull{
 		Header: wire.SwimHeader{ClusterID: 3, Sender: []byte("n1"), Generation: 2},
@@ -93,6 +93,9 @@ func FuzzSwimPushPull(f *testing.F) {
 		Versions: []wire.SwimVersionEntry{{Node: []byte("n2"), MetaKind: 2, Version: 8}},
 	}
 	a, _ := wire.AppendSwimPushPull(nil, p)
+	f.Add(a)
+	p.Join, p.Partial, p.Digests = false, true, []uint64{1, 2, 3}
+	a, _ = wire.AppendSwimPushPull(nil, p)
 	f.Add(a)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p wire.SwimPushPull

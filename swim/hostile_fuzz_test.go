@@ -29,7 +29,8 @@ func fuzzPushPull(sender string, members ...wire.SwimPushPullMember) []byte {
 }
 
 // FuzzNodeInput feeds arbitrary datagrams (Receive) and push-pull states
-// (HandlePushPull, and PushPullDone for an exchange this node started) to
+// (HandlePushPull, and PushPullDone for a join or an exchange by digests
+// this node started) to
 // a node, with time moving on between inputs: it never panics, and its
 // state stays within its bounds (members, relays, broadcast queue,
 // generations no further ahead than MaxGenerationAhead, a generation of
@@ -50,12 +51,22 @@ func FuzzNodeInput(f *testing.F) {
 	selfDead := wire.SwimPushPullMember{Node: []byte("self"), Generation: math.MaxUint64 - 1, State: wire.SwimStateLeft, SwimAddr: []byte("x:1")}
 	f.Add(byte(1), fuzzPushPull("a", far, selfDead))
 	f.Add(byte(2), fuzzPushPull("a", wire.SwimPushPullMember{Node: []byte("d"), Generation: 3, State: wire.SwimStateSuspect, SwimAddr: []byte("d:1")}))
+	// Exchanges by digests: a request, and an answer with entries.
+	digests := func(n int, members ...wire.SwimPushPullMember) []byte {
+		p := wire.SwimPushPull{Header: wire.SwimHeader{Sender: []byte("a"), Generation: 1}, Partial: true, Members: members, Digests: make([]uint64, n)}
+		b, _ := wire.AppendSwimPushPull(nil, &p)
+		return b
+	}
+	f.Add(byte(1), digests(DigestBuckets))
+	f.Add(byte(1), digests(wire.MaxPushPullDigests))
+	f.Add(byte(3), digests(1, far))
+	f.Add(byte(3), digests(DigestBuckets, wire.SwimPushPullMember{Node: []byte("e"), Generation: 1, State: wire.SwimStateAlive, SwimAddr: []byte("e:1")}))
 
 	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
 		n := fuzzNode(t)
 		now := t0
 		for step := range 3 {
-			switch sel % 3 {
+			switch sel % 4 {
 			case 0:
 				n.Receive(now, "a:1", data)
 			case 1:
@@ -63,6 +74,11 @@ func FuzzNodeInput(f *testing.F) {
 			case 2:
 				n.Join([]string{"seed:1"})
 				n.Tick(now)
+				for _, pp := range n.Ready().PushPulls {
+					n.PushPullDone(now, pp.ID, data, nil)
+				}
+			case 3:
+				n.requestPushPull("a:1", false)
 				for _, pp := range n.Ready().PushPulls {
 					n.PushPullDone(now, pp.ID, data, nil)
 				}
@@ -99,6 +115,7 @@ func FuzzSealedInput(f *testing.F) {
 	f.Add(byte(0), datagramFrom(f, a, "self:1", &wire.SwimMessage{Kind: wire.SwimPing, Seq: 1, Target: []byte("self")}))
 	f.Add(byte(0), datagramFrom(f, a, "other:1", &wire.SwimMessage{Kind: wire.SwimAck, Seq: 1}))
 	f.Add(byte(1), a.encodeState(false))
+	f.Add(byte(1), a.encodeDigests())
 	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
 		n := keyedNode(t, "self", key)
 		deliver := func() {
