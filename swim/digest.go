@@ -2,6 +2,7 @@ package swim
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/zeebo/xxh3"
 
@@ -97,29 +98,9 @@ func (h *entryHasher) digests(p *wire.SwimPushPull, sums []uint64) {
 // marked, and reports how many entries are left.
 func (h *entryHasher) keep(p *wire.SwimPushPull, differ []bool) int {
 	nb := uint64(len(differ))
-	w := 0
-	for i := range p.Members {
-		if k, _ := h.member(&p.Members[i]); differ[k%nb] {
-			p.Members[w] = p.Members[i]
-			w++
-		}
-	}
-	p.Members = p.Members[:w]
-	w = 0
-	for i := range p.Leaders {
-		if k, _ := h.leader(&p.Leaders[i]); differ[k%nb] {
-			p.Leaders[w] = p.Leaders[i]
-			w++
-		}
-	}
-	p.Leaders = p.Leaders[:w]
-	w = 0
-	for i := range p.Versions {
-		if k, _ := h.version(&p.Versions[i]); differ[k%nb] {
-			p.Versions[w] = p.Versions[i]
-			w++
-		}
-	}
-	p.Versions = p.Versions[:w]
+	drop := func(key, _ uint64) bool { return !differ[key%nb] }
+	p.Members = slices.DeleteFunc(p.Members, func(m wire.SwimPushPullMember) bool { return drop(h.member(&m)) })
+	p.Leaders = slices.DeleteFunc(p.Leaders, func(l wire.SwimShardLeaderEntry) bool { return drop(h.leader(&l)) })
+	p.Versions = slices.DeleteFunc(p.Versions, func(v wire.SwimVersionEntry) bool { return drop(h.version(&v)) })
 	return len(p.Members) + len(p.Leaders) + len(p.Versions)
 }
