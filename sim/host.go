@@ -520,7 +520,7 @@ func (w *World) sendDatagram(from *host, addr string, data []byte) {
 	}
 }
 
-// pushPull runs a SWIM full-state exchange from one node with the node at
+// pushPull runs a SWIM state exchange (push-pull) from one node with the node at
 // addr; a cut either way fails it after a connect timeout.
 func (w *World) pushPull(from *host, id uint64, addr string, req []byte) {
 	from.sent.pushPulls++

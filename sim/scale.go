@@ -64,7 +64,7 @@ type ScaleConfig struct {
 	// Nodes/10, at least 4): their owners renew leases during it.
 	Topics int
 	// Window is the steady window (virtual). The default is one period of
-	// SWIM's full-state exchange at this size (pushPullPeriod), in which
+	// SWIM's state exchange (push-pull) at this size (pushPullPeriod), in which
 	// every node starts one: 90 s at 100 nodes, 180 s at 1,000. A shorter
 	// window counts those exchanges by the chance of their phase.
 	Window time.Duration
@@ -110,7 +110,7 @@ type ScaleResult struct {
 	// Sent is everything the nodes sent in the window; Max the busiest
 	// node's; Classes the same split by kind: "raft", "lease",
 	// "metadata", "ownership", "forward", "other" (peer frames),
-	// "swim" (datagrams) and "pushpull" (SWIM's full-state exchanges,
+	// "swim" (datagrams) and "pushpull" (SWIM's state exchanges,
 	// request and answer).
 	Sent    Traffic            `json:"sent"`
 	Max     Traffic            `json:"max"`
@@ -189,7 +189,7 @@ func (c *ScaleConfig) fill() error {
 }
 
 // pushPullPeriod is how often each SWIM core of a cluster of n starts a
-// full-state exchange with the production timing: the interval, longer
+// state exchange with the production timing: the interval, longer
 // for larger clusters as swim.Node scales it.
 func pushPullPeriod(n int) time.Duration {
 	mult := 1.0

@@ -27,7 +27,7 @@ type PacketConn interface {
 	Close() error
 }
 
-// PushPullTransport carries full-state exchanges (netio.PushPull).
+// PushPullTransport carries state exchanges (netio.PushPull).
 type PushPullTransport interface {
 	Exchange(ctx context.Context, addr string, req []byte) ([]byte, error)
 	Serve(h func(req []byte) ([]byte, error)) error
