@@ -1325,9 +1325,16 @@ func (n *Node) requestPushPull(addr string, join bool) {
 	} else {
 		payload = n.encodeDigests()
 	}
+	n.startPushPull(ppPending{join: join, digest: !join, addr: addr}, payload)
+}
+
+// startPushPull asks the caller to send payload to p.addr and remembers
+// the exchange until its answer.
+func (n *Node) startPushPull(p ppPending, payload []byte) {
 	n.ppNext++
-	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, join: join, digest: !join, addr: addr})
-	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Join: join, Payload: payload})
+	p.id = n.ppNext
+	n.ppPending = append(n.ppPending, p)
+	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: p.id, Addr: p.addr, Join: p.join, Payload: payload})
 }
 
 // collectState puts this node's whole state in n.pp's lists.
@@ -1541,10 +1548,7 @@ func (n *Node) pushDiffering(addr string, theirs []uint64, received int) {
 		}
 		return
 	}
-	payload := n.encodePushPull()
-	n.ppNext++
-	n.ppPending = append(n.ppPending, ppPending{id: n.ppNext, addr: addr})
-	n.out.PushPulls = append(n.out.PushPulls, PushPullRequest{ID: n.ppNext, Addr: addr, Payload: payload})
+	n.startPushPull(ppPending{addr: addr}, n.encodePushPull())
 }
 
 // PushPullDone gives the node the answer to its PushPullRequest id: the

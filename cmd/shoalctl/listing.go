@@ -2,9 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"io"
 	"slices"
 	"strconv"
@@ -92,27 +92,30 @@ func (r allTopics) write(w io.Writer, asJSON bool) error {
 	return bw.Flush()
 }
 
-// cellCache keeps the cells made of owners and their addresses, which
+// memo keeps what build made of the owners and their addresses, which
 // repeat row after row (a few hundred at most are kept).
-type cellCache struct {
-	last, lastCell string
-	cells          map[string]string
+type memo[T any] struct {
+	build func(string) T
+	last  string
+	lastV T
+	done  bool
+	kept  map[string]T
 }
 
-func (c *cellCache) text(s string) string {
-	if s == c.last && c.lastCell != "" {
-		return c.lastCell
+func (m *memo[T]) of(s string) T {
+	if m.done && s == m.last {
+		return m.lastV
 	}
-	cell, ok := c.cells[s]
+	v, ok := m.kept[s]
 	if !ok {
-		if c.cells == nil || len(c.cells) >= 256 {
-			c.cells = make(map[string]string)
+		if m.kept == nil || len(m.kept) >= 256 {
+			m.kept = make(map[string]T)
 		}
-		cell = fastText(s)
-		c.cells[s] = cell
+		v = m.build(s)
+		m.kept[s] = v
 	}
-	c.last, c.lastCell = s, cell
-	return cell
+	m.last, m.lastV, m.done = s, v, true
+	return v
 }
 
 // fastText is text, without its rune-by-rune look at plain ASCII.
@@ -123,7 +126,7 @@ func fastText(s string) string {
 		}
 	}
 	if s == "" {
-		return text(s)
+		return text(s) // shown as ""
 	}
 	return s
 }
@@ -137,11 +140,10 @@ func (r allTopics) writeTable(w *bufio.Writer) error {
 	for i := range width {
 		width[i] = len(header[i])
 	}
-	var owner, addr cellCache
+	owner, addr := memo[string]{build: fastText}, memo[string]{build: fastText}
 	cells := func(a *client.Assignment) (topic, o, ad string) {
-		return fastText(a.Topic), owner.text(a.Owner), addr.text(a.OwnerAddr)
+		return fastText(a.Topic), owner.of(a.Owner), addr.of(a.OwnerAddr)
 	}
-	var num []byte
 	r.each(func(_ int, a *client.Assignment) {
 		t, o, ad := cells(a)
 		width[0] = max(width[0], utf8.RuneCountInString(t))
@@ -150,11 +152,20 @@ func (r allTopics) writeTable(w *bufio.Writer) error {
 		width[3] = max(width[3], decimalLen(a.Epoch))
 		width[4] = max(width[4], decimalLen(uint64(a.Partitions)))
 	})
-	pad := func(s string, col int) {
-		w.WriteString(s)
-		for n := width[col] + 2 - utf8.RuneCountInString(s); n > 0; n-- {
+	spaces := func(n int) {
+		for ; n > 0; n-- {
 			w.WriteByte(' ')
 		}
+	}
+	pad := func(s string, col int) {
+		w.WriteString(s)
+		spaces(width[col] + 2 - utf8.RuneCountInString(s))
+	}
+	var num []byte
+	padNum := func(v uint64, col int) {
+		num = strconv.AppendUint(num[:0], v, 10)
+		w.Write(num)
+		spaces(width[col] + 2 - len(num))
 	}
 	for i, h := range header[:5] {
 		pad(h, i)
@@ -170,16 +181,8 @@ func (r allTopics) writeTable(w *bufio.Writer) error {
 		pad(t, 0)
 		pad(o, 1)
 		pad(ad, 2)
-		num = strconv.AppendUint(num[:0], a.Epoch, 10)
-		w.Write(num)
-		for n := width[3] + 2 - len(num); n > 0; n-- {
-			w.WriteByte(' ')
-		}
-		num = strconv.AppendUint(num[:0], uint64(a.Partitions), 10)
-		w.Write(num)
-		for n := width[4] + 2 - len(num); n > 0; n-- {
-			w.WriteByte(' ')
-		}
+		padNum(a.Epoch, 3)
+		padNum(uint64(a.Partitions), 4)
 		num = strconv.AppendUint(num[:0], a.Shard, 10)
 		w.Write(num)
 		err = w.WriteByte('\n')
@@ -199,7 +202,8 @@ func decimalLen(v uint64) int {
 // writeJSON writes what writeJSON(topicsResult.jsonValue()) writes.
 func (r allTopics) writeJSON(w *bufio.Writer) error {
 	var b []byte
-	var owner, addr jsonCache
+	quote := func(s string) []byte { return appendJSONString(nil, s) }
+	owner, addr := memo[[]byte]{build: quote}, memo[[]byte]{build: quote}
 	w.WriteString(`{"topics":[`)
 	var err error
 	r.each(func(i int, a *client.Assignment) {
@@ -213,9 +217,9 @@ func (r allTopics) writeJSON(w *bufio.Writer) error {
 		b = append(b, `{"topic":`...)
 		b = appendJSONString(b, a.Topic)
 		b = append(b, `,"owner":`...)
-		b = append(b, owner.quote(a.Owner)...)
+		b = append(b, owner.of(a.Owner)...)
 		b = append(b, `,"owner_addr":`...)
-		b = append(b, addr.quote(a.OwnerAddr)...)
+		b = append(b, addr.of(a.OwnerAddr)...)
 		b = append(b, `,"epoch":`...)
 		b = strconv.AppendUint(b, a.Epoch, 10)
 		b = append(b, `,"partitions":`...)
@@ -232,32 +236,8 @@ func (r allTopics) writeJSON(w *bufio.Writer) error {
 	return err
 }
 
-// jsonCache is cellCache for JSON strings.
-type jsonCache struct {
-	last     string
-	lastJSON []byte
-	strings  map[string][]byte
-}
-
-func (c *jsonCache) quote(s string) []byte {
-	if s == c.last && c.lastJSON != nil {
-		return c.lastJSON
-	}
-	q, ok := c.strings[s]
-	if !ok {
-		if c.strings == nil || len(c.strings) >= 256 {
-			c.strings = make(map[string][]byte)
-		}
-		q = appendJSONString(nil, s)
-		c.strings[s] = q
-	}
-	c.last, c.lastJSON = s, q
-	return q
-}
-
-// appendJSONString appends s as encoding/json writes it with HTML left
-// alone: as is when it is printable ASCII without a quote or backslash,
-// else through encoding/json itself.
+// appendJSONString appends s as writeJSON writes it: as is when it is
+// printable ASCII without a quote or backslash, else through writeJSON.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
@@ -270,11 +250,9 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 func appendJSONSlow(b []byte, s string) []byte {
-	var sb strings.Builder
-	enc := json.NewEncoder(&sb)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, s); err != nil {
 		panic(err) // a string always encodes
 	}
-	return append(b, strings.TrimSuffix(sb.String(), "\n")...)
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

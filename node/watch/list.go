@@ -103,6 +103,7 @@ func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *
 	}
 	var owner string
 	var owned, addr []byte
+	seen := false // owner, owned and addr hold an owner's
 	err := s.cfg.Replicas.Read(shard, func(l *Log, topicsFrom func([]byte) iter.Seq[meta.Assignment]) {
 		out.Positions = append(out.Positions, wire.ShardPosition{Shard: shard, Index: l.applied})
 		for a := range topicsFrom(from) {
@@ -113,8 +114,8 @@ func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *
 			if !bytes.HasPrefix(t, m.Prefix) {
 				return // sorted: every later topic is past the prefix too
 			}
-			if owned == nil || a.Owner != owner {
-				owner, owned, addr = a.Owner, bytesOf(a.Owner), []byte(s.cfg.OwnerAddr(a.Owner))
+			if !seen || a.Owner != owner {
+				owner, owned, addr, seen = a.Owner, bytesOf(a.Owner), []byte(s.cfg.OwnerAddr(a.Owner)), true
 			}
 			out.Topics = append(out.Topics, wire.Assignment{Topic: t, Owner: owned, OwnerAddr: addr,
 				Epoch: a.Epoch, Partitions: a.Partitions, Shard: shard})
