@@ -54,11 +54,14 @@ const (
 	OpMarker Op = 5
 	// OpCompact drops tombstones and raises the shard's epoch floor.
 	OpCompact Op = 6
+	// OpSplit ends the shard: its topics go on in the two shards it splits
+	// into, and it applies nothing more (ErrShardSplit).
+	OpSplit Op = 7
 )
 
 var opNames = enum.New("Op", map[Op]string{
 	OpAssign: "AssignTopic", OpRevoke: "RevokeTopic", OpUpdatePartition: "UpdatePartition",
-	OpReassignNode: "ReassignNode", OpMarker: "Marker", OpCompact: "Compact",
+	OpReassignNode: "ReassignNode", OpMarker: "Marker", OpCompact: "Compact", OpSplit: "Split",
 })
 
 func (o Op) String() string { return opNames.Name(o) }
@@ -82,6 +85,7 @@ type Move struct {
 //	OpReassignNode    Node (the dead node), Moves (strictly ascending by topic, each with the epoch it was planned at)
 //	OpMarker          Seq
 //	OpCompact         -
+//	OpSplit           Shard (the shard that splits: a replica of another refuses it)
 //
 // A decoded command's Topic and Moves[i].Topic alias the decoded buffer.
 type Command struct {
@@ -92,6 +96,7 @@ type Command struct {
 	Node       string
 	Moves      []Move
 	Seq        uint64
+	Shard      uint64
 	// Session names the client write an Assign, Revoke or UpdatePartition
 	// is (zero: none); Clock is the leader's stamp on it (see SessionTTL).
 	Session SessionRef
@@ -163,7 +168,7 @@ func (c *Command) Validate() error {
 				return c.fail(fmt.Errorf("%w: moves %w", ErrBadCommand, errNotSorted))
 			}
 		}
-	case OpMarker, OpCompact:
+	case OpMarker, OpCompact, OpSplit:
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
@@ -238,6 +243,8 @@ func AppendCommand(b []byte, c *Command) ([]byte, error) {
 	case OpMarker:
 		b = appendUvarint(b, c.Seq)
 	case OpCompact:
+	case OpSplit:
+		b = appendUvarint(b, c.Shard)
 	}
 	return b, nil
 }
@@ -323,6 +330,8 @@ func decodeCommand(b []byte, c *Command, ids *State) error {
 	case OpMarker:
 		c.Seq = r.Uvarint()
 	case OpCompact:
+	case OpSplit:
+		c.Shard = r.Uvarint()
 	default:
 		if r.Err() == nil {
 			return fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)

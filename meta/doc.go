@@ -42,6 +42,9 @@
 //   - Marker(seq) changes nothing; a leader proposes one to learn when its
 //     view of the shard is current.
 //   - Compact() drops tombstones (see Epochs).
+//   - Split(shard) ends the shard: its topics go on in the two shards it
+//     splits into (the replica's host writes them there), and every later
+//     command is refused with ErrShardSplit and changes nothing.
 //
 // A rejected command changes nothing. Apply validates the whole command
 // before it touches the state.

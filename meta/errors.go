@@ -34,6 +34,9 @@ var (
 	// ErrBadSnapshot: a snapshot that cannot be decoded or breaks an
 	// invariant (unsorted or duplicate topics, a field out of its domain).
 	ErrBadSnapshot = errors.New("meta: bad snapshot")
+	// ErrShardSplit: the shard split; the topics it held are in the shards
+	// it split into, and it applies no command after the split.
+	ErrShardSplit = errors.New("meta: shard split: its topics are in the shards it split into")
 	// ErrSnapshotVersion: a snapshot in a format version this build does
 	// not read.
 	ErrSnapshotVersion = errors.New("meta: unsupported snapshot version")

@@ -98,8 +98,11 @@ func (ck *applyCheck) check(s *State, c *Command, res *Result, err error) error 
 		return fmt.Errorf("a command that failed (%v) or was replayed (%v) reports changes: changed %v, %d changes, %d effects, %d compacted, %d moved",
 			err, res.Replayed, res.Changed, len(res.Changes), len(res.Effects), res.Compacted, res.Moved)
 	}
-	if err == nil && res.Changed != (len(res.Changes) > 0 || res.Compacted > 0) {
-		return fmt.Errorf("changed is %v with %d changes and %d compacted", res.Changed, len(res.Changes), res.Compacted)
+	if err == nil && res.Changed != (len(res.Changes) > 0 || res.Compacted > 0 || res.Split) {
+		return fmt.Errorf("changed is %v with %d changes, %d compacted, split %v", res.Changed, len(res.Changes), res.Compacted, res.Split)
+	}
+	if res.Split != (err == nil && c.Op == OpSplit) || (res.Split && !s.split) {
+		return fmt.Errorf("split %v by %s (err %v), state split %v", res.Split, c.Op, err, s.split)
 	}
 	if unchanged && (s.active != ck.active || s.floor != ck.floor) {
 		return fmt.Errorf("unchanged, yet active %d→%d, floor %d→%d", ck.active, s.active, ck.floor, s.floor)

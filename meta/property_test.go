@@ -95,7 +95,7 @@ func (g *gen) command(s *State) Command {
 		case 1:
 			return reassign("n1", "t7", "n2", "t0", "n3")
 		default:
-			return Command{Op: Op(7 + g.rng.IntN(200))}
+			return Command{Op: Op(8 + g.rng.IntN(200))}
 		}
 	}
 }

@@ -130,6 +130,17 @@ func NewLoader() *Loader { return &Loader{s: New()} }
 // SetFloor sets the shard's epoch floor.
 func (l *Loader) SetFloor(floor uint64) { l.s.floor = floor }
 
+// SetSplit marks the shard split (State.Split).
+func (l *Loader) SetSplit() { l.s.split = true }
+
+// DrainSplit reports whether Apply split the shard since the last call,
+// with TrackChanges set: the mark is then to be stored.
+func (s *State) DrainSplit() bool {
+	c := s.splitChanged
+	s.splitChanged = false
+	return c
+}
+
 // Add adds topic's record from its encoding (topic and value are copied).
 // A record that does not decode, breaks an invariant or is out of order is
 // an error wrapping ErrBadSnapshot; the loader then refuses everything.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/shoalmq/shoal/internal/mutant"
+	"maps"
 	"slices"
 	"time"
 )
@@ -277,6 +278,12 @@ func (s *State) DrainSessions(fn func(id uint64)) {
 		fn(id)
 	}
 	s.changedSessions = s.changedSessions[:0]
+}
+
+// SessionIDs returns the ids of the sessions the shard holds, in
+// ascending order.
+func (s *State) SessionIDs() []uint64 {
+	return slices.Sorted(maps.Keys(s.sessions))
 }
 
 // AppendSession appends the encoding of session id's record to b; ok is

@@ -97,6 +97,8 @@ type Result struct {
 	// Moved and Skipped count a ReassignNode's moves that applied and that
 	// no longer matched the state; Compacted counts dropped tombstones.
 	Moved, Skipped, Compacted int
+	// Split: the command split the shard (OpSplit).
+	Split bool
 	// Effects lists the RPCs to send, in order: for a move, the Close to
 	// the previous owner comes before the Open to the new one.
 	Effects []Effect
@@ -156,9 +158,12 @@ type State struct {
 	entry Command
 	// With track set, changed lists the topics Apply changed and
 	// floorChanged whether the floor moved, until DrainChanges.
-	track           bool
-	changed         []string
-	floorChanged    bool
+	track        bool
+	changed      []string
+	floorChanged bool
+	splitChanged bool
+	// split: the shard applied OpSplit and applies nothing more.
+	split           bool
 	changedSessions []uint64
 	// sessions holds the client sessions that wrote here (session.go);
 	// clock is the newest stamp applied.
@@ -192,6 +197,9 @@ func (s *State) Apply(c *Command, res *Result) (err error) {
 		defer func() { s.inv.after(s, c, res, err) }()
 	}
 	res.reset()
+	if s.split {
+		return fmt.Errorf("meta: %s: %w", c.Op, ErrShardSplit)
+	}
 	if c.Session.ID != 0 && c.Op.takesSession() {
 		if err := c.Validate(); err != nil {
 			return err
@@ -216,10 +224,17 @@ func (s *State) applyOne(c *Command, res *Result) error {
 		s.reassign(c, res)
 	case OpCompact:
 		s.compact(res)
+	case OpSplit:
+		s.split, s.splitChanged = true, s.track
+		res.Changed, res.Split = true, true
 	case OpMarker:
 	}
 	return nil
 }
+
+// Split reports whether the shard applied OpSplit: its topics are in the
+// shards it split into, and it applies nothing more.
+func (s *State) Split() bool { return s.split }
 
 // ApplyEntry decodes a committed raft entry and applies it. An empty entry
 // (raft's own, appended by every new leader) is a no-op. An entry that does
@@ -250,6 +265,9 @@ func (s *State) ApplyEntry(data []byte, res *Result) error {
 func (s *State) Check(c *Command) error {
 	if err := c.Validate(); err != nil {
 		return err
+	}
+	if s.split {
+		return fmt.Errorf("meta: %s: %w", c.Op, ErrShardSplit)
 	}
 	switch c.Op {
 	case OpAssign:

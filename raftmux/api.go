@@ -60,6 +60,11 @@ type Batch interface {
 	SetConfState(shard uint64, cs *raftpb.ConfState)
 	// SetApplied records the shard's applied index.
 	SetApplied(shard, idx uint64)
+	// Seed starts a shard that holds nothing at index: an empty log whose
+	// truncation point is (index, term), applied and commit indexes at
+	// index, configuration cs. A group born from an entry of another (a
+	// split) starts so, from the data the same batch writes.
+	Seed(shard, index, term uint64, cs *raftpb.ConfState)
 	// Put and Delete write the state machine's data of the shard.
 	Put(shard uint64, key, value []byte)
 	Delete(shard uint64, key []byte)

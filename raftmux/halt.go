@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -95,6 +96,80 @@ type staging struct {
 	Batch // the round's batch; Append, SetConfState and SetApplied go straight to it
 	ops   []stagedOp
 	buf   []byte
+	// w and r: the worker and the replica whose commands are applying;
+	// seeds the shards their Apply seeded (SeedChild), written with the
+	// rest at commit.
+	w     *worker
+	r     *replica
+	seeds []seed
+}
+
+// seed is a shard born of an entry of r's (a split): its start and the
+// configuration it inherits. campaign: this replica led when it applied
+// the entry, so the child campaigns here at once.
+type seed struct {
+	child, index, term uint64
+	cs                 raftpb.ConfState
+	campaign           bool
+}
+
+// Splitter is what the batch a StateMachine's Apply is handed offers a
+// command that splits the shard. SeedChild starts shard child on this host
+// from the entry at (index, term) being applied: with the parent's
+// configuration (its voters and learners), its log empty from that entry
+// on, its applied index there, and the data the same Apply writes for it
+// (Put). It reports false, and the caller writes nothing for the child,
+// when this replica is not in the configuration or the child is already
+// here (it has state or a tombstone: a replica of it was made otherwise,
+// which its leader fills). A parent in a joint configuration cannot split
+// (ErrSplitJoint): every replica refuses the same entry alike. Once the
+// round's writes are committed, the child's replica opens on its worker;
+// where the parent's replica led, it campaigns at once.
+//
+// A host whose groups split must not create a child's replica from a
+// message while it hosts the parent (Config.AcceptReplica): the parent's
+// apply makes it.
+type Splitter interface {
+	SeedChild(child, index, term uint64) (bool, error)
+}
+
+// ErrSplitJoint: a split entry applied while the parent's configuration
+// was joint.
+var ErrSplitJoint = errors.New("raftmux: split in a joint configuration")
+
+// SeedChild implements Splitter.
+func (s *staging) SeedChild(child, index, term uint64) (bool, error) {
+	r, cfg := s.r, &s.w.h.cfg
+	if child == r.shard {
+		return false, fmt.Errorf("%w: shard %d seeds itself", ErrInvalid, child)
+	}
+	if len(r.confState.VotersOutgoing) > 0 {
+		return false, fmt.Errorf("raftmux: shard %d splits at %d: %w", r.shard, index, ErrSplitJoint)
+	}
+	if !isMember(r.confState, cfg.NodeID) {
+		return false, nil
+	}
+	for _, sd := range s.seeds {
+		if sd.child == child {
+			return false, fmt.Errorf("%w: shard %d seeded twice", ErrInvalid, child)
+		}
+	}
+	if _, ok, err := cfg.Storage.Tombstone(child); err != nil || ok {
+		return false, err
+	}
+	if applied, err := cfg.Storage.Applied(child); err != nil || applied != 0 {
+		return false, err
+	}
+	rs, err := cfg.Storage.Storage(child)
+	if err != nil {
+		return false, err
+	}
+	if last, err := rs.LastIndex(); err != nil || last != 0 {
+		return false, err
+	}
+	cs := raftpb.ConfState{Voters: slices.Clone(r.confState.Voters), Learners: slices.Clone(r.confState.Learners)}
+	s.seeds = append(s.seeds, seed{child: child, index: index, term: term, cs: cs, campaign: r.state == raft.StateLeader})
+	return true, nil
 }
 
 type stagedOp struct {
@@ -123,6 +198,11 @@ func (s *staging) Delete(shard uint64, key []byte) {
 
 // commit hands the held writes to the round's batch, in order.
 func (s *staging) commit() {
+	for i := range s.seeds {
+		sd := &s.seeds[i]
+		s.Batch.Seed(sd.child, sd.index, sd.term, &sd.cs)
+	}
+	s.w.seeded = append(s.w.seeded, s.seeds...)
 	for _, op := range s.ops {
 		if op.del {
 			s.Batch.Delete(op.shard, s.buf[op.k:op.v])
@@ -142,6 +222,9 @@ func (s *staging) reset() {
 		s.buf = s.buf[:0]
 	}
 	s.Batch = nil
+	clear(s.seeds)
+	s.seeds = s.seeds[:0]
+	s.w, s.r = nil, nil
 }
 
 // applyConfChange applies cc to r's RawNode. raft panics on a change that

@@ -315,9 +315,18 @@ func (w *worker) applyItems(items []readyItem, early bool) bool {
 		return true
 	}
 	if err := ab.Commit(false); err != nil {
+		clear(w.seeded)
+		w.seeded = w.seeded[:0]
 		w.h.halt(fmt.Errorf("raftmux: persist applied state: %w", err))
 		return false
 	}
+	for _, sd := range w.seeded {
+		if err := w.h.worker(sd.child).enqueueControl(event{kind: evSeeded, shard: sd.child, ok: sd.campaign}); err != nil {
+			break // stopping: the next start opens it from the store
+		}
+	}
+	clear(w.seeded)
+	w.seeded = w.seeded[:0]
 	if early {
 		w.reply()
 	}
@@ -422,7 +431,7 @@ func (w *worker) applyCmds(r *replica, b Batch) error {
 		return nil
 	}
 	st := &w.staged
-	st.Batch = b
+	st.Batch, st.w, st.r = b, w, r
 	err := w.h.cfg.StateMachine.Apply(r.shard, cmds, st)
 	if err != nil {
 		err = fmt.Errorf("raftmux: shard %d: apply entries %d-%d: %w", r.shard, cmds[0].Index, cmds[len(cmds)-1].Index, err)

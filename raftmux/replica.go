@@ -19,6 +19,11 @@ type replica struct {
 	shard uint64
 	rn    *raft.RawNode
 	rs    raft.Storage
+	// seedCampaign: a child born here of a split whose parent this
+	// replica's host led, seeded at seededTick, campaigns until it knows
+	// a leader (seededCampaign).
+	seedCampaign bool
+	seededTick   uint64
 
 	touched  bool
 	quiesced bool
@@ -321,6 +326,74 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 	delete(w.tombstones, shard)
 	_, err := w.openReplica(shard)
 	return err
+}
+
+// openSeeded opens the replica of shard, seeded by a split applied here
+// (Splitter), once the seed is committed; campaign: the parent's replica
+// here led. A replica created empty by a message meanwhile is replaced,
+// as bootstrap replaces one; one the store shows filled otherwise is kept.
+func (w *worker) openSeeded(shard uint64, campaign bool) {
+	r := w.replicas[shard]
+	if r != nil && r.halted != nil {
+		return
+	}
+	if r == nil || (r.applied == 0 && len(r.confState.Voters) == 0 && len(r.confState.Learners) == 0) {
+		// Not open, or open empty (a message came first): open it from
+		// the store. One the store filled (a message after the seed
+		// committed) is kept.
+		if r != nil {
+			r.failAll(ErrShardExists)
+			w.dropInSnap(r)
+			w.releaseSnapData(r)
+			r.destroyed = true
+			delete(w.replicas, shard)
+			w.orderStale = true
+			delete(w.awake, shard)
+		}
+		applied, err := w.h.cfg.Storage.Applied(shard)
+		if err == nil {
+			err = w.h.cfg.StateMachine.Restore(shard, applied)
+		}
+		if err == nil {
+			r, err = w.openReplica(shard)
+		}
+		if err != nil {
+			w.h.cfg.Logger.Error("raftmux: open a shard born of a split", "shard", shard, "err", err)
+			return
+		}
+	}
+	if campaign && r.rn.BasicStatus().Lead == raft.None {
+		// At once, and again seedCampaignTicks later if no leader came
+		// of it: the other replicas open their children only once they
+		// applied the split, which the parent's next heartbeat tells them.
+		w.wake(r)
+		_ = r.rn.Campaign()
+		r.seededTick, r.seedCampaign = w.tickCount, true
+		w.touch(r)
+	}
+}
+
+// seedCampaignTicks: how often a child's replica on the parent's leader
+// campaigns again while it knows no leader, for an election timeout after
+// the split: the other replicas open their children only once they
+// applied the split, which the parent's next heartbeat tells them. A
+// pre-vote that finds them without the child changes no term.
+const seedCampaignTicks = 2
+
+// seededCampaign runs every tick for an awake replica (see
+// seedCampaignTicks).
+func (w *worker) seededCampaign(r *replica) {
+	if !r.seedCampaign {
+		return
+	}
+	since := w.tickCount - r.seededTick
+	if r.lead != 0 || r.state == raft.StateLeader || since > uint64(w.h.cfg.ElectionTicks) {
+		r.seedCampaign = false
+		return
+	}
+	if since%seedCampaignTicks == 0 {
+		_ = r.rn.Campaign()
+	}
 }
 
 type emptyReader struct{}

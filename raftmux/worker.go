@@ -30,6 +30,7 @@ const (
 	evLiveness
 	evInfo
 	evDrop
+	evSeeded
 )
 
 type nodeState uint8
@@ -100,8 +101,11 @@ type worker struct {
 	syncing  []readyItem
 	syncDue  time.Time
 	ackTimer *time.Timer
-	// staged holds a state machine's writes until its Apply succeeds.
+	// staged holds a state machine's writes until its Apply succeeds;
+	// seeded the shards this round's applies seeded (Splitter), opened
+	// once the round's apply batch is committed.
 	staged staging
+	seeded []seed
 	// receiving: replicas with an incoming snapshot stream in progress.
 	receiving map[*replica]struct{}
 }
@@ -399,6 +403,8 @@ func (w *worker) handle(ev *event) {
 		w.handleLiveness(ev.from, ev.nodeState)
 	case evDrop:
 		ev.req.finish(result{err: w.drop(ev.shard)})
+	case evSeeded:
+		w.openSeeded(ev.shard, ev.ok)
 	case evInfo:
 		out := make([]Info, 0, len(w.replicas))
 		for _, r := range w.ordered() {
@@ -426,6 +432,7 @@ func (w *worker) tick() {
 			r.rn.Tick()
 		}
 		w.suspectCampaign(r)
+		w.seededCampaign(r)
 		w.retryReads(r)
 		w.retryConfirms(r)
 		w.touch(r)

@@ -251,6 +251,51 @@ func (b *Batch) SetConfState(shard uint64, cs *raftpb.ConfState) {
 	b.set(b.key, b.val)
 }
 
+// Seed starts shard's empty replica state at index: its log empty with
+// (index, term) as its truncation point, its applied and commit indexes at
+// index, its configuration cs. A raft group born from an entry of another
+// (a split) starts so, from data the same batch writes, where a group born
+// by itself starts at index 1. The shard must hold no log, no applied
+// state and no configuration; a HardState it holds at a later term (a vote
+// given) is kept.
+func (b *Batch) Seed(shard, index, term uint64, cs *raftpb.ConfState) {
+	if b.err != nil {
+		return
+	}
+	if index == 0 || term == 0 {
+		b.fail(fmt.Errorf("shardstore: shard %d: seed at index %d, term %d: %w", shard, index, term, ErrInvalid))
+		return
+	}
+	op := b.op(shard)
+	if op == nil {
+		return
+	}
+	if op.last != 0 || op.trunc != 0 || op.applied != 0 || op.firstNew != 0 {
+		b.fail(fmt.Errorf("shardstore: shard %d: seed at %d over a log to %d (applied %d): %w", shard, index, op.last, op.applied, ErrInvalid))
+		return
+	}
+	if term > op.hs.term {
+		op.hs = hardState{term: term}
+	}
+	op.hs.commit = index
+	op.hasHS = true
+	op.commit = index
+	op.trunc, op.truncTerm = index, term
+	op.last, op.lastTerm = index, term
+	op.applied, op.hasApply = index, true
+	hsp := op.hs.proto()
+	b.key = appendStateKey(b.key[:0], shard, stateHardState)
+	b.val = appendHardState(b.val[:0], &hsp)
+	b.set(b.key, b.val)
+	b.key = appendStateKey(b.key[:0], shard, stateApplied)
+	b.val = appendUint64Value(b.val[:0], index)
+	b.set(b.key, b.val)
+	b.key = appendStateKey(b.key[:0], shard, stateTruncated)
+	b.val = appendTruncated(b.val[:0], index, term)
+	b.set(b.key, b.val)
+	b.SetConfState(shard, cs)
+}
+
 // Put sets key of shard's state-machine data.
 func (b *Batch) Put(shard uint64, key, value []byte) {
 	if b.err != nil {

@@ -15,11 +15,14 @@ import (
 //	"meta"      → the whole state, as versions before per-topic records
 //	              wrote it; read when present, replaced by records at the
 //	              next apply
+//	"x"         → present once the shard split (empty value): it applies
+//	              nothing more
 var (
 	TopicRecordPrefix = []byte("t")
 	EpochFloorKey     = []byte("f")
 	LegacyMetaKey     = []byte("meta")
 	SessionPrefix     = []byte("s")
+	SplitMarkKey      = []byte("x")
 )
 
 // SessionKey appends session id's record key to dst.

@@ -987,3 +987,62 @@ func TestCommitAloneIsNotWritten(t *testing.T) {
 		t.Fatalf("commit beyond the last index: got %v, want ErrInvalid", err)
 	}
 }
+
+// A seeded shard starts at the seed: its log empty after (index, term),
+// applied and committed there, with its configuration and the data of the
+// same batch; a restart finds it so, its log continues from there, and a
+// shard with a log is not seeded.
+func TestSeedStartsAShardAtAnIndex(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs, Config{})
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}
+	// A vote given at a later term than the seed's survives it.
+	b := s.NewBatch()
+	b.Append(20, &raftpb.HardState{Term: 9, Vote: 2}, nil)
+	commit(t, b, true)
+	b = s.NewBatch()
+	b.Seed(10, 40, 7, cs)
+	b.Seed(20, 40, 7, cs)
+	b.Put(10, []byte("k"), []byte("v"))
+	commit(t, b, false)
+	check := func(s *Store) {
+		t.Helper()
+		for shard, wantHS := range map[uint64]raftpb.HardState{10: {Term: 7, Commit: 40}, 20: {Term: 9, Vote: 2, Commit: 40}} {
+			r, err := s.Storage(shard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := r.FirstIndex()
+			last, _ := r.LastIndex()
+			term, _ := r.Term(40)
+			hs, gotCS, _ := r.InitialState()
+			applied, _ := s.Applied(shard)
+			if first != 41 || last != 40 || term != 7 || applied != 40 || hs != wantHS || !reflect.DeepEqual(gotCS, *cs) {
+				t.Fatalf("shard %d: first %d last %d term(40) %d applied %d hs %v conf %v", shard, first, last, term, applied, hs, gotCS)
+			}
+		}
+		if v, _ := s.Get(10, []byte("k")); string(v) != "v" {
+			t.Fatalf("seeded data: %q", v)
+		}
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs, Config{})
+	check(s)
+	b = s.NewBatch()
+	b.Append(10, nil, []raftpb.Entry{newEntry(41, 8, []byte("next"))})
+	commit(t, b, true)
+	b = s.NewBatch()
+	b.Seed(10, 50, 8, cs)
+	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("seed over a log: %v", err)
+	}
+	b = s.NewBatch()
+	b.Seed(30, 0, 8, cs)
+	if err := b.Commit(true); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("seed at index 0: %v", err)
+	}
+	_ = s.Close()
+}

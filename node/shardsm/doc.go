@@ -17,6 +17,11 @@
 //     data key of the shard) both find exactly the state of the applied
 //     index, and an apply costs the same in a shard of ten topics or of ten
 //     thousand.
+//   - Splits (split.go): a split's children are seeded on this host at
+//     the split's index (raftmux.Splitter) and given, in the split's
+//     batch, the parent's records of the topics their ranges hold
+//     (Config.Space), its floor and its sessions; the parent is marked
+//     split and refuses every later command.
 //   - Snapshot restores (Restore): a shard's state and change log are
 //     loaded again from the records a raft snapshot wrote.
 //   - The change log of each shard (a watch.Log, node/watch): filled from

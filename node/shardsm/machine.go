@@ -1,6 +1,7 @@
 package shardsm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/watch"
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/shardstore"
 )
 
@@ -35,6 +37,10 @@ type Config struct {
 	// restored, that the shard's change log grew (watchers wait for it).
 	// May be nil.
 	Logged func(shard uint64)
+	// Space is the cluster's shard id space (its base shard count): a
+	// split gives each topic to the child whose range holds it. Zero
+	// refuses every split.
+	Space router.ShardSpace
 }
 
 // Result is what a proposer gets back from the apply of its command (the
@@ -58,6 +64,7 @@ type Machine struct {
 	effects      func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
 	logged       func(shard uint64)
 	changeLogLen int
+	space        router.ShardSpace
 
 	mu     sync.Mutex
 	shards map[uint64]*Shard
@@ -95,6 +102,7 @@ func New(cfg Config) *Machine {
 		effects:      cfg.Effects,
 		logged:       cfg.Logged,
 		changeLogLen: cfg.ChangeLogLen,
+		space:        cfg.Space,
 		shards:       make(map[uint64]*Shard),
 	}
 }
@@ -115,6 +123,11 @@ func (m *Machine) load(shard uint64) (st *meta.State, legacy bool, err error) {
 		return st, true, nil
 	}
 	l := meta.NewLoader()
+	if b, err := m.store.Get(shard, shardstore.SplitMarkKey); err != nil {
+		return nil, false, fmt.Errorf("node: shard %d: load split mark: %w", shard, err)
+	} else if b != nil {
+		l.SetSplit()
+	}
 	if b, err := m.store.Get(shard, shardstore.EpochFloorKey); err != nil {
 		return nil, false, fmt.Errorf("node: shard %d: load floor: %w", shard, err)
 	} else if b != nil {
@@ -302,7 +315,17 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 	changed, logged := false, false
 	s.mu.Lock()
 	for i := range cmds {
-		err := s.State.ApplyEntry(cmds[i].Data, &res)
+		var seeded []uint64
+		err := m.seedSplit(shard, s.State, &cmds[i], b, &seeded)
+		if err == nil {
+			err = s.State.ApplyEntry(cmds[i].Data, &res)
+		} else if !errors.Is(err, errSplitRefused) {
+			s.mu.Unlock()
+			return err
+		}
+		if err == nil && res.Split {
+			m.fillChildren(s, seeded, b)
+		}
 		if mutant.On(mutant.ApplyError) {
 			err = nil
 		}

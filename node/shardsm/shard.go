@@ -113,6 +113,9 @@ func (s *Shard) persist(shard uint64, b raftmux.Batch) {
 		s.putFloor(shard, b)
 	}
 	s.State.DrainSessions(func(id uint64) { s.putSession(shard, id, b) })
+	if s.State.DrainSplit() {
+		b.Put(shard, shardstore.SplitMarkKey, nil)
+	}
 }
 
 func (s *Shard) putSession(shard, id uint64, b raftmux.Batch) {

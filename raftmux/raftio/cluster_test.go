@@ -152,6 +152,7 @@ func (c *cluster) start(id uint64) *host {
 		c.t.Fatal(err)
 	}
 	hs := &host{id: id, store: store, storage: raftio.NewStorage(store), kv: raftmuxtest.NewKV(nil, true), done: make(chan struct{})}
+	hs.kv.Iterate = func(shard uint64, fn func(key, value []byte) bool) error { return store.Iterate(shard, nil, fn) }
 	var inbound atomic.Pointer[raftio.Inbound]
 	nt, err := netio.New(netio.Config{
 		ClusterID:  1,

@@ -151,6 +151,10 @@ func (b *batch) SetConfState(shard uint64, cs *raftpb.ConfState) { b.sb().SetCon
 
 func (b *batch) SetApplied(shard, idx uint64) { b.sb().SetApplied(shard, idx) }
 
+func (b *batch) Seed(shard, index, term uint64, cs *raftpb.ConfState) {
+	b.sb().Seed(shard, index, term, cs)
+}
+
 func (b *batch) Put(shard uint64, key, value []byte) { b.sb().Put(shard, key, value) }
 
 func (b *batch) Delete(shard uint64, key []byte) { b.sb().Delete(shard, key) }

@@ -368,6 +368,7 @@ const (
 	opApplied
 	opPut
 	opDelete
+	opSeed
 )
 
 type op struct {
@@ -394,6 +395,9 @@ func (b *memBatch) SetConfState(shard uint64, cs *raftpb.ConfState) {
 }
 func (b *memBatch) SetApplied(shard, idx uint64) {
 	b.ops = append(b.ops, op{kind: opApplied, shard: shard, idx: idx})
+}
+func (b *memBatch) Seed(shard, index, term uint64, cs *raftpb.ConfState) {
+	b.ops = append(b.ops, op{kind: opSeed, shard: shard, idx: index, hs: &raftpb.HardState{Term: term}, cs: cloneConfState(cs)})
 }
 func (b *memBatch) Put(shard uint64, key, value []byte) {
 	b.ops = append(b.ops, op{kind: opPut, shard: shard, key: string(key), val: slices.Clone(value)})
@@ -461,6 +465,24 @@ func (b *memBatch) Commit(sync bool) error {
 			sh.cs = o.cs
 		case opApplied:
 			sh.applied = o.idx
+		case opSeed:
+			ms := sh.ms.Load()
+			if last, _ := ms.LastIndex(); last != 0 || sh.applied != 0 {
+				return fmt.Errorf("raftmuxtest: shard %d: seed over a log to %d", o.shard, last)
+			}
+			snap := raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: o.idx, Term: o.hs.Term, ConfState: *o.cs}}
+			if err := ms.ApplySnapshot(snap); err != nil {
+				return err
+			}
+			hs, _, _ := ms.InitialState()
+			if o.hs.Term > hs.Term {
+				hs = raftpb.HardState{Term: o.hs.Term}
+			}
+			hs.Commit = o.idx
+			if err := ms.SetHardState(hs); err != nil {
+				return err
+			}
+			sh.cs, sh.applied = o.cs, o.idx
 		case opPut:
 			sh.kv[o.key] = o.val
 		case opDelete:

@@ -102,7 +102,8 @@ func WaitFor(tb testing.TB, what string, timeout time.Duration, cond func() bool
 
 // Propose sends cmd to shard's leader, following NotLeader hints and
 // trying the others in turn, until it commits, fails for good or timeout
-// passes. It returns the index the KV state machine applied it at.
+// passes. It returns the index the KV state machine applied it at, or the
+// error it refused it with.
 func (c Hosts) Propose(shard uint64, cmd []byte, timeout time.Duration) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -119,6 +120,9 @@ func (c Hosts) Propose(shard uint64, cmd []byte, timeout time.Duration) (uint64,
 		}
 		res, err := h.Propose(ctx, shard, cmd)
 		if err == nil {
+			if e, ok := res.(error); ok {
+				return 0, e // the state machine refused it
+			}
 			return res.(uint64), nil
 		}
 		var nl *raftmux.NotLeaderError
