@@ -35,7 +35,11 @@ const maxAvoided = 64
 
 // leaderTable is the client's copy of a node's shard-leader table.
 type leaderTable struct {
+	// shards bounds the ids of the live shards; smap places keys (the
+	// shards split since the cluster's birth are learnt from the shards
+	// that have leaders: a shard exists only once its parent split).
 	shards uint32
+	smap   *router.ShardMap
 	// addrs[s] is the client address of shard s's leader; nil or "" when
 	// not known. An entry is replaced on its own by a NotLeader hint.
 	addrs []atomic.Pointer[string]
@@ -44,6 +48,9 @@ type leaderTable struct {
 // leaderTableOf builds the client's table from a node's answer.
 func leaderTableOf(m *wire.LeaderTable) *leaderTable {
 	t := &leaderTable{shards: uint32(m.Shards), addrs: make([]atomic.Pointer[string], m.Shards)}
+	if m.Base > 0 {
+		t.smap, _ = router.NewShardMap(uint32(m.Base))
+	}
 	addrs := make([]*string, len(m.Nodes))
 	for i := range m.Nodes {
 		if a := string(m.Nodes[i].Addr); ValidateAddr(a) == nil {
@@ -53,7 +60,13 @@ func leaderTableOf(m *wire.LeaderTable) *leaderTable {
 	for s, l := range m.Leaders {
 		if l > 0 {
 			t.addrs[s].Store(addrs[l-1])
+			if t.smap != nil {
+				t.smap, _ = t.smap.Including(uint32(s))
+			}
 		}
+	}
+	if t.smap == nil {
+		t.shards = 0 // no shard: every request goes to the seeds
 	}
 	return t
 }
@@ -71,7 +84,10 @@ func (c *Client) leaderAddr(topic []byte) (addr string, shard int64) {
 	if t == nil || t.shards == 0 {
 		return "", -1
 	}
-	s := router.ShardOf(topic, t.shards)
+	s := t.smap.Of(topic)
+	if s >= t.shards {
+		return "", int64(s)
+	}
 	if p := t.addrs[s].Load(); p != nil && !c.avoided(*p) {
 		return *p, int64(s)
 	}

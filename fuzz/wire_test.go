@@ -135,8 +135,9 @@ func FuzzShardList(f *testing.F) {
 }
 
 func FuzzLeaderTableAnswer(f *testing.F) {
-	codec(f, []*wire.LeaderTable{{Shards: 3, Nodes: []wire.LeaderNode{{ID: b("n1"), Addr: b("127.0.0.1:7101")}, {ID: b("n2")}},
-		Leaders: []uint32{1, 0, 2}, Terms: []uint64{4, 0, 9}}},
+	codec(f, []*wire.LeaderTable{{Shards: 3, Base: 3, Nodes: []wire.LeaderNode{{ID: b("n1"), Addr: b("127.0.0.1:7101")}, {ID: b("n2")}},
+		Leaders: []uint32{1, 0, 2}, Terms: []uint64{4, 0, 9}},
+		{Shards: 5, Base: 1, Nodes: []wire.LeaderNode{{ID: b("n1")}}, Leaders: []uint32{0, 1, 0, 1, 1}, Terms: []uint64{0, 2, 0, 3, 3}}},
 		wire.AppendLeaderTableAnswer, wire.DecodeLeaderTableAnswer)
 }
 

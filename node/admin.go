@@ -12,7 +12,6 @@ import "github.com/shoalmq/shoal/node/admin"
 func (n *Node) newAdmin() (*admin.Handler, error) {
 	return admin.New(admin.Config{
 		Self:           n.cfg.ID,
-		Shards:         n.cfg.Shards,
 		RequestTimeout: n.cfg.RequestTimeout,
 		RaftID:         RaftID,
 		Server:         n.srv,

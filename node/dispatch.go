@@ -18,7 +18,6 @@ import (
 func (n *Node) newDispatch() (*dispatch.Dispatcher, error) {
 	return dispatch.New(dispatch.Config{
 		Self:        n.cfg.ID,
-		Shards:      n.cfg.Shards,
 		Leaders:     n.leaders,
 		Routes:      n.cache,
 		Machine:     n.sm,

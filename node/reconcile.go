@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/shoalmq/shoal/router"
 	"time"
 
 	"github.com/shoalmq/shoal/node/reconcile"
@@ -55,6 +56,8 @@ func (e reconcileEnv) MarkBorn()                   { e.n.birth.MarkBorn() }
 func (e reconcileEnv) Host() reconcile.Host        { return e.n.host }
 
 func (e reconcileEnv) ReadyAt() time.Time { return e.n.birth.ReadyAt() }
+
+func (e reconcileEnv) ShardMap() *router.ShardMap { return e.n.leaders.Map() }
 
 func (e reconcileEnv) AskShards(leader string, done func(*wire.ShardList, error)) {
 	e.n.srv.AskShards(leader, done)

@@ -19,7 +19,6 @@ import (
 func (n *Node) newServer(firstForward uint64, own *session.Writer) (*serve.Server, error) {
 	return serve.New(serve.Config{
 		Self:         n.cfg.ID,
-		Shards:       n.cfg.Shards,
 		Timeout:      n.cfg.RequestTimeout,
 		FirstForward: firstForward,
 		Leaders:      n.leaders,

@@ -17,7 +17,7 @@ import (
 // newWatch builds the node's watch room.
 func (n *Node) newWatch() (*watch.Server, error) {
 	return watch.New(watch.Config{
-		Shards:      int(n.cfg.Shards),
+		Map:         n.leaders.Map,
 		MaxWatchers: n.cfg.MaxWatchers,
 		MaxWait:     n.cfg.RequestTimeout / 2,
 		Replicas:    watchReplicas{parts{n}},

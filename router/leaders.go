@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -20,30 +21,55 @@ type leaderCell struct {
 // LeaderTable maps each shard to its current raft leader and term, as learned
 // from raft, from gossip and from NotLeader hints. An update is applied only
 // with a term at least the current one, so a claim from a deposed leader
-// never overwrites a newer one. Reads take no lock; updates are lock-free
-// compare-and-swap per shard. Safe for concurrent use.
+// never overwrites a newer one. Reads take no lock; updates are serialized
+// by a mutex (leaders change rarely). Safe for concurrent use.
+//
+// The table holds the cluster's shard map too (Map): a shard exists only
+// once its ancestors split, so an update for a shard the map does not hold
+// yet (a child whose leader is learned) splits the map down to it. Rows of
+// shards that split stay until updated no more; they route nothing.
 type LeaderTable struct {
-	cells   []atomic.Pointer[leaderCell]
+	space ShardSpace
+	// cells covers the ids below the map's IDLimit; it grows (a new slice,
+	// under mu) as the map splits deeper.
+	cells   atomic.Pointer[[]atomic.Pointer[leaderCell]]
+	smap    atomic.Pointer[ShardMap]
+	mu      sync.Mutex
 	version atomic.Uint64
 	termSum atomic.Uint64
 }
 
-// NewLeaderTable returns a table for shards [0, shards), every leader
-// unknown at term 0.
-func NewLeaderTable(shards uint32) *LeaderTable {
-	return &LeaderTable{cells: make([]atomic.Pointer[leaderCell], shards)}
+// NewLeaderTable returns a table for a cluster born with base shards, none
+// split, every leader unknown at term 0. A base above MaxMapShards is
+// clamped to it.
+func NewLeaderTable(base uint32) *LeaderTable {
+	base = min(max(base, 1), MaxMapShards)
+	m, _ := NewShardMap(base)
+	t := &LeaderTable{space: m.Space()}
+	cells := make([]atomic.Pointer[leaderCell], base)
+	t.cells.Store(&cells)
+	t.smap.Store(m)
+	return t
 }
 
-// Shards returns the number of shards in the table.
-func (t *LeaderTable) Shards() uint32 { return uint32(len(t.cells)) }
+// Shards returns the bound on the ids of the table's shards: the map's
+// IDLimit (the base, while no shard split).
+func (t *LeaderTable) Shards() uint32 { return uint32(len(*t.cells.Load())) }
+
+// Space returns the shard id space of the table's cluster.
+func (t *LeaderTable) Space() ShardSpace { return t.space }
+
+// Map returns the shard map the table has learned.
+func (t *LeaderTable) Map() *ShardMap { return t.smap.Load() }
 
 // Get returns a shard's leader and term; ok is false when the leader is not
 // known or the shard is outside the table. It allocates nothing.
 func (t *LeaderTable) Get(shard uint32) (leader string, term uint64, ok bool) {
-	if shard >= uint32(len(t.cells)) {
+	cells := *t.cells.Load()
+	if shard >= uint32(len(cells)) {
 		return "", 0, false
 	}
-	c := t.cells[shard].Load()
+	c := cells[shard].Load()
 	if c == nil {
 		return "", 0, false
 	}
@@ -53,34 +79,63 @@ func (t *LeaderTable) Get(shard uint32) (leader string, term uint64, ok bool) {
 // Update records leader as the leader of shard at term. It applies only when
 // term is at least the current term; at an equal term it replaces a
 // different leader (raft elects at most one leader per term, so this only
-// corrects a wrong hint). It reports whether the table changed.
+// corrects a wrong hint). A shard the map does not hold splits the map
+// down to it (Including); one the map split already is recorded without
+// changing the map. It reports whether the table changed.
 func (t *LeaderTable) Update(shard uint32, leader string, term uint64) (bool, error) {
-	if shard >= uint32(len(t.cells)) {
-		return false, fmt.Errorf("router: leader update for shard %d of %d: %w", shard, len(t.cells), ErrShardRange)
+	if !t.space.Valid(uint64(shard)) {
+		return false, fmt.Errorf("router: leader update for shard %d of %d: %w", shard, t.space.Capacity(), ErrShardRange)
 	}
 	if leader == "" {
 		return false, fmt.Errorf("router: leader update for shard %d: %w", shard, ErrEmptyLeader)
 	}
-	cell := &t.cells[shard]
-	var next *leaderCell
-	for {
-		cur := cell.Load()
-		if cur != nil && (term < cur.term || (term == cur.term && leader == cur.leader)) {
-			return false, nil
-		}
-		if next == nil {
-			next = &leaderCell{leader: leader, term: term}
-		}
-		if cell.CompareAndSwap(cur, next) {
-			var was uint64
-			if cur != nil {
-				was = cur.term
-			}
-			t.termSum.Add(term - was)
-			t.version.Add(1)
-			return true, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := false
+	if m := t.smap.Load(); !m.Live(shard) {
+		if n, ok := m.Including(shard); ok {
+			t.grow(n.IDLimit())
+			t.smap.Store(n)
+			changed = true
 		}
 	}
+	cells := *t.cells.Load()
+	if shard >= uint32(len(cells)) {
+		// A shard the map split below long ago: no row to keep.
+		if changed {
+			t.version.Add(1)
+		}
+		return changed, nil
+	}
+	cell := &cells[shard]
+	cur := cell.Load()
+	if cur != nil && (term < cur.term || (term == cur.term && leader == cur.leader)) {
+		if changed {
+			t.version.Add(1)
+		}
+		return changed, nil
+	}
+	cell.Store(&leaderCell{leader: leader, term: term})
+	var was uint64
+	if cur != nil {
+		was = cur.term
+	}
+	t.termSum.Add(term - was)
+	t.version.Add(1)
+	return true, nil
+}
+
+// grow makes the cells cover ids below limit. Called under mu.
+func (t *LeaderTable) grow(limit uint32) {
+	old := *t.cells.Load()
+	if limit <= uint32(len(old)) {
+		return
+	}
+	cells := make([]atomic.Pointer[leaderCell], limit)
+	for i := range old {
+		cells[i].Store(old[i].Load())
+	}
+	t.cells.Store(&cells)
 }
 
 // Version returns a counter that changes whenever the table changes. Two
@@ -97,8 +152,9 @@ func (t *LeaderTable) TermSum() uint64 { return t.termSum.Load() }
 // that version.
 func (t *LeaderTable) Snapshot(dst []ShardLeader) ([]ShardLeader, uint64) {
 	v := t.version.Load()
-	for i := range t.cells {
-		if c := t.cells[i].Load(); c != nil {
+	cells := *t.cells.Load()
+	for i := range cells {
+		if c := cells[i].Load(); c != nil {
 			dst = append(dst, ShardLeader{Shard: uint32(i), Leader: c.leader, Term: c.term})
 		}
 	}

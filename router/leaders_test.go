@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -44,7 +45,7 @@ func TestLeaderTableTermRules(t *testing.T) {
 			t.Fatalf("step %d: Get = %q %d %v, want %q %d", i, got, term, ok, s.want, s.wantT)
 		}
 	}
-	if _, err := lt.Update(8, "n1", 1); !errors.Is(err, ErrShardRange) {
+	if _, err := lt.Update(lt.Space().Capacity(), "n1", 1); !errors.Is(err, ErrShardRange) {
 		t.Fatalf("out of range update: %v", err)
 	}
 	if _, err := lt.Update(1, "", 1); !errors.Is(err, ErrEmptyLeader) {
@@ -59,6 +60,36 @@ func TestLeaderTableTermRules(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { lt.Get(3) }); n != 0 {
 		t.Fatalf("Get allocates %v", n)
+	}
+}
+
+// A leader learned for a shard the map does not hold yet (a split's child)
+// splits the table's map down to it and grows the table; a leader of a
+// shard the map split below is recorded and changes no map.
+func TestLeaderTableLearnsSplits(t *testing.T) {
+	lt := NewLeaderTable(8)
+	sp := lt.Space()
+	low, high, _ := sp.Children(3)
+	grand, _, _ := sp.Children(high)
+	v := lt.Version()
+	if ok, err := lt.Update(grand, "n2", 1); !ok || err != nil {
+		t.Fatalf("update of a grandchild: %v %v", ok, err)
+	}
+	m := lt.Map()
+	if !m.Live(grand) || !m.Live(low) || m.Live(3) || m.Live(high) || m.Len() != 10 || lt.Version() == v {
+		t.Fatalf("map after a grandchild's leader: %v", slices.Collect(m.Shards()))
+	}
+	if lt.Shards() != m.IDLimit() {
+		t.Fatalf("table covers %d ids, the map %d", lt.Shards(), m.IDLimit())
+	}
+	if l, term, ok := lt.Get(grand); !ok || l != "n2" || term != 1 {
+		t.Fatalf("grandchild's row: %q %d %v", l, term, ok)
+	}
+	if ok, _ := lt.Update(3, "n1", 4); !ok || lt.Map() != m {
+		t.Fatal("a split shard's leader changed the map or was not recorded")
+	}
+	if got := lt.Map().OfHash(0); got != sp.ID(0, 0) {
+		t.Fatalf("hash 0 in shard %d", got)
 	}
 }
 

@@ -27,6 +27,12 @@ import (
 // 2^16 shards per base shard, far beyond what a map holds (MaxMapShards).
 const MaxShardDepth = 16
 
+// MaxSplitIDs bounds the ids a space gives children: a split whose
+// children's ids would reach it is refused (ErrShardDepth), so that a
+// node's tables indexed by shard stay arrays of at most this many (or B,
+// when B is larger: such a space never splits).
+const MaxSplitIDs = 1 << 16
+
 // MaxMapShards bounds the live shards of a map (the node's MaxShards).
 const MaxMapShards = 1 << 20
 
@@ -48,6 +54,23 @@ func (sp ShardSpace) Base() uint32 { return uint32(sp) }
 func (sp ShardSpace) Limit(depth uint8) uint64 {
 	return uint64(sp) * (1<<(uint64(depth)+1) - 1)
 }
+
+// MaxDepth returns the depth of the deepest shards the space holds: a
+// shard at it does not split.
+func (sp ShardSpace) MaxDepth() uint8 {
+	d := uint8(0)
+	for d < MaxShardDepth && sp.Limit(d+1) <= MaxSplitIDs {
+		d++
+	}
+	return d
+}
+
+// Capacity returns the bound on every id the space's shards may take:
+// B, or below MaxSplitIDs where the space splits.
+func (sp ShardSpace) Capacity() uint32 { return uint32(sp.Limit(sp.MaxDepth())) }
+
+// Valid reports whether id names a shard of the space (base or child).
+func (sp ShardSpace) Valid(id uint64) bool { return sp != 0 && id < uint64(sp.Capacity()) }
 
 // ID returns the id of the shard at depth d holding hash h.
 func (sp ShardSpace) ID(h uint64, depth uint8) uint32 {
@@ -82,7 +105,7 @@ func (sp ShardSpace) Children(id uint32) (low, high uint32, err error) {
 	if !ok {
 		return 0, 0, fmt.Errorf("router: shard %d in a space of base %d: %w", id, sp, ErrShardRange)
 	}
-	if d >= MaxShardDepth {
+	if d >= sp.MaxDepth() {
 		return 0, 0, fmt.Errorf("router: shard %d at depth %d: %w", id, d, ErrShardDepth)
 	}
 	b, nd := uint64(sp), uint64(d)+1
@@ -213,6 +236,35 @@ func (m *ShardMap) Split(id uint32) (*ShardMap, error) {
 	return n, nil
 }
 
+// Including returns the map with shard id live: m itself when it is, or
+// m with id's ancestors split down to it. A shard exists only once its
+// ancestors split, so a node that learns of one (its leader, say) learns
+// of those splits. ok is false, and m returned, when id is not a shard of
+// the space or m already split id itself (m knows more there).
+func (m *ShardMap) Including(id uint32) (*ShardMap, bool) {
+	if m.Live(id) {
+		return m, true
+	}
+	if !m.space.Valid(uint64(id)) {
+		return m, false
+	}
+	_, d, _, _ := m.space.Range(id)
+	h := m.hashIn(id)
+	n := m
+	for !n.Live(id) {
+		top := n.OfHash(h)
+		if _, td, _, _ := n.space.Range(top); td >= d {
+			return m, false
+		}
+		next, err := n.Split(top)
+		if err != nil {
+			return m, false
+		}
+		n = next
+	}
+	return n, true
+}
+
 // Merged returns the map that holds both m's splits and o's: a shard live
 // in either that the other split is replaced by the other's shards below
 // it. Both must share a base. Maps of one cluster only ever split, so this
@@ -222,23 +274,8 @@ func (m *ShardMap) Merged(o *ShardMap) (*ShardMap, error) {
 		return nil, fmt.Errorf("router: merging maps of bases %d and %d: %w", m.space, o.space, ErrMapBase)
 	}
 	n := m
-	// A shard o holds that m lacks lies below one of m's live shards (maps
-	// of one cluster only split): split down towards it.
 	for id := range o.Shards() {
-		for !n.Live(id) {
-			_, d, _, _ := n.space.Range(id)
-			top := n.OfHash(n.hashIn(id))
-			_, td, _, _ := n.space.Range(top)
-			if td >= d {
-				// n already split below id: o's shard is older there.
-				break
-			}
-			next, err := n.Split(top)
-			if err != nil {
-				return nil, err
-			}
-			n = next
-		}
+		n, _ = n.Including(id)
 	}
 	return n, nil
 }

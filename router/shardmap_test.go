@@ -44,7 +44,7 @@ func TestShardSpaceChildrenPartitionTheParent(t *testing.T) {
 		sp := ShardSpace(base)
 		for range 2000 {
 			h := r.Uint64()
-			for d := uint8(0); d < MaxShardDepth; d++ {
+			for d := uint8(0); d < sp.MaxDepth(); d++ {
 				id := sp.ID(h, d)
 				low, high, err := sp.Children(id)
 				if err != nil {
@@ -70,8 +70,11 @@ func TestShardSpaceChildrenPartitionTheParent(t *testing.T) {
 		if _, ok := sp.Parent(base - 1); ok {
 			t.Fatalf("base %d: a base shard has a parent", base)
 		}
+		if c := sp.Capacity(); uint64(c) != sp.Limit(sp.MaxDepth()) || (c > MaxSplitIDs && c != base) || sp.Limit(sp.MaxDepth()+1) <= MaxSplitIDs {
+			t.Fatalf("base %d: capacity %d at depth %d", base, c, sp.MaxDepth())
+		}
 	}
-	deepest := ShardSpace(4).ID(^uint64(0), MaxShardDepth)
+	deepest := ShardSpace(4).ID(^uint64(0), ShardSpace(4).MaxDepth())
 	if _, _, err := ShardSpace(4).Children(deepest); !errors.Is(err, ErrShardDepth) {
 		t.Fatalf("Children at the deepest depth: %v, want ErrShardDepth", err)
 	}
@@ -207,6 +210,35 @@ func TestShardMapMergedKnowsBoth(t *testing.T) {
 	y, _ := NewShardMap(4)
 	if _, err := x.Merged(y); !errors.Is(err, ErrMapBase) {
 		t.Fatalf("maps of two bases: %v", err)
+	}
+}
+
+func TestShardMapIncluding(t *testing.T) {
+	m, _ := NewShardMap(5)
+	sp := m.Space()
+	deep := sp.ID(0xdeadbeefcafe, 4)
+	n, ok := m.Including(deep)
+	if !ok || !n.Live(deep) || n.Version() != 4 || m.Live(deep) {
+		t.Fatalf("Including a shard 4 splits down: ok %v live %v version %d", ok, n.Live(deep), n.Version())
+	}
+	if same, ok := n.Including(deep); !ok || same != n {
+		t.Fatal("Including a live shard made a new map")
+	}
+	// n split deep's parent's range further on deep's path: an ancestor
+	// of deep is older news there.
+	parent, _ := sp.Parent(deep)
+	if same, ok := n.Including(parent); ok || same != n {
+		t.Fatal("Including a shard the map split below took it back")
+	}
+	if _, ok := m.Including(sp.Capacity()); ok {
+		t.Fatal("Including an id past the space's capacity")
+	}
+	big := ShardSpace(MaxSplitIDs)
+	if big.MaxDepth() != 0 || big.Capacity() != MaxSplitIDs {
+		t.Fatalf("a base of %d splits to depth %d", MaxSplitIDs, big.MaxDepth())
+	}
+	if _, _, err := big.Children(7); !errors.Is(err, ErrShardDepth) {
+		t.Fatalf("a split past the capacity: %v", err)
 	}
 }
 

@@ -6,8 +6,15 @@ package wire
 // leader may have changed since, and the node it names answers NotLeader
 // or forwards.
 type LeaderTable struct {
-	// Shards is the cluster's shard count; Leaders has one entry per shard.
+	// Shards bounds the ids of the cluster's live shards; Leaders has one
+	// entry per id below it. It is the cluster's shard count while no
+	// shard split.
 	Shards uint64
+	// Base is the number of shards the cluster was born with, which places
+	// keys (router.ShardSpace): Shards while no shard split, else less. A
+	// shard that split has no leader in the table: its keys go to its
+	// children.
+	Base uint64
 	// Nodes are the leaders named, each once.
 	Nodes []LeaderNode
 	// Leaders[s] is shard s's leader: 0 unknown, else 1 + its index in
@@ -33,10 +40,11 @@ const (
 
 // AppendLeaderTableAnswer appends m's payload:
 //
-//	uvarint shards · uvarint n · n × ( bytes id · bytes addr ) ·
+//	uvarint shards · uvarint base · uvarint n · n × ( bytes id · bytes addr ) ·
 //	shards × ( uvarint leader · uvarint term )
 func AppendLeaderTableAnswer(dst []byte, m *LeaderTable) []byte {
 	dst = appendUvarint(dst, m.Shards)
+	dst = appendUvarint(dst, m.Base)
 	dst = appendUvarint(dst, uint64(len(m.Nodes)))
 	for i := range m.Nodes {
 		dst = appendBytes(dst, m.Nodes[i].ID)
@@ -54,6 +62,10 @@ func AppendLeaderTableAnswer(dst []byte, m *LeaderTable) []byte {
 func DecodeLeaderTableAnswer(b []byte, m *LeaderTable) error {
 	r := reader{b: b}
 	m.Shards = r.uvarintMax(MaxLeaderTableShards)
+	m.Base = r.uvarintMax(m.Shards)
+	if r.err == nil && m.Base == 0 && m.Shards > 0 {
+		r.fail(ErrMalformed)
+	}
 	// A node takes at least 2 bytes (id and address lengths, the id
 	// non-empty), a shard 2 (leader and term).
 	nn := r.count(MaxLeaderTableNodes, 3)
@@ -80,7 +92,7 @@ func DecodeLeaderTableAnswer(b []byte, m *LeaderTable) error {
 		}
 	}
 	if err := r.end(); err != nil {
-		m.Shards, m.Nodes, m.Leaders, m.Terms = 0, m.Nodes[:0], m.Leaders[:0], m.Terms[:0]
+		m.Shards, m.Base, m.Nodes, m.Leaders, m.Terms = 0, 0, m.Nodes[:0], m.Leaders[:0], m.Terms[:0]
 		return err
 	}
 	return nil

@@ -664,7 +664,7 @@ func (n *Node) answer(kind wire.Kind, payload []byte) (wire.Kind, []byte, error)
 			break
 		}
 		shards := c.shards()
-		m := wire.LeaderTable{Shards: uint64(shards), Leaders: make([]uint32, shards), Terms: make([]uint64, shards)}
+		m := wire.LeaderTable{Shards: uint64(shards), Base: uint64(shards), Leaders: make([]uint32, shards), Terms: make([]uint64, shards)}
 		for _, o := range c.nodes {
 			m.Nodes = append(m.Nodes, wire.LeaderNode{ID: []byte(o.ID), Addr: []byte(o.addr)})
 		}

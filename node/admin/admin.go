@@ -103,8 +103,6 @@ type Members interface {
 type Config struct {
 	// Self is this node's id. Required.
 	Self string
-	// Shards is the number of shards. Required.
-	Shards uint32
 	// RequestTimeout bounds a transfer's wait for the new leader (half of
 	// it). Required.
 	RequestTimeout time.Duration
@@ -129,7 +127,6 @@ type Config struct {
 type Handler struct {
 	self    string
 	selfID  uint64
-	shards  uint32
 	timeout time.Duration
 	raftID  func(string) uint64
 	srv     Forwarder
@@ -143,11 +140,11 @@ type Handler struct {
 
 // New returns a Handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.RequestTimeout <= 0 || cfg.RaftID == nil || cfg.Server == nil || cfg.Leaders == nil ||
+	if cfg.Self == "" || cfg.RequestTimeout <= 0 || cfg.RaftID == nil || cfg.Server == nil || cfg.Leaders == nil ||
 		cfg.Events == nil || cfg.Lease == nil || cfg.Marks == nil || cfg.Manager == nil || cfg.Env == nil {
 		return nil, errors.New("admin: incomplete config")
 	}
-	return &Handler{self: cfg.Self, selfID: cfg.RaftID(cfg.Self), shards: cfg.Shards, timeout: cfg.RequestTimeout,
+	return &Handler{self: cfg.Self, selfID: cfg.RaftID(cfg.Self), timeout: cfg.RequestTimeout,
 		raftID: cfg.RaftID, srv: cfg.Server, leaders: cfg.Leaders,
 		events: cfg.Events, lease: cfg.Lease, marks: cfg.Marks, manager: cfg.Manager, env: cfg.Env}, nil
 }
@@ -225,8 +222,8 @@ func (a *Handler) drain(kind wire.Kind, target string, payload []byte, hops int,
 // transferLeader serves TransferLeader: Prepare at the node named, the
 // transfer at the shard's leader (any other node forwards it there).
 func (a *Handler) transferLeader(m *wire.TransferLeader, payload []byte, hops int, done serve.Done) {
-	if m.Shard >= uint64(a.shards) {
-		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d does not exist (shards 0..%d)", m.Shard, a.shards-1)))
+	if sm := a.leaders.Map(); m.Shard > uint64(^uint32(0)) || !sm.Live(uint32(m.Shard)) {
+		done(serve.ErrAnswer(wire.CodeBadRequest, fmt.Sprintf("shard %d does not exist (the cluster has %d shards, born with 0..%d)", m.Shard, sm.Len(), sm.Base()-1)))
 		return
 	}
 	target := string(m.Node)

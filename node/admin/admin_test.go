@@ -116,7 +116,7 @@ func newHandler(t *testing.T, w *world) (*Handler, *forwarder) {
 		w.members[id] = swim.Member{ID: id, State: swim.StateAlive, Generation: 7}
 	}
 	f := &forwarder{w: w, answer: result(&wire.AdminResult{})}
-	h, err := New(Config{Self: "n1", Shards: 4, RequestTimeout: time.Second, RaftID: raftID, Server: f,
+	h, err := New(Config{Self: "n1", RequestTimeout: time.Second, RaftID: raftID, Server: f,
 		Leaders: router.NewLeaderTable(4), Events: w, Lease: w, Marks: w, Manager: w, Env: w})
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func newClocked(t *testing.T) (*Handler, *clocked) {
 	for _, id := range []string{"n1", "n2"} {
 		c.members[id] = swim.Member{ID: id, State: swim.StateAlive}
 	}
-	h, err := New(Config{Self: "n1", Shards: 4, RequestTimeout: time.Second, RaftID: raftID, Server: &forwarder{w: c.world},
+	h, err := New(Config{Self: "n1", RequestTimeout: time.Second, RaftID: raftID, Server: &forwarder{w: c.world},
 		Leaders: router.NewLeaderTable(4), Events: c, Lease: c, Marks: c, Manager: c, Env: c})
 	if err != nil {
 		t.Fatal(err)

@@ -79,10 +79,10 @@ type Members interface {
 // Config configures a Dispatcher. Every field but BeforeServe is
 // required.
 type Config struct {
-	// Self is this node's id; Shards the number of shards.
-	Self   string
-	Shards uint32
-	// Leaders is the node's shard-leader table; Routes its routing cache.
+	// Self is this node's id.
+	Self string
+	// Leaders is the node's shard-leader table, with the shard map that
+	// places keys; Routes its routing cache.
 	Leaders *router.LeaderTable
 	Routes  *router.Cache
 	// The rooms frames and requests are handed to.
@@ -110,7 +110,6 @@ type Config struct {
 // Dispatcher hands each frame a node receives to its room.
 type Dispatcher struct {
 	self        string
-	shards      uint32
 	leaders     *router.LeaderTable
 	routes      *router.Cache
 	sm          *shardsm.Machine
@@ -134,12 +133,12 @@ type Dispatcher struct {
 
 // New returns a Dispatcher.
 func New(cfg Config) (*Dispatcher, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Machine == nil || cfg.Lease == nil ||
+	if cfg.Self == "" || cfg.Leaders == nil || cfg.Routes == nil || cfg.Machine == nil || cfg.Lease == nil ||
 		cfg.Server == nil || cfg.Admission == nil || cfg.Latency == nil || cfg.Records == nil || cfg.Watch == nil ||
 		cfg.Sync == nil || cfg.Admin == nil || cfg.Clients == nil || cfg.Env == nil {
 		return nil, errors.New("dispatch: incomplete config")
 	}
-	return &Dispatcher{self: cfg.Self, shards: cfg.Shards, leaders: cfg.Leaders, routes: cfg.Routes, sm: cfg.Machine,
+	return &Dispatcher{self: cfg.Self, leaders: cfg.Leaders, routes: cfg.Routes, sm: cfg.Machine,
 		lease: cfg.Lease, srv: cfg.Server, adm: cfg.Admission, lat: cfg.Latency, records: cfg.Records, watch: cfg.Watch,
 		msync: cfg.Sync, admin: cfg.Admin, sec: cfg.Clients, beforeServe: cfg.BeforeServe, peerIn: cfg.PeerIn, env: cfg.Env}, nil
 }
@@ -343,13 +342,13 @@ func (d *Dispatcher) serveOwnership(c Conn, h wire.Header, payload []byte, relea
 	// batch; the ack may be sent after this returns.
 	if h.Kind == wire.KindOpenTopic {
 		var m wire.OpenTopic
-		if err := wire.DecodeOpenTopic(payload, &m); err == nil && m.Shard < uint64(d.shards) {
+		if err := wire.DecodeOpenTopic(payload, &m); err == nil && d.leaders.Space().Valid(m.Shard) {
 			d.lease.Take(lease.Message{Open: &m, Done: done, From: c.Node(), ReqID: reqID})
 			return
 		}
 	} else {
 		var m wire.CloseTopic
-		if err := wire.DecodeCloseTopic(payload, &m); err == nil && m.Shard < uint64(d.shards) {
+		if err := wire.DecodeCloseTopic(payload, &m); err == nil && d.leaders.Space().Valid(m.Shard) {
 			d.lease.Take(lease.Message{Close: &m, Done: done, From: c.Node(), ReqID: reqID})
 			return
 		}

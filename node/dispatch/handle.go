@@ -97,7 +97,8 @@ func (d *Dispatcher) shardListAnswer(infos []raftmux.Info) serve.Answer {
 	v := d.env.Members()
 	var sl wire.ShardList
 	var reps []string
-	for s := range d.shards {
+	sm := d.leaders.Map()
+	for s := range sm.Shards() {
 		si := wire.ShardInfo{Shard: uint64(s)}
 		if in, ok := hosted[uint64(s)]; ok {
 			for _, id := range in.Voters {
@@ -105,7 +106,9 @@ func (d *Dispatcher) shardListAnswer(infos []raftmux.Info) serve.Answer {
 					si.Replicas = append(si.Replicas, []byte(name))
 				}
 			}
-		} else {
+		} else if s < sm.Base() {
+			// A split's children are placed where their parent was; only
+			// their hosts know them.
 			for _, r := range v.Placement().Replicas(s, reps[:0]) {
 				si.Replicas = append(si.Replicas, []byte(r))
 			}
@@ -124,14 +127,20 @@ func (d *Dispatcher) shardListAnswer(infos []raftmux.Info) serve.Answer {
 // leader. It is served whether or not the node is ready: a table still
 // filling names fewer leaders, and the client sends the rest to any node.
 func (d *Dispatcher) leaderTableAnswer() serve.Answer {
-	rows, _ := d.leaders.Snapshot(make([]router.ShardLeader, 0, d.shards))
+	sm := d.leaders.Map()
+	limit := sm.IDLimit()
+	rows, _ := d.leaders.Snapshot(make([]router.ShardLeader, 0, sm.Len()))
 	m := wire.LeaderTable{
-		Shards:  uint64(d.shards),
-		Leaders: make([]uint32, d.shards),
-		Terms:   make([]uint64, d.shards),
+		Shards:  uint64(limit),
+		Base:    uint64(sm.Base()),
+		Leaders: make([]uint32, limit),
+		Terms:   make([]uint64, limit),
 	}
 	index := make(map[string]uint32)
 	for _, r := range rows {
+		if r.Shard >= limit || !sm.Live(r.Shard) {
+			continue // split: its keys route to its children
+		}
 		i, ok := index[r.Leader]
 		if !ok {
 			m.Nodes = append(m.Nodes, wire.LeaderNode{ID: []byte(r.Leader), Addr: []byte(d.env.ClientAddr(r.Leader))})
@@ -140,5 +149,5 @@ func (d *Dispatcher) leaderTableAnswer() serve.Answer {
 		}
 		m.Leaders[r.Shard], m.Terms[r.Shard] = i, r.Term
 	}
-	return serve.NewAnswer(wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(d.shards)+64), &m))
+	return serve.NewAnswer(wire.KindLeaderTable, wire.AppendLeaderTableAnswer(make([]byte, 0, 3*int(limit)+64), &m))
 }

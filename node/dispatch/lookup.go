@@ -6,7 +6,6 @@ import (
 
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/serve"
-	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -46,15 +45,19 @@ func (d *Dispatcher) AppendLookup(dst []byte, reqID uint64, payload []byte) ([]b
 	if wire.DecodeLookup(payload, &m) != nil || m.Linearizable || !d.env.Born() {
 		return dst, false
 	}
-	shard := uint64(router.ShardOf(m.Topic, d.shards))
+	shard := uint64(d.leaders.Map().Of(m.Topic))
 	var a meta.Assignment
-	var found bool
+	var found, split bool
 	hosted, busy := false, false
 	if d.env.AnswersLocally(shard) {
-		hosted, busy = d.sm.TryHosted(shard, func(st *meta.State) { a, found = st.Get(m.Topic) })
+		hosted, busy = d.sm.TryHosted(shard, func(st *meta.State) {
+			if split = st.Split(); !split {
+				a, found = st.Get(m.Topic)
+			}
+		})
 	}
-	if busy {
-		return dst, false // a shard being applied or loaded: the request path waits
+	if busy || split {
+		return dst, false // a shard being applied or loaded, or split: the request path answers
 	}
 	if hosted {
 		if !found || a.State != meta.Active {

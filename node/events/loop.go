@@ -74,7 +74,9 @@ type Config struct {
 	// Self is this node's id; RaftID maps a node id to its raft id.
 	Self   string
 	RaftID func(node string) uint64
-	// Shards is the number of shards; reports of higher ones are ignored.
+	// Shards is the number of shards the cluster was born with (its shard
+	// space, router.ShardSpace): reports of shards outside the space are
+	// ignored, those of a split's children taken.
 	Shards uint32
 	// Interval is the time between two passes without an event (the
 	// reconcile interval).
@@ -110,10 +112,13 @@ type Loop struct {
 	self uint64 // Self's raft id
 
 	q queue
-	// led: shards whose local replica leads; leaderless: per shard, since
-	// when (unix ns, the node's clock) the local replica has known no
-	// leader, 0 while it knows one.
+	// led: shards whose local replica leads (nLed of them); leaderless:
+	// per shard, since when (unix ns, the node's clock) the local replica
+	// has known no leader, 0 while it knows one. Both cover every id of
+	// the space (router.ShardSpace.Capacity).
+	space      router.ShardSpace
 	led        []atomic.Bool
+	nLed       atomic.Int64
 	leaderless []atomic.Int64
 	// shardEvents counts leadership and configuration changes of the
 	// replicas.
@@ -140,8 +145,9 @@ func New(cfg Config) (*Loop, error) {
 		env:        cfg.Env,
 		log:        log,
 		self:       cfg.RaftID(cfg.Self),
-		led:        make([]atomic.Bool, cfg.Shards),
-		leaderless: make([]atomic.Int64, cfg.Shards),
+		space:      router.ShardSpace(cfg.Shards),
+		led:        make([]atomic.Bool, router.ShardSpace(cfg.Shards).Capacity()),
+		leaderless: make([]atomic.Int64, router.ShardSpace(cfg.Shards).Capacity()),
 	}
 	l.q.wake = l.env.Kick
 	return l, nil
@@ -159,26 +165,40 @@ func (l *Loop) Len() int { return l.q.len() }
 
 // Leads reports whether the node's replica of shard leads its group, as
 // raft last reported it.
-func (l *Loop) Leads(shard uint64) bool { return l.led[shard].Load() }
+func (l *Loop) Leads(shard uint64) bool {
+	return shard < uint64(len(l.led)) && l.led[shard].Load()
+}
 
 // Deposed records that the node's replica of shard no longer leads (a
 // proposal found it deposed), until raft reports a leader again.
-func (l *Loop) Deposed(shard uint64) { l.led[shard].Store(false) }
+func (l *Loop) Deposed(shard uint64) {
+	if shard < uint64(len(l.led)) {
+		l.setLed(shard, false)
+	}
+}
 
-// Led is the number of shards the node's replicas lead.
-func (l *Loop) Led() int {
-	c := 0
-	for i := range l.led {
-		if l.led[i].Load() {
-			c++
+// setLed records whether the replica of shard leads, keeping the count.
+func (l *Loop) setLed(shard uint64, led bool) {
+	if l.led[shard].Swap(led) != led {
+		if led {
+			l.nLed.Add(1)
+		} else {
+			l.nLed.Add(-1)
 		}
 	}
-	return c
 }
+
+// Led is the number of shards the node's replicas lead.
+func (l *Loop) Led() int { return int(l.nLed.Load()) }
 
 // LeaderlessSince returns since when (unix ns on the node's clock) the
 // node's replica of shard has known no leader; 0 while it knows one.
-func (l *Loop) LeaderlessSince(shard uint64) int64 { return l.leaderless[shard].Load() }
+func (l *Loop) LeaderlessSince(shard uint64) int64 {
+	if shard >= uint64(len(l.leaderless)) {
+		return 0
+	}
+	return l.leaderless[shard].Load()
+}
 
 // leaderlessLookups: how long a replica may know no leader and still
 // answer plain lookups from its state, in raft ticks (two election
@@ -207,12 +227,12 @@ func (l *Loop) ShardEvents() uint64 { return l.shardEvents.Load() }
 // which is what makes a vouch for a leader at a term safe
 // (docs/leases.md).
 func (l *Loop) LeaderChange(c raftmux.LeaderChange) {
-	if c.Shard >= uint64(l.cfg.Shards) {
+	if !l.space.Valid(c.Shard) {
 		return
 	}
 	lease := l.cfg.Lease
 	lease.Follows(c.Shard, c.Leader, c.Term)
-	l.led[c.Shard].Store(c.Leader == l.self)
+	l.setLed(c.Shard, c.Leader == l.self)
 	if c.Leader == 0 {
 		l.leaderless[c.Shard].CompareAndSwap(0, l.env.Now().UnixNano())
 	} else {
@@ -234,7 +254,7 @@ func (l *Loop) LeaderChange(c raftmux.LeaderChange) {
 // ConfState takes the configuration of one of the node's replicas
 // (raftmux.Config.OnConfState), whose voters vouch for its leader.
 func (l *Loop) ConfState(shard uint64, cs raftpb.ConfState) {
-	if shard >= uint64(l.cfg.Shards) {
+	if !l.space.Valid(shard) {
 		return
 	}
 	l.cfg.Lease.ConfState(shard, cs.Voters, cs.VotersOutgoing)
@@ -261,7 +281,7 @@ func (l *Loop) pass() {
 	for _, e := range evs {
 		switch e.Kind {
 		case swim.EventShardLeader:
-			if e.Shard < uint64(l.cfg.Shards) && e.Leader != "" {
+			if l.space.Valid(e.Shard) && e.Leader != "" {
 				_, _ = l.cfg.Leaders.Update(uint32(e.Shard), e.Leader, e.Term)
 			}
 		case swim.EventMetadataVersion:

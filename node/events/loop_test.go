@@ -117,9 +117,16 @@ func TestALeaderChangeIsRecordedWhereItArrives(t *testing.T) {
 		t.Fatal("deposed, still leads")
 	}
 	l.ConfState(1, raftpb.ConfState{Voters: []uint64{1, 2, 3}})
-	l.LeaderChange(raftmux.LeaderChange{Shard: 4, Leader: 1, Term: 1})
+	l.LeaderChange(raftmux.LeaderChange{Shard: uint64(router.ShardSpace(4).Capacity()), Leader: 1, Term: 1})
 	if l.ShardEvents() != 4 || l.Len() != 3 {
-		t.Fatalf("events %d, queued %d: a report of a shard past the last counted", l.ShardEvents(), l.Len())
+		t.Fatalf("events %d, queued %d: a report of a shard outside the space counted", l.ShardEvents(), l.Len())
+	}
+	// A split's child, past the shards the cluster was born with, is
+	// taken, and splits the table's map.
+	low, _, _ := router.ShardSpace(4).Children(1)
+	l.LeaderChange(raftmux.LeaderChange{Shard: uint64(low), Leader: 1, Term: 1})
+	if !l.Leads(uint64(low)) || l.Led() != 1 || !leaders.Map().Live(low) || leaders.Map().Live(1) {
+		t.Fatalf("a child's leadership: leads %v, led %d, live %v", l.Leads(uint64(low)), l.Led(), leaders.Map().Live(low))
 	}
 }
 

@@ -117,7 +117,9 @@ type Config struct {
 	// Self is this node's id; RaftID maps a node id to its raft id.
 	Self   string
 	RaftID func(node string) uint64
-	// Shards is the number of shards.
+	// Shards is the number of shards the cluster was born with: ids of its
+	// shard space (router.ShardSpace), a split's children among them, are
+	// taken, others ignored.
 	Shards uint32
 	// Generation is this life's generation: the rounds are numbered apart
 	// from every recent life's.
@@ -149,9 +151,10 @@ type Config struct {
 // Agent is a node's part in the ownership protocol, as a topic owner and
 // as a shard leader.
 type Agent struct {
-	cfg Config
-	env Env
-	log *slog.Logger
+	cfg   Config
+	env   Env
+	log   *slog.Logger
+	space router.ShardSpace // of cfg.Shards
 
 	// own: the topics this node holds and its leases (under ownMu);
 	// ownWrite orders ownership changes with their durable writes and
@@ -213,6 +216,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:         cfg,
 		env:         cfg.Env,
 		log:         cfg.Logger,
+		space:       router.ShardSpace(cfg.Shards),
 		leaderDue:   make(map[uint64]bool),
 		takingUp:    make(map[uint64]bool),
 		replicaLead: make(map[uint64]raftLead),

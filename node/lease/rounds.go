@@ -171,7 +171,7 @@ func (a *Agent) takeFrame(f frame) {
 
 // leaderOf is the shard's leader as this node's table knows it.
 func (a *Agent) leaderOf(shard uint64) (string, bool) {
-	if shard >= uint64(a.cfg.Shards) {
+	if !a.space.Valid(shard) {
 		return "", false
 	}
 	l, _, ok := a.cfg.Leaders.Get(uint32(shard))
@@ -278,7 +278,7 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 		if reply.HeldMatched {
 			break // answered for the summary's shards
 		}
-		if q.Shard >= uint64(a.cfg.Shards) {
+		if !a.space.Valid(q.Shard) {
 			continue
 		}
 		if g, same, ok := a.cfg.Machine.Grant(q.Shard, from, q.Digest, a.env.Now, may(q.Shard)); ok {
@@ -455,7 +455,7 @@ func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wi
 	led, ledVersion := a.duty.LedTerms(), a.duty.Version()
 	a.dutyMu.Unlock()
 	for _, st := range led {
-		if st.Shard >= uint64(a.cfg.Shards) {
+		if !a.space.Valid(st.Shard) {
 			continue
 		}
 		owns := false
@@ -496,7 +496,7 @@ func (a *Agent) takeReply(from string, r *wire.LeaseReply) {
 	_ = a.persist(changes, Superseded)
 	a.ownWrite.Unlock()
 	for _, f := range refused {
-		if f.Shard < uint64(a.cfg.Shards) && len(f.Leader) > 0 && string(f.Leader) != from && f.Term > 0 {
+		if a.space.Valid(f.Shard) && len(f.Leader) > 0 && string(f.Leader) != from && f.Term > 0 {
 			_, _ = a.cfg.Leaders.Update(uint32(f.Shard), string(f.Leader), f.Term)
 		}
 	}

@@ -131,11 +131,12 @@ func leaderRows(rows []router.ShardLeader) []wire.LeaderRow {
 	return out
 }
 
-// mergeLeaderTable applies an encoded table to t, term-checked row by row.
-// A table that does not decode, or names a shard outside t, changes
-// nothing.
+// mergeLeaderTable applies an encoded table to t, term-checked row by row;
+// a row of a shard t's map does not hold yet (a split's child) splits the
+// map down to it. A table that does not decode, or names a shard outside
+// t's shard space, changes nothing.
 func mergeLeaderTable(t *router.LeaderTable, b []byte) error {
-	rows, err := wire.DecodeLeaderTable(b, uint64(t.Shards()), nil)
+	rows, err := wire.DecodeLeaderTable(b, uint64(t.Space().Capacity()), nil)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errBadLeaderTable, err)
 	}

@@ -37,7 +37,7 @@ func TestLeaderTableRejectsMalformedInput(t *testing.T) {
 		"empty":        nil,
 		"truncated":    good[:len(good)-1],
 		"trailing":     append(append([]byte(nil), good...), 0),
-		"shard range":  table(router.ShardLeader{Shard: 8, Leader: "n1", Term: 1}),
+		"shard range":  table(router.ShardLeader{Shard: router.ShardSpace(8).Capacity(), Leader: "n1", Term: 1}),
 		"empty leader": table(router.ShardLeader{Shard: 1, Leader: "", Term: 1}),
 		"huge count":   {0xff, 0xff, 0xff, 0xff, 0x0f},
 		"huge id":      {1, 1, 1, 0xff, 0x01},

@@ -33,6 +33,9 @@ type DriverEnv interface {
 	// wire.KindShards request, forwarded) and calls done with its answer;
 	// sl is nil when no shard list came back, err the forward's error.
 	AskShards(leader string, done func(sl *wire.ShardList, err error))
+	// ShardMap is the cluster's shard map as the node knows it: the live
+	// shards, a split's children among them.
+	ShardMap() *router.ShardMap
 }
 
 // Host is what a Driver asks of the node's raft host (*raftmux.Host).
@@ -182,7 +185,8 @@ func (d *Driver) reassign(v *View) {
 	if look == nil {
 		return
 	}
-	for shard := range uint64(d.c.cfg.Shards) {
+	for id := range d.env.ShardMap().Shards() {
+		shard := uint64(id)
 		if !d.cfg.Events.Leads(shard) {
 			continue
 		}

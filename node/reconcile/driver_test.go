@@ -11,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/internal/ddtest"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -36,6 +37,10 @@ func (e *driverNode) Host() Host              { return driverHost{e} }
 
 func (e *driverNode) Propose(uint64, []byte, func(*shardsm.Result, error)) { e.proposed++ }
 func (e *driverNode) AskShards(string, func(*wire.ShardList, error))       {}
+func (e *driverNode) ShardMap() *router.ShardMap {
+	m, _ := router.NewShardMap(e.s.c.cfg.Shards)
+	return m
+}
 
 func (e *driverNode) TakeUpLeaderships()                           { e.takeUps++ }
 func (e *driverNode) WithRoundsFrom(fn func(map[string]time.Time)) { fn(e.s.rounds) }

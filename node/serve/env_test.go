@@ -25,6 +25,7 @@ type fakeEnv struct {
 	led     map[uint32]bool
 	names   map[uint64]string
 	term    uint64 // the term LeadsAt names
+	states  map[uint64]*meta.State
 }
 
 type sentFrame struct {
@@ -42,7 +43,7 @@ type fakeTimer struct {
 
 func newFakeEnv() *fakeEnv {
 	return &fakeEnv{now: time.Unix(1000, 0), addrs: map[string]string{}, alive: map[string]bool{},
-		led: map[uint32]bool{}, names: map[uint64]string{}, term: 1}
+		led: map[uint32]bool{}, names: map[uint64]string{}, term: 1, states: map[uint64]*meta.State{}}
 }
 
 // advance moves the clock by d and fires the timers due.
@@ -102,9 +103,16 @@ func (e *fakeEnv) Proof(uint64, uint64, time.Time)     {}
 
 func (e *fakeEnv) WhenSettled(_ uint64, _ []byte, _ uint64, _ bool, done func(bool)) { done(true) }
 
-func (e *fakeEnv) With(uint64, func(*meta.State)) error  { return errors.New("no state here") }
-func (e *fakeEnv) Hosted(uint64, func(*meta.State)) bool { return false }
-func (e *fakeEnv) ReadIndex(_ uint64, done func(error))  { done(errors.New("no raft here")) }
+func (e *fakeEnv) With(shard uint64, fn func(*meta.State)) error {
+	if st := e.states[shard]; st != nil {
+		fn(st)
+		return nil
+	}
+	return errors.New("no state here")
+}
+
+func (e *fakeEnv) Hosted(shard uint64, fn func(*meta.State)) bool { return e.With(shard, fn) == nil }
+func (e *fakeEnv) ReadIndex(_ uint64, done func(error))           { done(errors.New("no raft here")) }
 
 func (e *fakeEnv) Propose(_ uint64, _ []byte, done func(*shardsm.Result, error)) {
 	done(nil, errors.New("no raft here"))
@@ -125,7 +133,7 @@ func newTestServer(t *testing.T) (*Server, *fakeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Self: "n1", Shards: 8, Timeout: 4 * time.Second, FirstForward: 100,
+	s, err := New(Config{Self: "n1", Timeout: 4 * time.Second, FirstForward: 100,
 		Leaders: router.NewLeaderTable(8), Routes: routes, Session: session.WithID(7),
 		Events: env, Lease: env, Machine: env, Env: env})
 	if err != nil {

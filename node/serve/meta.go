@@ -9,7 +9,6 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/raftmux"
-	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -35,7 +34,7 @@ func (s *Server) Meta(kind wire.Kind, payload []byte, hops int, done Done) {
 			return
 		}
 	}
-	shard := router.ShardOf(req.Topic, s.shards)
+	shard := s.leaders.Map().Of(req.Topic)
 	if !s.events.Leads(uint64(shard)) {
 		s.ToLeader(req.Kind, req.Payload, hops, shard, done)
 		return
@@ -113,10 +112,10 @@ func (s *Server) RaftError(shard uint64, err error) Answer {
 // while the cached owner is alive. A stale answer is fenced by its epoch.
 // Only the leader answers that a topic is not assigned.
 func (s *Server) LocalLookup(topic []byte) (Answer, bool) {
-	shard := uint64(router.ShardOf(topic, s.shards))
+	shard := uint64(s.leaders.Map().Of(topic))
 	var a meta.Assignment
-	var found bool
-	if s.events.AnswersLocally(shard) && s.sm.Hosted(shard, func(st *meta.State) { a, found = st.Get(topic) }) {
+	var found, split bool
+	if s.events.AnswersLocally(shard) && s.sm.Hosted(shard, func(st *meta.State) { a, found, split = get(st, topic) }) && !split {
 		if !found || a.State != meta.Active {
 			if !s.events.Leads(shard) {
 				// A follower may not have applied an assignment its leader
@@ -147,7 +146,7 @@ func (s *Server) assignment(topic []byte, owner string, epoch uint64, partitions
 
 // leaderOf is the shard's leader as this node's table knows it.
 func (s *Server) leaderOf(shard uint64) string {
-	if shard >= uint64(s.shards) {
+	if shard > uint64(^uint32(0)) {
 		return ""
 	}
 	l, _, _ := s.leaders.Get(uint32(shard))
@@ -306,14 +305,32 @@ func refusalErr(r meta.Refusal, owner []byte) error {
 // leaderLookup answers a lookup from the leader's state.
 func (s *Server) leaderLookup(shard uint64, topic []byte) Answer {
 	var a meta.Assignment
-	var ok bool
-	if err := s.sm.With(shard, func(st *meta.State) { a, ok = st.Get(topic) }); err != nil {
+	var ok, split bool
+	if err := s.sm.With(shard, func(st *meta.State) { a, ok, split = get(st, topic) }); err != nil {
 		return ErrAnswer(wire.CodeInternal, err.Error())
+	}
+	if split {
+		return MetaError(fmt.Errorf("shard %d: %w", shard, meta.ErrShardSplit))
 	}
 	if !ok || a.State != meta.Active {
 		return ErrAnswer(wire.CodeNotFound, fmt.Sprintf("topic %q is not assigned", topic))
 	}
 	return s.assignment(topic, a.Owner, a.Epoch, a.Partitions, shard, false)
+}
+
+// splitRetry is the retry hint of a request that reached a shard after it
+// split: its children's leaders are known within a round of their
+// election.
+const splitRetry = 50 * time.Millisecond
+
+// get reads topic from a shard's state; split reports that the shard split,
+// whose state no longer changes and answers nothing.
+func get(st *meta.State, topic []byte) (a meta.Assignment, found, split bool) {
+	if st.Split() {
+		return meta.Assignment{}, false, true
+	}
+	a, found = st.Get(topic)
+	return a, found, false
 }
 
 // MetaError is the answer to a request the metadata state refused.
@@ -327,6 +344,10 @@ func MetaError(err error) Answer {
 		return ErrAnswer(wire.CodeBadRequest, err.Error())
 	case errors.Is(err, meta.ErrSessionStale):
 		return ErrAnswer(wire.CodeSessionExpired, err.Error())
+	case errors.Is(err, meta.ErrShardSplit):
+		// Its topics are in its children: asked again, a node that knows
+		// them sends the request there.
+		return ErrorAnswer(&wire.ErrorResponse{Code: wire.CodeUnavailable, Message: err.Error(), RetryAfter: splitRetry})
 	default:
 		return ErrAnswer(wire.CodeBadRequest, err.Error())
 	}

@@ -95,8 +95,6 @@ type Machine interface {
 type Config struct {
 	// Self is this node's id. Required.
 	Self string
-	// Shards is the number of shards. Required.
-	Shards uint32
 	// Timeout is the request timeout: the longest a request waits for its
 	// answer, and the window in which a copy of a forward is dropped.
 	// Required.
@@ -127,7 +125,6 @@ type Config struct {
 // it, and matches the answers of forwarded requests to their waits.
 type Server struct {
 	self    string
-	shards  uint32
 	timeout time.Duration
 	leaders *router.LeaderTable
 	routes  *router.Cache
@@ -150,10 +147,10 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Self == "" || cfg.Shards == 0 || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Session == nil || cfg.Events == nil || cfg.Lease == nil || cfg.Machine == nil || cfg.Env == nil {
+	if cfg.Self == "" || cfg.Timeout <= 0 || cfg.Leaders == nil || cfg.Routes == nil || cfg.Session == nil || cfg.Events == nil || cfg.Lease == nil || cfg.Machine == nil || cfg.Env == nil {
 		return nil, errors.New("serve: incomplete config")
 	}
-	return &Server{self: cfg.Self, shards: cfg.Shards, timeout: cfg.Timeout, leaders: cfg.Leaders, routes: cfg.Routes,
+	return &Server{self: cfg.Self, timeout: cfg.Timeout, leaders: cfg.Leaders, routes: cfg.Routes,
 		events: cfg.Events, lease: cfg.Lease, sm: cfg.Machine, env: cfg.Env,
 		waiting: make(map[uint64]wait), next: cfg.FirstForward, sessions: sessions{own: cfg.Session}}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -22,8 +23,8 @@ import (
 // read, or the store's. m, and the bytes it holds, stay the caller's and
 // unchanged until done.
 func (s *Server) List(m *wire.ListTopics, done func(page *wire.TopicList, err error)) {
-	if m.Shard >= uint64(s.cfg.Shards) {
-		done(nil, refuse(ErrBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", m.Shard, s.cfg.Shards)))
+	if sm := s.cfg.Map(); m.Shard >= uint64(sm.IDLimit()) {
+		done(nil, refuse(ErrBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", m.Shard, sm.Len())))
 		return
 	}
 	if m.Limit == 0 {
@@ -43,7 +44,9 @@ func (s *Server) List(m *wire.ListTopics, done func(page *wire.TopicList, err er
 // hosted here or cannot be read, or no shard is left.
 func (s *Server) listShards(m *wire.ListTopics, hosted []bool, shard uint64, after []byte, out *wire.TopicList, done func(*wire.TopicList, error)) {
 	var batch []uint64
-	for sh := shard; sh < uint64(s.cfg.Shards) && hosted[sh] && len(batch) < listReadAhead; sh++ {
+	sm := s.cfg.Map()
+	shard, after = nextLive(sm, shard, after)
+	for sh := shard; sh < uint64(sm.IDLimit()) && isHosted(hosted, sh) && len(batch) < listReadAhead; sh, _ = nextLive(sm, sh+1, nil) {
 		batch = append(batch, sh)
 	}
 	if len(batch) == 0 {
@@ -128,13 +131,29 @@ func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *
 	return full, err
 }
 
+// nextLive returns the first shard of sm at or after shard in id order
+// that is live (sm's IDLimit when none is), with after kept only if it is
+// shard itself: a listing skips the shards that split, whose topics its
+// children hold. A listing that crosses a split may so give some topics
+// twice: those of a child its cursor had passed in the parent.
+func nextLive(sm *router.ShardMap, shard uint64, after []byte) (uint64, []byte) {
+	start := shard
+	for shard < uint64(sm.IDLimit()) && !sm.Live(uint32(shard)) {
+		shard++
+	}
+	if shard != start {
+		after = nil
+	}
+	return shard, after
+}
+
 // bytesOf is s's bytes, not copied: they must not be written.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // endList answers a listing whose next page starts at (shard, after).
 func (s *Server) endList(out *wire.TopicList, shard uint64, after []byte, done func(*wire.TopicList, error)) {
 	out.NextShard, out.NextAfter = shard, after
-	if shard >= uint64(s.cfg.Shards) {
+	if shard >= uint64(s.cfg.Map().IDLimit()) {
 		out.NextShard, out.NextAfter, out.Done = 0, nil, true
 	}
 	done(out, nil)

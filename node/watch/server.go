@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -91,9 +93,11 @@ type Replicas interface {
 
 // Config configures a Server. Every field is required.
 type Config struct {
-	// Shards is the cluster's shard count: a request naming a shard at or
-	// past it is refused (ErrBadRequest).
-	Shards int
+	// Map returns the cluster's shard map as this node knows it: a request
+	// naming a shard at or past its IDLimit is refused (ErrBadRequest), and
+	// a listing walks its live shards (a shard that split holds nothing
+	// its children do not).
+	Map func() *router.ShardMap
 	// MaxWatchers bounds the watches held at once while nothing changes
 	// (node.Config.MaxWatchers); one more is answered at once (ErrFull).
 	MaxWatchers int
@@ -125,8 +129,8 @@ type Config struct {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Shards < 1:
-		return fmt.Errorf("watch: %d shards", c.Shards)
+	case c.Map == nil:
+		return fmt.Errorf("watch: Map required")
 	case c.MaxWatchers < 1:
 		return fmt.Errorf("watch: MaxWatchers %d below 1", c.MaxWatchers)
 	case c.MaxWait < 0:
@@ -232,6 +236,11 @@ type hostedSet struct {
 	hosted []bool
 }
 
+// isHosted reports whether hosted (hostedShards) holds shard.
+func isHosted(hosted []bool, shard uint64) bool {
+	return shard < uint64(len(hosted)) && hosted[shard]
+}
+
 // hostedShards returns which shards this node holds a replica of, as the
 // store said at most hostedFresh ago. The slice is shared: read only.
 func (s *Server) hostedShards() ([]bool, error) {
@@ -243,11 +252,12 @@ func (s *Server) hostedShards() ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosted := make([]bool, s.cfg.Shards)
+	var hosted []bool
+	if len(ids) > 0 {
+		hosted = make([]bool, slices.Max(ids)+1)
+	}
 	for _, id := range ids {
-		if id < uint64(len(hosted)) {
-			hosted[id] = true
-		}
+		hosted[id] = true
 	}
 	s.hosted.Store(&hostedSet{at: now, hosted: hosted})
 	return hosted, nil
@@ -268,8 +278,8 @@ func (s *Server) Watch(m *wire.Watch, done func(ev *wire.WatchEvents, err error)
 	for _, p := range m.Positions {
 		last = max(last, p.Shard)
 	}
-	if last >= uint64(s.cfg.Shards) {
-		done(nil, refuse(ErrBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", last, s.cfg.Shards)))
+	if sm := s.cfg.Map(); last >= uint64(sm.IDLimit()) {
+		done(nil, refuse(ErrBadRequest, fmt.Sprintf("shard %d out of range: the cluster has %d shards", last, sm.Len())))
 		return
 	}
 	hosted, err := s.hostedShards()
@@ -302,9 +312,9 @@ func (s *Server) Watch(m *wire.Watch, done func(ev *wire.WatchEvents, err error)
 	}
 	// Held: woken by a change to one of its shards, answered by the first
 	// wake that finds something or by the end of the wait.
-	w := &waiter{shards: make([]uint64, (s.cfg.Shards+63)/64)}
+	w := &waiter{shards: make([]uint64, (last+64)/64)}
 	for _, p := range m.Positions {
-		if hosted[p.Shard] {
+		if isHosted(hosted, p.Shard) {
 			w.shards[p.Shard/64] |= 1 << (p.Shard % 64)
 		}
 	}
@@ -371,7 +381,7 @@ func (s *Server) collect(m *wire.Watch, hosted []bool) wire.WatchEvents {
 	var out wire.WatchEvents
 	budget := maxEventsPerAnswer
 	for _, p := range m.Positions {
-		if !hosted[p.Shard] {
+		if !isHosted(hosted, p.Shard) {
 			out.NotHosted = append(out.NotHosted, p.Shard)
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -112,11 +113,20 @@ type timer struct {
 	stopped bool
 }
 
+// fixedMap is the map of a cluster of base shards that never split.
+func fixedMap(base int) func() *router.ShardMap {
+	m, err := router.NewShardMap(uint32(base))
+	if err != nil {
+		panic(err)
+	}
+	return func() *router.ShardMap { return m }
+}
+
 func newWorld(t testing.TB, r *replicas, maxWatchers int) *world {
 	t.Helper()
 	w := &world{r: r, now: time.Unix(1000, 0)}
 	s, err := New(Config{
-		Shards: testShards, MaxWatchers: maxWatchers, MaxWait: 5 * time.Second, Replicas: r,
+		Map: fixedMap(testShards), MaxWatchers: maxWatchers, MaxWait: 5 * time.Second, Replicas: r,
 		OwnerAddr: func(node string) string {
 			if node == "" {
 				return ""
@@ -560,14 +570,14 @@ func TestAListingStopsAtAShardItCannotRead(t *testing.T) {
 
 // A Config lacking what a Server needs is refused.
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
-	good := Config{Shards: 1, MaxWatchers: 1, MaxWait: time.Second, Replicas: newReplicas(), OwnerAddr: func(string) string { return "" },
+	good := Config{Map: fixedMap(1), MaxWatchers: 1, MaxWait: time.Second, Replicas: newReplicas(), OwnerAddr: func(string) string { return "" },
 		Clock: time.Now, After: func(time.Duration, func()) func() bool { return nil }, Spawn: func(func()) bool { return true },
 		Logger: slog.New(slog.DiscardHandler)}
 	if _, err := New(good); err != nil {
 		t.Fatal(err)
 	}
 	for name, change := range map[string]func(c *Config){
-		"no shards":   func(c *Config) { c.Shards = 0 },
+		"no map":      func(c *Config) { c.Map = nil },
 		"no watchers": func(c *Config) { c.MaxWatchers = 0 },
 		"no spawn":    func(c *Config) { c.Spawn = nil },
 		"no replicas": func(c *Config) { c.Replicas = nil },
