@@ -95,6 +95,18 @@ type HaltObserver interface {
 	Halted(shard uint64)
 }
 
+// EndObserver is a StateMachine that says whether a shard's replica here
+// ended: it applied the split that handed the shard's keys to its
+// children (Splitter). An ended replica acknowledges no read confirmation
+// of any leader of the shard, so that no leader of it is confirmed once
+// its children may have elected theirs: every quorum of the children
+// meets every quorum of the parent in a replica that applied the split.
+// It is asked when a replica opens; a split applied here marks the
+// replica ended at once.
+type EndObserver interface {
+	Ended(shard uint64) bool
+}
+
 // Command is one committed normal entry handed to StateMachine.Apply.
 type Command struct {
 	Index  uint64

@@ -102,6 +102,9 @@ type staging struct {
 	w     *worker
 	r     *replica
 	seeds []seed
+	// ends: the Apply split r's shard (SeedChild was called): r ends at
+	// commit.
+	ends bool
 }
 
 // seed is a shard born of an entry of r's (a split): its start and the
@@ -146,6 +149,7 @@ func (s *staging) SeedChild(child, index, term uint64) (bool, error) {
 	if len(r.confState.VotersOutgoing) > 0 {
 		return false, fmt.Errorf("raftmux: shard %d splits at %d: %w", r.shard, index, ErrSplitJoint)
 	}
+	s.ends = true
 	if !isMember(r.confState, cfg.NodeID) {
 		return false, nil
 	}
@@ -203,6 +207,9 @@ func (s *staging) commit() {
 		s.Batch.Seed(sd.child, sd.index, sd.term, &sd.cs)
 	}
 	s.w.seeded = append(s.w.seeded, s.seeds...)
+	if s.ends {
+		s.r.ended = true
+	}
 	for _, op := range s.ops {
 		if op.del {
 			s.Batch.Delete(op.shard, s.buf[op.k:op.v])
@@ -224,7 +231,7 @@ func (s *staging) reset() {
 	s.Batch = nil
 	clear(s.seeds)
 	s.seeds = s.seeds[:0]
-	s.w, s.r = nil, nil
+	s.w, s.r, s.ends = nil, nil, false
 }
 
 // applyConfChange applies cc to r's RawNode. raft panics on a change that

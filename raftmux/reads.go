@@ -157,7 +157,7 @@ func voters(cs *raftpb.ConfState) []uint64 {
 // heartbeat only while it follows its sender at that term.
 func (w *worker) answerReadHeartbeat(shard, from uint64, hb Heartbeat) {
 	r := w.replicas[shard]
-	if r == nil || r.destroyed || r.halted != nil {
+	if r == nil || r.destroyed || r.halted != nil || r.ended {
 		return
 	}
 	st := r.rn.BasicStatus()

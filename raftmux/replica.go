@@ -19,6 +19,8 @@ type replica struct {
 	shard uint64
 	rn    *raft.RawNode
 	rs    raft.Storage
+	// ended: the replica applied its shard's split (EndObserver).
+	ended bool
 	// seedCampaign: a child born here of a split whose parent this
 	// replica's host led, seeded at seededTick, campaigns until it knows
 	// a leader (seededCampaign).
@@ -265,6 +267,9 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 		confState:       &cs,
 		proposals:       make(map[uint64]*request),
 		reads:           make(map[uint64]*request),
+	}
+	if eo, ok := w.h.cfg.StateMachine.(EndObserver); ok && applied > 0 {
+		r.ended = eo.Ended(shard)
 	}
 	w.replicas[shard] = r
 	w.orderStale = true

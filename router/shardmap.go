@@ -182,6 +182,17 @@ func (m *ShardMap) Live(id uint32) bool {
 	return int(w) < len(m.live) && m.live[w]&(1<<(id%64)) != 0
 }
 
+// HasSplit reports whether shard id split in m: it is not live, and the
+// live shards of its range lie below it.
+func (m *ShardMap) HasSplit(id uint32) bool {
+	if m.Live(id) || !m.space.Valid(uint64(id)) {
+		return false
+	}
+	_, d, _, _ := m.space.Range(id)
+	_, ld, _, _ := m.space.Range(m.OfHash(m.hashIn(id)))
+	return ld > d
+}
+
 // OfHash returns the live shard holding hash h. It allocates nothing.
 func (m *ShardMap) OfHash(h uint64) uint32 {
 	for d := uint8(0); d < m.depth; d++ {

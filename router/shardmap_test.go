@@ -221,6 +221,9 @@ func TestShardMapIncluding(t *testing.T) {
 	if !ok || !n.Live(deep) || n.Version() != 4 || m.Live(deep) {
 		t.Fatalf("Including a shard 4 splits down: ok %v live %v version %d", ok, n.Live(deep), n.Version())
 	}
+	if !n.HasSplit(parent(t, sp, deep)) || n.HasSplit(deep) || m.HasSplit(parent(t, sp, deep)) || n.HasSplit(sp.Capacity()) {
+		t.Fatal("HasSplit disagrees with the splits made")
+	}
 	if same, ok := n.Including(deep); !ok || same != n {
 		t.Fatal("Including a live shard made a new map")
 	}
@@ -240,6 +243,15 @@ func TestShardMapIncluding(t *testing.T) {
 	if _, _, err := big.Children(7); !errors.Is(err, ErrShardDepth) {
 		t.Fatalf("a split past the capacity: %v", err)
 	}
+}
+
+func parent(t *testing.T, sp ShardSpace, id uint32) uint32 {
+	t.Helper()
+	p, ok := sp.Parent(id)
+	if !ok {
+		t.Fatalf("shard %d has no parent", id)
+	}
+	return p
 }
 
 func TestShardMapLookupAllocatesNothing(t *testing.T) {

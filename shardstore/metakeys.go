@@ -15,7 +15,7 @@ import (
 //	"meta"      → the whole state, as versions before per-topic records
 //	              wrote it; read when present, replaced by records at the
 //	              next apply
-//	"x"         → present once the shard split (empty value): it applies
+//	"x"         → present once the shard split (value 1): it applies
 //	              nothing more
 var (
 	TopicRecordPrefix = []byte("t")

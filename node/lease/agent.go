@@ -100,6 +100,9 @@ type Machine interface {
 	Grant(shard uint64, owner string, digest uint64, clock func() time.Time, may func(now time.Time) (uint64, bool)) (g wire.LeaseGrant, exact, ok bool)
 	GrantIfUnchanged(owner string, version uint64, now time.Time) bool
 	StateVersion() uint64
+	// Ended reports whether the replica here of shard applied its split:
+	// it then vouches for no leader of the shard.
+	Ended(shard uint64) bool
 }
 
 // Records is what an Agent tells the records room (*records.Keeper) as
@@ -162,6 +165,9 @@ type Agent struct {
 	own      *ownership.Holder
 	ownMu    sync.RWMutex
 	ownWrite sync.Mutex
+	// splitFor: the shard map whose splits the held topics were last
+	// moved by (under ownMu; see splitHeld).
+	splitFor *router.ShardMap
 	// inbox: OpenTopic and CloseTopic messages waiting for the next
 	// synced batch (messages.go).
 	inbox inbox

@@ -193,6 +193,7 @@ func (a *Agent) round(full bool) {
 		askIDs   map[uint64]*duty.VouchAsk
 	)
 	a.ownMu.Lock()
+	a.splitHeld()
 	if full {
 		a.full.Store(false)
 		seq, reqs, released = a.own.Round(now, a.leaderOf, a.cfg.Leaders.Version())
@@ -244,6 +245,24 @@ func (a *Agent) round(full bool) {
 		if a.env.Send(p, f) == nil {
 			a.counters.messagesSent.Add(1)
 			a.counters.bytesSent.Add(uint64(len(f)))
+		}
+	}
+}
+
+// splitHeld moves the topics this node holds in shards that split, as
+// the node's shard map knows them, to the children their keys go to
+// (ownership.Holder.Split): the round asks those children's leaders.
+// Under ownMu.
+func (a *Agent) splitHeld() {
+	sm := a.cfg.Leaders.Map()
+	if sm == a.splitFor {
+		return
+	}
+	a.splitFor = sm
+	for _, s := range a.own.HeldShards() {
+		if s <= uint64(^uint32(0)) && sm.HasSplit(uint32(s)) {
+			n := a.own.Split(s, func(topic string) uint64 { return uint64(sm.OfString(topic)) })
+			a.log.Info("node: held topics moved to a split shard's children", "shard", s, "topics", n)
 		}
 	}
 }
@@ -309,7 +328,7 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 		if m.Led.Count > 0 {
 			var sum wire.Summary
 			for shard, rl := range a.replicaLead {
-				if rl.lead == rid {
+				if rl.lead == rid && !a.cfg.Machine.Ended(shard) {
 					sum.Count++
 					sum.Digest ^= meta.ShardSummary(shard, rl.term, 0)
 				}
@@ -318,7 +337,7 @@ func (a *Agent) answerRound(from string, m *wire.LeaseRound) *wire.LeaseReply {
 		}
 		if !reply.LedMatched {
 			for _, v := range m.Vouch {
-				if rl, ok := a.replicaLead[v.Shard]; ok && rl.lead == rid && rl.term == v.Term {
+				if rl, ok := a.replicaLead[v.Shard]; ok && rl.lead == rid && rl.term == v.Term && !a.cfg.Machine.Ended(v.Shard) {
 					reply.Vouched = append(reply.Vouched, v.Shard)
 				}
 			}
@@ -460,8 +479,8 @@ func (a *Agent) sumHeld(from string, now time.Time) (sum wire.Summary, mine []wi
 		}
 		owns := false
 		if !a.cfg.Machine.WithLoadedShard(st.Shard, func(sh *shardsm.Shard) {
-			if sh.State.Load(from) == 0 {
-				return
+			if sh.State.Split() || sh.State.Load(from) == 0 {
+				return // a split shard gives no one anything
 			}
 			owns = true
 			if sh.LastAsk == nil {

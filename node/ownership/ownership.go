@@ -225,6 +225,62 @@ func (h *Holder) unhold(topic string, old *held) {
 	delete(h.topics, topic)
 }
 
+// Split moves the topics held in shard parent, which split, to the shards
+// child names for them, each held as before. A child's shard takes the
+// parent's lease when it is newer than its own: the split changed no
+// owner and no epoch, so a grant of the parent covers the topics for as
+// long as it runs (the children's leaders, new leaders, open no moved
+// topic before every grant of the parent ran out). The moves are not
+// stored: a topic's shard is the map's, and a restart moves them again
+// once its map knows the split. It reports how many topics moved.
+func (h *Holder) Split(parent uint64, child func(topic string) uint64) int {
+	st := h.shards[parent]
+	if st == nil || len(st.topics) == 0 {
+		return 0
+	}
+	l := *st.current()
+	if l.listed != nil {
+		l.listed = maps.Clone(l.listed)
+	}
+	topics := slices.Sorted(maps.Keys(st.topics))
+	for _, topic := range topics {
+		t := h.topics[topic]
+		c := child(topic)
+		if c == parent {
+			continue
+		}
+		since := t.since
+		h.unhold(topic, t)
+		moved := t.Topic
+		moved.Shard = c
+		cs := h.shard(c)
+		if cur := cs.current(); cur.seq < l.seq || (cur.seq == l.seq && cur.expires.Before(l.expires)) {
+			cs.lease = l
+		}
+		h.version++
+		cs.topics[topic] = struct{}{}
+		cs.digest ^= meta.TopicDigest(topic, moved.Epoch)
+		h.topics[topic] = &held{Topic: moved, since: since}
+	}
+	if invariants.Enabled {
+		h.inv.after(h, "split")
+	}
+	return len(topics)
+}
+
+// HeldShards returns the shards this node holds topics of, in ascending
+// order.
+func (h *Holder) HeldShards() []uint64 {
+	out := make([]uint64, 0, len(h.shards))
+	for s, st := range h.shards {
+		if len(st.topics) > 0 {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Load adds a topic held before a restart. Until a grant covers it, it is
 // not served.
 func (h *Holder) Load(topic string, t Topic) {

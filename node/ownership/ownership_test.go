@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -497,5 +498,54 @@ func TestLoadAllHoldsWhatLoadHolds(t *testing.T) {
 		if one.Digest(s) != all.Digest(s) {
 			t.Fatalf("shard %d: digest %x one by one, %x all at once", s, one.Digest(s), all.Digest(s))
 		}
+	}
+}
+
+// Split moves a split shard's topics to its children, each served under
+// the parent's lease as long as it runs, asked for by child in the next
+// round, and covered by the children's leaders' grants from then on.
+func TestSplitKeepsTheTopicsServed(t *testing.T) {
+	h := newHolder(t)
+	for i, topic := range []string{"a", "b", "c", "d"} {
+		open(h, topic, 3, 1, uint64(i+1), 0)
+	}
+	agreed(h, t0, "L", 1)
+	mustServe(t, h, t0, "c", 3, Servable)
+	child := func(topic string) uint64 {
+		if topic < "c" {
+			return 10
+		}
+		return 11
+	}
+	if n := h.Split(3, child); n != 4 {
+		t.Fatalf("moved %d", n)
+	}
+	if got := h.HeldShards(); !slices.Equal(got, []uint64{10, 11}) {
+		t.Fatalf("held shards %v", got)
+	}
+	if tp, _ := h.Get([]byte("c")); tp.Shard != 11 || tp.Epoch != 3 {
+		t.Fatalf("c held as %+v", tp)
+	}
+	if h.Digest(10) != meta.TopicDigest("a", 1)^meta.TopicDigest("b", 2) || h.Digest(3) != 0 {
+		t.Fatalf("digests %x %x", h.Digest(10), h.Digest(3))
+	}
+	for _, topic := range []string{"a", "d"} {
+		mustServe(t, h, t0.Add(leaseLen-time.Millisecond), topic, uint64(topic[0]-'a'+1), Servable)
+	}
+	if err := h.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	seq, asks, _ := h.Round(t0.Add(time.Second), leaderIs("M"), 1)
+	var shards []uint64
+	for _, q := range asks["M"].Requests {
+		shards = append(shards, q.Shard)
+	}
+	if !slices.Equal(shards, []uint64{10, 11}) {
+		t.Fatalf("the round after the split asks %v", shards)
+	}
+	h.Reply("M", grantAll(seq, asks["M"].Requests, 1))
+	mustServe(t, h, t0.Add(time.Second+leaseLen-time.Millisecond), "b", 2, Servable)
+	if h.Split(3, child) != 0 {
+		t.Fatal("a second split of the same shard moved topics")
 	}
 }

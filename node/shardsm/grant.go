@@ -39,6 +39,10 @@ func (m *Machine) Grant(shard uint64, owner string, digest uint64, clock func() 
 		s.LastAsk = make(map[string]time.Time)
 	}
 	s.LastAsk[owner] = now
+	if s.State.Split() {
+		// Its topics are its children's to grant.
+		return wire.LeaseGrant{}, false, false
+	}
 	term, allowed := may(now)
 	if !allowed {
 		return wire.LeaseGrant{}, false, false

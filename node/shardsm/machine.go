@@ -78,6 +78,10 @@ type Machine struct {
 	// load that straddles one is not kept.
 	loads map[uint64]chan struct{} // closed when the load ends
 	gen   uint64
+	// ended: whether each shard asked about applied its split here (true),
+	// or had not when asked (false); an apply of a split and a restore set
+	// it, a removal drops it (Ended).
+	ended map[uint64]bool
 
 	// grantMu orders grants answered from a cached summary against
 	// applies: version counts the applies that changed a state, restores
@@ -93,6 +97,7 @@ type Machine struct {
 var (
 	_ raftmux.StateMachine = (*Machine)(nil)
 	_ raftmux.HaltObserver = (*Machine)(nil)
+	_ raftmux.EndObserver  = (*Machine)(nil)
 )
 
 // New returns a Machine over cfg.Store, with no shard loaded yet.
@@ -325,6 +330,9 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 		}
 		if err == nil && res.Split {
 			m.fillChildren(s, seeded, b)
+			m.mu.Lock()
+			m.setEnded(shard, true)
+			m.mu.Unlock()
 		}
 		if mutant.On(mutant.ApplyError) {
 			err = nil
@@ -387,6 +395,7 @@ func (m *Machine) Restore(shard, index uint64) error {
 	defer m.changed(nil, nil)
 	m.mu.Lock()
 	m.gen++
+	m.setEnded(shard, st.Split())
 	s := m.shards[shard]
 	if s == nil {
 		m.shards[shard] = &Shard{State: st, Log: log, legacy: legacy}
@@ -407,6 +416,7 @@ func (m *Machine) Restore(shard, index uint64) error {
 func (m *Machine) Remove(shard uint64) {
 	m.mu.Lock()
 	m.gen++
+	delete(m.ended, shard)
 	delete(m.shards, shard)
 	delete(m.halted, shard) // a replica made again later starts afresh
 	m.mu.Unlock()
@@ -427,4 +437,41 @@ func (m *Machine) Halted(shard uint64) {
 	m.halted[shard] = true
 	m.mu.Unlock()
 	m.changed(nil, nil)
+}
+
+// Ended reports whether this node's replica of shard applied its split
+// (meta.State.Split): it then vouches for no leader of the shard and
+// confirms no reads, so that no leader of the parent is confirmed once
+// the children, whose quorums meet every parent quorum in such a replica,
+// may have elected theirs (docs/shards.md). A shard not loaded is read
+// from the store once.
+func (m *Machine) Ended(shard uint64) bool {
+	m.mu.Lock()
+	e, known := m.ended[shard]
+	m.mu.Unlock()
+	if known {
+		return e
+	}
+	v, err := m.store.Get(shard, shardstore.SplitMarkKey)
+	if err != nil {
+		return false // asked again next time
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, known := m.ended[shard]; known {
+		return e // an apply or restore said since
+	}
+	if m.ended == nil {
+		m.ended = make(map[uint64]bool)
+	}
+	m.ended[shard] = v != nil
+	return v != nil
+}
+
+// setEnded records whether shard ended. Under mu.
+func (m *Machine) setEnded(shard uint64, ended bool) {
+	if m.ended == nil {
+		m.ended = make(map[uint64]bool)
+	}
+	m.ended[shard] = ended
 }

@@ -114,7 +114,7 @@ func (s *Shard) persist(shard uint64, b raftmux.Batch) {
 	}
 	s.State.DrainSessions(func(id uint64) { s.putSession(shard, id, b) })
 	if s.State.DrainSplit() {
-		b.Put(shard, shardstore.SplitMarkKey, nil)
+		b.Put(shard, shardstore.SplitMarkKey, []byte{1})
 	}
 }
 

@@ -113,12 +113,21 @@ func TestSplitFillsTheChildren(t *testing.T) {
 		t.Fatalf("split of a joint parent: %v", r.Err)
 	}
 
+	if sm.Ended(parent) {
+		t.Fatal("ended before its split")
+	}
 	r, seeded := applyOne(t, st, sm, parent, splitEntry(t, parent, 12), nil)
+	if !sm.Ended(parent) || sm.Ended(uint64(space.ID(0, 1))) {
+		t.Fatal("Ended does not follow the split")
+	}
 	low, high, _ := space.Children(parent)
 	if r.Err != nil || !slices.Equal(seeded, []uint64{uint64(low), uint64(high)}) {
 		t.Fatalf("split: %v, seeded %v", r.Err, seeded)
 	}
 	fresh := New(Config{Store: st, ChangeLogLen: testLogLen, Space: space})
+	if !fresh.Ended(parent) {
+		t.Fatal("a machine reading the store does not find the split")
+	}
 	var got []string
 	for _, child := range seeded {
 		n := 0

@@ -64,6 +64,14 @@ func TestRealPartsSplitSeedsChildOnEveryReplica(t *testing.T) {
 	c.waitFor("host 3 holds the child with its keys and the new one", 15*time.Second, func() bool {
 		return c.keys(3, childShard) == odd+1
 	})
+	// Replicas that applied the split confirm no read of the parent's
+	// leader: it can no longer show that it leads.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = c.raftHost(lead0(t, c)).ReadIndex(ctx, 0)
+	cancel()
+	if err == nil {
+		t.Fatal("the parent's leader confirmed a read after its followers applied the split")
+	}
 	// The parent keeps its keys: the split copies, and the parent stops
 	// taking writes where its user says so.
 	for _, id := range []uint64{1, 2, 3} {
@@ -117,6 +125,18 @@ func TestRealPartsSplitRefusals(t *testing.T) {
 	if _, err := c.propose(childShard, cmd('a', 1)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lead0 returns the host leading shard 0.
+func lead0(t *testing.T, c *cluster) uint64 {
+	t.Helper()
+	for _, id := range c.ids() {
+		if inf, ok := tryInfo(c.raftHost(id), 0); ok && inf.Leader == id {
+			return id
+		}
+	}
+	t.Fatal("shard 0 has no leader")
+	return 0
 }
 
 func infoOf(t *testing.T, h *raftmux.Host, shard uint64) raftmux.Info {
