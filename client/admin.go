@@ -38,6 +38,17 @@ type LeaderTransfer struct {
 	Term   uint64
 }
 
+// SplitResult is a shard's split: the shard, the leader that proposed the
+// split and its term, and the two shards its topics went to (their ids
+// fixed by the range, docs/shards.md): Low holds the keys whose next bit
+// of the hash is 0, High the others.
+type SplitResult struct {
+	Shard     uint64
+	Leader    string
+	Term      uint64
+	Low, High uint64
+}
+
 // RemoveOptions tune RemoveNode.
 type RemoveOptions struct {
 	// Force removes a node that is alive, or an id the membership does
@@ -146,6 +157,34 @@ func (c *Client) TransferLeader(ctx context.Context, shard uint64, node string) 
 		return LeaderTransfer{}, err
 	}
 	return LeaderTransfer{Shard: out.Shard, Leader: string(out.Node), Term: out.Term}, nil
+}
+
+// SplitShard splits shard in two: its leader proposes the split, and the
+// shard's topics, leases, epochs and write sessions go on in the two
+// halves of its hash range, each a raft group of its own on the same
+// replicas. It returns once the split applied (and, within half the
+// request timeout, both halves have leaders).
+func (c *Client) SplitShard(ctx context.Context, shard uint64) (SplitResult, error) {
+	k := call{op: fmt.Sprintf("split %d", shard)}
+	var out wire.AdminResult
+	req := adminRequest(wire.KindSplitShard, func(b []byte) []byte {
+		return wire.AppendSplitShard(b, &wire.SplitShard{Shard: shard})
+	}, &out)
+	if err := c.anyServer(ctx, k, req); err != nil {
+		return SplitResult{}, err
+	}
+	res := SplitResult{Shard: out.Shard, Leader: string(out.Node), Term: out.Term}
+	// The halves' ids follow from the cluster's base shard count, which
+	// the leader table says.
+	if err := c.pullLeaders(ctx); err != nil {
+		return res, fmt.Errorf("client: %v: the shard split; its halves are not known: %w", k, err)
+	}
+	if t := c.leaders.Load(); t != nil && t.smap != nil && out.Shard <= uint64(^uint32(0)) {
+		if low, high, err := t.smap.Space().Children(uint32(out.Shard)); err == nil {
+			res.Low, res.High = uint64(low), uint64(high)
+		}
+	}
+	return res, nil
 }
 
 // RemoveNode forgets a node gone for good: every live member records the

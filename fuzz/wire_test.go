@@ -257,12 +257,14 @@ func FuzzEmpty(f *testing.F) {
 func FuzzAdmin(f *testing.F) {
 	f.Add(wire.AppendAdminNode(nil, &wire.AdminNode{Node: b("n4"), Force: true}))
 	f.Add(wire.AppendTransferLeader(nil, &wire.TransferLeader{Shard: 7, Node: b("n2"), Prepare: true}))
+	f.Add(wire.AppendSplitShard(nil, &wire.SplitShard{Shard: 300}))
 	f.Add(wire.AppendAdminResult(nil, &wire.AdminResult{Node: b("n2"), Shard: 7, Term: 3, Topics: 30, Leaders: 21, Shards: 4, Drained: true}))
 	f.Add(wire.AppendNodeMeta(nil, &wire.NodeMeta{Drained: true, Origin: 9, Removed: []wire.RemovedNode{{Node: b("n2"), At: 5}, {Node: b("n4"), At: 7}}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check(t, data, wire.AppendAdminNode, wire.DecodeAdminNode)
 		check(t, data, wire.AppendTransferLeader, wire.DecodeTransferLeader)
+		check(t, data, wire.AppendSplitShard, wire.DecodeSplitShard)
 		check(t, data, wire.AppendAdminResult, wire.DecodeAdminResult)
 		check(t, data, wire.AppendNodeMeta, wire.DecodeNodeMeta)
 	})

@@ -6,6 +6,7 @@ import (
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/node/shardsm"
+	"github.com/shoalmq/shoal/router"
 )
 
 // The state of every shard this node hosts is the shardsm room's
@@ -29,5 +30,6 @@ func (n *Node) newStateMachine() *shardsm.Machine {
 			n.lease.Effects(shard, effs, lastGrant)
 		},
 		Logged: n.watch.Changed,
+		Space:  router.ShardSpace(n.cfg.Shards),
 	})
 }

@@ -577,25 +577,46 @@ func (p *Placement) evenOut(led []int, barred []bool, mean float64, bound int) {
 func (p *Placement) Shards() uint32 { return p.shards }
 
 // Replicas appends the node ids of a shard's replicas to dst, preferred
-// leader first; nothing for a shard outside the table. It allocates nothing
-// when dst has room.
+// leader first; nothing for a shard outside the table's shard space. A
+// split's child (ShardSpace, with the table's shards as the base) is
+// placed on the replicas of the base shard it descends from, its
+// preferred leader the one its id picks among them, so that the children
+// of one shard are led from each of its replicas in turn. It allocates
+// nothing when dst has room.
 func (p *Placement) Replicas(shard uint32, dst []string) []string {
-	if shard >= p.shards {
+	base, first, ok := p.row(shard)
+	if !ok {
 		return dst
 	}
-	for _, n := range p.rows[int(shard)*p.width : int(shard+1)*p.width] {
-		dst = append(dst, p.ring.nodes[n].ID)
+	row := p.rows[int(base)*p.width : int(base+1)*p.width]
+	for i := range row {
+		dst = append(dst, p.ring.nodes[row[(first+i)%len(row)]].ID)
 	}
 	return dst
 }
 
-// Leader returns a shard's preferred leader, or "" for a shard outside the
-// table or an empty ring.
+// Leader returns a shard's preferred leader (see Replicas), or "" for a
+// shard outside the table's space or an empty ring.
 func (p *Placement) Leader(shard uint32) string {
-	if shard >= p.shards || p.width == 0 {
+	base, first, ok := p.row(shard)
+	if !ok || p.width == 0 {
 		return ""
 	}
-	return p.ring.nodes[p.rows[int(shard)*p.width]].ID
+	return p.ring.nodes[p.rows[int(base)*p.width+first]].ID
+}
+
+// row returns the base shard whose row places shard, and the position in
+// it of shard's preferred leader.
+func (p *Placement) row(shard uint32) (base uint32, first int, ok bool) {
+	if shard < p.shards {
+		return shard, 0, true
+	}
+	sp := ShardSpace(p.shards)
+	if p.width == 0 || !sp.Valid(uint64(shard)) {
+		return 0, 0, false
+	}
+	base, _, _, _ = sp.Range(shard)
+	return base, int(shard % uint32(p.width)), true
 }
 
 // boundedLoads is the state of a Placement with RingConfig.ReplicaSlack:

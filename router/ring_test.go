@@ -390,8 +390,28 @@ func TestPlacementBalancesLeaders(t *testing.T) {
 				t.Errorf("%d nodes, %d shards: %s leads %.0f shards, mean %.1f", c.nodes, c.shards, m.ID, n, mean)
 			}
 		}
-		if p.Leader(c.shards) != "" || p.Replicas(c.shards, nil) != nil {
-			t.Fatalf("shard outside the table has replicas")
+		if out := ShardSpace(c.shards).Capacity(); p.Leader(out) != "" || p.Replicas(out, nil) != nil {
+			t.Fatalf("shard outside the table's space has replicas")
+		}
+		// A split's children sit on their base shard's replicas, their
+		// preferred leaders spread over them.
+		low, high, _ := ShardSpace(c.shards).Children(1)
+		base := p.Replicas(1, nil)
+		leaders := map[string]bool{}
+		for _, child := range []uint32{low, high} {
+			reps := p.Replicas(child, nil)
+			if len(reps) != len(base) || reps[0] != p.Leader(child) {
+				t.Fatalf("child %d placed on %v, its base on %v", child, reps, base)
+			}
+			for _, r := range reps {
+				if !slices.Contains(base, r) {
+					t.Fatalf("child %d on %s, not a replica of its base %v", child, r, base)
+				}
+			}
+			leaders[reps[0]] = true
+		}
+		if len(base) > 1 && len(leaders) != 2 {
+			t.Fatalf("both children of shard 1 prefer %v", leaders)
 		}
 	}
 }

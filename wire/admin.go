@@ -53,11 +53,30 @@ func DecodeTransferLeader(b []byte, m *TransferLeader) error {
 	return r.end()
 }
 
+// SplitShard asks that a shard split in two (KindSplitShard): its leader
+// proposes the split, and its topics go on in the two halves of its hash
+// range.
+type SplitShard struct {
+	Shard uint64
+}
+
+// AppendSplitShard appends m's payload.
+func AppendSplitShard(dst []byte, m *SplitShard) []byte { return appendUvarint(dst, m.Shard) }
+
+// DecodeSplitShard decodes a SplitShard payload into m.
+func DecodeSplitShard(b []byte, m *SplitShard) error {
+	r := reader{b: b}
+	m.Shard = r.uvarint()
+	return r.end()
+}
+
 // AdminResult answers an admin request (KindAdminResult):
 //
 //   - Drain, Undrain: Node, Drained, and what the node still holds:
 //     Topics it owns and Leaders (shards it leads);
 //   - TransferLeader: Shard, Node (its leader now) and Term;
+//   - SplitShard: Shard (the shard that split), Node (its leader, which
+//     proposed the split) and Term (the split's term);
 //   - RemoveNode: Node, and Shards: the shards the answering node leads
 //     whose raft configuration still counts the removed node.
 type AdminResult struct {

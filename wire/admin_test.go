@@ -9,6 +9,7 @@ func TestAdminMessagesRoundTrip(t *testing.T) {
 	roundTrip(t, &AdminNode{Node: []byte("n3")}, AppendAdminNode, DecodeAdminNode)
 	roundTrip(t, &AdminNode{Node: []byte("n3"), Force: true}, AppendAdminNode, DecodeAdminNode)
 	roundTrip(t, &TransferLeader{Shard: 977, Node: []byte("n2"), Prepare: true}, AppendTransferLeader, DecodeTransferLeader)
+	roundTrip(t, &SplitShard{Shard: 1 << 20}, AppendSplitShard, DecodeSplitShard)
 	roundTrip(t, &AdminResult{Node: []byte("n2"), Shard: 7, Term: 9, Topics: 30, Leaders: 21, Shards: 4, Drained: true}, AppendAdminResult, DecodeAdminResult)
 }
 
@@ -30,7 +31,7 @@ func TestAdminMessagesReject(t *testing.T) {
 }
 
 func TestAdminKinds(t *testing.T) {
-	for _, k := range []Kind{KindDrain, KindUndrain, KindTransferLeader, KindRemoveNode} {
+	for _, k := range []Kind{KindDrain, KindUndrain, KindTransferLeader, KindRemoveNode, KindSplitShard} {
 		if !k.Known() || !k.IsClientRequest() || !k.IsAdminRequest() || k.IsPeer() {
 			t.Errorf("%v: known %v, client request %v, admin %v, peer %v", k, k.Known(), k.IsClientRequest(), k.IsAdminRequest(), k.IsPeer())
 		}
@@ -38,7 +39,7 @@ func TestAdminKinds(t *testing.T) {
 	if !KindAdminResult.Known() || !KindAdminResult.IsClientResponse() {
 		t.Errorf("%v is not a known client response", KindAdminResult)
 	}
-	if KindStatus.IsAdminRequest() || KindAssign.IsAdminRequest() {
+	if KindStatus.IsAdminRequest() || KindAssign.IsAdminRequest() || KindShardLeaders.IsAdminRequest() {
 		t.Error("a data request counts as an admin request")
 	}
 }
@@ -48,6 +49,7 @@ func TestPropertyAdminMessages(t *testing.T) {
 	prop(t, "TransferLeader", func(g gen) *TransferLeader {
 		return &TransferLeader{Shard: g.u64(), Node: g.nodeID(), Prepare: g.bool()}
 	}, AppendTransferLeader, DecodeTransferLeader)
+	prop(t, "SplitShard", func(g gen) *SplitShard { return &SplitShard{Shard: g.u64()} }, AppendSplitShard, DecodeSplitShard)
 	prop(t, "AdminResult", func(g gen) *AdminResult {
 		return &AdminResult{Node: g.nodeID(), Shard: g.u64(), Term: g.u64(), Topics: g.u64(), Leaders: g.u64(), Shards: g.u64(), Drained: g.bool()}
 	}, AppendAdminResult, DecodeAdminResult)

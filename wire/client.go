@@ -10,8 +10,10 @@ package wire
 func (k Kind) IsClientRequest() bool { return k >= KindAssign && k < KindAssignment && k.Known() }
 
 // IsAdminRequest reports whether k is one of the operators' requests
-// (Drain, Undrain, TransferLeader, RemoveNode).
-func (k Kind) IsAdminRequest() bool { return k >= KindDrain && k <= KindRemoveNode }
+// (Drain, Undrain, TransferLeader, RemoveNode, SplitShard).
+func (k Kind) IsAdminRequest() bool {
+	return (k >= KindDrain && k <= KindRemoveNode) || k == KindSplitShard
+}
 
 // IsClientResponse reports whether k answers a client request: KindError,
 // or a known kind from 30 to 49.

@@ -30,6 +30,7 @@ const (
 	KindTransferLeader  Kind = 23 // admin: hand a shard's leadership to one of its replicas
 	KindRemoveNode      Kind = 24 // admin: forget a node gone for good
 	KindShardLeaders    Kind = 25
+	KindSplitShard      Kind = 26 // admin: split a shard in two
 
 	// Client responses.
 	KindAssignment  Kind = 30 // answer to Assign, Lookup, UpdatePartition
@@ -41,7 +42,7 @@ const (
 	KindStatusInfo  Kind = 36
 	KindWatchEvents Kind = 37 // answer to Watch
 	KindTopicList   Kind = 38 // answer to ListTopics
-	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode
+	KindAdminResult Kind = 39 // answer to Drain, Undrain, TransferLeader, RemoveNode, SplitShard
 	KindLeaderTable Kind = 40
 
 	// Peer messages (node ↔ node).
@@ -82,7 +83,7 @@ var kindNames = [maxKind + 1]string{
 	KindRecordsPull: "RecordsPull", KindRecordsChunk: "RecordsChunk",
 
 	KindDrain: "Drain", KindUndrain: "Undrain", KindTransferLeader: "TransferLeader", KindRemoveNode: "RemoveNode",
-	KindAdminResult: "AdminResult",
+	KindSplitShard: "SplitShard", KindAdminResult: "AdminResult",
 }
 
 // Known reports whether k is a kind this build understands.

@@ -51,7 +51,7 @@ type invocation struct {
 	cursor       string // topics --cursor: the page to list
 	all          bool   // topics --all: every page
 	node         string // drain, undrain, transfer-leader, remove: the node
-	shard        uint64 // transfer-leader: the shard
+	shard        uint64 // transfer-leader, split: the shard
 	force        bool   // remove --force
 	bench        benchArgs
 	fromStdin    bool   // produce TOPIC -: records are stdin's lines
@@ -127,6 +127,7 @@ commands:
   drain NODE                                   move a node's topics and shard leaderships away, and keep them away
   undrain NODE                                 let a drained node take topics and leaderships again
   transfer-leader SHARD NODE                   hand a shard's leadership to NODE, one of its replicas
+  split SHARD                                  split a shard in two halves of its hash range
   remove NODE [--force]                        forget a node gone for good and replace its replicas
                                                (--force: even one that is alive, or unknown)
   bench --op OP [--clients N] [--duration D] [--rate R] [--topics K] [--value-size B] [--conns N]
@@ -188,6 +189,7 @@ var commands = map[string]struct {
 	"undrain":         {required: []string{"NODE"}},
 	"remove":          {flags: map[string]flagKind{"force": boolFlag}, required: []string{"NODE"}},
 	"transfer-leader": {required: []string{"SHARD", "NODE"}},
+	"split":           {required: []string{"SHARD"}},
 	"watch":           {flags: map[string]flagKind{"prefix": valueFlag, "from": valueFlag}, optional: []string{"TOPIC"}},
 	"topics":          {flags: map[string]flagKind{"prefix": valueFlag, "limit": valueFlag, "cursor": valueFlag, "all": boolFlag}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
@@ -465,6 +467,10 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 			return usagef("transfer-leader: SHARD wants a shard number in 0..%d, not %q", maxShards-1, clip(positional[0]))
 		}
 		return inv.setNode(positional[1])
+	case "split":
+		if inv.shard, err = strconv.ParseUint(positional[0], 10, 64); err != nil || inv.shard >= maxShards {
+			return usagef("split: SHARD wants a shard number in 0..%d, not %q", maxShards-1, clip(positional[0]))
+		}
 	case "bench":
 		return inv.bench.parse(values)
 	case "help":

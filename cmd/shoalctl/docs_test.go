@@ -150,6 +150,7 @@ func TestDocsListEveryJSONKey(t *testing.T) {
 		{"| `drain` |", []any{drainedJSON{}}},
 		{"| `undrain` |", []any{undrainedJSON{}}},
 		{"| `transfer-leader` |", []any{transferredJSON{}}},
+		{"| `split` |", []any{splitJSON{}}},
 		{"| `remove` |", []any{removedJSON{}}},
 		{"| any error (stderr) |", []any{errorJSON{}, errorBody{}}},
 	} {

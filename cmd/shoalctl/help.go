@@ -120,6 +120,14 @@ Hands the leadership of SHARD to NODE, a voter of the shard that is not
 drained, and prints the new leader's term. The shard manager leaves it
 there until the membership or a drain changes the placement.
 `,
+	"split": `usage: shoalctl split SHARD
+
+Splits SHARD in two: its leader proposes the split, and the shard's
+topics, with their owners, epochs and leases, go on in the two halves of
+its hash range, each a shard of its own on the same replicas. Prints the
+shard, the leader that split it, its term, and the halves' shard
+numbers; returns once both halves have leaders (docs/shards.md).
+`,
 	"remove": `usage: shoalctl remove NODE [--force]
 
 Forgets NODE, gone for good: every live member records the removal, the

@@ -125,6 +125,14 @@ type transferredJSON struct {
 	Term   uint64 `json:"term"`
 }
 
+type splitJSON struct {
+	Shard  uint64 `json:"shard"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	Low    uint64 `json:"low"`
+	High   uint64 `json:"high"`
+}
+
 type removedJSON struct {
 	Node           string `json:"node"`
 	ShardsReplaced uint64 `json:"shards_replaced"`
@@ -354,6 +362,15 @@ func (r transferredResult) jsonValue() any { return transferredJSON(r) }
 func (r transferredResult) table(w *tabwriter.Writer) {
 	row(w, "SHARD", "LEADER", "TERM")
 	row(w, u64(r.Shard), text(r.Leader), u64(r.Term))
+}
+
+type splitResult client.SplitResult
+
+func (r splitResult) jsonValue() any { return splitJSON(r) }
+
+func (r splitResult) table(w *tabwriter.Writer) {
+	row(w, "SHARD", "LEADER", "TERM", "HALVES")
+	row(w, u64(r.Shard), text(r.Leader), u64(r.Term), u64(r.Low)+","+u64(r.High))
 }
 
 type removedResult client.RemoveResult

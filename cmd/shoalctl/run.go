@@ -293,6 +293,11 @@ func execute(ctx context.Context, c *client.Client, inv *invocation, progress io
 		l, err := c.TransferLeader(ctx, inv.shard, inv.node)
 		stop()
 		return transferredResult(l), err
+	case "split":
+		stop := notifyAfter(progress, progressDelay, fmt.Sprintf("split: shard %d: waiting for its halves' leaders\n", inv.shard))
+		r, err := c.SplitShard(ctx, inv.shard)
+		stop()
+		return splitResult(r), err
 	case "remove":
 		last := ^uint64(0)
 		r, err := c.RemoveNode(ctx, inv.node, client.RemoveOptions{Force: inv.force, Progress: func(left uint64) {

@@ -172,6 +172,13 @@ func (a *Handler) Handle(kind wire.Kind, payload []byte, hops int, done serve.Do
 			return
 		}
 		a.transferLeader(&m, payload, hops, done)
+	case wire.KindSplitShard:
+		var m wire.SplitShard
+		if err := wire.DecodeSplitShard(payload, &m); err != nil {
+			done(serve.ErrAnswer(wire.CodeBadRequest, err.Error()))
+			return
+		}
+		a.split(&m, payload, hops, done)
 	case wire.KindRemoveNode:
 		var m wire.AdminNode
 		if err := wire.DecodeAdminNode(payload, &m); err != nil {

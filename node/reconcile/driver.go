@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -303,6 +304,12 @@ func (d *Driver) manage(v *View) {
 // of nodes catching up and starts the steps the Controller returns.
 // events is the count of shard events before the infos were read.
 func (d *Driver) ManagePass(v *View, events uint64, infos []raftmux.Info) {
+	// A shard that split is no longer managed: its keys are its
+	// children's, whose replicas are.
+	sm := d.env.ShardMap()
+	infos = slices.DeleteFunc(slices.Clone(infos), func(in raftmux.Info) bool {
+		return in.Shard <= uint64(^uint32(0)) && sm.HasSplit(uint32(in.Shard))
+	})
 	p := d.c.Manage(v, events, infos, d.env.Now())
 	for _, a := range p.Asks {
 		d.checkStray(a)

@@ -170,7 +170,7 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		if changes == c.cfg.MaxConfChanges && transfers == c.cfg.MaxTransfers {
 			break
 		}
-		if in.Leader != c.self || in.Shard >= uint64(c.cfg.Shards) {
+		if in.Leader != c.self || !router.ShardSpace(c.cfg.Shards).Valid(in.Shard) {
 			continue
 		}
 		if !slices.Contains(in.Voters, c.self) {

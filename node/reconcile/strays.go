@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/raftmux"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -63,7 +64,7 @@ func (c *Controller) findStrays(v *View, infos []raftmux.Info, now time.Time) []
 	seen := make(map[uint64]bool)
 	var reps []string
 	for _, in := range infos {
-		if in.Shard >= uint64(c.cfg.Shards) || in.Leader == c.self {
+		if !router.ShardSpace(c.cfg.Shards).Valid(in.Shard) || in.Leader == c.self {
 			continue
 		}
 		reps = v.Placement.Replicas(uint32(in.Shard), reps[:0])

@@ -212,7 +212,7 @@ func (b *Builder) learn(rid uint64, id string) (prev string, ok bool) {
 // peer could make the node hold a replica, with its raft state and
 // snapshot buffers, for every shard id it names.
 func (b *Builder) Accepts(v *View, shard, from uint64) bool {
-	if shard >= uint64(b.cfg.Shards) {
+	if !router.ShardSpace(b.cfg.Shards).Valid(shard) {
 		return false
 	}
 	if _, known := b.NameOf(from); !known {
