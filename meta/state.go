@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"github.com/shoalmq/shoal/internal/mutant"
 	"iter"
 	"math"
 	"slices"
@@ -197,7 +198,7 @@ func (s *State) Apply(c *Command, res *Result) (err error) {
 		defer func() { s.inv.after(s, c, res, err) }()
 	}
 	res.reset()
-	if s.split {
+	if s.split && !mutant.On(mutant.SplitUnfenced) {
 		return fmt.Errorf("meta: %s: %w", c.Op, ErrShardSplit)
 	}
 	if c.Session.ID != 0 && c.Op.takesSession() {
@@ -266,7 +267,7 @@ func (s *State) Check(c *Command) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if s.split {
+	if s.split && !mutant.On(mutant.SplitUnfenced) {
 		return fmt.Errorf("meta: %s: %w", c.Op, ErrShardSplit)
 	}
 	switch c.Op {

@@ -23,6 +23,10 @@ func (n *Node) ShardLeader(shard uint32) (leader string, term uint64, ok bool) {
 	return n.leaders.Get(shard)
 }
 
+// ShardOf returns the shard holding topic in the shard map this node
+// knows (a split's half, once the node learnt of the split).
+func (n *Node) ShardOf(topic string) uint32 { return n.leaders.Map().OfString(topic) }
+
 // Stats returns a snapshot of the node's counters, for metrics, gathered
 // from the rooms, the raft host, the transport and SWIM (status.Parts lays
 // them out).

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/shoalmq/shoal/internal/mutant"
 )
 
 // ShardLeader is one row of the shard-leader table.
@@ -92,7 +94,7 @@ func (t *LeaderTable) Update(shard uint32, leader string, term uint64) (bool, er
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changed := false
-	if m := t.smap.Load(); !m.Live(shard) {
+	if m := t.smap.Load(); !m.Live(shard) && !mutant.On(mutant.SplitStaleRoute) {
 		if n, ok := m.Including(shard); ok {
 			t.grow(n.IDLimit())
 			t.smap.Store(n)

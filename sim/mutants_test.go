@@ -23,57 +23,74 @@ const catchWithin = 10
 type target struct {
 	checker Checker
 	seeds   uint64
+	// splits runs the seeds with the operator's splits; the other mutants
+	// run without them, on the schedules their catches were found on.
+	splits bool
 }
 
 var targets = map[mutant.Name]target{
 	// An owner that serves past its lease, or a new owner opened before
 	// the old one's lease ran out, acknowledges writes while another
 	// owner does.
-	mutant.LeaseExpiry:    {Owners, 0},
-	mutant.GrantUnchecked: {Owners, 0},
+	mutant.LeaseExpiry:    {checker: Owners, seeds: 0},
+	mutant.GrantUnchecked: {checker: Owners, seeds: 0},
 	// A new leader that opens a topic's new owner at once, before the
 	// grants of the leaders before it ran out: the new owner takes the
 	// topic while the old one still acknowledges writes (its record pull
 	// would hold its own writes back, but taking the topic is already
 	// the broken promise).
-	mutant.LeaseWait: {Owners, 0},
+	mutant.LeaseWait: {checker: Owners, seeds: 0},
 	// A late or duplicated Open taken after the Close of its epoch: the
 	// epoch comes back to the node, and to its embedder's events.
-	mutant.EpochFloor: {Owners, 0},
+	mutant.EpochFloor: {checker: Owners, seeds: 0},
 	// An owner paused between a produce's append and its answer, whose
 	// lease ran out meanwhile, acknowledges it after a new owner took
 	// over.
-	mutant.LeaseRecheck: {Owners, 0},
+	mutant.LeaseRecheck: {checker: Owners, seeds: 0},
 	// A command refused at apply but acknowledged, or a read answered by
 	// a leader that was deposed, gives an answer no order of the
 	// operations explains.
-	mutant.ApplyError:      {Linearizability, 0},
-	mutant.ReadUnconfirmed: {Linearizability, 0},
+	mutant.ApplyError:      {checker: Linearizability, seeds: 0},
+	mutant.ReadUnconfirmed: {checker: Linearizability, seeds: 0},
 	// A write a client's retry, or the network's copy, brings to its
 	// shard again applies twice: one call, two effects.
-	mutant.SessionDedup: {Linearizability, 0},
+	mutant.SessionDedup: {checker: Linearizability, seeds: 0},
 	// A new owner that copies its predecessor's log short, and owners
 	// whose epochs share offsets, lose or overwrite acknowledged records.
-	mutant.HandoffShort:  {Records, 0},
-	mutant.OffsetsReused: {Records, 0},
+	mutant.HandoffShort:  {checker: Records, seeds: 0},
+	mutant.OffsetsReused: {checker: Records, seeds: 0},
 	// A dead member alive again in the same generation.
-	mutant.DeadFinal: {Membership, 0},
+	mutant.DeadFinal: {checker: Membership, seeds: 0},
 	// A move answered before the old owner is fenced: the client that
 	// heard of the move sees the old owner acknowledge a write after it.
-	mutant.Settle: {History, 0},
+	mutant.Settle: {checker: History, seeds: 0},
 	// A follower that acknowledges entries before its fsync ends, then
 	// loses them in a power loss that lands just after its leader
 	// answered, with the leader back last: a write the clients were told
 	// of is not in the new leader's log. That loss must land in a narrow
 	// window, which the first ten seeds may all miss.
-	mutant.AckBeforeSync: {Linearizability, 20},
+	mutant.AckBeforeSync: {checker: Linearizability, seeds: 20},
+	// A shard that goes on applying after its split acknowledges writes
+	// its halves never hold; halves given the parent's records without
+	// the run's last changes lose acknowledged writes.
+	mutant.SplitUnfenced:   {checker: Linearizability, splits: true},
+	mutant.SplitStaleChild: {checker: Linearizability, splits: true},
+	// A node whose map keeps a shard that split routes its topics there,
+	// where nothing is answered any more: after the faults, they stay
+	// unwritable.
+	mutant.SplitStaleRoute: {checker: Liveness, splits: true},
 }
 
 // TestMutants switches on each deliberate bug in turn (build tag mutants)
 // and runs seeds until the mutant's checker catches it.
 func TestMutants(t *testing.T) {
-	// A catch counts only at a seed the unmutated code passes.
-	clean := make(map[uint64]bool)
+	// A catch counts only at a seed the unmutated code passes, with or
+	// without splits as the mutant runs.
+	type run struct {
+		seed   uint64
+		splits bool
+	}
+	clean := make(map[run]bool)
 	hunted := make(map[mutant.Name]bool)
 	for _, m := range mutant.Hunted {
 		hunted[m] = true
@@ -90,21 +107,22 @@ func TestMutants(t *testing.T) {
 				t.Skipf("mutant %s is not yet required; SHOAL_SIM_HUNTED=1 (make sim-hunted) runs it", m)
 			}
 			for seed := uint64(1); seed <= within; seed++ {
-				ok, known := clean[seed]
+				cfg := Config{Seed: seed, NoSplits: !tg.splits}
+				ok, known := clean[run{seed, tg.splits}]
 				if !known {
-					res, err := Run(Config{Seed: seed})
+					res, err := Run(cfg)
 					if err != nil {
 						t.Fatal(err)
 					}
 					ok = !res.Failed()
-					clean[seed] = ok
+					clean[run{seed, tg.splits}] = ok
 				}
 				if !ok {
 					continue
 				}
 				restore := mutant.Set(m)
 				start := time.Now()
-				res, err := Run(Config{Seed: seed})
+				res, err := Run(cfg)
 				restore()
 				if err != nil {
 					t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
-	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -64,6 +63,8 @@ type Result struct {
 	Digest string
 	// Virtual is the virtual time the run covered.
 	Virtual time.Duration
+	// Splits counts the operator's splits that applied (Config.NoSplits).
+	Splits int
 }
 
 // Failed reports whether a promise was broken.
@@ -144,6 +145,9 @@ func Run(cfg Config) (*Result, error) {
 		w.midFaults = true
 		w.after(w.between(time.Second, 3*time.Second), nil, w.nextFault)
 	}
+	if !cfg.NoSplits {
+		w.after(splitEvery/2+time.Duration(w.splits.Int64N(int64(splitEvery))), nil, w.nextSplit)
+	}
 	w.runUntil(start.Add(cfg.Faulty))
 	w.healAll()
 	w.runUntil(w.now.Add(cfg.Calm))
@@ -183,6 +187,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	res.Digest = digest(ops)
 	res.Virtual = w.elapsed()
+	res.Splits = w.splitsDone
 	res.Trace = w.trace.Lines()
 	return res, nil
 }
@@ -220,6 +225,7 @@ func buildWorld(cfg Config, opts worldOpts) (w *World, restore func(), err error
 	w = &World{
 		cfg:     cfg,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+		splits:  rand.New(rand.NewPCG(cfg.Seed, 0x5917)),
 		now:     epoch,
 		net:     faultnet.New(cfg.Seed),
 		byID:    make(map[string]*host),
@@ -464,7 +470,7 @@ func (w *World) nextFault() {
 // from its leader to another replica, not o, as shoalctl transfer-leader
 // does, and calls then once the leader answered (whatever it answered).
 func (w *World) handLeadership(topic string, o *host, then func()) {
-	shard := router.ShardOf([]byte(topic), w.cfg.Shards)
+	shard := w.shardOf(topic)
 	l := w.byID[w.shardLeader(topic)]
 	if l == nil || l.down || l.paused {
 		w.after(w.between(5*time.Millisecond, 40*time.Millisecond), nil, then)
@@ -594,7 +600,7 @@ func (w *World) restart(h *host) {
 func (w *World) shardLeader(topic string) string {
 	for _, h := range w.hosts {
 		if !h.down {
-			l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(topic), w.cfg.Shards))
+			l, _, _ := h.node.ShardLeader(h.node.ShardOf(topic))
 			return l
 		}
 	}
@@ -718,10 +724,16 @@ func (w *World) checkLiveness() []string {
 	}
 	for i := range w.cfg.Topics {
 		topic := fmt.Sprintf("topic-%d", i)
-		var want string
+		var want, refused string
 		for try := range 10 {
 			kind, p, ok := w.ask(w.hosts[try%len(w.hosts)], wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}))
 			if !ok {
+				continue
+			}
+			var e wire.Error
+			if kind == wire.KindError && wire.DecodeError(p, &e) == nil && e.Code != wire.CodeNotFound {
+				// Not an answer about the topic: the cluster cannot say.
+				refused = fmt.Sprintf("%v: %s", e.Code, e.Message)
 				continue
 			}
 			var a wire.Assignment
@@ -736,6 +748,9 @@ func (w *World) checkLiveness() []string {
 				want = "none"
 			}
 			break
+		}
+		if want == "" && refused != "" {
+			out = append(out, fmt.Sprintf("%s cannot be read %v after the faults stopped: %s", topic, w.cfg.Calm, refused))
 		}
 		for _, h := range w.hosts {
 			kind, p, ok := w.ask(h, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic)}))

@@ -75,24 +75,34 @@ func TestFaultySeeds(t *testing.T) {
 			t.Fatalf("faults between an append and its answer: %v, want a pause and a crash", between)
 		}
 	}()
+	// Each seed as it was found (the schedules before splits), and with
+	// the operator's splits.
 	for _, seed := range testSeeds() {
-		start := time.Now()
-		res, err := Run(Config{Seed: seed})
-		if err != nil {
-			t.Fatal(err)
+		for _, noSplits := range []bool{true, false} {
+			start := time.Now()
+			res, err := Run(Config{Seed: seed, NoSplits: noSplits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("seed %d (splits %v): %d requests, %d acknowledged, %d splits, %v virtual in %v; %v", seed, !noSplits, res.Ops, res.Acked, res.Splits, res.Virtual, time.Since(start), res.Records)
+			faultySeed(t, seed, res, between)
 		}
-		t.Logf("seed %d: %d requests, %d acknowledged, %v virtual in %v; %v", seed, res.Ops, res.Acked, res.Virtual, time.Since(start), res.Records)
-		if res.Failed() {
-			t.Fatal(res.Report())
-		}
-		if res.Acked == 0 {
-			t.Fatalf("seed %d: nothing was acknowledged", seed)
-		}
-		for _, l := range res.Trace {
-			for _, k := range []string{"paused", "crashes"} {
-				if strings.Contains(l, k+" between an append and its answer") {
-					between[k]++
-				}
+	}
+}
+
+// faultySeed checks one run of TestFaultySeeds.
+func faultySeed(t *testing.T, seed uint64, res *Result, between map[string]int) {
+	t.Helper()
+	if res.Failed() {
+		t.Fatal(res.Report())
+	}
+	if res.Acked == 0 {
+		t.Fatalf("seed %d: nothing was acknowledged", seed)
+	}
+	for _, l := range res.Trace {
+		for _, k := range []string{"paused", "crashes"} {
+			if strings.Contains(l, k+" between an append and its answer") {
+				between[k]++
 			}
 		}
 	}
@@ -198,7 +208,7 @@ func TestClockDriftPastTheBound(t *testing.T) {
 		t.Skip("runs whole seeds: not under -race or -short (make sim-mutants runs it)") // seeds under -race take minutes
 	}
 	for seed := uint64(1); seed <= 20; seed++ {
-		res, err := Run(Config{Seed: seed, Drift: 30})
+		res, err := Run(Config{Seed: seed, Drift: 30, NoSplits: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/history"
-	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -146,7 +145,7 @@ func (c *client) step() {
 		var led []string
 		for i := range w.cfg.Topics {
 			t := fmt.Sprintf("topic-%d", i)
-			if l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(t), w.cfg.Shards)); l == h.id {
+			if l, _, _ := h.node.ShardLeader(h.node.ShardOf(t)); l == h.id {
 				led = append(led, t)
 			}
 		}
@@ -206,7 +205,7 @@ func (c *client) step() {
 	}
 	req.to = w.hosts[w.rng.IntN(len(w.hosts))]
 	if h := w.cutOff; req.lin && h != nil && !h.down {
-		if l, _, _ := h.node.ShardLeader(router.ShardOf([]byte(topic), w.cfg.Shards)); l == h.id {
+		if l, _, _ := h.node.ShardLeader(h.node.ShardOf(topic)); l == h.id {
 			req.to = h
 		}
 	}

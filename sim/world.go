@@ -27,6 +27,10 @@ type Config struct {
 	Faulty, Calm time.Duration
 	// NoFaults runs the workload on a quiet network.
 	NoFaults bool
+	// NoSplits runs the workload on the shards the cluster was born with:
+	// otherwise an operator splits the shard of one of the workload's
+	// topics every few seconds while the faults run.
+	NoSplits bool
 	// Clients and Topics shape the workload (defaults 4 and 6).
 	Clients, Topics int
 	// Drift is how far each clock's rate may be off, as a fraction of the
@@ -116,14 +120,19 @@ func (q *eventQueue) Pop() any {
 // World is one simulated cluster: its nodes, network, clients and virtual
 // time, all on one goroutine and one random source.
 type World struct {
-	cfg   Config
-	rng   *rand.Rand
-	now   time.Time
-	q     eventQueue
-	seq   uint64
-	net   *faultnet.Net
-	hosts []*host
-	byID  map[string]*host
+	cfg Config
+	rng *rand.Rand
+	// splits draws the operator's splits, apart from rng, so that turning
+	// them off leaves every other draw of a seed as it was; splitsDone
+	// counts those that applied.
+	splits     *rand.Rand
+	splitsDone int
+	now        time.Time
+	q          eventQueue
+	seq        uint64
+	net        *faultnet.Net
+	hosts      []*host
+	byID       map[string]*host
 	// swimAt names the node at each SWIM address.
 	swimAt  map[string]*host
 	clients []*client

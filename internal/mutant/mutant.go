@@ -50,11 +50,22 @@ const (
 	// its fsync of them ends, so a power loss can take back an entry its
 	// leader counted as stored.
 	AckBeforeSync Name = "ack-before-sync"
+	// SplitUnfenced: a shard that split goes on applying commands, which
+	// its halves never see.
+	SplitUnfenced Name = "split-unfenced"
+	// SplitStaleChild: a split's halves are given the parent's records as
+	// the store last held them, without the changes of the commands
+	// applied in the same run before the split.
+	SplitStaleChild Name = "split-stale-child"
+	// SplitStaleRoute: a node's shard map does not take the splits it
+	// learns of: it keeps routing a split shard's topics to that shard.
+	SplitStaleRoute Name = "split-stale-route"
 )
 
 // Caught lists the mutants the simulator must catch (sim's TestMutants
 // fails if one survives its seeds).
-var Caught = []Name{LeaseWait, EpochFloor, LeaseExpiry, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup, HandoffShort, OffsetsReused, LeaseRecheck, AckBeforeSync}
+var Caught = []Name{LeaseWait, EpochFloor, LeaseExpiry, ApplyError, DeadFinal, Settle, GrantUnchecked, ReadUnconfirmed, SessionDedup, HandoffShort, OffsetsReused, LeaseRecheck, AckBeforeSync,
+	SplitUnfenced, SplitStaleChild, SplitStaleRoute}
 
 // Hunted lists the mutants the simulator does not yet catch within its
 // seeds: its faults do not yet make them matter often enough. TestMutants

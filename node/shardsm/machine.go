@@ -329,7 +329,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 			return err
 		}
 		if err == nil && res.Split {
-			m.fillChildren(s, seeded, b)
+			m.fillChildren(shard, s, seeded, b)
 			m.mu.Lock()
 			m.setEnded(shard, true)
 			m.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shoalmq/shoal/internal/mutant"
 	"github.com/shoalmq/shoal/meta"
 	"github.com/shoalmq/shoal/raftmux"
 	"github.com/shoalmq/shoal/router"
@@ -75,11 +76,18 @@ func isSplit(data []byte) bool { return len(data) >= 2 && meta.Op(data[1]) == me
 
 // fillChildren writes, for each seeded child, the records of the parent's
 // topics in the child's range, its floor and its sessions.
-func (m *Machine) fillChildren(s *Shard, seeded []uint64, b raftmux.Batch) {
+func (m *Machine) fillChildren(parent uint64, s *Shard, seeded []uint64, b raftmux.Batch) {
 	if len(seeded) == 0 {
 		return
 	}
 	st := s.State
+	if mutant.On(mutant.SplitStaleChild) {
+		// The parent as the store last held it: without this run's
+		// changes before the split.
+		if stored, _, err := m.load(parent); err == nil {
+			st = stored
+		}
+	}
 	for _, child := range seeded {
 		var key, val []byte
 		id := uint32(child)
