@@ -154,3 +154,105 @@ func TestSplitInARunningCluster(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSplitGrowth grows a 3-node cluster born with 8 shards to 512
+// by splits, every live shard in turn (the count doubles each pass), one
+// split at a time, under a
+// closed-loop assign load (32 writers): the time each split took to
+// answer (its halves led), the longest an assign waited meanwhile, and,
+// at the end, every acknowledged assign looked up. -benchtime 1x.
+func BenchmarkSplitGrowth(b *testing.B) {
+	for range b.N {
+		splitGrowth(b, 8, 512, 32)
+	}
+}
+
+func splitGrowth(b *testing.B, from, to uint32, writers int) {
+	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Shards = from })
+	var seeds []string
+	for _, n := range c.nodes {
+		addr, _, _ := n.Addrs()
+		seeds = append(seeds, addr)
+	}
+	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, RequestTimeout: 5 * time.Second, MaxRetries: 60, Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := make(map[string]client.Assignment)
+	var worst atomic.Int64
+	var failed atomic.Int64
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				topic := fmt.Sprintf("grow-%d-%d", w, i)
+				t0 := time.Now()
+				a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+				if d := int64(time.Since(t0)); d > worst.Load() {
+					worst.Store(d)
+				}
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				acked[topic] = a
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	var took []time.Duration
+	start := time.Now()
+	space := router.ShardSpace(from)
+	live := make([]uint64, 0, to)
+	for s := range uint64(from) {
+		live = append(live, s)
+	}
+	for len(live) < int(to) {
+		var next []uint64
+		for _, s := range live {
+			t0 := time.Now()
+			if _, err := cl.SplitShard(ctx, s); err != nil {
+				b.Fatalf("split of shard %d: %v", s, err)
+			}
+			took = append(took, time.Since(t0))
+			low, high, _ := space.Children(uint32(s))
+			next = append(next, uint64(low), uint64(high))
+		}
+		live = next
+	}
+	growth := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	slices.Sort(took)
+	p := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
+	missing := 0
+	for topic, was := range acked {
+		a, err := cl.Lookup(ctx, topic, true)
+		if err != nil || a.Owner != was.Owner || a.Epoch != was.Epoch {
+			missing++
+		}
+	}
+	shards, err := cl.Shards(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(took)), "splits")
+	b.ReportMetric(float64(len(shards)), "shards")
+	b.ReportMetric(float64(p(0.5).Milliseconds()), "split-p50-ms")
+	b.ReportMetric(float64(p(0.99).Milliseconds()), "split-p99-ms")
+	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "split-max-ms")
+	b.ReportMetric(growth.Seconds(), "growth-s")
+	b.ReportMetric(float64(len(acked))/growth.Seconds(), "assigns/s")
+	b.ReportMetric(float64(time.Duration(worst.Load()).Milliseconds()), "assign-max-ms")
+	b.ReportMetric(float64(failed.Load()), "assigns-failed")
+	b.ReportMetric(float64(missing), "lost")
+	if missing > 0 || len(shards) != int(to) {
+		b.Fatalf("%d of %d acknowledged assigns lost or changed; %d shards", missing, len(acked), len(shards))
+	}
+}

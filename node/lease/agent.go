@@ -165,9 +165,6 @@ type Agent struct {
 	own      *ownership.Holder
 	ownMu    sync.RWMutex
 	ownWrite sync.Mutex
-	// splitFor: the shard map whose splits the held topics were last
-	// moved by (under ownMu; see splitHeld).
-	splitFor *router.ShardMap
 	// inbox: OpenTopic and CloseTopic messages waiting for the next
 	// synced batch (messages.go).
 	inbox inbox

@@ -251,14 +251,15 @@ func (a *Agent) round(full bool) {
 
 // splitHeld moves the topics this node holds in shards that split, as
 // the node's shard map knows them, to the children their keys go to
-// (ownership.Holder.Split): the round asks those children's leaders.
+// (ownership.Holder.Split): the round asks those children's leaders. It
+// looks at every round, while the map holds splits: an Open its parent's
+// leader owed from before the split may arrive after the map learnt it.
 // Under ownMu.
 func (a *Agent) splitHeld() {
 	sm := a.cfg.Leaders.Map()
-	if sm == a.splitFor {
-		return
+	if sm.Version() == 0 {
+		return // no shard split
 	}
-	a.splitFor = sm
 	for _, s := range a.own.HeldShards() {
 		if s <= uint64(^uint32(0)) && sm.HasSplit(uint32(s)) {
 			n := a.own.Split(s, func(topic string) uint64 { return uint64(sm.OfString(topic)) })
