@@ -22,16 +22,7 @@ import (
 func TestSplitInARunningCluster(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3)
-	var seeds []string
-	for _, n := range c.nodes {
-		addr, _, _ := n.Addrs()
-		seeds = append(seeds, addr)
-	}
-	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, RequestTimeout: 3 * time.Second, MaxRetries: 40, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := allNodesClient(t, c, 3*time.Second, 40)
 	ctx := context.Background()
 	const shard = 3
 	space := router.ShardSpace(testShards)
@@ -155,6 +146,23 @@ func TestSplitInARunningCluster(t *testing.T) {
 	}
 }
 
+// allNodesClient returns a client with every node of c as a seed, closed
+// with the test.
+func allNodesClient(tb testing.TB, c *testCluster, timeout time.Duration, retries int) *client.Client {
+	tb.Helper()
+	var seeds []string
+	for _, n := range c.nodes {
+		addr, _, _ := n.Addrs()
+		seeds = append(seeds, addr)
+	}
+	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, RequestTimeout: timeout, MaxRetries: retries, Logger: testLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
 // BenchmarkSplitGrowth grows a 3-node cluster born with 8 shards to 512
 // by splits, every live shard in turn (the count doubles each pass), one
 // split at a time, under a
@@ -169,16 +177,7 @@ func BenchmarkSplitGrowth(b *testing.B) {
 
 func splitGrowth(b *testing.B, from, to uint32, writers int) {
 	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Shards = from })
-	var seeds []string
-	for _, n := range c.nodes {
-		addr, _, _ := n.Addrs()
-		seeds = append(seeds, addr)
-	}
-	cl, err := client.New(client.Config{Servers: seeds, ClusterID: 42, RequestTimeout: 5 * time.Second, MaxRetries: 60, Logger: testLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
+	cl := allNodesClient(b, c, 5*time.Second, 60)
 	ctx := context.Background()
 	var stop atomic.Bool
 	var wg sync.WaitGroup

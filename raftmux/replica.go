@@ -300,13 +300,7 @@ func (w *worker) bootstrap(shard uint64, voters []uint64) error {
 		if r.applied != 0 || len(r.confState.Voters) > 0 || len(r.confState.Learners) > 0 || r.halted != nil {
 			return ErrShardExists
 		}
-		r.failAll(ErrShardExists)
-		w.dropInSnap(r)
-		w.releaseSnapData(r)
-		r.destroyed = true
-		delete(w.replicas, shard)
-		w.orderStale = true
-		delete(w.awake, shard)
+		w.discardEmpty(r)
 	}
 	if _, ok, err := w.h.cfg.Storage.Tombstone(shard); err != nil || ok {
 		// This host held a replica of the shard already: its group was
@@ -347,13 +341,7 @@ func (w *worker) openSeeded(shard uint64, campaign bool) {
 		// the store. One the store filled (a message after the seed
 		// committed) is kept.
 		if r != nil {
-			r.failAll(ErrShardExists)
-			w.dropInSnap(r)
-			w.releaseSnapData(r)
-			r.destroyed = true
-			delete(w.replicas, shard)
-			w.orderStale = true
-			delete(w.awake, shard)
+			w.discardEmpty(r)
 		}
 		applied, err := w.h.cfg.Storage.Applied(shard)
 		if err == nil {
@@ -399,6 +387,19 @@ func (w *worker) seededCampaign(r *replica) {
 	if since%seedCampaignTicks == 0 {
 		_ = r.rn.Campaign()
 	}
+}
+
+// discardEmpty drops r, a replica created empty by a message, from the
+// worker without touching the store: its shard is about to be opened from
+// a state written otherwise (a bootstrap, a split's seed).
+func (w *worker) discardEmpty(r *replica) {
+	r.failAll(ErrShardExists)
+	w.dropInSnap(r)
+	w.releaseSnapData(r)
+	r.destroyed = true
+	delete(w.replicas, r.shard)
+	w.orderStale = true
+	delete(w.awake, r.shard)
 }
 
 type emptyReader struct{}
