@@ -134,6 +134,19 @@ func (c *Client) avoided(addr string) bool {
 	return ok
 }
 
+// shardOf returns the shard of topic: by the shard map of the leader
+// table (pulled if the client has none), or as a cluster that never split
+// places it among shards.
+func (c *Client) shardOf(ctx context.Context, topic []byte, shards uint32) uint64 {
+	if c.leaders.Load() == nil {
+		_ = c.pullLeaders(ctx)
+	}
+	if t := c.leaders.Load(); t != nil && t.smap != nil {
+		return uint64(t.smap.Of(topic))
+	}
+	return uint64(router.ShardOf(topic, shards))
+}
+
 // learnLeader replaces shard's entry with the leader a NotLeader answer
 // named.
 func (c *Client) learnLeader(shard uint64, addr string) {

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -68,10 +67,13 @@ type Change struct {
 // Watcher streams assignment changes; see Client.Watch. Not safe for
 // concurrent use.
 type Watcher struct {
-	c      *Client
-	match  []byte
-	exact  bool
+	c     *Client
+	match []byte
+	exact bool
+	// shards bounds the live shards' ids (their count while no shard
+	// split); live lists them, in ascending order.
 	shards uint32
+	live   []uint64
 	// pos is the position of every watched shard after the changes Next
 	// returned.
 	pos map[uint64]wire.ShardPosition
@@ -118,11 +120,9 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 	}
 	var scope []uint64
 	if w.exact {
-		scope = []uint64{uint64(router.ShardOf(w.match, w.shards))}
+		scope = []uint64{w.c.shardOf(ctx, w.match, w.shards)}
 	} else {
-		for s := range uint64(w.shards) {
-			scope = append(scope, s)
-		}
+		scope = slices.Clone(w.live)
 	}
 	w.pos = make(map[uint64]wire.ShardPosition, len(scope))
 	if opts.From == "" {
@@ -167,10 +167,19 @@ func (w *Watcher) table(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if w.shards != 0 && int(w.shards) != len(shards) {
-		return fmt.Errorf("%w: the cluster now has %d shards, the watch %d", ErrBadPosition, len(shards), w.shards)
+	var bound uint32
+	live := make([]uint64, 0, len(shards))
+	for _, s := range shards {
+		live = append(live, s.Shard)
+		bound = max(bound, uint32(s.Shard)+1)
 	}
-	w.shards = uint32(len(shards))
+	slices.Sort(live)
+	if w.shards != 0 && (w.shards != bound || len(w.live) != len(live)) {
+		// A shard split: watches and listings do not cross a split
+		// (docs/shards.md).
+		return fmt.Errorf("%w: the cluster now has %d shards, the watch %d", ErrBadPosition, len(shards), len(w.live))
+	}
+	w.shards, w.live = bound, live
 	addr := make(map[string]string, len(members))
 	for _, m := range members {
 		if m.State == wire.MemberAlive || m.State == wire.MemberSuspect {
@@ -214,6 +223,16 @@ func (w *Watcher) table(ctx context.Context) error {
 	}
 	w.stale = false
 	return nil
+}
+
+// nextLive returns the first live shard at or after shard, or the bound
+// past every shard.
+func (w *Watcher) nextLive(shard uint64) uint64 {
+	i, _ := slices.BinarySearch(w.live, shard)
+	if i < len(w.live) {
+		return w.live[i]
+	}
+	return uint64(w.shards)
 }
 
 // Position returns where the watch stands: after every change Next
@@ -485,7 +504,7 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
 	}
 	if shard >= uint64(w.shards) {
-		return TopicPage{}, fmt.Errorf("client: %v: %w: cursor at shard %d of %d", k, ErrBadPosition, shard, w.shards)
+		return TopicPage{}, fmt.Errorf("client: %v: %w: cursor at shard %d of %d", k, ErrBadPosition, shard, len(w.live))
 	}
 	r := listRange{w: w, k: k, prefix: opts.Prefix, shard: shard, after: after, end: uint64(w.shards)}
 	var page TopicPage
@@ -544,6 +563,15 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 	c, w, k := r.w.c, r.w, r.k
 	var last error
 	for attempt, n := 0, 0; n < limit && !r.done; {
+		if next := w.nextLive(r.shard); next != r.shard {
+			// A shard that split, or an id no shard has: the listing
+			// goes on at the next live shard.
+			if next >= r.end {
+				r.done = true
+				break
+			}
+			r.shard, r.after = next, nil
+		}
 		addr, ok := w.served[r.shard]
 		var m wire.TopicList
 		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, r.shard)
@@ -559,7 +587,7 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, r.shard)
 		}
 		if err == nil && !m.Done && m.NextShard >= uint64(w.shards) {
-			return fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d of %d", k, ErrProtocol, addr, m.NextShard, w.shards)
+			return fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d, past the shards (below %d)", k, ErrProtocol, addr, m.NextShard, w.shards)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -644,7 +672,7 @@ func (c *Client) ListAll(ctx context.Context, opts ListAllOptions, fn func([]Ass
 	var wg sync.WaitGroup
 	for i := range n {
 		// Each range asks its own table: a failed node is the range's.
-		rw := &Watcher{c: c, failed: map[string]bool{}, shards: w.shards, served: w.served}
+		rw := &Watcher{c: c, failed: map[string]bool{}, shards: w.shards, live: w.live, served: w.served}
 		r := listRange{w: rw, k: k, prefix: opts.Prefix, shard: shards * i / n, end: shards * (i + 1) / n}
 		wg.Go(func() {
 			for !r.done && errs[i] == nil {

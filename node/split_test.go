@@ -131,6 +131,27 @@ func TestSplitInARunningCluster(t *testing.T) {
 	if slices.Contains(ids, shard) || !slices.Contains(ids, uint64(low)) || !slices.Contains(ids, uint64(high)) || len(ids) != testShards+1 {
 		t.Fatalf("shards after the split: %v", ids)
 	}
+	// A listing after the split gives every topic once, from the halves.
+	listed := make(map[string]int)
+	if _, err := cl.ListAll(ctx, client.ListAllOptions{Prefix: "split-"}, func(as []client.Assignment) error {
+		for _, a := range as {
+			listed[a.Topic]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("listing after the split: %v", err)
+	}
+	freshMu.Lock()
+	want := len(before) + len(fresh)
+	freshMu.Unlock()
+	for topic, n := range listed {
+		if n != 1 {
+			t.Fatalf("%s listed %d times", topic, n)
+		}
+	}
+	if len(listed) < want {
+		t.Fatalf("listed %d topics, %d were assigned", len(listed), want)
+	}
 	// A second split of the shard is refused; its halves split again.
 	if _, err := cl.SplitShard(ctx, shard); err == nil {
 		t.Fatal("a split of a shard that split was taken")
