@@ -27,7 +27,10 @@ import (
 // marked version 2 when this build opens it. Version 3 stores the epoch a
 // record was written at in front of its value; an older store's records
 // are rewritten at epoch 0 when this build opens it, before it is marked.
-const FormatVersion = 3
+// Version 4 may hold shards born of a split (Batch.Seed) beside the shard
+// they split from, marked split, which a build without splits would keep
+// serving and never route to its halves; an older store needs no change.
+const FormatVersion = 4
 
 // formatFile names the file beside the Pebble files that marks a directory as
 // a Shoal store and records its format version.
