@@ -131,6 +131,14 @@ func TestSplitInARunningCluster(t *testing.T) {
 	if slices.Contains(ids, shard) || !slices.Contains(ids, uint64(low)) || !slices.Contains(ids, uint64(high)) || len(ids) != testShards+1 {
 		t.Fatalf("shards after the split: %v", ids)
 	}
+	waitUntil(t, 5*time.Second, "every node counts the split and the halves", func() bool {
+		for _, n := range c.nodes {
+			if st := n.Stats(); st.ShardSplits != 1 || st.ShardsLive != testShards+1 {
+				return false
+			}
+		}
+		return true
+	})
 	// A listing after the split gives every topic once, from the halves.
 	listed := make(map[string]int)
 	if _, err := cl.ListAll(ctx, client.ListAllOptions{Prefix: "split-"}, func(as []client.Assignment) error {

@@ -59,6 +59,8 @@ func (n *Node) Stats() status.Stats {
 	var rows []router.ShardLeader
 	rows, p.LeaderTableVersion = n.leaders.Snapshot(rows)
 	p.LeadersKnown = len(rows)
+	p.ShardsLive = n.leaders.Map().Len()
+	p.ShardSplits = n.sm.Splits()
 	vs := n.MetadataVersions()
 	p.MembershipVersion, p.RingVersion = vs.Membership, vs.Ring
 	if n.in != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoalmq/shoal/internal/mutant"
@@ -78,6 +79,8 @@ type Machine struct {
 	// load that straddles one is not kept.
 	loads map[uint64]chan struct{} // closed when the load ends
 	gen   uint64
+	// splits counts the splits applied here.
+	splits atomic.Uint64
 	// ended: whether each shard asked about applied its split here (true),
 	// or had not when asked (false); an apply of a split and a restore set
 	// it, a removal drops it (Ended).
@@ -330,6 +333,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 		}
 		if err == nil && res.Split {
 			m.fillChildren(shard, s, seeded, b)
+			m.splits.Add(1)
 			m.mu.Lock()
 			m.setEnded(shard, true)
 			m.mu.Unlock()
@@ -467,6 +471,9 @@ func (m *Machine) Ended(shard uint64) bool {
 	m.ended[shard] = v != nil
 	return v != nil
 }
+
+// Splits returns how many splits this node's replicas applied.
+func (m *Machine) Splits() uint64 { return m.splits.Load() }
 
 // setEnded records whether shard ended. Under mu.
 func (m *Machine) setEnded(shard uint64, ended bool) {

@@ -99,6 +99,8 @@ type Stats struct {
 	LeaderTransfers       uint64
 	ShardsLed             int
 	EventQueueLen         int
+	ShardsLive            int    // shards of this node's shard map (docs/shards.md)
+	ShardSplits           uint64 // splits this node's replicas applied
 	LeadersKnown          int
 	LeaderTableVersion    uint64 // local change counter of the table
 	StrayReplicas         int    // confirmed strays not dropped yet (a drop failed)
@@ -160,7 +162,10 @@ type Parts struct {
 	// The operators' marks and the strays confirmed not dropped yet.
 	Drained                       bool
 	MembersRemoved, StrayReplicas int
-	// The shard-leader table and the metadata versions.
+	// The shard-leader table (and its shard map), the splits applied here
+	// and the metadata versions.
+	ShardsLive                     int
+	ShardSplits                    uint64
 	LeadersKnown                   int
 	LeaderTableVersion             uint64
 	MembershipVersion, RingVersion uint64
@@ -216,6 +221,8 @@ func (p *Parts) Stats() Stats {
 		LeaderTransfers:       p.Transfers + rc.LeaderTransfers,
 		ShardsLed:             p.ShardsLed,
 		EventQueueLen:         p.EventQueueLen,
+		ShardsLive:            p.ShardsLive,
+		ShardSplits:           p.ShardSplits,
 		LeadersKnown:          p.LeadersKnown,
 		LeaderTableVersion:    p.LeaderTableVersion,
 		StrayReplicas:         p.StrayReplicas,
