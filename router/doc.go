@@ -5,7 +5,11 @@
 //
 // # Key → shard
 //
-// ShardOf(key, S) = xxh3(key) mod S, with S fixed when the cluster is born.
+// ShardOf(key, S) = xxh3(key) mod S, with S the shard count the cluster is
+// born with. A shard splits in two by the next bit of xxh3(key) / S; a
+// ShardMap holds the live shards and finds a key's by walking its path
+// (shardmap.go, docs/shards.md). A map that never split agrees with
+// ShardOf.
 //
 // # The walk
 //

@@ -97,8 +97,9 @@ cluster:
   --bootstrap-expect N    at the cluster's birth, wait until N members are seen
                           before creating the shards (default 1); a node joining
                           a running cluster never creates them
-  --shards N              metadata shards, fixed at bootstrap; every node must
-                          name the same number (default 1024)
+  --shards N              metadata shards the cluster is born with (shoalctl split
+                          splits one later); every node must name the same
+                          number (default 1024)
   --replicas N            replicas per shard (default 3)
   --cluster-id N          the cluster's id; peers and clients must name the same (default 0)
   --secret-file FILE      file holding the cluster's shared secret: peers prove it to
