@@ -23,8 +23,9 @@ type leaderCell struct {
 // LeaderTable maps each shard to its current raft leader and term, as learned
 // from raft, from gossip and from NotLeader hints. An update is applied only
 // with a term at least the current one, so a claim from a deposed leader
-// never overwrites a newer one. Reads take no lock; updates are serialized
-// by a mutex (leaders change rarely). Safe for concurrent use.
+// never overwrites a newer one. Reads, and updates that change nothing,
+// take no lock; changes are serialized by a mutex (leaders change
+// rarely). Safe for concurrent use.
 //
 // The table holds the cluster's shard map too (Map): a shard exists only
 // once its ancestors split, so an update for a shard the map does not hold
@@ -90,6 +91,13 @@ func (t *LeaderTable) Update(shard uint32, leader string, term uint64) (bool, er
 	}
 	if leader == "" {
 		return false, fmt.Errorf("router: leader update for shard %d: %w", shard, ErrEmptyLeader)
+	}
+	// Without the lock, the common case: a row the table has already, of
+	// a shard the map holds (a metadata pull merges a whole table).
+	if cells := *t.cells.Load(); shard < uint32(len(cells)) && t.smap.Load().Live(shard) {
+		if cur := cells[shard].Load(); cur != nil && (term < cur.term || (term == cur.term && leader == cur.leader)) {
+			return false, nil
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

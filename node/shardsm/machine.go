@@ -83,8 +83,11 @@ type Machine struct {
 	splits atomic.Uint64
 	// ended: whether each shard asked about applied its split here (true),
 	// or had not when asked (false); an apply of a split and a restore set
-	// it, a removal drops it (Ended).
-	ended map[uint64]bool
+	// it, a removal drops it (Ended). Under endedMu alone, taken after mu
+	// when both are: the lease rounds ask it for every shard they vouch
+	// for, and must not wait on the shards' map.
+	endedMu sync.Mutex
+	ended   map[uint64]bool
 
 	// grantMu orders grants answered from a cached summary against
 	// applies: version counts the applies that changed a state, restores
@@ -334,9 +337,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 		if err == nil && res.Split {
 			m.fillChildren(shard, s, seeded, b)
 			m.splits.Add(1)
-			m.mu.Lock()
 			m.setEnded(shard, true)
-			m.mu.Unlock()
 		}
 		if mutant.On(mutant.ApplyError) {
 			err = nil
@@ -420,7 +421,9 @@ func (m *Machine) Restore(shard, index uint64) error {
 func (m *Machine) Remove(shard uint64) {
 	m.mu.Lock()
 	m.gen++
+	m.endedMu.Lock()
 	delete(m.ended, shard)
+	m.endedMu.Unlock()
 	delete(m.shards, shard)
 	delete(m.halted, shard) // a replica made again later starts afresh
 	m.mu.Unlock()
@@ -450,9 +453,9 @@ func (m *Machine) Halted(shard uint64) {
 // may have elected theirs (docs/shards.md). A shard not loaded is read
 // from the store once.
 func (m *Machine) Ended(shard uint64) bool {
-	m.mu.Lock()
+	m.endedMu.Lock()
 	e, known := m.ended[shard]
-	m.mu.Unlock()
+	m.endedMu.Unlock()
 	if known {
 		return e
 	}
@@ -460,8 +463,8 @@ func (m *Machine) Ended(shard uint64) bool {
 	if err != nil {
 		return false // asked again next time
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.endedMu.Lock()
+	defer m.endedMu.Unlock()
 	if e, known := m.ended[shard]; known {
 		return e // an apply or restore said since
 	}
@@ -475,8 +478,10 @@ func (m *Machine) Ended(shard uint64) bool {
 // Splits returns how many splits this node's replicas applied.
 func (m *Machine) Splits() uint64 { return m.splits.Load() }
 
-// setEnded records whether shard ended. Under mu.
+// setEnded records whether shard ended.
 func (m *Machine) setEnded(shard uint64, ended bool) {
+	m.endedMu.Lock()
+	defer m.endedMu.Unlock()
 	if m.ended == nil {
 		m.ended = make(map[uint64]bool)
 	}
