@@ -29,6 +29,7 @@ type testCluster struct {
 	nodes []*Node
 	dirs  []string
 	seed  string
+	mut   func(*Config) // startClusterWith's, applied again on a restart
 }
 
 func nodeConfig(id, dir string, join []string, expect int) Config {
@@ -60,7 +61,9 @@ func startClusterWith(t testing.TB, size int, mut func(*Config)) *testCluster {
 	if mut == nil {
 		return startClusterHooked(t, size, nil)
 	}
-	return startClusterHooked(t, size, func(cfg *Config, _ *testHooks) { mut(cfg) })
+	c := startClusterHooked(t, size, func(cfg *Config, _ *testHooks) { mut(cfg) })
+	c.mut = mut
+	return c
 }
 
 // startClusterHooked is startClusterWith with each node's test seams too.
