@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/node/config"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
 )
@@ -21,6 +22,10 @@ const (
 	DefaultHandoffTimeout  = config.DefaultHandoffTimeout
 	DefaultStoreLogSyncGap = config.DefaultStoreLogSyncGap
 )
+
+// DefaultSplits is Config.Splits's default for a cluster born with the
+// default shard count (node/config).
+func DefaultSplits(fast bool) reconcile.SplitConfig { return config.DefaultSplits(fast) }
 
 // ErrConfig is wrapped by every Config validation error.
 var ErrConfig = config.ErrConfig

@@ -209,6 +209,10 @@ func newNode(cfg Config, hooks testHooks, fs vfs.FS, gen uint64, clock func() ti
 	if err != nil {
 		return nil, fmt.Errorf("node: open store: %w", err)
 	}
+	if err := settleShards(&cfg, store); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	cache, err := router.NewCache(router.CacheConfig{Capacity: cfg.RouteCacheEntries})
 	if err != nil {
 		_ = store.Close()
@@ -371,6 +375,26 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) Generation() uint64 { return n.gen }
 
 func (n *Node) nameOf(id uint64) (string, bool) { return n.views.NameOf(id) }
+
+// settleShards sets cfg.Shards from the count the store recorded at the
+// node's first start, or records it now (Config.AdoptShards).
+func settleShards(cfg *Config, store *shardstore.Store) error {
+	stored, recorded, err := store.BaseShards()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	born, err := store.Born()
+	if err != nil {
+		return fmt.Errorf("node: read birth marker: %w", err)
+	}
+	record, err := cfg.AdoptShards(stored, recorded, born)
+	if err != nil || !record {
+		return err
+	}
+	b := store.NewBatch()
+	b.PutBaseShards(cfg.Shards)
+	return b.Commit(true)
+}
 
 // persistBirth writes the birth marker (birth.Config.Persist).
 func (n *Node) persistBirth() error {

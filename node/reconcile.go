@@ -41,8 +41,17 @@ func (n *Node) newReconciler() (*reconcile.Driver, error) {
 		Events:     n.events,
 		Join:       n.cfg.Join,
 		Logger:     n.log,
+		Split:      n.splits(),
 		Env:        reconcileEnv{parts{n}},
 	})
+}
+
+// splits is the node's automatic splits (Config.Splits), none when unset.
+func (n *Node) splits() reconcile.SplitConfig {
+	if n.cfg.Splits == nil {
+		return reconcile.SplitConfig{}
+	}
+	return *n.cfg.Splits
 }
 
 // reconcileEnv is what the reconcile room reads and does of the node. It

@@ -56,6 +56,29 @@ func (s *Store) Born() (bool, error) {
 	return v != nil, err
 }
 
+// baseShardsKey, in the node slot, holds the shard count the node's
+// cluster was born with (uvarint), recorded at the node's first start.
+var baseShardsKey = []byte("base-shards")
+
+// PutBaseShards records the shard count the node's cluster was born with.
+func (b *Batch) PutBaseShards(n uint32) {
+	b.Put(NodeSlot, baseShardsKey, binary.AppendUvarint(nil, uint64(n)))
+}
+
+// BaseShards returns the count PutBaseShards committed; ok is false when
+// none was.
+func (s *Store) BaseShards() (n uint32, ok bool, err error) {
+	v, err := s.Get(NodeSlot, baseShardsKey)
+	if err != nil || v == nil {
+		return 0, false, err
+	}
+	u, k := binary.Uvarint(v)
+	if k != len(v) || u == 0 || u > 1<<32-1 {
+		return 0, false, fmt.Errorf("shardstore: bad base shard count %x", v)
+	}
+	return uint32(u), true, nil
+}
+
 // Keys of a shard's change log, the last changes of topic assignments that
 // watchers read (node/changelog.go); values are meta's change encoding:
 //

@@ -34,9 +34,9 @@ type devOptions struct {
 const (
 	defaultDevNodes    = 3
 	defaultDevBasePort = 7100
-	// defaultDevShards: fewer than a production node's 1024 so that the
-	// local cluster is ready in a few seconds on a laptop; see README.md.
-	defaultDevShards = 64
+	// defaultDevShards: none given, the node's default (born with
+	// node.DefaultShards, split as topics, load and members grow).
+	defaultDevShards = 0
 	maxDevNodes      = 99 // ports are base+1..base+99 per kind
 	devRack          = "r1"
 )
@@ -55,7 +55,8 @@ flags:
   --dir DIR             data directory, one subdirectory per node, kept on exit
                         (default: a new temporary directory, removed on exit)
   --base-port P         port layout base (default 7100)
-  --shards N            metadata shards (default 64)
+  --shards N            metadata shards, a fixed layout (default: born with 8,
+                        split by their leaders as topics and load grow)
   --replicas N          replicas per shard (default min(3, nodes))
   --metrics-addr H:P    serve Prometheus /metrics (labelled node="nI"), /healthz, /readyz
   --processes           run each node as a child "shoal node" process (pids printed),
@@ -231,8 +232,8 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 			return nil
 		}
 	}
-	fmt.Fprintf(stdout, "ready in %s: %d nodes, %d shards, data in %s (%s); Ctrl-C stops; try: %s assign topic-blue\n",
-		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, shoalctlFor(clientAddrs(nodes)))
+	fmt.Fprintf(stdout, "ready in %s: %d nodes, %s, data in %s (%s); Ctrl-C stops; try: %s assign topic-blue\n",
+		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shardsText(), dir, keep, shoalctlFor(clientAddrs(nodes)))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
@@ -268,4 +269,12 @@ func closeAll(nodes []*node.Node, logger *slog.Logger) {
 		})
 	}
 	wg.Wait()
+}
+
+// shardsText says what shards the cluster is born with.
+func (o *devOptions) shardsText() string {
+	if o.shards == 0 {
+		return fmt.Sprintf("%d shards (splitting as they grow)", node.DefaultShards)
+	}
+	return fmt.Sprintf("%d shards", o.shards)
 }

@@ -57,9 +57,12 @@ func runDevProcesses(ctx context.Context, o *devOptions, dir, keep string, stdou
 		c.args = []string{"node", "--id", id, "--rack", devRack, "--data", filepath.Join(dir, id),
 			"--client-addr", clientAddr, "--peer-addr", peer, "--swim-addr", swim,
 			"--join", strings.Join(seeds, ","), "--bootstrap-expect", strconv.Itoa(o.nodes),
-			"--shards", strconv.FormatUint(uint64(o.shards), 10), "--replicas", strconv.Itoa(o.replicas),
+			"--replicas", strconv.Itoa(o.replicas),
 			"--swim-preset", "fast", "--metrics-addr", c.metrics,
 			"--log-format", o.logFormat, "--log-level", min(o.logLevel, slog.LevelInfo).String()}
+		if o.shards != 0 {
+			c.args = append(c.args, "--shards", strconv.FormatUint(uint64(o.shards), 10))
+		}
 		if err := c.start(self); err != nil {
 			return err
 		}
@@ -84,8 +87,8 @@ func runDevProcesses(ctx context.Context, o *devOptions, dir, keep string, stdou
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "ready in %s: %d node processes, %d shards, data in %s (%s); kill -9 a pid to see its topics move; Ctrl-C stops; try: %s assign topic-blue\n",
-		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shards, dir, keep, shoalctlFor(childClients(children)))
+	fmt.Fprintf(stdout, "ready in %s: %d node processes, %s, data in %s (%s); kill -9 a pid to see its topics move; Ctrl-C stops; try: %s assign topic-blue\n",
+		time.Since(start).Round(10*time.Millisecond), o.nodes, o.shardsText(), dir, keep, shoalctlFor(childClients(children)))
 
 	// Report children that end before Ctrl-C, with the command that
 	// restarts one by hand.

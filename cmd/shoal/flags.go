@@ -48,6 +48,7 @@ type nodeOptions struct {
 	join                             []string
 	bootstrapExpect                  int
 	shards                           uint32
+	splits                           splitOptions
 	replicas                         int
 	metricsAddr                      string
 	pprof                            bool
@@ -97,9 +98,22 @@ cluster:
   --bootstrap-expect N    at the cluster's birth, wait until N members are seen
                           before creating the shards (default 1); a node joining
                           a running cluster never creates them
-  --shards N              metadata shards the cluster is born with (shoalctl split
-                          splits one later); every node must name the same
-                          number (default 1024)
+  --shards N              metadata shards the cluster is born with, as a fixed
+                          layout: no shard splits on its own (shoalctl split splits
+                          one); every node must name the same number. Without it a
+                          new cluster is born with 8 and its shard leaders split
+                          them as topics, load and members grow; a restarted node
+                          takes the count its data dir recorded
+  --split-topics N        split a shard holding more than N topics (default 10000)
+  --split-rate N          split a shard applying more than N commands a second
+                          (default 2000)
+  --split-window D        how long a shard must stay above a split threshold
+                          (default 10s, 2s with --swim-preset fast)
+  --shards-per-member N   split while the cluster has fewer than N shards per live
+                          member (default 2; 0: off)
+  --max-shards N          split no shard past N shards in the cluster (default 4096)
+                          (any --split-* or these two turns automatic splits on
+                          with --shards too; 0 turns a trigger off)
   --replicas N            replicas per shard (default 3)
   --cluster-id N          the cluster's id; peers and clients must name the same (default 0)
   --secret-file FILE      file holding the cluster's shared secret: peers prove it to
@@ -213,7 +227,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 		o.shards = uint32(n)
 		return nil
 	})
-	o.shards = 1024
+	o.splits.declare(fs)
 	fs.IntVar(&o.replicas, "replicas", 3, "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
 	fs.BoolVar(&o.pprof, "pprof", false, "")
@@ -263,6 +277,9 @@ func parseNodeArgs(args []string, getenv func(string) string) (*nodeOptions, err
 		if err := applyConfigFile(fs, o.configFile, set); err != nil {
 			return nil, err
 		}
+	}
+	if err := o.splits.settle(set, o.swimPreset == "fast"); err != nil {
+		return nil, err
 	}
 	if err := o.validate(); err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.rack != "default" || o.shards != 1024 || o.replicas != 3 || o.bootstrapExpect != 1 ||
+	if o.rack != "default" || o.shards != 0 || o.splits.cfg != nil || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
 		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops || o.logSync != "raw" ||
 		o.logSyncGap != node.DefaultStoreLogSyncGap {

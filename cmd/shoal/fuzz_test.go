@@ -33,8 +33,11 @@ func FuzzParseNodeArgs(f *testing.F) {
 			}
 			return
 		}
-		if o.id == "" || o.dataDir == "" || o.shards == 0 || o.replicas < 1 || o.bootstrapExpect < 1 {
+		if o.id == "" || o.dataDir == "" || o.shards > maxShards || o.replicas < 1 || o.bootstrapExpect < 1 {
 			t.Fatalf("accepted %+v", o)
+		}
+		if o.splits.cfg != nil && o.splits.cfg.Validate() != nil {
+			t.Fatalf("accepted automatic splits %+v", *o.splits.cfg)
 		}
 		for _, a := range append([]string{o.clientAddr, o.peerAddr, o.swimAddr}, o.join...) {
 			if checkAddr(a, true) != nil {

@@ -87,6 +87,7 @@ var metrics = []metric{
 	{"ShardsLed", "shards_led", "Shards this node leads.", gauge, ""},
 	{"ShardsLive", "shards", "Shards of this node's shard map: those the cluster was born with, each split one replaced by its halves.", gauge, ""},
 	{"ShardSplits", "shard_splits_total", "Shard splits this node's replicas applied.", counter, ""},
+	{"AutoSplits", "shard_auto_splits_total", "Shard splits this node proposed on its own as the shard's leader (topics, request rate, or too few shards for the members), applied.", counter, ""},
 	{"LeadersKnown", "shard_leaders_known", "Shards whose leader this node knows.", gauge, ""},
 	{"LeaderTableVersion", "shard_leader_table_version", "Version of this node's shard-leader table.", gauge, ""},
 	{"StrayReplicas", "stray_replicas", "Replicas whose group no longer counts this node (confirmed with the shard's leader) that could not be dropped yet.", gauge, ""},

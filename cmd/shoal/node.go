@@ -36,6 +36,7 @@ func (o *nodeOptions) nodeConfig(logger *slog.Logger) node.Config {
 		Join:            o.join,
 		BootstrapExpect: o.bootstrapExpect,
 		Shards:          o.shards,
+		Splits:          o.splits.cfg,
 		Replicas:        o.replicas,
 		ClusterID:       o.clusterID,
 		Secret:          o.secret,

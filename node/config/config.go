@@ -5,10 +5,11 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/shoalmq/shoal/node/duty"
 	"log/slog"
 	"time"
 
+	"github.com/shoalmq/shoal/node/duty"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/security"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
@@ -17,7 +18,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultShards          = 1024
+	// DefaultShards is the shards a cluster is born with when Shards is
+	// not set; its leaders split them as the nodes and the load grow
+	// (DefaultSplits).
+	DefaultShards = 8
+	// LegacyDefaultShards is what a store born before the shard count was
+	// recorded was born with, unless --shards said otherwise: the default
+	// of the time.
+	LegacyDefaultShards    = 1024
 	DefaultReplicas        = 3
 	DefaultBootstrapExpect = 1
 	// MaxShards bounds Config.Shards: a shard id must fit the router's uint32.
@@ -76,9 +84,18 @@ type Config struct {
 	// cluster with no shards anywhere creates its shard groups. Default 1.
 	BootstrapExpect int
 
-	// Shards is the fixed number of metadata shards (default 1024); every
-	// node of a cluster must use the same value.
+	// Shards is the number of metadata shards a new cluster is born with;
+	// every node of a cluster must use the same value, and a node's store
+	// records it at the first start and refuses another later. Set, it is
+	// a fixed layout: no shard splits on its own unless Splits is set (an
+	// operator's split still splits one). 0: DefaultShards with automatic
+	// splits, or on a node that has started before, the count its store
+	// recorded.
 	Shards uint32
+	// Splits sets when a shard's leader splits its shard on its own (on
+	// topics, request rate, or too few shards for the members). nil:
+	// DefaultSplits when Shards is 0, none when Shards is set.
+	Splits *reconcile.SplitConfig
 	// Replicas is the replication factor of every shard (default 3).
 	Replicas int
 
@@ -185,6 +202,9 @@ type Config struct {
 
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// shardsDefaulted: Fill gave Shards its default (ShardsDefaulted).
+	shardsDefaulted bool
 }
 
 // Fill checks c and sets the defaults of its zero fields; the error wraps
@@ -217,7 +237,7 @@ func (c *Config) Fill() error {
 		return fmt.Errorf("%w: bootstrap-expect %d", ErrConfig, c.BootstrapExpect)
 	}
 	if c.Shards == 0 {
-		c.Shards = DefaultShards
+		c.Shards, c.shardsDefaulted = DefaultShards, true
 	}
 	if c.Shards > MaxShards {
 		return fmt.Errorf("%w: shards %d above %d", ErrConfig, c.Shards, MaxShards)
@@ -257,6 +277,15 @@ func (c *Config) Fill() error {
 			*d.field = byPreset(d.lan, d.fst)
 		}
 	}
+	if c.Splits == nil && c.shardsDefaulted {
+		sc := DefaultSplits(fast)
+		c.Splits = &sc
+	}
+	if c.Splits != nil {
+		if err := c.Splits.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
 	if c.LeaseRenewInterval == 0 {
 		c.LeaseRenewInterval = min(byPreset(500*time.Millisecond, 200*time.Millisecond), c.LeaseDuration/3)
 	}
@@ -294,6 +323,41 @@ func (c *Config) Fill() error {
 		c.Logger = slog.Default()
 	}
 	return c.fillSecurity()
+}
+
+// DefaultSplits is Config.Splits's default for a cluster born with the
+// default shard count: a shard splits above 10,000 topics or 2,000
+// commands a second held for 10 s (2 s with the "fast" preset), and
+// while the cluster has fewer than two shards per member; a leader starts
+// at most one split a second (250 ms), and none past 4,096 shards.
+func DefaultSplits(fast bool) reconcile.SplitConfig {
+	sc := reconcile.SplitConfig{Topics: 10_000, Rate: 2_000, Window: 10 * time.Second, PerMember: 2, Every: time.Second, MaxShards: 4096}
+	if fast {
+		sc.Window, sc.Every = 2*time.Second, 250*time.Millisecond
+	}
+	return sc
+}
+
+// ShardsDefaulted reports whether Fill gave Shards its default: the node
+// then takes the count its store recorded (AdoptShards).
+func (c *Config) ShardsDefaulted() bool { return c.shardsDefaulted }
+
+// AdoptShards settles Shards against the count a node's store recorded
+// (recorded false: none yet) and whether the store's cluster was born: a
+// recorded count wins over the default and must equal a count set; a
+// store born before counts were recorded was born with
+// LegacyDefaultShards unless the count is set. It returns the count to
+// record when none was.
+func (c *Config) AdoptShards(stored uint32, recorded, born bool) (record bool, err error) {
+	switch {
+	case recorded && c.shardsDefaulted:
+		c.Shards = stored
+	case recorded && stored != c.Shards:
+		return false, fmt.Errorf("%w: the data dir's cluster was born with %d shards, not %d: start the node with --shards %d or none", ErrConfig, stored, c.Shards, stored)
+	case !recorded && born && c.shardsDefaulted:
+		c.Shards = LegacyDefaultShards
+	}
+	return !recorded, nil
 }
 
 // LeaseConfirmFresh is how old a leader's proof of its leadership may be

@@ -96,6 +96,9 @@ type DriverConfig struct {
 	// to be born.
 	Join   []string
 	Logger *slog.Logger
+	// Split sets when this node splits the shards it leads on its own
+	// (SplitConfig); the zero value never does.
+	Split SplitConfig
 	// Env is the rest of the node. Required.
 	Env DriverEnv
 }
@@ -113,10 +116,16 @@ type Driver struct {
 	log *slog.Logger
 
 	counters driverCounters
+
+	// Automatic splits (split): the Splitter, the pass's samples, and
+	// whether a split this node proposed is in flight.
+	splitter  *Splitter
+	samples   []SplitSample
+	splitting atomic.Bool
 }
 
 type driverCounters struct {
-	reassigned, confChanges, transfers, straysDropped atomic.Uint64
+	reassigned, confChanges, transfers, straysDropped, autoSplits atomic.Uint64
 }
 
 // NewDriver returns a Driver of cfg.Controller.
@@ -128,7 +137,14 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{c: cfg.Controller, cfg: cfg, env: cfg.Env, log: log}, nil
+	if err := cfg.Split.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Driver{c: cfg.Controller, cfg: cfg, env: cfg.Env, log: log}
+	if cfg.Split.On() {
+		d.splitter = NewSplitter(cfg.Split)
+	}
+	return d, nil
 }
 
 // DriverStats are a Driver's counters.
@@ -141,13 +157,16 @@ type DriverStats struct {
 	ConfChanges, LeaderTransfers uint64
 	// StraysDropped counts the stray replicas dropped.
 	StraysDropped uint64
+	// AutoSplits counts the splits this node proposed on its own and saw
+	// applied.
+	AutoSplits uint64
 }
 
 // Stats returns a snapshot of the counters.
 func (d *Driver) Stats() DriverStats {
 	c := &d.counters
 	return DriverStats{TopicsReassigned: c.reassigned.Load(), ConfChanges: c.confChanges.Load(),
-		LeaderTransfers: c.transfers.Load(), StraysDropped: c.straysDropped.Load()}
+		LeaderTransfers: c.transfers.Load(), StraysDropped: c.straysDropped.Load(), AutoSplits: c.autoSplits.Load()}
 }
 
 // Run is the reconcile task's work: once the cluster is born, it takes up
@@ -162,6 +181,7 @@ func (d *Driver) Run(now time.Time) time.Time {
 		d.cfg.Lease.TakeUpLeaderships()
 		d.reassign(v)
 		d.manage(v)
+		d.split(v)
 	}
 	return now.Add(d.c.cfg.Interval)
 }
@@ -242,6 +262,56 @@ func (d *Driver) reassign(v *View) {
 		}
 	}
 	look.Done()
+}
+
+// split samples every shard this node leads and proposes the split its
+// Splitter names, one at a time.
+func (d *Driver) split(v *View) {
+	if d.splitter == nil || d.splitting.Load() {
+		return
+	}
+	sm := d.env.ShardMap()
+	sp := sm.Space()
+	d.samples = d.samples[:0]
+	for id := range sm.Shards() {
+		shard := uint64(id)
+		if !d.cfg.Events.Leads(shard) {
+			continue
+		}
+		_, depth, _, _ := sp.Range(id)
+		_, _, err := sp.Children(id)
+		smp := SplitSample{Shard: id, Depth: int(depth), Splittable: err == nil}
+		if d.cfg.Machine.WithShard(shard, func(sh *shardsm.Shard) {
+			smp.Topics, smp.Applied = sh.State.Count(), sh.Applied
+			smp.Splittable = smp.Splittable && !sh.State.Split()
+		}) != nil {
+			continue
+		}
+		d.samples = append(d.samples, smp)
+	}
+	id, why, ok := d.splitter.Plan(d.env.Now(), d.samples, sm.Len(), len(v.Live))
+	if !ok {
+		return
+	}
+	shard := uint64(id)
+	data, err := meta.AppendCommand(nil, &meta.Command{Op: meta.OpSplit, Shard: shard})
+	if err != nil {
+		d.log.Error("node: encode split", "shard", shard, "err", err)
+		return
+	}
+	d.splitting.Store(true)
+	d.log.Info("splitting a shard", "shard", shard, "why", why.String(), "shards", sm.Len(), "members", len(v.Live))
+	d.cfg.Lease.Propose(shard, data, func(res *shardsm.Result, err error) {
+		defer d.splitting.Store(false)
+		switch {
+		case err != nil:
+			d.log.Warn("node: split", "shard", shard, "err", err)
+		case res != nil && res.Err != nil:
+			d.log.Warn("node: split refused", "shard", shard, "err", res.Err)
+		case res != nil:
+			d.counters.autoSplits.Add(1)
+		}
+	})
 }
 
 // PrevSilent reports whether the OpenTopic of a topic of shard moved off

@@ -325,6 +325,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 	var lastGrant map[string]time.Time
 	changed, logged := false, false
 	s.mu.Lock()
+	s.Applied += uint64(len(cmds))
 	for i := range cmds {
 		var seeded []uint64
 		err := m.seedSplit(shard, s.State, &cmds[i], b, &seeded)

@@ -30,6 +30,9 @@ type Shard struct {
 	// LastAsk: when each owner last asked for a lease on the shard here,
 	// granted or not. Callers may fill it (nil until then).
 	LastAsk map[string]time.Time
+	// Applied counts the commands applied here since the shard was
+	// loaded: a shard leader's automatic splits read its rate.
+	Applied uint64
 
 	// legacy: loaded from shardstore.LegacyMetaKey; the next apply writes
 	// every record and deletes it.

@@ -105,6 +105,7 @@ type Stats struct {
 	LeaderTableVersion    uint64 // local change counter of the table
 	StrayReplicas         int    // confirmed strays not dropped yet (a drop failed)
 	StraysDropped         uint64 // replicas dropped because their group no longer counts this node
+	AutoSplits            uint64 // splits this node proposed on its own as a shard's leader, applied
 	MembershipVersion     uint64 // see MetadataVersions
 	RingVersion           uint64
 	MetadataPulls         uint64 // metadata pulls sent (every kind)
@@ -227,6 +228,7 @@ func (p *Parts) Stats() Stats {
 		LeaderTableVersion:    p.LeaderTableVersion,
 		StrayReplicas:         p.StrayReplicas,
 		StraysDropped:         rc.StraysDropped,
+		AutoSplits:            rc.AutoSplits,
 		MembershipVersion:     p.MembershipVersion,
 		RingVersion:           p.RingVersion,
 		MetadataPulls:         p.Sync.Pulls,

@@ -1,0 +1,165 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/reconcile"
+	"github.com/shoalmq/shoal/node/shardsm"
+)
+
+// topicsPerShard returns, for every live shard of n's map, its count of
+// topics as its leader (any node of c) holds them; -1 where no node of c
+// leads it.
+func topicsPerShard(c *testCluster, n *Node) map[uint32]int {
+	out := make(map[uint32]int)
+	for id := range n.leaders.Map().Shards() {
+		out[id] = -1
+		for _, m := range c.nodes {
+			if !m.events.Leads(uint64(id)) {
+				continue
+			}
+			_ = m.sm.WithShard(uint64(id), func(sh *shardsm.Shard) { out[id] = sh.State.Count() })
+		}
+	}
+	return out
+}
+
+// A cluster born with two shards, given a limit of topics per shard,
+// splits them on its own while topics are assigned: its leaders split
+// every shard that stays over the limit, until none is, and every
+// acknowledged assignment keeps its owner and epoch.
+func TestShardsSplitOnTheirOwnAsTopicsGrow(t *testing.T) {
+	t.Parallel()
+	const limit = 120
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.Shards = 2
+		cfg.Splits = &reconcile.SplitConfig{Topics: limit, Window: 300 * time.Millisecond, Every: 100 * time.Millisecond}
+	})
+	cl := allNodesClient(t, c, 3*time.Second, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topics = 1200
+	var mu sync.Mutex
+	acked := make(map[string]client.Assignment, topics)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < topics; i += 8 {
+				topic := fmt.Sprintf("auto-%d", i)
+				a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+				if err != nil {
+					errs <- fmt.Errorf("assign %s: %w", topic, err)
+					return
+				}
+				mu.Lock()
+				acked[topic] = a
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n1 := c.nodes[0]
+	waitUntil(t, 40*time.Second, "every shard at most the limit", func() bool {
+		for _, count := range topicsPerShard(c, n1) {
+			if count < 0 || count > limit {
+				return false
+			}
+		}
+		return true
+	})
+	shards := n1.leaders.Map().Len()
+	// 1,200 topics at most 120 a shard: at least 10 shards, and a split
+	// of a shard under the limit would make more than the 32 that halving
+	// every shard over it gives at the worst.
+	if shards < topics/limit || shards > 32 {
+		t.Errorf("%d shards for %d topics at most %d a shard", shards, topics, limit)
+	}
+	var splits uint64
+	for _, n := range c.nodes {
+		splits += n.Stats().AutoSplits
+	}
+	if want := uint64(shards - 2); splits != want {
+		t.Errorf("the nodes count %d automatic splits, want %d (2 shards grew to %d)", splits, want, shards)
+	}
+	for topic, was := range acked {
+		a, err := cl.Lookup(ctx, topic, true)
+		if err != nil || a.Owner != was.Owner || a.Epoch != was.Epoch {
+			t.Fatalf("lookup %s after the splits: %+v %v, want %+v", topic, a, err, was)
+		}
+	}
+	if _, err := cl.Assign(ctx, "after-the-splits", client.AssignOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A cluster born with fewer shards than it wants per member splits them,
+// idle, until it has as many, and stops there.
+func TestShardsFollowTheMembers(t *testing.T) {
+	t.Parallel()
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.Shards = 2
+		cfg.Splits = &reconcile.SplitConfig{PerMember: 3, Every: 100 * time.Millisecond}
+	})
+	waitUntil(t, 30*time.Second, "nine shards for three members", func() bool {
+		for _, n := range c.nodes {
+			if n.leaders.Map().Len() < 9 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(time.Second) // splits started before the count was seen end
+	had := c.nodes[0].leaders.Map().Len()
+	time.Sleep(2 * time.Second)
+	if now := c.nodes[0].leaders.Map().Len(); now != had || now > 9+3 {
+		t.Fatalf("%d shards, then %d: want them to stop at nine, or a split of each leader over", had, now)
+	}
+}
+
+// A node's store records the shard count its cluster was born with: a
+// restart without one takes it, and a restart naming another is refused.
+func TestTheStoreKeepsTheShardCount(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := nodeConfig("n1", dir, nil, 1)
+	cfg.Shards = 0
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.cfg.Shards; got != DefaultShards || n.cfg.Splits == nil {
+		t.Fatalf("a node without a count: %d shards, splits %v; want %d, automatic", got, n.cfg.Splits, DefaultShards)
+	}
+	_ = n.Close()
+	cfg.Shards = 64
+	if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a restart naming 64 shards on a store born with %d: %v, want ErrConfig", DefaultShards, err)
+	}
+	cfg = nodeConfig("n2", t.TempDir(), nil, 1)
+	cfg.Shards = 64
+	n, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = n.Close()
+	cfg.Shards = 0
+	n, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.cfg.Shards != 64 {
+		t.Fatalf("a restart without a count on a store of 64 shards: %d", n.cfg.Shards)
+	}
+}

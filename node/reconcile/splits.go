@@ -1,0 +1,200 @@
+package reconcile
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Automatic splits: the leader of a shard is its local controller, and
+// splits it when it holds too many topics or takes too many writes, each
+// held above its threshold for a window, or when the cluster has fewer
+// shards than its members call for (docs/shards.md). The Splitter
+// decides; the Driver samples the shards this node leads and proposes the
+// split it names.
+
+// SplitConfig sets when a shard leader splits its shard on its own. The
+// zero value splits nothing.
+type SplitConfig struct {
+	// Topics: a shard holding more active topics than this is over. 0:
+	// no limit.
+	Topics int
+	// Rate: a shard applying more commands a second than this, measured
+	// between two samples, is over. 0: no limit.
+	Rate float64
+	// Window is how long a shard must stay over before it splits, so that
+	// a burst splits nothing. Required when Topics or Rate is set.
+	Window time.Duration
+	// PerMember: while the cluster has fewer live shards than PerMember
+	// times its live members, a leader splits its widest shard, so that
+	// shards, and with them leaderships, follow the nodes. 0: off.
+	PerMember int
+	// Every: this node starts at most one split per Every. Required when
+	// any trigger is set.
+	Every time.Duration
+	// MaxShards: no split once the cluster has this many live shards. 0:
+	// the shard space's capacity alone bounds them.
+	MaxShards int
+}
+
+// On reports whether any trigger is set.
+func (c SplitConfig) On() bool { return c.Topics > 0 || c.Rate > 0 || c.PerMember > 0 }
+
+// Validate reports a trigger without the pacing it needs.
+func (c SplitConfig) Validate() error {
+	switch {
+	case c.Topics < 0 || c.Rate < 0 || c.PerMember < 0 || c.MaxShards < 0:
+		return fmt.Errorf("reconcile: split thresholds must not be negative: %+v", c)
+	case (c.Topics > 0 || c.Rate > 0) && c.Window <= 0:
+		return errors.New("reconcile: a split threshold needs a positive window")
+	case c.On() && c.Every <= 0:
+		return errors.New("reconcile: automatic splits need a positive pacing (Every)")
+	}
+	return nil
+}
+
+// SplitSample is what a leader reads of one shard it leads.
+type SplitSample struct {
+	Shard uint32
+	// Depth is how many splits the shard's range descends from its base
+	// shard (router.ShardSpace.Range); Splittable whether it may split
+	// again.
+	Depth      int
+	Splittable bool
+	// Topics is its count of active topics; Applied counts the commands
+	// its replica here has applied, ever (only differences are used).
+	Topics  int
+	Applied uint64
+}
+
+// SplitReason says why a Splitter chose a shard.
+type SplitReason uint8
+
+const (
+	SplitTopics  SplitReason = iota + 1 // over Topics for Window
+	SplitRate                           // over Rate for Window
+	SplitMembers                        // fewer shards than PerMember·members
+)
+
+func (r SplitReason) String() string {
+	switch r {
+	case SplitTopics:
+		return "topics"
+	case SplitRate:
+		return "rate"
+	case SplitMembers:
+		return "members"
+	}
+	return "unknown"
+}
+
+// Splitter decides the automatic splits of the shards one node leads. Not
+// safe for concurrent use: the Driver's pass owns it.
+type Splitter struct {
+	cfg    SplitConfig
+	shards map[uint32]*splitTrack
+	last   time.Time // when this node last started a split
+	seen   uint64    // Plan calls, to drop the shards no longer led
+}
+
+// splitTrack is one led shard's history between samples.
+type splitTrack struct {
+	applied uint64
+	at      time.Time
+	over    time.Time // since when it has been over; zero when not
+	seen    uint64
+	rate    float64
+}
+
+// NewSplitter returns a Splitter for cfg (validated by the caller).
+func NewSplitter(cfg SplitConfig) *Splitter {
+	return &Splitter{cfg: cfg, shards: make(map[uint32]*splitTrack)}
+}
+
+// Plan takes the samples of every shard this node leads at now, with the
+// cluster's live shards and members, and returns the shard to split, if
+// one is due and the pacing allows. A shard that is sampled for the first
+// time, or again after a pass without it, starts its window anew. After a
+// split is returned the caller proposes it; Plan counts it as started.
+func (s *Splitter) Plan(now time.Time, samples []SplitSample, liveShards, members int) (shard uint32, why SplitReason, ok bool) {
+	s.seen++
+	var best *SplitSample
+	var bestScore float64
+	for i := range samples {
+		sm := &samples[i]
+		t := s.shards[sm.Shard]
+		if t == nil {
+			t = &splitTrack{applied: sm.Applied, at: now}
+			s.shards[sm.Shard] = t
+		} else if dt := now.Sub(t.at); dt > 0 {
+			t.rate = float64(sm.Applied-t.applied) / dt.Seconds()
+			t.applied, t.at = sm.Applied, now
+		}
+		t.seen = s.seen
+		over, score := s.over(sm, t)
+		switch {
+		case !over:
+			t.over = time.Time{}
+			continue
+		case t.over.IsZero():
+			t.over = now
+		}
+		if !sm.Splittable || now.Sub(t.over) < s.cfg.Window {
+			continue
+		}
+		if best == nil || score > bestScore {
+			best, bestScore, why = sm, score, SplitTopics
+			if s.cfg.Topics == 0 || float64(sm.Topics)/float64(s.cfg.Topics) < s.rateScore(t) {
+				why = SplitRate
+			}
+		}
+	}
+	for k, t := range s.shards {
+		if t.seen != s.seen {
+			delete(s.shards, k)
+		}
+	}
+	if s.cfg.MaxShards > 0 && liveShards >= s.cfg.MaxShards {
+		return 0, 0, false
+	}
+	if !s.last.IsZero() && now.Sub(s.last) < s.cfg.Every {
+		return 0, 0, false
+	}
+	if best == nil && s.cfg.PerMember > 0 && liveShards < s.cfg.PerMember*members {
+		// The widest splittable shard this node leads, the lowest id
+		// among equals: every leader splits its own, at its own pace.
+		for i := range samples {
+			sm := &samples[i]
+			if sm.Splittable && (best == nil || cmp.Or(cmp.Compare(sm.Depth, best.Depth), cmp.Compare(sm.Shard, best.Shard)) < 0) {
+				best, why = sm, SplitMembers
+			}
+		}
+	}
+	if best == nil {
+		return 0, 0, false
+	}
+	s.last = now
+	if t := s.shards[best.Shard]; t != nil {
+		t.over = time.Time{}
+	}
+	return best.Shard, why, true
+}
+
+// over reports whether a sampled shard is over a threshold, and by how
+// much: the larger of its ratios to the thresholds.
+func (s *Splitter) over(sm *SplitSample, t *splitTrack) (bool, float64) {
+	var score float64
+	if s.cfg.Topics > 0 {
+		score = float64(sm.Topics) / float64(s.cfg.Topics)
+	}
+	score = max(score, s.rateScore(t))
+	return score > 1, score
+}
+
+func (s *Splitter) rateScore(t *splitTrack) float64 {
+	if s.cfg.Rate <= 0 {
+		return 0
+	}
+	return t.rate / s.cfg.Rate
+}

@@ -1,0 +1,122 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSplitterWaitsOutTheWindow(t *testing.T) {
+	s := NewSplitter(SplitConfig{Topics: 100, Window: time.Second, Every: time.Millisecond})
+	t0 := time.Unix(1000, 0)
+	hot := []SplitSample{{Shard: 3, Splittable: true, Topics: 150}, {Shard: 4, Splittable: true, Topics: 50}}
+	for i := range 10 {
+		if id, _, ok := s.Plan(t0.Add(time.Duration(i)*100*time.Millisecond), hot, 8, 3); ok {
+			t.Fatalf("split %d after %d ms over, before the window", id, i*100)
+		}
+	}
+	id, why, ok := s.Plan(t0.Add(time.Second), hot, 8, 3)
+	if !ok || id != 3 || why != SplitTopics {
+		t.Fatalf("after the window: %d %v %v, want shard 3 for topics", id, why, ok)
+	}
+}
+
+func TestSplitterForgetsABurst(t *testing.T) {
+	s := NewSplitter(SplitConfig{Topics: 100, Window: time.Second, Every: time.Millisecond})
+	t0 := time.Unix(1000, 0)
+	over := []SplitSample{{Shard: 1, Splittable: true, Topics: 150}}
+	under := []SplitSample{{Shard: 1, Splittable: true, Topics: 90}}
+	s.Plan(t0, over, 8, 3)
+	s.Plan(t0.Add(900*time.Millisecond), under, 8, 3)
+	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), over, 8, 3); ok {
+		t.Fatal("split a shard that fell under its threshold within the window")
+	}
+	if _, _, ok := s.Plan(t0.Add(2100*time.Millisecond), over, 8, 3); !ok {
+		t.Fatal("no split a window after it went over again")
+	}
+}
+
+func TestSplitterMeasuresTheRate(t *testing.T) {
+	s := NewSplitter(SplitConfig{Rate: 1000, Window: time.Second, Every: time.Millisecond})
+	t0 := time.Unix(1000, 0)
+	var applied uint64
+	var got []uint32
+	for i := range 30 {
+		applied += 200 // 2,000 a second at 100 ms a sample
+		if id, why, ok := s.Plan(t0.Add(time.Duration(i)*100*time.Millisecond), []SplitSample{
+			{Shard: 7, Splittable: true, Applied: applied},
+			{Shard: 9, Splittable: true, Applied: uint64(i) * 10},
+		}, 8, 3); ok {
+			if why != SplitRate {
+				t.Fatalf("reason %v, want rate", why)
+			}
+			got = append(got, id)
+		}
+	}
+	if len(got) == 0 || got[0] != 7 {
+		t.Fatalf("splits %v, want shard 7 (2,000/s against 1,000) and never 9 (100/s)", got)
+	}
+	for _, id := range got {
+		if id == 9 {
+			t.Fatalf("split the cold shard: %v", got)
+		}
+	}
+}
+
+func TestSplitterIsPacedAndBounded(t *testing.T) {
+	s := NewSplitter(SplitConfig{Topics: 10, Window: time.Millisecond, Every: time.Second, MaxShards: 16})
+	t0 := time.Unix(1000, 0)
+	hot := []SplitSample{{Shard: 1, Splittable: true, Topics: 50}, {Shard: 2, Splittable: true, Topics: 60}}
+	s.Plan(t0, hot, 8, 3)
+	id, _, ok := s.Plan(t0.Add(10*time.Millisecond), hot, 8, 3)
+	if !ok || id != 2 {
+		t.Fatalf("first split %d %v, want the hotter shard 2", id, ok)
+	}
+	if _, _, ok := s.Plan(t0.Add(500*time.Millisecond), hot[:1], 9, 3); ok {
+		t.Fatal("a second split within Every")
+	}
+	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), hot[:1], 9, 3); !ok {
+		t.Fatal("no split once Every passed")
+	}
+	if _, _, ok := s.Plan(t0.Add(5*time.Second), hot[:1], 16, 3); ok {
+		t.Fatal("split at MaxShards")
+	}
+	unsplittable := []SplitSample{{Shard: 1, Splittable: false, Topics: 50}}
+	if _, _, ok := s.Plan(t0.Add(10*time.Second), unsplittable, 9, 3); ok {
+		t.Fatal("split a shard at the smallest range")
+	}
+}
+
+func TestSplitterFollowsTheMembers(t *testing.T) {
+	s := NewSplitter(SplitConfig{PerMember: 2, Every: time.Second})
+	t0 := time.Unix(1000, 0)
+	led := []SplitSample{
+		{Shard: 12, Depth: 1, Splittable: true},
+		{Shard: 5, Depth: 0, Splittable: true},
+		{Shard: 3, Depth: 0, Splittable: true},
+	}
+	if _, _, ok := s.Plan(t0, led, 6, 3); ok {
+		t.Fatal("split with two shards per member already")
+	}
+	id, why, ok := s.Plan(t0, led, 6, 4)
+	if !ok || id != 3 || why != SplitMembers {
+		t.Fatalf("with 6 shards for 4 members: %d %v %v, want the widest, lowest shard 3", id, why, ok)
+	}
+}
+
+func TestSplitConfigValidate(t *testing.T) {
+	for _, c := range []SplitConfig{
+		{Topics: -1, Window: time.Second, Every: time.Second},
+		{Topics: 10, Every: time.Second},
+		{Rate: 10, Window: time.Second},
+		{PerMember: 2},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	for _, c := range []SplitConfig{{}, {PerMember: 2, Every: time.Second}, {Topics: 1, Rate: 1, Window: 1, Every: 1, MaxShards: 1}} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", c, err)
+		}
+	}
+}
