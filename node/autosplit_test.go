@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +163,99 @@ func TestTheStoreKeepsTheShardCount(t *testing.T) {
 	if n.cfg.Shards != 64 {
 		t.Fatalf("a restart without a count on a store of 64 shards: %d", n.cfg.Shards)
 	}
+}
+
+// On five nodes a split's halves are seeded on their parent's replicas
+// and then move to those the ring places them on, by their own ids: each
+// half's group ends with exactly its placement's replicas, the nodes it
+// left drop their copies, and every topic keeps its owner and epoch and
+// takes writes.
+func TestHalvesMoveToTheirOwnReplicas(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 5)
+	cl := allNodesClient(t, c, 3*time.Second, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before := make(map[string]client.Assignment)
+	for i := range 200 {
+		topic := fmt.Sprintf("moving-half-%d", i)
+		a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[topic] = a
+		if _, err := cl.Produce(ctx, topic, [][]byte{[]byte(topic)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n1 := c.nodes[0]
+	space := n1.leaders.Map().Space()
+	// Split shards until some half's placement is not its parent's.
+	moved := 0
+	var halves []uint32
+	for s := uint32(0); s < testShards && moved < 2; s++ {
+		if _, err := cl.SplitShard(ctx, uint64(s)); err != nil {
+			t.Fatalf("split %d: %v", s, err)
+		}
+		pl := n1.view.Load().Placement()
+		parent := pl.Replicas(s, nil)
+		low, high, _ := space.Children(s)
+		for _, h := range []uint32{low, high} {
+			halves = append(halves, h)
+			if !sameNodes(pl.Replicas(h, nil), parent) {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no half placed off its parent's replicas")
+	}
+	waitUntil(t, 40*time.Second, "every half on its own replicas", func() bool {
+		shards, err := cl.Shards(ctx)
+		if err != nil {
+			return false
+		}
+		pl := n1.view.Load().Placement()
+		got := make(map[uint64][]string)
+		for _, s := range shards {
+			got[s.Shard] = s.Replicas
+		}
+		for _, h := range halves {
+			if !sameNodes(got[uint64(h)], pl.Replicas(h, nil)) {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, 40*time.Second, "the nodes a half left drop it", func() bool {
+		pl := n1.view.Load().Placement()
+		for _, h := range halves {
+			for _, n := range c.nodes {
+				placed := slices.Contains(pl.Replicas(h, nil), n.ID())
+				if hosted := n.hostsReplica(uint64(h)); hosted != placed {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for topic, was := range before {
+		a, err := cl.Lookup(ctx, topic, true)
+		if err != nil || a.Owner != was.Owner || a.Epoch != was.Epoch {
+			t.Fatalf("lookup %s after the moves: %+v %v, want %+v", topic, a, err, was)
+		}
+		if _, err := cl.Produce(ctx, topic, [][]byte{[]byte("after")}); err != nil {
+			t.Fatalf("produce %s after the moves: %v", topic, err)
+		}
+	}
+}
+
+func sameNodes(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
+}
+
+// hostsReplica reports whether n's store holds a replica of shard.
+func (n *Node) hostsReplica(shard uint64) bool {
+	ids, err := n.rs.Shards()
+	return err == nil && slices.Contains(ids, shard)
 }

@@ -39,7 +39,7 @@ func (e viewEnv) SetPeerAddr(id, addr string) { e.n.net.SetPeerAddr(id, addr) }
 func (n *Node) rebuildView() {
 	ms := n.swim.Members()
 	old := n.view.Load()
-	v := n.views.Rebuild(old, ms, n.viewDirty.Swap(false))
+	v := n.views.Rebuild(old, ms, n.viewDirty.Swap(false), n.leaders.Map())
 	if v == old {
 		return
 	}

@@ -452,7 +452,11 @@ type Placement struct {
 	ring   *Ring
 	shards uint32
 	width  int      // replicas per shard
-	rows   []uint32 // shards*width node indexes, leader first
+	rows   []uint32 // a row of width node indexes per shard placed, leader first
+	// pos is the row of each shard placed (PlacementOf); nil when the
+	// rows are the base shards', in id order.
+	pos    map[uint32]int32
+	barred []bool // by member index: leads nothing (PlacementExcept)
 }
 
 // Placement computes the replicas of every shard in [0, shards) for
@@ -467,12 +471,45 @@ func (r *Ring) Placement(shards uint32, rf int) *Placement {
 // bound (the bound counting only the other members), or, when every
 // replica of the shard is in noLead, chosen as Placement would.
 func (r *Ring) PlacementExcept(shards uint32, rf int, noLead []string) *Placement {
+	return r.place(shards, nil, rf, noLead)
+}
+
+// PlacementOf is PlacementExcept for the live shards of a map: each of
+// them placed by its own id, a split's children as the base shards, and
+// the leaderships balanced over all of them. A shard the map does not
+// hold but its space does (a shard that split, a child not learned yet)
+// is placed by its walk alone (Replicas).
+func (r *Ring) PlacementOf(m *ShardMap, rf int, noLead []string) *Placement {
+	if m.Version() == 0 {
+		return r.place(m.Base(), nil, rf, noLead)
+	}
+	ids := make([]uint32, 0, m.Len())
+	for id := range m.Shards() {
+		ids = append(ids, id)
+	}
+	return r.place(m.Base(), ids, rf, noLead)
+}
+
+// place builds the table of the shards ids (nil: the base shards
+// 0..base-1) in the shard space of base.
+func (r *Ring) place(base uint32, ids []uint32, rf int, noLead []string) *Placement {
 	width := min(max(rf, 0), len(r.nodes), MaxReplicas)
-	p := &Placement{ring: r, shards: shards, width: width, rows: make([]uint32, int(shards)*width)}
+	count := base
+	if ids != nil {
+		count = uint32(len(ids))
+	}
+	p := &Placement{ring: r, shards: base, width: width, rows: make([]uint32, int(count)*width)}
+	if ids != nil {
+		p.pos = make(map[uint32]int32, len(ids))
+		for i, id := range ids {
+			p.pos[id] = int32(i)
+		}
+	}
+	barred := make([]bool, len(r.nodes))
+	p.barred = barred
 	if width == 0 {
 		return p
 	}
-	barred := make([]bool, len(r.nodes))
 	leaders := len(r.nodes)
 	for _, id := range noLead {
 		if i, ok := r.Index(id); ok && !barred[i] {
@@ -480,14 +517,18 @@ func (r *Ring) PlacementExcept(shards uint32, rf int, noLead []string) *Placemen
 			leaders--
 		}
 	}
-	bound := int(math.Ceil((1 + LeaderSlack) * float64(shards) / float64(max(leaders, 1))))
+	bound := int(math.Ceil((1 + LeaderSlack) * float64(count) / float64(max(leaders, 1))))
 	led := make([]int, len(r.nodes))
 	var out [MaxReplicas]uint32
 	var bl *boundedLoads
 	if r.slack > 0 {
-		bl = r.newBoundedLoads(shards, width)
+		bl = r.newBoundedLoads(count, width)
 	}
-	for s := range shards {
+	for i := range count {
+		s := i
+		if ids != nil {
+			s = ids[i]
+		}
 		if bl != nil {
 			bl.walk(s, width, &out)
 		} else {
@@ -518,12 +559,12 @@ func (r *Ring) PlacementExcept(shards uint32, rf int, noLead []string) *Placemen
 			}
 		}
 		led[out[lead]]++
-		row := p.rows[int(s)*width : int(s+1)*width]
+		row := p.rows[int(i)*width : int(i+1)*width]
 		row[0] = out[lead]
 		copy(row[1:], out[:lead])
 		copy(row[1+lead:], out[lead+1:width])
 	}
-	p.evenOut(led, barred, float64(shards)/float64(max(leaders, 1)), bound)
+	p.evenOut(led, barred, float64(count)/float64(max(leaders, 1)), bound)
 	return p
 }
 
@@ -547,8 +588,8 @@ func (p *Placement) evenOut(led []int, barred []bool, mean float64, bound int) {
 	if !uneven || p.width < 2 {
 		return
 	}
-	for s := range p.shards {
-		row := p.rows[int(s)*p.width : int(s+1)*p.width]
+	for s := range len(p.rows) / p.width {
+		row := p.rows[s*p.width : (s+1)*p.width]
 		over := led[row[0]] > bound
 		if !over && float64(led[row[0]]) <= mean {
 			continue
@@ -579,18 +620,23 @@ func (p *Placement) Shards() uint32 { return p.shards }
 // Replicas appends the node ids of a shard's replicas to dst, preferred
 // leader first; nothing for a shard outside the table's shard space. A
 // split's child (ShardSpace, with the table's shards as the base) is
-// placed on the replicas of the base shard it descends from, its
-// preferred leader the one its id picks among them, so that the children
-// of one shard are led from each of its replicas in turn. It allocates
-// nothing when dst has room.
+// placed by its own id, as a base shard is: the replicas of the walk
+// (without the replica bound of RingConfig.ReplicaSlack), its preferred
+// leader the first that may lead. So a shard's halves go where the ring
+// puts them, and splits spread replicas, and the work of leading, over
+// nodes that joined after the cluster's birth. It allocates nothing when
+// dst has room.
 func (p *Placement) Replicas(shard uint32, dst []string) []string {
-	base, first, ok := p.row(shard)
-	if !ok {
+	var out [MaxReplicas]uint32
+	k, lead := p.place(shard, &out)
+	if k == 0 {
 		return dst
 	}
-	row := p.rows[int(base)*p.width : int(base+1)*p.width]
-	for i := range row {
-		dst = append(dst, p.ring.nodes[row[(first+i)%len(row)]].ID)
+	dst = append(dst, p.ring.nodes[out[lead]].ID)
+	for i, n := range out[:k] {
+		if i != lead {
+			dst = append(dst, p.ring.nodes[n].ID)
+		}
 	}
 	return dst
 }
@@ -598,25 +644,37 @@ func (p *Placement) Replicas(shard uint32, dst []string) []string {
 // Leader returns a shard's preferred leader (see Replicas), or "" for a
 // shard outside the table's space or an empty ring.
 func (p *Placement) Leader(shard uint32) string {
-	base, first, ok := p.row(shard)
-	if !ok || p.width == 0 {
+	var out [MaxReplicas]uint32
+	k, lead := p.place(shard, &out)
+	if k == 0 {
 		return ""
 	}
-	return p.ring.nodes[p.rows[int(base)*p.width+first]].ID
+	return p.ring.nodes[out[lead]].ID
 }
 
-// row returns the base shard whose row places shard, and the position in
-// it of shard's preferred leader.
-func (p *Placement) row(shard uint32) (base uint32, first int, ok bool) {
-	if shard < p.shards {
-		return shard, 0, true
+// place puts shard's replicas in out, in the table's order for a base
+// shard and in walk order for a child, and returns how many and which of
+// them is the preferred leader; 0 for a shard outside the table's space.
+func (p *Placement) place(shard uint32, out *[MaxReplicas]uint32) (k, lead int) {
+	if p.width == 0 {
+		return 0, 0
 	}
-	sp := ShardSpace(p.shards)
-	if p.width == 0 || !sp.Valid(uint64(shard)) {
-		return 0, 0, false
+	if p.pos == nil && shard < p.shards {
+		return copy(out[:], p.rows[int(shard)*p.width:int(shard+1)*p.width]), 0
 	}
-	base, _, _, _ = sp.Range(shard)
-	return base, int(shard % uint32(p.width)), true
+	if i, ok := p.pos[shard]; ok {
+		return copy(out[:], p.rows[int(i)*p.width:int(i+1)*p.width]), 0
+	}
+	if !ShardSpace(p.shards).Valid(uint64(shard)) {
+		return 0, 0
+	}
+	k = p.ring.walk(shard, p.width, out)
+	for i, n := range out[:k] {
+		if !p.barred[n] {
+			return k, i
+		}
+	}
+	return k, 0
 }
 
 // boundedLoads is the state of a Placement with RingConfig.ReplicaSlack:

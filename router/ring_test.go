@@ -393,25 +393,26 @@ func TestPlacementBalancesLeaders(t *testing.T) {
 		if out := ShardSpace(c.shards).Capacity(); p.Leader(out) != "" || p.Replicas(out, nil) != nil {
 			t.Fatalf("shard outside the table's space has replicas")
 		}
-		// A split's children sit on their base shard's replicas, their
-		// preferred leaders spread over them.
-		low, high, _ := ShardSpace(c.shards).Children(1)
-		base := p.Replicas(1, nil)
-		leaders := map[string]bool{}
-		for _, child := range []uint32{low, high} {
-			reps := p.Replicas(child, nil)
-			if len(reps) != len(base) || reps[0] != p.Leader(child) {
-				t.Fatalf("child %d placed on %v, its base on %v", child, reps, base)
-			}
-			for _, r := range reps {
-				if !slices.Contains(base, r) {
-					t.Fatalf("child %d on %s, not a replica of its base %v", child, r, base)
+		// A split's children are placed by their own ids: the walk's
+		// replicas, its first that may lead preferred; over many
+		// children, every node holds and leads some.
+		space := ShardSpace(c.shards)
+		holds, leads := map[string]int{}, map[string]int{}
+		for s := range min(c.shards, 64) {
+			low, high, _ := space.Children(s)
+			for _, child := range []uint32{low, high} {
+				reps := p.Replicas(child, nil)
+				if !slices.Equal(reps, r.Replicas(child, 3, nil)) || reps[0] != p.Leader(child) {
+					t.Fatalf("child %d placed on %v, its walk %v, leader %q", child, reps, r.Replicas(child, 3, nil), p.Leader(child))
 				}
+				for _, n := range reps {
+					holds[n]++
+				}
+				leads[reps[0]]++
 			}
-			leaders[reps[0]] = true
 		}
-		if len(base) > 1 && len(leaders) != 2 {
-			t.Fatalf("both children of shard 1 prefer %v", leaders)
+		if want := min(c.nodes, 2*int(min(c.shards, 64))); len(holds) != c.nodes || len(leads) < want*3/4 {
+			t.Fatalf("%d nodes: children held by %d, led by %d", c.nodes, len(holds), len(leads))
 		}
 	}
 }
@@ -582,8 +583,26 @@ func TestPlacementExceptKeepsLeadersOffDrainedNodes(t *testing.T) {
 		}
 		led[p.Leader(s)]++
 	}
-	if led[drained] != 0 {
-		t.Fatalf("drained %s still leads %d shards", drained, led[drained])
+	// Nor does it lead a split's child, though it holds some.
+	space := ShardSpace(shards)
+	held := 0
+	for s := range uint32(shards) {
+		low, high, _ := space.Children(s)
+		for _, child := range []uint32{low, high} {
+			reps := p.Replicas(child, nil)
+			if !sameSet(reps, plain.Replicas(child, nil)) {
+				t.Fatalf("child %d: replicas %v, without a drained node %v", child, reps, plain.Replicas(child, nil))
+			}
+			if slices.Contains(reps, drained) {
+				held++
+			}
+			if p.Leader(child) == drained {
+				t.Fatalf("drained %s leads child %d", drained, child)
+			}
+		}
+	}
+	if led[drained] != 0 || held == 0 {
+		t.Fatalf("drained %s still leads %d shards (holding %d children)", drained, led[drained], held)
 	}
 	bound := float64(shards) / 4 * (1 + LeaderSlack)
 	for id, n := range led {
@@ -596,6 +615,60 @@ func TestPlacementExceptKeepsLeadersOffDrainedNodes(t *testing.T) {
 	for s := range uint32(shards) {
 		if all.Leader(s) == "" {
 			t.Fatalf("shard %d has no leader with every member barred", s)
+		}
+	}
+}
+
+// PlacementOf places a map's live shards by their own ids and balances
+// their leaderships over all of them: a map that never split places as
+// Placement does, and one grown from 8 shards to many leads each node
+// within the bound.
+func TestPlacementOfBalancesTheLiveShards(t *testing.T) {
+	for _, nodes := range []int{3, 5, 9} {
+		r := mustRing(t, testMembers(nodes, 3), 0)
+		m, err := NewShardMap(8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, of := r.Placement(8, 3), r.PlacementOf(m, 3, nil)
+		for s := range uint32(8) {
+			if !slices.Equal(plain.Replicas(s, nil), of.Replicas(s, nil)) {
+				t.Fatalf("%d nodes, shard %d: %v from the map, %v from the count", nodes, s, of.Replicas(s, nil), plain.Replicas(s, nil))
+			}
+		}
+		// Split the lowest live shard until there are 200.
+		for m.Len() < 200 {
+			var low uint32
+			for id := range m.Shards() {
+				low = id
+				break
+			}
+			if m, err = m.Split(low); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := r.PlacementOf(m, 3, []string{"n1"})
+		led := map[string]int{}
+		for id := range m.Shards() {
+			reps := p.Replicas(id, nil)
+			if !sameSet(reps, r.Replicas(id, 3, nil)) || reps[0] != p.Leader(id) {
+				t.Fatalf("%d nodes, shard %d: %v, its walk %v", nodes, id, reps, r.Replicas(id, 3, nil))
+			}
+			led[reps[0]]++
+		}
+		mean := 200 / float64(nodes-1)
+		for _, mb := range testMembers(nodes, 3) {
+			n := float64(led[mb.ID])
+			switch {
+			case mb.ID == "n1" && n != 0:
+				t.Errorf("%d nodes: drained n1 leads %.0f", nodes, n)
+			case mb.ID != "n1" && (n > mean*(1+LeaderSlack)+1 || n < mean*(1-LeaderSlack)-1):
+				t.Errorf("%d nodes: %s leads %.0f of 200 shards, mean %.1f", nodes, mb.ID, n, mean)
+			}
+		}
+		// A shard the map does not hold is placed by its walk.
+		if reps := p.Replicas(0, nil); !sameSet(reps, r.Replicas(0, 3, nil)) {
+			t.Fatalf("split shard 0: %v, its walk %v", reps, r.Replicas(0, 3, nil))
 		}
 	}
 }

@@ -106,9 +106,8 @@ func (d *Dispatcher) shardListAnswer(infos []raftmux.Info) serve.Answer {
 					si.Replicas = append(si.Replicas, []byte(name))
 				}
 			}
-		} else if s < sm.Base() {
-			// A split's children are placed where their parent was; only
-			// their hosts know them.
+		} else {
+			// Not hosted here: where the ring places it.
 			for _, r := range v.Placement().Replicas(s, reps[:0]) {
 				si.Replicas = append(si.Replicas, []byte(r))
 			}

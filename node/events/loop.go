@@ -125,6 +125,9 @@ type Loop struct {
 	shardEvents atomic.Uint64
 	// quietTicks counts passes without an event (the events task's).
 	quietTicks int
+	// shards is the shard map the view was last rebuilt for: a split
+	// places the halves anew.
+	shards *router.ShardMap
 	// routesAt: when the routing cache was last emptied (the events
 	// task's).
 	routesAt time.Time
@@ -148,6 +151,7 @@ func New(cfg Config) (*Loop, error) {
 		space:      router.ShardSpace(cfg.Shards),
 		led:        make([]atomic.Bool, router.ShardSpace(cfg.Shards).Capacity()),
 		leaderless: make([]atomic.Int64, router.ShardSpace(cfg.Shards).Capacity()),
+		shards:     cfg.Leaders.Map(),
 	}
 	l.q.wake = l.env.Kick
 	return l, nil
@@ -303,6 +307,9 @@ func (l *Loop) pass() {
 		// it copies and sorts every member).
 		l.quietTicks++
 		membership = l.quietTicks%viewRefreshTicks == 0
+	}
+	if sm := l.cfg.Leaders.Map(); sm != l.shards {
+		l.shards, membership = sm, true
 	}
 	if membership {
 		l.env.Rebuild()

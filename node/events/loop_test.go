@@ -187,6 +187,26 @@ func TestQuietPassesRebuildTheViewNowAndThen(t *testing.T) {
 	}
 }
 
+// A split the leader table learns rebuilds the view on the next pass,
+// once: the halves are placed anew.
+func TestASplitRebuildsTheView(t *testing.T) {
+	l, env, _, leaders := newLoop(t)
+	l.Run(env.now)
+	low, _, _ := router.ShardSpace(4).Children(1)
+	if _, err := leaders.Update(low, "n2", 5); err != nil {
+		t.Fatal(err)
+	}
+	var rebuilds []bool
+	for range 2 {
+		env.calls = nil
+		l.Run(env.now)
+		rebuilds = append(rebuilds, slices.Contains(env.calls, "rebuild"))
+	}
+	if !rebuilds[0] || rebuilds[1] {
+		t.Fatalf("rebuilds after a split: %v, want the first pass only", rebuilds)
+	}
+}
+
 // The routing cache is emptied once it is as old as RoutesFor, its age
 // counted from the first pass, and not again until it is that old anew.
 func TestTheRoutesAreEmptiedEveryInterval(t *testing.T) {

@@ -317,15 +317,29 @@ func (c *Controller) Pin(shard uint64, p *router.Placement) {
 }
 
 // Pinned reports whether an operator moved the leadership of shard here
-// under v's placement and this node is not drained since; a pin of
-// another placement is forgotten.
+// under a placement that places shard as v's does (a split elsewhere
+// makes a new placement, but not for this shard) and this node is not
+// drained since; a pin of another placement is forgotten.
 func (c *Controller) Pinned(shard uint64, v *View) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pins[shard]
-	if ok && (p != v.Placement || v.Drained[c.cfg.Self]) {
+	if ok && (!samePlace(p, v.Placement, uint32(shard)) || v.Drained[c.cfg.Self]) {
 		delete(c.pins, shard)
 		return false
 	}
 	return ok
+}
+
+// samePlace reports whether two placements place shard alike: the same
+// replicas, the same preferred leader.
+func samePlace(a, b *router.Placement, shard uint32) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	var ra, rb [router.MaxReplicas]string
+	return slices.Equal(a.Replicas(shard, ra[:0]), b.Replicas(shard, rb[:0]))
 }

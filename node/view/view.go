@@ -28,6 +28,7 @@ type View struct {
 	members []swim.Member   // every known member, sorted by id
 	ringOf  []router.Member // the members ring and placement were built of
 	noLead  []string        // drained, sorted: the placement's input besides ringOf
+	smap    *router.ShardMap
 }
 
 // Empty returns the view of a node that has not read SWIM yet.
@@ -114,14 +115,15 @@ func (b *Builder) NameOf(id uint64) (string, bool) {
 }
 
 // Rebuild returns the view that follows old once SWIM knows the members
-// ms, or old itself when nothing it is built of changed (dirty says the
-// marks may have). On the way it learns the members' raft ids (a member
+// ms and the cluster's shards are those of sm (the placement places its
+// live shards), or old itself when nothing it is built of changed (dirty
+// says the marks may have). On the way it learns the members' raft ids (a member
 // whose raft id is another's is ignored), tells raft of the removed
 // members and of those back, and records the peers' addresses. One caller
 // at a time (the event loop, or the node's start).
-func (b *Builder) Rebuild(old *View, ms []swim.Member, dirty bool) *View {
-	if !dirty && old.Ring != nil && slices.EqualFunc(ms, old.members, sameMember) {
-		return old // nothing SWIM knows changed
+func (b *Builder) Rebuild(old *View, ms []swim.Member, dirty bool, sm *router.ShardMap) *View {
+	if !dirty && old.Ring != nil && sm == old.smap && slices.EqualFunc(ms, old.members, sameMember) {
+		return old // nothing SWIM knows changed, nor the shards
 	}
 	env, self := b.cfg.Env, b.cfg.Self
 	drained, removed := env.Marks(ms)
@@ -174,20 +176,34 @@ func (b *Builder) Rebuild(old *View, ms []swim.Member, dirty bool) *View {
 			v.noLead = append(v.noLead, id)
 		}
 	}
-	if old.Ring != nil && slices.Equal(rm, old.ringOf) && slices.Equal(v.noLead, old.noLead) {
-		// The same live members: the same ring and placement (placing
-		// every shard costs a rendezvous walk each).
+	v.smap = sm
+	sameRing := old.Ring != nil && slices.Equal(rm, old.ringOf)
+	switch {
+	case sameRing && slices.Equal(v.noLead, old.noLead) && sm == old.smap:
+		// The same live members and shards: the same ring and placement
+		// (placing every shard costs a rendezvous walk each).
 		v.Ring, v.View.Placement = old.Ring, old.View.Placement
-	} else {
+	case sameRing:
+		v.Ring = old.Ring
+		v.View.Placement = b.placement(v.Ring, v.noLead, sm)
+	default:
 		ring, err := router.NewRing(rm, router.RingConfig{})
 		if err != nil {
 			b.cfg.Logger.Error("node: ring", "err", err)
 			ring, _ = router.NewRing(nil, router.RingConfig{})
 		}
 		v.Ring = ring
-		v.View.Placement = ring.PlacementExcept(b.cfg.Shards, b.cfg.Replicas, v.noLead)
+		v.View.Placement = b.placement(ring, v.noLead, sm)
 	}
 	return v
+}
+
+// placement places the live shards of sm (nil: the base shards) on ring.
+func (b *Builder) placement(ring *router.Ring, noLead []string, sm *router.ShardMap) *router.Placement {
+	if sm == nil || sm.Base() != b.cfg.Shards {
+		return ring.PlacementExcept(b.cfg.Shards, b.cfg.Replicas, noLead)
+	}
+	return ring.PlacementOf(sm, b.cfg.Replicas, noLead)
 }
 
 // learn records that raft id rid is member id, unless another member

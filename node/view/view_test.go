@@ -10,6 +10,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/swim"
 )
 
@@ -61,7 +62,7 @@ func TestRebuild(t *testing.T) {
 	b := newBuilder(t, w, &log, raftID)
 	old := Empty()
 	ms := []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateSuspect), member("n3", swim.StateAlive), member("n4", swim.StateDead)}
-	v := b.Rebuild(old, ms, false)
+	v := b.Rebuild(old, ms, false, nil)
 	if !slices.Equal(v.Live, []string{"n1", "n2", "n3"}) || !v.Dead["n4"] || v.Suspects != 1 || !v.Changed.Equal(w.now) {
 		t.Fatalf("view %+v", v.View)
 	}
@@ -76,19 +77,19 @@ func TestRebuild(t *testing.T) {
 			t.Fatalf("name of %s: %q %v", m, name, ok)
 		}
 	}
-	if b.Rebuild(v, slices.Clone(ms), false) != v {
+	if b.Rebuild(v, slices.Clone(ms), false, nil) != v {
 		t.Fatal("the same members built a new view")
 	}
 	// The marks changed: a new view, on the same placement while no
 	// drained member is live.
 	w.now = w.now.Add(time.Second)
-	v2 := b.Rebuild(v, ms, true)
+	v2 := b.Rebuild(v, ms, true, nil)
 	if v2 == v || v2.Placement() != v.Placement() || !v2.Changed.Equal(v.Changed) {
 		t.Fatal("a dirty rebuild of the same members")
 	}
 	// n3 drained: a new placement in which it leads nothing.
 	w.drained = map[string]bool{"n3": true}
-	v3 := b.Rebuild(v2, ms, true)
+	v3 := b.Rebuild(v2, ms, true, nil)
 	if v3.Placement() == v2.Placement() || !v3.Drained("n3") {
 		t.Fatal("no new placement for a drained member")
 	}
@@ -101,9 +102,32 @@ func TestRebuild(t *testing.T) {
 	w.now = w.now.Add(time.Second)
 	ms = slices.Clone(ms) // SWIM hands out a new slice each time
 	ms[1].State = swim.StateDead
-	v4 := b.Rebuild(v3, ms, false)
+	v4 := b.Rebuild(v3, ms, false, nil)
 	if !slices.Equal(v4.Live, []string{"n1", "n3"}) || !v4.Dead["n2"] || v4.Suspects != 0 || !v4.Changed.Equal(w.now) {
 		t.Fatalf("after n2 died: %+v", v4.View)
+	}
+	// A shard splits: a new view on the same ring, whose placement
+	// places the halves and not the shard that split.
+	sm, err := router.NewShardMap(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v5 := b.Rebuild(v4, ms, false, sm)
+	if sm, err = sm.Split(3); err != nil {
+		t.Fatal(err)
+	}
+	v6 := b.Rebuild(v5, ms, false, sm)
+	if v6 == v5 || v6.Ring != v5.Ring || v6.Placement() == v5.Placement() {
+		t.Fatal("a split made no new placement on the same ring")
+	}
+	if b.Rebuild(v6, ms, false, sm) != v6 {
+		t.Fatal("the same members and shards built a new view")
+	}
+	low, high, _ := sm.Space().Children(3)
+	for _, h := range []uint32{low, high} {
+		if len(v6.Placement().Replicas(h, nil)) != 2 || v6.Placement().Leader(h) == "n3" {
+			t.Fatalf("half %d placed on %v, led by %s", h, v6.Placement().Replicas(h, nil), v6.Placement().Leader(h))
+		}
 	}
 }
 
@@ -115,19 +139,19 @@ func TestRebuildRemoved(t *testing.T) {
 	var log bytes.Buffer
 	b := newBuilder(t, w, &log, raftID)
 	ms := []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive)}
-	v := b.Rebuild(Empty(), ms, false)
+	v := b.Rebuild(Empty(), ms, false, nil)
 	w.calls = nil
 	w.removed = map[string]bool{"n2": true}
-	v = b.Rebuild(v, ms, true)
+	v = b.Rebuild(v, ms, true, nil)
 	if !v.Dead["n2"] || slices.Contains(v.Live, "n2") || !v.Removed("n2") || !slices.Equal(w.calls, []string{"dead n2"}) {
 		t.Fatalf("removed n2: %+v, calls %v", v.View, w.calls)
 	}
-	v = b.Rebuild(v, ms, true)
+	v = b.Rebuild(v, ms, true, nil)
 	if !slices.Equal(w.calls, []string{"dead n2"}) {
 		t.Fatalf("raft told twice: %v", w.calls)
 	}
 	w.calls, w.removed = nil, map[string]bool{"n1": true}
-	v = b.Rebuild(v, ms, true)
+	v = b.Rebuild(v, ms, true, nil)
 	if !slices.Equal(w.calls, []string{"alive n2", "addr n2 n2:7000"}) || !v.Dead["n1"] {
 		t.Fatalf("n2 back, n1 removed: %+v, calls %v", v.View, w.calls)
 	}
@@ -144,7 +168,7 @@ func TestRebuildIDCollision(t *testing.T) {
 		}
 		return raftID(id)
 	})
-	v := b.Rebuild(Empty(), []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive), member("n3", swim.StateAlive)}, false)
+	v := b.Rebuild(Empty(), []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive), member("n3", swim.StateAlive)}, false, nil)
 	if slices.Contains(v.Live, "n3") || !strings.Contains(log.String(), "raft id collision") {
 		t.Fatalf("collision: %+v\n%s", v.View, log.String())
 	}
@@ -153,8 +177,8 @@ func TestRebuildIDCollision(t *testing.T) {
 	}
 }
 
-// A replica is accepted only for a shard of the table that the view's
-// ring places on this node, sent by a member this node knows.
+// A replica is accepted only for a shard of the shard space that the
+// view's ring places on this node, sent by a member this node knows.
 func TestAcceptsFollowsPlacement(t *testing.T) {
 	w := &world{now: time.Unix(100, 0)}
 	var log bytes.Buffer
@@ -166,7 +190,7 @@ func TestAcceptsFollowsPlacement(t *testing.T) {
 	if b.Accepts(Empty(), 0, peer) || b.Accepts(nil, 0, peer) {
 		t.Fatal("accepted without a placement")
 	}
-	v := b.Rebuild(Empty(), []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive), member("n3", swim.StateAlive)}, false)
+	v := b.Rebuild(Empty(), []swim.Member{member("n1", swim.StateAlive), member("n2", swim.StateAlive), member("n3", swim.StateAlive)}, false, nil)
 	var here, elsewhere int64 = -1, -1
 	for s := range uint32(8) {
 		placed := v.Placement().Replicas(s, nil)
@@ -180,6 +204,10 @@ func TestAcceptsFollowsPlacement(t *testing.T) {
 	if here < 0 || elsewhere < 0 {
 		t.Fatalf("placement puts no shard here (%d) or none elsewhere (%d)", here, elsewhere)
 	}
+	childHere := uint32(8)
+	for v.Placement().Leader(childHere) != "n1" {
+		childHere++
+	}
 	for _, tc := range []struct {
 		name        string
 		shard, from uint64
@@ -187,7 +215,8 @@ func TestAcceptsFollowsPlacement(t *testing.T) {
 	}{
 		{"a shard placed here, from a member", uint64(here), peer, true},
 		{"a shard placed elsewhere", uint64(elsewhere), peer, false},
-		{"a shard past the table", 8, peer, false},
+		{"a split's child placed here", uint64(childHere), peer, true},
+		{"a shard past the shard space", uint64(router.ShardSpace(8).Capacity()), peer, false},
 		{"a shard id near 2^64", 1<<64 - 2, peer, false},
 		{"a sender no member maps to", uint64(here), raftID("mallory"), false},
 	} {
