@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,4 +259,57 @@ func sameNodes(a, b []string) bool {
 func (n *Node) hostsReplica(shard uint64) bool {
 	ids, err := n.rs.Shards()
 	return err == nil && slices.Contains(ids, shard)
+}
+
+// A cluster whose whole load lands on one shard (born with one) splits it
+// by its command rate, and the halves' leaderships spread over every
+// node: the hot range is served by three leaders, not one.
+func TestAHotShardSplitsByItsRate(t *testing.T) {
+	t.Parallel()
+	took := hotShardSpread(t, 3)
+	t.Logf("the hot shard's range led by 3 nodes after %v", took.Round(time.Millisecond))
+}
+
+// BenchmarkHotShardSpread reports how long a one-shard cluster under a
+// closed-loop assign load (16 writers) takes until its range is led by
+// three nodes, splitting by rate (200 commands a second held for 1 s).
+// -benchtime 1x.
+func BenchmarkHotShardSpread(b *testing.B) {
+	for range b.N {
+		b.ReportMetric(hotShardSpread(b, 3).Seconds(), "spread-s")
+	}
+}
+
+func hotShardSpread(tb testing.TB, want int) time.Duration {
+	c := startClusterWith(tb, 3, func(cfg *Config) {
+		cfg.Shards = 1
+		cfg.Splits = &reconcile.SplitConfig{Rate: 200, Window: time.Second, Every: 200 * time.Millisecond, MaxShards: 16}
+	})
+	cl := allNodesClient(tb, c, 3*time.Second, 40)
+	ctx := context.Background()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	defer func() { stop.Store(true); wg.Wait() }()
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				_, _ = cl.Assign(ctx, fmt.Sprintf("hot-%d-%d", w, i), client.AssignOptions{})
+			}
+		})
+	}
+	start := time.Now()
+	leaders := func() int {
+		seen := map[string]bool{}
+		n1 := c.nodes[0]
+		for id := range n1.leaders.Map().Shards() {
+			for _, n := range c.nodes {
+				if n.events.Leads(uint64(id)) {
+					seen[n.ID()] = true
+				}
+			}
+		}
+		return len(seen)
+	}
+	waitUntil(tb, 120*time.Second, "the hot range led by three nodes", func() bool { return leaders() >= want })
+	return time.Since(start)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoalmq/shoal/client"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/router"
 )
 
@@ -282,5 +283,87 @@ func splitGrowth(b *testing.B, from, to uint32, writers int) {
 	b.ReportMetric(float64(missing), "lost")
 	if missing > 0 || len(shards) != int(to) {
 		b.Fatalf("%d of %d acknowledged assigns lost or changed; %d shards", missing, len(acked), len(shards))
+	}
+}
+
+// BenchmarkAutoSplitGrowth is BenchmarkSplitGrowth with the splits the
+// shards' leaders make on their own: a 3-node cluster born with 8 shards
+// and a limit of 100 topics a shard (held for 1 s), under a closed-loop
+// assign load of 32 writers, until it has 512 shards (its MaxShards).
+// It reports the time the growth took, the assigns' rate, p99 and
+// longest latency meanwhile, and, at the end, every acknowledged assign
+// looked up. -benchtime 1x.
+func BenchmarkAutoSplitGrowth(b *testing.B) {
+	for range b.N {
+		autoSplitGrowth(b, 8, 512, 32)
+	}
+}
+
+func autoSplitGrowth(b *testing.B, from, to uint32, writers int) {
+	c := startClusterWith(b, 3, func(cfg *Config) {
+		cfg.Shards = from
+		cfg.Splits = &reconcile.SplitConfig{Topics: 100, Window: time.Second, Every: 100 * time.Millisecond, MaxShards: int(to)}
+	})
+	cl := allNodesClient(b, c, 5*time.Second, 60)
+	ctx := context.Background()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := make(map[string]client.Assignment)
+	var lat []time.Duration
+	var failed atomic.Int64
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := 0; !stop.Load(); i++ {
+				topic := fmt.Sprintf("autogrow-%d-%d", w, i)
+				t0 := time.Now()
+				a, err := cl.Assign(ctx, topic, client.AssignOptions{})
+				mine = append(mine, time.Since(t0))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				acked[topic] = a
+				mu.Unlock()
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for c.nodes[0].leaders.Map().Len() < int(to) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	growth := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	live := c.nodes[0].leaders.Map().Len()
+	slices.Sort(lat)
+	missing := 0
+	for topic, was := range acked {
+		a, err := cl.Lookup(ctx, topic, true)
+		if err != nil || a.Owner != was.Owner || a.Epoch != was.Epoch {
+			missing++
+		}
+	}
+	var auto uint64
+	for _, n := range c.nodes {
+		auto += n.Stats().AutoSplits
+	}
+	b.ReportMetric(float64(live), "shards")
+	b.ReportMetric(float64(auto), "auto-splits")
+	b.ReportMetric(growth.Seconds(), "growth-s")
+	b.ReportMetric(float64(len(acked)), "topics")
+	b.ReportMetric(float64(len(lat))/growth.Seconds(), "assigns/s")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "assign-p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "assign-max-ms")
+	b.ReportMetric(float64(failed.Load()), "assigns-failed")
+	b.ReportMetric(float64(missing), "lost")
+	if missing > 0 || live < int(to) {
+		b.Fatalf("%d of %d acknowledged assigns lost or changed; %d shards of %d", missing, len(acked), live, to)
 	}
 }

@@ -28,7 +28,8 @@ type Config struct {
 	Binary string
 	// Nodes is the number of node processes, 1 to MaxNodes.
 	Nodes int
-	// Shards is the number of metadata shards (--shards). Required.
+	// Shards is the number of metadata shards (--shards); 0 gives none,
+	// so the cluster is born with the nodes' default and splits on its own.
 	Shards int
 	// Replicas per shard (--replicas); 0 keeps the node's default.
 	Replicas int
@@ -211,8 +212,8 @@ func (cfg *Config) check() error {
 		return errors.New("proccluster: no binary given")
 	case cfg.Nodes < 1 || cfg.Nodes > MaxNodes:
 		return fmt.Errorf("proccluster: %d nodes, want 1 to %d", cfg.Nodes, MaxNodes)
-	case cfg.Shards < 1:
-		return fmt.Errorf("proccluster: %d shards, want at least 1", cfg.Shards)
+	case cfg.Shards < 0:
+		return fmt.Errorf("proccluster: %d shards, want 0 (the nodes' default) or more", cfg.Shards)
 	case cfg.Replicas < 0:
 		return fmt.Errorf("proccluster: %d replicas", cfg.Replicas)
 	case cfg.Preset != "" && cfg.Preset != "lan" && cfg.Preset != "fast":
@@ -282,7 +283,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--data", nd.DataDir, "--client-addr", nd.ClientAddr, "--peer-addr", nd.PeerAddr,
 			"--swim-addr", nd.SwimAddr, "--metrics-addr", nd.MetricsAddr,
 			"--join", strings.Join(swimAddrs, ","), // a node skips its own address
-			"--bootstrap-expect", strconv.Itoa(n), "--shards", strconv.Itoa(c.cfg.Shards)}
+			"--bootstrap-expect", strconv.Itoa(n)}
+		if c.cfg.Shards > 0 {
+			nd.args = append(nd.args, "--shards", strconv.Itoa(c.cfg.Shards))
+		}
 		if c.cfg.Replicas > 0 {
 			nd.args = append(nd.args, "--replicas", strconv.Itoa(c.cfg.Replicas))
 		}

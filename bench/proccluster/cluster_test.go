@@ -159,7 +159,7 @@ func TestStartFailsCleanly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "n1.log")); err != nil {
 		t.Fatalf("a given Dir is kept: %v", err)
 	}
-	for _, bad := range []Config{{}, {Binary: shoalBin, Nodes: 0, Shards: 1}, {Binary: shoalBin, Nodes: 1},
+	for _, bad := range []Config{{}, {Binary: shoalBin, Nodes: 0, Shards: 1}, {Binary: shoalBin, Nodes: 1, Shards: -1},
 		{Binary: shoalBin, Nodes: 1, Shards: 1, Preset: "wan"}, {Binary: "/nonexistent", Nodes: 1, Shards: 1}} {
 		if _, err := Start(context.Background(), bad); err == nil {
 			t.Errorf("Start(%+v): no error", bad)

@@ -40,7 +40,8 @@ flags:
   -rate R           open loop: R requests a second in all, latency counted from
                     each one's scheduled send time (default 0: closed loop)
   -topics K         topics prepared for ops other than assign (default 1000)
-  -shards N         metadata shards (default 1024)
+  -shards N         metadata shards, a fixed layout (default 1024); 0: the nodes'
+                    default, born with 8 and split on their own
   -settle D         before measuring, wait until every node leads its share of
                     the shards and no leader moved for D (default 5s)
   -shoal PATH       the shoal binary (default: built from this module)
@@ -144,8 +145,8 @@ func parseArgs(args []string) (*options, error) {
 		return nil, usagef("-rate %d, want 0 (closed loop) to %d", o.rate, maxRate)
 	case o.topics < 1 || o.topics > maxTopics:
 		return nil, usagef("-topics %d, want 1 to %d", o.topics, maxTopics)
-	case o.shards < 1 || o.shards > maxShards:
-		return nil, usagef("-shards %d, want 1 to %d", o.shards, maxShards)
+	case o.shards < 0 || o.shards > maxShards:
+		return nil, usagef("-shards %d, want 0 (automatic) to %d", o.shards, maxShards)
 	case o.duration < time.Second:
 		return nil, usagef("-duration %v, want at least 1s", o.duration)
 	case o.settle < 0:

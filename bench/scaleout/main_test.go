@@ -23,7 +23,7 @@ func TestParseArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-sizes", "3,x"}, {"-sizes", "0"}, {"-sizes", "3,3"}, {"-sizes", "251"},
 		{"-node-cores", "0"}, {"-node-cores", "0.001"}, {"-load-cores", "-1"},
-		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "0"}, {"-duration", "10ms"},
+		{"-op", "write"}, {"-rate", "-5"}, {"-clients", "0"}, {"-shards", "-1"}, {"-duration", "10ms"},
 		{"-settle", "-1s"}, {"-timeout", "0s"}, {"extra"}, {"-nope"},
 		{"-clients-per-node", "-1"}, {"-clients-per-node", "20000"},
 		{"-clients-per-node", "2049638230412172402"}, // times 9 wraps to a small number
@@ -63,7 +63,7 @@ func TestRunUsage(t *testing.T) {
 }
 
 func TestEfficiency(t *testing.T) {
-	r := &result{Sizes: []sizeResult{{Nodes: 3, OpsPerS: 1000}, {Nodes: 6, OpsPerS: 1500}, {Nodes: 9, Clients: 765, OpsPerS: 2700}}}
+	r := &result{Sizes: []sizeResult{{Nodes: 3, OpsPerS: 1000}, {Nodes: 6, OpsPerS: 1500}, {Nodes: 9, Shards: 18, Clients: 765, OpsPerS: 2700}}}
 	r.fillEfficiency()
 	for i, want := range []struct{ speedup, eff float64 }{{1, 1}, {1.5, 0.75}, {2.7, 0.9}} {
 		if s := r.Sizes[i]; s.Speedup != want.speedup || s.Efficiency != want.eff {
@@ -74,7 +74,7 @@ func TestEfficiency(t *testing.T) {
 	if err := r.write(&b, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "9      765      2700") || !strings.Contains(b.String(), "90%") {
+	if !strings.Contains(b.String(), "9      18      765      2700") || !strings.Contains(b.String(), "90%") {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }

@@ -20,6 +20,7 @@ import (
 const (
 	mShardsLed = "shoal_shards_led"
 	mTransfers = "shoal_raft_leader_transfers_total"
+	mShards    = "shoal_shards"
 )
 
 // balanceShare: a cluster counts as balanced once every node leads at
@@ -32,8 +33,11 @@ const pollEvery = time.Second
 
 // sizeResult is one cluster size's run.
 type sizeResult struct {
-	Nodes   int     `json:"nodes"`
-	Clients int     `json:"clients"`
+	Nodes   int `json:"nodes"`
+	Clients int `json:"clients"`
+	// Shards is the live shards after the run (they grow where the
+	// cluster splits on its own).
+	Shards  int     `json:"shards"`
 	Ops     uint64  `json:"ops"`
 	Errors  uint64  `json:"errors"`
 	OpsPerS float64 `json:"ops_per_s"`
@@ -102,12 +106,16 @@ func (r *result) write(w io.Writer, asJSON bool) error {
 	if r.ClientsPerNode > 0 {
 		clients = strconv.Itoa(r.ClientsPerNode) + " clients per node"
 	}
-	fmt.Fprintf(w, "scaleout: %s, %s, %s, %.0fs per size, %d shards; each node held to %g of a core, the load generator %s\n",
-		r.Op, loop, clients, r.DurationS, r.Shards, r.NodeCores, load)
+	shards := strconv.Itoa(r.Shards) + " shards"
+	if r.Shards == 0 {
+		shards = "shards born with the nodes' default, split on their own"
+	}
+	fmt.Fprintf(w, "scaleout: %s, %s, %s, %.0fs per size, %s; each node held to %g of a core, the load generator %s\n",
+		r.Op, loop, clients, r.DurationS, shards, r.NodeCores, load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODES\tCLIENTS\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU/OP US\tNODE CPU (CORES)\tTHROTTLED %\tSPEEDUP\tEFFICIENCY")
+	fmt.Fprintln(tw, "NODES\tSHARDS\tCLIENTS\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU/OP US\tNODE CPU (CORES)\tTHROTTLED %\tSPEEDUP\tEFFICIENCY")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%.3f\t%.0f\t%.2f\t%.0f%%\n", s.Nodes, s.Clients, s.OpsPerS, s.P50ms, s.P99ms,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%.3f\t%.0f\t%.2f\t%.0f%%\n", s.Nodes, s.Shards, s.Clients, s.OpsPerS, s.P50ms, s.P99ms,
 			s.Errors, s.NodeCPUPerOpUs, s.NodeCPUCores, s.ThrottledPct, s.Speedup, 100*s.Efficiency)
 	}
 	return tw.Flush()
@@ -175,6 +183,9 @@ func runSize(ctx context.Context, o *options, groups *cgroups, n int, logf func(
 		return sizeResult{}, err
 	}
 	s := sizeResult{Nodes: n, Clients: o.clientsAt(n), Ops: b.Ops, Errors: b.Errors, OpsPerS: b.OpsPerS, P50ms: b.P50ms, P99ms: b.P99ms}
+	if _, _, live, err := leaderSpread(ctx, c); err == nil {
+		s.Shards = int(live)
+	}
 	// The nodes' CPU covers the bench's preparation too (a status call,
 	// and the topics of ops other than assign): the per-op figure is
 	// meant for assign, where there is none to speak of.
@@ -224,26 +235,31 @@ func throttled(groups *cgroups, dirs []string) (time.Duration, error) {
 }
 
 // waitBalanced waits until every node of c leads at least balanceShare of
-// shards/nodes and no node transferred a leadership for quiet.
+// shards/nodes (shards 0: the live shards the nodes count, which grow
+// while a cluster born with the default splits) and no node transferred
+// a leadership, nor any shard split, for quiet.
 func waitBalanced(ctx context.Context, c *proccluster.Cluster, shards int, quiet time.Duration) error {
 	nodes := c.Nodes()
-	want := math.Floor(balanceShare * float64(shards) / float64(len(nodes)))
-	last, since := -1.0, time.Now()
+	last, lastLive, since := -1.0, -1.0, time.Now()
 	why := "no scrape yet"
 	for {
 		if err := c.Exited(); err != nil {
 			return err
 		}
-		minLed, transfers, err := leaderSpread(ctx, c)
+		minLed, transfers, live, err := leaderSpread(ctx, c)
+		if shards > 0 {
+			live = float64(shards)
+		}
+		want := math.Floor(balanceShare * live / float64(len(nodes)))
 		switch {
 		case err != nil:
 			why = err.Error()
 		case minLed < want:
-			why = fmt.Sprintf("a node leads %.0f shards, want %.0f", minLed, want)
-			last, since = transfers, time.Now()
-		case transfers != last:
-			why = fmt.Sprintf("%.0f leader transfers so far", transfers)
-			last, since = transfers, time.Now()
+			why = fmt.Sprintf("a node leads %.0f of %.0f shards, want %.0f", minLed, live, want)
+			last, lastLive, since = transfers, live, time.Now()
+		case transfers != last || live != lastLive:
+			why = fmt.Sprintf("%.0f leader transfers so far, %.0f shards", transfers, live)
+			last, lastLive, since = transfers, live, time.Now()
 		case time.Since(since) >= quiet:
 			return nil
 		}
@@ -257,19 +273,20 @@ func waitBalanced(ctx context.Context, c *proccluster.Cluster, shards int, quiet
 	}
 }
 
-// leaderSpread returns the fewest shards a node of c leads and the leader
-// transfers of all nodes so far.
-func leaderSpread(ctx context.Context, c *proccluster.Cluster) (minLed, transfers float64, err error) {
+// leaderSpread returns the fewest shards a node of c leads, the leader
+// transfers of all nodes so far, and the most live shards a node counts.
+func leaderSpread(ctx context.Context, c *proccluster.Cluster) (minLed, transfers, live float64, err error) {
 	minLed = math.Inf(1)
 	for i := range c.Nodes() {
 		m, err := c.Scrape(ctx, i)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		minLed = min(minLed, m.Value(mShardsLed))
 		transfers += m.Value(mTransfers)
+		live = max(live, m.Value(mShards))
 	}
-	return minLed, transfers, nil
+	return minLed, transfers, live, nil
 }
 
 // logWriter passes the bench's progress lines on, indented.
