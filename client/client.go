@@ -38,8 +38,10 @@ type Client struct {
 	// metadata requests start there, so a dead seed costs one failed dial,
 	// not one per request.
 	seed atomic.Uint32
-	// sess numbers the writes, for exactly-once retries (session.go).
-	sess *session.Writer
+	// sess numbers the metadata writes, for exactly-once retries
+	// (session.go), in as many sessions as the writes in flight need
+	// (session.Window each); prod numbers the produces, in one session.
+	sess, prod *session.Writer
 	// follow is the route watch (follow.go); nil without
 	// Config.FollowRoutes.
 	follow *follower
@@ -56,7 +58,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: routing cache: %w: %w", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: session.New()}
+	c := &Client{cfg: cfg, log: cfg.Logger, cache: cache, sess: session.NewWindowed(), prod: session.New()}
 	c.pool = newPool(&c.cfg)
 	if cfg.FollowRoutes {
 		c.startFollowing()
@@ -636,14 +638,14 @@ func (c *Client) Produce(ctx context.Context, topic string, records [][]byte) (P
 	}
 	tb := []byte(topic)
 	var out ProduceResult
-	seq := c.sess.Begin()
-	defer c.sess.Finish(seq)
+	seq := c.prod.Begin()
+	defer c.prod.Finish(seq)
 	first := time.Now()
 	err := c.toOwner(ctx, call{op: "produce", subject: topic}, tb, func(r router.Route) *request {
 		m := wire.Produce{Topic: tb, Epoch: r.Epoch, Records: records}
 		return &request{kind: wire.KindProduce, expect: wire.KindProduceAck, first: first,
 			encode: func(b []byte) []byte {
-				m.Session = c.sess.Stamp(seq)
+				m.Session = c.prod.Stamp(seq)
 				return wire.AppendProduce(b, &m)
 			},
 			decode: func(b []byte) error {

@@ -66,8 +66,11 @@
 // errors.As gives the *wire.ErrorResponse with the node's hints.
 //
 // Assign, Revoke and UpdatePartitions are exactly-once across retries:
-// each call takes a sequence number in the client's session (a random ID
-// per Client) and every attempt carries it, so a shard that applied the
+// each call takes a sequence number in one of the client's sessions
+// (random IDs; a session hands out at most 32 numbers from
+// its oldest write in flight, so a write held up on its way never finds
+// its shard has forgotten room for it, and more writes in flight take
+// more sessions) and every attempt carries it, so a shard that applied the
 // write answers a retry with the first answer, and a retry never applies
 // it again. A write is retried for RetryWindow (a minute) at most; the
 // cluster keeps its answer for five minutes after the session's last

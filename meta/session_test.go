@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	writer "github.com/shoalmq/shoal/internal/session"
 )
 
 func withSession(c Command, id, seq, floor uint64, clock time.Duration) Command {
@@ -273,5 +275,42 @@ func TestSessionReplayWhileTheFloorRises(t *testing.T) {
 	res, err := applyEnc(t, s, withSession(assign("t3", "n1", 3), 7, 3, 2, 2*time.Second))
 	if err != nil || !res.Replayed || res.Assignment.Epoch != 1 || res.Assignment.Owner != "n1" || res.Assignment.Partitions != 3 {
 		t.Fatalf("retry of seq 3 with floor 2: %+v %v", res.Assignment, err)
+	}
+}
+
+// A write held up on its way (a retry after a split, a slow forward)
+// while its writer's later writes reach the same shard first: numbered by
+// one unbounded session, the shard drops the oldest answers for room and
+// then refuses the late write as stale, though it never applied it;
+// numbered by a windowed writer (session.Window), the later writes go to
+// other sessions and the late one applies.
+func TestAWriteHeldUpAppliesUnderAWindowedWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		w     *writer.Writer
+		stale bool
+	}{
+		{"one session", writer.WithID(5), true},
+		{"windowed", writer.WithIDWindowed(5), false},
+	} {
+		s := New()
+		held := tc.w.Begin()
+		for i := range 3 * MaxSessionAnswers {
+			tk := tc.w.Begin()
+			ref := tc.w.Stamp(tk)
+			c := withSession(assign(fmt.Sprintf("t-%d", i), "n1", 0), ref.ID, ref.Seq, ref.Floor, time.Second)
+			if _, err := applyEnc(t, s, c); err != nil {
+				t.Fatalf("%s: write %d: %v", tc.name, i, err)
+			}
+			tc.w.Finish(tk)
+		}
+		ref := tc.w.Stamp(held)
+		_, err := applyEnc(t, s, withSession(assign("late", "n1", 0), ref.ID, ref.Seq, ref.Floor, time.Second))
+		if stale := errors.Is(err, ErrSessionStale); stale != tc.stale || (err != nil && !stale) {
+			t.Fatalf("%s: the write held up: %v, want stale %v", tc.name, err, tc.stale)
+		}
+	}
+	if 2*writer.Window > MaxSessionAnswers {
+		t.Fatalf("the writers' window %d leaves no room under MaxSessionAnswers %d", writer.Window, MaxSessionAnswers)
 	}
 }

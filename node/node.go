@@ -250,7 +250,7 @@ func newNode(cfg Config, hooks testHooks, fs vfs.FS, gen uint64, clock func() ti
 		func() (err error) { n.events, err = n.newEvents(); return err },
 		func() (err error) { n.reconciler, err = n.newReconciler(); return err },
 		func() (err error) {
-			own := session.WithID(session.DrawID(seed, cfg.ID, gen))
+			own := session.WithIDWindowed(session.DrawID(seed, cfg.ID, gen))
 			n.srv, err = n.newServer(n.randSrc.Uint64()>>1, own)
 			return err
 		},

@@ -96,7 +96,7 @@ type request struct {
 	done    bool
 	// seq is a write's number in the client's session; frame its last
 	// frame; retried whether it was sent again after a time-out.
-	seq     uint64
+	seq     session.Ticket
 	frame   []byte
 	retried bool
 	// refused: the answer was an error that says the request did nothing
@@ -310,14 +310,14 @@ func (c *client) transmit(req *request) {
 	}
 	id := req.id
 	wait := opTimeout - w.now.Sub(req.start)
-	if req.seq != 0 && !req.retried {
+	if req.seq.Seq() != 0 && !req.retried {
 		wait = retryAfter
 	}
 	w.after(wait, nil, func() {
 		if req.done || req.id != id {
 			return
 		}
-		if req.seq != 0 && !req.retried && !w.stopped() {
+		if req.seq.Seq() != 0 && !req.retried && !w.stopped() {
 			// Sent again with the same number, as the client library
 			// does, to another node for a change.
 			req.retried = true
@@ -471,7 +471,7 @@ func (c *client) answer(req *request, frame []byte) {
 // finish records req's outcome and schedules the next request.
 func (c *client) finish(req *request, op history.Op, ok bool) {
 	w := c.w
-	if req.seq != 0 && !req.done {
+	if req.seq.Seq() != 0 && !req.done {
 		c.sess.Finish(req.seq)
 	}
 	req.done = true
