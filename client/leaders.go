@@ -147,6 +147,18 @@ func (c *Client) shardOf(ctx context.Context, topic []byte, shards uint32) uint6
 	return uint64(router.ShardOf(topic, shards))
 }
 
+// shardSpace returns the shard space of the cluster, by the leader table
+// (pulled if the client has none); 0 when no node told it.
+func (c *Client) shardSpace(ctx context.Context) router.ShardSpace {
+	if c.leaders.Load() == nil {
+		_ = c.pullLeaders(ctx)
+	}
+	if t := c.leaders.Load(); t != nil && t.smap != nil {
+		return t.smap.Space()
+	}
+	return 0
+}
+
 // learnLeader replaces shard's entry with the leader a NotLeader answer
 // named.
 func (c *Client) learnLeader(shard uint64, addr string) {

@@ -28,7 +28,8 @@ var (
 	// Next. It also matches ErrCompacted.
 	ErrWatchTooSlow = errors.New("client: watcher too slow")
 	// ErrBadPosition: a position or cursor string that this client did not
-	// make, or one of another cluster (another shard count).
+	// make, or one that places no shard the watch needs (another
+	// cluster's).
 	ErrBadPosition = errors.New("client: bad position")
 )
 
@@ -89,9 +90,13 @@ type Watcher struct {
 	started bool
 }
 
+// queuedChange is a change to return, or, with split set, the split of
+// a watched shard whose changes before it are queued ahead: once taken,
+// the watch goes on in the halves.
 type queuedChange struct {
 	ch    Change
 	after wire.ShardPosition
+	split *wire.ShardSplit
 }
 
 // Watch starts watching topic assignments. Changes come from the replicas
@@ -136,17 +141,32 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		}
 		return w, nil
 	}
-	from, err := decodePosition(opts.From, w.shards)
+	from, err := decodePosition(opts.From, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: %v: %w", k, err)
 	}
+	// A shard of the position that split since stands for its halves: the
+	// watch gives its last changes, then goes on in them.
+	space := w.c.shardSpace(ctx)
 	for _, s := range scope {
-		p, ok := from[s]
+		at, ok := s, false
+		for {
+			if _, ok = from[at]; ok || space == 0 {
+				break
+			}
+			parent, up := space.Parent(uint32(at))
+			if !up {
+				break
+			}
+			at = uint64(parent)
+		}
 		if !ok {
 			return nil, fmt.Errorf("client: %v: %w: it has no place in shard %d", k, ErrBadPosition, s)
 		}
-		w.pos[s] = p
+		w.pos[at] = from[at]
+		w.shards = max(w.shards, uint32(at)+1)
 	}
+	w.stale = true // the servers of the shards that split
 	// One look at once, so that a position the nodes no longer keep is
 	// refused here.
 	if err := w.fill(ctx, 0, func() bool { return w.started }); err != nil {
@@ -174,12 +194,7 @@ func (w *Watcher) table(ctx context.Context) error {
 		bound = max(bound, uint32(s.Shard)+1)
 	}
 	slices.Sort(live)
-	if w.shards != 0 && (w.shards != bound || len(w.live) != len(live)) {
-		// A shard split: watches and listings do not cross a split
-		// (docs/shards.md).
-		return fmt.Errorf("%w: the cluster now has %d shards, the watch %d", ErrBadPosition, len(shards), len(w.live))
-	}
-	w.shards, w.live = bound, live
+	w.shards, w.live = max(w.shards, bound), live
 	addr := make(map[string]string, len(members))
 	for _, m := range members {
 		if m.State == wire.MemberAlive || m.State == wire.MemberSuspect {
@@ -221,6 +236,21 @@ func (w *Watcher) table(ctx context.Context) error {
 			w.served[s.Shard] = best
 		}
 	}
+	// A watched shard that split is no longer listed; its replicas, kept
+	// where it was, give its last changes and its split: any live node,
+	// the seeds first, the ones that failed (or host none) last.
+	var any []string
+	for _, a := range addr {
+		if ValidateAddr(a) == nil {
+			any = append(any, a)
+		}
+	}
+	slices.SortFunc(any, func(a, b string) int { return cmp.Or(cmp.Compare(rank(a, ""), rank(b, "")), cmp.Compare(a, b)) })
+	for s := range w.pos {
+		if _, ok := w.served[s]; !ok && len(any) > 0 {
+			w.served[s] = any[0]
+		}
+	}
 	w.stale = false
 	return nil
 }
@@ -251,14 +281,34 @@ func (w *Watcher) Position() string {
 // failure of every node that could serve a shard after the client's
 // retries.
 func (w *Watcher) Next(ctx context.Context) (Change, error) {
-	if err := w.fill(ctx, w.c.cfg.RequestTimeout/2, func() bool { return len(w.queue) > 0 }); err != nil {
-		return Change{}, fmt.Errorf("client: %v: %w", call{op: "watch", subject: string(w.match)}, err)
+	for {
+		if err := w.fill(ctx, w.c.cfg.RequestTimeout/2, func() bool { return len(w.queue) > 0 }); err != nil {
+			return Change{}, fmt.Errorf("client: %v: %w", call{op: "watch", subject: string(w.match)}, err)
+		}
+		q := w.queue[0]
+		w.queue[0] = queuedChange{}
+		w.queue = w.queue[1:]
+		if q.split != nil {
+			w.splitInto(q.split)
+			continue
+		}
+		w.pos[q.after.Shard] = q.after
+		return q.ch, nil
 	}
-	q := w.queue[0]
-	w.queue[0] = queuedChange{}
-	w.queue = w.queue[1:]
-	w.pos[q.after.Shard] = q.after
-	return q.ch, nil
+}
+
+// splitInto goes on with a split shard's halves, from the split's index:
+// every change of the shard before it was returned.
+func (w *Watcher) splitInto(sp *wire.ShardSplit) {
+	if _, ok := w.pos[sp.Shard]; !ok {
+		return
+	}
+	delete(w.pos, sp.Shard)
+	for _, h := range []uint64{sp.Low, sp.High} {
+		w.pos[h] = wire.ShardPosition{Shard: h, Index: sp.Index}
+	}
+	w.shards = max(w.shards, uint32(sp.High)+1)
+	w.stale = true // the halves' servers
 }
 
 // hasNow reports whether a shard's position is still "from now".
@@ -433,6 +483,12 @@ func (w *Watcher) take(addr string, ev *wire.WatchEvents) error {
 			w.pos[s] = p
 		}
 	}
+	for i := range ev.Splits {
+		sp := ev.Splits[i]
+		if _, ok := final[sp.Shard]; ok && sp.High < math.MaxUint32 {
+			w.queue = append(w.queue, queuedChange{split: &sp})
+		}
+	}
 	return nil
 }
 
@@ -447,7 +503,8 @@ func nextOfShard(evs []wire.WatchEvent, shard uint64) *wire.WatchEvent {
 
 // cloneWatchEvents copies what aliases the network buffer.
 func cloneWatchEvents(m *wire.WatchEvents) wire.WatchEvents {
-	out := wire.WatchEvents{Positions: slices.Clone(m.Positions), NotHosted: slices.Clone(m.NotHosted), Compacted: slices.Clone(m.Compacted)}
+	out := wire.WatchEvents{Positions: slices.Clone(m.Positions), NotHosted: slices.Clone(m.NotHosted), Compacted: slices.Clone(m.Compacted),
+		Splits: slices.Clone(m.Splits)}
 	for _, e := range m.Events {
 		e.Topic, e.Owner, e.OwnerAddr = slices.Clone(e.Topic), slices.Clone(e.Owner), slices.Clone(e.OwnerAddr)
 		out.Events = append(out.Events, e)
@@ -819,14 +876,13 @@ func MergePositions(positions ...string) (string, error) {
 	var all []wire.ShardPosition
 	var shards uint32
 	for _, s := range positions {
-		m, err := decodePosition(s, shards)
+		// Shards split between pages: the bound of ids grows.
+		m, err := decodePosition(s, 0)
 		if err != nil {
 			return "", fmt.Errorf("client: merge positions: %w", err)
 		}
-		if shards == 0 {
-			total, _ := positionShards(s)
-			shards = total
-		}
+		total, _ := positionShards(s)
+		shards = max(shards, total)
 		for _, p := range m {
 			all = append(all, p)
 		}

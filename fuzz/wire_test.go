@@ -284,6 +284,7 @@ func FuzzWatchMessages(f *testing.F) {
 		},
 		NotHosted: []uint64{4, 9},
 		Compacted: []wire.ShardPosition{{Shard: 5, Index: 100}},
+		Splits:    []wire.ShardSplit{{Shard: 1, Index: 21, Low: 9, High: 17}, {Shard: 6, Index: 4, Low: 14, High: 22}},
 	}))
 	f.Add(wire.AppendListTopics(nil, &wire.ListTopics{Prefix: b("topic-"), Shard: 3, After: b("topic-b"), Limit: 100}))
 	f.Add(wire.AppendTopicList(nil, &wire.TopicList{

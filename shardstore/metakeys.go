@@ -15,8 +15,9 @@ import (
 //	"meta"      → the whole state, as versions before per-topic records
 //	              wrote it; read when present, replaced by records at the
 //	              next apply
-//	"x"         → present once the shard split (value 1): it applies
-//	              nothing more
+//	"x"         → present once the shard split (uvarint: the raft index
+//	              of the split entry, where its halves' logs start): it
+//	              applies nothing more
 var (
 	TopicRecordPrefix = []byte("t")
 	EpochFloorKey     = []byte("f")

@@ -22,6 +22,18 @@ func DecodeEpochFloor(b []byte) (uint64, error) {
 	return decodeMark(b, "epoch floor")
 }
 
+// AppendSplitMark appends the value of SplitMarkKey: the raft index of
+// the entry at which the shard split.
+func AppendSplitMark(dst []byte, index uint64) []byte {
+	return binary.AppendUvarint(dst, index)
+}
+
+// DecodeSplitMark decodes a value of SplitMarkKey. Anything but one
+// uvarint is an error wrapping ErrCorrupt.
+func DecodeSplitMark(b []byte) (uint64, error) {
+	return decodeMark(b, "split mark")
+}
+
 // AppendChangeTrim appends the value of ChangeTrimKey: the change log's
 // trim mark, the raft index up to which changes may be gone.
 func AppendChangeTrim(dst []byte, trimmed uint64) []byte {

@@ -5,7 +5,7 @@ package wire
 const (
 	// ProtocolVersion is the version carried in every frame header, Hello
 	// and SWIM datagram. A peer speaking another version is refused.
-	ProtocolVersion = 10
+	ProtocolVersion = 11
 
 	// HeaderSize is the size of a TCP frame header.
 	HeaderSize = 16

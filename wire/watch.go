@@ -122,12 +122,21 @@ type WatchEvent struct {
 // which the node holds no replica (ask another node); Compacted the shards
 // whose asked position is older than the oldest change the node still
 // keeps (Index: the oldest position it can serve): the watcher missed
-// changes and must list again.
+// changes and must list again. Splits lists the shards of the Watch that
+// split and whose every change this answer gave up to the split: the
+// watch goes on in their halves, from the split's index.
 type WatchEvents struct {
 	Positions []ShardPosition
 	Events    []WatchEvent
 	NotHosted []uint64
 	Compacted []ShardPosition
+	Splits    []ShardSplit
+}
+
+// ShardSplit says that Shard split at raft index Index into Low and High,
+// whose change logs start there.
+type ShardSplit struct {
+	Shard, Index, Low, High uint64
 }
 
 // minWatchEventSize is the smallest encoded WatchEvent.
@@ -153,7 +162,15 @@ func AppendWatchEvents(dst []byte, m *WatchEvents) []byte {
 	for _, s := range m.NotHosted {
 		dst = appendUvarint(dst, s)
 	}
-	return appendPositions(dst, m.Compacted)
+	dst = appendPositions(dst, m.Compacted)
+	dst = appendUvarint(dst, uint64(len(m.Splits)))
+	for _, sp := range m.Splits {
+		dst = appendUvarint(dst, sp.Shard)
+		dst = appendUvarint(dst, sp.Index)
+		dst = appendUvarint(dst, sp.Low)
+		dst = appendUvarint(dst, sp.High)
+	}
+	return dst
 }
 
 // DecodeWatchEvents decodes a WatchEvents payload into m, reusing its
@@ -188,8 +205,17 @@ func DecodeWatchEvents(b []byte, m *WatchEvents) error {
 		}
 	}
 	m.Compacted = r.positions(m.Compacted)
+	ns := r.count(MaxListEntries, 4)
+	m.Splits = grow(m.Splits[:0], ns)
+	for i := range m.Splits {
+		sp := &m.Splits[i]
+		sp.Shard, sp.Index, sp.Low, sp.High = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+		if r.err == nil && (sp.Low <= sp.Shard || sp.High <= sp.Low || i > 0 && sp.Shard <= m.Splits[i-1].Shard) {
+			r.fail(ErrMalformed)
+		}
+	}
 	if err := r.end(); err != nil {
-		m.Positions, m.Events, m.NotHosted, m.Compacted = m.Positions[:0], m.Events[:0], m.NotHosted[:0], m.Compacted[:0]
+		m.Positions, m.Events, m.NotHosted, m.Compacted, m.Splits = m.Positions[:0], m.Events[:0], m.NotHosted[:0], m.Compacted[:0], m.Splits[:0]
 		return err
 	}
 	return nil

@@ -336,6 +336,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 			return err
 		}
 		if err == nil && res.Split {
+			s.Log.End(cmds[i].Index)
 			m.fillChildren(shard, s, seeded, b)
 			m.splits.Add(1)
 			m.setEnded(shard, true)

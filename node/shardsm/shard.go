@@ -117,7 +117,8 @@ func (s *Shard) persist(shard uint64, b raftmux.Batch) {
 	}
 	s.State.DrainSessions(func(id uint64) { s.putSession(shard, id, b) })
 	if s.State.DrainSplit() {
-		b.Put(shard, shardstore.SplitMarkKey, []byte{1})
+		s.val = shardstore.AppendSplitMark(s.val[:0], s.Log.Ended())
+		b.Put(shard, shardstore.SplitMarkKey, s.val)
 	}
 }
 

@@ -38,6 +38,9 @@ type Log struct {
 	// applied is the raft index of the last command applied to the
 	// state: a watcher served from it has seen every change up to it.
 	applied uint64
+	// ended is the raft index at which the shard split (0: it did not):
+	// it has no change after it, and its halves' logs start there.
+	ended uint64
 	// unsaved counts the newest entries not yet written to the store;
 	// dropped holds the keys of trimmed entries not yet deleted from it;
 	// trimDirty says the trim mark must be written.
@@ -96,6 +99,14 @@ func LoadLog(store *shardstore.Store, shard uint64, max int, st *meta.State) (*L
 			l.trimmed = applied
 		}
 	}
+	switch b, err := store.Get(shard, shardstore.SplitMarkKey); {
+	case err != nil:
+		return nil, fmt.Errorf("watch: shard %d: load split mark: %w", shard, err)
+	case b != nil:
+		if l.ended, err = shardstore.DecodeSplitMark(b); err != nil {
+			return nil, fmt.Errorf("watch: shard %d: %w", shard, err)
+		}
+	}
 	var decodeErr error
 	if err := store.Iterate(shard, shardstore.ChangePrefix, func(key, value []byte) bool {
 		index, seq, err := shardstore.ParseChangeKey(key)
@@ -135,6 +146,15 @@ func (l *Log) Apply(index uint64, changes []meta.Change) bool {
 	}
 	return len(changes) > 0
 }
+
+// End records that the shard split at raft index: its last change came
+// before, and watchers go on in its halves from there (the split mark,
+// shardstore.SplitMarkKey, written by the state machine in the same
+// batch, keeps it).
+func (l *Log) End(index uint64) { l.ended = index }
+
+// Ended returns the raft index at which the shard split, or 0.
+func (l *Log) Ended() uint64 { return l.ended }
 
 // Persist trims the log and writes into b what changed since the last
 // Persist: the new changes, the deletions of the ones trimmed, and the

@@ -296,7 +296,7 @@ func (s *Server) Watch(m *wire.Watch, done func(ev *wire.WatchEvents, err error)
 	}
 	collect := func() (wire.WatchEvents, bool) {
 		ev := s.collect(m, hosted)
-		return ev, len(ev.Events) > 0 || len(ev.NotHosted) > 0 || len(ev.Compacted) > 0
+		return ev, len(ev.Events) > 0 || len(ev.NotHosted) > 0 || len(ev.Compacted) > 0 || len(ev.Splits) > 0
 	}
 	answer := func(ev wire.WatchEvents) {
 		s.stats.events.Add(uint64(len(ev.Events)))
@@ -376,9 +376,11 @@ func (s *Server) Watch(m *wire.Watch, done func(ev *wire.WatchEvents, err error)
 }
 
 // collect gathers the changes after m's positions that match it, in the
-// shards this node hosts, up to about maxEventsPerAnswer of them.
+// shards this node hosts, up to about maxEventsPerAnswer of them, and the
+// splits of the shards whose every change up to their split it gave.
 func (s *Server) collect(m *wire.Watch, hosted []bool) wire.WatchEvents {
 	var out wire.WatchEvents
+	space := s.cfg.Map().Space()
 	budget := maxEventsPerAnswer
 	for _, p := range m.Positions {
 		if !isHosted(hosted, p.Shard) {
@@ -420,6 +422,11 @@ func (s *Server) collect(m *wire.Watch, hosted []bool) wire.WatchEvents {
 				return true
 			})
 			out.Positions = append(out.Positions, wire.ShardPosition{Shard: p.Shard, Index: pos})
+			if l.ended > 0 && pos >= l.ended {
+				if low, high, err := space.Children(uint32(p.Shard)); err == nil {
+					out.Splits = append(out.Splits, wire.ShardSplit{Shard: p.Shard, Index: l.ended, Low: uint64(low), High: uint64(high)})
+				}
+			}
 		})
 		if err != nil {
 			s.cfg.Logger.Warn("watch: load shard", "shard", p.Shard, "err", err)
