@@ -708,8 +708,8 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-// Shards returns the metadata shards one node knows, with their replicas
-// and leaders.
+// Shards returns the metadata shards one node knows, with their replicas,
+// leaders and ranges of key hashes.
 func (c *Client) Shards(ctx context.Context) ([]ShardInfo, error) {
 	var out []ShardInfo
 	req := &request{kind: wire.KindShards, expect: wire.KindShardList, decode: func(b []byte) error {
@@ -722,6 +722,13 @@ func (c *Client) Shards(ctx context.Context) ([]ShardInfo, error) {
 	}}
 	if err := c.anyServer(ctx, call{op: "shards"}, req); err != nil {
 		return nil, err
+	}
+	if sp := c.shardSpace(ctx); sp != 0 {
+		for i := range out {
+			if base, depth, path, ok := sp.Range(uint32(out[i].Shard)); ok && out[i].Shard <= uint64(^uint32(0)) {
+				out[i].Base, out[i].BaseShard, out[i].Depth, out[i].Path = sp.Base(), base, depth, path
+			}
+		}
 	}
 	return out, nil
 }

@@ -75,6 +75,13 @@ type ShardInfo struct {
 	Replicas []string // node ids of the shard's raft configuration
 	Leader   string   // node id; empty if unknown
 	Term     uint64
+	// The shard's range of key hashes h: those with h mod Base = Base
+	// shard, and, split Depth times since, (h / Base) mod 2^Depth = Path.
+	// Base is 0 when the client does not know the cluster's base.
+	Base      uint32
+	BaseShard uint32
+	Depth     uint8
+	Path      uint64
 }
 
 // Status is one node's health.

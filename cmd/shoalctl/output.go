@@ -76,6 +76,7 @@ type shardJSON struct {
 	Replicas []string `json:"replicas"`
 	Leader   string   `json:"leader"`
 	Term     uint64   `json:"term"`
+	Range    string   `json:"range"`
 }
 
 type shardsJSON struct {
@@ -263,13 +264,13 @@ func (r shardsResult) jsonValue() any {
 		if reps == nil {
 			reps = []string{}
 		}
-		out.Shards[i] = shardJSON{Shard: s.Shard, Replicas: reps, Leader: s.Leader, Term: s.Term}
+		out.Shards[i] = shardJSON{Shard: s.Shard, Replicas: reps, Leader: s.Leader, Term: s.Term, Range: shardRange(s)}
 	}
 	return out
 }
 
 func (r shardsResult) table(w *tabwriter.Writer) {
-	row(w, "SHARD", "LEADER", "TERM", "REPLICAS")
+	row(w, "SHARD", "RANGE", "LEADER", "TERM", "REPLICAS")
 	for _, s := range r {
 		leader := s.Leader
 		if leader == "" {
@@ -279,8 +280,21 @@ func (r shardsResult) table(w *tabwriter.Writer) {
 		for i, id := range s.Replicas {
 			reps[i] = text(id)
 		}
-		row(w, u64(s.Shard), text(leader), u64(s.Term), strings.Join(reps, ","))
+		row(w, u64(s.Shard), shardRange(s), text(leader), u64(s.Term), strings.Join(reps, ","))
 	}
+}
+
+// shardRange says which key hashes h a shard holds: "h%8=3" for base
+// shard 3 of 8, "h%8=3 q%4=1" for the shard of its range split twice
+// whose q = h/8 leaves 1 mod 4; "-" when the base is not known.
+func shardRange(s client.ShardInfo) string {
+	switch {
+	case s.Base == 0:
+		return "-"
+	case s.Depth == 0:
+		return fmt.Sprintf("h%%%d=%d", s.Base, s.BaseShard)
+	}
+	return fmt.Sprintf("h%%%d=%d q%%%d=%d", s.Base, s.BaseShard, uint64(1)<<s.Depth, s.Path)
 }
 
 type statusResult client.Status
