@@ -59,14 +59,14 @@ var outputs = []struct {
 		shardsResult{
 			{Shard: 0, Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", Term: 4, Base: 8},
 			{Shard: 1, Replicas: nil, Leader: "", Term: 0},
-			{Shard: 27, Replicas: []string{"n2"}, Leader: "n2", Term: 7, Base: 8, BaseShard: 3, Depth: 2, Path: 1},
+			{Shard: 37, Replicas: []string{"n2"}, Leader: "n2", Term: 7, Base: 8, BaseShard: 3, Depth: 2, Path: 1},
 		},
 		`{"shards":[{"shard":0,"replicas":["n1","n2","n3"],"leader":"n1","term":4,"range":"h%8=0"},{"shard":1,"replicas":[],"leader":"","term":0,"range":"-"},` +
-			`{"shard":27,"replicas":["n2"],"leader":"n2","term":7,"range":"h%8=3 q%4=1"}]}` + "\n",
+			`{"shard":37,"replicas":["n2"],"leader":"n2","term":7,"range":"h%8=3 q%4=1"}]}` + "\n",
 		"SHARD  RANGE        LEADER  TERM  REPLICAS\n" +
 			"0      h%8=0        n1      4     n1,n2,n3\n" +
 			"1      -            -       0     \n" +
-			"27     h%8=3 q%4=1  n2      7     n2\n"},
+			"37     h%8=3 q%4=1  n2      7     n2\n"},
 	{"status",
 		statusResult{Node: "n1", Generation: 3, MembersAlive: 3, ShardsHosted: 1024, ShardsLed: 341, TopicsOwned: 12, Ready: true},
 		`{"node":"n1","generation":3,"members_alive":3,"shards_hosted":1024,"shards_led":341,"topics_owned":12,"ready":true}` + "\n",
