@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -88,6 +89,9 @@ type Watcher struct {
 	stale  bool            // a node failed: build served again before the next poll
 	// started: pos holds positions nodes gave this watcher.
 	started bool
+	// space is the cluster's shard space (0 before the client knew it):
+	// the halves of a split.
+	space router.ShardSpace
 }
 
 // queuedChange is a change to return, or, with split set, the split of
@@ -123,6 +127,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 	if err := w.table(ctx); err != nil {
 		return nil, fmt.Errorf("client: %v: %w", k, err)
 	}
+	w.space = c.shardSpace(ctx)
 	var scope []uint64
 	if w.exact {
 		scope = []uint64{w.c.shardOf(ctx, w.match, w.shards)}
@@ -147,7 +152,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 	}
 	// A shard of the position that split since stands for its halves: the
 	// watch gives its last changes, then goes on in them.
-	space := w.c.shardSpace(ctx)
+	space := w.space
 	for _, s := range scope {
 		at, ok := s, false
 		for {
@@ -485,9 +490,16 @@ func (w *Watcher) take(addr string, ev *wire.WatchEvents) error {
 	}
 	for i := range ev.Splits {
 		sp := ev.Splits[i]
-		if _, ok := final[sp.Shard]; ok && sp.High < math.MaxUint32 {
-			w.queue = append(w.queue, queuedChange{split: &sp})
+		if _, ok := final[sp.Shard]; !ok {
+			continue
 		}
+		// The halves are the ones the shard's range gives, whatever the
+		// node said.
+		low, high, err := w.space.Children(uint32(min(sp.Shard, math.MaxUint32)))
+		if w.space == 0 || err != nil || sp.Low != uint64(low) || sp.High != uint64(high) {
+			return fmt.Errorf("%w: %s said shard %d split into %d and %d, not the halves of its range", ErrProtocol, addr, sp.Shard, sp.Low, sp.High)
+		}
+		w.queue = append(w.queue, queuedChange{split: &sp})
 	}
 	return nil
 }

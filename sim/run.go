@@ -65,6 +65,10 @@ type Result struct {
 	Virtual time.Duration
 	// Splits counts the operator's splits that applied (Config.NoSplits).
 	Splits int
+	// Grown is how many more live shards a node counted at the end than
+	// the cluster was born with: one for each split, the operator's and
+	// those the shard leaders made on their own.
+	Grown int
 }
 
 // Failed reports whether a promise was broken.
@@ -188,6 +192,11 @@ func Run(cfg Config) (*Result, error) {
 	res.Digest = digest(ops)
 	res.Virtual = w.elapsed()
 	res.Splits = w.splitsDone
+	for _, h := range w.hosts {
+		if !h.down && h.node != nil {
+			res.Grown = max(res.Grown, h.node.Stats().ShardsLive-int(w.cfg.Shards))
+		}
+	}
 	res.Trace = w.trace.Lines()
 	return res, nil
 }

@@ -47,6 +47,7 @@ type outcome struct {
 	Ops        int                 `json:"ops"`
 	Records    history.RecordStats `json:"records"`
 	Splits     int                 `json:"splits"`
+	Grown      int                 `json:"grown"`
 }
 
 func main() {
@@ -145,8 +146,8 @@ func replay(cfg sim.Config, seed uint64, traceLines int) error {
 		return err
 	}
 	if !res.Failed() {
-		fmt.Printf("seed %d passed: %d requests (%d acknowledged), %d splits, %v virtual in %v, history %s\n",
-			seed, res.Ops, res.Acked, res.Splits, res.Virtual, time.Since(start).Round(time.Millisecond), res.Digest)
+		fmt.Printf("seed %d passed: %d requests (%d acknowledged), %d splits, %d shards grown, %v virtual in %v, history %s\n",
+			seed, res.Ops, res.Acked, res.Splits, res.Grown, res.Virtual, time.Since(start).Round(time.Millisecond), res.Digest)
 		fmt.Printf("records: %v\n", res.Records)
 		return nil
 	}
@@ -179,7 +180,7 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 			for _, v := range res.Violations {
 				o.Violations = append(o.Violations, v.String())
 			}
-			o.Ops, o.Records, o.Splits = res.Ops, res.Records, res.Splits
+			o.Ops, o.Records, o.Splits, o.Grown = res.Ops, res.Records, res.Splits, res.Grown
 		}
 		o.Wall = time.Since(start).Seconds()
 		if err := enc.Encode(&o); err != nil {
@@ -234,7 +235,7 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 	start := time.Now()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-	var done, failed, ops, splits int
+	var done, failed, ops, splits, grown int
 	var wall float64
 	var failures []outcome
 	recs := history.RecordStats{Lost: make(map[history.LossKind]int)}
@@ -252,7 +253,7 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 					fmt.Printf("the budget of %v ended the sweep: ran seeds %d..%d, %d of %d\n", budget, first, first+uint64(done)-1, done, count)
 				}
 				fmt.Printf("records: %v\n", recs)
-				fmt.Printf("splits: %d applied\n", splits)
+				fmt.Printf("splits: %d applied; the shards grew by %d\n", splits, grown)
 				for _, f := range failures {
 					fmt.Printf("seed %d failed: replay with: make sim SEED=%d\n", f.Seed, f.Seed)
 					if f.Err != "" {
@@ -272,6 +273,7 @@ func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (i
 			wall += o.Wall
 			ops += o.Ops
 			splits += o.Splits
+			grown += o.Grown
 			recs.Acked += o.Records.Acked
 			recs.Read += o.Records.Read
 			recs.Found += o.Records.Found
