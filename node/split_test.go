@@ -209,31 +209,7 @@ func splitGrowth(b *testing.B, from, to uint32, writers int) {
 	c := startClusterWith(b, 3, func(cfg *Config) { cfg.Shards = from })
 	cl := allNodesClient(b, c, 5*time.Second, 60)
 	ctx := context.Background()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	acked := make(map[string]client.Assignment)
-	var worst atomic.Int64
-	var failed atomic.Int64
-	for w := range writers {
-		wg.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				topic := fmt.Sprintf("grow-%d-%d", w, i)
-				t0 := time.Now()
-				a, err := cl.Assign(ctx, topic, client.AssignOptions{})
-				if d := int64(time.Since(t0)); d > worst.Load() {
-					worst.Store(d)
-				}
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				mu.Lock()
-				acked[topic] = a
-				mu.Unlock()
-			}
-		})
-	}
+	load := startAssignLoad(cl, "grow", writers)
 	time.Sleep(time.Second)
 	var took []time.Duration
 	start := time.Now()
@@ -256,8 +232,8 @@ func splitGrowth(b *testing.B, from, to uint32, writers int) {
 		live = next
 	}
 	growth := time.Since(start)
-	stop.Store(true)
-	wg.Wait()
+	load.halt()
+	acked := load.acked
 	slices.Sort(took)
 	p := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
 	missing := 0
@@ -278,8 +254,8 @@ func splitGrowth(b *testing.B, from, to uint32, writers int) {
 	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "split-max-ms")
 	b.ReportMetric(growth.Seconds(), "growth-s")
 	b.ReportMetric(float64(len(acked))/growth.Seconds(), "assigns/s")
-	b.ReportMetric(float64(time.Duration(worst.Load()).Milliseconds()), "assign-max-ms")
-	b.ReportMetric(float64(failed.Load()), "assigns-failed")
+	b.ReportMetric(float64(load.lat[len(load.lat)-1].Milliseconds()), "assign-max-ms")
+	b.ReportMetric(float64(load.failed.Load()), "assigns-failed")
 	b.ReportMetric(float64(missing), "lost")
 	if missing > 0 || len(shards) != int(to) {
 		b.Fatalf("%d of %d acknowledged assigns lost or changed; %d shards", missing, len(acked), len(shards))
@@ -306,43 +282,16 @@ func autoSplitGrowth(b *testing.B, from, to uint32, writers int) {
 	})
 	cl := allNodesClient(b, c, 5*time.Second, 60)
 	ctx := context.Background()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	acked := make(map[string]client.Assignment)
-	var lat []time.Duration
-	var failed atomic.Int64
 	start := time.Now()
-	for w := range writers {
-		wg.Go(func() {
-			var mine []time.Duration
-			for i := 0; !stop.Load(); i++ {
-				topic := fmt.Sprintf("autogrow-%d-%d", w, i)
-				t0 := time.Now()
-				a, err := cl.Assign(ctx, topic, client.AssignOptions{})
-				mine = append(mine, time.Since(t0))
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				mu.Lock()
-				acked[topic] = a
-				mu.Unlock()
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		})
-	}
+	load := startAssignLoad(cl, "autogrow", writers)
 	deadline := time.Now().Add(5 * time.Minute)
 	for c.nodes[0].leaders.Map().Len() < int(to) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	growth := time.Since(start)
-	stop.Store(true)
-	wg.Wait()
+	load.halt()
 	live := c.nodes[0].leaders.Map().Len()
-	slices.Sort(lat)
+	acked, lat := load.acked, load.lat
 	missing := 0
 	for topic, was := range acked {
 		a, err := cl.Lookup(ctx, topic, true)
@@ -361,9 +310,54 @@ func autoSplitGrowth(b *testing.B, from, to uint32, writers int) {
 	b.ReportMetric(float64(len(lat))/growth.Seconds(), "assigns/s")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "assign-p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "assign-max-ms")
-	b.ReportMetric(float64(failed.Load()), "assigns-failed")
+	b.ReportMetric(float64(load.failed.Load()), "assigns-failed")
 	b.ReportMetric(float64(missing), "lost")
 	if missing > 0 || live < int(to) {
 		b.Fatalf("%d of %d acknowledged assigns lost or changed; %d shards of %d", missing, len(acked), live, to)
 	}
+}
+
+// assignLoad is a closed-loop load of assigns of fresh topics, one writer
+// per goroutine, for the growth benchmarks.
+type assignLoad struct {
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	acked  map[string]client.Assignment // the acknowledged assigns
+	lat    []time.Duration              // every assign's latency, sorted by halt
+	failed atomic.Int64
+}
+
+// startAssignLoad starts writers assigning topics named prefix-W-I.
+func startAssignLoad(cl *client.Client, prefix string, writers int) *assignLoad {
+	l := &assignLoad{acked: make(map[string]client.Assignment)}
+	for w := range writers {
+		l.wg.Go(func() {
+			var mine []time.Duration
+			for i := 0; !l.stop.Load(); i++ {
+				topic := fmt.Sprintf("%s-%d-%d", prefix, w, i)
+				t0 := time.Now()
+				a, err := cl.Assign(context.Background(), topic, client.AssignOptions{})
+				mine = append(mine, time.Since(t0))
+				if err != nil {
+					l.failed.Add(1)
+					continue
+				}
+				l.mu.Lock()
+				l.acked[topic] = a
+				l.mu.Unlock()
+			}
+			l.mu.Lock()
+			l.lat = append(l.lat, mine...)
+			l.mu.Unlock()
+		})
+	}
+	return l
+}
+
+// halt stops the writers and waits for them; lat is sorted after.
+func (l *assignLoad) halt() {
+	l.stop.Store(true)
+	l.wg.Wait()
+	slices.Sort(l.lat)
 }
