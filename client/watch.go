@@ -244,16 +244,16 @@ func (w *Watcher) table(ctx context.Context) error {
 	// A watched shard that split is no longer listed; its replicas, kept
 	// where it was, give its last changes and its split: any live node,
 	// the seeds first, the ones that failed (or host none) last.
-	var any []string
+	var others []string
 	for _, a := range addr {
 		if ValidateAddr(a) == nil {
-			any = append(any, a)
+			others = append(others, a)
 		}
 	}
-	slices.SortFunc(any, func(a, b string) int { return cmp.Or(cmp.Compare(rank(a, ""), rank(b, "")), cmp.Compare(a, b)) })
+	slices.SortFunc(others, func(a, b string) int { return cmp.Or(cmp.Compare(rank(a, ""), rank(b, "")), cmp.Compare(a, b)) })
 	for s := range w.pos {
-		if _, ok := w.served[s]; !ok && len(any) > 0 {
-			w.served[s] = any[0]
+		if _, ok := w.served[s]; !ok && len(others) > 0 {
+			w.served[s] = others[0]
 		}
 	}
 	w.stale = false

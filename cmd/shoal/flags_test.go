@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -365,6 +366,34 @@ func TestDocsListEveryDevFlag(t *testing.T) {
 	for _, m := range names {
 		if !strings.Contains(doc, "| `--"+m[1]) {
 			t.Errorf("docs/cli.md has no row for shoal dev --%s", m[1])
+		}
+	}
+}
+
+// Any automatic-split flag turns automatic splits on, the triggers not
+// given keeping their defaults; a bad value is one line and exit 2.
+func TestSplitFlags(t *testing.T) {
+	o, err := parseNodeArgs(append(slices.Clone(required), "--shards", "16"), noEnv)
+	if err != nil || o.splits.cfg != nil || o.shards != 16 {
+		t.Fatalf("--shards alone: %+v %v, want a fixed layout", o, err)
+	}
+	o, err = parseNodeArgs(append(slices.Clone(required), "--shards", "16", "--split-topics", "500", "--max-shards", "64"), noEnv)
+	if err != nil || o.splits.cfg == nil {
+		t.Fatalf("--split-topics: %v", err)
+	}
+	want := node.DefaultSplits(false)
+	want.Topics, want.MaxShards = 500, 64
+	if *o.splits.cfg != want {
+		t.Fatalf("splits %+v, want %+v", *o.splits.cfg, want)
+	}
+	if o, err := parseNodeArgs(append(slices.Clone(required), "--swim-preset", "fast", "--split-rate", "0"), noEnv); err != nil || o.splits.cfg.Rate != 0 || o.splits.cfg.Window != node.DefaultSplits(true).Window {
+		t.Fatalf("--split-rate 0 with the fast preset: %+v %v", o.splits.cfg, err)
+	}
+	for _, bad := range [][]string{{"--split-window", "0s"}, {"--split-topics", "-1"}, {"--split-rate", "x"}, {"--shards-per-member", "1.5"}} {
+		_, err := parseNodeArgs(append(slices.Clone(required), bad...), noEnv)
+		var ue *usageError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one usage line", bad, err)
 		}
 	}
 }

@@ -60,11 +60,11 @@ func (s *splitOptions) declare(fs *flag.FlagSet) {
 // settle builds cfg from the flags set (by name), over the defaults of
 // the preset.
 func (s *splitOptions) settle(set map[string]bool, fast bool) error {
-	any := false
+	given := false
 	for _, name := range splitFlags {
-		any = any || set[name]
+		given = given || set[name]
 	}
-	if !any {
+	if !given {
 		return nil
 	}
 	sc := node.DefaultSplits(fast)
