@@ -258,6 +258,15 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, defer
 		return step(RemoveRemoved, vo, name)
 	}
 	if len(in.Voters) > c.cfg.Replicas {
+		// A voter SWIM does not count alive goes first: removing a live
+		// one while another is down leaves a group that a single crash
+		// more stops (a split's half, seeded with its parent's voters,
+		// may hold a paused one).
+		for _, vo := range in.Voters {
+			if name, _ := c.env.NameOf(vo); !want[vo] && vo != c.self && !v.Alive(name) {
+				return step(RemoveVoter, vo, name)
+			}
+		}
 		for _, vo := range in.Voters {
 			if want[vo] {
 				continue
