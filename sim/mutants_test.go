@@ -78,7 +78,7 @@ var targets = map[mutant.Name]target{
 	// A node whose map keeps a shard that split routes its topics there,
 	// where nothing is answered any more: after the faults, they stay
 	// unwritable.
-	mutant.SplitStaleRoute: {checker: Liveness, splits: true},
+	mutant.SplitStaleRoute: {checker: Liveness, splits: true, seeds: 20},
 }
 
 // TestMutants switches on each deliberate bug in turn (build tag mutants)

@@ -81,9 +81,6 @@ type Events interface {
 type Machine interface {
 	WithShard(shard uint64, fn func(sh *shardsm.Shard)) error
 	StateVersion() uint64
-	// Ended reports whether this node's replica of shard applied its
-	// split.
-	Ended(shard uint64) bool
 }
 
 // DriverConfig configures a Driver.
@@ -378,13 +375,10 @@ func (d *Driver) manage(v *View) {
 // events is the count of shard events before the infos were read.
 func (d *Driver) ManagePass(v *View, events uint64, infos []raftmux.Info) {
 	// A shard that split is no longer managed: its keys are its
-	// children's, whose replicas are. Its leader knows it from its own
-	// apply, before its map learns the halves' leaders: a change made
-	// meanwhile would take a replica out of the parent's group before it
-	// applied the split, and it would never seed its halves.
+	// children's, whose replicas are.
 	sm := d.env.ShardMap()
 	infos = slices.DeleteFunc(slices.Clone(infos), func(in raftmux.Info) bool {
-		return in.Shard <= uint64(^uint32(0)) && sm.HasSplit(uint32(in.Shard)) || d.cfg.Machine.Ended(in.Shard)
+		return in.Shard <= uint64(^uint32(0)) && sm.HasSplit(uint32(in.Shard))
 	})
 	p := d.c.Manage(v, events, infos, d.env.Now())
 	for _, a := range p.Asks {

@@ -49,7 +49,6 @@ func (e *driverNode) LastRound(string) time.Time                   { return time
 
 func (e *driverNode) WithShard(uint64, func(*shardsm.Shard)) error { return errors.New("not hosted") }
 func (e *driverNode) StateVersion() uint64                         { return 1 }
-func (e *driverNode) Ended(uint64) bool                            { return false }
 
 type driverHost struct{ e *driverNode }
 
