@@ -1,10 +1,10 @@
 package node
 
 import (
-	"github.com/shoalmq/shoal/router"
 	"time"
 
 	"github.com/shoalmq/shoal/node/reconcile"
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 

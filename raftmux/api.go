@@ -102,7 +102,7 @@ type HaltObserver interface {
 // its children may have elected theirs: every quorum of the children
 // meets every quorum of the parent in a replica that applied the split.
 // It is asked when a replica opens; a split applied here marks the
-// replica ended at once.
+// replica ended at once, and so does a snapshot restored past it.
 type EndObserver interface {
 	Ended(shard uint64) bool
 }

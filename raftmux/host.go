@@ -427,7 +427,10 @@ type Info struct {
 	Quiesced bool
 	// Halted: the replica stopped at an entry it could not apply (see
 	// Host.Halted).
-	Halted   bool
+	Halted bool
+	// Ended: the replica applied its shard's split, by entry or by
+	// snapshot (EndObserver).
+	Ended    bool
 	Voters   []uint64
 	Learners []uint64
 }

@@ -564,6 +564,9 @@ func (w *worker) applySnapshot(r *replica, snap *raftpb.Snapshot) error {
 	}
 	r.applied = idx
 	r.compacted = idx
+	if eo, ok := w.h.cfg.StateMachine.(EndObserver); ok {
+		r.ended = eo.Ended(r.shard) // a snapshot taken past the split
+	}
 	cs := snap.Metadata.ConfState
 	r.confState = &cs
 	w.confChanged(r)

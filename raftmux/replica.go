@@ -418,6 +418,7 @@ func (r *replica) info() Info {
 		Applied:  r.applied,
 		Quiesced: r.quiesced,
 		Halted:   r.halted != nil,
+		Ended:    r.ended,
 		Voters:   slices.Clone(r.confState.Voters),
 		Learners: slices.Clone(r.confState.Learners),
 	}

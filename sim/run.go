@@ -734,11 +734,13 @@ func (w *World) checkLiveness() []string {
 	for i := range w.cfg.Topics {
 		topic := fmt.Sprintf("topic-%d", i)
 		var want, refused string
+		answered := false
 		for try := range 10 {
 			kind, p, ok := w.ask(w.hosts[try%len(w.hosts)], wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic), Linearizable: true}))
 			if !ok {
 				continue
 			}
+			answered = true
 			var e wire.Error
 			if kind == wire.KindError && wire.DecodeError(p, &e) == nil && e.Code != wire.CodeNotFound {
 				// Not an answer about the topic: the cluster cannot say.
@@ -760,6 +762,9 @@ func (w *World) checkLiveness() []string {
 		}
 		if want == "" && refused != "" {
 			out = append(out, fmt.Sprintf("%s cannot be read %v after the faults stopped: %s", topic, w.cfg.Calm, refused))
+		}
+		if !answered {
+			out = append(out, fmt.Sprintf("%s: no node answered a lookup of it %v after the faults stopped", topic, w.cfg.Calm))
 		}
 		for _, h := range w.hosts {
 			kind, p, ok := w.ask(h, wire.KindLookup, wire.AppendLookup(nil, &wire.Lookup{Topic: []byte(topic)}))

@@ -36,6 +36,7 @@ import (
 //	    preferred leader first
 //	replicas [events]
 //	    the replicas n1 hosts, one a line: S leader=N voters=N,N learners=N
+//	    [ended] (ended: the replica applied its shard's split)
 //	    (events: count a shard event, as a changed leader or configuration
 //	    does)
 //	pass [at=D]
@@ -183,6 +184,7 @@ func (s *spec) run(t *testing.T, td *datadriven.TestData) string {
 			if l := kv["leader"]; len(l) > 0 {
 				in.Leader = specID(l[0])
 			}
+			_, in.Ended = kv["ended"]
 			s.infos = append(s.infos, in)
 		}
 		if a.Has("events") {

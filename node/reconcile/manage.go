@@ -173,6 +173,14 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		if in.Leader != c.self || !router.ShardSpace(c.cfg.Shards).Valid(in.Shard) {
 			continue
 		}
+		if in.Ended {
+			// Split here: the group is inert, its halves were born on its
+			// voters, and a voter it would lose here may be one a half
+			// still counts on that had not seeded it (it lags, or took
+			// the parent's state by snapshot and takes the half from
+			// its leader: node acceptReplica).
+			continue
+		}
 		if !slices.Contains(in.Voters, c.self) {
 			// Removed from the group by an earlier leader, and elected
 			// before it applied that: it steps down as it does, and the
