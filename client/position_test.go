@@ -5,6 +5,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/shoalmq/shoal/router"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -47,17 +48,28 @@ func TestPositionRoundTripAndMerge(t *testing.T) {
 }
 
 func TestCursorRoundTrip(t *testing.T) {
-	c := encodeCursor(37, []byte("topic-blue"))
-	shard, after, err := decodeCursor(c)
-	if err != nil || shard != 37 || string(after) != "topic-blue" {
-		t.Fatalf("cursor %q: %d %q %v", c, shard, after, err)
+	sp := router.ShardSpace(8)
+	low, high, _ := sp.Children(5)
+	in := listCursor{base: 6, queue: []listItem{{shard: uint64(low), after: []byte("topic-blue")}, {shard: uint64(high), after: []byte("topic-blue")}}}
+	c := encodeCursor(in)
+	got, err := decodeCursor(c, sp)
+	if err != nil || got.base != 6 || len(got.queue) != 2 || got.queue[1].shard != uint64(high) || string(got.queue[0].after) != "topic-blue" {
+		t.Fatalf("cursor %q: %+v %v", c, got, err)
 	}
-	if s, a, err := decodeCursor(""); err != nil || s != 0 || a != nil {
-		t.Fatalf("empty cursor: %d %q %v", s, a, err)
+	if got, err := decodeCursor("", sp); err != nil || got.base != 0 || got.queue != nil {
+		t.Fatalf("empty cursor: %+v %v", got, err)
 	}
-	for _, bad := range []string{"!", "AA", "Ag", encodeCursor(1, make([]byte, 256))} {
-		if _, _, err := decodeCursor(bad); !errors.Is(err, ErrBadPosition) {
-			t.Errorf("%q decodes: %v", bad, err)
+	bad := []string{"!", "AA", "Ag",
+		encodeCursor(listCursor{base: 9}),                                                          // past the bases
+		encodeCursor(listCursor{base: 6, queue: []listItem{{shard: 4}}}),                           // a shard of another base
+		encodeCursor(listCursor{base: 0, queue: []listItem{{shard: 0}}}),                           // a shard before the first base
+		encodeCursor(listCursor{base: 1, queue: []listItem{{shard: 0, after: make([]byte, 256)}}}), // a topic too long
+		encodeCursor(listCursor{base: 1, queue: []listItem{{shard: uint64(sp.Capacity())}}}),       // no such shard
+		encodeCursor(in) + "A",
+	}
+	for _, b := range bad {
+		if _, err := decodeCursor(b, sp); !errors.Is(err, ErrBadPosition) {
+			t.Errorf("%q decodes: %v", b, err)
 		}
 	}
 }
@@ -66,10 +78,10 @@ func TestCursorRoundTrip(t *testing.T) {
 // to itself.
 func FuzzDecodePosition(f *testing.F) {
 	f.Add(encodePosition([]wire.ShardPosition{{Shard: 0, Index: 7, Skip: 2}, {Shard: 3, Index: 30}}, 4))
-	f.Add(encodeCursor(3, []byte("t")))
+	f.Add(encodeCursor(listCursor{base: 4, queue: []listItem{{shard: 3, after: []byte("t")}}}))
 	f.Fuzz(func(t *testing.T, s string) {
-		if shard, after, err := decodeCursor(s); err == nil && s != "" {
-			if again := encodeCursor(shard, after); again != s {
+		if c, err := decodeCursor(s, 8); err == nil && s != "" {
+			if again := encodeCursor(c); again != s {
 				t.Fatalf("cursor %q re-encodes as %q", s, again)
 			}
 		}

@@ -260,14 +260,33 @@ func (w *Watcher) table(ctx context.Context) error {
 	return nil
 }
 
-// nextLive returns the first live shard at or after shard, or the bound
-// past every shard.
-func (w *Watcher) nextLive(shard uint64) uint64 {
-	i, _ := slices.BinarySearch(w.live, shard)
-	if i < len(w.live) {
-		return w.live[i]
+// isLive reports whether the table holds shard live.
+func (w *Watcher) isLive(shard uint64) bool {
+	_, ok := slices.BinarySearch(w.live, shard)
+	return ok
+}
+
+// hasSplit reports whether the table holds a live shard under shard's
+// range, deeper than it: shard has split.
+func (w *Watcher) hasSplit(shard uint64) bool {
+	if shard > math.MaxUint32 {
+		return false
 	}
-	return uint64(w.shards)
+	base, depth, path, ok := w.space.Range(uint32(shard))
+	if !ok {
+		return false
+	}
+	i, _ := slices.BinarySearch(w.live, shard+1) // a descendant's id is higher
+	for _, l := range w.live[i:] {
+		if l > math.MaxUint32 {
+			break
+		}
+		b, d, u, ok := w.space.Range(uint32(l))
+		if ok && b == base && d > depth && u&(1<<depth-1) == path {
+			return true
+		}
+	}
+	return false
 }
 
 // Position returns where the watch stands: after every change Next
@@ -531,13 +550,15 @@ type ListOptions struct {
 	// Limit is the page size: 0 means DefaultListLimit; at most
 	// wire.MaxListTopics.
 	Limit int
-	// Cursor is TopicPage.Next of the page before; empty starts.
+	// Cursor is TopicPage.Next of the page before; empty starts. One
+	// from a client before listings crossed splits is refused
+	// (ErrBadPosition).
 	Cursor string
 }
 
 // TopicPage is one page of ListTopics.
 type TopicPage struct {
-	Topics []Assignment // in (shard, topic) order
+	Topics []Assignment // in range order (listRange), each shard's by name
 	// Next is the cursor of the next page; empty after the last one.
 	Next string
 	// Position is, for every shard this page read, where its replica
@@ -551,7 +572,8 @@ type TopicPage struct {
 // leader (a raft read index): a page misses nothing committed before it
 // was asked for. A change committed while the listing pages on is in
 // the pages after it or not, as the shards were read: a watch from the
-// merged Position of the pages gives it.
+// merged Position of the pages gives it. A listing that crosses a split
+// gives each topic once (listRange).
 func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, error) {
 	k := call{op: "topics", subject: opts.Prefix}
 	limit := opts.Limit
@@ -564,18 +586,18 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 	if len(opts.Prefix) > wire.MaxTopicLen {
 		return TopicPage{}, fmt.Errorf("client: %v: %w: prefix longer than %d bytes", k, ErrInvalidArgument, wire.MaxTopicLen)
 	}
-	shard, after, err := decodeCursor(opts.Cursor)
-	if err != nil {
-		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
-	}
-	w := &Watcher{c: c, failed: map[string]bool{}}
+	w := &Watcher{c: c, failed: map[string]bool{}, space: c.shardSpace(ctx)}
 	if err := w.table(ctx); err != nil {
 		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
 	}
-	if shard >= uint64(w.shards) {
-		return TopicPage{}, fmt.Errorf("client: %v: %w: cursor at shard %d of %d", k, ErrBadPosition, shard, len(w.live))
+	if w.space == 0 {
+		return TopicPage{}, fmt.Errorf("client: %v: %w: the cluster's shards are not known", k, wire.ErrUnavailable)
 	}
-	r := listRange{w: w, k: k, prefix: opts.Prefix, shard: shard, after: after, end: uint64(w.shards)}
+	cur, err := decodeCursor(opts.Cursor, w.space)
+	if err != nil {
+		return TopicPage{}, fmt.Errorf("client: %v: %w", k, err)
+	}
+	r := listRange{w: w, k: k, prefix: opts.Prefix, queue: cur.queue, base: cur.base, end: w.space.Base()}
 	var page TopicPage
 	var positions []wire.ShardPosition
 	if err := r.page(ctx, limit, func(a []Assignment, ps []wire.ShardPosition) error {
@@ -585,24 +607,41 @@ func (c *Client) ListTopics(ctx context.Context, opts ListOptions) (TopicPage, e
 		return TopicPage{}, err
 	}
 	if !r.done {
-		page.Next = encodeCursor(r.shard, r.after)
+		page.Next = encodeCursor(listCursor{queue: r.queue, base: r.base})
 	}
-	page.Position = encodePosition(positions, w.shards)
+	page.Position = encodePosition(positions, max(w.shards, rangesBound(positions)))
 	return page, nil
 }
 
-// listRange lists the topics of the shards [shard, end) from the topic
-// after on: a cursor within a range of shards.
+// listRange lists the topics of the base shards [base, end) (router.
+// ShardSpace), base after base. A base's range is listed in range order,
+// a shard's low half before its high half, and each shard's topics in
+// name order. Its cursor is the queue of the shards still to list in the
+// base it is in, each from the topic after on: a shard that has split
+// since it was queued is replaced by its halves, each from the same
+// topic, since every topic of the shard up to it was listed and each half
+// holds a part of the shard's. So a listing that crosses splits gives
+// each topic once and misses none, where a walk in id order gave again
+// the topics of a shard it had passed (its halves' ids come later) and
+// could pass a half its table did not know yet.
 type listRange struct {
-	w          *Watcher
-	k          call
-	prefix     string
-	shard, end uint64
-	after      []byte
-	done       bool // the range is listed
+	w      *Watcher
+	k      call
+	prefix string
+	// queue: the shards still to list in the base being listed, in range
+	// order; base: the next base to queue once it is empty.
+	queue     []listItem
+	base, end uint32
+	done      bool // the range is listed
 	// strs holds one string of each owner and address met: they repeat
 	// topic after topic.
 	strs map[string]string
+}
+
+// listItem is a shard to list, from the topic after after on.
+type listItem struct {
+	shard uint64
+	after []byte
 }
 
 // intern returns b as a string, the same one each time for the owners
@@ -624,6 +663,36 @@ func (r *listRange) intern(b []byte) string {
 // maxListInterned bounds listRange.strs.
 const maxListInterned = 4096
 
+// head returns the next shard to list: the queue's first, the next base
+// queued when the queue is empty, a shard the table shows split replaced
+// by its halves. nil: the range is listed, or (known false) the table
+// knows the head neither live nor split, and must be asked again.
+func (r *listRange) head() (it *listItem, known bool) {
+	for {
+		if len(r.queue) == 0 {
+			if r.base >= r.end {
+				r.done = true
+				return nil, true
+			}
+			r.queue = append(r.queue, listItem{shard: uint64(r.base)})
+			r.base++
+		}
+		it := &r.queue[0]
+		if r.w.isLive(it.shard) {
+			return it, true
+		}
+		if !r.w.hasSplit(it.shard) {
+			return nil, false
+		}
+		low, high, err := r.w.space.Children(uint32(it.shard))
+		if err != nil {
+			return nil, false // a table that splits a shard past the deepest
+		}
+		after := it.after
+		r.queue = slices.Insert(r.queue[1:], 0, listItem{shard: uint64(low), after: after}, listItem{shard: uint64(high), after: slices.Clone(after)})
+	}
+}
+
 // page lists up to limit topics from the cursor on, handing each node's
 // answer (its topics of the range and the positions of the range's shards
 // it read) to take, and moves the cursor past them; it retries as
@@ -632,31 +701,40 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 	c, w, k := r.w.c, r.w, r.k
 	var last error
 	for attempt, n := 0, 0; n < limit && !r.done; {
-		if next := w.nextLive(r.shard); next != r.shard {
-			// A shard that split, or an id no shard has: the listing
-			// goes on at the next live shard.
-			if next >= r.end {
-				r.done = true
-				break
-			}
-			r.shard, r.after = next, nil
+		it, known := r.head()
+		if r.done {
+			break
 		}
-		addr, ok := w.served[r.shard]
 		var m wire.TopicList
-		err := fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, r.shard)
-		if ok {
-			req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
-				encode: func(b []byte) []byte {
-					return wire.AppendListTopics(b, &wire.ListTopics{Prefix: []byte(r.prefix), Shard: r.shard, After: r.after, Limit: uint32(limit - n)})
-				},
-				decode: func(b []byte) error { return wire.DecodeTopicList(b, &m) }}
-			err = c.attempt(ctx, addr, req)
-		}
-		if err == nil && !m.Done && m.NextShard == r.shard && string(m.NextAfter) == string(r.after) && len(m.Topics) == 0 {
-			err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, r.shard)
-		}
-		if err == nil && !m.Done && m.NextShard >= uint64(w.shards) {
-			return fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d, past the shards (below %d)", k, ErrProtocol, addr, m.NextShard, w.shards)
+		var err error
+		var addr string
+		switch {
+		case !known:
+			err = fmt.Errorf("%w: shard %d neither live nor split in the table", wire.ErrUnavailable, r.queue[0].shard)
+		default:
+			shard, after := it.shard, it.after
+			var ok bool
+			addr, ok = w.served[shard]
+			err = fmt.Errorf("%w: no live replica of shard %d known", wire.ErrUnavailable, shard)
+			if ok {
+				req := &request{kind: wire.KindListTopics, expect: wire.KindTopicList,
+					encode: func(b []byte) []byte {
+						return wire.AppendListTopics(b, &wire.ListTopics{Prefix: []byte(r.prefix), Shard: shard, After: after, Limit: uint32(limit - n)})
+					},
+					decode: func(b []byte) error { return wire.DecodeTopicList(b, &m) }}
+				err = c.attempt(ctx, addr, req)
+			}
+			if err == nil && !m.Done && m.NextShard == shard && string(m.NextAfter) == string(after) && len(m.Topics) == 0 {
+				err = fmt.Errorf("%w: %s hosts no replica of shard %d", wire.ErrUnavailable, addr, shard)
+			}
+			if err == nil && !m.Done && m.NextShard >= uint64(w.space.Capacity()) {
+				return fmt.Errorf("client: %v: %w: %s sent a cursor at shard %d, past the shards (below %d)", k, ErrProtocol, addr, m.NextShard, w.space.Capacity())
+			}
+			if err == nil && (len(m.Positions) == 0 || m.Positions[0].Shard != shard) {
+				// The node went past the shard without reading it: its
+				// map has it split (or not yet born).
+				err = fmt.Errorf("%w: %s did not list shard %d: its map differs", wire.ErrUnavailable, addr, shard)
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -667,7 +745,9 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 			if f := classify(err); f == fatal || attempt > c.cfg.MaxRetries {
 				return k.stop(attempt, nil, err)
 			}
-			w.failed[addr] = true
+			if addr != "" {
+				w.failed[addr] = true
+			}
 			if err := c.sleep(ctx, c.backoff(attempt-1, err)); err != nil {
 				return k.stop(attempt, err, last)
 			}
@@ -676,27 +756,43 @@ func (r *listRange) page(ctx context.Context, limit int, take func([]Assignment,
 			}
 			continue
 		}
-		// A node lists on past the range's end: what it read there is
-		// another range's.
-		topics := make([]Assignment, 0, len(m.Topics))
-		for i := range m.Topics {
-			if t := &m.Topics[i]; t.Shard < r.end {
-				topics = append(topics, Assignment{Topic: string(t.Topic), Owner: r.intern(t.Owner), OwnerAddr: r.intern(t.OwnerAddr),
-					Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
-			}
-		}
-		positions := slices.DeleteFunc(m.Positions, func(p wire.ShardPosition) bool { return p.Shard >= r.end })
+		topics, positions := r.accept(&m)
 		n += len(topics)
-		if m.Done || m.NextShard >= r.end {
-			r.done = true
-		} else {
-			r.shard, r.after = m.NextShard, slices.Clone(m.NextAfter)
-		}
 		if err := take(topics, positions); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// accept takes from a node's answer to a listing of the queue's first
+// shard what the range is owed, in the node's order: that shard's topics,
+// then those of each next shard it read while that is the queue's next,
+// not yet begun (a node goes on in id order, which is range order only
+// where no shard split). It moves the queue past them.
+func (r *listRange) accept(m *wire.TopicList) ([]Assignment, []wire.ShardPosition) {
+	var topics []Assignment
+	var positions []wire.ShardPosition
+	ti := 0
+	for i, p := range m.Positions {
+		it, known := r.head()
+		if r.done || !known || p.Shard != it.shard || (i > 0 && len(it.after) > 0) {
+			break
+		}
+		for ; ti < len(m.Topics) && m.Topics[ti].Shard == p.Shard; ti++ {
+			t := &m.Topics[ti]
+			topics = append(topics, Assignment{Topic: string(t.Topic), Owner: r.intern(t.Owner), OwnerAddr: r.intern(t.OwnerAddr),
+				Epoch: t.Epoch, Partitions: t.Partitions, Shard: t.Shard})
+		}
+		positions = append(positions, p)
+		if !m.Done && m.NextShard == p.Shard {
+			it.after = slices.Clone(m.NextAfter)
+			break
+		}
+		r.queue[0] = listItem{}
+		r.queue = r.queue[1:]
+	}
+	return topics, positions
 }
 
 // ListAllOptions are the optional parts of ListAll.
@@ -713,8 +809,8 @@ const DefaultListRanges = 8
 
 // ListAll lists every active topic assignment of every shard (or those
 // under opts.Prefix), as ListTopics would page after page, but over
-// opts.Ranges ranges of shards at once, pages of wire.MaxListTopics. It
-// hands each page to fn, one call at a time, in shard order within a
+// opts.Ranges ranges of base shards at once, pages of wire.MaxListTopics.
+// It hands each page to fn, one call at a time, in range order within a
 // range (ranges interleave), and stops at fn's first error. It returns the
 // merged position of every shard read: a watch from it gives every change
 // after the listing.
@@ -726,13 +822,16 @@ func (c *Client) ListAll(ctx context.Context, opts ListAllOptions, fn func([]Ass
 	if opts.Ranges < 0 {
 		return "", fmt.Errorf("client: %v: %w: ranges %d", k, ErrInvalidArgument, opts.Ranges)
 	}
-	w := &Watcher{c: c, failed: map[string]bool{}}
+	w := &Watcher{c: c, failed: map[string]bool{}, space: c.shardSpace(ctx)}
 	if err := w.table(ctx); err != nil {
 		return "", fmt.Errorf("client: %v: %w", k, err)
 	}
-	shards := uint64(w.shards)
-	n := uint64(cmp.Or(opts.Ranges, DefaultListRanges))
-	n = max(min(n, shards), 1)
+	if w.space == 0 {
+		return "", fmt.Errorf("client: %v: %w: the cluster's shards are not known", k, wire.ErrUnavailable)
+	}
+	bases := w.space.Base()
+	n := uint32(min(uint64(cmp.Or(opts.Ranges, DefaultListRanges)), uint64(bases)))
+	n = max(n, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -741,8 +840,8 @@ func (c *Client) ListAll(ctx context.Context, opts ListAllOptions, fn func([]Ass
 	var wg sync.WaitGroup
 	for i := range n {
 		// Each range asks its own table: a failed node is the range's.
-		rw := &Watcher{c: c, failed: map[string]bool{}, shards: w.shards, live: w.live, served: w.served}
-		r := listRange{w: rw, k: k, prefix: opts.Prefix, shard: shards * i / n, end: shards * (i + 1) / n}
+		rw := &Watcher{c: c, failed: map[string]bool{}, shards: w.shards, live: w.live, served: w.served, space: w.space}
+		r := listRange{w: rw, k: k, prefix: opts.Prefix, base: uint32(uint64(bases) * uint64(i) / uint64(n)), end: uint32(uint64(bases) * uint64(i+1) / uint64(n))}
 		wg.Go(func() {
 			for !r.done && errs[i] == nil {
 				errs[i] = r.page(ctx, wire.MaxListTopics, func(a []Assignment, ps []wire.ShardPosition) error {
@@ -769,19 +868,46 @@ func (c *Client) ListAll(ctx context.Context, opts ListAllOptions, fn func([]Ass
 	if err := errors.Join(errs...); err != nil {
 		return "", err
 	}
-	return encodePosition(positions, w.shards), nil
+	return encodePosition(positions, max(w.shards, rangesBound(positions))), nil
+}
+
+// rangesBound is one past the highest shard of ps.
+func rangesBound(ps []wire.ShardPosition) uint32 {
+	var b uint32
+	for _, p := range ps {
+		b = max(b, uint32(min(p.Shard, math.MaxUint32-1))+1)
+	}
+	return b
 }
 
 // Positions and cursors are base64url strings (no padding):
 //
 //	position: u8 version (1) · uvarint shard count · uvarint n ·
 //	          n × (uvarint shard, uvarint index, uvarint skip), shards ascending
-//	cursor:   u8 version (1) · uvarint shard · after topic (the rest)
-const positionVersion = 1
+//	cursor:   u8 version (2) · uvarint next base · uvarint k ·
+//	          k × (uvarint shard, uvarint n, n bytes: the topic after which
+//	          the shard is listed on), the shards of the base before the next
+const (
+	positionVersion = 1
+	cursorVersion   = 2
+)
 
 // positionEncoding refuses the padding and the non-zero trailing bits that
 // would let two strings name one position.
 var positionEncoding = base64.RawURLEncoding.Strict()
+
+// tokenReader reads the fields of a decoded position or cursor in turn.
+type tokenReader []byte
+
+// uvarint reads the next uvarint (ok false: none, or not minimal).
+func (r *tokenReader) uvarint() (uint64, bool) {
+	v, n := uvarint(*r)
+	if n <= 0 {
+		return 0, false
+	}
+	*r = (*r)[n:]
+	return v, true
+}
 
 // uvarint is binary.Uvarint refusing non-minimal encodings (n 0).
 func uvarint(b []byte) (uint64, int) {
@@ -846,15 +972,8 @@ func decodePosition(s string, shards uint32) (map[uint64]wire.ShardPosition, err
 	if err != nil || len(b) == 0 || b[0] != positionVersion {
 		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
 	}
-	b = b[1:]
-	next := func() (uint64, bool) {
-		v, n := uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
+	r := tokenReader(b[1:])
+	next := r.uvarint
 	total, ok1 := next()
 	count, ok2 := next()
 	if !ok1 || !ok2 || total == 0 || total > wire.MaxListEntries || count > total {
@@ -875,7 +994,7 @@ func decodePosition(s string, shards uint32) (map[uint64]wire.ShardPosition, err
 		prev = int(shard)
 		out[shard] = wire.ShardPosition{Shard: shard, Index: index, Skip: uint32(skip)}
 	}
-	if len(b) != 0 {
+	if len(r) != 0 {
 		return nil, fmt.Errorf("%w: %.40q", ErrBadPosition, s)
 	}
 	return out, nil
@@ -915,22 +1034,62 @@ func positionShards(s string) (uint32, bool) {
 	return uint32(v), n > 0
 }
 
-func encodeCursor(shard uint64, after []byte) string {
-	b := binary.AppendUvarint([]byte{positionVersion}, shard)
-	return positionEncoding.EncodeToString(append(b, after...))
+// listCursor is where a ListTopics page ends: the shards left to list in
+// the base being listed (listRange), and the next base.
+type listCursor struct {
+	queue []listItem
+	base  uint32
 }
 
-func decodeCursor(s string) (uint64, []byte, error) {
+// maxCursorShards bounds the queue a cursor carries: a base's shards
+// split while it was listed, at most one queued for each live shard.
+const maxCursorShards = 1 << 16
+
+func encodeCursor(c listCursor) string {
+	b := binary.AppendUvarint([]byte{cursorVersion}, uint64(c.base))
+	b = binary.AppendUvarint(b, uint64(len(c.queue)))
+	for _, it := range c.queue {
+		b = binary.AppendUvarint(b, it.shard)
+		b = binary.AppendUvarint(b, uint64(len(it.after)))
+		b = append(b, it.after...)
+	}
+	return positionEncoding.EncodeToString(b)
+}
+
+// decodeCursor decodes a ListTopics cursor of the space sp: "" is the
+// start. Each queued shard is a shard of the space in a base before the
+// next, and each topic no longer than a topic may be.
+func decodeCursor(s string, sp router.ShardSpace) (listCursor, error) {
 	if s == "" {
-		return 0, nil, nil
+		return listCursor{}, nil
 	}
+	bad := fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
 	b, err := decodeToken(s)
-	if err != nil || len(b) < 2 || b[0] != positionVersion {
-		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
+	if err != nil || len(b) < 3 || b[0] != cursorVersion {
+		return listCursor{}, bad
 	}
-	shard, n := uvarint(b[1:])
-	if n <= 0 || shard > wire.MaxListEntries || len(b[1+n:]) > wire.MaxTopicLen {
-		return 0, nil, fmt.Errorf("%w: cursor %.40q", ErrBadPosition, s)
+	r := tokenReader(b[1:])
+	next := r.uvarint
+	base, ok1 := next()
+	k, ok2 := next()
+	if !ok1 || !ok2 || base > uint64(sp.Base()) || k > maxCursorShards || (k > 0 && base == 0) {
+		return listCursor{}, bad
 	}
-	return shard, b[1+n:], nil
+	c := listCursor{base: uint32(base)}
+	for range k {
+		shard, ok1 := next()
+		l, ok2 := next()
+		if !ok1 || !ok2 || !sp.Valid(shard) || l > wire.MaxTopicLen || l > uint64(len(r)) {
+			return listCursor{}, bad
+		}
+		if sb, _, _, _ := sp.Range(uint32(shard)); uint64(sb) != base-1 {
+			return listCursor{}, bad
+		}
+		c.queue = append(c.queue, listItem{shard: shard, after: slices.Clone(r[:l])})
+		r = r[l:]
+	}
+	if len(r) != 0 {
+		return listCursor{}, bad
+	}
+	return c, nil
 }

@@ -134,8 +134,10 @@ func (s *Server) listShard(m *wire.ListTopics, shard uint64, after []byte, out *
 // nextLive returns the first shard of sm at or after shard in id order
 // that is live (sm's IDLimit when none is), with after kept only if it is
 // shard itself: a listing skips the shards that split, whose topics its
-// children hold. A listing that crosses a split may so give some topics
-// twice: those of a child its cursor had passed in the parent.
+// children hold. The client takes only the shards it asked for next, in
+// its own order, and sees a shard it asked for passed over here (no
+// position for it): that is how a listing crosses a split (client
+// listRange).
 func nextLive(sm *router.ShardMap, shard uint64, after []byte) (uint64, []byte) {
 	start := shard
 	for shard < uint64(sm.IDLimit()) && !sm.Live(uint32(shard)) {
