@@ -53,6 +53,10 @@ type WatchOptions struct {
 	// whole listing's, merged with MergePositions); a topic watch, of its
 	// topic's shard.
 	From string
+	// Splits also gives each split of a watched shard, as a Change with
+	// Split set, after every change of the shard before the split; the
+	// watch goes on in the halves whether or not they are given.
+	Splits bool
 }
 
 // Change is one change of a topic's assignment, as Watch gives it.
@@ -64,6 +68,16 @@ type Change struct {
 	Epoch      uint64
 	Partitions uint32 // 0 for a revoke
 	Shard      uint64
+	// Split, with WatchOptions.Splits, is a split of Shard: Change is
+	// zero and the topic's fields empty.
+	Split *Split
+}
+
+// Split is a shard's split as a watch gives it: its two halves, and the
+// raft index of the split, where their change logs start.
+type Split struct {
+	Low, High uint64
+	Index     uint64
 }
 
 // Watcher streams assignment changes; see Client.Watch. Not safe for
@@ -92,6 +106,8 @@ type Watcher struct {
 	// space is the cluster's shard space (0 before the client knew it):
 	// the halves of a split.
 	space router.ShardSpace
+	// splits: Next gives the splits too (WatchOptions.Splits).
+	splits bool
 }
 
 // queuedChange is a change to return, or, with split set, the split of
@@ -112,7 +128,7 @@ type queuedChange struct {
 // that falls that far behind gets ErrWatchTooSlow.
 func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error) {
 	k := call{op: "watch", subject: opts.Topic}
-	w := &Watcher{c: c, match: []byte(opts.Prefix), failed: map[string]bool{}}
+	w := &Watcher{c: c, match: []byte(opts.Prefix), failed: map[string]bool{}, splits: opts.Splits}
 	switch {
 	case opts.Topic != "" && opts.Prefix != "":
 		return nil, fmt.Errorf("client: %v: %w: a topic and a prefix", k, ErrInvalidArgument)
@@ -313,7 +329,10 @@ func (w *Watcher) Next(ctx context.Context) (Change, error) {
 		w.queue[0] = queuedChange{}
 		w.queue = w.queue[1:]
 		if q.split != nil {
-			w.splitInto(q.split)
+			if w.splitInto(q.split) && w.splits {
+				sp := q.split
+				return Change{Shard: sp.Shard, Split: &Split{Low: sp.Low, High: sp.High, Index: sp.Index}}, nil
+			}
 			continue
 		}
 		w.pos[q.after.Shard] = q.after
@@ -322,10 +341,11 @@ func (w *Watcher) Next(ctx context.Context) (Change, error) {
 }
 
 // splitInto goes on with a split shard's halves, from the split's index:
-// every change of the shard before it was returned.
-func (w *Watcher) splitInto(sp *wire.ShardSplit) {
+// every change of the shard before it was returned. false: the shard is
+// not watched (any more).
+func (w *Watcher) splitInto(sp *wire.ShardSplit) bool {
 	if _, ok := w.pos[sp.Shard]; !ok {
-		return
+		return false
 	}
 	delete(w.pos, sp.Shard)
 	for _, h := range []uint64{sp.Low, sp.High} {
@@ -333,6 +353,7 @@ func (w *Watcher) splitInto(sp *wire.ShardSplit) {
 	}
 	w.shards = max(w.shards, uint32(sp.High)+1)
 	w.stale = true // the halves' servers
+	return true
 }
 
 // hasNow reports whether a shard's position is still "from now".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,5 +95,30 @@ func TestAWatchGoesOnAcrossASplit(t *testing.T) {
 	}
 	if ch, err := w4.Next(nctx); err != nil || ch.Topic != topics[1] {
 		t.Fatalf("a topic watch from before the split: %+v %v", ch, err)
+	}
+	// Asked to, a watch gives the split itself, after the changes before
+	// it and before those after.
+	w5, err := cl.Watch(ctx, client.WatchOptions{Prefix: "ws-", From: before, Splits: true})
+	if err != nil {
+		t.Fatalf("a watch of the splits: %v", err)
+	}
+	low, high, _ := router.ShardSpace(testShards).Children(shard)
+	var order []string
+	for len(order) < len(topics)+1 {
+		ch, err := w5.Next(nctx)
+		if err != nil {
+			t.Fatalf("a watch of the splits, after %d: %v", len(order), err)
+		}
+		if ch.Split != nil {
+			if ch.Shard != shard || ch.Split.Low != uint64(low) || ch.Split.High != uint64(high) || ch.Split.Index == 0 || ch.Topic != "" {
+				t.Fatalf("split given as %+v %+v", ch, ch.Split)
+			}
+			order = append(order, "split")
+			continue
+		}
+		order = append(order, ch.Topic)
+	}
+	if i := slices.Index(order, "split"); i != 20 || slices.Index(order[21:], "split") >= 0 {
+		t.Fatalf("the split given at %d of %q, want once, after the 20 changes before it", i, order)
 	}
 }

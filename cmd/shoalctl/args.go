@@ -50,6 +50,7 @@ type invocation struct {
 	limit        int    // topics --limit: the page size
 	cursor       string // topics --cursor: the page to list
 	all          bool   // topics --all: every page
+	splits       bool   // watch --splits: print the shards' splits too
 	node         string // drain, undrain, transfer-leader, remove: the node
 	shard        uint64 // transfer-leader, split: the shard
 	force        bool   // remove --force
@@ -190,7 +191,7 @@ var commands = map[string]struct {
 	"remove":          {flags: map[string]flagKind{"force": boolFlag}, required: []string{"NODE"}},
 	"transfer-leader": {required: []string{"SHARD", "NODE"}},
 	"split":           {required: []string{"SHARD"}},
-	"watch":           {flags: map[string]flagKind{"prefix": valueFlag, "from": valueFlag}, optional: []string{"TOPIC"}},
+	"watch":           {flags: map[string]flagKind{"prefix": valueFlag, "from": valueFlag, "splits": boolFlag}, optional: []string{"TOPIC"}},
 	"topics":          {flags: map[string]flagKind{"prefix": valueFlag, "limit": valueFlag, "cursor": valueFlag, "all": boolFlag}},
 	"bench": {flags: map[string]flagKind{"op": valueFlag, "clients": valueFlag, "duration": valueFlag,
 		"rate": valueFlag, "topics": valueFlag, "value-size": valueFlag, "conns": valueFlag}},
@@ -444,6 +445,7 @@ func (inv *invocation) command(positional []string, values map[string]string) er
 		if v, ok := values["from"]; ok && v == "" {
 			return usagef("watch: --from needs a position (printed when a watch stops)")
 		}
+		inv.splits = values["splits"] == "true"
 		if inv.cmd == "topics" {
 			inv.limit = client.DefaultListLimit
 			inv.all = values["all"] == "true"

@@ -144,7 +144,7 @@ func TestDocsListEveryJSONKey(t *testing.T) {
 		{"| `members` |", []any{membersJSON{}, memberJSON{}}},
 		{"| `shards` |", []any{shardsJSON{}, shardJSON{}}},
 		{"| `status` |", []any{statusJSON{}}},
-		{"| `watch` |", []any{changeJSON{}}},
+		{"| `watch` |", []any{changeJSON{}, watchSplitJSON{}}},
 		{"| `topics` |", []any{topicsJSON{}, assignmentJSON{}}},
 		{"| `bench` |", []any{benchJSON{}}},
 		{"| `drain` |", []any{drainedJSON{}}},

@@ -73,7 +73,7 @@ Shows one node's status: generation, live members, shards hosted and led,
 topics owned, readiness. H:P is the node's client address; without it, the
 first server that answers.
 `,
-	"watch": `usage: shoalctl watch [TOPIC | --prefix P] [--from POS]
+	"watch": `usage: shoalctl watch [TOPIC | --prefix P] [--from POS] [--splits]
 
 Prints every change of a topic's assignment as it commits: of TOPIC, of
 every topic whose name starts with P, or of every topic; one row (with
@@ -85,6 +85,8 @@ until interrupted, then prints on stderr the position to resume from.
   --from POS        give the changes after POS, a position a watch printed
                     (default: from now); one the nodes no longer keep
                     fails with Compacted
+  --splits          print each split of a watched shard too, after its
+                    changes before it: "split", and S -> LOW HIGH
 `,
 	"topics": `usage: shoalctl topics [--prefix P] [--limit N] [--cursor C]
        shoalctl topics --all [--prefix P]

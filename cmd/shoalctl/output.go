@@ -104,6 +104,13 @@ type changeJSON struct {
 	Shard      uint64 `json:"shard"`
 }
 
+type watchSplitJSON struct {
+	Change string    `json:"change"`
+	Shard  uint64    `json:"shard"`
+	Halves [2]uint64 `json:"halves"`
+	Index  uint64    `json:"index"`
+}
+
 type topicsJSON struct {
 	Topics []assignmentJSON `json:"topics"`
 	Next   string           `json:"next"`
@@ -336,6 +343,9 @@ const watchHeader = "CHANGE    TOPIC                     OWNER   OWNER ADDR     
 // writeChange prints one change of a watch: a line of JSON or of the
 // table.
 func writeChange(w io.Writer, ch client.Change, asJSON bool) error {
+	if ch.Split != nil {
+		return writeSplit(w, ch.Shard, ch.Split, asJSON)
+	}
 	if asJSON {
 		return writeJSON(w, changeJSON{Topic: ch.Topic, Change: ch.Change.String(), Owner: ch.Owner, OwnerAddr: ch.OwnerAddr,
 			Epoch: ch.Epoch, Partitions: ch.Partitions, Shard: ch.Shard})
@@ -345,6 +355,16 @@ func writeChange(w io.Writer, ch client.Change, asJSON bool) error {
 		owner, addr = "-", "-"
 	}
 	_, err := fmt.Fprintf(w, "%-9s %-25s %-7s %-22s %-6d %-11d %d\n", ch.Change, text(ch.Topic), owner, addr, ch.Epoch, ch.Partitions, ch.Shard)
+	return err
+}
+
+// writeSplit prints a split of a watch (--splits): a line of JSON, or of
+// the table with the halves in the SHARD column.
+func writeSplit(w io.Writer, shard uint64, sp *client.Split, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, watchSplitJSON{Change: "split", Shard: shard, Halves: [2]uint64{sp.Low, sp.High}, Index: sp.Index})
+	}
+	_, err := fmt.Fprintf(w, "%-9s %-25s %-7s %-22s %-6s %-11s %d -> %d %d\n", "split", "-", "-", "-", "-", "-", shard, sp.Low, sp.High)
 	return err
 }
 

@@ -119,7 +119,7 @@ func runWatch(ctx context.Context, inv *invocation, stdout, stderr io.Writer) in
 	// --timeout bounds the start (and each request): a watch then runs
 	// until interrupted.
 	sctx, cancel := context.WithTimeoutCause(ctx, inv.timeout, fmt.Errorf("no answer within --timeout %v", inv.timeout))
-	w, err := c.Watch(sctx, client.WatchOptions{Topic: inv.topic, Prefix: inv.prefix, From: inv.position})
+	w, err := c.Watch(sctx, client.WatchOptions{Topic: inv.topic, Prefix: inv.prefix, From: inv.position, Splits: inv.splits})
 	cancel()
 	if err != nil {
 		return fail(stderr, inv, err)

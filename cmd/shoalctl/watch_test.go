@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +176,28 @@ func TestShoalctlWatchAndTopics(t *testing.T) {
 	shoalctl(t, servers, "watch", "a", "b").failsWith(t, 2, `unexpected argument "b"`)
 	shoalctl(t, servers, "topics", "--limit", "0").failsWith(t, 2, "--limit wants an integer")
 	shoalctl(t, servers, "topics", "--cursor", "garbage").failsWith(t, 2, "bad position")
+
+	// With --splits, a split of a watched shard is a line of its own, and
+	// the watch goes on in the halves.
+	a := decode(t, ok("--json", "lookup", "t-c"), "topic", "owner", "owner_addr", "epoch", "partitions", "shard")
+	shard := uint64(a["shard"].(float64))
+	w = startWatch(t, servers, "--json", "--splits", "--prefix", "t-")
+	sp := decode(t, ok("--json", "split", strconv.FormatUint(shard, 10)), "shard", "leader", "term", "low", "high")
+	line = w.line(t)
+	var split struct {
+		Change string    `json:"change"`
+		Shard  uint64    `json:"shard"`
+		Halves [2]uint64 `json:"halves"`
+		Index  uint64    `json:"index"`
+	}
+	if err := json.Unmarshal([]byte(line), &split); err != nil || split.Change != "split" || split.Shard != shard || split.Index == 0 ||
+		float64(split.Halves[0]) != sp["low"] || float64(split.Halves[1]) != sp["high"] {
+		t.Fatalf("watch --splits line %q after a split of shard %d into %v and %v", line, shard, sp["low"], sp["high"])
+	}
+	ok("assign", "t-c", "--owner", "n2")
+	if err := json.Unmarshal([]byte(w.line(t)), &ch); err != nil || ch["topic"] != "t-c" || ch["change"] != "moved" ||
+		(uint64(ch["shard"].(float64)) != split.Halves[0] && uint64(ch["shard"].(float64)) != split.Halves[1]) {
+		t.Fatalf("after the split: %v, %v", ch, err)
+	}
+	w.stop(t)
 }
