@@ -124,8 +124,12 @@ func TestShardsFollowTheMembers(t *testing.T) {
 	time.Sleep(time.Second) // splits started before the count was seen end
 	had := c.nodes[0].leaders.Map().Len()
 	time.Sleep(2 * time.Second)
-	if now := c.nodes[0].leaders.Map().Len(); now != had || now > 9+3 {
-		t.Fatalf("%d shards, then %d: want them to stop at nine, or a split of each leader over", had, now)
+	// Each leader splits while its own map counts fewer than nine: one
+	// that has not yet learned of another's split splits once more, the
+	// more often the slower the maps travel (a loaded machine, the race
+	// detector), but once every map has them all, none does.
+	if now := c.nodes[0].leaders.Map().Len(); now != had || now > 2*9 {
+		t.Fatalf("%d shards, then %d: want them to stop at nine, or a few over", had, now)
 	}
 }
 
@@ -266,7 +270,13 @@ func (n *Node) hostsReplica(shard uint64) bool {
 // node: the hot range is served by three leaders, not one.
 func TestAHotShardSplitsByItsRate(t *testing.T) {
 	t.Parallel()
-	took := hotShardSpread(t, 3)
+	rate := 200.0
+	if raceEnabled {
+		// The race detector, beside the other packages' tests, leaves
+		// a few hundred assigns a second at most.
+		rate = 50
+	}
+	took := hotShardSpread(t, 3, rate)
 	t.Logf("the hot shard's range led by 3 nodes after %v", took.Round(time.Millisecond))
 }
 
@@ -276,14 +286,14 @@ func TestAHotShardSplitsByItsRate(t *testing.T) {
 // -benchtime 1x.
 func BenchmarkHotShardSpread(b *testing.B) {
 	for range b.N {
-		b.ReportMetric(hotShardSpread(b, 3).Seconds(), "spread-s")
+		b.ReportMetric(hotShardSpread(b, 3, 200).Seconds(), "spread-s")
 	}
 }
 
-func hotShardSpread(tb testing.TB, want int) time.Duration {
+func hotShardSpread(tb testing.TB, want int, rate float64) time.Duration {
 	c := startClusterWith(tb, 3, func(cfg *Config) {
 		cfg.Shards = 1
-		cfg.Splits = &reconcile.SplitConfig{Rate: 200, Window: time.Second, Every: 200 * time.Millisecond, MaxShards: 16}
+		cfg.Splits = &reconcile.SplitConfig{Rate: rate, Window: time.Second, Every: 200 * time.Millisecond, MaxShards: 16}
 	})
 	cl := allNodesClient(tb, c, 3*time.Second, 40)
 	ctx := context.Background()
