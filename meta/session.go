@@ -237,6 +237,7 @@ func (s *State) applySession(c *Command, res *Result, apply func() error) error 
 	default:
 		err = apply()
 	}
+	res.Session = ref
 	a := answer{seq: ref.Seq, code: codeOf(err)}
 	if err == nil {
 		r := &res.Assignment

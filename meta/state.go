@@ -100,6 +100,10 @@ type Result struct {
 	Moved, Skipped, Compacted int
 	// Split: the command split the shard (OpSplit).
 	Split bool
+	// Session names a client's write answered here for the first time
+	// (applied, or refused with an error that is its answer from now on);
+	// zero for a write without a session, a replay and a stale one.
+	Session SessionRef
 	// Effects lists the RPCs to send, in order: for a move, the Close to
 	// the previous owner comes before the Open to the new one.
 	Effects []Effect

@@ -29,7 +29,8 @@ func (n *Node) newStateMachine() *shardsm.Machine {
 		Effects: func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time) {
 			n.lease.Effects(shard, effs, lastGrant)
 		},
-		Logged: n.watch.Changed,
-		Space:  router.ShardSpace(n.cfg.Shards),
+		Logged:   n.watch.Changed,
+		Space:    router.ShardSpace(n.cfg.Shards),
+		Answered: n.cfg.OnWriteApplied,
 	})
 }

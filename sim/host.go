@@ -160,6 +160,7 @@ func (h *host) startNode() error {
 				w.handoffs = append(w.handoffs, history.Handoff{Topic: topic, Node: h.id, Prev: prev, Epoch: epoch, At: w.now})
 			}
 		},
+		OnWriteApplied: w.writeApplied,
 	}
 	n, err := node.NewDriven(cfg, world.Runtime{
 		Now:        h.clock,

@@ -62,6 +62,9 @@ type linEntry struct {
 	op          linOp
 	start, end  time.Time
 	client, seq int
+	// write names an unanswered write by its session (zero otherwise):
+	// resolve gives it the answer a replica applied, if one did.
+	write writeKey
 }
 
 // linLog collects the operations of every topic.
@@ -75,11 +78,58 @@ func newLinLog() *linLog { return &linLog{byTopic: make(map[string][]linEntry)} 
 // add records op on topic, called at start and answered at end (done
 // false: never answered).
 func (l *linLog) add(topic string, op linOp, start, end time.Time, done bool) {
+	l.addWrite(topic, op, start, end, done, writeKey{})
+}
+
+// addWrite is add of a write, named by its session (zero: not known).
+func (l *linLog) addWrite(topic string, op linOp, start, end time.Time, done bool, key writeKey) {
 	l.seq++
 	if !done {
 		end = time.Unix(0, math.MaxInt64)
 	}
-	l.byTopic[topic] = append(l.byTopic[topic], linEntry{op: op, start: start, end: end, seq: l.seq})
+	l.byTopic[topic] = append(l.byTopic[topic], linEntry{op: op, start: start, end: end, seq: l.seq, write: key})
+}
+
+// resolve settles the unanswered writes by what the replicas applied
+// (answered): a write a replica answered is the write with that answer,
+// returned when it was first applied (its effect was visible from then
+// on); one answered with an error changed nothing, and one no replica
+// answered by the end of the run never took effect. Both are dropped.
+// Without this, every unanswered write may take effect at any point after
+// it was sent, or never, and a topic with twenty-odd of them makes the
+// search explode. It returns how many writes it settled.
+func (l *linLog) resolve(answered map[writeKey]answeredWrite) int {
+	n := 0
+	for t, ents := range l.byTopic {
+		out := ents[:0]
+		for _, e := range ents {
+			if !e.op.unknown || e.write == (writeKey{}) {
+				out = append(out, e)
+				continue
+			}
+			n++
+			aw, ok := answered[e.write]
+			if !ok || aw.err != nil {
+				continue
+			}
+			a := aw.a
+			switch e.op.kind {
+			case linAssign:
+				e.op = linOp{kind: linAssign, owner: e.op.owner, parts: e.op.parts, found: true, gotOwner: a.Owner, gotParts: a.Partitions, epoch: a.Epoch}
+			case linUpdate:
+				e.op = linOp{kind: linUpdate, parts: e.op.parts, found: true, gotOwner: a.Owner, gotParts: a.Partitions, epoch: a.Epoch}
+			case linRevoke:
+				e.op = linOp{kind: linRevoke, found: true, epoch: a.Epoch}
+			default:
+				out = append(out, e)
+				continue
+			}
+			e.end = aw.at
+			out = append(out, e)
+		}
+		l.byTopic[t] = out
+	}
+	return n
 }
 
 // defaultParts is the partition count of a topic assigned without one.

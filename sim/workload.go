@@ -2,11 +2,13 @@ package sim
 
 import (
 	"fmt"
-	"github.com/shoalmq/shoal/internal/session"
 	"math"
 	"time"
 
 	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/internal/session"
+	"github.com/shoalmq/shoal/meta"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/wire"
 )
 
@@ -500,7 +502,8 @@ func (c *client) finish(req *request, op history.Op, ok bool) {
 		case wire.KindUpdatePartition:
 			kind = linUpdate
 		}
-		w.lin.add(req.topic, linOp{kind: kind, owner: req.owner, parts: req.parts, unknown: true}, req.start, w.now, false)
+		w.lin.addWrite(req.topic, linOp{kind: kind, owner: req.owner, parts: req.parts, unknown: true}, req.start, w.now, false,
+			writeKey{session: req.seq.ID(), seq: req.seq.Seq()})
 		op.Unknown = true
 	}
 	// Plain lookups may lag (bounded staleness); they are not part of
@@ -540,4 +543,32 @@ func (r *request) kindName() string {
 		return "lookup-lin"
 	}
 	return r.kind.String()
+}
+
+// writeKey names a client write: its session and number.
+type writeKey struct{ session, seq uint64 }
+
+// answeredWrite is a write's first answer, at a raft entry, and when a
+// replica first applied it.
+type answeredWrite struct {
+	shard, index uint64
+	at           time.Time
+	a            meta.Assignment
+	err          error
+}
+
+// writeApplied takes a write a replica answered for the first time
+// (node.Config.OnWriteApplied): every replica of the shard tells of the
+// same entry; a second entry that answers the write for the first time
+// applied it twice.
+func (w *World) writeApplied(shard, index uint64, aw shardsm.AnsweredWrite) {
+	key := writeKey{session: aw.Session.ID, seq: aw.Session.Seq}
+	if first, ok := w.answered[key]; ok {
+		if first.shard != shard || first.index != index {
+			w.twice = append(w.twice, fmt.Sprintf("write applied twice: session %x number %d answered first at shard %d index %d (%v), again at shard %d index %d",
+				key.session, key.seq, first.shard, first.index, first.at.Sub(epoch), shard, index))
+		}
+		return
+	}
+	w.answered[key] = answeredWrite{shard: shard, index: index, at: w.now, a: aw.Assignment, err: aw.Err}
 }

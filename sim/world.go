@@ -155,6 +155,11 @@ type World struct {
 	reopened []string
 	// handoffs: the record pulls that ended complete (node.Config.OnHandoff).
 	handoffs []history.Handoff
+	// answered: each client write a replica answered for the first time
+	// (node.Config.OnWriteApplied), as first seen; twice: the writes
+	// answered for the first time at two raft entries, applied twice.
+	answered map[writeKey]answeredWrite
+	twice    []string
 	// owners: each topic's owner as the latest answer named it; hot: a
 	// topic whose owner a fault cut off, which the clients then press on.
 	owners map[string]route

@@ -55,6 +55,14 @@ type Ticket struct {
 // Seq is the ticket's sequence number in its session.
 func (t Ticket) Seq() uint64 { return t.seq }
 
+// ID is the ID of the ticket's session (0 for the zero Ticket).
+func (t Ticket) ID() uint64 {
+	if t.l == nil {
+		return 0
+	}
+	return t.l.id
+}
+
 // New returns a Writer of one session with a fresh random ID.
 func New() *Writer { return WithID(randomID()) }
 

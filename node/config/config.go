@@ -11,6 +11,7 @@ import (
 	"github.com/shoalmq/shoal/node/duty"
 	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/node/security"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/shardstore"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -182,6 +183,12 @@ type Config struct {
 	// or the topic moved on; what was copied is served). It runs on the
 	// node's own work and must not block.
 	OnHandoff func(topic string, epoch uint64, prev string, complete bool)
+	// OnWriteApplied, if set, is told of each client write (a write with
+	// a session) a replica of this node answers for the first time: the
+	// shard, the raft index, the session and the answer. Every replica of
+	// a shard tells of the same index. For tests that check what applied;
+	// it runs on the raft worker and must not block.
+	OnWriteApplied func(shard, index uint64, w shardsm.AnsweredWrite)
 	// RequestTimeout bounds one request's proposal or read (default 5 s).
 	RequestTimeout time.Duration
 	// ChangeLogLen is how many changes of topic assignments each shard's

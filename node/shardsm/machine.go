@@ -42,6 +42,19 @@ type Config struct {
 	// split gives each topic to the child whose range holds it. Zero
 	// refuses every split.
 	Space router.ShardSpace
+	// Answered, if set, is told of each client write this replica
+	// answers for the first time (meta.Result.Session), with the answer
+	// (node.Config.OnWriteApplied). It runs on the raft worker and must
+	// not block.
+	Answered func(shard, index uint64, w AnsweredWrite)
+}
+
+// AnsweredWrite is a client write a replica answered for the first time:
+// its session, and the answer every retry gets from then on.
+type AnsweredWrite struct {
+	Session    meta.SessionRef
+	Assignment meta.Assignment
+	Err        error
 }
 
 // Result is what a proposer gets back from the apply of its command (the
@@ -64,6 +77,7 @@ type Machine struct {
 	// effects, logged and changeLogLen are Config's.
 	effects      func(shard uint64, effs []meta.Effect, lastGrant map[string]time.Time)
 	logged       func(shard uint64)
+	answered     func(shard, index uint64, w AnsweredWrite)
 	changeLogLen int
 	space        router.ShardSpace
 
@@ -110,6 +124,7 @@ var (
 func New(cfg Config) *Machine {
 	return &Machine{
 		store:        cfg.Store,
+		answered:     cfg.Answered,
 		effects:      cfg.Effects,
 		logged:       cfg.Logged,
 		changeLogLen: cfg.ChangeLogLen,
@@ -345,6 +360,9 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 			err = nil
 		}
 		cmds[i].Result = &Result{Assignment: res.Assignment, Changed: res.Changed, Replayed: res.Replayed, Moved: res.Moved, Err: err}
+		if m.answered != nil && res.Session.ID != 0 {
+			m.answered(shard, cmds[i].Index, AnsweredWrite{Session: res.Session, Assignment: res.Assignment, Err: err})
+		}
 		changes := res.Changes
 		if err != nil {
 			changes = nil
