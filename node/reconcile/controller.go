@@ -84,6 +84,11 @@ type Controller struct {
 	idle       idleMemo
 	catchingUp map[uint64]time.Time         // node → when it was given a replica
 	pins       map[uint64]*router.Placement // shard → placement it was pinned under
+	// learners: when each learner of a led shard was first seen waiting
+	// for its promotion; shunned: when one that never caught up was
+	// removed (learnerGiveUp).
+	learners map[shardNode]time.Time
+	shunned  map[shardNode]time.Time
 	// The owners' look (owners.go).
 	owners      ownersState
 	reassigning map[uint64]int // shard → proposals of moves in flight
@@ -114,6 +119,8 @@ func New(cfg Config) (*Controller, error) {
 		self:        cfg.RaftID(cfg.Self),
 		catchingUp:  make(map[uint64]time.Time),
 		pins:        make(map[uint64]*router.Placement),
+		learners:    make(map[shardNode]time.Time),
+		shunned:     make(map[shardNode]time.Time),
 		reassigning: make(map[uint64]int),
 		strays:      make(map[uint64]*stray),
 	}, nil

@@ -32,6 +32,22 @@ const manageEvery = 10
 // woken every pass.
 const catchUpWake = 30 * time.Second
 
+// learnerGiveUp: a learner the ring wants that has not caught up this
+// long after the manager first saw it is removed, and its node is not
+// given the shard again for learnerShun. A learner that never catches up
+// (its node refuses the group's traffic: it hosts an ancestor of the
+// shard that has not split there and never will, its group gone) would
+// otherwise hold every other change of the shard back for good: the
+// manager makes one change a shard at a time, learners first. A snapshot
+// of a shard's records takes seconds.
+const (
+	learnerGiveUp = 2 * time.Minute
+	learnerShun   = 2 * time.Minute
+)
+
+// shardNode names a replica: a shard and a node's raft id.
+type shardNode struct{ shard, node uint64 }
+
 // StepKind is what one change to a shard's group does.
 type StepKind uint8
 
@@ -191,7 +207,7 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		if len(desired) == 0 {
 			continue
 		}
-		s, ok := c.shardStep(v, in, desired, &deferred)
+		s, ok := c.shardStep(v, in, desired, now, &deferred)
 		switch {
 		case !ok:
 		case s.Kind == Transfer && transfers < c.cfg.MaxTransfers:
@@ -206,6 +222,7 @@ func (c *Controller) Manage(v *View, events uint64, infos []raftmux.Info, now ti
 		c.checkPass(v, infos, p.Steps)
 	}
 	c.mu.Lock()
+	c.forgetLearners(infos, now)
 	c.idle = idleMemo{}
 	if quiet && !deferred && len(p.Steps) == 0 {
 		c.idle = idleMemo{view: v, events: events}
@@ -233,9 +250,64 @@ func (c *Controller) StepDone(s Step, ok bool, now time.Time) {
 	}
 }
 
+// forgetLearners drops what it knows of learners no longer waiting in a
+// shard this node leads, and the shunned nodes whose time is up; c.mu
+// held.
+func (c *Controller) forgetLearners(infos []raftmux.Info, now time.Time) {
+	if len(c.learners) == 0 && len(c.shunned) == 0 {
+		return
+	}
+	waiting := make(map[shardNode]bool)
+	for _, in := range infos {
+		if in.Leader == c.self {
+			for _, l := range in.Learners {
+				waiting[shardNode{in.Shard, l}] = true
+			}
+		}
+	}
+	for k := range c.learners {
+		if !waiting[k] {
+			delete(c.learners, k)
+		}
+	}
+	for k, at := range c.shunned {
+		if now.Sub(at) >= learnerShun {
+			delete(c.shunned, k)
+		}
+	}
+}
+
+// learnerStuck reports whether learner l of shard has waited past
+// learnerGiveUp since the manager first saw it, which it records.
+func (c *Controller) learnerStuck(shard, l uint64, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := shardNode{shard, l}
+	since, ok := c.learners[k]
+	if !ok {
+		c.learners[k] = now
+		return false
+	}
+	if now.Sub(since) < learnerGiveUp {
+		return false
+	}
+	delete(c.learners, k)
+	c.shunned[k] = now
+	return true
+}
+
+// isShunned reports whether node was removed as a learner of shard that
+// never caught up less than learnerShun before now.
+func (c *Controller) isShunned(shard, node uint64, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.shunned[shardNode{shard, node}]
+	return ok && now.Sub(at) < learnerShun
+}
+
 // shardStep returns the one change the shard needs (ok false: none); it
 // sets *deferred when it leaves a change for a later pass (holdsBack).
-func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, deferred *bool) (Step, bool) {
+func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, now time.Time, deferred *bool) (Step, bool) {
 	want := make(map[uint64]bool, len(desired))
 	for _, d := range desired {
 		want[c.cfg.RaftID(d)] = true
@@ -246,14 +318,14 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, defer
 	if len(in.Learners) > 0 {
 		l := in.Learners[0]
 		name, _ := c.env.NameOf(l)
-		if want[l] {
+		if want[l] && !c.learnerStuck(in.Shard, l, now) {
 			return step(Promote, l, name)
 		}
 		return step(RemoveLearner, l, name)
 	}
 	for _, d := range desired {
 		id := c.cfg.RaftID(d)
-		if slices.Contains(in.Voters, id) || !v.Alive(d) {
+		if slices.Contains(in.Voters, id) || !v.Alive(d) || c.isShunned(in.Shard, id, now) {
 			continue
 		}
 		return step(AddLearner, id, d)
