@@ -91,8 +91,9 @@ until interrupted, then prints on stderr the position to resume from.
 	"topics": `usage: shoalctl topics [--prefix P] [--limit N] [--cursor C]
        shoalctl topics --all [--prefix P]
 
-Lists the assigned topics of every shard, in shard order, a page at a
-time; a page that is not the last ends with the cursor of the next one
+Lists the assigned topics of every shard, in shard order (a split
+shard's halves in its place), a page at a time, each topic once across
+splits; a page that is not the last ends with the cursor of the next one
 ("next" in --json). With --all, every topic: ranges of shards are listed
 at once, page after page, and printed together in shard order.
 
