@@ -19,6 +19,9 @@ import "github.com/shoalmq/shoal/raftmux"
 // replica made here. Bounded: two halves per hosted shard that split.
 func (n *Node) acceptReplica(shard, from uint64) bool {
 	sp := n.leaders.Space()
+	if !sp.Valid(shard) {
+		return false
+	}
 	if p, ok := sp.Parent(uint32(shard)); ok && n.endedHere(uint64(p)) {
 		_, known := n.views.NameOf(from)
 		return known

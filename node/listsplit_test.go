@@ -125,3 +125,33 @@ func TestAListingAcrossSplitsGivesEachTopicOnce(t *testing.T) {
 	}
 	once("ListAll while shards split", all)
 }
+
+// A node takes a half's traffic wherever the ring places the half once
+// its replica of the parent has split, from a member it knows, and never
+// for an id outside the shard space.
+func TestANodeTakesTheHalvesOfAShardThatSplitHere(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	cl := allNodesClient(t, c, 3*time.Second, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const shard = 9
+	if _, err := cl.SplitShard(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	low, high, _ := router.ShardSpace(testShards).Children(shard)
+	n := c.nodes[0]
+	waitUntil(t, 10*time.Second, "n1's replica of the shard ended", func() bool { return n.endedHere(shard) })
+	from := RaftID(c.nodes[1].ID())
+	for _, h := range []uint32{low, high} {
+		if !n.acceptReplica(uint64(h), from) {
+			t.Fatalf("half %d refused from a member", h)
+		}
+		if n.acceptReplica(uint64(h), RaftID("stranger")) {
+			t.Fatalf("half %d taken from a node no one knows", h)
+		}
+		if n.acceptReplica(uint64(h)+1<<32, from) {
+			t.Fatalf("shard %d taken: outside the shard space", uint64(h)+1<<32)
+		}
+	}
+}
