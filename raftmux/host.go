@@ -347,6 +347,36 @@ func (h *Host) Promote(ctx context.Context, shard, node uint64) (*raftpb.ConfSta
 		raftpb.ConfChangeAddNode, node)
 }
 
+// Replace promotes learner node to a voter and removes voter out, in one
+// joint configuration that raft leaves automatically: while it is joint,
+// a quorum needs a majority of the old voters and one of the new, so a
+// group that keeps a majority of its old voters answering needs neither
+// out nor the new voter, where a promotion alone (a group of four) would
+// need one of them. The learner must have caught up, as for Promote.
+func (h *Host) Replace(ctx context.Context, shard, node, out uint64) (*raftpb.ConfState, error) {
+	if node == 0 || out == 0 || node == out {
+		return nil, fmt.Errorf("%w: replace %d by %d", ErrInvalid, out, node)
+	}
+	r, err := h.do(ctx, shard, evConfChange, &request{cc: replaceChange(node, out)})
+	if err != nil {
+		return nil, err
+	}
+	cs, _ := r.val.(*raftpb.ConfState)
+	return cs, nil
+}
+
+// replaceChange is the change of Replace.
+func replaceChange(node, out uint64) *raftpb.ConfChangeV2 {
+	return &raftpb.ConfChangeV2{
+		Transition: raftpb.ConfChangeTransitionJointImplicit,
+		Changes: []raftpb.ConfChangeSingle{
+			{Type: raftpb.ConfChangeAddNode, NodeID: node},
+			{Type: raftpb.ConfChangeRemoveNode, NodeID: out},
+		},
+		Context: make([]byte, headerLen),
+	}
+}
+
 // RemoveReplica removes node from shard, through a joint configuration.
 // The removed replica deletes its data when it applies the change.
 func (h *Host) RemoveReplica(ctx context.Context, shard, node uint64) (*raftpb.ConfState, error) {
@@ -486,6 +516,7 @@ const (
 	OpRemoveReplica
 	OpDropReplica
 	OpShards
+	OpReplace
 )
 
 // Op is a request made with Submit.
@@ -495,8 +526,10 @@ type Op struct {
 	// Data is OpPropose's command.
 	Data []byte
 	// Node is OpTransferLeader's target, and the node OpAddLearner,
-	// OpPromote and OpRemoveReplica change.
+	// OpPromote, OpRemoveReplica and OpReplace change.
 	Node uint64
+	// Out is the voter OpReplace removes as it promotes Node.
+	Out uint64
 	// Voters are OpBootstrap's voters.
 	Voters []uint64
 }
@@ -553,6 +586,13 @@ func (h *Host) Submit(op Op, done func(Result)) {
 		}
 		kind = evConfChange
 		req.cc = &raftpb.ConfChangeV2{Transition: tr, Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: op.Node}}, Context: make([]byte, headerLen)}
+	case OpReplace:
+		if op.Node == 0 || op.Out == 0 || op.Node == op.Out {
+			fail(fmt.Errorf("%w: replace %d by %d", ErrInvalid, op.Out, op.Node))
+			return
+		}
+		kind = evConfChange
+		req.cc = replaceChange(op.Node, op.Out)
 	case OpDropReplica:
 		kind = evDrop
 	default:

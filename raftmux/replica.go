@@ -1023,6 +1023,12 @@ func (w *worker) proposeConf(shard uint64, req *request) {
 		req.finish(result{err: err})
 		return
 	}
+	if ch := req.cc.Changes; len(ch) == 2 && (!slices.Contains(r.confState.Learners, ch[0].NodeID) || !slices.Contains(r.confState.Voters, ch[1].NodeID)) {
+		// Replace: a learner in, a voter out.
+		req.finish(result{err: fmt.Errorf("%w: shard %d: replace voter %d by learner %d: voters %v, learners %v",
+			ErrInvalid, r.shard, ch[1].NodeID, ch[0].NodeID, r.confState.Voters, r.confState.Learners)})
+		return
+	}
 	w.seq++
 	putHeader(req.cc.Context, w.h.cfg.NodeID, w.seq)
 	if err := r.rn.ProposeConfChange(req.cc); err != nil {

@@ -773,3 +773,62 @@ func TestDestroyedReplicaKeepsItsTermAndVote(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Replace promotes a learner and removes a voter in one joint change:
+// the learner is refused until it caught up; once made, the group has its
+// three voters, the removed one out, and it goes on with a majority of
+// the new voters though the removed one and the promoted one are gone.
+func TestReplacePromotesAndRemovesInOneChange(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	ctx := context.Background()
+	for _, v := range []uint64{1, 2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, 3, []uint64{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[1].Campaign(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.waitLeaders([]uint64{3}, 5*time.Second)[3]
+	out := uint64(1)
+	for out == lead {
+		out++
+	}
+	if _, err := c.propose(3, []byte("k0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.hosts[lead].Replace(ctx, 3, 4, out); !errors.Is(err, raftmux.ErrInvalid) {
+		t.Fatalf("Replace by a node that is no learner: %v", err)
+	}
+	if _, err := c.hosts[lead].AddLearner(ctx, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.hosts[lead].Replace(ctx, 3, 4, 4); !errors.Is(err, raftmux.ErrInvalid) {
+		t.Fatalf("Replace of a node by itself: %v", err)
+	}
+	var cs *raftpb.ConfState
+	c.waitFor("the caught-up learner replacing a voter", 10*time.Second, func() bool {
+		var err error
+		cs, err = c.hosts[lead].Replace(ctx, 3, 4, out)
+		if err != nil {
+			if !errors.Is(err, raftmux.ErrLearnerBehind) && !errors.Is(err, raftmux.ErrDropped) {
+				t.Fatal(err)
+			}
+			return false
+		}
+		return true
+	})
+	if !slices.Contains(cs.Voters, 4) || slices.Contains(cs.Voters, out) || len(cs.Voters) != 3 || len(cs.Learners) != 0 {
+		t.Fatalf("configuration after Replace: %+v", cs)
+	}
+	c.waitFor("the group out of its joint configuration", 5*time.Second, func() bool {
+		in := c.infos()[lead][3]
+		return len(in.Voters) == 3 && !slices.Contains(in.Voters, out)
+	})
+	// The removed voter and the new one gone: the other two still commit.
+	c.stop(out)
+	c.stop(4)
+	if _, err := c.propose(3, []byte("k1")); err != nil {
+		t.Fatalf("proposal with two of three voters: %v", err)
+	}
+}

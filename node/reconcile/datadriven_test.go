@@ -388,7 +388,7 @@ func (s *spec) pass(out *strings.Builder) passOutcome {
 		fmt.Fprintf(out, "wake the groups of %s\n", specName(id))
 	}
 	for _, st := range p.Steps {
-		fmt.Fprintf(out, "shard %d: %v %s\n", st.Shard, st.Kind, st.Name)
+		fmt.Fprintf(out, "%v\n", st)
 		if st.Name != specName(st.Node) {
 			fmt.Fprintf(out, "  (named %q, raft id %d)\n", st.Name, st.Node)
 		}
@@ -418,6 +418,9 @@ func (s *spec) done(fail bool, out *strings.Builder) {
 		case Promote:
 			in.Learners = slices.DeleteFunc(in.Learners, func(id uint64) bool { return id == st.Node })
 			in.Voters = append(in.Voters, st.Node)
+		case Replace:
+			in.Learners = slices.DeleteFunc(in.Learners, func(id uint64) bool { return id == st.Node })
+			in.Voters = append(slices.DeleteFunc(in.Voters, func(id uint64) bool { return id == st.Out }), st.Node)
 		case RemoveLearner:
 			in.Learners = slices.DeleteFunc(in.Learners, func(id uint64) bool { return id == st.Node })
 		case AddLearner:

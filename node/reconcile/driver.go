@@ -408,12 +408,14 @@ func (d *Driver) startStep(s Step) {
 	switch s.Kind {
 	case Promote:
 		op, what = raftmux.OpPromote, "promote"
+	case Replace:
+		op, what = raftmux.OpReplace, "promote and remove"
 	case RemoveLearner:
 		what = "remove learner"
 	case AddLearner:
 		op, what = raftmux.OpAddLearner, "add learner"
 	}
-	d.env.Host().Submit(raftmux.Op{Kind: op, Shard: s.Shard, Node: s.Node}, func(r raftmux.Result) {
+	d.env.Host().Submit(raftmux.Op{Kind: op, Shard: s.Shard, Node: s.Node, Out: s.Out}, func(r raftmux.Result) {
 		if r.Err != nil {
 			d.log.Debug("node: "+what, "shard", s.Shard, "node", s.Node, "err", r.Err)
 			d.c.StepDone(s, false, d.env.Now())
@@ -427,6 +429,8 @@ func (d *Driver) startStep(s Step) {
 			d.log.Info("shard: replica of a removed node removed", "shard", s.Shard, "node", s.Name)
 		case RemoveVoter:
 			d.log.Info("shard: replica removed", "shard", s.Shard, "node", s.Name)
+		case Replace:
+			d.log.Info("shard: learner promoted, replica removed", "shard", s.Shard, "node", s.Name, "removed", s.OutName)
 		}
 		d.c.StepDone(s, true, d.env.Now())
 	})

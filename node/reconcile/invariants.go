@@ -49,6 +49,10 @@ func (c *Controller) checkPass(v *View, infos []raftmux.Info, steps []Step) {
 			if !v.Alive(s.Name) || !slices.Contains(reps, s.Name) {
 				invariants.Failf("reconcile: learner %q added to shard %d, not a live replica the ring places there (%v)", s.Name, s.Shard, reps)
 			}
+		case Replace:
+			if !slices.Contains(in.Learners, s.Node) || !slices.Contains(in.Voters, s.Out) || s.Out == c.self || len(in.Voters) < c.cfg.Replicas {
+				invariants.Failf("reconcile: %v in shard %d of voters %v, learners %v", s, s.Shard, in.Voters, in.Learners)
+			}
 		case Transfer:
 			if !slices.Contains(in.Voters, s.Node) {
 				invariants.Failf("reconcile: leadership of shard %d handed to %q, not a voter", s.Shard, s.Name)

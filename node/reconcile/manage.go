@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -70,10 +71,18 @@ const (
 	// away from this node when the ring no longer wants it there, or to
 	// the preferred replica.
 	Transfer
+	// Replace promotes a learner the ring wants (Node) and removes a voter
+	// it does not want (Out) in one joint change (OpReplace), when the
+	// group has its full count of voters: promoted alone, the learner
+	// would make a group of four whose quorum needs three, so that one
+	// voter that does not answer (a paused node, or one whose replica is
+	// still empty) and a crash of the new one, before it learned of its
+	// promotion, would stop it for good.
+	Replace
 )
 
 var stepNames = [...]string{Promote: "promote", RemoveLearner: "remove learner", AddLearner: "add learner",
-	RemoveRemoved: "remove removed node", RemoveVoter: "remove voter", Transfer: "transfer to"}
+	RemoveRemoved: "remove removed node", RemoveVoter: "remove voter", Transfer: "transfer to", Replace: "promote"}
 
 func (k StepKind) String() string {
 	if int(k) < len(stepNames) && stepNames[k] != "" {
@@ -90,6 +99,16 @@ type Step struct {
 	// Name its node id ("" when the node knows none).
 	Node uint64
 	Name string
+	// Out and OutName: the voter a Replace removes.
+	Out     uint64
+	OutName string
+}
+
+func (s Step) String() string {
+	if s.Kind == Replace {
+		return fmt.Sprintf("shard %d: promote %s, removing %s", s.Shard, s.Name, s.OutName)
+	}
+	return fmt.Sprintf("shard %d: %v %s", s.Shard, s.Kind, s.Name)
 }
 
 // Pass is what one pass of the shard manager asks of the node, in this
@@ -319,6 +338,9 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, now t
 		l := in.Learners[0]
 		name, _ := c.env.NameOf(l)
 		if want[l] && !c.learnerStuck(in.Shard, l, now) {
+			if out, outName, ok := c.replaced(v, in, want); ok {
+				return Step{Kind: Replace, Shard: in.Shard, Node: l, Name: name, Out: out, OutName: outName}, true
+			}
 			return step(Promote, l, name)
 		}
 		return step(RemoveLearner, l, name)
@@ -369,6 +391,28 @@ func (c *Controller) shardStep(v *View, in raftmux.Info, desired []string, now t
 		return step(Transfer, c.cfg.RaftID(pref), pref)
 	}
 	return Step{}, false
+}
+
+// replaced returns the voter a promotion in in's group removes at once
+// (Replace): while the group has its full count of voters, one the ring
+// does not want, SWIM's dead first, never this node's (it hands over its
+// leadership first: handOver).
+func (c *Controller) replaced(v *View, in raftmux.Info, want map[uint64]bool) (uint64, string, bool) {
+	if len(in.Voters) < c.cfg.Replicas {
+		return 0, "", false
+	}
+	var out uint64
+	var outName string
+	for _, vo := range in.Voters {
+		if want[vo] || vo == c.self {
+			continue
+		}
+		name, _ := c.env.NameOf(vo)
+		if out == 0 || !v.Alive(name) && v.Alive(outName) {
+			out, outName = vo, name
+		}
+	}
+	return out, outName, out != 0
 }
 
 // handOver hands the shard's leadership to the first desired live voter
