@@ -63,6 +63,10 @@ func splitSeeds() []uint64 {
 		// traffic as unplaced, and the half stopped once its new voter
 		// crashed before it learned of its promotion.
 		272579414,
+		// The same, with a voter whose replica of the half was made from
+		// the leader's traffic and still empty: a promotion that made a
+		// group of four, not a replace.
+		12600001547,
 	}
 }
 
