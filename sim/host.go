@@ -10,6 +10,7 @@ import (
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
 	"github.com/shoalmq/shoal/node"
+	"github.com/shoalmq/shoal/node/shardsm"
 	"github.com/shoalmq/shoal/node/world"
 	"github.com/shoalmq/shoal/swim"
 	"github.com/shoalmq/shoal/wire"
@@ -160,7 +161,7 @@ func (h *host) startNode() error {
 				w.handoffs = append(w.handoffs, history.Handoff{Topic: topic, Node: h.id, Prev: prev, Epoch: epoch, At: w.now})
 			}
 		},
-		OnWriteApplied: w.writeApplied,
+		OnWriteApplied: func(shard, index uint64, aw shardsm.AnsweredWrite) { w.writeApplied(h.id, shard, index, aw) },
 	}
 	n, err := node.NewDriven(cfg, world.Runtime{
 		Now:        h.clock,

@@ -551,6 +551,7 @@ type writeKey struct{ session, seq uint64 }
 // answeredWrite is a write's first answer, at a raft entry, and when a
 // replica first applied it.
 type answeredWrite struct {
+	node         string
 	shard, index uint64
 	at           time.Time
 	a            meta.Assignment
@@ -561,14 +562,14 @@ type answeredWrite struct {
 // (node.Config.OnWriteApplied): every replica of the shard tells of the
 // same entry; a second entry that answers the write for the first time
 // applied it twice.
-func (w *World) writeApplied(shard, index uint64, aw shardsm.AnsweredWrite) {
+func (w *World) writeApplied(node string, shard, index uint64, aw shardsm.AnsweredWrite) {
 	key := writeKey{session: aw.Session.ID, seq: aw.Session.Seq}
 	if first, ok := w.answered[key]; ok {
 		if first.shard != shard || first.index != index {
-			w.twice = append(w.twice, fmt.Sprintf("write applied twice: session %x number %d answered first at shard %d index %d (%v), again at shard %d index %d",
-				key.session, key.seq, first.shard, first.index, first.at.Sub(epoch), shard, index))
+			w.twice = append(w.twice, fmt.Sprintf("write applied twice: session %x number %d answered first by %s at shard %d index %d (%v), again by %s at shard %d index %d (%v)",
+				key.session, key.seq, first.node, first.shard, first.index, first.at.Sub(epoch), node, shard, index, w.now.Sub(epoch)))
 		}
 		return
 	}
-	w.answered[key] = answeredWrite{shard: shard, index: index, at: w.now, a: aw.Assignment, err: aw.Err}
+	w.answered[key] = answeredWrite{node: node, shard: shard, index: index, at: w.now, a: aw.Assignment, err: aw.Err}
 }

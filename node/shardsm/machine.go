@@ -344,7 +344,8 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 	for i := range cmds {
 		var seeded []uint64
 		err := m.seedSplit(shard, s.State, &cmds[i], b, &seeded)
-		if err == nil {
+		applied := err == nil
+		if applied {
 			err = s.State.ApplyEntry(cmds[i].Data, &res)
 		} else if !errors.Is(err, errSplitRefused) {
 			s.mu.Unlock()
@@ -360,7 +361,7 @@ func (m *Machine) Apply(shard uint64, cmds []raftmux.Command, b raftmux.Batch) e
 			err = nil
 		}
 		cmds[i].Result = &Result{Assignment: res.Assignment, Changed: res.Changed, Replayed: res.Replayed, Moved: res.Moved, Err: err}
-		if m.answered != nil && res.Session.ID != 0 {
+		if m.answered != nil && applied && res.Session.ID != 0 {
 			m.answered(shard, cmds[i].Index, AnsweredWrite{Session: res.Session, Assignment: res.Assignment, Err: err})
 		}
 		changes := res.Changes
