@@ -83,9 +83,9 @@ sim:
 # prints the range it ran, and each failing seed replays with make sim
 # SEED=N. The simulator is built with the invariant checks, which cost
 # about a tenth more. A seed takes about 1 to 1.4 s of a core: 2 cores run
-# some 60 to 80 seeds in 40 s, fewer when busy (make sim SEEDS=N sweeps more).
+# some 45 to 60 seeds in 30 s, fewer when busy (make sim SEEDS=N sweeps more).
 FRESH     ?= 300
-FRESHTIME ?= 40s
+FRESHTIME ?= 30s
 sim-fresh:
 	@$(GO) build -tags $(TEST_TAGS) -o bin/shoalsim ./cmd/shoalsim
 	bin/shoalsim -seeds $(FRESH) -budget $(FRESHTIME) $(SIMFLAGS)
