@@ -228,15 +228,7 @@ func TestSilentSuspectedLeaderIsVotedOut(t *testing.T) {
 func TestLearnerPromotedThenReplicaRemoved(t *testing.T) {
 	c := newCluster(t, 4, nil)
 	ctx := context.Background()
-	for _, v := range []uint64{1, 2, 3} {
-		if err := c.hosts[v].Bootstrap(ctx, 7, []uint64{1, 2, 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.hosts[1].Campaign(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.waitLeaders([]uint64{7}, 5*time.Second)[7]
+	lead := groupOfThree(t, c, 7)
 	for i := 0; i < 5; i++ {
 		if _, err := c.propose(7, fmt.Appendf(nil, "k%d", i)); err != nil {
 			t.Fatal(err)
@@ -562,15 +554,7 @@ func TestReplicaRemovedAndAddedBackWhileDown(t *testing.T) {
 func TestPromoteRefusesLearnerThatHasNotCaughtUp(t *testing.T) {
 	c := newCluster(t, 4, nil)
 	ctx := context.Background()
-	for _, v := range []uint64{1, 2, 3} {
-		if err := c.hosts[v].Bootstrap(ctx, 3, []uint64{1, 2, 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.hosts[1].Campaign(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.waitLeaders([]uint64{3}, 5*time.Second)[3]
+	lead := groupOfThree(t, c, 3)
 	for i := 0; i < 5; i++ {
 		if _, err := c.propose(3, fmt.Appendf(nil, "k%d", i)); err != nil {
 			t.Fatal(err)
@@ -781,15 +765,7 @@ func TestDestroyedReplicaKeepsItsTermAndVote(t *testing.T) {
 func TestReplacePromotesAndRemovesInOneChange(t *testing.T) {
 	c := newCluster(t, 4, nil)
 	ctx := context.Background()
-	for _, v := range []uint64{1, 2, 3} {
-		if err := c.hosts[v].Bootstrap(ctx, 3, []uint64{1, 2, 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.hosts[1].Campaign(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	lead := c.waitLeaders([]uint64{3}, 5*time.Second)[3]
+	lead := groupOfThree(t, c, 3)
 	out := uint64(1)
 	for out == lead {
 		out++
@@ -831,4 +807,20 @@ func TestReplacePromotesAndRemovesInOneChange(t *testing.T) {
 	if _, err := c.propose(3, []byte("k1")); err != nil {
 		t.Fatalf("proposal with two of three voters: %v", err)
 	}
+}
+
+// groupOfThree bootstraps shard on hosts 1, 2 and 3, has host 1 campaign,
+// and returns the leader.
+func groupOfThree(t *testing.T, c *cluster, shard uint64) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	for _, v := range []uint64{1, 2, 3} {
+		if err := c.hosts[v].Bootstrap(ctx, shard, []uint64{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hosts[1].Campaign(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	return c.waitLeaders([]uint64{shard}, 5*time.Second)[shard]
 }
