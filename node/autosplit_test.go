@@ -105,31 +105,37 @@ func TestShardsSplitOnTheirOwnAsTopicsGrow(t *testing.T) {
 	}
 }
 
-// A cluster born with fewer shards than it wants per member splits them,
-// idle, until it has as many, and stops there.
+// A cluster born with fewer shards than it wants per member halves them,
+// idle, until it has as many of one width, and stops there: three per
+// member of three is nine, and a base of 2 halved three times is 16.
 func TestShardsFollowTheMembers(t *testing.T) {
 	t.Parallel()
 	c := startClusterWith(t, 3, func(cfg *Config) {
 		cfg.Shards = 2
 		cfg.Splits = &reconcile.SplitConfig{PerMember: 3, Every: 100 * time.Millisecond}
 	})
-	waitUntil(t, 30*time.Second, "nine shards for three members", func() bool {
+	waitUntil(t, 30*time.Second, "sixteen shards for three members", func() bool {
 		for _, n := range c.nodes {
-			if n.leaders.Map().Len() < 9 {
+			if n.leaders.Map().Len() < 16 {
 				return false
 			}
 		}
 		return true
 	})
-	time.Sleep(time.Second) // splits started before the count was seen end
-	had := c.nodes[0].leaders.Map().Len()
 	time.Sleep(2 * time.Second)
-	// Each leader splits while its own map counts fewer than nine: one
-	// that has not yet learned of another's split splits once more, the
-	// more often the slower the maps travel (a loaded machine, the race
-	// detector), but once every map has them all, none does.
-	if now := c.nodes[0].leaders.Map().Len(); now != had || now > 2*9 {
-		t.Fatalf("%d shards, then %d: want them to stop at nine, or a few over", had, now)
+	// Each leader splits only its own shards wider than the members'
+	// depth, so no map, however late it learns of the others' splits,
+	// makes one more.
+	for _, n := range c.nodes {
+		m := n.leaders.Map()
+		if m.Len() != 16 {
+			t.Fatalf("%s: %d shards, want them to stop at 16", n.cfg.ID, m.Len())
+		}
+		for id := range m.Shards() {
+			if _, d, _, _ := m.Space().Range(id); d != 3 {
+				t.Fatalf("%s: shard %d at depth %d, want every one at 3", n.cfg.ID, id, d)
+			}
+		}
 	}
 }
 

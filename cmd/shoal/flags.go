@@ -109,8 +109,8 @@ cluster:
                           (default 2000)
   --split-window D        how long a shard must stay above a split threshold
                           (default 10s, 2s with --swim-preset fast)
-  --shards-per-member N   split while the cluster has fewer than N shards per live
-                          member (default 2; 0: off)
+  --shards-per-member N   halve every shard until there are at least N per live
+                          member, all of one width (default 2; 0: off)
   --max-shards N          split no shard past N shards in the cluster (default 4096)
                           (any --split-* or these two turns automatic splits on
                           with --shards too; 0 turns a trigger off)

@@ -335,7 +335,7 @@ func (c *Config) Fill() error {
 // DefaultSplits is Config.Splits's default for a cluster born with the
 // default shard count: a shard splits above 10,000 topics or 2,000
 // commands a second held for 10 s (2 s with the "fast" preset), and
-// while the cluster has fewer than two shards per member; a leader starts
+// halves every shard until there are at least two per member; a leader starts
 // at most one split a second (250 ms), and none past 4,096 shards.
 func DefaultSplits(fast bool) reconcile.SplitConfig {
 	sc := reconcile.SplitConfig{Topics: 10_000, Rate: 2_000, Window: 10 * time.Second, PerMember: 2, Every: time.Second, MaxShards: 4096}

@@ -289,7 +289,7 @@ func (d *Driver) split(v *View) {
 		}
 		d.samples = append(d.samples, smp)
 	}
-	id, why, ok := d.splitter.Plan(d.env.Now(), d.samples, sm.Len(), len(v.Live))
+	id, why, ok := d.splitter.Plan(d.env.Now(), d.samples, int(sm.Base()), sm.Len(), len(v.Live))
 	if !ok {
 		return
 	}

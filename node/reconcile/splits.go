@@ -26,9 +26,11 @@ type SplitConfig struct {
 	// Window is how long a shard must stay over before it splits, so that
 	// a burst splits nothing. Required when Topics or Rate is set.
 	Window time.Duration
-	// PerMember: while the cluster has fewer live shards than PerMember
-	// times its live members, a leader splits its widest shard, so that
-	// shards, and with them leaderships, follow the nodes. 0: off.
+	// PerMember: a leader splits each shard it leads whose range is wider
+	// than the cluster's base shards halved until there are at least
+	// PerMember times its live members of them, so that shards, and with
+	// them leaderships, follow the nodes. The ranges so made are all of
+	// one width, and carry alike. 0: off.
 	PerMember int
 	// Every: this node starts at most one split per Every. Required when
 	// any trigger is set.
@@ -74,7 +76,7 @@ type SplitReason uint8
 const (
 	SplitTopics  SplitReason = iota + 1 // over Topics for Window
 	SplitRate                           // over Rate for Window
-	SplitMembers                        // fewer shards than PerMember·members
+	SplitMembers                        // wider than PerMember·members shards of one width
 )
 
 func (r SplitReason) String() string {
@@ -113,11 +115,11 @@ func NewSplitter(cfg SplitConfig) *Splitter {
 }
 
 // Plan takes the samples of every shard this node leads at now, with the
-// cluster's live shards and members, and returns the shard to split, if
-// one is due and the pacing allows. A shard that is sampled for the first
+// cluster's base shard count, live shards and members, and returns the
+// shard to split, if one is due and the pacing allows. A shard that is sampled for the first
 // time, or again after a pass without it, starts its window anew. After a
 // split is returned the caller proposes it; Plan counts it as started.
-func (s *Splitter) Plan(now time.Time, samples []SplitSample, liveShards, members int) (shard uint32, why SplitReason, ok bool) {
+func (s *Splitter) Plan(now time.Time, samples []SplitSample, base, liveShards, members int) (shard uint32, why SplitReason, ok bool) {
 	s.seen++
 	var best *SplitSample
 	var bestScore float64
@@ -161,12 +163,18 @@ func (s *Splitter) Plan(now time.Time, samples []SplitSample, liveShards, member
 	if !s.last.IsZero() && now.Sub(s.last) < s.cfg.Every {
 		return 0, 0, false
 	}
-	if best == nil && s.cfg.PerMember > 0 && liveShards < s.cfg.PerMember*members {
-		// The widest splittable shard this node leads, the lowest id
-		// among equals: every leader splits its own, at its own pace.
+	if best == nil && s.cfg.PerMember > 0 {
+		// The widest splittable shard this node leads above the members'
+		// depth, the lowest id among equals: every leader splits its
+		// own, at its own pace. Halving every range down to one depth,
+		// rather than the widest ones until the count is reached, keeps
+		// the ranges of one width: 20 shards of a base of 8 would be 12
+		// of a sixteenth of the keys and 8 of a thirty-second, and the
+		// leaders of the wide ones would carry twice the load.
+		want := MemberDepth(base, s.cfg.PerMember*members)
 		for i := range samples {
 			sm := &samples[i]
-			if sm.Splittable && (best == nil || cmp.Or(cmp.Compare(sm.Depth, best.Depth), cmp.Compare(sm.Shard, best.Shard)) < 0) {
+			if sm.Splittable && sm.Depth < want && (best == nil || cmp.Or(cmp.Compare(sm.Depth, best.Depth), cmp.Compare(sm.Shard, best.Shard)) < 0) {
 				best, why = sm, SplitMembers
 			}
 		}
@@ -197,4 +205,14 @@ func (s *Splitter) rateScore(t *splitTrack) float64 {
 		return 0
 	}
 	return t.rate / s.cfg.Rate
+}
+
+// MemberDepth returns the depth to which base shards are halved for at
+// least want shards of one width: the least d with base·2^d ≥ want.
+func MemberDepth(base, want int) int {
+	d := 0
+	for base > 0 && base<<d < want && d < 62 {
+		d++
+	}
+	return d
 }

@@ -10,11 +10,11 @@ func TestSplitterWaitsOutTheWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	hot := []SplitSample{{Shard: 3, Splittable: true, Topics: 150}, {Shard: 4, Splittable: true, Topics: 50}}
 	for i := range 10 {
-		if id, _, ok := s.Plan(t0.Add(time.Duration(i)*100*time.Millisecond), hot, 8, 3); ok {
+		if id, _, ok := s.Plan(t0.Add(time.Duration(i)*100*time.Millisecond), hot, 8, 8, 3); ok {
 			t.Fatalf("split %d after %d ms over, before the window", id, i*100)
 		}
 	}
-	id, why, ok := s.Plan(t0.Add(time.Second), hot, 8, 3)
+	id, why, ok := s.Plan(t0.Add(time.Second), hot, 8, 8, 3)
 	if !ok || id != 3 || why != SplitTopics {
 		t.Fatalf("after the window: %d %v %v, want shard 3 for topics", id, why, ok)
 	}
@@ -25,12 +25,12 @@ func TestSplitterForgetsABurst(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	over := []SplitSample{{Shard: 1, Splittable: true, Topics: 150}}
 	under := []SplitSample{{Shard: 1, Splittable: true, Topics: 90}}
-	s.Plan(t0, over, 8, 3)
-	s.Plan(t0.Add(900*time.Millisecond), under, 8, 3)
-	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), over, 8, 3); ok {
+	s.Plan(t0, over, 8, 8, 3)
+	s.Plan(t0.Add(900*time.Millisecond), under, 8, 8, 3)
+	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), over, 8, 8, 3); ok {
 		t.Fatal("split a shard that fell under its threshold within the window")
 	}
-	if _, _, ok := s.Plan(t0.Add(2100*time.Millisecond), over, 8, 3); !ok {
+	if _, _, ok := s.Plan(t0.Add(2100*time.Millisecond), over, 8, 8, 3); !ok {
 		t.Fatal("no split a window after it went over again")
 	}
 }
@@ -45,7 +45,7 @@ func TestSplitterMeasuresTheRate(t *testing.T) {
 		if id, why, ok := s.Plan(t0.Add(time.Duration(i)*100*time.Millisecond), []SplitSample{
 			{Shard: 7, Splittable: true, Applied: applied},
 			{Shard: 9, Splittable: true, Applied: uint64(i) * 10},
-		}, 8, 3); ok {
+		}, 8, 8, 3); ok {
 			if why != SplitRate {
 				t.Fatalf("reason %v, want rate", why)
 			}
@@ -66,22 +66,22 @@ func TestSplitterIsPacedAndBounded(t *testing.T) {
 	s := NewSplitter(SplitConfig{Topics: 10, Window: time.Millisecond, Every: time.Second, MaxShards: 16})
 	t0 := time.Unix(1000, 0)
 	hot := []SplitSample{{Shard: 1, Splittable: true, Topics: 50}, {Shard: 2, Splittable: true, Topics: 60}}
-	s.Plan(t0, hot, 8, 3)
-	id, _, ok := s.Plan(t0.Add(10*time.Millisecond), hot, 8, 3)
+	s.Plan(t0, hot, 8, 8, 3)
+	id, _, ok := s.Plan(t0.Add(10*time.Millisecond), hot, 8, 8, 3)
 	if !ok || id != 2 {
 		t.Fatalf("first split %d %v, want the hotter shard 2", id, ok)
 	}
-	if _, _, ok := s.Plan(t0.Add(500*time.Millisecond), hot[:1], 9, 3); ok {
+	if _, _, ok := s.Plan(t0.Add(500*time.Millisecond), hot[:1], 8, 9, 3); ok {
 		t.Fatal("a second split within Every")
 	}
-	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), hot[:1], 9, 3); !ok {
+	if _, _, ok := s.Plan(t0.Add(1100*time.Millisecond), hot[:1], 8, 9, 3); !ok {
 		t.Fatal("no split once Every passed")
 	}
-	if _, _, ok := s.Plan(t0.Add(5*time.Second), hot[:1], 16, 3); ok {
+	if _, _, ok := s.Plan(t0.Add(5*time.Second), hot[:1], 8, 16, 3); ok {
 		t.Fatal("split at MaxShards")
 	}
 	unsplittable := []SplitSample{{Shard: 1, Splittable: false, Topics: 50}}
-	if _, _, ok := s.Plan(t0.Add(10*time.Second), unsplittable, 9, 3); ok {
+	if _, _, ok := s.Plan(t0.Add(10*time.Second), unsplittable, 8, 9, 3); ok {
 		t.Fatal("split a shard at the smallest range")
 	}
 }
@@ -89,17 +89,36 @@ func TestSplitterIsPacedAndBounded(t *testing.T) {
 func TestSplitterFollowsTheMembers(t *testing.T) {
 	s := NewSplitter(SplitConfig{PerMember: 2, Every: time.Second})
 	t0 := time.Unix(1000, 0)
+	// A base of 4: depth 0 holds ids 0-3, depth 1 ids 4-11, depth 2 12-27.
 	led := []SplitSample{
-		{Shard: 12, Depth: 1, Splittable: true},
-		{Shard: 5, Depth: 0, Splittable: true},
+		{Shard: 12, Depth: 2, Splittable: true},
 		{Shard: 3, Depth: 0, Splittable: true},
+		{Shard: 2, Depth: 0, Splittable: true},
 	}
-	if _, _, ok := s.Plan(t0, led, 6, 3); ok {
+	if _, _, ok := s.Plan(t0, led, 4, 6, 2); ok {
 		t.Fatal("split with two shards per member already")
 	}
-	id, why, ok := s.Plan(t0, led, 6, 4)
-	if !ok || id != 3 || why != SplitMembers {
-		t.Fatalf("with 6 shards for 4 members: %d %v %v, want the widest, lowest shard 3", id, why, ok)
+	// Three members want six shards: the base halved once, eight.
+	id, why, ok := s.Plan(t0, led, 4, 6, 3)
+	if !ok || id != 2 || why != SplitMembers {
+		t.Fatalf("with 6 shards for 3 members: %d %v %v, want the widest, lowest shard 2", id, why, ok)
+	}
+	// Every range at the members' depth: none splits, whatever the count.
+	if _, _, ok := s.Plan(t0.Add(2*time.Second), led[:1:1], 4, 5, 3); ok {
+		t.Fatal("split a shard at the members' depth")
+	}
+	if _, _, ok := s.Plan(t0.Add(4*time.Second), []SplitSample{{Shard: 5, Depth: 1, Splittable: true}}, 4, 7, 3); ok {
+		t.Fatal("split a shard at the members' depth")
+	}
+}
+
+func TestMemberDepth(t *testing.T) {
+	for _, c := range []struct{ base, want, depth int }{
+		{8, 6, 0}, {8, 8, 0}, {8, 9, 1}, {8, 18, 2}, {8, 30, 2}, {8, 33, 3}, {2, 9, 3}, {1024, 18, 0}, {8, 0, 0},
+	} {
+		if got := MemberDepth(c.base, c.want); got != c.depth {
+			t.Errorf("MemberDepth(%d, %d) = %d, want %d", c.base, c.want, got, c.depth)
+		}
 	}
 }
 
