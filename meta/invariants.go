@@ -210,9 +210,10 @@ func (s *State) checkInvariants() error {
 	if len(s.keys) != len(s.topics) {
 		return fmt.Errorf("meta: %d keys for %d records", len(s.keys), len(s.topics))
 	}
-	active := 0
+	active, names := 0, 0
 	owned := make(map[string]int)
 	for _, k := range s.keys {
+		names += len(k)
 		r := s.topics[k]
 		switch {
 		case r == nil:
@@ -230,6 +231,9 @@ func (s *State) checkInvariants() error {
 	}
 	if active != s.active {
 		return fmt.Errorf("meta: %d active records, count says %d", active, s.active)
+	}
+	if names != s.names {
+		return fmt.Errorf("meta: records' names sum to %d bytes, count says %d", names, s.names)
 	}
 	for id, n := range owned {
 		if st := s.owners[id]; st == nil || st.topics != n || st.id != id {

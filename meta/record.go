@@ -232,6 +232,7 @@ func (l *Loader) State() (*State, error) {
 		for i, r := range l.recs {
 			s.topics[r.topic] = r
 			s.keys[i] = r.topic
+			s.names += len(r.topic)
 		}
 		l.recs = nil
 	}

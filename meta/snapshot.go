@@ -134,6 +134,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		}
 		s.topics[rec.topic] = rec
 		s.keys = append(s.keys, rec.topic)
+		s.names += len(rec.topic)
 	}
 	if v == snapshotVersion {
 		s.readSessions(&r)

@@ -155,6 +155,9 @@ type State struct {
 	sorted bool
 	owners map[string]*ownerStat
 	active int
+	// names sums the lengths of the topic names of every record,
+	// tombstones included (Bytes).
+	names int
 	// floor is the highest epoch a compacted tombstone held: a topic with
 	// no record starts at floor+1.
 	floor uint64
@@ -327,6 +330,7 @@ func (s *State) assign(c *Command, res *Result) {
 	if r == nil {
 		r = &record{topic: string(c.Topic), epoch: s.floor}
 		s.topics[r.topic] = r
+		s.names += len(r.topic)
 		if n := len(s.keys); n > 0 && s.keys[n-1] >= r.topic {
 			s.sorted = false
 		}
@@ -424,6 +428,7 @@ func (s *State) compact(res *Result) {
 			s.floorChanged = s.track
 		}
 		delete(s.topics, k)
+		s.names -= len(k)
 		s.touch(k)
 		res.Compacted++
 	}
@@ -532,6 +537,17 @@ func (s *State) OwnsAt(node, topic string, epoch uint64) bool {
 
 // Count returns the number of active topics.
 func (s *State) Count() int { return s.active }
+
+// RecordBytes is about what a record takes in the store besides its
+// topic's name: the key's prefix, the value (a state, an epoch, two node
+// ids of about 8 bytes and a partition count) and the store's own
+// trailer.
+const RecordBytes = 48
+
+// Bytes estimates the shard's size in the store: the names of its
+// records, tombstones included, and RecordBytes for each. A shard of
+// long names, or of many tombstones, is large for its count of topics.
+func (s *State) Bytes() int64 { return int64(s.names) + int64(len(s.topics))*RecordBytes }
 
 // Tombstones returns the number of revoked topics still recorded.
 func (s *State) Tombstones() int { return len(s.topics) - s.active }

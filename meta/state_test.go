@@ -474,3 +474,48 @@ func TestChangesOfEachKind(t *testing.T) {
 		}
 	}
 }
+
+// A shard's size counts every record's name, tombstones included, until a
+// compaction drops them; a snapshot and a load from records give the same.
+func TestBytesFollowTheRecords(t *testing.T) {
+	s := New()
+	if s.Bytes() != 0 {
+		t.Fatalf("empty shard: %d bytes", s.Bytes())
+	}
+	mustApply(t, s, assign("a", "n1", 1))
+	mustApply(t, s, assign("a-much-longer-topic-name", "n2", 1))
+	want := int64(len("a") + len("a-much-longer-topic-name") + 2*RecordBytes)
+	if s.Bytes() != want {
+		t.Fatalf("two topics: %d bytes, want %d", s.Bytes(), want)
+	}
+	mustApply(t, s, assign("a", "n2", 1)) // a move adds no record
+	mustApply(t, s, revoke("a-much-longer-topic-name"))
+	if s.Bytes() != want {
+		t.Fatalf("a tombstone: %d bytes, want %d still", s.Bytes(), want)
+	}
+	snap, err := DecodeSnapshot(s.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Bytes() != want {
+		t.Fatalf("from a snapshot: %d bytes, want %d", snap.Bytes(), want)
+	}
+	l := NewLoader()
+	for _, k := range []string{"a", "a-much-longer-topic-name"} {
+		v, _ := s.AppendRecord(nil, k)
+		if err := l.Add([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := l.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.Bytes() != want {
+		t.Fatalf("from records: %d bytes, want %d", loaded.Bytes(), want)
+	}
+	mustApply(t, s, compactCmd())
+	if want := int64(len("a") + RecordBytes); s.Bytes() != want {
+		t.Fatalf("compacted: %d bytes, want %d", s.Bytes(), want)
+	}
+}

@@ -105,6 +105,8 @@ cluster:
                           them as topics, load and members grow; a restarted node
                           takes the count its data dir recorded
   --split-topics N        split a shard holding more than N topics (default 10000)
+  --split-mib N           split a shard larger than N MiB in the store, tombstones
+                          included (default 4)
   --split-rate N          split a shard applying more than N commands a second
                           (default 2000)
   --split-window D        how long a shard must stay above a split threshold

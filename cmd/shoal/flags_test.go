@@ -389,7 +389,10 @@ func TestSplitFlags(t *testing.T) {
 	if o, err := parseNodeArgs(append(slices.Clone(required), "--swim-preset", "fast", "--split-rate", "0"), noEnv); err != nil || o.splits.cfg.Rate != 0 || o.splits.cfg.Window != node.DefaultSplits(true).Window {
 		t.Fatalf("--split-rate 0 with the fast preset: %+v %v", o.splits.cfg, err)
 	}
-	for _, bad := range [][]string{{"--split-window", "0s"}, {"--split-topics", "-1"}, {"--split-rate", "x"}, {"--shards-per-member", "1.5"}} {
+	if o, err := parseNodeArgs(append(slices.Clone(required), "--split-mib", "16"), noEnv); err != nil || o.splits.cfg.Bytes != 16<<20 || o.splits.cfg.Topics != node.DefaultSplits(false).Topics {
+		t.Fatalf("--split-mib 16: %+v %v", o.splits.cfg, err)
+	}
+	for _, bad := range [][]string{{"--split-mib", "-2"}, {"--split-mib", "2000000"}, {"--split-window", "0s"}, {"--split-topics", "-1"}, {"--split-rate", "x"}, {"--shards-per-member", "1.5"}} {
 		_, err := parseNodeArgs(append(slices.Clone(required), bad...), noEnv)
 		var ue *usageError
 		if !errors.As(err, &ue) || strings.Contains(err.Error(), "\n") {

@@ -15,15 +15,15 @@ import (
 // keeping its default (node.DefaultSplits); none set leaves the node's
 // default, automatic unless --shards is given.
 type splitOptions struct {
-	topics, perMember, maxShards int
-	rate                         float64
-	window                       time.Duration
+	topics, mib, perMember, maxShards int
+	rate                              float64
+	window                            time.Duration
 	// cfg is what settle made of the flags: nil for the node's default.
 	cfg *reconcile.SplitConfig
 }
 
 // splitFlags are the flags splitOptions declares.
-var splitFlags = []string{"split-topics", "split-rate", "split-window", "shards-per-member", "max-shards"}
+var splitFlags = []string{"split-topics", "split-mib", "split-rate", "split-window", "shards-per-member", "max-shards"}
 
 func (s *splitOptions) declare(fs *flag.FlagSet) {
 	nonNegative := func(name string, dst *int) {
@@ -37,6 +37,7 @@ func (s *splitOptions) declare(fs *flag.FlagSet) {
 		})
 	}
 	nonNegative("split-topics", &s.topics)
+	nonNegative("split-mib", &s.mib)
 	nonNegative("shards-per-member", &s.perMember)
 	nonNegative("max-shards", &s.maxShards)
 	fs.Func("split-rate", "", func(v string) error {
@@ -70,6 +71,12 @@ func (s *splitOptions) settle(set map[string]bool, fast bool) error {
 	sc := node.DefaultSplits(fast)
 	if set["split-topics"] {
 		sc.Topics = s.topics
+	}
+	if set["split-mib"] {
+		if s.mib > 1<<20 {
+			return usagef("--split-mib %d: at most %d (a TiB)", s.mib, 1<<20)
+		}
+		sc.Bytes = int64(s.mib) << 20
 	}
 	if set["split-rate"] {
 		sc.Rate = s.rate

@@ -333,12 +333,13 @@ func (c *Config) Fill() error {
 }
 
 // DefaultSplits is Config.Splits's default for a cluster born with the
-// default shard count: a shard splits above 10,000 topics or 2,000
-// commands a second held for 10 s (2 s with the "fast" preset), and
+// default shard count: a shard splits above 10,000 topics, 4 MiB (about
+// 50,000 records of names of 30 bytes) or 2,000 commands a second held
+// for 10 s (2 s with the "fast" preset), and
 // halves every shard until there are at least two per member; a leader starts
 // at most one split a second (250 ms), and none past 4,096 shards.
 func DefaultSplits(fast bool) reconcile.SplitConfig {
-	sc := reconcile.SplitConfig{Topics: 10_000, Rate: 2_000, Window: 10 * time.Second, PerMember: 2, Every: time.Second, MaxShards: 4096}
+	sc := reconcile.SplitConfig{Topics: 10_000, Bytes: 4 << 20, Rate: 2_000, Window: 10 * time.Second, PerMember: 2, Every: time.Second, MaxShards: 4096}
 	if fast {
 		sc.Window, sc.Every = 2*time.Second, 250*time.Millisecond
 	}

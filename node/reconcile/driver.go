@@ -282,7 +282,7 @@ func (d *Driver) split(v *View) {
 		_, _, err := sp.Children(id)
 		smp := SplitSample{Shard: id, Depth: int(depth), Splittable: err == nil}
 		if d.cfg.Machine.WithShard(shard, func(sh *shardsm.Shard) {
-			smp.Topics, smp.Applied = sh.State.Count(), sh.Applied
+			smp.Topics, smp.Bytes, smp.Applied = sh.State.Count(), sh.State.Bytes(), sh.Applied
 			smp.Splittable = smp.Splittable && !sh.State.Split()
 		}) != nil {
 			continue

@@ -8,7 +8,8 @@ import (
 )
 
 // Automatic splits: the leader of a shard is its local controller, and
-// splits it when it holds too many topics or takes too many writes, each
+// splits it when it holds too many topics, grows too large or takes too
+// many writes, each
 // held above its threshold for a window, or when the cluster has fewer
 // shards than its members call for (docs/shards.md). The Splitter
 // decides; the Driver samples the shards this node leads and proposes the
@@ -20,6 +21,9 @@ type SplitConfig struct {
 	// Topics: a shard holding more active topics than this is over. 0:
 	// no limit.
 	Topics int
+	// Bytes: a shard larger than this in the store (its records, tombstones
+	// included: meta.State.Bytes) is over. 0: no limit.
+	Bytes int64
 	// Rate: a shard applying more commands a second than this, measured
 	// between two samples, is over. 0: no limit.
 	Rate float64
@@ -41,14 +45,14 @@ type SplitConfig struct {
 }
 
 // On reports whether any trigger is set.
-func (c SplitConfig) On() bool { return c.Topics > 0 || c.Rate > 0 || c.PerMember > 0 }
+func (c SplitConfig) On() bool { return c.Topics > 0 || c.Bytes > 0 || c.Rate > 0 || c.PerMember > 0 }
 
 // Validate reports a trigger without the pacing it needs.
 func (c SplitConfig) Validate() error {
 	switch {
-	case c.Topics < 0 || c.Rate < 0 || c.PerMember < 0 || c.MaxShards < 0:
+	case c.Topics < 0 || c.Bytes < 0 || c.Rate < 0 || c.PerMember < 0 || c.MaxShards < 0:
 		return fmt.Errorf("reconcile: split thresholds must not be negative: %+v", c)
-	case (c.Topics > 0 || c.Rate > 0) && c.Window <= 0:
+	case (c.Topics > 0 || c.Bytes > 0 || c.Rate > 0) && c.Window <= 0:
 		return errors.New("reconcile: a split threshold needs a positive window")
 	case c.On() && c.Every <= 0:
 		return errors.New("reconcile: automatic splits need a positive pacing (Every)")
@@ -64,9 +68,11 @@ type SplitSample struct {
 	// again.
 	Depth      int
 	Splittable bool
-	// Topics is its count of active topics; Applied counts the commands
-	// its replica here has applied, ever (only differences are used).
+	// Topics is its count of active topics, Bytes its size in the store
+	// (meta.State.Bytes); Applied counts the commands its replica here
+	// has applied, ever (only differences are used).
 	Topics  int
+	Bytes   int64
 	Applied uint64
 }
 
@@ -77,6 +83,7 @@ const (
 	SplitTopics  SplitReason = iota + 1 // over Topics for Window
 	SplitRate                           // over Rate for Window
 	SplitMembers                        // wider than PerMember·members shards of one width
+	SplitBytes                          // over Bytes for Window
 )
 
 func (r SplitReason) String() string {
@@ -87,6 +94,8 @@ func (r SplitReason) String() string {
 		return "rate"
 	case SplitMembers:
 		return "members"
+	case SplitBytes:
+		return "bytes"
 	}
 	return "unknown"
 }
@@ -134,7 +143,7 @@ func (s *Splitter) Plan(now time.Time, samples []SplitSample, base, liveShards, 
 			t.applied, t.at = sm.Applied, now
 		}
 		t.seen = s.seen
-		over, score := s.over(sm, t)
+		over, score, reason := s.over(sm, t)
 		switch {
 		case !over:
 			t.over = time.Time{}
@@ -146,10 +155,7 @@ func (s *Splitter) Plan(now time.Time, samples []SplitSample, base, liveShards, 
 			continue
 		}
 		if best == nil || score > bestScore {
-			best, bestScore, why = sm, score, SplitTopics
-			if s.cfg.Topics == 0 || float64(sm.Topics)/float64(s.cfg.Topics) < s.rateScore(t) {
-				why = SplitRate
-			}
+			best, bestScore, why = sm, score, reason
 		}
 	}
 	for k, t := range s.shards {
@@ -189,22 +195,23 @@ func (s *Splitter) Plan(now time.Time, samples []SplitSample, base, liveShards, 
 	return best.Shard, why, true
 }
 
-// over reports whether a sampled shard is over a threshold, and by how
-// much: the larger of its ratios to the thresholds.
-func (s *Splitter) over(sm *SplitSample, t *splitTrack) (bool, float64) {
-	var score float64
+// over reports whether a sampled shard is over a threshold, by how
+// much (the largest of its ratios to the thresholds), and which one.
+func (s *Splitter) over(sm *SplitSample, t *splitTrack) (over bool, score float64, why SplitReason) {
 	if s.cfg.Topics > 0 {
-		score = float64(sm.Topics) / float64(s.cfg.Topics)
+		score, why = float64(sm.Topics)/float64(s.cfg.Topics), SplitTopics
 	}
-	score = max(score, s.rateScore(t))
-	return score > 1, score
-}
-
-func (s *Splitter) rateScore(t *splitTrack) float64 {
-	if s.cfg.Rate <= 0 {
-		return 0
+	if s.cfg.Bytes > 0 {
+		if r := float64(sm.Bytes) / float64(s.cfg.Bytes); r > score {
+			score, why = r, SplitBytes
+		}
 	}
-	return t.rate / s.cfg.Rate
+	if s.cfg.Rate > 0 {
+		if r := t.rate / s.cfg.Rate; r > score {
+			score, why = r, SplitRate
+		}
+	}
+	return score > 1, score, why
 }
 
 // MemberDepth returns the depth to which base shards are halved for at

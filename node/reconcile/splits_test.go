@@ -125,6 +125,8 @@ func TestMemberDepth(t *testing.T) {
 func TestSplitConfigValidate(t *testing.T) {
 	for _, c := range []SplitConfig{
 		{Topics: -1, Window: time.Second, Every: time.Second},
+		{Bytes: -1, Window: time.Second, Every: time.Second},
+		{Bytes: 10, Every: time.Second},
 		{Topics: 10, Every: time.Second},
 		{Rate: 10, Window: time.Second},
 		{PerMember: 2},
@@ -137,5 +139,29 @@ func TestSplitConfigValidate(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v refused: %v", c, err)
 		}
+	}
+}
+
+// A shard of few topics but many bytes (long names, tombstones) splits on
+// its size, the larger ratio naming the reason.
+func TestSplitterWeighsTheBytes(t *testing.T) {
+	s := NewSplitter(SplitConfig{Topics: 100, Bytes: 1 << 20, Window: time.Second, Every: time.Millisecond})
+	t0 := time.Unix(1000, 0)
+	led := []SplitSample{
+		{Shard: 2, Splittable: true, Topics: 120, Bytes: 10 << 10}, // 1.2 of its topics
+		{Shard: 5, Splittable: true, Topics: 10, Bytes: 3 << 20},   // 3 of its bytes
+		{Shard: 6, Splittable: true, Topics: 10, Bytes: 512 << 10},
+	}
+	s.Plan(t0, led, 8, 8, 3)
+	id, why, ok := s.Plan(t0.Add(time.Second), led, 8, 8, 3)
+	if !ok || id != 5 || why != SplitBytes || why.String() != "bytes" {
+		t.Fatalf("%d %v %v, want shard 5 for its bytes", id, why, ok)
+	}
+	id, why, ok = s.Plan(t0.Add(2*time.Second), led[:1], 8, 9, 3)
+	if !ok || id != 2 || why != SplitTopics {
+		t.Fatalf("%d %v %v, want shard 2 for its topics", id, why, ok)
+	}
+	if _, _, ok := s.Plan(t0.Add(3*time.Second), led[2:], 8, 10, 3); ok {
+		t.Fatal("split a shard under both thresholds")
 	}
 }
