@@ -163,6 +163,10 @@ func (h *host) startNode() error {
 		},
 		OnWriteApplied: func(shard, index uint64, aw shardsm.AnsweredWrite) { w.writeApplied(h.id, shard, index, aw) },
 	}
+	if w.cfg.AutoSplits {
+		sc := AutoSplitConfig()
+		cfg.Splits = &sc
+	}
 	n, err := node.NewDriven(cfg, world.Runtime{
 		Now:        h.clock,
 		After:      h.afterFunc,

@@ -83,6 +83,26 @@ func TestSplitSeeds(t *testing.T) {
 	}
 }
 
+// With AutoSplits the leaders split on their own under every fault, as a
+// cluster born without --shards does: the four shards it is born with
+// become at least sixteen (two per member of five, of one width), and
+// every checker passes.
+func TestAutoSplits(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		res, err := Run(Config{Seed: seed, AutoSplits: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed() {
+			t.Fatalf("seed %d: %s", seed, res.Report())
+		}
+		if res.Grown < 12 {
+			t.Fatalf("seed %d: the shards grew by %d, want at least 12 (4 to 16)", seed, res.Grown)
+		}
+		t.Logf("seed %d: %d requests, %d acknowledged, %d operator splits, %d shards grown", seed, res.Ops, res.Acked, res.Splits, res.Grown)
+	}
+}
+
 func TestQuietRun(t *testing.T) {
 	start := time.Now()
 	res, err := Run(Config{Seed: 1, NoFaults: true, Faulty: 10 * time.Second, Calm: 5 * time.Second})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoalmq/shoal/faultnet"
 	"github.com/shoalmq/shoal/history"
+	"github.com/shoalmq/shoal/node/reconcile"
 	"github.com/shoalmq/shoal/swim"
 )
 
@@ -19,8 +20,14 @@ type Config struct {
 	Seed uint64
 	// Nodes is the cluster's size, 3 to 9 (default 5).
 	Nodes int
-	// Shards is the number of metadata shards (default 64).
+	// Shards is the number of metadata shards (default 64; 4 with
+	// AutoSplits).
 	Shards uint32
+	// AutoSplits has the shard leaders split on their own, as a cluster
+	// born without --shards does: down to two shards per member of one
+	// width, and a shard applying more than 4 commands a second for 2 s,
+	// up to 32 shards (AutoSplitConfig).
+	AutoSplits bool
 	// Faulty is how long (virtual) the workload runs under faults (default
 	// 60 s); Calm how long it runs after every fault has stopped, before
 	// the liveness checks (default 20 s).
@@ -45,6 +52,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// AutoSplitConfig is the nodes' split configuration with AutoSplits: the
+// defaults' triggers (node.DefaultSplits) at the workload's scale, whose
+// few topics take a few commands a second each.
+func AutoSplitConfig() reconcile.SplitConfig {
+	return reconcile.SplitConfig{PerMember: 2, Rate: 4, Window: 2 * time.Second, Every: 250 * time.Millisecond, MaxShards: 32}
+}
+
 func (c *Config) fill() error {
 	if c.Nodes == 0 {
 		c.Nodes = 5
@@ -54,6 +68,9 @@ func (c *Config) fill() error {
 	}
 	if c.Shards == 0 {
 		c.Shards = 64
+		if c.AutoSplits {
+			c.Shards = 4
+		}
 	}
 	if c.Faulty == 0 {
 		c.Faulty = 60 * time.Second

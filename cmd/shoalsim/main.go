@@ -68,6 +68,7 @@ func run() error {
 		shards  = flag.Uint("shards", 0, "metadata shards (default 64)")
 		faulty  = flag.Duration("faulty", 0, "virtual time under faults (default 60s)")
 		calm    = flag.Duration("calm", 0, "virtual time after the faults, before the liveness checks (default 20s)")
+		auto    = flag.String("auto-splits", "odd", "which seeds run with the shard leaders' automatic splits, born with 4 shards: odd, all or none")
 		trace   = flag.Int("trace", 60, "trace lines to print for a replayed seed (0: all kept)")
 		worker  = flag.Bool("worker", false, "internal: run the seeds read from stdin")
 		verbose = flag.Bool("v", false, "print every seed's outcome")
@@ -113,14 +114,17 @@ func run() error {
 		}
 		return scaleRun(sizes, *jsonOut, os.Stdout)
 	}
+	if _, err := autoSplits(*auto, 0); err != nil {
+		return err
+	}
 	cfg := sim.Config{Nodes: *nodes, Shards: uint32(*shards), Faulty: *faulty, Calm: *calm}
 	switch {
 	case *worker:
-		return work(cfg, os.Stdin, os.Stdout)
+		return work(cfg, *auto, os.Stdin, os.Stdout)
 	case *seed != 0 && *seeds != 0:
 		return errors.New("-seed and -seeds: give one")
 	case *seed != 0:
-		return replay(cfg, *seed, *trace)
+		return replay(cfg, *auto, *seed, *trace)
 	case *seeds > 0:
 		first := *from
 		if first == 0 {
@@ -138,8 +142,27 @@ func run() error {
 	return errors.New("give -seed N or -seeds N")
 }
 
-func replay(cfg sim.Config, seed uint64, traceLines int) error {
+// autoSplits reports whether seed runs with automatic splits under the
+// -auto-splits rule: the odd seeds, all or none. A sweep and a replay of
+// one of its seeds apply the same rule.
+func autoSplits(rule string, seed uint64) (bool, error) {
+	switch rule {
+	case "odd":
+		return seed%2 == 1, nil
+	case "all":
+		return true, nil
+	case "none":
+		return false, nil
+	}
+	return false, fmt.Errorf("-auto-splits %q: want odd, all or none", rule)
+}
+
+func replay(cfg sim.Config, rule string, seed uint64, traceLines int) error {
 	cfg.Seed = seed
+	cfg.AutoSplits, _ = autoSplits(rule, seed)
+	if cfg.AutoSplits {
+		fmt.Printf("seed %d runs with automatic splits (-auto-splits %s)\n", seed, rule)
+	}
 	start := time.Now()
 	res, err := sim.Run(cfg)
 	if err != nil {
@@ -161,7 +184,7 @@ func replay(cfg sim.Config, seed uint64, traceLines int) error {
 
 // work runs the seeds it reads, one per line, and writes one JSON outcome
 // per seed.
-func work(cfg sim.Config, in io.Reader, out io.Writer) error {
+func work(cfg sim.Config, rule string, in io.Reader, out io.Writer) error {
 	sc := bufio.NewScanner(in)
 	enc := json.NewEncoder(out)
 	for sc.Scan() {
@@ -171,6 +194,7 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 		}
 		c := cfg
 		c.Seed = seed
+		c.AutoSplits, _ = autoSplits(rule, seed)
 		start := time.Now()
 		o := outcome{Seed: seed}
 		res, err := sim.Run(c)
@@ -197,6 +221,9 @@ func work(cfg sim.Config, in io.Reader, out io.Writer) error {
 func sweep(first uint64, count, jobs int, budget time.Duration, verbose bool) (int, error) {
 	fmt.Printf("seeds %d..%d (replay one with make sim SEED=N, the range with make sim SEEDS=%d FROM=%d)\n",
 		first, first+uint64(count)-1, count, first)
+	if r := flag.Lookup("auto-splits").Value.String(); r != "none" {
+		fmt.Printf("seeds with the shard leaders' automatic splits, born with 4 shards: %s\n", r)
+	}
 	if budget > 0 {
 		fmt.Printf("wall-time budget %v: no seed starts after it\n", budget)
 	}
@@ -339,7 +366,7 @@ func runWorker(self string, seeds <-chan uint64, results chan<- outcome) (died b
 // forwarded are the flags a worker needs to run the same configuration.
 func forwarded() []string {
 	var out []string
-	for _, name := range []string{"nodes", "shards", "faulty", "calm"} {
+	for _, name := range []string{"nodes", "shards", "faulty", "calm", "auto-splits"} {
 		if f := flag.Lookup(name); f != nil && f.Value.String() != f.DefValue {
 			out = append(out, "-"+name+"="+f.Value.String())
 		}
