@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +139,52 @@ func testReplicateInOrder(t *testing.T, tune func(*raftmux.Config)) {
 		return true
 	})
 	c.checkSameLogs(shards)
+}
+
+// A replica opens knowing no leader, and tells OnLeaderChange so before
+// anything else: a replica that never learns one (its group removed it
+// while it was away) is then known to be leaderless from its opening,
+// not taken for one that follows a leader (the node answers plain
+// lookups from a replica only while it knows a leader, or briefly after).
+func TestAReplicaOpensKnowingNoLeader(t *testing.T) {
+	var mu sync.Mutex
+	changes := map[uint64][]raftmux.LeaderChange{}
+	c := newCluster(t, 3, func(cfg *raftmux.Config) {
+		id, next := cfg.NodeID, cfg.OnLeaderChange
+		cfg.OnLeaderChange = func(lc raftmux.LeaderChange) {
+			mu.Lock()
+			changes[id] = append(changes[id], lc)
+			mu.Unlock()
+			next(lc)
+		}
+	})
+	c.bootstrap(2, []uint64{1, 2, 3})
+	c.waitLeaders(shardList(2), 10*time.Second)
+	c.stop(3)
+	mu.Lock()
+	changes[3] = nil
+	mu.Unlock()
+	c.start(3)
+	c.waitFor("host 3 to follow a leader of both shards again", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		led := map[uint64]bool{}
+		for _, lc := range changes[3] {
+			led[lc.Shard] = led[lc.Shard] || lc.Leader != 0
+		}
+		return led[0] && led[1]
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	first := map[uint64]raftmux.LeaderChange{}
+	for _, lc := range changes[3] {
+		if _, ok := first[lc.Shard]; !ok {
+			first[lc.Shard] = lc
+		}
+	}
+	for _, s := range shardList(2) {
+		if lc := first[s]; lc.Leader != 0 || lc.Term == 0 {
+			t.Fatalf("shard %d: the restarted replica's first leader change is %+v, want no leader at its stored term", s, lc)
+		}
+	}
 }

@@ -276,6 +276,11 @@ func (w *worker) openReplica(shard uint64) (*replica, error) {
 	w.awake[shard] = r
 	w.touch(r)
 	w.confChanged(r)
+	// A replica opens knowing no leader, and says so: one that never
+	// learns one (a replica its group removed while it was away, seeded
+	// again by a split it applied late) is then known to be leaderless
+	// from its opening, not taken for one that follows a leader.
+	w.leaderChanged(r, 0, hs.Term)
 	return r, nil
 }
 
