@@ -193,6 +193,16 @@ func (m *ShardMap) HasSplit(id uint32) bool {
 	return ld > d
 }
 
+// LiveUnder returns a live shard below shard id, which split in m: the
+// one holding the lowest hash of id's range. ok is false when m does not
+// show id split.
+func (m *ShardMap) LiveUnder(id uint32) (uint32, bool) {
+	if !m.HasSplit(id) {
+		return 0, false
+	}
+	return m.OfHash(m.hashIn(id)), true
+}
+
 // OfHash returns the live shard holding hash h. It allocates nothing.
 func (m *ShardMap) OfHash(h uint64) uint32 {
 	for d := uint8(0); d < m.depth; d++ {

@@ -27,6 +27,17 @@ import (
 // replica its leader has meanwhile added back (a voter that forgets what
 // it acknowledged breaks raft's safety). A confirmed stray the host could
 // not drop yet stays listed (Strays).
+//
+// A leftover is a replica here of a shard the map shows split that never
+// applied the split (it lagged, and its group has had no leader since:
+// the replicas that split campaign no more). It would keep this node out
+// of the halves for good: a node takes no half's traffic while it hosts
+// an ancestor that has not split here. One that stays so for strayGrace
+// is a suspect, and the node asks the leader of a live shard below it
+// whether it leads that shard: a group below exists only once the split
+// committed, so every entry of the leftover's group that mattered is in
+// the halves. Two such answers in a row confirm it, and the raft host
+// drops it as a stray.
 
 const (
 	// strayCheckRounds: shard-manager passes between two looks for strays.
@@ -44,6 +55,9 @@ type stray struct {
 	since     time.Time // when the ring stopped placing it here
 	verdicts  int       // answers in a row that it is not a member
 	confirmed bool
+	// under, for a leftover, is the live shard below it whose leader is
+	// asked; under+1, so that zero is a plain stray.
+	under uint64
 }
 
 // Ask is a stray check to send: the shards whose replicas here Leader
@@ -63,24 +77,34 @@ func (c *Controller) findStrays(v *View, infos []raftmux.Info, now time.Time) []
 	ask := map[string][]uint64{} // leader → shards to ask about
 	seen := make(map[uint64]bool)
 	var reps []string
+	m := c.cfg.Leaders.Map()
 	for _, in := range infos {
 		if !router.ShardSpace(c.cfg.Shards).Valid(in.Shard) || in.Leader == c.self {
 			continue
 		}
-		reps = v.Placement.Replicas(uint32(in.Shard), reps[:0])
-		if len(reps) == 0 || slices.Contains(reps, c.cfg.Self) {
-			continue
+		ask1 := uint32(in.Shard) // the shard whose leader is asked
+		under, leftover := m.LiveUnder(uint32(in.Shard))
+		if leftover = leftover && !in.Ended; leftover {
+			ask1 = under
+		} else {
+			reps = v.Placement.Replicas(uint32(in.Shard), reps[:0])
+			if len(reps) == 0 || slices.Contains(reps, c.cfg.Self) {
+				continue
+			}
 		}
 		seen[in.Shard] = true
 		st, ok := c.strays[in.Shard]
-		if !ok {
-			c.strays[in.Shard] = &stray{since: now}
-			continue
+		if !ok || (st.under != 0) != leftover {
+			st = &stray{since: now}
+			c.strays[in.Shard] = st
+		}
+		if leftover && st.under != uint64(ask1)+1 {
+			st.under, st.verdicts = uint64(ask1)+1, 0
 		}
 		if st.confirmed || now.Sub(st.since) < strayGrace*c.cfg.Interval {
 			continue
 		}
-		leader, _, ok := c.cfg.Leaders.Get(uint32(in.Shard))
+		leader, _, ok := c.cfg.Leaders.Get(ask1)
 		if !ok || leader == c.cfg.Self || !v.Alive(leader) {
 			continue
 		}
@@ -109,11 +133,18 @@ func (c *Controller) Judge(a Ask, sl *wire.ShardList) (drop []uint64) {
 	defer c.mu.Unlock()
 	for _, s := range a.Shards {
 		st := c.strays[s]
-		i := slices.IndexFunc(sl.Shards, func(si wire.ShardInfo) bool { return si.Shard == s })
-		if st == nil || i < 0 || string(sl.Shards[i].Leader) != a.Leader {
+		if st == nil {
 			continue
 		}
-		if slices.ContainsFunc(sl.Shards[i].Replicas, func(r []byte) bool { return string(r) == c.cfg.Self }) {
+		asked := s
+		if st.under != 0 {
+			asked = st.under - 1
+		}
+		i := slices.IndexFunc(sl.Shards, func(si wire.ShardInfo) bool { return si.Shard == asked })
+		if i < 0 || string(sl.Shards[i].Leader) != a.Leader {
+			continue
+		}
+		if st.under == 0 && slices.ContainsFunc(sl.Shards[i].Replicas, func(r []byte) bool { return string(r) == c.cfg.Self }) {
 			st.verdicts = 0
 			continue
 		}
