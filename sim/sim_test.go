@@ -86,9 +86,12 @@ func TestSplitSeeds(t *testing.T) {
 // With AutoSplits the leaders split on their own under every fault, as a
 // cluster born without --shards does: the four shards it is born with
 // become at least sixteen (two per member of five, of one width), and
-// every checker passes.
+// every checker passes. Seed 13100000169 found a half's replica seeded
+// by a split applied late, on a node its group had removed meanwhile,
+// that answered plain lookups with its stale records: it knew no leader,
+// and was taken for one that followed one.
 func TestAutoSplits(t *testing.T) {
-	for _, seed := range []uint64{1, 2} {
+	for _, seed := range []uint64{1, 2, 13100000169} {
 		res, err := Run(Config{Seed: seed, AutoSplits: true})
 		if err != nil {
 			t.Fatal(err)
