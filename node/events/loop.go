@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,10 @@ type Loop struct {
 	led        []atomic.Bool
 	nLed       atomic.Int64
 	leaderless []atomic.Int64
+	// outside: per shard, whether the local replica's configuration names
+	// this node neither a voter nor a learner (it applied its own
+	// removal, or holds no configuration yet).
+	outside []atomic.Bool
 	// shardEvents counts leadership and configuration changes of the
 	// replicas.
 	shardEvents atomic.Uint64
@@ -151,6 +156,7 @@ func New(cfg Config) (*Loop, error) {
 		space:      router.ShardSpace(cfg.Shards),
 		led:        make([]atomic.Bool, router.ShardSpace(cfg.Shards).Capacity()),
 		leaderless: make([]atomic.Int64, router.ShardSpace(cfg.Shards).Capacity()),
+		outside:    make([]atomic.Bool, router.ShardSpace(cfg.Shards).Capacity()),
 		shards:     cfg.Leaders.Map(),
 	}
 	l.q.wake = l.env.Kick
@@ -211,10 +217,15 @@ const leaderlessLookups = 20
 
 // AnswersLocally reports whether plain lookups of shard may be answered
 // from this node's replica: unless it has known no leader for longer than
-// leaderlessLookups ticks. A replica cut off from its group, or one its
-// group no longer sends to, keeps a state that may be far behind: the
-// lookup goes to the cache or the leader instead.
+// leaderlessLookups ticks, or its configuration no longer names this
+// node. A replica cut off from its group, or one its group no longer
+// sends to, keeps a state that may be far behind: the lookup goes to the
+// cache or the leader instead. A replica that applied its own removal
+// does not campaign, so raft never clears the leader it names.
 func (l *Loop) AnswersLocally(shard uint64) bool {
+	if shard < uint64(len(l.outside)) && l.outside[shard].Load() {
+		return false
+	}
 	since := l.LeaderlessSince(shard)
 	return since == 0 || l.env.Now().UnixNano()-since <= int64(leaderlessLookups*l.cfg.Tick)
 }
@@ -262,6 +273,9 @@ func (l *Loop) ConfState(shard uint64, cs raftpb.ConfState) {
 		return
 	}
 	l.cfg.Lease.ConfState(shard, cs.Voters, cs.VotersOutgoing)
+	in := slices.Contains(cs.Voters, l.self) || slices.Contains(cs.Learners, l.self) ||
+		slices.Contains(cs.VotersOutgoing, l.self) || slices.Contains(cs.LearnersNext, l.self)
+	l.outside[shard].Store(!in)
 	l.shardEvents.Add(1)
 }
 

@@ -281,3 +281,29 @@ func TestTheQueueIsBounded(t *testing.T) {
 		t.Fatalf("%d events queued after Close", l.Len())
 	}
 }
+
+// A replica whose configuration no longer names this node (it applied its
+// own removal, so it never campaigns and raft never clears the leader it
+// names) answers no plain lookup, whatever leader it names; named again,
+// as a learner, it does.
+func TestAReplicaOutsideItsConfigurationDoesNotAnswer(t *testing.T) {
+	l, _, _, _ := newLoop(t)
+	self := l.self
+	l.LeaderChange(raftmux.LeaderChange{Shard: 2, Leader: self + 1, Term: 4})
+	l.ConfState(2, raftpb.ConfState{Voters: []uint64{self, self + 1, self + 2}})
+	if !l.AnswersLocally(2) {
+		t.Fatal("a voter that knows a leader does not answer")
+	}
+	l.ConfState(2, raftpb.ConfState{Voters: []uint64{self + 1, self + 2, self + 3}})
+	if l.AnswersLocally(2) {
+		t.Fatal("a replica removed from its group answers")
+	}
+	l.ConfState(2, raftpb.ConfState{})
+	if l.AnswersLocally(2) {
+		t.Fatal("a replica with no configuration answers")
+	}
+	l.ConfState(2, raftpb.ConfState{Voters: []uint64{self + 1, self + 2, self + 3}, Learners: []uint64{self}})
+	if !l.AnswersLocally(2) {
+		t.Fatal("a learner that knows a leader does not answer")
+	}
+}
