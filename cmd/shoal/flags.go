@@ -53,6 +53,7 @@ type nodeOptions struct {
 	metricsAddr                      string
 	pprof                            bool
 	cpuProfile                       string
+	trimAtRest                       time.Duration
 	netLoops                         bool
 	clusterID                        uint64
 	secret                           []byte
@@ -184,6 +185,9 @@ operations:
                           (CPU, heap, goroutines, ...: keep that address private)
   --cpu-profile FILE      write a CPU profile of the process's first 60 s (or until it
                           stops) to FILE, its start included, which /debug/pprof cannot show
+  --trim-at-rest D        every D, once the process allocated next to nothing over D and
+                          holds far more heap than is live, collect and give the free
+                          memory back to the system (default 30s; 0: never, as Go does)
   --log-format F          text (default) or json, on stderr
   --log-level L           debug, info (default), warn or error
   --config FILE           read flags from FILE: one "name = value" per line, '#' comments;
@@ -234,6 +238,7 @@ func newNodeFlagSet(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
 	fs.BoolVar(&o.pprof, "pprof", false, "")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "")
+	fs.DurationVar(&o.trimAtRest, "trim-at-rest", defaultTrimAtRest, "")
 	fs.BoolVar(&o.netLoops, "net-loops", false, "")
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.Uint64Var(&o.clusterID, "cluster-id", 0, "")
@@ -527,6 +532,9 @@ func (o *nodeOptions) validate() error {
 		if err := checkHTTPAddr(o.metricsAddr); err != nil {
 			return usagef("--metrics-addr %q: %v", clip(o.metricsAddr), err)
 		}
+	}
+	if o.trimAtRest != 0 && o.trimAtRest < time.Second {
+		return usagef("--trim-at-rest %s: want 0 (never) or at least 1s", o.trimAtRest)
 	}
 	if o.pprof && o.metricsAddr == "" {
 		return usagef("--pprof needs --metrics-addr (the profiles are served there)")

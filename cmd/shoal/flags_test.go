@@ -34,7 +34,7 @@ func TestParseNodeArgs(t *testing.T) {
 		"--metrics-addr", ":9100", "--cluster-id", "42", "--swim-preset", "fast",
 		"--log-format", "json", "--log-level", "debug", "--metadata-sync-interval", "3s",
 		"--store-memtable-mib", "4", "--handoff-timeout", "5s", "--change-log-len", "100",
-		"--net-loops", "--store-log-sync", "runtime", "--store-log-sync-gap", "0",
+		"--net-loops", "--store-log-sync", "runtime", "--store-log-sync-gap", "0", "--trim-at-rest", "0",
 	), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestParseNodeArgsDefaults(t *testing.T) {
 	if o.rack != "default" || o.shards != 0 || o.splits.cfg != nil || o.replicas != 3 || o.bootstrapExpect != 1 ||
 		o.swimPreset != "lan" || o.logFormat != "text" || o.logLevel != slog.LevelInfo || o.join != nil ||
 		o.memtableMiB != 32 || o.changeLogLen != 1024 || o.netLoops || o.logSync != "raw" ||
-		o.logSyncGap != node.DefaultStoreLogSyncGap {
+		o.logSyncGap != node.DefaultStoreLogSyncGap || o.trimAtRest != 30*time.Second {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -104,6 +104,8 @@ func TestParseNodeArgsRejects(t *testing.T) {
 		{"shards zero", with("--shards", "0"), `--shards "0": want a number of shards`},
 		{"shards text", with("--shards", "many"), `--shards "many": want a number of shards`},
 		{"replicas", with("--replicas", "0"), "--replicas 0"},
+		{"trim too often", with("--trim-at-rest", "10ms"), "--trim-at-rest 10ms: want 0 (never) or at least 1s"},
+		{"trim not a duration", with("--trim-at-rest", "often"), `--trim-at-rest "often"`},
 		{"bootstrap", with("--bootstrap-expect", "-1"), "--bootstrap-expect -1"},
 		{"cluster id", with("--cluster-id", "x"), `--cluster-id "x": not a number`},
 		{"preset", with("--swim-preset", "wan"), `--swim-preset "wan"`},

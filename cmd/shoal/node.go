@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoalmq/shoal/internal/memtrim"
 	"github.com/shoalmq/shoal/internal/version"
 	"github.com/shoalmq/shoal/node"
 	"github.com/shoalmq/shoal/node/security"
@@ -98,6 +99,9 @@ func runNode(ctx context.Context, o *nodeOptions, stderr io.Writer) error {
 		defer stop()
 	}
 	followCPULimit(ctx, logger)
+	if o.trimAtRest > 0 {
+		memtrim.Follow(ctx, o.trimAtRest, memtrim.DefaultRule, logger.With("node", o.id))
+	}
 	n, err := node.New(o.nodeConfig(logger)) // the node adds its own node=ID
 	logger = logger.With("node", o.id)
 	if err != nil {
@@ -164,6 +168,9 @@ func logSyncGap(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// defaultTrimAtRest: how often --trim-at-rest looks at the heap.
+const defaultTrimAtRest = 30 * time.Second
 
 // cpuProfileLimit: how long --cpu-profile profiles at most.
 const cpuProfileLimit = 60 * time.Second
