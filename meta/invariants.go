@@ -207,19 +207,20 @@ func (r *record) check() error {
 // reports the first disagreement. Apply runs it every so often in builds
 // with invariants; tests call it after every step.
 func (s *State) checkInvariants() error {
-	if len(s.keys) != len(s.topics) {
-		return fmt.Errorf("meta: %d keys for %d records", len(s.keys), len(s.topics))
+	if len(s.order) != len(s.topics) {
+		return fmt.Errorf("meta: %d keys for %d records", len(s.order), len(s.topics))
 	}
 	active, names := 0, 0
 	owned := make(map[string]int)
-	for _, k := range s.keys {
+	for _, o := range s.order {
+		k := o.topic
 		names += len(k)
 		r := s.topics[k]
 		switch {
 		case r == nil:
 			return fmt.Errorf("meta: key %q has no record", k)
-		case r.topic != k:
-			return fmt.Errorf("meta: key %q holds record of %q", k, r.topic)
+		case r != o:
+			return fmt.Errorf("meta: key %q holds another record than its map's", k)
 		}
 		if err := r.check(); err != nil {
 			return err

@@ -35,7 +35,7 @@ func TestApplyChecksTheWholeState(t *testing.T) {
 		{"owner digest", `digest of "n1"`, func(s *State) { s.owners["n1"].digest ^= 1 }},
 		{"active count", "active records, count says", func(s *State) { s.active++ }},
 		{"owner index", `owner "n1" has 2 topics, index disagrees`, func(s *State) { s.owners["n1"].topics-- }},
-		{"key index", "keys for", func(s *State) { s.keys = s.keys[:1] }},
+		{"key index", "keys for", func(s *State) { s.order = s.order[:1] }},
 		{"active without owner", `active "a" has owner ""`, func(s *State) { s.topics["a"].owner = "" }},
 		{"tombstone with owner", `revoked "c" keeps owner "n2"`, func(s *State) { s.topics["c"].owner = "n2" }},
 		{"session answers", "out of order", func(s *State) {

@@ -103,11 +103,11 @@ func (s *State) PlanReassign(dead string, live []Node, limit int) (Command, erro
 	if len(cands) == 0 {
 		return Command{}, fmt.Errorf("meta: plan reassign of %q: %w", dead, ErrNoOwner)
 	}
-	for _, k := range s.sortedKeys() {
+	for _, r := range s.sortedRecords() {
 		if len(c.Moves) == limit {
 			break
 		}
-		r := s.topics[k]
+		k := r.topic
 		if r.state != Active || r.owner != dead {
 			continue
 		}

@@ -228,10 +228,10 @@ func (l *Loader) State() (*State, error) {
 	if l.recs != nil {
 		s := l.s
 		s.topics = make(map[string]*record, len(l.recs))
-		s.keys = make([]string, len(l.recs))
+		s.order = make([]*record, len(l.recs))
 		for i, r := range l.recs {
 			s.topics[r.topic] = r
-			s.keys[i] = r.topic
+			s.order[i] = r
 			s.names += len(r.topic)
 		}
 		l.recs = nil

@@ -39,8 +39,7 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 	}
 	b = appendUvarint(b, s.floor)
 	b = appendUvarint(b, uint64(len(s.topics)))
-	for _, k := range s.sortedKeys() {
-		r := s.topics[k]
+	for _, r := range s.sortedRecords() {
 		b = appendString(b, r.topic)
 		b = append(b, byte(r.state))
 		b = appendUvarint(b, r.epoch)
@@ -78,7 +77,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		// records, and one copy of the input that every topic and owner
 		// string points into.
 		s.topics = make(map[string]*record, n)
-		s.keys = make([]string, 0, n)
+		s.order = make([]*record, 0, n)
 	}
 	slab := make([]record, n)
 	str := string(b)
@@ -133,7 +132,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			rec.prev = s.intern(prevOwner, str[prevEnd-len(prevOwner):prevEnd])
 		}
 		s.topics[rec.topic] = rec
-		s.keys = append(s.keys, rec.topic)
+		s.order = append(s.order, rec)
 		s.names += len(rec.topic)
 	}
 	if v == snapshotVersion {

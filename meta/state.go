@@ -8,6 +8,8 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 
@@ -148,10 +150,11 @@ type ownerStat struct {
 // owner (queries may sort an internal index).
 type State struct {
 	topics map[string]*record
-	// keys holds every topic of topics (tombstones included); sorted
-	// reports whether it is in ascending order. Inserts append, queries
-	// sort on demand, so Apply stays O(1).
-	keys   []string
+	// order holds every record of topics (tombstones included); sorted
+	// reports whether it is in ascending topic order. Inserts append,
+	// queries sort on demand, so Apply stays O(1). Iterating in order
+	// reads the records straight from it, without a map lookup each.
+	order  []*record
 	sorted bool
 	owners map[string]*ownerStat
 	active int
@@ -331,10 +334,10 @@ func (s *State) assign(c *Command, res *Result) {
 		r = &record{topic: string(c.Topic), epoch: s.floor}
 		s.topics[r.topic] = r
 		s.names += len(r.topic)
-		if n := len(s.keys); n > 0 && s.keys[n-1] >= r.topic {
+		if n := len(s.order); n > 0 && s.order[n-1].topic >= r.topic {
 			s.sorted = false
 		}
-		s.keys = append(s.keys, r.topic)
+		s.order = append(s.order, r)
 	}
 	r.epoch++
 	r.state = Active
@@ -416,11 +419,11 @@ func (s *State) reassign(c *Command, res *Result) {
 }
 
 func (s *State) compact(res *Result) {
-	kept := s.keys[:0]
-	for _, k := range s.keys {
-		r := s.topics[k]
+	kept := s.order[:0]
+	for _, r := range s.order {
+		k := r.topic
 		if r.state == Active {
-			kept = append(kept, k)
+			kept = append(kept, r)
 			continue
 		}
 		if r.epoch > s.floor {
@@ -432,8 +435,8 @@ func (s *State) compact(res *Result) {
 		s.touch(k)
 		res.Compacted++
 	}
-	clear(s.keys[len(kept):])
-	s.keys = kept
+	clear(s.order[len(kept):])
+	s.order = kept
 	for id, st := range s.owners {
 		if st.topics == 0 {
 			delete(s.owners, id)
@@ -511,12 +514,13 @@ func (s *State) nodeID(id []byte) string {
 	return string(id)
 }
 
-func (s *State) sortedKeys() []string {
+// sortedRecords returns every record in ascending topic order.
+func (s *State) sortedRecords() []*record {
 	if !s.sorted {
-		slices.Sort(s.keys)
+		slices.SortFunc(s.order, func(a, b *record) int { return strings.Compare(a.topic, b.topic) })
 		s.sorted = true
 	}
-	return s.keys
+	return s.order
 }
 
 // Get returns the record of topic, active or revoked; ok is false when the
@@ -617,8 +621,8 @@ func (s *State) EachOwnedBy(node string, fn func(topic string, epoch uint64)) {
 // not change during the iteration.
 func (s *State) Topics() iter.Seq[Assignment] {
 	return func(yield func(Assignment) bool) {
-		for _, k := range s.sortedKeys() {
-			if r := s.topics[k]; r.state == Active && !yield(r.assignment()) {
+		for _, r := range s.sortedRecords() {
+			if r.state == Active && !yield(r.assignment()) {
 				return
 			}
 		}
@@ -630,10 +634,12 @@ func (s *State) Topics() iter.Seq[Assignment] {
 // iteration.
 func (s *State) TopicsFrom(from []byte) iter.Seq[Assignment] {
 	return func(yield func(Assignment) bool) {
-		keys := s.sortedKeys()
-		i, _ := slices.BinarySearch(keys, string(from))
-		for _, k := range keys[i:] {
-			if r := s.topics[k]; r.state == Active && !yield(r.assignment()) {
+		recs := s.sortedRecords()
+		i, _ := slices.BinarySearchFunc(recs, from, func(r *record, from []byte) int {
+			return strings.Compare(r.topic, unsafe.String(unsafe.SliceData(from), len(from)))
+		})
+		for _, r := range recs[i:] {
+			if r.state == Active && !yield(r.assignment()) {
 				return
 			}
 		}
@@ -644,8 +650,8 @@ func (s *State) TopicsFrom(from []byte) iter.Seq[Assignment] {
 // The state must not change during the iteration.
 func (s *State) All() iter.Seq[Assignment] {
 	return func(yield func(Assignment) bool) {
-		for _, k := range s.sortedKeys() {
-			if !yield(s.topics[k].assignment()) {
+		for _, r := range s.sortedRecords() {
+			if !yield(r.assignment()) {
 				return
 			}
 		}
