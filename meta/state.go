@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/zeebo/xxh3"
 
@@ -635,8 +634,8 @@ func (s *State) Topics() iter.Seq[Assignment] {
 func (s *State) TopicsFrom(from []byte) iter.Seq[Assignment] {
 	return func(yield func(Assignment) bool) {
 		recs := s.sortedRecords()
-		i, _ := slices.BinarySearchFunc(recs, from, func(r *record, from []byte) int {
-			return strings.Compare(r.topic, unsafe.String(unsafe.SliceData(from), len(from)))
+		i, _ := slices.BinarySearchFunc(recs, string(from), func(r *record, from string) int {
+			return strings.Compare(r.topic, from)
 		})
 		for _, r := range recs[i:] {
 			if r.state == Active && !yield(r.assignment()) {
